@@ -1,0 +1,91 @@
+"""parkway: durable, human-in-the-loop workflows on Redis.
+
+Nodes are plain functions run as RQ jobs; ``use_interrupt`` pauses a run for
+a person and ends the job; a resume token answers the pause exactly once and
+the node replays with its hooks returning what they recorded.
+"""
+
+from .client import Parkway
+from .config import Settings
+from .runtime.errors import (
+    ConfigError,
+    CorruptRecord,
+    InvalidAnswer,
+    InvalidId,
+    MalformedResume,
+    NondeterminismError,
+    ParkwayError,
+    PayloadTooLarge,
+    RunNotFound,
+    StaleFence,
+    StoreError,
+    StoreUnavailable,
+    ValidationError,
+    WaitTimeout,
+    WorkflowError,
+)
+from .runtime.hooks import (
+    ParkwayWarning,
+    emit,
+    idempotency_key,
+    use_interrupt,
+    use_node_state,
+    use_now,
+    use_stable_id,
+    use_step,
+    use_workflow_state,
+)
+from .runtime.protocol import (
+    Event,
+    Interrupt,
+    InterruptPage,
+    InterruptRequest,
+    Option,
+    ResumeOutcome,
+    ResumeResult,
+    Run,
+    RunStatus,
+)
+from .runtime.resume import parse_resume_metadata
+from .runtime.workflow import Result, Retry, Workflow
+
+__all__ = [
+    "ConfigError",
+    "CorruptRecord",
+    "Event",
+    "Interrupt",
+    "InterruptPage",
+    "InterruptRequest",
+    "InvalidAnswer",
+    "InvalidId",
+    "MalformedResume",
+    "NondeterminismError",
+    "Option",
+    "Parkway",
+    "ParkwayError",
+    "ParkwayWarning",
+    "PayloadTooLarge",
+    "Result",
+    "ResumeOutcome",
+    "ResumeResult",
+    "Retry",
+    "Run",
+    "RunNotFound",
+    "RunStatus",
+    "Settings",
+    "StaleFence",
+    "StoreError",
+    "StoreUnavailable",
+    "ValidationError",
+    "WaitTimeout",
+    "Workflow",
+    "emit",
+    "idempotency_key",
+    "parse_resume_metadata",
+    "use_interrupt",
+    "use_node_state",
+    "use_now",
+    "use_stable_id",
+    "use_step",
+    "use_workflow_state",
+]

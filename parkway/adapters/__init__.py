@@ -1,0 +1,1 @@
+"""Stores: the Store contract's implementations (memory, Redis)."""

@@ -1,0 +1,157 @@
+"""msgpack encoding of checkpoints, and the shapes both stores share.
+
+Everything a store keeps is msgpack of plain types (no pickle, no classes).
+Encoding enforces the payload bound; decoding turns garbage into
+:class:`CorruptRecord`. Index members and listing cursors are built here so
+the memory and Redis stores order and page interrupts identically.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import msgpack
+
+from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
+from ..runtime.protocol import RunStatus
+from ..runtime.store import InterruptRecord, JournalEntry, RunRecord, StoredEvent
+
+DEFAULT_MAX_BYTES = 1 << 20
+
+
+def encode(value: Any, *, limit: int = DEFAULT_MAX_BYTES, what: str = "payload") -> bytes:
+    try:
+        blob: bytes = msgpack.packb(value, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValidationError(f"{what} is not plain data (dict, list, str, int, float, bool, None, bytes): {exc}") from exc
+    if len(blob) > limit:
+        raise PayloadTooLarge(f"{what} is {len(blob)} bytes encoded; the limit is {limit}", size=len(blob), limit=limit)
+    return blob
+
+
+def decode(blob: bytes | None, *, what: str = "record") -> Any:
+    if blob is None:
+        return None
+    try:
+        return msgpack.unpackb(blob, raw=False)
+    except Exception as exc:  # msgpack raises several unrelated types on garbage
+        raise CorruptRecord(f"{what} cannot be decoded: {exc}", what=what) from exc
+
+
+def entry_to_blob(entry: JournalEntry, limit: int) -> bytes:
+    return encode([entry.kind, entry.name, entry.value, entry.detail], limit=limit, what="journal value")
+
+
+def entry_from_blob(blob: bytes) -> JournalEntry:
+    raw = decode(blob, what="journal entry")
+    if not isinstance(raw, list) or len(raw) != 4:
+        raise CorruptRecord("journal entry has the wrong shape", what="journal entry")
+    return JournalEntry(raw[0], raw[1], raw[2], raw[3])
+
+
+def interrupt_to_blob(record: InterruptRecord) -> bytes:
+    return encode(asdict(record), what="interrupt")
+
+
+def interrupt_from_blob(blob: bytes) -> InterruptRecord:
+    raw = decode(blob, what="interrupt")
+    try:
+        return InterruptRecord(**raw)
+    except TypeError as exc:
+        raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
+    """Build a RunRecord from the run's stored fields (str keys; blobs still encoded)."""
+    try:
+        return RunRecord(
+            run_id=run_id,
+            workflow=_s(f["wf"]),
+            ref=_s(f["ref"]),
+            status=RunStatus(_s(f["status"])),
+            node=_s(f.get("node")) or None,
+            step=int(f["step"]),
+            fence=int(f["fence"]),
+            input=decode(f.get("input"), what="run input"),
+            data=decode(f.get("data"), what="run data") or {},
+            output=decode(f.get("output"), what="run output"),
+            error=decode(f.get("error"), what="run error"),
+            created_at=int(f["created"]),
+            updated_at=int(f["updated"]),
+            ttl_ms=int(f["ttl"]),
+            expires_at=int(f["expires"]) if f.get("expires") else None,
+            waiting_on=_s(f.get("waiting")) or None,
+        )
+    except (KeyError, ValueError) as exc:
+        raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def _s(v: Any) -> str:
+    if v is None:
+        return ""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def event_from(entry_id: str, kind: str, data_blob: bytes) -> StoredEvent:
+    data = decode(data_blob, what="event")
+    ts = int(entry_id.split("-", 1)[0])
+    return StoredEvent(entry_id, kind, ts, data if isinstance(data, dict) else {"value": data})
+
+
+# --- index members and cursors ----------------------------------------------
+
+_MEMBER = re.compile(r"^(\d{13}):(\d{13}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64})$")
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One pending interrupt as the listing indexes know it."""
+
+    created_at: int
+    expires_at: int
+    workflow: str
+    run_id: str
+    request_id: str
+
+    @classmethod
+    def of(cls, record: InterruptRecord) -> IndexEntry:
+        return cls(record.created_at, record.expires_at, record.workflow, record.run_id, record.request_id)
+
+    @classmethod
+    def parse(cls, member: str, order: str) -> IndexEntry:
+        m = _MEMBER.match(member)
+        if m is None:
+            raise CorruptRecord(f"interrupt index member {member!r} is malformed")
+        first, second = int(m.group(1)), int(m.group(2))
+        created, expires = (first, second) if order == "newest" else (second, first)
+        return cls(created, expires, m.group(3), m.group(4), m.group(5))
+
+    def member(self, order: str) -> str:
+        """Members sort lexicographically by time (13-digit epoch ms), so a page
+        is a ZRANGEBYLEX from the cursor: O(log N + page), no gaps, no repeats."""
+        first, second = (self.created_at, self.expires_at) if order == "newest" else (self.expires_at, self.created_at)
+        return f"{first:013d}:{second:013d}:{self.workflow}:{self.run_id}:{self.request_id}"
+
+    def placements(self) -> list[tuple[str, str | None, str]]:
+        """(order, workflow or None, member) for each index this entry lives in."""
+        return [(o, wf, self.member(o)) for o in ("newest", "expiring") for wf in (None, self.workflow)]
+
+
+def parse_cursor(cursor: str | None, order: str) -> str | None:
+    if cursor is None:
+        return None
+    prefix = order[0] + "."
+    if not isinstance(cursor, str) or not cursor.startswith(prefix) or not _MEMBER.match(cursor[2:]):
+        raise ValidationError(f"invalid cursor for order={order!r}")
+    return cursor[2:]
+
+
+def make_cursor(member: str, order: str) -> str:
+    return order[0] + "." + member
+
+
+def time_floor(now: int) -> str:
+    """Lexicographic bound: members whose leading time is < ``now`` sort below it."""
+    return f"{now:013d}"

@@ -1,0 +1,19 @@
+"""Bounds a store enforces on what it keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_payload_bytes: int = 1 << 20
+    """run input, run data, state values and step results, msgpack-encoded"""
+    max_answer_bytes: int = 64 << 10
+    """one resume answer, msgpack-encoded"""
+    max_events: int = 10_000
+    """events kept per run stream (older ones are trimmed)"""
+    retention_ms: int = 7 * DAY_MS
+    """how long a run's summary outlives its TTL, so it reads `expired`, not unknown"""

@@ -1,0 +1,353 @@
+"""The embedded Store: one process, no server, the same contract as Redis.
+
+Each method below is the counterpart of one Lua script of the Redis store
+and runs under one lock, so transitions are atomic here too. Values are
+stored msgpack-encoded, so the same payloads are refused and the same
+copies are returned. Nothing survives the process.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..runtime.errors import StaleFence, ValidationError
+from ..runtime.protocol import ResumeOutcome, RunStatus
+from ..runtime.store import (
+    Advance,
+    Answer,
+    Attempt,
+    EventSpec,
+    InterruptListing,
+    InterruptQuery,
+    InterruptRecord,
+    Lookup,
+    NewRun,
+    Park,
+    ResumeCommit,
+    RunRecord,
+    StoredEvent,
+)
+from . import codec
+from .limits import Limits
+
+_ACTIVE = ("queued", "running")
+
+
+def _clock() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Run:
+    fields: dict[str, Any]
+    expires_at: int
+    journals: dict[int, dict[str, bytes]] = field(default_factory=dict)
+    workflow_state: dict[str, bytes] = field(default_factory=dict)
+    events: list[tuple[str, str, bytes]] = field(default_factory=list)
+    interrupts: dict[str, Any] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
+    """token hash -> expiry (ms) of the pending-request entry"""
+
+
+class MemoryStore:
+    """In-process Store for the embedded default and for tests without Redis."""
+
+    def __init__(self, limits: Limits | None = None, clock: Any = _clock) -> None:
+        self.limits = limits or Limits()
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._runs: dict[str, _Run] = {}
+        self._summaries: dict[str, tuple[dict[str, Any], int]] = {}
+        self._indexes: dict[str, list[str]] = {}
+        self.outbox: dict[str, int] = {}
+        self._seq = 0
+
+    # --- helpers --------------------------------------------------------
+
+    def _live(self, run_id: str) -> _Run | None:
+        run = self._runs.get(run_id)
+        if run is not None and run.expires_at <= self._clock():
+            del self._runs[run_id]
+            return None
+        return run
+
+    def _summary(self, run_id: str) -> dict[str, Any] | None:
+        item = self._summaries.get(run_id)
+        if item is None:
+            return None
+        if item[1] <= self._clock():
+            del self._summaries[run_id]
+            return None
+        return item[0]
+
+    def _current(self, run_id: str, fence: int, statuses: tuple[str, ...] = _ACTIVE) -> _Run:
+        run = self._live(run_id)
+        if run is None:
+            raise StaleFence(f"run {run_id} is gone", run_id=run_id)
+        if int(run.fields["fence"]) != fence or run.fields["status"] not in statuses:
+            raise StaleFence(
+                f"run {run_id} is at fence {run.fields['fence']} ({run.fields['status']}), the job has {fence}",
+                run_id=run_id,
+            )
+        return run
+
+    def _event(self, run: _Run, kind: str, data: Mapping[str, Any]) -> None:
+        now = self._clock()
+        self._seq += 1
+        run.events.append((f"{now}-{self._seq}", kind, codec.encode(dict(data), what="event")))
+        del run.events[: -self.limits.max_events]
+        self._cond.notify_all()
+
+    def _finish_summary(self, run_id: str, status: str, now: int) -> None:
+        fields, _ = self._summaries[run_id]
+        fields.update(status=status, updated=now)
+        self._summaries[run_id] = (fields, now + self.limits.retention_ms)
+
+    def _index(self, entry: codec.IndexEntry, add: bool) -> None:
+        for order, workflow, member in entry.placements():
+            members = self._indexes.setdefault(f"{order}:{workflow or ''}", [])
+            i = bisect.bisect_left(members, member)
+            present = i < len(members) and members[i] == member
+            if add and not present:
+                members.insert(i, member)
+            elif not add and present:
+                members.pop(i)
+
+    # --- transitions ----------------------------------------------------
+
+    def create_run(self, run: NewRun) -> None:
+        blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
+        with self._cond:
+            if self._live(run.run_id) is not None or self._summary(run.run_id) is not None:
+                raise ValidationError(f"run {run.run_id} already exists", run_id=run.run_id)
+            fields = dict(
+                wf=run.workflow, ref=run.ref, status="queued", node=run.start_node, step=0, fence=0,
+                input=blob, data=blob, created=run.now, updated=run.now, ttl=run.ttl_ms,
+            )
+            state = _Run(fields, self._clock() + run.ttl_ms)
+            self._runs[run.run_id] = state
+            self._summaries[run.run_id] = (
+                {"wf": run.workflow, "status": "queued", "created": run.now, "updated": run.now},
+                run.now + self.limits.retention_ms,
+            )
+            self._event(state, "run.started", {"workflow": run.workflow, "input": run.input})
+            self._event(state, "node.started", {"node": run.start_node, "step": 0})
+            self.outbox[f"{run.run_id}:0:0"] = run.now
+
+    def begin(self, run_id: str, step: int, fence: int, now: int) -> Attempt:
+        with self._cond:
+            run = self._current(run_id, fence)
+            if int(run.fields["step"]) != step:
+                raise StaleFence(f"run {run_id} is at step {run.fields['step']}, the job has {step}", run_id=run_id)
+            run.fields.update(status="running", updated=now)
+            journal = {k: codec.entry_from_blob(v) for k, v in run.journals.get(step, {}).items()}
+            ws = {k: codec.decode(v, what="workflow state") for k, v in run.workflow_state.items()}
+            return Attempt(codec.run_from_fields(run_id, run.fields), journal, ws)
+
+    def record(
+        self,
+        run_id: str,
+        fence: int,
+        step: int,
+        scope: Literal["journal", "workflow"],
+        name: str,
+        value: Any,
+        event: EventSpec | None,
+        now: int,
+    ) -> None:
+        if scope == "journal":
+            blob = codec.entry_to_blob(value, self.limits.max_payload_bytes)
+        else:
+            blob = codec.encode(value, limit=self.limits.max_payload_bytes, what="workflow state value")
+        with self._cond:
+            run = self._current(run_id, fence, ("running",))
+            target = run.journals.setdefault(step, {}) if scope == "journal" else run.workflow_state
+            target[name] = blob
+            if event is not None:
+                self._event(run, event[0], event[1])
+            run.expires_at = self._clock() + int(run.fields["ttl"])
+
+    def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
+        data = codec.encode(commit.data, limit=self.limits.max_payload_bytes, what="run data")
+        with self._cond:
+            run = self._current(run_id, fence, ("running",))
+            run.journals.pop(step, None)
+            run.fields.update(data=data, updated=commit.now, fence=fence + 1)
+            if commit.next_node is None:
+                run.fields.update(status="completed", output=codec.encode(commit.output, what="run output"))
+                self._finish_summary(run_id, "completed", commit.now)
+            else:
+                run.fields.update(node=commit.next_node, step=step + 1)
+            for kind, payload in commit.events:
+                self._event(run, kind, payload)
+            run.expires_at = self._clock() + int(run.fields["ttl"])
+            return fence + 1
+
+    def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
+        rec = commit.interrupt
+        blob = codec.interrupt_to_blob(rec)
+        with self._cond:
+            run = self._current(run_id, fence, ("running",))
+            run.interrupts.update({f"r:{rec.request_id}": blob, f"s:{rec.request_id}": "pending",
+                                   f"t:{rec.token_hash}": rec.request_id})
+            run.pending[rec.token_hash] = self._clock() + commit.ttl_ms
+            self._index(codec.IndexEntry.of(rec), add=True)
+            run.fields.update(status="waiting", waiting=rec.request_id, expires=rec.expires_at,
+                              updated=commit.now, fence=fence + 1)
+            self._event(run, "interrupt", commit.event)
+            run.expires_at = self._clock() + commit.ttl_ms
+            return fence + 1
+
+    def fail(self, run_id: str, fence: int, error: Mapping[str, Any], now: int) -> None:
+        blob = codec.encode(dict(error), what="run error")
+        with self._cond:
+            run = self._current(run_id, fence)
+            run.fields.update(status="failed", error=blob, updated=now, fence=fence + 1)
+            self._finish_summary(run_id, "failed", now)
+            self._event(run, "run.failed", {"error": dict(error)})
+            self._event(run, "done", {"status": "failed"})
+            run.expires_at = self._clock() + int(run.fields["ttl"])
+
+    def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
+        with self._cond:
+            run = self._live(run_id)
+            request_id = run.interrupts.get(f"t:{token_hash}") if run else None
+            if run is None or request_id is None:
+                return Lookup("expired" if run is None and self._summary(run_id) else "unknown")
+            record = codec.interrupt_from_blob(run.interrupts[f"r:{request_id}"])
+            status = run.interrupts[f"s:{request_id}"]
+            if status == "pending" and not self._pending_live(run, token_hash):
+                status = "expired"
+            return Lookup(status, record)
+
+    def _pending_live(self, run: _Run, token_hash: str) -> bool:
+        expiry = run.pending.get(token_hash)
+        if expiry is not None and expiry <= self._clock():
+            del run.pending[token_hash]
+            expiry = None
+        return expiry is not None
+
+    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
+        entry = codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes)
+        with self._cond:
+            run = self._live(run_id)
+            request_id = run.interrupts.get(f"t:{answer.token_hash}") if run else None
+            if run is None or request_id is None:
+                gone = run is None and self._summary(run_id) is not None
+                return ResumeCommit(ResumeOutcome.EXPIRED if gone else ResumeOutcome.UNKNOWN)
+            if answer.request_id is not None and answer.request_id != request_id:
+                raise ValidationError(
+                    f"requestId {answer.request_id!r} does not match the token's interrupt", request_id=request_id
+                )
+            if not self._pending_live(run, answer.token_hash):
+                pending = run.interrupts[f"s:{request_id}"] == "pending"
+                outcome = ResumeOutcome.EXPIRED if pending else ResumeOutcome.ALREADY_RESOLVED
+                return ResumeCommit(outcome, request_id=request_id)
+            del run.pending[answer.token_hash]
+            record = answer.interrupt
+            run.interrupts[f"s:{request_id}"] = "resolved"
+            run.journals.setdefault(record.step, {})[record.journal_field] = entry
+            fence = int(run.fields["fence"]) + 1
+            step = int(run.fields["step"])
+            run.fields.update(status="queued", waiting="", expires="", updated=answer.now, fence=fence)
+            self.outbox[f"{run_id}:{step}:{fence}"] = answer.now
+            self._index(codec.IndexEntry.of(record), add=False)
+            self._event(run, "interrupt.resumed", answer.event)
+            run.expires_at = self._clock() + int(run.fields["ttl"])
+            return ResumeCommit(ResumeOutcome.ACCEPTED, step, fence, request_id)
+
+    def dispatched(self, run_id: str, step: int, fence: int) -> None:
+        with self._cond:
+            self.outbox.pop(f"{run_id}:{step}:{fence}", None)
+
+    # --- reads ----------------------------------------------------------
+
+    def get_run(self, run_id: str, now: int) -> RunRecord | None:
+        with self._cond:
+            run = self._live(run_id)
+            if run is not None:
+                return codec.run_from_fields(run_id, dict(run.fields))
+            summary = self._summary(run_id)
+        if summary is None:
+            return None
+        return summary_record(run_id, summary)
+
+    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        with self._cond:
+            return self._record(run_id, request_id)
+
+    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
+        after = codec.parse_cursor(query.cursor, query.order)
+        with self._cond:
+            self._prune(query.now)
+            if query.run_id is not None:
+                return InterruptListing(self._waiting_interrupt(query), None)
+            members = self._indexes.get(f"{query.order}:{query.workflow or ''}", [])
+            if query.order == "expiring":
+                page = members[bisect.bisect_right(members, after) if after else 0 :][: query.limit + 1]
+            else:
+                hi = bisect.bisect_left(members, after) if after else len(members)
+                page = members[max(0, hi - query.limit - 1) : hi][::-1]
+            items = []
+            for member in page[: query.limit]:
+                entry = codec.IndexEntry.parse(member, query.order)
+                record = self._record(entry.run_id, entry.request_id)
+                if record is not None and entry.expires_at > query.now:
+                    items.append(record)
+        more = len(page) > query.limit
+        return InterruptListing(items, codec.make_cursor(page[query.limit - 1], query.order) if more else None)
+
+    def _waiting_interrupt(self, query: InterruptQuery) -> list[InterruptRecord]:
+        run = self._live(query.run_id or "")
+        waiting = run.fields.get("waiting") if run else None
+        record = self._record(query.run_id or "", waiting) if waiting else None
+        if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
+            return []
+        return [record]
+
+    def _record(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        run = self._live(run_id)
+        blob = run.interrupts.get(f"r:{request_id}") if run else None
+        return codec.interrupt_from_blob(blob) if blob else None
+
+    def _prune(self, now: int) -> None:
+        """Drop index entries whose interrupt has expired (the soonest-expiring index leads)."""
+        members = self._indexes.get("expiring:", [])
+        cut = bisect.bisect_left(members, codec.time_floor(now + 1))
+        for member in members[:cut]:
+            self._index(codec.IndexEntry.parse(member, "expiring"), add=False)
+
+    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        deadline = time.monotonic() + (block_ms or 0) / 1000
+        with self._cond:
+            while True:
+                run = self._live(run_id)
+                events = [] if run is None else [e for e in run.events if _after(e[0], after)][:count]
+                remaining = deadline - time.monotonic()
+                if events or block_ms is None or remaining <= 0:
+                    return [codec.event_from(i, k, b) for i, k, b in events]
+                self._cond.wait(remaining)
+
+
+def _after(entry_id: str, after: str) -> bool:
+    a = tuple(int(x) for x in entry_id.split("-"))
+    b = tuple(int(x) for x in (after if "-" in after else f"{after}-0").split("-"))
+    return a > b
+
+
+def summary_record(run_id: str, summary: Mapping[str, Any]) -> RunRecord:
+    """What a run reads as once its records are past their TTL."""
+    status = str(summary["status"])
+    final = status in ("completed", "failed", "cancelled")
+    return RunRecord(
+        run_id=run_id,
+        workflow=str(summary["wf"]),
+        status=RunStatus(status) if final else RunStatus.EXPIRED,
+        created_at=int(summary["created"]),
+        updated_at=int(summary["updated"]),
+    )

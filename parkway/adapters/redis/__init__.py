@@ -1,0 +1,5 @@
+"""The Redis Store."""
+
+from .store import RedisStore
+
+__all__ = ["RedisStore"]

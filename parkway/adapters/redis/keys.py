@@ -1,0 +1,75 @@
+"""Every Redis key parkway uses, built here and nowhere else.
+
+Every key of one run carries the run's hash tag ``{R}`` so all of a run's
+transitions are single-slot scripts. ``T`` is the run's TTL (refreshed by
+every write; while the run waits it is the interrupt's TTL).
+
+==========================  ======  ========  ===============================================
+key                         type    TTL       holds
+==========================  ======  ========  ===============================================
+``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
+                                              output, error, created, updated, ttl, expires,
+                                              waiting
+``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
+                                              expired run reads ``expired``, not unknown
+``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
+``pw:{R}:ws``               hash    T         workflow state: key -> value
+``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
+``pw:{R}:int``              hash    T         ``r:<req>`` record, ``s:<req>`` status,
+                                              ``t:<token hash>`` -> req
+``pw:{R}:p:<token hash>``   string  interrupt exists while the interrupt can be answered
+``pw:ix:<order>[:<wf>]``    zset    none      pending interrupts, lex-ordered members
+                                              (order: newest | expiring), pruned on expiry
+``pw:outbox``               zset    none      ``run:step:fence`` jobs to enqueue, by time
+``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
+==========================  ======  ========  ===============================================
+"""
+
+from __future__ import annotations
+
+PREFIX = "pw"
+
+
+def _tag(run_id: str) -> str:
+    return f"{PREFIX}:{{{run_id}}}"
+
+
+def run(run_id: str) -> str:
+    return f"{_tag(run_id)}:run"
+
+
+def summary(run_id: str) -> str:
+    return f"{_tag(run_id)}:sum"
+
+
+def journal(run_id: str, step: int) -> str:
+    return f"{_tag(run_id)}:j:{int(step)}"
+
+
+def workflow_state(run_id: str) -> str:
+    return f"{_tag(run_id)}:ws"
+
+
+def events(run_id: str) -> str:
+    return f"{_tag(run_id)}:ev"
+
+
+def interrupts(run_id: str) -> str:
+    return f"{_tag(run_id)}:int"
+
+
+def pending(run_id: str, token_hash: str) -> str:
+    return f"{_tag(run_id)}:p:{token_hash}"
+
+
+def index(order: str, workflow: str | None = None) -> str:
+    return f"{PREFIX}:ix:{order}" + (f":{workflow}" if workflow else "")
+
+
+def outbox() -> str:
+    return f"{PREFIX}:outbox"
+
+
+def secret() -> str:
+    """The token key, only when PARKWAY_SECRET is unset (a development fallback)."""
+    return f"{PREFIX}:secret"

@@ -1,0 +1,19 @@
+-- Commit a pause: store and index the interrupt, open its pending key, publish its event.
+-- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 interrupts, 6 pending,
+--       7 index newest, 8 index expiring, 9 index newest of workflow, 10 index expiring of workflow
+-- ARGV: 1 fence, 2 step, 3 request id, 4 token hash, 5 record blob, 6 ttl ms, 7 now, 8 expires at,
+--       9 member newest, 10 member expiring, 11 event blob, 12 maxlen
+local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
+if not cur then return err end
+if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
+redis.call('HSET', KEYS[5], 'r:' .. ARGV[3], ARGV[5], 's:' .. ARGV[3], 'pending', 't:' .. ARGV[4], ARGV[3])
+redis.call('SET', KEYS[6], ARGV[3], 'PX', ARGV[6])
+redis.call('ZADD', KEYS[7], 0, ARGV[9])
+redis.call('ZADD', KEYS[8], 0, ARGV[10])
+redis.call('ZADD', KEYS[9], 0, ARGV[9])
+redis.call('ZADD', KEYS[10], 0, ARGV[10])
+local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7])
+xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
+expire_all(ARGV[6], {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]})
+return fence

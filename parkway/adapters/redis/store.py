@@ -1,0 +1,284 @@
+"""The Redis Store: each transition is one Lua script over the run's keys.
+
+Scripts live beside this module as ``.lua`` files (``_common.lua`` is
+prepended to each) and are registered once per client. redis-py errors are
+translated here into parkway errors.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any, Literal, TypeVar
+
+import redis
+import redis.exceptions as rex
+
+from ...runtime.errors import StaleFence, StoreError, StoreUnavailable, ValidationError
+from ...runtime.protocol import ResumeOutcome
+from ...runtime.store import (
+    Advance,
+    Answer,
+    Attempt,
+    EventSpec,
+    InterruptListing,
+    InterruptQuery,
+    InterruptRecord,
+    Lookup,
+    NewRun,
+    Park,
+    ResumeCommit,
+    RunRecord,
+    StoredEvent,
+)
+from .. import codec
+from ..limits import Limits
+from ..memory import summary_record
+from . import keys
+
+T = TypeVar("T")
+_SCRIPTS = ("create", "begin", "record", "advance", "park", "fail", "lookup", "resume")
+
+
+@functools.cache
+def _source(name: str) -> str:
+    folder = resources.files(__package__)
+    return folder.joinpath("_common.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
+
+
+@contextmanager
+def translated(run_id: str | None = None) -> Iterator[None]:
+    """Turn redis-py errors into parkway errors."""
+    try:
+        yield
+    except (rex.ConnectionError, rex.TimeoutError) as exc:
+        raise StoreUnavailable(f"Redis is unreachable: {exc}", run_id=run_id) from exc
+    except rex.ResponseError as exc:
+        text = str(exc)
+        if "STALE" in text:
+            raise StaleFence(f"run {run_id}: {text.split('STALE', 1)[1].strip()}", run_id=run_id) from exc
+        if "EXISTS" in text:
+            raise ValidationError(f"run {run_id} already exists", run_id=run_id) from exc
+        raise StoreError(f"Redis refused a command: {text}", run_id=run_id) from exc
+    except rex.RedisError as exc:
+        raise StoreError(f"Redis error: {exc}", run_id=run_id) from exc
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisStore:
+    """Store on a Redis server (or a Redis-compatible one with Lua and streams)."""
+
+    def __init__(self, client: redis.Redis, limits: Limits | None = None) -> None:
+        self.client = client
+        self.limits = limits or Limits()
+        self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
+
+    @classmethod
+    def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
+        client = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30)
+        return cls(client, limits)
+
+    def _call(self, name: str, run_id: str, keys_: list[str], args: list[Any]) -> Any:
+        with translated(run_id):
+            return self._scripts[name](keys=keys_, args=args)
+
+    def _event(self, data: Mapping[str, Any]) -> bytes:
+        return codec.encode(dict(data), what="event")
+
+    # --- transitions ----------------------------------------------------
+
+    def create_run(self, run: NewRun) -> None:
+        blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
+        r = run.run_id
+        self._call(
+            "create", r, [keys.run(r), keys.summary(r), keys.events(r), keys.outbox()],
+            [run.workflow, run.ref, run.start_node, blob, run.ttl_ms, run.now, self.limits.retention_ms,
+             self.limits.max_events, self._event({"workflow": run.workflow, "input": run.input}),
+             self._event({"node": run.start_node, "step": 0}), f"{r}:0:0"],
+        )
+
+    def begin(self, run_id: str, step: int, fence: int, now: int) -> Attempt:
+        r = run_id
+        run, journal, ws = self._call(
+            "begin", r, [keys.run(r), keys.journal(r, step), keys.workflow_state(r)], [step, fence, now]
+        )
+        return Attempt(
+            codec.run_from_fields(r, _pairs(run)),
+            {k: codec.entry_from_blob(v) for k, v in _pairs(journal).items()},
+            {k: codec.decode(v, what="workflow state") for k, v in _pairs(ws).items()},
+        )
+
+    def record(
+        self,
+        run_id: str,
+        fence: int,
+        step: int,
+        scope: Literal["journal", "workflow"],
+        name: str,
+        value: Any,
+        event: EventSpec | None,
+        now: int,
+    ) -> None:
+        r = run_id
+        if scope == "journal":
+            blob, target = codec.entry_to_blob(value, self.limits.max_payload_bytes), keys.journal(r, step)
+        else:
+            blob = codec.encode(value, limit=self.limits.max_payload_bytes, what="workflow state value")
+            target = keys.workflow_state(r)
+        kind, data = (event[0], self._event(event[1])) if event else ("", b"")
+        self._call(
+            "record", r, [keys.run(r), target, keys.journal(r, step), keys.workflow_state(r), keys.events(r)],
+            [fence, name, blob, kind, data, self.limits.max_events],
+        )
+
+    def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
+        r = run_id
+        data = codec.encode(commit.data, limit=self.limits.max_payload_bytes, what="run data")
+        args: list[Any] = [fence, step, data, commit.next_node or "", codec.encode(commit.output, what="run output"),
+                           commit.now, self.limits.retention_ms, self.limits.max_events]
+        for kind, payload in commit.events:
+            args += [kind, self._event(payload)]
+        return int(self._call(
+            "advance", r,
+            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)], args,
+        ))
+
+    def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
+        r, rec = run_id, commit.interrupt
+        entry = codec.IndexEntry.of(rec)
+        return int(self._call(
+            "park", r,
+            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.interrupts(r),
+             keys.pending(r, rec.token_hash), keys.index("newest"), keys.index("expiring"),
+             keys.index("newest", rec.workflow), keys.index("expiring", rec.workflow)],
+            [fence, step, rec.request_id, rec.token_hash, codec.interrupt_to_blob(rec), commit.ttl_ms, commit.now,
+             rec.expires_at, entry.member("newest"), entry.member("expiring"), self._event(commit.event),
+             self.limits.max_events],
+        ))
+
+    def fail(self, run_id: str, fence: int, error: Mapping[str, Any], now: int) -> None:
+        r = run_id
+        self._call(
+            "fail", r, [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r)],
+            [fence, codec.encode(dict(error), what="run error"), now, self.limits.retention_ms,
+             self.limits.max_events, self._event({"error": dict(error)}), self._event({"status": "failed"})],
+        )
+
+    def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
+        r = run_id
+        reply = self._call(
+            "lookup", r, [keys.run(r), keys.interrupts(r), keys.pending(r, token_hash), keys.summary(r)], [token_hash]
+        )
+        status = _text(reply[0])
+        if len(reply) == 1:
+            return Lookup(status)  # type: ignore[arg-type]
+        return Lookup(status, codec.interrupt_from_blob(reply[1]))  # type: ignore[arg-type]
+
+    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
+        r, rec = run_id, answer.interrupt
+        entry = codec.IndexEntry.of(rec)
+        reply = self._call(
+            "resume", r,
+            [keys.run(r), keys.interrupts(r), keys.pending(r, answer.token_hash), keys.journal(r, rec.step),
+             keys.workflow_state(r), keys.events(r), keys.summary(r), keys.outbox(), keys.index("newest"),
+             keys.index("expiring"), keys.index("newest", rec.workflow), keys.index("expiring", rec.workflow)],
+            [answer.token_hash, answer.request_id or "", rec.journal_field,
+             codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes), self._event(answer.event),
+             answer.now, entry.member("newest"), entry.member("expiring"), r, self.limits.max_events],
+        )
+        outcome = _text(reply[0])
+        request_id = _text(reply[1]) if len(reply) > 1 else None
+        if outcome == "mismatch":
+            raise ValidationError(
+                f"requestId {answer.request_id!r} does not match the token's interrupt", request_id=request_id
+            )
+        if outcome != "accepted":
+            return ResumeCommit(ResumeOutcome(outcome), request_id=request_id)
+        return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id)
+
+    def dispatched(self, run_id: str, step: int, fence: int) -> None:
+        with translated(run_id):
+            self.client.zrem(keys.outbox(), f"{run_id}:{step}:{fence}")
+
+    # --- reads ----------------------------------------------------------
+
+    def get_run(self, run_id: str, now: int) -> RunRecord | None:
+        with translated(run_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.run(run_id))
+            pipe.hgetall(keys.summary(run_id))
+            run, summary = pipe.execute()
+        if run:
+            return codec.run_from_fields(run_id, {k.decode(): v for k, v in run.items()})
+        if summary:
+            return summary_record(run_id, {k.decode(): _text(v) for k, v in summary.items()})
+        return None
+
+    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        with translated(run_id):
+            blob = self.client.hget(keys.interrupts(run_id), f"r:{request_id}")
+        return codec.interrupt_from_blob(blob) if blob else None
+
+    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
+        after = codec.parse_cursor(query.cursor, query.order)
+        with translated():
+            self._prune(query.now)
+            if query.run_id is not None:
+                return InterruptListing(self._waiting_interrupt(query), None)
+            key = keys.index(query.order, query.workflow)
+            n = query.limit + 1
+            if query.order == "expiring":
+                low = f"({after}" if after else f"[{codec.time_floor(query.now + 1)}"
+                page = self.client.zrangebylex(key, low, "+", start=0, num=n)
+            else:
+                high = f"({after}" if after else "+"
+                page = self.client.zrevrangebylex(key, high, "-", start=0, num=n)
+            members = [_text(m) for m in page]
+            entries = [codec.IndexEntry.parse(m, query.order) for m in members[: query.limit]]
+            pipe = self.client.pipeline(transaction=False)
+            for e in entries:
+                pipe.hget(keys.interrupts(e.run_id), f"r:{e.request_id}")
+            blobs = pipe.execute() if entries else []
+        items = [
+            codec.interrupt_from_blob(b) for e, b in zip(entries, blobs) if b is not None and e.expires_at > query.now
+        ]
+        more = len(members) > query.limit
+        return InterruptListing(items, codec.make_cursor(members[query.limit - 1], query.order) if more else None)
+
+    def _waiting_interrupt(self, query: InterruptQuery) -> list[InterruptRecord]:
+        r = query.run_id or ""
+        waiting = self.client.hget(keys.run(r), "waiting")
+        record = self.get_interrupt(r, _text(waiting)) if waiting else None
+        if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
+            return []
+        return [record]
+
+    def _prune(self, now: int, batch: int = 500) -> None:
+        """Drop index entries of expired interrupts (the soonest-expiring index leads)."""
+        expired = self.client.zrangebylex(keys.index("expiring"), "-", f"({codec.time_floor(now + 1)}", 0, batch)
+        if not expired:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for member in expired:
+            for order, workflow, m in codec.IndexEntry.parse(_text(member), "expiring").placements():
+                pipe.zrem(keys.index(order, workflow), m)
+        pipe.execute()
+
+    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        with translated(run_id):
+            reply = self.client.xread({keys.events(run_id): after}, count=count, block=block_ms)
+        out: list[StoredEvent] = []
+        for _stream, entries in reply or []:
+            for entry_id, fields in entries:
+                out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
+        return out
+

@@ -1,0 +1,230 @@
+"""The ``parkway`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from . import logs
+from .client import Parkway
+from .config import Settings
+from .runtime.errors import ParkwayError
+from .runtime.protocol import Interrupt, InterruptRequest, Run
+
+DEMO_INPUT = {"title": "Quarterly report"}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=False)
+
+
+def _client(args: argparse.Namespace, *, embedded: bool = False) -> Parkway:
+    settings = Settings.from_env(redis_url=getattr(args, "redis_url", None))
+    if embedded:
+        settings = settings.with_(redis_url=None)
+    return Parkway(settings)
+
+
+def _show_run(run: Run, out: TextIO) -> None:
+    out.write(_json(run.model_dump(mode="json", exclude_none=True)) + "\n")
+
+
+def _describe(interrupt: Interrupt, out: TextIO) -> None:
+    req = interrupt.request
+    out.write(f"- {interrupt.request_id}  run {interrupt.run_id}  {interrupt.workflow}/{interrupt.node}\n")
+    out.write(f"  {req.kind}: {req.question}\n")
+    for option in req.options:
+        out.write(f"    [{option.id}] {option.label}" + (f" - {option.description}" if option.description else "") + "\n")
+    if interrupt.resume_token:
+        out.write(f"  token: {interrupt.resume_token}\n")
+
+
+def ask(request: InterruptRequest, stdin: TextIO = sys.stdin, out: TextIO = sys.stderr) -> dict[str, Any]:
+    """Ask a person at the terminal; return resume() keyword arguments."""
+    out.write(f"\n{request.question}\n")
+    if request.kind == "text":
+        out.write("> ")
+        out.flush()
+        return {"value": stdin.readline().rstrip("\n")}
+    for i, option in enumerate(request.options, 1):
+        out.write(f"  {i}. {option.label} [{option.id}]\n")
+    hint = "numbers or ids, comma-separated" if request.multiple else "a number or an id"
+    out.write(f"answer ({hint}): ")
+    out.flush()
+    picks = [p.strip() for p in stdin.readline().split(",") if p.strip()]
+    ids = []
+    for p in picks:
+        ids.append(request.options[int(p) - 1].id if p.isdigit() and 0 < int(p) <= len(request.options) else p)
+    return {"selected": ids if request.multiple else (ids[0] if ids else "")}
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from .workers.worker import run_worker
+
+    settings = Settings.from_env(redis_url=args.redis_url, queue=args.queue)
+    if settings.redis_url is None:
+        raise ParkwayError("parkway worker needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url")
+    run_worker(settings, burst=args.burst, workers=args.workers)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    pw = _client(args)
+    try:
+        data = json.loads(args.input)
+    except json.JSONDecodeError as exc:
+        raise ParkwayError(f"--input is not valid JSON: {exc}") from exc
+    run_id = pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms)
+    interactive = sys.stdin.isatty()
+    after = "0"
+    while True:
+        for event in pw.stream(run_id, after=after, until="settled", timeout=args.timeout):
+            after = event.id
+            print(_json({"type": event.type, **event.data}), flush=True)
+        run = pw.get_run(run_id)
+        if run.status.finished:
+            return 0 if run.status.value == "completed" else 1
+        if not interactive or run.interrupt is None:
+            print(f"run {run_id} is waiting; answer it with `parkway resume TOKEN ...`", file=sys.stderr)
+            return 0
+        token = next(e for e in pw.stream(run_id, until="settled") if e.type == "interrupt").data["resumeToken"]
+        result = pw.resume(token, responder="cli", **ask(run.interrupt.request))
+        print(f"resume: {result.outcome.value}", file=sys.stderr)
+
+
+def cmd_interrupts(args: argparse.Namespace) -> int:
+    pw = _client(args)
+    page = pw.list_interrupts(
+        workflow=args.workflow, run_id=args.run_id, order=args.order, limit=args.limit, cursor=args.cursor,
+        include_tokens=args.tokens,
+    )
+    if args.json:
+        print(_json(page.model_dump(mode="json", exclude_none=True)))
+        return 0
+    if not page.items:
+        print("no pending interrupts")
+    for interrupt in page.items:
+        _describe(interrupt, sys.stdout)
+    if page.next_cursor:
+        print(f"more: --cursor {page.next_cursor}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    pw = _client(args)
+    kwargs: dict[str, Any] = {}
+    if args.select:
+        kwargs["selected"] = args.select if len(args.select) > 1 or args.multi else args.select[0]
+    elif args.value is not None:
+        try:
+            kwargs["value"] = json.loads(args.value)
+        except json.JSONDecodeError as exc:
+            raise ParkwayError(f"--value is not valid JSON: {exc}") from exc
+    elif args.text is not None:
+        kwargs["value"] = args.text
+    result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
+    print(_json(result.model_dump(mode="json")))
+    return 0 if result.accepted else 3
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    _show_run(_client(args).get_run(args.run_id), sys.stdout)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import approval
+
+    pw = _client(args, embedded=True)
+    out = sys.stdout
+    run_id = pw.start(approval, DEMO_INPUT)
+    out.write(f"started run {run_id} of workflow 'approval' (embedded: nothing is kept after this process)\n")
+    run = pw.wait(run_id, timeout=30)
+    out.write("\npending interrupts (list_interrupts):\n")
+    page = pw.list_interrupts(include_tokens=True)
+    for interrupt in page.items:
+        _describe(interrupt, out)
+    target = page.items[0]
+    if sys.stdin.isatty():
+        answer = ask(target.request, out=out)
+    else:
+        first = target.request.options[0].id
+        out.write(f"\nno terminal to ask: answering with the first option {first!r}\n")
+        answer = {"selected": first}
+    assert target.resume_token is not None
+    result = pw.resume(target.resume_token, responder="demo", **answer)
+    out.write(f"resume: {result.outcome.value}\n")
+    again = pw.resume(target.resume_token, responder="demo", **answer)
+    out.write(f"the same token again: {again.outcome.value}\n")
+    run = pw.wait(run_id, timeout=30)
+    out.write("\nthe run:\n")
+    _show_run(run, out)
+    return 0 if run.status.value == "completed" else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="parkway", description="Durable human-in-the-loop workflows on Redis.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_: str, fn: Any) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_, description=help_)
+        c.set_defaults(fn=fn)
+        c.add_argument("--redis-url", help="Redis URL (default $PARKWAY_REDIS_URL; unset means embedded)")
+        return c
+
+    w = command("worker", "run an RQ worker on parkway's queue", cmd_worker)
+    w.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    w.add_argument("--workers", type=int, default=1, help="number of worker processes (default 1)")
+    w.add_argument("--queue", default=None, help="queue name (default $PARKWAY_QUEUE or 'parkway')")
+
+    r = command("run", "start a run and print its events; in a terminal, answer its interrupts", cmd_run)
+    r.add_argument("workflow", help="MODULE:ATTRIBUTE of a parkway Workflow")
+    r.add_argument("--input", default="{}", help="run input as a JSON object")
+    r.add_argument("--run-id", default=None)
+    r.add_argument("--ttl-ms", type=int, default=None)
+    r.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+
+    i = command("interrupts", "list pending interrupts", cmd_interrupts)
+    i.add_argument("--workflow")
+    i.add_argument("--run-id")
+    i.add_argument("--order", choices=["newest", "expiring"], default="newest")
+    i.add_argument("--limit", type=int, default=50)
+    i.add_argument("--cursor")
+    i.add_argument("--tokens", action="store_true", help="include resume tokens")
+    i.add_argument("--json", action="store_true")
+
+    s = command("resume", "answer an interrupt by its resume token", cmd_resume)
+    s.add_argument("token")
+    group = s.add_mutually_exclusive_group(required=True)
+    group.add_argument("--select", nargs="+", metavar="ID", help="option id(s) for a choice or multi-choice")
+    group.add_argument("--value", help="the answer as JSON")
+    group.add_argument("--text", help="the answer to a text request")
+    s.add_argument("--multi", action="store_true", help="send --select as a list even with one id")
+    s.add_argument("--request-id")
+    s.add_argument("--responder")
+
+    sh = command("show", "print a run", cmd_show)
+    sh.add_argument("run_id")
+
+    command("demo", "run the approval demo on the embedded store (no server needed)", cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logs.configure("INFO" if args.verbose else "WARNING")
+    try:
+        return int(args.fn(args))
+    except ParkwayError as exc:
+        print(f"parkway: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""What applications call: start, resume, list_interrupts, get_run, stream, wait."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+import structlog
+
+from .config import Settings, check_ttl
+from .runtime import tokens
+from .runtime.errors import InvalidAnswer, RunNotFound, ValidationError, WaitTimeout
+from .runtime.executor import now_ms
+from .runtime.protocol import (
+    Event,
+    Interrupt,
+    InterruptPage,
+    InterruptRequest,
+    ResumeOutcome,
+    ResumeResult,
+    Run,
+    RunError,
+    RunStatus,
+    check_id,
+)
+from .runtime.resume import parse_resume_metadata, validate_answer
+from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord
+from .runtime.workflow import Workflow, load_workflow
+from .workers.setup import Backend, connect
+
+log = structlog.get_logger("parkway")
+
+MAX_PAGE = 1000
+
+
+class Parkway:
+    """A handle on one parkway deployment (embedded, or a Redis with workers).
+
+    >>> pw = Parkway()                      # embedded, or PARKWAY_REDIS_URL if set
+    >>> pw = Parkway(Settings(redis_url="redis://localhost:6379/0"))
+    """
+
+    def __init__(self, settings: Settings | None = None, *, backend: Backend | None = None) -> None:
+        self.settings = settings or (backend.settings if backend else Settings.from_env())
+        self.backend = backend or connect(self.settings)
+        self.store = self.backend.store
+
+    # --- runs -----------------------------------------------------------
+
+    def start(
+        self,
+        workflow: Workflow | str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        ttl_ms: int | None = None,
+    ) -> str:
+        """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
+        if isinstance(workflow, Workflow):
+            workflow.validate()
+            wf, ref = workflow, workflow.ref() if not self.settings.embedded else _embedded_ref(workflow)
+        elif isinstance(workflow, str):
+            wf, ref = load_workflow(workflow), workflow
+        else:
+            raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
+        if input is not None and not isinstance(input, Mapping):
+            raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
+        run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
+        ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
+        assert wf.start is not None
+        self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms()))
+        self._dispatch(run_id, 0, 0)
+        log.info("run_started", run_id=run_id, workflow=wf.name)
+        return run_id
+
+    def get_run(self, run_id: str) -> Run:
+        """The run's current state; ``expired`` once its records are past the TTL."""
+        check_id(run_id, "run id")
+        now = now_ms()
+        record = self.store.get_run(run_id, now)
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        interrupt = None
+        if record.waiting_on:
+            found = self.store.get_interrupt(run_id, record.waiting_on)
+            interrupt = self._interrupt(found, include_token=False) if found else None
+        return _run(record, interrupt, now)
+
+    def wait(self, run_id: str, *, timeout: float = 30.0) -> Run:
+        """Block until the run is waiting for a person or finished; raise WaitTimeout after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        after = "0"
+        while True:
+            run = self.get_run(run_id)
+            if run.status in (RunStatus.WAITING,) or run.status.finished:
+                return run
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitTimeout(f"run {run_id} is still {run.status.value} after {timeout}s", run_id=run_id)
+            events = self.store.read_events(run_id, after, max(1, int(min(remaining, 1.0) * 1000)), 100)
+            if events:
+                after = events[-1].id
+
+    def stream(
+        self,
+        run_id: str,
+        *,
+        after: str = "0",
+        until: Literal["done", "settled"] = "done",
+        timeout: float | None = None,
+    ) -> Iterator[Event]:
+        """Yield the run's events from position ``after``.
+
+        Ends after ``done`` (or, with ``until="settled"``, also after an ``interrupt``);
+        raises WaitTimeout when ``timeout`` seconds pass first. Interrupt events carry
+        their ``resumeToken``.
+        """
+        check_id(run_id, "run id")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise WaitTimeout(f"no end of run {run_id}'s stream within {timeout}s", run_id=run_id)
+            block = 1000 if remaining is None else max(1, int(min(remaining, 1.0) * 1000))
+            for stored in self.store.read_events(run_id, after, block, 100):
+                after = stored.id
+                data = dict(stored.data)
+                if stored.type == "interrupt" and "requestId" in data:
+                    data["resumeToken"] = tokens.mint(self.backend.options.secret, run_id, data["requestId"])
+                yield Event(id=stored.id, type=stored.type, run_id=run_id, ts=stored.ts, data=data)
+                if stored.type == "done" or (until == "settled" and stored.type == "interrupt"):
+                    return
+
+    # --- interrupts -----------------------------------------------------
+
+    def resume(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+    ) -> ResumeResult:
+        """Answer the interrupt ``token`` names, exactly once.
+
+        Returns ``accepted``, ``already_resolved``, ``expired`` or ``unknown``.
+        An answer that does not fit the request raises InvalidAnswer and the
+        interrupt stays open with the same token.
+        """
+        run_id = tokens.run_id_of(token)
+        if request_id is not None:
+            check_id(request_id, "request id")
+        if responder is not None and (not isinstance(responder, str) or len(responder) > 200):
+            raise ValidationError("responder must be a string of at most 200 characters")
+        token_hash = tokens.hash_token(token)
+        lookup = self.store.lookup(run_id, token_hash, now_ms())
+        record = lookup.interrupt
+        if lookup.outcome != "pending" or record is None:
+            outcome = {"resolved": ResumeOutcome.ALREADY_RESOLVED, "expired": ResumeOutcome.EXPIRED}.get(
+                lookup.outcome, ResumeOutcome.UNKNOWN
+            )
+            return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
+        if request_id is not None and request_id != record.request_id:
+            raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
+        request = InterruptRequest.model_validate(record.request)
+        answer = validate_answer(request, selected=selected, value=value)
+        name = record.journal_field[2:] if record.journal_field.startswith("i:") else ""
+        event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
+        commit = self.store.resume(
+            run_id,
+            Answer(record, token_hash, request_id, JournalEntry("interrupt", name, answer, request.kind), event,
+                   now_ms()),
+        )
+        if commit.outcome is ResumeOutcome.ACCEPTED:
+            self._dispatch(run_id, commit.step, commit.fence)
+            log.info("resume_accepted", run_id=run_id, request_id=record.request_id, responder=responder)
+        return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)
+
+    def resume_message(self, message: Mapping[str, Any], *, responder: str | None = None) -> ResumeResult:
+        """Resume from a chat message's ``metadata.resume`` (token, requestId, selected/choice/choices/value)."""
+        args = parse_resume_metadata(message)
+        return self.resume(
+            args.token, selected=args.selected, value=args.value, request_id=args.request_id, responder=responder
+        )
+
+    def list_interrupts(
+        self,
+        *,
+        workflow: str | None = None,
+        run_id: str | None = None,
+        order: Literal["newest", "expiring"] = "newest",
+        limit: int = 50,
+        cursor: str | None = None,
+        include_tokens: bool = False,
+    ) -> InterruptPage:
+        """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on)."""
+        if workflow is not None:
+            check_id(workflow, "workflow name")
+        if run_id is not None:
+            check_id(run_id, "run id")
+        if order not in ("newest", "expiring"):
+            raise ValidationError("order must be 'newest' or 'expiring'")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
+        listing = self.store.list_interrupts(InterruptQuery(workflow, run_id, order, limit, cursor, now_ms()))
+        items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
+        return InterruptPage(items=items, next_cursor=listing.next_cursor)
+
+    def drain(self) -> None:
+        """Embedded only: wait until the in-process executor has run every job."""
+        drain = getattr(self.backend.dispatcher, "drain", None)
+        if drain is not None:
+            drain()
+
+    # --- helpers --------------------------------------------------------
+
+    def _dispatch(self, run_id: str, step: int, fence: int) -> None:
+        self.backend.dispatcher.enqueue(run_id, step, fence)
+        self.store.dispatched(run_id, step, fence)
+
+    def _interrupt(self, record: InterruptRecord, *, include_token: bool) -> Interrupt:
+        token = tokens.mint(self.backend.options.secret, record.run_id, record.request_id) if include_token else None
+        return Interrupt(
+            request_id=record.request_id,
+            run_id=record.run_id,
+            workflow=record.workflow,
+            node=record.node,
+            step=record.step,
+            request=InterruptRequest.model_validate(record.request),
+            created_at=record.created_at,
+            expires_at=record.expires_at,
+            resume_token=token,
+        )
+
+
+def _embedded_ref(workflow: Workflow) -> str:
+    """Embedded runs may use workflows defined anywhere (even in ``__main__``): keep them by name."""
+    from .workers.inline import register
+
+    return register(workflow)
+
+
+def _run(record: RunRecord, interrupt: Interrupt | None, now: int) -> Run:
+    status = record.status
+    if status is RunStatus.WAITING and record.expires_at is not None and record.expires_at <= now:
+        status = RunStatus.EXPIRED
+    return Run(
+        run_id=record.run_id,
+        workflow=record.workflow,
+        status=status,
+        node=record.node,
+        step=record.step,
+        input=record.input,
+        data=record.data,
+        output=record.output,
+        error=RunError(**record.error) if record.error else None,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        expires_at=record.expires_at,
+        interrupt=interrupt if status is RunStatus.WAITING else None,
+    )

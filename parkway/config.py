@@ -1,0 +1,86 @@
+"""Settings: where the store is, how long pauses live, what bounds apply.
+
+Precedence for the TTL: an argument (``Settings(ttl_ms=...)`` or
+``start(..., ttl_ms=...)``) over ``PARKWAY_TTL_MS`` over the 15-minute
+default; a single ``use_interrupt(ttl_ms=...)`` overrides all of them for
+its own pause.
+
+=====================  ========================================================
+variable               meaning
+=====================  ========================================================
+``PARKWAY_REDIS_URL``  Redis to use; unset means embedded (memory, one process)
+``PARKWAY_TTL_MS``     default TTL of a run's records and pauses (ms)
+``PARKWAY_SECRET``     key that derives resume tokens (>= 32 characters)
+``PARKWAY_QUEUE``      RQ queue name (default ``parkway``)
+``PARKWAY_JOB_TIMEOUT`` seconds one job (node attempts until a pause) may run
+=====================  ========================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .adapters.limits import Limits
+from .runtime.errors import ConfigError
+from .runtime.protocol import check_id
+
+DEFAULT_TTL_MS = 15 * 60 * 1000
+MIN_TTL_MS = 1000
+MIN_SECRET_LENGTH = 32
+
+
+def check_ttl(value: Any, what: str = "ttl_ms") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_TTL_MS:
+        raise ConfigError(f"{what} must be an integer number of milliseconds >= {MIN_TTL_MS}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str | None = None
+    ttl_ms: int = DEFAULT_TTL_MS
+    secret: str | None = field(default=None, repr=False)
+    queue: str = "parkway"
+    job_timeout: int = 3600
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        check_ttl(self.ttl_ms)
+        check_id(self.queue, "queue name")
+        if self.secret is not None and len(self.secret) < MIN_SECRET_LENGTH:
+            raise ConfigError(f"PARKWAY_SECRET must be at least {MIN_SECRET_LENGTH} characters")
+        if self.redis_url is not None and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
+            raise ConfigError(f"redis url must start with redis://, rediss:// or unix://, got {self.redis_url!r}")
+        if self.job_timeout < 1:
+            raise ConfigError("job_timeout must be >= 1 second")
+
+    @property
+    def embedded(self) -> bool:
+        return self.redis_url is None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``PARKWAY_*`` variables; keyword arguments win over them."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        if env.get("PARKWAY_REDIS_URL"):
+            values["redis_url"] = env["PARKWAY_REDIS_URL"]
+        if env.get("PARKWAY_TTL_MS"):
+            try:
+                values["ttl_ms"] = int(env["PARKWAY_TTL_MS"])
+            except ValueError:
+                raise ConfigError(f"PARKWAY_TTL_MS must be an integer, got {env['PARKWAY_TTL_MS']!r}") from None
+        if env.get("PARKWAY_SECRET"):
+            values["secret"] = env["PARKWAY_SECRET"]
+        if env.get("PARKWAY_QUEUE"):
+            values["queue"] = env["PARKWAY_QUEUE"]
+        if env.get("PARKWAY_JOB_TIMEOUT"):
+            values["job_timeout"] = int(env["PARKWAY_JOB_TIMEOUT"])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)

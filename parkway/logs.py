@@ -1,0 +1,33 @@
+"""structlog setup: JSON lines when not on a terminal, readable lines on one."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure(level: str = "INFO", *, json: bool | None = None) -> None:
+    """Configure structlog for parkway's processes (CLI, workers).
+
+    Per-job context (run_id, node, step, request_id) is bound with
+    ``structlog.contextvars`` by the executor and merged into every line.
+    """
+    if json is None:
+        json = not sys.stderr.isatty()
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )

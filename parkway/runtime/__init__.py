@@ -1,0 +1,1 @@
+"""Pure runtime logic: workflows, hooks, replay, protocol; no redis, no rq."""

@@ -1,0 +1,102 @@
+"""parkway's exceptions: one tree, one root.
+
+::
+
+    ParkwayError
+    ├── ConfigError              settings that cannot work (bad URL, bad TTL)
+    ├── ValidationError          input refused at a public entry point
+    │   ├── InvalidId            a run/request/workflow id that may not reach a key
+    │   ├── PayloadTooLarge      an encoded payload above its bound
+    │   ├── InvalidAnswer        a resume answer that does not fit the request
+    │   └── MalformedResume      a resume token or metadata that cannot be parsed
+    ├── WorkflowError            a workflow definition or reference that cannot work
+    ├── NondeterminismError      a replay asked a hook for something else than the journal holds
+    ├── StaleFence               a commit from an attempt that is no longer current
+    ├── RunNotFound              no run (and no summary) under that id
+    ├── WaitTimeout              wait()/stream() gave up
+    └── StoreError               the store failed or holds something unreadable
+        ├── StoreUnavailable     the connection to Redis is lost
+        └── CorruptRecord        a record that cannot be decoded
+
+This module imports nothing internal. Every exception keeps its structured
+fields and survives pickling (``__reduce__`` rebuilds it from its message and
+fields).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ParkwayError(Exception):
+    """Root of every error parkway raises on purpose."""
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self.fields))
+
+
+def _rebuild(cls: type[ParkwayError], message: str, fields: dict[str, Any]) -> ParkwayError:
+    return cls(message, **fields)
+
+
+class ConfigError(ParkwayError):
+    """A setting that cannot work."""
+
+
+class ValidationError(ParkwayError):
+    """Input refused at a public entry point; nothing was changed."""
+
+
+class InvalidId(ValidationError):
+    """An id that may not become part of a key."""
+
+
+class PayloadTooLarge(ValidationError):
+    """An encoded payload above its configured bound."""
+
+
+class InvalidAnswer(ValidationError):
+    """A resume answer that does not fit the request; the interrupt stays open."""
+
+
+class MalformedResume(ValidationError):
+    """A resume token or resume metadata that cannot be parsed."""
+
+
+class WorkflowError(ParkwayError):
+    """A workflow definition or reference that cannot work."""
+
+
+class NondeterminismError(ParkwayError):
+    """On replay, a hook asked for something other than what the journal recorded."""
+
+
+class StaleFence(ParkwayError):
+    """A commit from an attempt that is no longer the run's current one; nothing changed."""
+
+
+class RunNotFound(ParkwayError):
+    """No run and no run summary under that id."""
+
+
+class WaitTimeout(ParkwayError):
+    """wait() or stream() reached its timeout."""
+
+
+class StoreError(ParkwayError):
+    """The store failed, or holds something parkway cannot read."""
+
+
+class StoreUnavailable(StoreError):
+    """The connection to the store is lost."""
+
+
+class CorruptRecord(StoreError):
+    """A stored record that cannot be decoded."""

@@ -1,0 +1,190 @@
+"""Run one job: node attempts against a Store until the run pauses, ends or fails.
+
+A job carries ``(run_id, step, fence)``. :func:`execute` begins the
+activation (refused if the fence is stale), runs the node, and commits the
+outcome in one atomic store call. A node followed by another without a pause
+needs no new job: the same call goes on with the new fence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import os
+import time
+import traceback as tb
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import structlog
+
+from . import tokens
+from .errors import ParkwayError, StaleFence, WorkflowError
+from .hooks import NodeContext, Pause, activate, deactivate
+from .store import Advance, InterruptRecord, Park, Store
+from .workflow import Result, Workflow, as_result, load_workflow
+
+log = structlog.get_logger("parkway")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class JobEnd(str, Enum):
+    COMPLETED = "completed"
+    WAITING = "waiting"
+    FAILED = "failed"
+    STALE = "stale"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the executor needs besides the store."""
+
+    secret: bytes
+    clock: Callable[[], int] = now_ms
+    loader: Callable[[str], Workflow] = load_workflow
+
+
+def execute(store: Store, options: Options, run_id: str, step: int, fence: int) -> JobEnd:
+    """Carry the run from activation ``step`` until it pauses, ends or fails."""
+    structlog.contextvars.bind_contextvars(run_id=run_id, step=step)
+    try:
+        try:
+            attempt = store.begin(run_id, step, fence, options.clock())
+        except StaleFence as exc:
+            log.info("job_stale", reason=str(exc))
+            return JobEnd.STALE
+        run = attempt.run
+        try:
+            workflow = options.loader(run.ref)
+        except WorkflowError as exc:
+            store.fail(run_id, fence, _error(exc, run.node), options.clock())
+            log.error("run_failed", reason=str(exc))
+            return JobEnd.FAILED
+        data, journal, node = dict(run.data), attempt.journal, run.node or ""
+        while True:
+            structlog.contextvars.bind_contextvars(node=node, step=step)
+            ctx = NodeContext(
+                store, run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock
+            )
+            outcome = _attempt(workflow, ctx, data)
+            if isinstance(outcome, Pause):
+                _park(store, options, ctx, outcome, run.ttl_ms)
+                return JobEnd.WAITING
+            if isinstance(outcome, BaseException):
+                store.fail(run_id, fence, _error(outcome, node), options.clock())
+                log.warning("run_failed", error=repr(outcome))
+                return JobEnd.FAILED
+            try:
+                next_node = workflow.next_node(node, outcome)
+            except WorkflowError as exc:
+                store.fail(run_id, fence, _error(exc, node), options.clock())
+                return JobEnd.FAILED
+            data.update(outcome.data or {})
+            fence = store.advance(run_id, fence, step, _advance(run_id, workflow, node, step, next_node, data, options))
+            log.info("node_completed", next=next_node)
+            if next_node is None:
+                log.info("run_completed")
+                return JobEnd.COMPLETED
+            node, step, journal = next_node, step + 1, {}
+    except StaleFence as exc:
+        log.info("commit_stale", reason=str(exc))
+        return JobEnd.STALE
+    finally:
+        structlog.contextvars.unbind_contextvars("run_id", "node", "step", "request_id")
+
+
+def _attempt(workflow: Workflow, ctx: NodeContext, data: dict[str, Any]) -> Result | Pause | BaseException:
+    """Run the node, retrying per its policy; return its result, its pause, or its final error."""
+    spec = workflow.nodes[ctx.node]
+    attempts = spec.retry.attempts if spec.retry else 1
+    for number in range(1, attempts + 1):
+        ctx.position = 0
+        token = activate(ctx)
+        try:
+            value = spec.fn(copy.deepcopy(data))
+            if inspect.isawaitable(value):
+                value = _run_async(value)
+            return as_result(value, ctx.node)
+        except Pause as pause:
+            return pause
+        except ParkwayError as exc:
+            return exc  # nondeterminism, stale fence, invalid state: retrying cannot help
+        except Exception as exc:
+            retryable = spec.retry is not None and isinstance(exc, spec.retry.on) and number < attempts
+            if not retryable:
+                return exc
+            log.warning("node_retry", attempt=number, error=repr(exc))
+            time.sleep(spec.retry.delay if spec.retry else 0)
+        finally:
+            deactivate(token)
+    raise AssertionError("unreachable")
+
+
+def _run_async(awaitable: Any) -> Any:
+    async def wrap() -> Any:
+        return await awaitable
+
+    return asyncio.run(wrap())
+
+
+def _advance(
+    run_id: str, workflow: Workflow, node: str, step: int, next_node: str | None, data: dict[str, Any], options: Options
+) -> Advance:
+    events: list[tuple[str, dict[str, Any]]] = [("node.completed", {"node": node, "step": step})]
+    if next_node is None:
+        events += [("run.completed", {"workflow": workflow.name, "output": data}), ("done", {"status": "completed"})]
+    else:
+        events.append(("node.started", {"node": next_node, "step": step + 1}))
+    return Advance(data=data, next_node=next_node, output=data if next_node is None else None, events=events,
+                   now=options.clock())
+
+
+def _park(store: Store, options: Options, ctx: NodeContext, pause: Pause, run_ttl_ms: int) -> None:
+    now = options.clock()
+    request_id = "int_" + os.urandom(12).hex()
+    token = tokens.mint(options.secret, ctx.run_id, request_id)
+    ttl_ms = pause.ttl_ms or run_ttl_ms
+    interrupt = InterruptRecord(
+        request_id=request_id,
+        run_id=ctx.run_id,
+        workflow=ctx.workflow,
+        node=ctx.node,
+        step=ctx.step,
+        journal_field=pause.journal_field,
+        request=pause.request.model_dump(by_alias=True, exclude_none=True),
+        created_at=now,
+        expires_at=now + ttl_ms,
+        token_hash=tokens.hash_token(token),
+    )
+    structlog.contextvars.bind_contextvars(request_id=request_id)
+    event = interrupt_event(interrupt, pause.request.public())
+    store.park(ctx.run_id, ctx.fence, ctx.step, Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now))
+    log.info("node_parked", interrupt=pause.name or pause.journal_field)
+
+
+def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "requestId": interrupt.request_id,
+        "workflow": interrupt.workflow,
+        "node": interrupt.node,
+        "step": interrupt.step,
+        "input": public_request,
+        "createdAt": interrupt.created_at,
+        "expiresAt": interrupt.expires_at,
+    }
+
+
+def _error(exc: BaseException, node: str | None) -> dict[str, Any]:
+    return {
+        "message": str(exc) or type(exc).__name__,
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "traceback": "".join(tb.format_exception(exc))[-20_000:],
+        "node": node,
+    }
+

@@ -1,0 +1,224 @@
+"""Hooks: what node code calls to pause, keep state and record side effects.
+
+Replay, briefly. A node attempt runs the node function from its first line.
+Every hook either finds its entry in the activation's journal and returns
+what was recorded, or does its work for the first time and records it before
+returning. Entries are keyed by the hook's stable name (``id=``/``key=``/
+``name=``) or, without one, by the call's position among unnamed hook calls
+(with a warning for interrupts). Each entry keeps its kind and what it asked
+for; a replay that asks something else raises :class:`NondeterminismError`
+instead of handing back a value recorded for a different question.
+
+Rejected alternatives: snapshotting the Python frame (impossible to make
+durable, and dangerous across deploys) and event-sourcing every line
+(Temporal-style; too heavy for nodes that mostly call one model and wait).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .errors import NondeterminismError, ParkwayError, ValidationError
+from .protocol import InterruptRequest
+from .store import JournalEntry, Store
+
+T = TypeVar("T")
+
+
+class ParkwayWarning(UserWarning):
+    """A use of parkway that works but is fragile."""
+
+
+_PAUSE_KEY = object()
+
+
+class Pause(BaseException):
+    """Raised by ``use_interrupt`` to end the attempt; derives from BaseException so
+    ``except Exception`` in node code cannot swallow it. Only parkway builds it."""
+
+    def __init__(self, key: object, request: InterruptRequest, journal_field: str, name: str, ttl_ms: int | None):
+        if key is not _PAUSE_KEY:
+            raise TypeError("Pause is raised by use_interrupt only")
+        super().__init__(f"paused at {name!r}")
+        self.request = request
+        self.journal_field = journal_field
+        self.name = name
+        self.ttl_ms = ttl_ms
+
+
+@dataclass
+class NodeContext:
+    """The state of one node attempt; hooks find it through a contextvar."""
+
+    store: Store
+    run_id: str
+    workflow: str
+    node: str
+    step: int
+    fence: int
+    journal: dict[str, JournalEntry]
+    workflow_state: dict[str, Any]
+    clock: Callable[[], int]
+    position: int = 0
+    emitted: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def next_position(self) -> str:
+        field_name = f"@{self.position}"
+        self.position += 1
+        return field_name
+
+    def replayed(self, field_name: str, kind: str, name: str, detail: str = "") -> JournalEntry | None:
+        entry = self.journal.get(field_name)
+        if entry is None:
+            return None
+        if entry.kind != kind or entry.name != name or entry.detail != detail:
+            raise NondeterminismError(
+                f"run {self.run_id} node {self.node!r} at {field_name}: the journal recorded "
+                f"{_describe(entry.kind, entry.name, entry.detail)} but the node now asks for "
+                f"{_describe(kind, name, detail)}; did the node's code change, or branch on "
+                "something that differs between attempts?",
+                run_id=self.run_id,
+                node=self.node,
+                position=field_name,
+                expected=_describe(kind, name, detail),
+                recorded=_describe(entry.kind, entry.name, entry.detail),
+            )
+        return entry
+
+    def write(self, field_name: str, entry: JournalEntry, event: tuple[str, dict[str, Any]] | None = None) -> None:
+        self.store.record(self.run_id, self.fence, self.step, "journal", field_name, entry, event, self.clock())
+        self.journal[field_name] = entry
+
+
+def _describe(kind: str, name: str, detail: str) -> str:
+    return f"{kind} {name!r}" + (f" ({detail})" if detail else "")
+
+
+_current: contextvars.ContextVar[NodeContext] = contextvars.ContextVar("parkway_node")
+
+
+def current() -> NodeContext:
+    try:
+        return _current.get()
+    except LookupError:
+        raise ParkwayError("parkway hooks can only be called inside a running node") from None
+
+
+def activate(ctx: NodeContext) -> contextvars.Token[NodeContext]:
+    return _current.set(ctx)
+
+
+def deactivate(token: contextvars.Token[NodeContext]) -> None:
+    _current.reset(token)
+
+
+def _name(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise ValidationError(f"{what} must be a non-empty string of at most 200 characters")
+    return value
+
+
+def use_interrupt(
+    request: InterruptRequest | Mapping[str, Any], *, id: str | None = None, ttl_ms: int | None = None
+) -> Any:
+    """Pause the run until a person answers ``request``; on replay, return the answer.
+
+    Returns the option id (``choice``), a list of ids (``multi-choice``) or the
+    text (``text``). Give every interrupt a stable ``id``: without one, answers
+    are matched by call order, which breaks when the node's code changes.
+    """
+    ctx = current()
+    req = request if isinstance(request, InterruptRequest) else InterruptRequest.model_validate(request)
+    if ttl_ms is not None and (not isinstance(ttl_ms, int) or ttl_ms < 1000):
+        raise ValidationError("use_interrupt ttl_ms must be an integer of at least 1000")
+    name = _name(id, "interrupt id")
+    if name is None:
+        warnings.warn(
+            f"use_interrupt without id= in node {ctx.node!r}: answers are matched by call order; "
+            "give each interrupt a stable id",
+            ParkwayWarning,
+            stacklevel=2,
+        )
+        field_name, name = ctx.next_position(), ""
+    else:
+        field_name = f"i:{name}"
+    entry = ctx.replayed(field_name, "interrupt", name, req.kind)
+    if entry is not None:
+        return entry.value
+    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms)
+
+
+def use_node_state(initial: T, *, key: str | None = None) -> tuple[T, Callable[[T], None]]:
+    """State of this activation that survives pause and replay; durable the moment it is set."""
+    ctx = current()
+    name = _name(key, "node state key")
+    field_name = f"n:{name}" if name else ctx.next_position()
+    entry = ctx.replayed(field_name, "state", name or "")
+    value: T = entry.value if entry is not None else initial
+
+    def set_value(new: T) -> None:
+        ctx.write(field_name, JournalEntry("state", name or "", new))
+
+    return value, set_value
+
+
+def use_workflow_state(key: str, initial: T | None = None) -> tuple[T | None, Callable[[T], None]]:
+    """State shared by every node of the run; durable the moment it is set."""
+    ctx = current()
+    name = _name(key, "workflow state key")
+    assert name is not None
+    value = ctx.workflow_state.get(name, initial)
+
+    def set_value(new: T) -> None:
+        ctx.store.record(ctx.run_id, ctx.fence, ctx.step, "workflow", name, new, None, ctx.clock())
+        ctx.workflow_state[name] = new
+
+    return value, set_value
+
+
+def use_step(name: str, fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)`` once and record its result; replays return the record."""
+    ctx = current()
+    checked = _name(name, "step name")
+    entry = ctx.replayed(f"s:{checked}", "step", checked or "")
+    if entry is not None:
+        return entry.value  # type: ignore[no-any-return]
+    result = fn(*args)
+    ctx.write(f"s:{checked}", JournalEntry("step", checked or "", result))
+    return result
+
+
+def use_stable_id(name: str) -> str:
+    """A random id chosen on the first attempt and returned unchanged on every replay."""
+    return use_step(f"id:{name}", lambda: uuid.uuid4().hex)
+
+
+def use_now(name: str) -> int:
+    """The time (epoch ms) at the first attempt, returned unchanged on every replay."""
+    return use_step(f"now:{name}", lambda: int(time.time() * 1000))
+
+
+def emit(data_type: str, data: Mapping[str, Any], *, stream_id: str | None = None) -> None:
+    """Append a ``data`` event to the run's stream, once: a replay does not emit it again."""
+    ctx = current()
+    checked = _name(data_type, "data type")
+    field_name = ctx.next_position()
+    if ctx.replayed(field_name, "emit", checked or "") is not None:
+        return
+    payload = {"dataType": checked, "streamId": stream_id, "node": ctx.node, "data": dict(data)}
+    ctx.write(field_name, JournalEntry("emit", checked or "", None), ("data", payload))
+
+
+def idempotency_key(name: str) -> str:
+    """A key for calls into outside services, the same on every attempt of this activation."""
+    ctx = current()
+    checked = _name(name, "idempotency key name")
+    return f"{ctx.run_id}:{ctx.step}:{checked}"

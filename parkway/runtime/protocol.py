@@ -1,0 +1,190 @@
+"""What crosses the public API: interrupt requests, runs, events, outcomes.
+
+Pydantic models for what users build and read (requests, interrupts, runs,
+events); ``str`` enums for statuses and outcomes; ids validated here, before
+any of them can reach a Redis key.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .errors import InvalidId
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+"""Run, request and workflow ids: letters, digits, '_' and '-', at most 64 characters.
+
+No ':', '{', '}', '*', '.', whitespace or glob characters can reach a key."""
+
+
+def check_id(value: object, what: str = "id") -> str:
+    """Return ``value`` if it is a valid id, else raise :class:`InvalidId`."""
+    if not isinstance(value, str) or not ID_PATTERN.match(value):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise InvalidId(
+            f"invalid {what} {shown}: use 1-64 letters, digits, '_' or '-', starting with a letter or digit",
+            what=what,
+        )
+    return value
+
+
+class RunStatus(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED
+
+
+_FINISHED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED}
+
+
+class ResumeOutcome(str, Enum):
+    ACCEPTED = "accepted"
+    ALREADY_RESOLVED = "already_resolved"
+    EXPIRED = "expired"
+    UNKNOWN = "unknown"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class Option(_Model):
+    """One choice a person can pick."""
+
+    id: str = Field(min_length=1, max_length=200)
+    label: str = Field(min_length=1, max_length=1000)
+    description: str | None = Field(default=None, max_length=4000)
+
+
+RequestKind = Literal["text", "choice", "multi-choice"]
+
+
+class InterruptRequest(_Model):
+    """What a node asks a person.
+
+    ``text`` takes free text; ``choice`` one option id; ``multi-choice`` one
+    or more option ids. A *dynamic picker* is a choice or multi-choice with a
+    ``schema_id`` and no options: the client resolves the options from its
+    own data and parkway accepts any non-empty id.
+    """
+
+    kind: RequestKind
+    question: str = Field(min_length=1, max_length=4000)
+    options: tuple[Option, ...] = ()
+    schema_id: str | None = Field(default=None, min_length=1, max_length=200, alias="schemaId")
+    max_length: int = Field(default=10_000, ge=1, le=1_000_000, alias="maxLength")
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def multiple(self) -> bool:
+        return self.kind == "multi-choice"
+
+    @property
+    def is_picker(self) -> bool:
+        return self.kind != "text" and self.schema_id is not None and not self.options
+
+    @model_validator(mode="after")
+    def _shape(self) -> InterruptRequest:
+        if self.kind == "text":
+            if self.options:
+                raise ValueError("a text request has no options")
+        elif not self.options and self.schema_id is None:
+            raise ValueError(f"a {self.kind} request needs options, or a schema_id for a dynamic picker")
+        ids = [o.id for o in self.options]
+        if len(ids) != len(set(ids)):
+            raise ValueError("option ids must be unique")
+        return self
+
+    def public(self) -> dict[str, Any]:
+        """The request as clients see it (camelCase, with ``multiple``)."""
+        out = self.model_dump(by_alias=True, exclude_none=True, exclude={"max_length"})
+        out["multiple"] = self.multiple
+        if not self.meta:
+            out.pop("meta", None)
+        return out
+
+
+class Interrupt(_Model):
+    """A pending interrupt, as ``list_interrupts`` and ``get_run`` show it."""
+
+    request_id: str
+    run_id: str
+    workflow: str
+    node: str
+    step: int
+    request: InterruptRequest
+    created_at: int = Field(description="epoch milliseconds")
+    expires_at: int = Field(description="epoch milliseconds")
+    resume_token: str | None = None
+
+
+class RunError(_Model):
+    message: str
+    type: str
+    traceback: str = ""
+    node: str | None = None
+
+
+class Run(_Model):
+    """A run as read from the store."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    node: str | None = None
+    step: int = 0
+    input: Any = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    output: Any = None
+    error: RunError | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    expires_at: int | None = None
+    interrupt: Interrupt | None = None
+
+
+class Event(_Model):
+    """One entry of a run's event stream."""
+
+    id: str = Field(description="stream position; pass it as `after` to continue")
+    type: str
+    run_id: str
+    ts: int = Field(description="epoch milliseconds")
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class ResumeResult(_Model):
+    outcome: ResumeOutcome
+    run_id: str | None = None
+    request_id: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.outcome is ResumeOutcome.ACCEPTED
+
+
+class InterruptPage(_Model):
+    items: tuple[Interrupt, ...]
+    next_cursor: str | None = None
+
+
+class StartOptions(_Model):
+    run_id: str | None = None
+    ttl_ms: int | None = Field(default=None, ge=1000)
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, v: str | None) -> str | None:
+        return None if v is None else check_id(v, "run id")

@@ -1,0 +1,221 @@
+"""The Store contract: one method per atomic transition of a run.
+
+The runtime knows a store only through this Protocol. Every method that
+changes a run is one atomic step in the store (one Lua script on Redis, one
+locked section in memory): it checks the run's *fence* first and raises
+:class:`~parkway.runtime.errors.StaleFence` without changing anything when
+the caller's fence is not the run's current one. Every write applies the
+run's TTL in the same step.
+
+Records crossing this boundary are frozen dataclasses of plain values; the
+stores encode them with msgpack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from .protocol import ResumeOutcome, RunStatus
+
+EventSpec = tuple[str, Mapping[str, Any]]
+"""An event to append: ``(type, data)``; the store adds id, run id and timestamp."""
+
+
+@dataclass(frozen=True)
+class NewRun:
+    run_id: str
+    workflow: str
+    ref: str
+    start_node: str
+    input: Any
+    ttl_ms: int
+    now: int
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run as stored (or, after its TTL, as its summary remembers it)."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    ref: str = ""
+    node: str | None = None
+    step: int = 0
+    fence: int = 0
+    input: Any = None
+    data: dict[str, Any] = field(default_factory=dict)
+    output: Any = None
+    error: dict[str, Any] | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    ttl_ms: int = 0
+    expires_at: int | None = None
+    waiting_on: str | None = None
+    """request id of the open interrupt while the run is waiting"""
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """One thing a hook recorded in an activation: kind, name and value."""
+
+    kind: str
+    name: str
+    value: Any
+    detail: str = ""
+    """what the hook asked for (e.g. the request kind), compared on replay"""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Everything one node attempt needs, read in the same step that marks the run running."""
+
+    run: RunRecord
+    journal: dict[str, JournalEntry]
+    workflow_state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Advance:
+    """A node completed: merge its data and go to ``next_node``, or finish with ``output``."""
+
+    data: dict[str, Any]
+    next_node: str | None
+    output: Any
+    events: Sequence[EventSpec]
+    now: int
+
+
+@dataclass(frozen=True)
+class InterruptRecord:
+    """An interrupt as stored (the token only as its hash)."""
+
+    request_id: str
+    run_id: str
+    workflow: str
+    node: str
+    step: int
+    journal_field: str
+    request: dict[str, Any]
+    created_at: int
+    expires_at: int
+    token_hash: str
+
+
+@dataclass(frozen=True)
+class Park:
+    """A node paused: store the interrupt, index it, and publish its event, atomically."""
+
+    interrupt: InterruptRecord
+    ttl_ms: int
+    event: Mapping[str, Any]
+    now: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An accepted answer, recorded in the journal of the interrupt's activation."""
+
+    interrupt: InterruptRecord
+    """the record ``lookup`` returned, which the answer was validated against"""
+    token_hash: str
+    request_id: str | None
+    """when given, must name the interrupt the token belongs to"""
+    entry: JournalEntry
+    event: Mapping[str, Any]
+    now: int
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the store knows of a token: the interrupt, its status, or why there is none."""
+
+    outcome: Literal["pending", "resolved", "expired", "unknown"]
+    interrupt: InterruptRecord | None = None
+
+
+@dataclass(frozen=True)
+class ResumeCommit:
+    outcome: ResumeOutcome
+    step: int = 0
+    fence: int = 0
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    id: str
+    type: str
+    ts: int
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class InterruptQuery:
+    workflow: str | None = None
+    run_id: str | None = None
+    order: Literal["newest", "expiring"] = "newest"
+    limit: int = 50
+    cursor: str | None = None
+    now: int = 0
+
+
+@dataclass(frozen=True)
+class InterruptListing:
+    items: list[InterruptRecord]
+    next_cursor: str | None
+
+
+class Store(Protocol):
+    """The atomic transitions of a run; implemented by the memory and Redis stores."""
+
+    def create_run(self, run: NewRun) -> None:
+        """Write a queued run with its summary and ``run.started`` event; the run id must be new."""
+
+    def begin(self, run_id: str, step: int, fence: int, now: int) -> Attempt:
+        """Mark the run running and return its activation's journal and workflow state."""
+
+    def record(
+        self,
+        run_id: str,
+        fence: int,
+        step: int,
+        scope: Literal["journal", "workflow"],
+        name: str,
+        value: Any,
+        event: EventSpec | None,
+        now: int,
+    ) -> None:
+        """Write one journal entry (``scope="journal"``) or workflow state value, maybe with an event."""
+
+    def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
+        """Commit a completed node; return the new fence."""
+
+    def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
+        """Commit a pause; return the new fence."""
+
+    def fail(self, run_id: str, fence: int, error: Mapping[str, Any], now: int) -> None:
+        """Commit a failed run."""
+
+    def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
+        """Read the interrupt a token hash names, without changing anything."""
+
+    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
+        """Release the pending key, record the answer, bump the fence, write the outbox: exactly once."""
+
+    def dispatched(self, run_id: str, step: int, fence: int) -> None:
+        """The job for ``fence`` is enqueued: drop its outbox entry."""
+
+    def get_run(self, run_id: str, now: int) -> RunRecord | None:
+        """The run, or what its summary remembers after the TTL, or None."""
+
+    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        """An interrupt record by its public request id."""
+
+    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
+        """Pending, unexpired interrupts from the index, one page at a time."""
+
+    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        """Events after position ``after`` ("0" for all); block up to ``block_ms`` for new ones."""

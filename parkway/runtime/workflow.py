@@ -1,0 +1,173 @@
+"""Workflows: named graphs of plain node functions.
+
+A node receives the run's data (a dict) and returns ``None``, a dict merged
+into the data, or a :class:`Result` that also names a ``condition`` (looked
+up in the node's edges) or an explicit ``goto`` node. A node with no next
+node ends the run; the run's output is its final data.
+
+Workers find a workflow by import path (``"package.module:attribute"``);
+:meth:`Workflow.ref` finds that path for a workflow defined at module level.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .errors import WorkflowError
+from .protocol import check_id
+
+NodeReturn = Union["Result", Mapping[str, Any], None]
+NodeFn = Callable[[dict[str, Any]], NodeReturn | Awaitable[NodeReturn]]
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a node returns when it chooses where the run goes next."""
+
+    data: Mapping[str, Any] | None = None
+    condition: str | None = None
+    goto: str | None = None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Retry a failing node attempt up to ``attempts`` times in all, ``delay`` seconds apart."""
+
+    attempts: int = 3
+    delay: float = 0.0
+    on: tuple[type[BaseException], ...] = (Exception,)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.delay < 0:
+            raise WorkflowError("Retry needs attempts >= 1 and delay >= 0")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    fn: NodeFn
+    retry: Retry | None = None
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+
+@dataclass
+class Workflow:
+    """A named graph of nodes.
+
+    >>> wf = Workflow("greet")
+    >>> @wf.node(start=True)
+    ... def hello(data): return {"greeting": f"hi {data['name']}"}
+    """
+
+    name: str
+    nodes: dict[str, Node] = field(default_factory=dict)
+    start: str | None = None
+    edges: dict[str, dict[str | None, str]] = field(default_factory=dict)
+    _module: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        check_id(self.name, "workflow name")
+        if not self._module:
+            self._module = sys._getframe(2).f_globals.get("__name__", "")
+
+    def node(
+        self, fn: NodeFn | None = None, *, name: str | None = None, start: bool = False, retry: Retry | None = None
+    ) -> Any:
+        """Register a node function (usable as ``@wf.node`` or ``@wf.node(start=True)``)."""
+
+        def register(f: NodeFn) -> NodeFn:
+            self.add_node(name or f.__name__, f, start=start, retry=retry)
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def add_node(self, name: str, fn: NodeFn, *, start: bool = False, retry: Retry | None = None) -> None:
+        check_id(name, "node name")
+        if name in self.nodes:
+            raise WorkflowError(f"workflow {self.name!r} already has a node {name!r}")
+        if not callable(fn):
+            raise WorkflowError(f"node {name!r} is not callable")
+        self.nodes[name] = Node(name, fn, retry)
+        if start or self.start is None:
+            self.start = name
+
+    def edge(self, source: str, target: str, *, when: str | None = None) -> Workflow:
+        """Go from ``source`` to ``target`` (only when the node returns ``condition == when``, if given)."""
+        self.edges.setdefault(source, {})[when] = target
+        return self
+
+    def validate(self) -> None:
+        if not self.nodes or self.start not in self.nodes:
+            raise WorkflowError(f"workflow {self.name!r} has no start node")
+        for source, targets in self.edges.items():
+            for target in [source, *targets.values()]:
+                if target not in self.nodes:
+                    raise WorkflowError(f"workflow {self.name!r}: edge names unknown node {target!r}")
+
+    def next_node(self, current: str, result: Result) -> str | None:
+        """The node after ``current`` given what it returned, or None when the run ends."""
+        if result.goto is not None:
+            if result.goto not in self.nodes:
+                raise WorkflowError(f"node {current!r} returned goto={result.goto!r}, which is not a node")
+            return result.goto
+        targets = self.edges.get(current, {})
+        if result.condition is not None:
+            if result.condition in targets:
+                return targets[result.condition]
+            if None in targets:
+                return targets[None]
+            if targets:
+                raise WorkflowError(
+                    f"node {current!r} returned condition {result.condition!r}; its edges know "
+                    f"{sorted(k for k in targets if k is not None)}"
+                )
+            return None
+        return targets.get(None)
+
+    def ref(self) -> str:
+        """The import path workers use to find this workflow (``module:attribute``)."""
+        module = sys.modules.get(self._module)
+        if module is not None:
+            for attr, value in vars(module).items():
+                if value is self:
+                    return f"{self._module}:{attr}"
+        raise WorkflowError(
+            f"workflow {self.name!r} is not a module-level attribute of {self._module!r}; "
+            "define it at module level so workers can import it"
+        )
+
+
+def as_result(value: Any, node: str) -> Result:
+    if value is None:
+        return Result()
+    if isinstance(value, Result):
+        return value
+    if isinstance(value, Mapping):
+        return Result(data=value)
+    raise WorkflowError(f"node {node!r} returned {type(value).__name__}; return None, a dict or parkway.Result")
+
+
+def load_workflow(ref: str) -> Workflow:
+    """Import ``module:attribute`` and return the Workflow found there."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise WorkflowError(f"workflow reference {ref!r} must look like 'package.module:attribute'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise WorkflowError(f"cannot import {module_name!r} for workflow {ref!r}: {exc}") from exc
+    target: Any = module
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+    if not isinstance(target, Workflow):
+        raise WorkflowError(f"{ref!r} is not a parkway Workflow")
+    target.validate()
+    return target

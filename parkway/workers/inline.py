@@ -1,0 +1,69 @@
+"""The embedded executor: jobs run on one background thread of this process."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import structlog
+
+from ..runtime import executor
+from ..runtime.errors import WorkflowError
+from ..runtime.store import Store
+from ..runtime.workflow import Workflow, load_workflow
+
+log = structlog.get_logger("parkway")
+
+_registry: dict[str, Workflow] = {}
+
+
+def register(workflow: Workflow) -> str:
+    """Keep ``workflow`` in this process so embedded runs find it even if it cannot be imported."""
+    try:
+        ref = workflow.ref()
+    except WorkflowError:
+        ref = f"embedded:{workflow.name}:{id(workflow):x}"
+    _registry[ref] = workflow
+    return ref
+
+
+def load(ref: str) -> Workflow:
+    """Find a workflow registered in this process, else import it."""
+    workflow = _registry.get(ref)
+    return workflow if workflow is not None else load_workflow(ref)
+
+
+class InlineExecutor:
+    """Runs parkway jobs in-process, one at a time, in enqueue order; duplicate enqueues are no-ops."""
+
+    def __init__(self, store: Store, options: executor.Options) -> None:
+        self.store = store
+        self.options = options
+        self._jobs: queue.Queue[tuple[str, int, int]] = queue.Queue()
+        self._seen: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        with self._lock:
+            if (run_id, fence) in self._seen:
+                return
+            self._seen.add((run_id, fence))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="parkway-inline", daemon=True)
+                self._thread.start()
+        self._jobs.put((run_id, step, fence))
+
+    def _loop(self) -> None:
+        while True:
+            run_id, step, fence = self._jobs.get()
+            try:
+                executor.execute(self.store, self.options, run_id, step, fence)
+            except Exception:  # a store failure must not kill the executor thread
+                log.exception("job_crashed", run_id=run_id, step=step)
+            finally:
+                self._jobs.task_done()
+
+    def drain(self) -> None:
+        """Block until every enqueued job has run."""
+        self._jobs.join()

@@ -1,0 +1,80 @@
+"""The one RQ job parkway runs, and how it is enqueued.
+
+Every job is ``execute_job(run_id, step, fence)`` with the deterministic id
+``pw-<run_id>-<fence>`` and ``unique=True``: enqueuing the same transition
+twice is a no-op. Results are not kept (``result_ttl=0``); what a job did is
+in the run's records.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import redis
+import structlog
+from rq import Queue
+from rq.exceptions import DuplicateJobError
+
+from ..adapters.redis.store import RedisStore, translated
+from ..config import Settings
+from ..runtime import executor
+from ..runtime.store import Store
+from .serializer import MsgpackSerializer
+from .setup import resolve_secret
+
+log = structlog.get_logger("parkway")
+
+
+def job_id(run_id: str, fence: int) -> str:
+    return f"pw-{run_id}-{fence}"
+
+
+class RQDispatcher:
+    """Enqueues parkway jobs on an RQ queue."""
+
+    def __init__(self, connection: redis.Redis, settings: Settings) -> None:
+        self.settings = settings
+        self.queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        with translated(run_id):
+            try:
+                self.queue.enqueue_call(
+                    execute_job,
+                    args=(run_id, step, fence),
+                    job_id=job_id(run_id, fence),
+                    unique=True,
+                    result_ttl=0,
+                    timeout=self.settings.job_timeout,
+                    description=f"parkway {run_id} step {step}",
+                )
+            except DuplicateJobError:
+                log.info("enqueue_duplicate", run_id=run_id, fence=fence)
+
+
+@dataclass
+class _WorkerRuntime:
+    pid: int
+    store: Store
+    options: executor.Options
+
+
+_runtime: _WorkerRuntime | None = None
+
+
+def install(settings: Settings) -> None:
+    """Prepare this process to run jobs (the worker calls it; jobs call it lazily from the environment)."""
+    global _runtime
+    if settings.redis_url is None:
+        raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
+    store = RedisStore.from_url(settings.redis_url, settings.limits)
+    _runtime = _WorkerRuntime(os.getpid(), store, executor.Options(secret=resolve_secret(settings, store.client)))
+
+
+def execute_job(run_id: str, step: int, fence: int) -> str:
+    """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails."""
+    if _runtime is None or _runtime.pid != os.getpid():
+        install(Settings.from_env())
+    assert _runtime is not None
+    return executor.execute(_runtime.store, _runtime.options, run_id, step, fence).value

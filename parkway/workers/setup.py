@@ -1,0 +1,68 @@
+"""Build what a client or worker needs from Settings: a store, a dispatcher, the token key."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+import redis
+import structlog
+
+from ..adapters.redis import keys
+from ..adapters.redis.store import translated
+from ..config import Settings
+from ..runtime import executor
+from ..runtime.store import Store
+
+log = structlog.get_logger("parkway")
+
+
+class Dispatcher(Protocol):
+    """Starts the job for a transition: RQ in production, a thread when embedded."""
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None: ...
+
+
+@dataclass
+class Backend:
+    settings: Settings
+    store: Store
+    dispatcher: Dispatcher
+    options: executor.Options
+
+
+def resolve_secret(settings: Settings, client: redis.Redis | None) -> bytes:
+    """The token key: PARKWAY_SECRET; else per process (embedded) or shared through Redis, with a warning."""
+    if settings.secret is not None:
+        return settings.secret.encode()
+    if client is None:
+        return os.urandom(32)
+    log.warning(
+        "secret_from_redis",
+        hint="PARKWAY_SECRET is unset: the token key is kept in Redis, so anyone who can read Redis "
+        "can rebuild resume tokens; set PARKWAY_SECRET (32+ random characters) in production",
+    )
+    with translated():
+        client.set(keys.secret(), os.urandom(32).hex(), nx=True)
+        value = client.get(keys.secret())
+    assert value is not None
+    return bytes(value)
+
+
+def connect(settings: Settings) -> Backend:
+    """The embedded backend (memory store, in-process executor) or the Redis one (Redis store, RQ)."""
+    if settings.redis_url is None:
+        from ..adapters.memory import MemoryStore
+        from .inline import InlineExecutor, load
+
+        log.warning("embedded_mode", hint="no PARKWAY_REDIS_URL: runs live in this process and nothing survives it")
+        memory = MemoryStore(settings.limits)
+        options = executor.Options(secret=resolve_secret(settings, None), loader=load)
+        return Backend(settings, memory, InlineExecutor(memory, options), options)
+    from ..adapters.redis.store import RedisStore
+    from .jobs import RQDispatcher
+
+    store = RedisStore.from_url(settings.redis_url, settings.limits)
+    options = executor.Options(secret=resolve_secret(settings, store.client))
+    return Backend(settings, store, RQDispatcher(store.client, settings), options)
