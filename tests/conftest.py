@@ -1,0 +1,95 @@
+"""Fixtures: a real Redis (never flushed beyond its test database) and one harness per store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+from rq import Queue, SimpleWorker
+
+from parkway import Parkway, Settings
+from parkway.workers import jobs
+from parkway.workers.serializer import MsgpackSerializer
+
+REDIS_URL = os.environ.get("PARKWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+SECRET = "test-secret-" + "x" * 32
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:  # pragma: no cover - CI starts one
+        pytest.fail(f"tests need a Redis at {REDIS_URL} (set PARKWAY_TEST_REDIS_URL): {exc}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@dataclass
+class Harness:
+    """A client plus a way to run every queued job to completion."""
+
+    kind: str
+    pw: Parkway
+    settings: Settings
+    connection: redis.Redis | None = None
+
+    def run_jobs(self) -> None:
+        if self.connection is None:
+            self.pw.drain()
+            return
+        jobs.install(self.settings)
+        queue = Queue(self.settings.queue, connection=self.connection, serializer=MsgpackSerializer)
+        worker = SimpleWorker([queue], connection=self.connection, serializer=MsgpackSerializer)
+        worker.work(burst=True, logging_level="WARNING")
+
+    def start_and_run(self, workflow: Any, data: dict[str, Any] | None = None, **kw: Any) -> str:
+        run_id = self.pw.start(workflow, data or {}, **kw)
+        self.run_jobs()
+        return run_id
+
+    def token(self, run_id: str) -> str:
+        page = self.pw.list_interrupts(run_id=run_id, include_tokens=True)
+        assert len(page.items) == 1, f"run {run_id} has {len(page.items)} pending interrupts"
+        token = page.items[0].resume_token
+        assert token is not None
+        return token
+
+
+@pytest.fixture(params=["memory", "redis"])
+def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    """The conformance suite runs once on the embedded store and once on real Redis."""
+    if request.param == "memory":
+        settings = Settings(secret=SECRET)
+        yield Harness("memory", Parkway(settings), settings)
+        return
+    client = request.getfixturevalue("redis_client")
+    settings = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET)
+    yield Harness("redis", Parkway(settings), settings, client)
+
+
+@pytest.fixture(autouse=True)
+def _reset_effects() -> None:
+    from tests import flows
+
+    flows.effects.clear()
+    flows.drift["kind"] = "choice"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_logs() -> None:
+    from parkway import logs
+
+    logs.configure("WARNING", json=True)

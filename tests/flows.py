@@ -1,0 +1,184 @@
+"""Workflows the tests run; module-level so worker processes import them as ``tests.flows:NAME``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from typing import Any
+
+from parkway import (
+    Result,
+    Retry,
+    Workflow,
+    emit,
+    use_interrupt,
+    use_node_state,
+    use_workflow_state,
+)
+
+effects: Counter[str] = Counter()
+"""side effects counted in-process (embedded store and in-process workers)"""
+
+COLORS = {
+    "kind": "choice",
+    "question": "Pick a color",
+    "options": [{"id": "red", "label": "Red"}, {"id": "blue", "label": "Blue", "description": "the calm one"}],
+}
+
+
+def count_effect(name: str) -> None:
+    """Count a side effect in this process and, when PARKWAY_EFFECTS_URL is set, in Redis too."""
+    effects[name] += 1
+    url = os.environ.get("PARKWAY_EFFECTS_URL")
+    if url:
+        import redis
+
+        redis.Redis.from_url(url).incr(f"test:effects:{name}")
+
+
+two_questions = Workflow("two_questions")
+
+
+@two_questions.node(start=True)
+def ask_both(data: dict[str, Any]) -> dict[str, Any]:
+    name = use_interrupt({"kind": "text", "question": "Your name?"}, id="name")
+    color = use_interrupt(COLORS, id="color")
+    return {"name": name, "color": color}
+
+
+guarded = Workflow("guarded")
+
+
+@guarded.node(start=True)
+def send_once(data: dict[str, Any]) -> dict[str, Any]:
+    sent, set_sent = use_node_state(False, key="sent")
+    if not sent:
+        count_effect(f"email:{data['tag']}")
+        emit("lifecycle", {"sent": True})
+        set_sent(True)
+    decision = use_interrupt(COLORS, id="after-email")
+    return {"decision": decision}
+
+
+shared_state = Workflow("shared_state")
+
+
+@shared_state.node(start=True)
+def writer(data: dict[str, Any]) -> None:
+    _, set_ticket = use_workflow_state("ticket")
+    set_ticket({"id": 42, "by": "writer"})
+
+
+@shared_state.node
+def reader(data: dict[str, Any]) -> dict[str, Any]:
+    ticket, _ = use_workflow_state("ticket")
+    return {"seen": ticket}
+
+
+shared_state.edge("writer", "reader")
+
+
+one_choice = Workflow("one_choice")
+
+
+@one_choice.node(start=True)
+def choose(data: dict[str, Any]) -> Result:
+    picked = use_interrupt(COLORS, id="color", ttl_ms=data.get("ttl_ms"))
+    return Result(data={"picked": picked}, condition=picked)
+
+
+@one_choice.node
+def paint(data: dict[str, Any]) -> dict[str, Any]:
+    return {"painted": data["picked"]}
+
+
+one_choice.edge("choose", "paint", when="red").edge("choose", "paint", when="blue")
+
+
+kinds = Workflow("kinds")
+
+
+@kinds.node(start=True)
+def ask_kinds(data: dict[str, Any]) -> dict[str, Any]:
+    topics = use_interrupt(
+        {
+            "kind": "multi-choice",
+            "question": "Pick one or more",
+            "options": [{"id": "product", "label": "Product"}, {"id": "design", "label": "Design"}],
+        },
+        id="topics",
+    )
+    job = use_interrupt({"kind": "choice", "question": "Pick a job", "schemaId": "jobs"}, id="job")
+    return {"topics": topics, "job": job}
+
+
+swallow = Workflow("swallow")
+
+
+@swallow.node(start=True)
+def careless(data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        answer = use_interrupt(COLORS, id="color")
+    except Exception:  # a pause must not be caught here
+        return {"swallowed": True}
+    return {"answer": answer}
+
+
+boom = Workflow("boom")
+
+
+@boom.node(start=True)
+def explode(data: dict[str, Any]) -> None:
+    raise ValueError("the node broke")
+
+
+flaky = Workflow("flaky")
+
+
+@flaky.node(start=True, retry=Retry(attempts=3))
+def sometimes(data: dict[str, Any]) -> dict[str, Any]:
+    count_effect(f"flaky:{data['tag']}")
+    if effects[f"flaky:{data['tag']}"] < 3:
+        raise ConnectionError("transient")
+    return {"ok": True}
+
+
+drifting = Workflow("drifting")
+drift = {"kind": "choice"}
+
+
+@drifting.node(start=True)
+def drifts(data: dict[str, Any]) -> dict[str, Any]:
+    if drift["kind"] == "choice":
+        answer = use_interrupt(COLORS, id="q")
+    else:
+        answer = use_interrupt({"kind": "text", "question": "Now text?"}, id="q")
+    return {"answer": answer}
+
+
+async_flow = Workflow("async_flow")
+
+
+@async_flow.node(start=True)
+async def waits(data: dict[str, Any]) -> dict[str, Any]:
+    await asyncio.sleep(0)
+    answer = use_interrupt(COLORS, id="color")
+    return {"answer": answer}
+
+
+loop = Workflow("loop")
+
+
+@loop.node(start=True)
+def count_up(data: dict[str, Any]) -> Result:
+    n = data.get("n", 0) + 1
+    return Result(data={"n": n}, condition="again" if n < 3 else "stop")
+
+
+@loop.node
+def finish(data: dict[str, Any]) -> dict[str, Any]:
+    return {"done": True}
+
+
+loop.edge("count_up", "count_up", when="again").edge("count_up", "finish", when="stop")
