@@ -79,6 +79,7 @@ __all__ = [
     "ValidationError",
     "WaitTimeout",
     "Workflow",
+    "WorkflowError",
     "emit",
     "idempotency_key",
     "parse_resume_metadata",

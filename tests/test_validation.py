@@ -1,0 +1,176 @@
+"""Bad input at every public entry point: a clear parkway error, and nothing changed."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from parkway import (
+    ConfigError,
+    InvalidAnswer,
+    InvalidId,
+    MalformedResume,
+    Parkway,
+    ParkwayError,
+    PayloadTooLarge,
+    RunNotFound,
+    Settings,
+    ValidationError,
+    Workflow,
+    WorkflowError,
+)
+from parkway.runtime import tokens
+from tests import flows
+from tests.conftest import SECRET, Harness
+
+
+@pytest.mark.parametrize("bad", ["", "a:b", "{x}", "a*", "a b", "a.b", "x" * 65, "-lead", 5, None, "ä"])
+def test_ids_that_could_reach_a_key_are_refused(harness: Harness, bad: object) -> None:
+    """Run ids with separators, globs, hash tags, spaces or excess length never reach a key."""
+    with pytest.raises(InvalidId):
+        harness.pw.get_run(bad)  # type: ignore[arg-type]
+    if bad is not None:
+        with pytest.raises(InvalidId):
+            harness.pw.start(flows.one_choice, {}, run_id=bad)  # type: ignore[arg-type]
+
+
+def test_list_interrupts_validates_its_arguments(harness: Harness) -> None:
+    """Filters, order, limit and cursor are checked before any read."""
+    for kwargs in ({"workflow": "a:b"}, {"run_id": "*"}, {"order": "oldest"}, {"limit": 0}, {"limit": 1001},
+                   {"limit": True}, {"cursor": "garbage"}, {"cursor": "e.0000000000001:0000000000002:w:r:i"}):
+        with pytest.raises(ValidationError):
+            harness.pw.list_interrupts(**kwargs)
+
+
+@pytest.mark.parametrize("token", ["", "no-dot", "run_1.short", "bad*run." + "A" * 32, "r." + "A" * 33, 42, None])
+def test_malformed_tokens_are_refused(harness: Harness, token: object) -> None:
+    """Anything that is not a token raises MalformedResume before touching the store."""
+    with pytest.raises(MalformedResume):
+        harness.pw.resume(token, selected="red")  # type: ignore[arg-type]
+
+
+def test_oversize_input_is_refused_and_nothing_is_stored(harness: Harness) -> None:
+    """Run input above the payload bound raises PayloadTooLarge and creates no run."""
+    with pytest.raises(PayloadTooLarge):
+        harness.pw.start(flows.one_choice, {"blob": "x" * (1 << 20)}, run_id="big")
+    with pytest.raises(RunNotFound):
+        harness.pw.get_run("big")
+
+
+def test_input_that_is_not_plain_data_is_refused(harness: Harness) -> None:
+    """Objects msgpack cannot carry (no pickle) are a ValidationError."""
+    with pytest.raises(ValidationError, match="plain data"):
+        harness.pw.start(flows.one_choice, {"when": object()})
+    with pytest.raises(ValidationError, match="dict"):
+        harness.pw.start(flows.one_choice, ["not", "a", "dict"])  # type: ignore[arg-type]
+
+
+def test_duplicate_run_id_is_refused(harness: Harness) -> None:
+    """Starting a second run under a taken run id raises and leaves the first alone."""
+    harness.start_and_run(flows.one_choice, run_id="dup")
+    with pytest.raises(ValidationError, match="already exists"):
+        harness.pw.start(flows.one_choice, {}, run_id="dup")
+    assert harness.pw.get_run("dup").status.value == "waiting"
+
+
+def test_oversize_text_answer_is_refused(harness: Harness) -> None:
+    """A text answer above the request's max length raises and the interrupt stays open."""
+    run_id = harness.start_and_run(flows.two_questions)
+    with pytest.raises(InvalidAnswer, match="longer"):
+        harness.pw.resume(harness.token(run_id), value="x" * 20_000)
+    assert harness.pw.resume(harness.token(run_id), value="ok").accepted
+
+
+def test_responder_is_bounded(harness: Harness) -> None:
+    """responder is a short string."""
+    run_id = harness.start_and_run(flows.one_choice)
+    with pytest.raises(ValidationError):
+        harness.pw.resume(harness.token(run_id), selected="red", responder="x" * 500)
+
+
+def test_unknown_run_is_run_not_found(harness: Harness) -> None:
+    """get_run of an id never used raises RunNotFound."""
+    with pytest.raises(RunNotFound):
+        harness.pw.get_run("never-used")
+
+
+def test_bad_workflow_references_fail_at_start(harness: Harness) -> None:
+    """A reference that does not import, or names something else, raises WorkflowError at start."""
+    for ref in ("no_colon", "tests.flows:nothing", "tests.flows:COLORS", "no_such_module_xyz:wf"):
+        with pytest.raises(WorkflowError):
+            harness.pw.start(ref, {})
+
+
+def test_workflow_definitions_are_checked() -> None:
+    """Bad names, duplicate nodes and edges to unknown nodes are refused."""
+    with pytest.raises(InvalidId):
+        Workflow("bad name")
+    wf = Workflow("w")
+    wf.add_node("a", lambda d: None)
+    with pytest.raises(WorkflowError):
+        wf.add_node("a", lambda d: None)
+    wf.edge("a", "ghost")
+    with pytest.raises(WorkflowError, match="ghost"):
+        wf.validate()
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"PARKWAY_TTL_MS": "soon"}, {"PARKWAY_TTL_MS": "10"}, {"PARKWAY_SECRET": "short"},
+     {"PARKWAY_REDIS_URL": "http://x"}, {"PARKWAY_QUEUE": "a:b"}],
+)
+def test_bad_settings_are_config_errors(env: dict[str, str]) -> None:
+    """Settings that cannot work fail at startup with ConfigError."""
+    with pytest.raises((ConfigError, InvalidId)):
+        Settings.from_env(env)
+
+
+def test_ttl_precedence_argument_over_env_over_default() -> None:
+    """The TTL comes from an argument, else PARKWAY_TTL_MS, else 15 minutes."""
+    assert Settings.from_env({}).ttl_ms == 15 * 60 * 1000
+    assert Settings.from_env({"PARKWAY_TTL_MS": "60000"}).ttl_ms == 60_000
+    assert Settings.from_env({"PARKWAY_TTL_MS": "60000"}, ttl_ms=120_000).ttl_ms == 120_000
+
+
+def test_start_ttl_is_validated(harness: Harness) -> None:
+    """start(ttl_ms=...) below a second is refused."""
+    with pytest.raises(ConfigError):
+        harness.pw.start(flows.one_choice, {}, ttl_ms=5)
+
+
+def test_errors_keep_their_fields_through_pickle() -> None:
+    """Exceptions carry structured fields and survive pickling (RQ and logging may pickle them)."""
+    err = InvalidAnswer("nope", request_id="int_1")
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is InvalidAnswer and again.request_id == "int_1" and str(again) == "nope"
+    assert isinstance(again, ParkwayError)
+
+
+def test_tokens_are_long_random_looking_and_stored_hashed() -> None:
+    """A token embeds its run id, carries 192 bits from the HMAC, and only its SHA-256 is stored."""
+    token = tokens.mint(SECRET.encode(), "run_1", "int_a")
+    assert tokens.run_id_of(token) == "run_1"
+    assert len(token.split(".", 1)[1]) == 32
+    assert tokens.mint(SECRET.encode(), "run_1", "int_b") != token
+    assert len(tokens.hash_token(token)) == 64 and token not in tokens.hash_token(token)
+
+
+def test_redis_holds_no_token_in_clear(harness: Harness) -> None:
+    """Nothing in Redis contains a resume token (only its hash)."""
+    if harness.connection is None:
+        pytest.skip("a Redis property")
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id).encode()
+    secret_part = token.split(b".", 1)[1]
+    for key in harness.connection.scan_iter("*"):
+        kind = harness.connection.type(key)
+        dump = harness.connection.dump(key) or b""
+        assert secret_part not in dump, (key, kind)
+
+
+def test_embedded_default_without_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PARKWAY_REDIS_URL, Parkway() runs embedded on the memory store."""
+    monkeypatch.delenv("PARKWAY_REDIS_URL", raising=False)
+    pw = Parkway()
+    assert pw.settings.embedded and type(pw.store).__name__ == "MemoryStore"
