@@ -10,6 +10,7 @@ from .config import Settings
 from .runtime.errors import (
     ConfigError,
     CorruptRecord,
+    InterruptCancelled,
     InvalidAnswer,
     InvalidId,
     MalformedResume,
@@ -36,6 +37,8 @@ from .runtime.hooks import (
     use_workflow_state,
 )
 from .runtime.protocol import (
+    CancelOutcome,
+    CancelResult,
     Event,
     Interrupt,
     InterruptPage,
@@ -50,10 +53,13 @@ from .runtime.resume import parse_resume_metadata
 from .runtime.workflow import Result, Retry, Workflow
 
 __all__ = [
+    "CancelOutcome",
+    "CancelResult",
     "ConfigError",
     "CorruptRecord",
     "Event",
     "Interrupt",
+    "InterruptCancelled",
     "InterruptPage",
     "InterruptRequest",
     "InvalidAnswer",

@@ -11,9 +11,11 @@ import structlog
 
 from .config import Settings, check_ttl
 from .runtime import tokens
-from .runtime.errors import InvalidAnswer, RunNotFound, ValidationError, WaitTimeout
+from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
 from .runtime.executor import now_ms
 from .runtime.protocol import (
+    CancelOutcome,
+    CancelResult,
     Event,
     Interrupt,
     InterruptPage,
@@ -150,34 +152,69 @@ class Parkway:
         An answer that does not fit the request raises InvalidAnswer and the
         interrupt stays open with the same token.
         """
-        run_id = tokens.run_id_of(token)
-        if request_id is not None:
-            check_id(request_id, "request id")
-        if responder is not None and (not isinstance(responder, str) or len(responder) > 200):
-            raise ValidationError("responder must be a string of at most 200 characters")
-        token_hash = tokens.hash_token(token)
-        lookup = self.store.lookup(run_id, token_hash, now_ms())
-        record = lookup.interrupt
-        if lookup.outcome != "pending" or record is None:
-            outcome = {"resolved": ResumeOutcome.ALREADY_RESOLVED, "expired": ResumeOutcome.EXPIRED}.get(
-                lookup.outcome, ResumeOutcome.UNKNOWN
-            )
-            return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
-        if request_id is not None and request_id != record.request_id:
-            raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
+        found = self._lookup(token, request_id, responder)
+        if isinstance(found, ResumeResult):
+            return found
+        record, token_hash = found
         request = InterruptRequest.model_validate(record.request)
         answer = validate_answer(request, selected=selected, value=value)
-        name = record.journal_field[2:] if record.journal_field.startswith("i:") else ""
+        entry = JournalEntry("interrupt", _hook_name(record), answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
-        commit = self.store.resume(
-            run_id,
-            Answer(record, token_hash, request_id, JournalEntry("interrupt", name, answer, request.kind), event,
-                   now_ms()),
-        )
-        if commit.outcome is ResumeOutcome.ACCEPTED:
-            self._dispatch(run_id, commit.step, commit.fence)
-            log.info("resume_accepted", run_id=run_id, request_id=record.request_id, responder=responder)
-        return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)
+        return self._commit(record, token_hash, request_id, entry, event)
+
+    def cancel_interrupt(self, token: str, *, reason: str | None = None, responder: str | None = None) -> ResumeResult:
+        """Cancel the interrupt ``token`` names instead of answering it.
+
+        The node replays and its ``use_interrupt`` raises InterruptCancelled (catch it
+        to take a "denied" path; uncaught, the run ends ``cancelled``). Outcomes are
+        those of ``resume``.
+        """
+        _check_text(reason, "reason", 1000)
+        found = self._lookup(token, None, responder)
+        if isinstance(found, ResumeResult):
+            return found
+        record, token_hash = found
+        entry = JournalEntry("interrupt", _hook_name(record), reason, record.request.get("kind", ""), "cancelled")
+        event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
+        return self._commit(record, token_hash, None, entry, event)
+
+    def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
+        """Cancel a run.
+
+        A waiting run has its interrupt cancelled (``interrupt_cancelled``: the node
+        replays and may catch InterruptCancelled); a queued or running run ends
+        ``cancelled`` at once (a job still executing it can no longer commit); a
+        finished run is left alone (``already_finished``).
+        """
+        check_id(run_id, "run id")
+        _check_text(reason, "reason", 1000)
+        _check_text(responder, "responder", 200)
+        for _ in range(10):  # the run may move on between the read and the write: read again
+            record = self.store.get_run(run_id, now_ms())
+            if record is None:
+                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+            if record.status.finished:
+                return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
+            if record.status is RunStatus.WAITING and record.waiting_on:
+                interrupt = self.store.get_interrupt(run_id, record.waiting_on)
+                if interrupt is not None:
+                    entry = JournalEntry("interrupt", _hook_name(interrupt), reason,
+                                         interrupt.request.get("kind", ""), "cancelled")
+                    event = {"requestId": interrupt.request_id, "node": interrupt.node, "responder": responder,
+                             "reason": reason}
+                    result = self._commit(interrupt, interrupt.token_hash, None, entry, event)
+                    if result.accepted:
+                        return CancelResult(outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id,
+                                            status=RunStatus.QUEUED)
+                continue
+            try:
+                self.store.finish(run_id, None, "cancelled", None,
+                                  ("run.cancelled", {"reason": reason, "responder": responder}), now_ms())
+            except StaleFence:
+                continue
+            log.info("run_cancelled", run_id=run_id, responder=responder)
+            return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)
+        raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
 
     def resume_message(self, message: Mapping[str, Any], *, responder: str | None = None) -> ResumeResult:
         """Resume from a chat message's ``metadata.resume`` (token, requestId, selected/choice/choices/value)."""
@@ -219,7 +256,35 @@ class Parkway:
 
     def _dispatch(self, run_id: str, step: int, fence: int) -> None:
         self.backend.dispatcher.enqueue(run_id, step, fence)
-        self.store.dispatched(run_id, step, fence)
+
+    def _lookup(
+        self, token: str, request_id: str | None, responder: str | None
+    ) -> tuple[InterruptRecord, str] | ResumeResult:
+        """The pending interrupt a token names, or the outcome that says why there is none."""
+        run_id = tokens.run_id_of(token)
+        if request_id is not None:
+            check_id(request_id, "request id")
+        _check_text(responder, "responder", 200)
+        token_hash = tokens.hash_token(token)
+        lookup = self.store.lookup(run_id, token_hash, now_ms())
+        record = lookup.interrupt
+        if lookup.outcome != "pending" or record is None:
+            outcome = _LOOKUP_OUTCOMES.get(lookup.outcome, ResumeOutcome.UNKNOWN)
+            return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
+        if request_id is not None and request_id != record.request_id:
+            raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
+        return record, token_hash
+
+    def _commit(
+        self, record: InterruptRecord, token_hash: str, request_id: str | None, entry: JournalEntry,
+        event: dict[str, Any],
+    ) -> ResumeResult:
+        run_id = record.run_id
+        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()))
+        if commit.outcome is ResumeOutcome.ACCEPTED:
+            self._dispatch(run_id, commit.step, commit.fence)
+            log.info("resume_accepted", run_id=run_id, request_id=record.request_id, cancelled=entry.status != "")
+        return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)
 
     def _interrupt(self, record: InterruptRecord, *, include_token: bool) -> Interrupt:
         token = tokens.mint(self.backend.options.secret, record.run_id, record.request_id) if include_token else None
@@ -234,6 +299,22 @@ class Parkway:
             expires_at=record.expires_at,
             resume_token=token,
         )
+
+
+_LOOKUP_OUTCOMES = {
+    "resolved": ResumeOutcome.ALREADY_RESOLVED,
+    "cancelled": ResumeOutcome.ALREADY_RESOLVED,
+    "expired": ResumeOutcome.EXPIRED,
+}
+
+
+def _hook_name(record: InterruptRecord) -> str:
+    return record.journal_field[2:] if record.journal_field.startswith("i:") else ""
+
+
+def _check_text(value: Any, what: str, limit: int) -> None:
+    if value is not None and (not isinstance(value, str) or len(value) > limit):
+        raise ValidationError(f"{what} must be a string of at most {limit} characters")
 
 
 def _embedded_ref(workflow: Workflow) -> str:

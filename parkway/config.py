@@ -45,6 +45,10 @@ class Settings:
     secret: str | None = field(default=None, repr=False)
     queue: str = "parkway"
     job_timeout: int = 3600
+    lease_ms: int = 5000
+    """a worker silent this long has lost its attempt; the reconciler replays it elsewhere"""
+    max_lost_attempts: int = 3
+    """attempts of one activation lost with their worker before the run fails"""
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
@@ -56,6 +60,8 @@ class Settings:
             raise ConfigError(f"redis url must start with redis://, rediss:// or unix://, got {self.redis_url!r}")
         if self.job_timeout < 1:
             raise ConfigError("job_timeout must be >= 1 second")
+        if self.lease_ms < 500 or self.max_lost_attempts < 1:
+            raise ConfigError("lease_ms must be >= 500 and max_lost_attempts >= 1")
 
     @property
     def embedded(self) -> bool:

@@ -9,14 +9,14 @@ the memory and Redis stores order and page interrupts identically.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import msgpack
 
 from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
 from ..runtime.protocol import RunStatus
-from ..runtime.store import InterruptRecord, JournalEntry, RunRecord, StoredEvent
+from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, RunRecord, StoredEvent
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -41,14 +41,14 @@ def decode(blob: bytes | None, *, what: str = "record") -> Any:
 
 
 def entry_to_blob(entry: JournalEntry, limit: int) -> bytes:
-    return encode([entry.kind, entry.name, entry.value, entry.detail], limit=limit, what="journal value")
+    return encode([entry.kind, entry.name, entry.value, entry.detail, entry.status], limit=limit, what="journal value")
 
 
 def entry_from_blob(blob: bytes) -> JournalEntry:
     raw = decode(blob, what="journal entry")
-    if not isinstance(raw, list) or len(raw) != 4:
+    if not isinstance(raw, list) or len(raw) != 5:
         raise CorruptRecord("journal entry has the wrong shape", what="journal entry")
-    return JournalEntry(raw[0], raw[1], raw[2], raw[3])
+    return JournalEntry(*raw)
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
@@ -105,38 +105,29 @@ def event_from(entry_id: str, kind: str, data_blob: bytes) -> StoredEvent:
 _MEMBER = re.compile(r"^(\d{13}):(\d{13}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64})$")
 
 
-@dataclass(frozen=True)
-class IndexEntry:
-    """One pending interrupt as the listing indexes know it."""
+def entry_of(record: InterruptRecord) -> IndexEntry:
+    return IndexEntry(record.created_at, record.expires_at, record.workflow, record.run_id, record.request_id)
 
-    created_at: int
-    expires_at: int
-    workflow: str
-    run_id: str
-    request_id: str
 
-    @classmethod
-    def of(cls, record: InterruptRecord) -> IndexEntry:
-        return cls(record.created_at, record.expires_at, record.workflow, record.run_id, record.request_id)
+def parse_member(member: str, order: str) -> IndexEntry:
+    m = _MEMBER.match(member)
+    if m is None:
+        raise CorruptRecord(f"interrupt index member {member!r} is malformed")
+    first, second = int(m.group(1)), int(m.group(2))
+    created, expires = (first, second) if order == "newest" else (second, first)
+    return IndexEntry(created, expires, m.group(3), m.group(4), m.group(5))
 
-    @classmethod
-    def parse(cls, member: str, order: str) -> IndexEntry:
-        m = _MEMBER.match(member)
-        if m is None:
-            raise CorruptRecord(f"interrupt index member {member!r} is malformed")
-        first, second = int(m.group(1)), int(m.group(2))
-        created, expires = (first, second) if order == "newest" else (second, first)
-        return cls(created, expires, m.group(3), m.group(4), m.group(5))
 
-    def member(self, order: str) -> str:
-        """Members sort lexicographically by time (13-digit epoch ms), so a page
-        is a ZRANGEBYLEX from the cursor: O(log N + page), no gaps, no repeats."""
-        first, second = (self.created_at, self.expires_at) if order == "newest" else (self.expires_at, self.created_at)
-        return f"{first:013d}:{second:013d}:{self.workflow}:{self.run_id}:{self.request_id}"
+def member(entry: IndexEntry, order: str) -> str:
+    """Members sort lexicographically by time (13-digit epoch ms), so a page is a
+    ZRANGEBYLEX from the cursor: O(log N + page), no gaps, no repeats."""
+    first, second = (entry.created_at, entry.expires_at) if order == "newest" else (entry.expires_at, entry.created_at)
+    return f"{first:013d}:{second:013d}:{entry.workflow}:{entry.run_id}:{entry.request_id}"
 
-    def placements(self) -> list[tuple[str, str | None, str]]:
-        """(order, workflow or None, member) for each index this entry lives in."""
-        return [(o, wf, self.member(o)) for o in ("newest", "expiring") for wf in (None, self.workflow)]
+
+def placements(entry: IndexEntry) -> list[tuple[str, str | None, str]]:
+    """(order, workflow or None, member) for each index an entry lives in."""
+    return [(o, wf, member(entry, o)) for o in ("newest", "expiring") for wf in (None, entry.workflow)]
 
 
 def parse_cursor(cursor: str | None, order: str) -> str | None:

@@ -15,5 +15,7 @@ class Limits:
     """one resume answer, msgpack-encoded"""
     max_events: int = 10_000
     """events kept per run stream (older ones are trimmed)"""
+    expiry_grace_ms: int = 60_000
+    """how long a waiting run's records outlive its interrupt, so its expiry can be recorded"""
     retention_ms: int = 7 * DAY_MS
     """how long a run's summary outlives its TTL, so it reads `expired`, not unknown"""

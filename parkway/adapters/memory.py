@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,13 +21,16 @@ from ..runtime.store import (
     Advance,
     Answer,
     Attempt,
+    Due,
     EventSpec,
+    IndexEntry,
     InterruptListing,
     InterruptQuery,
     InterruptRecord,
     Lookup,
     NewRun,
     Park,
+    Requeue,
     ResumeCommit,
     RunRecord,
     StoredEvent,
@@ -65,9 +68,11 @@ class MemoryStore:
         self._summaries: dict[str, tuple[dict[str, Any], int]] = {}
         self._indexes: dict[str, list[str]] = {}
         self.outbox: dict[str, int] = {}
+        self.leases: dict[str, int] = {}
+        self._lock: tuple[str, int] | None = None
         self._seq = 0
 
-    # --- helpers --------------------------------------------------------
+    # --- helpers (each mirrors a Redis command or a shared part of the scripts) ---
 
     def _live(self, run_id: str) -> _Run | None:
         run = self._runs.get(run_id)
@@ -85,16 +90,20 @@ class MemoryStore:
             return None
         return item[0]
 
-    def _current(self, run_id: str, fence: int, statuses: tuple[str, ...] = _ACTIVE) -> _Run:
+    def _current(self, run_id: str, fence: int | None, statuses: tuple[str, ...] = _ACTIVE) -> _Run:
         run = self._live(run_id)
         if run is None:
             raise StaleFence(f"run {run_id} is gone", run_id=run_id)
-        if int(run.fields["fence"]) != fence or run.fields["status"] not in statuses:
+        if (fence is not None and int(run.fields["fence"]) != fence) or run.fields["status"] not in statuses:
             raise StaleFence(
                 f"run {run_id} is at fence {run.fields['fence']} ({run.fields['status']}), the job has {fence}",
                 run_id=run_id,
             )
         return run
+
+    def _bump(self, run: _Run) -> int:
+        run.fields["fence"] = int(run.fields["fence"]) + 1
+        return int(run.fields["fence"])
 
     def _event(self, run: _Run, kind: str, data: Mapping[str, Any]) -> None:
         now = self._clock()
@@ -103,13 +112,16 @@ class MemoryStore:
         del run.events[: -self.limits.max_events]
         self._cond.notify_all()
 
-    def _finish_summary(self, run_id: str, status: str, now: int) -> None:
+    def _refresh(self, run: _Run, ttl_ms: int | None = None) -> None:
+        run.expires_at = self._clock() + (int(run.fields["ttl"]) if ttl_ms is None else ttl_ms)
+
+    def _set_summary(self, run_id: str, status: str, now: int) -> None:
         fields, _ = self._summaries[run_id]
         fields.update(status=status, updated=now)
         self._summaries[run_id] = (fields, now + self.limits.retention_ms)
 
-    def _index(self, entry: codec.IndexEntry, add: bool) -> None:
-        for order, workflow, member in entry.placements():
+    def _index(self, entry: IndexEntry, add: bool) -> None:
+        for order, workflow, member in codec.placements(entry):
             members = self._indexes.setdefault(f"{order}:{workflow or ''}", [])
             i = bisect.bisect_left(members, member)
             present = i < len(members) and members[i] == member
@@ -117,6 +129,18 @@ class MemoryStore:
                 members.insert(i, member)
             elif not add and present:
                 members.pop(i)
+
+    def _pending_live(self, run: _Run, token_hash: str) -> bool:
+        expiry = run.pending.get(token_hash)
+        if expiry is not None and expiry <= self._clock():
+            del run.pending[token_hash]
+            expiry = None
+        return expiry is not None
+
+    def _record(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        run = self._live(run_id)
+        blob = run.interrupts.get(f"r:{request_id}") if run else None
+        return codec.interrupt_from_blob(blob) if blob else None
 
     # --- transitions ----------------------------------------------------
 
@@ -139,15 +163,23 @@ class MemoryStore:
             self._event(state, "node.started", {"node": run.start_node, "step": 0})
             self.outbox[f"{run.run_id}:0:0"] = run.now
 
-    def begin(self, run_id: str, step: int, fence: int, now: int) -> Attempt:
+    def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         with self._cond:
             run = self._current(run_id, fence)
             if int(run.fields["step"]) != step:
                 raise StaleFence(f"run {run_id} is at step {run.fields['step']}, the job has {step}", run_id=run_id)
             run.fields.update(status="running", updated=now)
+            self.leases[run_id] = lease_until
+            self.outbox.pop(f"{run_id}:{step}:{fence}", None)
             journal = {k: codec.entry_from_blob(v) for k, v in run.journals.get(step, {}).items()}
             ws = {k: codec.decode(v, what="workflow state") for k, v in run.workflow_state.items()}
             return Attempt(codec.run_from_fields(run_id, run.fields), journal, ws)
+
+    def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
+        with self._cond:
+            for run_id in run_ids:
+                if run_id in self.leases:
+                    self.leases[run_id] = lease_until
 
     def record(
         self,
@@ -170,48 +202,64 @@ class MemoryStore:
             target[name] = blob
             if event is not None:
                 self._event(run, event[0], event[1])
-            run.expires_at = self._clock() + int(run.fields["ttl"])
+            self._refresh(run)
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
         data = codec.encode(commit.data, limit=self.limits.max_payload_bytes, what="run data")
+        output = codec.encode(commit.output, what="run output")
         with self._cond:
             run = self._current(run_id, fence, ("running",))
+            if int(run.fields["step"]) != step:
+                raise StaleFence(f"run {run_id} is at step {run.fields['step']}", run_id=run_id)
+            fence = self._bump(run)
             run.journals.pop(step, None)
-            run.fields.update(data=data, updated=commit.now, fence=fence + 1)
+            run.fields.update(data=data, updated=commit.now, crashes=0)
             if commit.next_node is None:
-                run.fields.update(status="completed", output=codec.encode(commit.output, what="run output"))
-                self._finish_summary(run_id, "completed", commit.now)
+                run.fields.update(status="completed", output=output)
+                self._set_summary(run_id, "completed", commit.now)
+                self.leases.pop(run_id, None)
             else:
                 run.fields.update(node=commit.next_node, step=step + 1)
             for kind, payload in commit.events:
                 self._event(run, kind, payload)
-            run.expires_at = self._clock() + int(run.fields["ttl"])
-            return fence + 1
+            self._refresh(run)
+            return fence
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
         rec = commit.interrupt
         blob = codec.interrupt_to_blob(rec)
         with self._cond:
             run = self._current(run_id, fence, ("running",))
+            if int(run.fields["step"]) != step:
+                raise StaleFence(f"run {run_id} is at step {run.fields['step']}", run_id=run_id)
             run.interrupts.update({f"r:{rec.request_id}": blob, f"s:{rec.request_id}": "pending",
                                    f"t:{rec.token_hash}": rec.request_id})
             run.pending[rec.token_hash] = self._clock() + commit.ttl_ms
-            self._index(codec.IndexEntry.of(rec), add=True)
+            self._index(codec.entry_of(rec), add=True)
+            self.leases.pop(run_id, None)
+            fence = self._bump(run)
             run.fields.update(status="waiting", waiting=rec.request_id, expires=rec.expires_at,
-                              updated=commit.now, fence=fence + 1)
+                              updated=commit.now, crashes=0)
             self._event(run, "interrupt", commit.event)
-            run.expires_at = self._clock() + commit.ttl_ms
-            return fence + 1
+            self._refresh(run, commit.ttl_ms + self.limits.expiry_grace_ms)
+            return fence
 
-    def fail(self, run_id: str, fence: int, error: Mapping[str, Any], now: int) -> None:
-        blob = codec.encode(dict(error), what="run error")
+    def finish(
+        self, run_id: str, fence: int | None, status: Literal["failed", "cancelled"], error: Mapping[str, Any] | None,
+        event: EventSpec, now: int,
+    ) -> None:
+        blob = codec.encode(dict(error), what="run error") if error else None
         with self._cond:
             run = self._current(run_id, fence)
-            run.fields.update(status="failed", error=blob, updated=now, fence=fence + 1)
-            self._finish_summary(run_id, "failed", now)
-            self._event(run, "run.failed", {"error": dict(error)})
-            self._event(run, "done", {"status": "failed"})
-            run.expires_at = self._clock() + int(run.fields["ttl"])
+            self._bump(run)
+            run.fields.update(status=status, updated=now)
+            if blob is not None:
+                run.fields["error"] = blob
+            self._set_summary(run_id, status, now)
+            self.leases.pop(run_id, None)
+            self._event(run, event[0], event[1])
+            self._event(run, "done", {"status": status})
+            self._refresh(run)
 
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         with self._cond:
@@ -224,13 +272,6 @@ class MemoryStore:
             if status == "pending" and not self._pending_live(run, token_hash):
                 status = "expired"
             return Lookup(status, record)
-
-    def _pending_live(self, run: _Run, token_hash: str) -> bool:
-        expiry = run.pending.get(token_hash)
-        if expiry is not None and expiry <= self._clock():
-            del run.pending[token_hash]
-            expiry = None
-        return expiry is not None
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         entry = codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes)
@@ -250,20 +291,88 @@ class MemoryStore:
                 return ResumeCommit(outcome, request_id=request_id)
             del run.pending[answer.token_hash]
             record = answer.interrupt
-            run.interrupts[f"s:{request_id}"] = "resolved"
+            run.interrupts[f"s:{request_id}"] = "cancelled" if answer.cancelled else "resolved"
             run.journals.setdefault(record.step, {})[record.journal_field] = entry
-            fence = int(run.fields["fence"]) + 1
+            fence = self._bump(run)
             step = int(run.fields["step"])
-            run.fields.update(status="queued", waiting="", expires="", updated=answer.now, fence=fence)
+            run.fields.update(status="queued", waiting="", expires="", updated=answer.now)
             self.outbox[f"{run_id}:{step}:{fence}"] = answer.now
-            self._index(codec.IndexEntry.of(record), add=False)
-            self._event(run, "interrupt.resumed", answer.event)
-            run.expires_at = self._clock() + int(run.fields["ttl"])
+            self._index(codec.entry_of(record), add=False)
+            self._event(run, "interrupt.cancelled" if answer.cancelled else "interrupt.resumed", answer.event)
+            self._refresh(run)
             return ResumeCommit(ResumeOutcome.ACCEPTED, step, fence, request_id)
 
-    def dispatched(self, run_id: str, step: int, fence: int) -> None:
+    def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
+        with self._cond:
+            if self.leases.get(run_id, 0) > now:
+                return Requeue("alive")
+            self.leases.pop(run_id, None)
+            run = self._live(run_id)
+            if run is None or run.fields["status"] != "running":
+                return Requeue("gone")
+            crashes = int(run.fields.get("crashes", 0)) + 1
+            fence, step = self._bump(run), int(run.fields["step"])
+            run.fields.update(crashes=crashes, updated=now)
+            if crashes >= max_lost:
+                run.fields.update(status="failed", error=codec.encode(dict(error), what="run error"))
+                self._set_summary(run_id, "failed", now)
+                self._event(run, "run.failed", {"error": dict(error)})
+                self._event(run, "done", {"status": "failed"})
+                return Requeue("failed", step, fence)
+            run.fields["status"] = "queued"
+            self.outbox[f"{run_id}:{step}:{fence}"] = now
+            self._event(run, "node.recovered", {"reason": "worker lost"})
+            return Requeue("requeued", step, fence)
+
+    def redispatch(self, run_id: str, step: int, fence: int, now: int) -> Requeue:
         with self._cond:
             self.outbox.pop(f"{run_id}:{step}:{fence}", None)
+            run = self._live(run_id)
+            if run is None or run.fields["status"] != "queued" or (int(run.fields["step"]), int(run.fields["fence"])) != (
+                step, fence
+            ):
+                return Requeue("gone")
+            fence = self._bump(run)
+            self.outbox[f"{run_id}:{step}:{fence}"] = now
+            return Requeue("requeued", step, fence)
+
+    def expire(self, entry: IndexEntry, now: int) -> str:
+        with self._cond:
+            run = self._live(entry.run_id)
+            record = self._record(entry.run_id, entry.request_id)
+            if run is not None and record is not None and self._pending_live(run, record.token_hash):
+                return "pending"
+            self._index(entry, add=False)
+            if run is None or run.interrupts.get(f"s:{entry.request_id}") != "pending":
+                return "gone"
+            run.interrupts[f"s:{entry.request_id}"] = "expired"
+            if run.fields["status"] == "waiting" and run.fields.get("waiting") == entry.request_id:
+                self._bump(run)
+                run.fields.update(status="expired", waiting="", updated=now)
+                self._set_summary(entry.run_id, "expired", now)
+                self._event(run, "interrupt.expired", {"requestId": entry.request_id, "expiresAt": entry.expires_at})
+                self._event(run, "done", {"status": "expired"})
+            return "expired"
+
+    def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
+        with self._cond:
+            leases = [r for r, until in sorted(self.leases.items(), key=lambda kv: kv[1]) if until <= now][:limit]
+            old = sorted((score, m) for m, score in self.outbox.items() if score <= now - outbox_age_ms)[:limit]
+            members = self._indexes.get("expiring:", [])
+            expired = members[: bisect.bisect_left(members, codec.time_floor(now))][:limit]
+        stale = []
+        for _, m in old:
+            run_id, step, fence = m.rsplit(":", 2)
+            stale.append((run_id, int(step), int(fence)))
+        return Due(leases, stale, [codec.parse_member(m, "expiring") for m in expired])
+
+    def try_lock(self, owner: str, ttl_ms: int) -> bool:
+        with self._cond:
+            now = self._clock()
+            if self._lock is None or self._lock[1] <= now or self._lock[0] == owner:
+                self._lock = (owner, now + ttl_ms)
+                return True
+            return False
 
     # --- reads ----------------------------------------------------------
 
@@ -284,20 +393,23 @@ class MemoryStore:
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
         after = codec.parse_cursor(query.cursor, query.order)
         with self._cond:
-            self._prune(query.now)
             if query.run_id is not None:
                 return InterruptListing(self._waiting_interrupt(query), None)
             members = self._indexes.get(f"{query.order}:{query.workflow or ''}", [])
             if query.order == "expiring":
-                page = members[bisect.bisect_right(members, after) if after else 0 :][: query.limit + 1]
+                floor = codec.time_floor(query.now + 1)
+                start = bisect.bisect_right(members, after) if after and after > floor else bisect.bisect_left(
+                    members, floor)
+                page = members[start : start + query.limit + 1]
             else:
                 hi = bisect.bisect_left(members, after) if after else len(members)
-                page = members[max(0, hi - query.limit - 1) : hi][::-1]
+                page = [m for m in reversed(members[:hi]) if codec.parse_member(m, "newest").expires_at > query.now]
+                page = page[: query.limit + 1]
             items = []
             for member in page[: query.limit]:
-                entry = codec.IndexEntry.parse(member, query.order)
+                entry = codec.parse_member(member, query.order)
                 record = self._record(entry.run_id, entry.request_id)
-                if record is not None and entry.expires_at > query.now:
+                if record is not None:
                     items.append(record)
         more = len(page) > query.limit
         return InterruptListing(items, codec.make_cursor(page[query.limit - 1], query.order) if more else None)
@@ -309,18 +421,6 @@ class MemoryStore:
         if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
             return []
         return [record]
-
-    def _record(self, run_id: str, request_id: str) -> InterruptRecord | None:
-        run = self._live(run_id)
-        blob = run.interrupts.get(f"r:{request_id}") if run else None
-        return codec.interrupt_from_blob(blob) if blob else None
-
-    def _prune(self, now: int) -> None:
-        """Drop index entries whose interrupt has expired (the soonest-expiring index leads)."""
-        members = self._indexes.get("expiring:", [])
-        cut = bisect.bisect_left(members, codec.time_floor(now + 1))
-        for member in members[:cut]:
-            self._index(codec.IndexEntry.parse(member, "expiring"), add=False)
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         deadline = time.monotonic() + (block_ms or 0) / 1000

@@ -11,6 +11,7 @@
     │   └── MalformedResume      a resume token or metadata that cannot be parsed
     ├── WorkflowError            a workflow definition or reference that cannot work
     ├── NondeterminismError      a replay asked a hook for something else than the journal holds
+    ├── InterruptCancelled       raised by use_interrupt when its interrupt was cancelled
     ├── StaleFence               a commit from an attempt that is no longer current
     ├── RunNotFound              no run (and no summary) under that id
     ├── WaitTimeout              wait()/stream() gave up
@@ -76,6 +77,13 @@ class WorkflowError(ParkwayError):
 
 class NondeterminismError(ParkwayError):
     """On replay, a hook asked for something other than what the journal recorded."""
+
+
+class InterruptCancelled(ParkwayError):
+    """The interrupt was cancelled instead of answered; catch it to take a "denied" path.
+
+    Uncaught, the run ends ``cancelled``.
+    """
 
 
 class StaleFence(ParkwayError):

@@ -16,15 +16,15 @@ import time
 import traceback as tb
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import structlog
 
 from . import tokens
-from .errors import ParkwayError, StaleFence, WorkflowError
+from .errors import CorruptRecord, InterruptCancelled, ParkwayError, StaleFence, WorkflowError
 from .hooks import NodeContext, Pause, activate, deactivate
-from .store import Advance, InterruptRecord, Park, Store
+from .store import Advance, Attempt, InterruptRecord, Park, Store
 from .workflow import Result, Workflow, as_result, load_workflow
 
 log = structlog.get_logger("parkway")
@@ -34,10 +34,11 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class JobEnd(str, Enum):
+class JobEnd(StrEnum):
     COMPLETED = "completed"
     WAITING = "waiting"
     FAILED = "failed"
+    CANCELLED = "cancelled"
     STALE = "stale"
 
 
@@ -48,55 +49,74 @@ class Options:
     secret: bytes
     clock: Callable[[], int] = now_ms
     loader: Callable[[str], Workflow] = load_workflow
+    lease_ms: int = 5000
+    """how long a worker may go silent before its attempt is taken as lost"""
 
 
 def execute(store: Store, options: Options, run_id: str, step: int, fence: int) -> JobEnd:
     """Carry the run from activation ``step`` until it pauses, ends or fails."""
     structlog.contextvars.bind_contextvars(run_id=run_id, step=step)
     try:
-        try:
-            attempt = store.begin(run_id, step, fence, options.clock())
-        except StaleFence as exc:
-            log.info("job_stale", reason=str(exc))
-            return JobEnd.STALE
-        run = attempt.run
-        try:
-            workflow = options.loader(run.ref)
-        except WorkflowError as exc:
-            store.fail(run_id, fence, _error(exc, run.node), options.clock())
-            log.error("run_failed", reason=str(exc))
-            return JobEnd.FAILED
-        data, journal, node = dict(run.data), attempt.journal, run.node or ""
-        while True:
-            structlog.contextvars.bind_contextvars(node=node, step=step)
-            ctx = NodeContext(
-                store, run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock
-            )
-            outcome = _attempt(workflow, ctx, data)
-            if isinstance(outcome, Pause):
-                _park(store, options, ctx, outcome, run.ttl_ms)
-                return JobEnd.WAITING
-            if isinstance(outcome, BaseException):
-                store.fail(run_id, fence, _error(outcome, node), options.clock())
-                log.warning("run_failed", error=repr(outcome))
-                return JobEnd.FAILED
-            try:
-                next_node = workflow.next_node(node, outcome)
-            except WorkflowError as exc:
-                store.fail(run_id, fence, _error(exc, node), options.clock())
-                return JobEnd.FAILED
-            data.update(outcome.data or {})
-            fence = store.advance(run_id, fence, step, _advance(run_id, workflow, node, step, next_node, data, options))
-            log.info("node_completed", next=next_node)
-            if next_node is None:
-                log.info("run_completed")
-                return JobEnd.COMPLETED
-            node, step, journal = next_node, step + 1, {}
+        now = options.clock()
+        attempt = store.begin(run_id, step, fence, now, now + options.lease_ms)
+        return _carry(store, options, attempt, fence)
     except StaleFence as exc:
-        log.info("commit_stale", reason=str(exc))
+        log.info("job_stale", reason=exc.message)
         return JobEnd.STALE
+    except CorruptRecord as exc:
+        # unreadable records end this run, not the worker
+        log.error("run_corrupt", error=exc.message)
+        try:
+            store.finish(run_id, None, "failed", _error(exc, None), ("run.failed", {"error": exc.message}),
+                         options.clock())
+        except (StaleFence, CorruptRecord):
+            pass
+        return JobEnd.FAILED
     finally:
         structlog.contextvars.unbind_contextvars("run_id", "node", "step", "request_id")
+
+
+def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobEnd:
+    run = attempt.run
+    try:
+        workflow = options.loader(run.ref)
+    except WorkflowError as exc:
+        return _fail(store, options, run.run_id, fence, exc, run.node)
+    data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
+    while True:
+        structlog.contextvars.bind_contextvars(node=node, step=step)
+        ctx = NodeContext(
+            store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock
+        )
+        outcome = _attempt(workflow, ctx, data)
+        if isinstance(outcome, Pause):
+            _park(store, options, ctx, outcome, run.ttl_ms)
+            return JobEnd.WAITING
+        if isinstance(outcome, InterruptCancelled):
+            store.finish(run.run_id, fence, "cancelled", None, ("run.cancelled", {"reason": outcome.message}),
+                         options.clock())
+            log.info("run_cancelled", reason=outcome.message)
+            return JobEnd.CANCELLED
+        if isinstance(outcome, BaseException):
+            return _fail(store, options, run.run_id, fence, outcome, node)
+        try:
+            next_node = workflow.next_node(node, outcome)
+        except WorkflowError as exc:
+            return _fail(store, options, run.run_id, fence, exc, node)
+        data.update(outcome.data or {})
+        fence = store.advance(run.run_id, fence, step, _advance(workflow, node, step, next_node, data, options))
+        log.info("node_completed", next=next_node)
+        if next_node is None:
+            log.info("run_completed")
+            return JobEnd.COMPLETED
+        node, step, journal = next_node, step + 1, {}
+
+
+def _fail(store: Store, options: Options, run_id: str, fence: int, exc: BaseException, node: str | None) -> JobEnd:
+    error = _error(exc, node)
+    store.finish(run_id, fence, "failed", error, ("run.failed", {"error": error}), options.clock())
+    log.warning("run_failed", error=repr(exc))
+    return JobEnd.FAILED
 
 
 def _attempt(workflow: Workflow, ctx: NodeContext, data: dict[str, Any]) -> Result | Pause | BaseException:
@@ -134,7 +154,7 @@ def _run_async(awaitable: Any) -> Any:
 
 
 def _advance(
-    run_id: str, workflow: Workflow, node: str, step: int, next_node: str | None, data: dict[str, Any], options: Options
+    workflow: Workflow, node: str, step: int, next_node: str | None, data: dict[str, Any], options: Options
 ) -> Advance:
     events: list[tuple[str, dict[str, Any]]] = [("node.completed", {"node": node, "step": step})]
     if next_node is None:

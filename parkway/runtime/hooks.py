@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import NondeterminismError, ParkwayError, ValidationError
+from .errors import InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
 from .protocol import InterruptRequest
 from .store import JournalEntry, Store
 
@@ -132,7 +132,8 @@ def use_interrupt(
     """Pause the run until a person answers ``request``; on replay, return the answer.
 
     Returns the option id (``choice``), a list of ids (``multi-choice``) or the
-    text (``text``). Give every interrupt a stable ``id``: without one, answers
+    text (``text``). Raises :class:`InterruptCancelled` if the interrupt was
+    cancelled (catch it to take a "denied" path; uncaught, the run ends ``cancelled``). Give every interrupt a stable ``id``: without one, answers
     are matched by call order, which breaks when the node's code changes.
     """
     ctx = current()
@@ -151,6 +152,12 @@ def use_interrupt(
     else:
         field_name = f"i:{name}"
     entry = ctx.replayed(field_name, "interrupt", name, req.kind)
+    if entry is not None and entry.status == "cancelled":
+        reason = entry.value if isinstance(entry.value, str) else None
+        raise InterruptCancelled(
+            f"interrupt {name or field_name!r} of node {ctx.node!r} was cancelled" + (f": {reason}" if reason else ""),
+            run_id=ctx.run_id, node=ctx.node, reason=reason,
+        )
     if entry is not None:
         return entry.value
     raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms)

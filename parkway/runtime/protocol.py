@@ -11,7 +11,7 @@ import re
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import InvalidId
 
@@ -54,6 +54,12 @@ class ResumeOutcome(str, Enum):
     ALREADY_RESOLVED = "already_resolved"
     EXPIRED = "expired"
     UNKNOWN = "unknown"
+
+
+class CancelOutcome(str, Enum):
+    CANCELLED = "cancelled"
+    INTERRUPT_CANCELLED = "interrupt_cancelled"
+    ALREADY_FINISHED = "already_finished"
 
 
 class _Model(BaseModel):
@@ -175,16 +181,12 @@ class ResumeResult(_Model):
         return self.outcome is ResumeOutcome.ACCEPTED
 
 
+class CancelResult(_Model):
+    outcome: CancelOutcome
+    run_id: str
+    status: RunStatus
+
+
 class InterruptPage(_Model):
     items: tuple[Interrupt, ...]
     next_cursor: str | None = None
-
-
-class StartOptions(_Model):
-    run_id: str | None = None
-    ttl_ms: int | None = Field(default=None, ge=1000)
-
-    @field_validator("run_id")
-    @classmethod
-    def _run_id(cls, v: str | None) -> str | None:
-        return None if v is None else check_id(v, "run id")

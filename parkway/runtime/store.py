@@ -66,6 +66,8 @@ class JournalEntry:
     value: Any
     detail: str = ""
     """what the hook asked for (e.g. the request kind), compared on replay"""
+    status: str = ""
+    """"" for a recorded value; "cancelled" for an interrupt cancelled instead of answered"""
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,16 @@ class Answer:
     event: Mapping[str, Any]
     now: int
 
+    @property
+    def cancelled(self) -> bool:
+        return self.entry.status == "cancelled"
+
 
 @dataclass(frozen=True)
 class Lookup:
     """What the store knows of a token: the interrupt, its status, or why there is none."""
 
-    outcome: Literal["pending", "resolved", "expired", "unknown"]
+    outcome: Literal["pending", "resolved", "cancelled", "expired", "unknown"]
     interrupt: InterruptRecord | None = None
 
 
@@ -142,6 +148,37 @@ class ResumeCommit:
     step: int = 0
     fence: int = 0
     request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """What recover/redispatch did: requeued under (step, fence), failed the run, or found nothing to do."""
+
+    outcome: Literal["requeued", "failed", "alive", "gone"]
+    step: int = 0
+    fence: int = 0
+
+
+@dataclass(frozen=True)
+class Due:
+    """What the reconciler should look at now."""
+
+    expired_leases: list[str]
+    """run ids whose worker stopped renewing their lease"""
+    stale_outbox: list[tuple[str, int, int]]
+    """(run id, step, fence) dispatched a while ago and not begun"""
+    expired_interrupts: list[IndexEntry]
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One pending interrupt as the listing indexes know it (see adapters.codec for its members)."""
+
+    created_at: int
+    expires_at: int
+    workflow: str
+    run_id: str
+    request_id: str
 
 
 @dataclass(frozen=True)
@@ -172,10 +209,13 @@ class Store(Protocol):
     """The atomic transitions of a run; implemented by the memory and Redis stores."""
 
     def create_run(self, run: NewRun) -> None:
-        """Write a queued run with its summary and ``run.started`` event; the run id must be new."""
+        """Write a queued run with its summary, first events and outbox entry; the run id must be new."""
 
-    def begin(self, run_id: str, step: int, fence: int, now: int) -> Attempt:
-        """Mark the run running and return its activation's journal and workflow state."""
+    def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
+        """Mark the run running under a lease, drop its outbox entry, return the activation's journal."""
+
+    def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
+        """Extend the leases of runs this worker is executing."""
 
     def record(
         self,
@@ -196,17 +236,32 @@ class Store(Protocol):
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
         """Commit a pause; return the new fence."""
 
-    def fail(self, run_id: str, fence: int, error: Mapping[str, Any], now: int) -> None:
-        """Commit a failed run."""
+    def finish(
+        self, run_id: str, fence: int | None, status: Literal["failed", "cancelled"], error: Mapping[str, Any] | None,
+        event: EventSpec, now: int,
+    ) -> None:
+        """End a queued or running run (at ``fence``, or whatever is current when None)."""
 
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         """Read the interrupt a token hash names, without changing anything."""
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
-        """Release the pending key, record the answer, bump the fence, write the outbox: exactly once."""
+        """Release the pending key, record the answer (or cancellation), bump the fence, write the outbox."""
 
-    def dispatched(self, run_id: str, step: int, fence: int) -> None:
-        """The job for ``fence`` is enqueued: drop its outbox entry."""
+    def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
+        """Requeue a running run whose lease expired, or fail it after ``max_lost`` lost attempts."""
+
+    def redispatch(self, run_id: str, step: int, fence: int, now: int) -> Requeue:
+        """Move a queued run whose job was lost to a new fence and outbox entry."""
+
+    def expire(self, entry: IndexEntry, now: int) -> str:
+        """Record the expiry of an interrupt past its TTL ("expired", "pending" or "gone")."""
+
+    def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
+        """Expired leases, old outbox entries and expired interrupts, for the reconciler."""
+
+    def try_lock(self, owner: str, ttl_ms: int) -> bool:
+        """Take (or keep) the reconciler lock for ``ttl_ms``."""
 
     def get_run(self, run_id: str, now: int) -> RunRecord | None:
         """The run, or what its summary remembers after the TTL, or None."""

@@ -41,6 +41,7 @@ class InlineExecutor:
         self.options = options
         self._jobs: queue.Queue[tuple[str, int, int]] = queue.Queue()
         self._seen: set[tuple[str, int]] = set()
+        self._waiting: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -49,14 +50,30 @@ class InlineExecutor:
             if (run_id, fence) in self._seen:
                 return
             self._seen.add((run_id, fence))
+            self._waiting.add((run_id, fence))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="parkway-inline", daemon=True)
                 self._thread.start()
         self._jobs.put((run_id, step, fence))
 
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        with self._lock:
+            return (run_id, fence) in self._waiting
+
     def _loop(self) -> None:
+        from .reconciler import reconcile_once
+
         while True:
-            run_id, step, fence = self._jobs.get()
+            try:
+                run_id, step, fence = self._jobs.get(timeout=1.0)
+            except queue.Empty:  # idle: record expiries, like a worker's reconciler would
+                try:
+                    reconcile_once(self.store, self)
+                except Exception:
+                    log.exception("reconcile_crashed")
+                continue
+            with self._lock:
+                self._waiting.discard((run_id, fence))
             try:
                 executor.execute(self.store, self.options, run_id, step, fence)
             except Exception:  # a store failure must not kill the executor thread

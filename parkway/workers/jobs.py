@@ -15,15 +15,17 @@ import redis
 import structlog
 from rq import Queue
 from rq.exceptions import DuplicateJobError
+from rq.job import Job, JobStatus
 
 from ..adapters.redis.store import RedisStore, translated
 from ..config import Settings
 from ..runtime import executor
-from ..runtime.store import Store
 from .serializer import MsgpackSerializer
 from .setup import resolve_secret
 
 log = structlog.get_logger("parkway")
+
+_PENDING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
 def job_id(run_id: str, fence: int) -> str:
@@ -35,6 +37,7 @@ class RQDispatcher:
 
     def __init__(self, connection: redis.Redis, settings: Settings) -> None:
         self.settings = settings
+        self.connection = connection
         self.queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
 
     def enqueue(self, run_id: str, step: int, fence: int) -> None:
@@ -52,29 +55,53 @@ class RQDispatcher:
             except DuplicateJobError:
                 log.info("enqueue_duplicate", run_id=run_id, fence=fence)
 
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        with translated(run_id):
+            status = self.connection.hget(f"{Job.redis_job_namespace_prefix}{job_id(run_id, fence)}", "status")
+        return status is not None and JobStatus(status.decode()) in _PENDING
+
 
 @dataclass
-class _WorkerRuntime:
+class WorkerRuntime:
+    """What one worker process needs to run jobs."""
+
     pid: int
-    store: Store
+    settings: Settings
+    store: RedisStore
     options: executor.Options
+    dispatcher: RQDispatcher
+    current: str | None = None
+    """the run this process is executing now (its lease is renewed in the background)"""
 
 
-_runtime: _WorkerRuntime | None = None
+_runtime: WorkerRuntime | None = None
 
 
-def install(settings: Settings) -> None:
+def install(settings: Settings) -> WorkerRuntime:
     """Prepare this process to run jobs (the worker calls it; jobs call it lazily from the environment)."""
     global _runtime
     if settings.redis_url is None:
         raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
     store = RedisStore.from_url(settings.redis_url, settings.limits)
-    _runtime = _WorkerRuntime(os.getpid(), store, executor.Options(secret=resolve_secret(settings, store.client)))
+    options = executor.Options(secret=resolve_secret(settings, store.client), lease_ms=settings.lease_ms)
+    _runtime = WorkerRuntime(os.getpid(), settings, store, options, RQDispatcher(store.client, settings))
+    return _runtime
+
+
+def runtime() -> WorkerRuntime:
+    if _runtime is None or _runtime.pid != os.getpid():
+        return install(Settings.from_env())
+    return _runtime
 
 
 def execute_job(run_id: str, step: int, fence: int) -> str:
     """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails."""
-    if _runtime is None or _runtime.pid != os.getpid():
-        install(Settings.from_env())
-    assert _runtime is not None
-    return executor.execute(_runtime.store, _runtime.options, run_id, step, fence).value
+    rt = runtime()
+    rt.current = run_id
+    try:
+        return executor.execute(rt.store, rt.options, run_id, step, fence).value
+    finally:
+        rt.current = None
+
+
+

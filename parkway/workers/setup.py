@@ -21,7 +21,11 @@ log = structlog.get_logger("parkway")
 class Dispatcher(Protocol):
     """Starts the job for a transition: RQ in production, a thread when embedded."""
 
-    def enqueue(self, run_id: str, step: int, fence: int) -> None: ...
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        """Enqueue the job for ``fence``; enqueuing it twice is a no-op."""
+
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        """Whether the job for ``fence`` still waits in the queue (and so will begin)."""
 
 
 @dataclass
@@ -58,11 +62,11 @@ def connect(settings: Settings) -> Backend:
 
         log.warning("embedded_mode", hint="no PARKWAY_REDIS_URL: runs live in this process and nothing survives it")
         memory = MemoryStore(settings.limits)
-        options = executor.Options(secret=resolve_secret(settings, None), loader=load)
+        options = executor.Options(secret=resolve_secret(settings, None), loader=load, lease_ms=settings.lease_ms)
         return Backend(settings, memory, InlineExecutor(memory, options), options)
     from ..adapters.redis.store import RedisStore
     from .jobs import RQDispatcher
 
     store = RedisStore.from_url(settings.redis_url, settings.limits)
-    options = executor.Options(secret=resolve_secret(settings, store.client))
+    options = executor.Options(secret=resolve_secret(settings, store.client), lease_ms=settings.lease_ms)
     return Backend(settings, store, RQDispatcher(store.client, settings), options)

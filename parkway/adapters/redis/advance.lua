@@ -1,20 +1,21 @@
--- Commit a completed node: merge data, go to the next node (same job) or finish the run.
--- KEYS: 1 run, 2 journal of the step, 3 workflow state, 4 events, 5 summary
+-- Commit a completed node: merge data, go to the next node (same job, same lease) or finish.
+-- KEYS: 1 run, 2 journal of the step, 3 workflow state, 4 events, 5 summary, 6 leases
 -- ARGV: 1 fence, 2 step, 3 data blob, 4 next node ('' = run ends), 5 output blob, 6 now,
---       7 retention ms, 8 maxlen, then pairs of (event type, event blob)
+--       7 retention ms, 8 maxlen, 9 run id, then pairs of (event type, event blob)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'data', ARGV[3], 'updated', ARGV[6])
+redis.call('HSET', KEYS[1], 'data', ARGV[3], 'updated', ARGV[6], 'crashes', 0)
 if ARGV[4] == '' then
   redis.call('HSET', KEYS[1], 'status', 'completed', 'output', ARGV[5])
   redis.call('HSET', KEYS[5], 'status', 'completed', 'updated', ARGV[6])
   redis.call('PEXPIRE', KEYS[5], ARGV[7])
+  redis.call('ZREM', KEYS[6], ARGV[9])
 else
   redis.call('HSET', KEYS[1], 'node', ARGV[4], 'step', tonumber(ARGV[2]) + 1)
 end
-for i = 9, #ARGV, 2 do xadd(KEYS[4], ARGV[8], ARGV[i], ARGV[i + 1]) end
+for i = 10, #ARGV, 2 do xadd(KEYS[4], ARGV[8], ARGV[i], ARGV[i + 1]) end
 expire_all(redis.call('HGET', KEYS[1], 'ttl'), {KEYS[1], KEYS[3], KEYS[4]})
 return fence

@@ -20,7 +20,10 @@ key                         type    TTL       holds
 ``pw:{R}:p:<token hash>``   string  interrupt exists while the interrupt can be answered
 ``pw:ix:<order>[:<wf>]``    zset    none      pending interrupts, lex-ordered members
                                               (order: newest | expiring), pruned on expiry
-``pw:outbox``               zset    none      ``run:step:fence`` jobs to enqueue, by time
+``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
+                                              begun, by time; the reconciler redispatches old ones
+``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
+``pw:reconciler``           string  lock      which worker runs the reconciler now
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ==========================  ======  ========  ===============================================
 """
@@ -73,3 +76,11 @@ def outbox() -> str:
 def secret() -> str:
     """The token key, only when PARKWAY_SECRET is unset (a development fallback)."""
     return f"{PREFIX}:secret"
+
+
+def leases() -> str:
+    return f"{PREFIX}:leases"
+
+
+def reconciler_lock() -> str:
+    return f"{PREFIX}:reconciler"

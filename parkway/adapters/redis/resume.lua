@@ -1,11 +1,12 @@
--- Answer an interrupt exactly once: release the pending key, record the answer, bump the
--- fence, write the outbox, unindex, publish interrupt.resumed. Deleting KEYS[3] is the
+-- Answer (or cancel) an interrupt exactly once: release the pending key, record the answer,
+-- bump the fence, write the outbox, unindex, publish the event. Deleting KEYS[3] is the
 -- exactly-once point: of N concurrent calls, only one finds it.
 -- KEYS: 1 run, 2 interrupts, 3 pending, 4 journal, 5 workflow state, 6 events, 7 summary,
 --       8 outbox, 9 index newest, 10 index expiring, 11 index newest of workflow,
 --       12 index expiring of workflow
 -- ARGV: 1 token hash, 2 expected request id ('' = any), 3 journal field, 4 entry blob,
---       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen
+--       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
+--       11 new interrupt status (resolved | cancelled), 12 event type
 local req = redis.call('HGET', KEYS[2], 't:' .. ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[7]) == 1 then return {'expired'} end
@@ -16,7 +17,7 @@ if redis.call('DEL', KEYS[3]) == 0 then
   if redis.call('HGET', KEYS[2], 's:' .. req) == 'pending' then return {'expired', req} end
   return {'already_resolved', req}
 end
-redis.call('HSET', KEYS[2], 's:' .. req, 'resolved')
+redis.call('HSET', KEYS[2], 's:' .. req, ARGV[11])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[4])
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 local step = redis.call('HGET', KEYS[1], 'step')
@@ -26,6 +27,6 @@ redis.call('ZREM', KEYS[9], ARGV[7])
 redis.call('ZREM', KEYS[10], ARGV[8])
 redis.call('ZREM', KEYS[11], ARGV[7])
 redis.call('ZREM', KEYS[12], ARGV[8])
-xadd(KEYS[6], ARGV[10], 'interrupt.resumed', ARGV[5])
+xadd(KEYS[6], ARGV[10], ARGV[12], ARGV[5])
 expire_all(redis.call('HGET', KEYS[1], 'ttl'), {KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]})
 return {'accepted', req, step, fence}

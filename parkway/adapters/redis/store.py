@@ -15,6 +15,8 @@ from typing import Any, Literal, TypeVar
 
 import redis
 import redis.exceptions as rex
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from ...runtime.errors import StaleFence, StoreError, StoreUnavailable, ValidationError
 from ...runtime.protocol import ResumeOutcome
@@ -22,13 +24,16 @@ from ...runtime.store import (
     Advance,
     Answer,
     Attempt,
+    Due,
     EventSpec,
+    IndexEntry,
     InterruptListing,
     InterruptQuery,
     InterruptRecord,
     Lookup,
     NewRun,
     Park,
+    Requeue,
     ResumeCommit,
     RunRecord,
     StoredEvent,
@@ -39,7 +44,8 @@ from ..memory import summary_record
 from . import keys
 
 T = TypeVar("T")
-_SCRIPTS = ("create", "begin", "record", "advance", "park", "fail", "lookup", "resume")
+_SCRIPTS = ("create", "begin", "record", "advance", "park", "finish", "lookup", "resume", "recover", "redispatch",
+            "expire")
 
 
 @functools.cache
@@ -84,15 +90,18 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
-        client = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30)
-        return cls(client, limits)
+        return cls(connect(url), limits)
 
-    def _call(self, name: str, run_id: str, keys_: list[str], args: list[Any]) -> Any:
+    def _call(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
         with translated(run_id):
             return self._scripts[name](keys=keys_, args=args)
 
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
+
+    def _index_keys(self, workflow: str) -> list[str]:
+        return [keys.index("newest"), keys.index("expiring"), keys.index("newest", workflow),
+                keys.index("expiring", workflow)]
 
     # --- transitions ----------------------------------------------------
 
@@ -106,16 +115,23 @@ class RedisStore:
              self._event({"node": run.start_node, "step": 0}), f"{r}:0:0"],
         )
 
-    def begin(self, run_id: str, step: int, fence: int, now: int) -> Attempt:
+    def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         r = run_id
         run, journal, ws = self._call(
-            "begin", r, [keys.run(r), keys.journal(r, step), keys.workflow_state(r)], [step, fence, now]
+            "begin", r,
+            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.leases(), keys.outbox()],
+            [step, fence, now, lease_until, r, f"{r}:{step}:{fence}"],
         )
         return Attempt(
             codec.run_from_fields(r, _pairs(run)),
             {k: codec.entry_from_blob(v) for k, v in _pairs(journal).items()},
             {k: codec.decode(v, what="workflow state") for k, v in _pairs(ws).items()},
         )
+
+    def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
+        if run_ids:
+            with translated():
+                self.client.zadd(keys.leases(), dict.fromkeys(run_ids, lease_until), xx=True)
 
     def record(
         self,
@@ -144,33 +160,38 @@ class RedisStore:
         r = run_id
         data = codec.encode(commit.data, limit=self.limits.max_payload_bytes, what="run data")
         args: list[Any] = [fence, step, data, commit.next_node or "", codec.encode(commit.output, what="run output"),
-                           commit.now, self.limits.retention_ms, self.limits.max_events]
+                           commit.now, self.limits.retention_ms, self.limits.max_events, r]
         for kind, payload in commit.events:
             args += [kind, self._event(payload)]
         return int(self._call(
             "advance", r,
-            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)], args,
+            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r),
+             keys.leases()],
+            args,
         ))
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
         r, rec = run_id, commit.interrupt
-        entry = codec.IndexEntry.of(rec)
+        entry = codec.entry_of(rec)
         return int(self._call(
             "park", r,
             [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.interrupts(r),
-             keys.pending(r, rec.token_hash), keys.index("newest"), keys.index("expiring"),
-             keys.index("newest", rec.workflow), keys.index("expiring", rec.workflow)],
+             keys.pending(r, rec.token_hash), *self._index_keys(rec.workflow), keys.leases()],
             [fence, step, rec.request_id, rec.token_hash, codec.interrupt_to_blob(rec), commit.ttl_ms, commit.now,
-             rec.expires_at, entry.member("newest"), entry.member("expiring"), self._event(commit.event),
-             self.limits.max_events],
+             rec.expires_at, codec.member(entry, "newest"), codec.member(entry, "expiring"),
+             self._event(commit.event), self.limits.max_events, self.limits.expiry_grace_ms, r],
         ))
 
-    def fail(self, run_id: str, fence: int, error: Mapping[str, Any], now: int) -> None:
+    def finish(
+        self, run_id: str, fence: int | None, status: Literal["failed", "cancelled"], error: Mapping[str, Any] | None,
+        event: EventSpec, now: int,
+    ) -> None:
         r = run_id
         self._call(
-            "fail", r, [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r)],
-            [fence, codec.encode(dict(error), what="run error"), now, self.limits.retention_ms,
-             self.limits.max_events, self._event({"error": dict(error)}), self._event({"status": "failed"})],
+            "finish", r, [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases()],
+            ["" if fence is None else fence, status, codec.encode(dict(error), what="run error") if error else "",
+             now, self.limits.retention_ms, self.limits.max_events, event[0], self._event(event[1]),
+             self._event({"status": status}), r],
         )
 
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
@@ -185,15 +206,16 @@ class RedisStore:
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
-        entry = codec.IndexEntry.of(rec)
+        entry = codec.entry_of(rec)
+        status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         reply = self._call(
             "resume", r,
             [keys.run(r), keys.interrupts(r), keys.pending(r, answer.token_hash), keys.journal(r, rec.step),
-             keys.workflow_state(r), keys.events(r), keys.summary(r), keys.outbox(), keys.index("newest"),
-             keys.index("expiring"), keys.index("newest", rec.workflow), keys.index("expiring", rec.workflow)],
+             keys.workflow_state(r), keys.events(r), keys.summary(r), keys.outbox(), *self._index_keys(rec.workflow)],
             [answer.token_hash, answer.request_id or "", rec.journal_field,
              codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes), self._event(answer.event),
-             answer.now, entry.member("newest"), entry.member("expiring"), r, self.limits.max_events],
+             answer.now, codec.member(entry, "newest"), codec.member(entry, "expiring"), r, self.limits.max_events,
+             status, event],
         )
         outcome = _text(reply[0])
         request_id = _text(reply[1]) if len(reply) > 1 else None
@@ -205,9 +227,59 @@ class RedisStore:
             return ResumeCommit(ResumeOutcome(outcome), request_id=request_id)
         return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id)
 
-    def dispatched(self, run_id: str, step: int, fence: int) -> None:
-        with translated(run_id):
-            self.client.zrem(keys.outbox(), f"{run_id}:{step}:{fence}")
+    def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
+        r = run_id
+        reply = self._call(
+            "recover", r, [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases()],
+            [r, now, max_lost, self.limits.retention_ms, self.limits.max_events,
+             self._event({"reason": "worker lost"}), codec.encode(dict(error), what="run error"),
+             self._event({"error": dict(error)}), self._event({"status": "failed"})],
+        )
+        return _requeue(reply)
+
+    def redispatch(self, run_id: str, step: int, fence: int, now: int) -> Requeue:
+        r = run_id
+        reply = self._call("redispatch", r, [keys.run(r), keys.outbox()], [r, step, fence, now, f"{r}:{step}:{fence}"])
+        return _requeue(reply)
+
+    def expire(self, entry: IndexEntry, now: int) -> str:
+        r = entry.run_id
+        rec_keys = [keys.run(r), keys.interrupts(r), keys.summary(r)]
+        with translated(r):
+            record = self.get_interrupt(r, entry.request_id)
+        pending = keys.pending(r, record.token_hash) if record else keys.pending(r, "none")
+        return _text(self._call(
+            "expire", r,
+            [rec_keys[0], rec_keys[1], pending, keys.events(r), rec_keys[2], *self._index_keys(entry.workflow)],
+            [entry.request_id, now, codec.member(entry, "newest"), codec.member(entry, "expiring"),
+             self.limits.retention_ms, self.limits.max_events,
+             self._event({"requestId": entry.request_id, "expiresAt": entry.expires_at}),
+             self._event({"status": "expired"})],
+        ))
+
+    def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrangebyscore(keys.leases(), "-inf", now, start=0, num=limit)
+            pipe.zrangebyscore(keys.outbox(), "-inf", now - outbox_age_ms, start=0, num=limit)
+            pipe.zrangebylex(keys.index("expiring"), "-", f"({codec.time_floor(now)}", start=0, num=limit)
+            leases, outbox, expired = pipe.execute()
+        stale = []
+        for m in outbox:
+            run_id, step, fence = _text(m).rsplit(":", 2)
+            stale.append((run_id, int(step), int(fence)))
+        return Due(
+            [_text(m) for m in leases], stale, [codec.parse_member(_text(m), "expiring") for m in expired]
+        )
+
+    def try_lock(self, owner: str, ttl_ms: int) -> bool:
+        with translated():
+            if self.client.set(keys.reconciler_lock(), owner, nx=True, px=ttl_ms):
+                return True
+            if _text(self.client.get(keys.reconciler_lock()) or b"") == owner:
+                self.client.pexpire(keys.reconciler_lock(), ttl_ms)
+                return True
+            return False
 
     # --- reads ----------------------------------------------------------
 
@@ -231,28 +303,33 @@ class RedisStore:
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
         after = codec.parse_cursor(query.cursor, query.order)
         with translated():
-            self._prune(query.now)
             if query.run_id is not None:
                 return InterruptListing(self._waiting_interrupt(query), None)
-            key = keys.index(query.order, query.workflow)
-            n = query.limit + 1
-            if query.order == "expiring":
-                low = f"({after}" if after else f"[{codec.time_floor(query.now + 1)}"
-                page = self.client.zrangebylex(key, low, "+", start=0, num=n)
-            else:
-                high = f"({after}" if after else "+"
-                page = self.client.zrevrangebylex(key, high, "-", start=0, num=n)
-            members = [_text(m) for m in page]
-            entries = [codec.IndexEntry.parse(m, query.order) for m in members[: query.limit]]
+            members = self._page(query, after)
+            entries = [codec.parse_member(m, query.order) for m in members[: query.limit]]
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
                 pipe.hget(keys.interrupts(e.run_id), f"r:{e.request_id}")
             blobs = pipe.execute() if entries else []
-        items = [
-            codec.interrupt_from_blob(b) for e, b in zip(entries, blobs) if b is not None and e.expires_at > query.now
-        ]
+        items = [codec.interrupt_from_blob(b) for b in blobs if b is not None]
         more = len(members) > query.limit
         return InterruptListing(items, codec.make_cursor(members[query.limit - 1], query.order) if more else None)
+
+    def _page(self, query: InterruptQuery, after: str | None) -> list[str]:
+        """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler)."""
+        key, want, out = keys.index(query.order, query.workflow), query.limit + 1, []
+        if query.order == "expiring":  # the order itself puts expired members first: start past them
+            floor = codec.time_floor(query.now + 1)
+            low = f"({after}" if after and after > floor else f"[{floor}"
+            return [_text(m) for m in self.client.zrangebylex(key, low, "+", start=0, num=want)]
+        high = f"({after}" if after else "+"
+        while len(out) < want:
+            batch = [_text(m) for m in self.client.zrevrangebylex(key, high, "-", start=0, num=want)]
+            out += [m for m in batch if codec.parse_member(m, "newest").expires_at > query.now]
+            if len(batch) < want:
+                break
+            high = f"({batch[-1]}"
+        return out[:want]
 
     def _waiting_interrupt(self, query: InterruptQuery) -> list[InterruptRecord]:
         r = query.run_id or ""
@@ -261,17 +338,6 @@ class RedisStore:
         if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
             return []
         return [record]
-
-    def _prune(self, now: int, batch: int = 500) -> None:
-        """Drop index entries of expired interrupts (the soonest-expiring index leads)."""
-        expired = self.client.zrangebylex(keys.index("expiring"), "-", f"({codec.time_floor(now + 1)}", 0, batch)
-        if not expired:
-            return
-        pipe = self.client.pipeline(transaction=False)
-        for member in expired:
-            for order, workflow, m in codec.IndexEntry.parse(_text(member), "expiring").placements():
-                pipe.zrem(keys.index(order, workflow), m)
-        pipe.execute()
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         with translated(run_id):
@@ -282,3 +348,21 @@ class RedisStore:
                 out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
         return out
 
+
+def _requeue(reply: Sequence[Any]) -> Requeue:
+    outcome = _text(reply[0])
+    if len(reply) == 1:
+        return Requeue(outcome)  # type: ignore[arg-type]
+    return Requeue(outcome, int(reply[1]), int(reply[2]))  # type: ignore[arg-type]
+
+
+def connect(url: str) -> redis.Redis:
+    """A client that retries a lost connection with backoff (about 10 s) before raising."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=10,
+        socket_connect_timeout=5,
+        health_check_interval=15,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8),
+        retry_on_error=[rex.ConnectionError, rex.TimeoutError],
+    )

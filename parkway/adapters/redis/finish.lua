@@ -1,0 +1,18 @@
+-- End a queued or running run as failed or cancelled.
+-- KEYS: 1 run, 2 workflow state, 3 events, 4 summary, 5 leases
+-- ARGV: 1 fence ('' = whatever is current), 2 status, 3 error blob ('' = none), 4 now,
+--       5 retention ms, 6 maxlen, 7 event type, 8 event blob, 9 done blob, 10 run id
+local cur = redis.call('HMGET', KEYS[1], 'fence', 'status')
+if not cur[1] then return stale('run is gone') end
+if ARGV[1] ~= '' and cur[1] ~= ARGV[1] then return stale('run is at fence ' .. cur[1]) end
+if cur[2] ~= 'queued' and cur[2] ~= 'running' then return stale('run is ' .. cur[2]) end
+redis.call('HINCRBY', KEYS[1], 'fence', 1)
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'updated', ARGV[4])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[3]) end
+redis.call('HSET', KEYS[4], 'status', ARGV[2], 'updated', ARGV[4])
+redis.call('PEXPIRE', KEYS[4], ARGV[5])
+redis.call('ZREM', KEYS[5], ARGV[10])
+xadd(KEYS[3], ARGV[6], ARGV[7], ARGV[8])
+xadd(KEYS[3], ARGV[6], 'done', ARGV[9])
+expire_all(redis.call('HGET', KEYS[1], 'ttl'), {KEYS[1], KEYS[2], KEYS[3]})
+return 1
