@@ -13,6 +13,8 @@ variable               meaning
 ``PARKWAY_SECRET``     key that derives resume tokens (>= 32 characters)
 ``PARKWAY_QUEUE``      RQ queue name (default ``parkway``)
 ``PARKWAY_JOB_TIMEOUT`` seconds one job (node attempts until a pause) may run
+``PARKWAY_LEASE_MS``   a worker silent this long has lost its attempt (default 5000)
+``PARKWAY_MAX_LOST_ATTEMPTS`` attempts lost with their worker before the run fails (3)
 =====================  ========================================================
 """
 
@@ -72,19 +74,17 @@ class Settings:
         """Read ``PARKWAY_*`` variables; keyword arguments win over them."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        if env.get("PARKWAY_REDIS_URL"):
-            values["redis_url"] = env["PARKWAY_REDIS_URL"]
-        if env.get("PARKWAY_TTL_MS"):
-            try:
-                values["ttl_ms"] = int(env["PARKWAY_TTL_MS"])
-            except ValueError:
-                raise ConfigError(f"PARKWAY_TTL_MS must be an integer, got {env['PARKWAY_TTL_MS']!r}") from None
-        if env.get("PARKWAY_SECRET"):
-            values["secret"] = env["PARKWAY_SECRET"]
-        if env.get("PARKWAY_QUEUE"):
-            values["queue"] = env["PARKWAY_QUEUE"]
-        if env.get("PARKWAY_JOB_TIMEOUT"):
-            values["job_timeout"] = int(env["PARKWAY_JOB_TIMEOUT"])
+        for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue")):
+            if env.get(f"PARKWAY_{name}"):
+                values[attr] = env[f"PARKWAY_{name}"]
+        for name, attr in (("TTL_MS", "ttl_ms"), ("JOB_TIMEOUT", "job_timeout"), ("LEASE_MS", "lease_ms"),
+                           ("MAX_LOST_ATTEMPTS", "max_lost_attempts")):
+            raw = env.get(f"PARKWAY_{name}")
+            if raw:
+                try:
+                    values[attr] = int(raw)
+                except ValueError:
+                    raise ConfigError(f"PARKWAY_{name} must be an integer, got {raw!r}") from None
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

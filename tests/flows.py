@@ -182,3 +182,58 @@ def finish(data: dict[str, Any]) -> dict[str, Any]:
 
 
 loop.edge("count_up", "count_up", when="again").edge("count_up", "finish", when="stop")
+
+
+denial = Workflow("denial")
+
+
+@denial.node(start=True)
+def gate(data: dict[str, Any]) -> dict[str, Any]:
+    from parkway import InterruptCancelled
+
+    try:
+        answer = use_interrupt(COLORS, id="approve")
+    except InterruptCancelled as exc:
+        return {"denied": True, "reason": exc.reason}
+    return {"answer": answer}
+
+
+stepper = Workflow("stepper")
+
+
+@stepper.node(start=True)
+def steps(data: dict[str, Any]) -> dict[str, Any]:
+    from parkway import idempotency_key, use_now, use_stable_id, use_step
+
+    charge = use_step("charge", _charge, data["tag"])
+    ident = use_stable_id("order")
+    when = use_now("placed")
+    key = idempotency_key("charge")
+    answer = use_interrupt(COLORS, id="confirm")
+    return {"charge": charge, "ident": ident, "when": when, "key": key, "answer": answer}
+
+
+def _charge(tag: str) -> dict[str, Any]:
+    count_effect(f"charge:{tag}")
+    return {"charged": tag}
+
+
+blocking = Workflow("blocking")
+
+
+@blocking.node(start=True)
+def charge_then_block(data: dict[str, Any]) -> dict[str, Any]:
+    """Records a step, then blocks while the Redis key test:block:<tag> exists (so a test can kill the worker)."""
+    import time
+
+    import redis
+
+    from parkway import use_step
+
+    use_step("charge", _charge, data["tag"])
+    client = redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"])
+    client.set(f"test:inside:{data['tag']}", 1)
+    deadline = time.time() + 60
+    while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
+        time.sleep(0.05)
+    return {"finished": True}

@@ -1,0 +1,107 @@
+"""Real processes for tests: a private redis-server (restartable, with AOF) and parkway workers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server of the test's own, on a free port, persisting to a temporary directory."""
+
+    def __init__(self, directory: Path, *, appendonly: bool = True) -> None:
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        self.dir, self.port, self.appendonly = directory, free_port(), appendonly
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
+                "--logfile", str(self.dir / "redis.log")]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port)
+        deadline = time.time() + 10
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.exceptions.BusyLoadingError:
+                pass
+            except redis.ConnectionError:
+                if time.time() > deadline:
+                    raise
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final save."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+class Worker:
+    """`parkway worker` in a process of its own."""
+
+    def __init__(self, url: str, secret: str, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.output = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker must never block
+        full_env = {**os.environ, "PARKWAY_SECRET": secret, "PYTHONPATH": str(ROOT), **(env or {})}
+        full_env.pop("PARKWAY_REDIS_URL", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "parkway.cli", "worker", "--redis-url", url, *extra],
+            cwd=ROOT, env=full_env, stdout=self.output, stderr=subprocess.STDOUT,
+        )
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.output.seek(0)
+        out = self.output.read().decode(errors="replace")
+        self.output.close()
+        return out
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,130 @@
+"""Real processes die: workers SIGKILLed mid-node, Redis SIGKILLed and restarted from its AOF."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from parkway import Parkway, ResumeOutcome, RunStatus, Settings
+from tests import flows
+from tests.conftest import SECRET
+from tests.procs import RedisServer, Worker, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    srv = RedisServer(tmp_path)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _client(url: str) -> Parkway:
+    return Parkway(Settings(redis_url=url, secret=SECRET, lease_ms=1000))
+
+
+def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_once(server: RedisServer) -> None:
+    """SIGKILL of the worker mid-node: another worker replays it within seconds; use_step ran once."""
+    pw, r = _client(server.url), redis.Redis.from_url(server.url)
+    env = {"PARKWAY_EFFECTS_URL": server.url}
+    r.set("test:block:k", 1)
+    first = Worker(server.url, SECRET, env=env)
+    try:
+        run_id = pw.start(flows.blocking, {"tag": "k"})
+        wait_for(lambda: r.exists("test:inside:k"), 15, "the node to start")
+        first.kill()
+    finally:
+        first.stop()
+    assert pw.get_run(run_id).status is RunStatus.RUNNING
+    r.delete("test:block:k")
+    second = Worker(server.url, SECRET, env={**env, "PARKWAY_LEASE_MS": "1000"})
+    try:
+        run = pw.wait(run_id, timeout=20)
+    finally:
+        second.stop()
+    assert run.status is RunStatus.COMPLETED, run
+    assert int(r.get("test:effects:charge:k") or 0) == 1
+    events = [e.type for e in pw.stream(run_id, timeout=5)]
+    assert events.count("node.recovered") == 1
+
+
+def test_two_hundred_parked_runs_survive_a_redis_sigkill(server: RedisServer) -> None:
+    """With AOF, 200 parked runs survive SIGKILL of redis-server and all resume and complete."""
+    pw = _client(server.url)
+    worker = Worker(server.url, SECRET)
+    try:
+        run_ids = [pw.start(flows.one_choice, {}) for _ in range(200)]
+        wait_for(lambda: all(pw.get_run(r).status is RunStatus.WAITING for r in run_ids), 60, "200 parked runs")
+        tokens = {r: pw.list_interrupts(run_id=r, include_tokens=True).items[0].resume_token for r in run_ids}
+        server.kill()
+        server.start()  # same port, same directory: replays the AOF
+        # the client reconnects by itself; so does the worker
+        outcomes = [pw.resume(tokens[r] or "", selected="red").outcome for r in run_ids]
+        assert outcomes == [ResumeOutcome.ACCEPTED] * 200
+        wait_for(lambda: all(pw.get_run(r).status is RunStatus.COMPLETED for r in run_ids), 60, "200 completed")
+    finally:
+        log = worker.stop()
+    assert "Traceback" not in log, log[-3000:]
+    assert {pw.get_run(r).output["painted"] for r in run_ids} == {"red"}
+
+
+def test_a_clean_redis_restart_keeps_parked_runs(server: RedisServer) -> None:
+    """SHUTDOWN and restart: a parked run is still waiting, with its interrupt listed, and resumes."""
+    pw = _client(server.url)
+    worker = Worker(server.url, SECRET)
+    try:
+        run_id = pw.start(flows.one_choice, {})
+        assert pw.wait(run_id, timeout=15).status is RunStatus.WAITING
+        server.stop()
+        server.start()
+        page = pw.list_interrupts(include_tokens=True)
+        assert [i.run_id for i in page.items] == [run_id]
+        assert pw.resume(page.items[0].resume_token or "", selected="blue").accepted
+        assert pw.wait(run_id, timeout=20).output == {"picked": "blue", "painted": "blue"}
+    finally:
+        worker.stop()
+
+
+def test_lost_connection_is_a_clear_error_not_a_hang(server: RedisServer) -> None:
+    """With Redis down, a client call raises StoreUnavailable after its bounded retries."""
+    from parkway import StoreUnavailable
+
+    pw = _client(server.url)
+    server.stop()
+    with pytest.raises(StoreUnavailable, match="unreachable"):
+        pw.get_run("run_x")
+
+
+def test_fifty_threads_resuming_one_token_continue_once(server: RedisServer) -> None:
+    """50 threads with their own clients resume one token: one accepted, one continuation."""
+    pw = _client(server.url)
+    worker = Worker(server.url, SECRET)
+    try:
+        run_id = pw.start(flows.guarded, {"tag": "fifty"})
+        assert pw.wait(run_id, timeout=15).status is RunStatus.WAITING
+        token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token or ""
+        barrier = threading.Barrier(50)
+        outcomes: list[ResumeOutcome] = []
+        clients = [_client(server.url) for _ in range(50)]
+
+        def go(c: Parkway) -> None:
+            barrier.wait()
+            outcomes.append(c.resume(token, selected="red").outcome)
+
+        threads = [threading.Thread(target=go, args=(c,)) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert outcomes.count(ResumeOutcome.ACCEPTED) == 1 and len(outcomes) == 50
+        assert pw.wait(run_id, timeout=15).status is RunStatus.COMPLETED
+        events = [e.type for e in pw.stream(run_id, timeout=5)]
+        assert events.count("interrupt.resumed") == 1 and events.count("node.completed") == 1
+    finally:
+        worker.stop()

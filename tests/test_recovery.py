@@ -1,0 +1,156 @@
+"""Nothing lost, nothing twice: fencing, leases, the outbox, expiry and cancel, on both stores."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from parkway import (
+    CancelOutcome,
+    ResumeOutcome,
+    RunStatus,
+)
+from parkway.runtime import executor, tokens
+from parkway.runtime.errors import StaleFence
+from parkway.runtime.store import Answer, JournalEntry
+from parkway.workers.reconciler import reconcile_once
+from tests import flows
+from tests.conftest import Harness
+
+
+def _execute(harness: Harness, run_id: str, step: int, fence: int) -> executor.JobEnd:
+    return executor.execute(harness.pw.store, harness.pw.backend.options, run_id, step, fence)
+
+
+def _events(harness: Harness, run_id: str) -> list[str]:
+    return [e.type for e in harness.pw.store.read_events(run_id, "0", None, 1000)]
+
+
+def test_use_step_stable_id_and_now_return_their_records_on_replay(harness: Harness) -> None:
+    """use_step runs once; use_stable_id, use_now and idempotency_key are the same on every attempt."""
+    run_id = harness.start_and_run(flows.stepper, {"tag": "s"})
+    first = harness.pw.store.get_run(run_id, 0)
+    assert first is not None and first.status is RunStatus.WAITING
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    harness.run_jobs()
+    out = harness.pw.get_run(run_id).output
+    assert flows.effects["charge:s"] == 1
+    assert out["charge"] == {"charged": "s"} and len(out["ident"]) == 32
+    assert out["key"] == f"{run_id}:0:charge"
+    assert abs(out["when"] - first.updated_at) < 5000
+
+
+def test_a_job_delivered_twice_commits_once(harness: Harness) -> None:
+    """Executing the same (run, step, fence) job again after it committed changes nothing."""
+    run_id = harness.pw.start(flows.one_choice, {})
+    assert _execute(harness, run_id, 0, 0) is executor.JobEnd.WAITING
+    before = _events(harness, run_id)
+    assert _execute(harness, run_id, 0, 0) is executor.JobEnd.STALE
+    assert _events(harness, run_id) == before
+    assert before.count("interrupt") == 1
+
+
+def test_a_zombie_attempt_cannot_commit_after_recovery(harness: Harness) -> None:
+    """An attempt whose lease expired is replaced; its late commits are refused and change nothing."""
+    run_id = harness.pw.start(flows.one_choice, {})
+    store = harness.pw.store
+    store.begin(run_id, 0, 0, 0, lease_until=1)  # the zombie: began, then went silent
+    report = reconcile_once(store, harness.pw.backend.dispatcher, now=int(time.time() * 1000))
+    assert report.recovered == [run_id]
+    with pytest.raises(StaleFence):
+        store.record(run_id, 0, 0, "journal", "@0", JournalEntry("state", "", 1), None, 0)
+    harness.run_jobs()  # the replacement attempt runs on a live worker
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+    assert _events(harness, run_id).count("node.recovered") == 1
+
+
+def test_lost_attempts_are_bounded(harness: Harness) -> None:
+    """After max_lost attempts lost with their worker, the run fails with a clear reason."""
+    run_id = harness.pw.start(flows.one_choice, {})
+    store, fence = harness.pw.store, 0
+    for _ in range(3):
+        store.begin(run_id, 0, fence, 0, lease_until=1)
+        reconcile_once(store, harness.pw.backend.dispatcher, max_lost=3, now=int(time.time() * 1000))
+        fence += 1
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert "lost 3 times" in run.error.message
+
+
+def test_a_resume_whose_enqueue_was_lost_is_completed_by_the_reconciler(harness: Harness) -> None:
+    """An accepted resume that never reached the queue is redispatched from the outbox."""
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    token_hash = tokens.hash_token(token)
+    lookup = harness.pw.store.lookup(run_id, token_hash, 0)
+    assert lookup.interrupt is not None
+    entry = JournalEntry("interrupt", "color", "blue", "choice")
+    commit = harness.pw.store.resume(run_id, Answer(lookup.interrupt, token_hash, None, entry, {}, 0))
+    assert commit.outcome is ResumeOutcome.ACCEPTED  # ... and the process died before enqueuing
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.QUEUED
+    report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher, outbox_age_ms=0)
+    assert report.redispatched == [run_id]
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"picked": "blue", "painted": "blue"}
+
+
+def test_a_queued_job_is_not_redispatched_while_it_waits(harness: Harness) -> None:
+    """An old outbox entry whose job still sits in the queue is left alone."""
+    run_id = harness.pw.start(flows.one_choice, {})
+    if harness.kind == "memory":
+        harness.pw.drain()
+        pytest.skip("the embedded executor runs jobs at once")
+    report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher, outbox_age_ms=0)
+    assert report.redispatched == []
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+
+
+def test_expired_interrupts_are_recorded_by_the_reconciler(harness: Harness) -> None:
+    """Past its TTL, the reconciler writes interrupt.expired and the run ends expired."""
+    run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})
+    token = harness.token(run_id)
+    time.sleep(1.1)
+    report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
+    assert report.expired == [run_id]
+    assert _events(harness, run_id)[-2:] == ["interrupt.expired", "done"]
+    assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+    assert reconcile_once(harness.pw.store, harness.pw.backend.dispatcher).expired == []
+
+
+def test_cancelled_interrupt_can_be_caught_for_a_denied_path(harness: Harness) -> None:
+    """cancel_interrupt makes use_interrupt raise InterruptCancelled; a node may catch it and go on."""
+    run_id = harness.start_and_run(flows.denial)
+    token = harness.token(run_id)
+    result = harness.pw.cancel_interrupt(token, reason="not today", responder="ops")
+    assert result.outcome is ResumeOutcome.ACCEPTED
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED and run.output == {"denied": True, "reason": "not today"}
+    assert "interrupt.cancelled" in _events(harness, run_id)
+
+
+def test_uncaught_cancellation_ends_the_run_cancelled(harness: Harness) -> None:
+    """cancel() of a waiting run whose node does not catch InterruptCancelled ends it cancelled."""
+    run_id = harness.start_and_run(flows.one_choice)
+    assert harness.pw.cancel(run_id, reason="duplicate").outcome is CancelOutcome.INTERRUPT_CANCELLED
+    assert harness.pw.list_interrupts().items == ()
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
+    assert _events(harness, run_id)[-2:] == ["run.cancelled", "done"]
+    assert harness.pw.cancel(run_id).outcome is CancelOutcome.ALREADY_FINISHED
+
+
+def test_cancel_of_a_queued_run_ends_it_and_its_job_is_stale(harness: Harness) -> None:
+    """A queued run is cancelled at once; its job, when it runs, changes nothing."""
+    run_id = harness.pw.start(flows.one_choice, {}) if harness.kind == "redis" else None
+    if run_id is None:
+        pytest.skip("the embedded executor begins jobs at once")
+    assert harness.pw.cancel(run_id).outcome is CancelOutcome.CANCELLED
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
+    assert "interrupt" not in _events(harness, run_id)
