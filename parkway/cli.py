@@ -135,6 +135,27 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .workers.reconciler import reconcile_once
+
+    pw = _client(args)
+    report = reconcile_once(pw.store, pw.backend.dispatcher, max_lost=pw.settings.max_lost_attempts)
+    print(_json(asdict(report)))
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    pw = _client(args)
+    if args.token:
+        print(_json(pw.cancel_interrupt(args.target, reason=args.reason, responder=args.responder)
+                    .model_dump(mode="json")))
+    else:
+        print(_json(pw.cancel(args.target, reason=args.reason, responder=args.responder).model_dump(mode="json")))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import approval
 
@@ -209,6 +230,14 @@ def parser() -> argparse.ArgumentParser:
 
     sh = command("show", "print a run", cmd_show)
     sh.add_argument("run_id")
+
+    c = command("cancel", "cancel a run (or, with --token, one interrupt)", cmd_cancel)
+    c.add_argument("target", help="RUN_ID, or a resume token with --token")
+    c.add_argument("--token", action="store_true", help="TARGET is a resume token: cancel that interrupt")
+    c.add_argument("--reason")
+    c.add_argument("--responder")
+
+    command("reconcile", "run one reconciler pass (workers run it every second by themselves)", cmd_reconcile)
 
     command("demo", "run the approval demo on the embedded store (no server needed)", cmd_demo)
     return p
