@@ -60,6 +60,11 @@ class Harness:
         self.run_jobs()
         return run_id
 
+    def interrupt_event(self, run_id: str) -> dict[str, Any]:
+        """The run's latest interrupt event (it carries the token even after the interrupt expired)."""
+        events = [e for e in self.pw.stream(run_id, until="settled", timeout=10) if e.type == "interrupt"]
+        return dict(events[-1].data)
+
     def token(self, run_id: str) -> str:
         page = self.pw.list_interrupts(run_id=run_id, include_tokens=True)
         assert len(page.items) == 1, f"run {run_id} has {len(page.items)} pending interrupts"
