@@ -37,7 +37,9 @@ def _describe(interrupt: Interrupt, out: TextIO) -> None:
     out.write(f"- {interrupt.request_id}  run {interrupt.run_id}  {interrupt.workflow}/{interrupt.node}\n")
     out.write(f"  {req.kind}: {req.question}\n")
     for option in req.options:
-        out.write(f"    [{option.id}] {option.label}" + (f" - {option.description}" if option.description else "") + "\n")
+        out.write(
+            f"    [{option.id}] {option.label}" + (f" - {option.description}" if option.description else "") + "\n"
+        )
     if interrupt.resume_token:
         out.write(f"  token: {interrupt.resume_token}\n")
 
@@ -98,7 +100,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_interrupts(args: argparse.Namespace) -> int:
     pw = _client(args)
     page = pw.list_interrupts(
-        workflow=args.workflow, run_id=args.run_id, order=args.order, limit=args.limit, cursor=args.cursor,
+        workflow=args.workflow,
+        run_id=args.run_id,
+        order=args.order,
+        limit=args.limit,
+        cursor=args.cursor,
         include_tokens=args.tokens,
     )
     if args.json:
@@ -149,8 +155,11 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     pw = _client(args)
     if args.token:
-        print(_json(pw.cancel_interrupt(args.target, reason=args.reason, responder=args.responder)
-                    .model_dump(mode="json")))
+        print(
+            _json(
+                pw.cancel_interrupt(args.target, reason=args.reason, responder=args.responder).model_dump(mode="json")
+            )
+        )
     else:
         print(_json(pw.cancel(args.target, reason=args.reason, responder=args.responder).model_dump(mode="json")))
     return 0

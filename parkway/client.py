@@ -198,18 +198,30 @@ class Parkway:
             if record.status is RunStatus.WAITING and record.waiting_on:
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
-                    entry = JournalEntry("interrupt", _hook_name(interrupt), reason,
-                                         interrupt.request.get("kind", ""), "cancelled")
-                    event = {"requestId": interrupt.request_id, "node": interrupt.node, "responder": responder,
-                             "reason": reason}
+                    entry = JournalEntry(
+                        "interrupt", _hook_name(interrupt), reason, interrupt.request.get("kind", ""), "cancelled"
+                    )
+                    event = {
+                        "requestId": interrupt.request_id,
+                        "node": interrupt.node,
+                        "responder": responder,
+                        "reason": reason,
+                    }
                     result = self._commit(interrupt, interrupt.token_hash, None, entry, event)
                     if result.accepted:
-                        return CancelResult(outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id,
-                                            status=RunStatus.QUEUED)
+                        return CancelResult(
+                            outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id, status=RunStatus.QUEUED
+                        )
                 continue
             try:
-                self.store.finish(run_id, None, "cancelled", None,
-                                  ("run.cancelled", {"reason": reason, "responder": responder}), now_ms())
+                self.store.finish(
+                    run_id,
+                    None,
+                    "cancelled",
+                    None,
+                    ("run.cancelled", {"reason": reason, "responder": responder}),
+                    now_ms(),
+                )
             except StaleFence:
                 continue
             log.info("run_cancelled", run_id=run_id, responder=responder)
@@ -276,7 +288,11 @@ class Parkway:
         return record, token_hash
 
     def _commit(
-        self, record: InterruptRecord, token_hash: str, request_id: str | None, entry: JournalEntry,
+        self,
+        record: InterruptRecord,
+        token_hash: str,
+        request_id: str | None,
+        entry: JournalEntry,
         event: dict[str, Any],
     ) -> ResumeResult:
         run_id = record.run_id

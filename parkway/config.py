@@ -77,8 +77,12 @@ class Settings:
         for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue")):
             if env.get(f"PARKWAY_{name}"):
                 values[attr] = env[f"PARKWAY_{name}"]
-        for name, attr in (("TTL_MS", "ttl_ms"), ("JOB_TIMEOUT", "job_timeout"), ("LEASE_MS", "lease_ms"),
-                           ("MAX_LOST_ATTEMPTS", "max_lost_attempts")):
+        for name, attr in (
+            ("TTL_MS", "ttl_ms"),
+            ("JOB_TIMEOUT", "job_timeout"),
+            ("LEASE_MS", "lease_ms"),
+            ("MAX_LOST_ATTEMPTS", "max_lost_attempts"),
+        ):
             raw = env.get(f"PARKWAY_{name}")
             if raw:
                 try:

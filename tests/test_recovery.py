@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -10,17 +11,39 @@ from parkway import (
     CancelOutcome,
     ResumeOutcome,
     RunStatus,
+    Workflow,
 )
 from parkway.runtime import executor, tokens
 from parkway.runtime.errors import StaleFence
-from parkway.runtime.store import Answer, JournalEntry
+from parkway.runtime.store import Answer, JournalEntry, NewRun
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
 from tests.conftest import Harness
 
 
 def _execute(harness: Harness, run_id: str, step: int, fence: int) -> executor.JobEnd:
+    """Run one job in this thread, as a worker would."""
     return executor.execute(harness.pw.store, harness.pw.backend.options, run_id, step, fence)
+
+
+def _create(harness: Harness, workflow: Workflow) -> str:
+    """A queued run whose job nobody enqueued (so the test drives its jobs by hand)."""
+    run_id = "run_" + uuid.uuid4().hex
+    harness.pw.store.create_run(NewRun(run_id, workflow.name, workflow.ref(), workflow.start or "", {}, 60_000, 0))
+    return run_id
+
+
+class Recorder:
+    """A dispatcher that only notes what would be enqueued, so a test runs those jobs itself."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[str, int, int]] = []
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        self.jobs.append((run_id, step, fence))
+
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        return False
 
 
 def _events(harness: Harness, run_id: str) -> list[str]:
@@ -43,7 +66,7 @@ def test_use_step_stable_id_and_now_return_their_records_on_replay(harness: Harn
 
 def test_a_job_delivered_twice_commits_once(harness: Harness) -> None:
     """Executing the same (run, step, fence) job again after it committed changes nothing."""
-    run_id = harness.pw.start(flows.one_choice, {})
+    run_id = _create(harness, flows.one_choice)
     assert _execute(harness, run_id, 0, 0) is executor.JobEnd.WAITING
     before = _events(harness, run_id)
     assert _execute(harness, run_id, 0, 0) is executor.JobEnd.STALE
@@ -53,25 +76,27 @@ def test_a_job_delivered_twice_commits_once(harness: Harness) -> None:
 
 def test_a_zombie_attempt_cannot_commit_after_recovery(harness: Harness) -> None:
     """An attempt whose lease expired is replaced; its late commits are refused and change nothing."""
-    run_id = harness.pw.start(flows.one_choice, {})
+    run_id = _create(harness, flows.one_choice)
     store = harness.pw.store
     store.begin(run_id, 0, 0, 0, lease_until=1)  # the zombie: began, then went silent
-    report = reconcile_once(store, harness.pw.backend.dispatcher, now=int(time.time() * 1000))
-    assert report.recovered == [run_id]
+    recorder = Recorder()
+    report = reconcile_once(store, recorder, now=int(time.time() * 1000))
+    assert report.recovered == [run_id] and recorder.jobs == [(run_id, 0, 1)]
     with pytest.raises(StaleFence):
         store.record(run_id, 0, 0, "journal", "@0", JournalEntry("state", "", 1), None, 0)
-    harness.run_jobs()  # the replacement attempt runs on a live worker
+    assert _execute(harness, run_id, 0, 0) is executor.JobEnd.STALE
+    assert _execute(harness, *recorder.jobs[0]) is executor.JobEnd.WAITING  # the replacement attempt
     assert harness.pw.get_run(run_id).status is RunStatus.WAITING
     assert _events(harness, run_id).count("node.recovered") == 1
 
 
 def test_lost_attempts_are_bounded(harness: Harness) -> None:
     """After max_lost attempts lost with their worker, the run fails with a clear reason."""
-    run_id = harness.pw.start(flows.one_choice, {})
+    run_id = _create(harness, flows.one_choice)
     store, fence = harness.pw.store, 0
     for _ in range(3):
         store.begin(run_id, 0, fence, 0, lease_until=1)
-        reconcile_once(store, harness.pw.backend.dispatcher, max_lost=3, now=int(time.time() * 1000))
+        reconcile_once(store, Recorder(), max_lost=3, now=int(time.time() * 1000))
         fence += 1
     run = harness.pw.get_run(run_id)
     assert run.status is RunStatus.FAILED and run.error is not None

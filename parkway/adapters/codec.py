@@ -9,6 +9,7 @@ the memory and Redis stores order and page interrupts identically.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -25,7 +26,9 @@ def encode(value: Any, *, limit: int = DEFAULT_MAX_BYTES, what: str = "payload")
     try:
         blob: bytes = msgpack.packb(value, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise ValidationError(f"{what} is not plain data (dict, list, str, int, float, bool, None, bytes): {exc}") from exc
+        raise ValidationError(
+            f"{what} is not plain data (dict, list, str, int, float, bool, None, bytes): {exc}"
+        ) from exc
     if len(blob) > limit:
         raise PayloadTooLarge(f"{what} is {len(blob)} bytes encoded; the limit is {limit}", size=len(blob), limit=limit)
     return blob
@@ -86,6 +89,19 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def summary_record(run_id: str, summary: Mapping[str, Any]) -> RunRecord:
+    """What a run reads as once its records are past their TTL."""
+    status = str(summary["status"])
+    final = status in ("completed", "failed", "cancelled")
+    return RunRecord(
+        run_id=run_id,
+        workflow=str(summary["wf"]),
+        status=RunStatus(status) if final else RunStatus.EXPIRED,
+        created_at=int(summary["created"]),
+        updated_at=int(summary["updated"]),
+    )
 
 
 def _s(v: Any) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..runtime.errors import StaleFence, ValidationError
-from ..runtime.protocol import ResumeOutcome, RunStatus
+from ..runtime.protocol import ResumeOutcome
 from ..runtime.store import (
     Advance,
     Answer,
@@ -150,8 +150,17 @@ class MemoryStore:
             if self._live(run.run_id) is not None or self._summary(run.run_id) is not None:
                 raise ValidationError(f"run {run.run_id} already exists", run_id=run.run_id)
             fields = dict(
-                wf=run.workflow, ref=run.ref, status="queued", node=run.start_node, step=0, fence=0,
-                input=blob, data=blob, created=run.now, updated=run.now, ttl=run.ttl_ms,
+                wf=run.workflow,
+                ref=run.ref,
+                status="queued",
+                node=run.start_node,
+                step=0,
+                fence=0,
+                input=blob,
+                data=blob,
+                created=run.now,
+                updated=run.now,
+                ttl=run.ttl_ms,
             )
             state = _Run(fields, self._clock() + run.ttl_ms)
             self._runs[run.run_id] = state
@@ -232,21 +241,28 @@ class MemoryStore:
             run = self._current(run_id, fence, ("running",))
             if int(run.fields["step"]) != step:
                 raise StaleFence(f"run {run_id} is at step {run.fields['step']}", run_id=run_id)
-            run.interrupts.update({f"r:{rec.request_id}": blob, f"s:{rec.request_id}": "pending",
-                                   f"t:{rec.token_hash}": rec.request_id})
+            run.interrupts.update(
+                {f"r:{rec.request_id}": blob, f"s:{rec.request_id}": "pending", f"t:{rec.token_hash}": rec.request_id}
+            )
             run.pending[rec.token_hash] = self._clock() + commit.ttl_ms
             self._index(codec.entry_of(rec), add=True)
             self.leases.pop(run_id, None)
             fence = self._bump(run)
-            run.fields.update(status="waiting", waiting=rec.request_id, expires=rec.expires_at,
-                              updated=commit.now, crashes=0)
+            run.fields.update(
+                status="waiting", waiting=rec.request_id, expires=rec.expires_at, updated=commit.now, crashes=0
+            )
             self._event(run, "interrupt", commit.event)
             self._refresh(run, commit.ttl_ms + self.limits.expiry_grace_ms)
             return fence
 
     def finish(
-        self, run_id: str, fence: int | None, status: Literal["failed", "cancelled"], error: Mapping[str, Any] | None,
-        event: EventSpec, now: int,
+        self,
+        run_id: str,
+        fence: int | None,
+        status: Literal["failed", "cancelled"],
+        error: Mapping[str, Any] | None,
+        event: EventSpec,
+        now: int,
     ) -> None:
         blob = codec.encode(dict(error), what="run error") if error else None
         with self._cond:
@@ -328,8 +344,10 @@ class MemoryStore:
         with self._cond:
             self.outbox.pop(f"{run_id}:{step}:{fence}", None)
             run = self._live(run_id)
-            if run is None or run.fields["status"] != "queued" or (int(run.fields["step"]), int(run.fields["fence"])) != (
-                step, fence
+            if (
+                run is None
+                or run.fields["status"] != "queued"
+                or (int(run.fields["step"]), int(run.fields["fence"])) != (step, fence)
             ):
                 return Requeue("gone")
             fence = self._bump(run)
@@ -384,7 +402,7 @@ class MemoryStore:
             summary = self._summary(run_id)
         if summary is None:
             return None
-        return summary_record(run_id, summary)
+        return codec.summary_record(run_id, summary)
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         with self._cond:
@@ -398,8 +416,11 @@ class MemoryStore:
             members = self._indexes.get(f"{query.order}:{query.workflow or ''}", [])
             if query.order == "expiring":
                 floor = codec.time_floor(query.now + 1)
-                start = bisect.bisect_right(members, after) if after and after > floor else bisect.bisect_left(
-                    members, floor)
+                start = (
+                    bisect.bisect_right(members, after)
+                    if after and after > floor
+                    else bisect.bisect_left(members, floor)
+                )
                 page = members[start : start + query.limit + 1]
             else:
                 hi = bisect.bisect_left(members, after) if after else len(members)
@@ -438,16 +459,3 @@ def _after(entry_id: str, after: str) -> bool:
     a = tuple(int(x) for x in entry_id.split("-"))
     b = tuple(int(x) for x in (after if "-" in after else f"{after}-0").split("-"))
     return a > b
-
-
-def summary_record(run_id: str, summary: Mapping[str, Any]) -> RunRecord:
-    """What a run reads as once its records are past their TTL."""
-    status = str(summary["status"])
-    final = status in ("completed", "failed", "cancelled")
-    return RunRecord(
-        run_id=run_id,
-        workflow=str(summary["wf"]),
-        status=RunStatus(status) if final else RunStatus.EXPIRED,
-        created_at=int(summary["created"]),
-        updated_at=int(summary["updated"]),
-    )

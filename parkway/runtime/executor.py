@@ -67,8 +67,9 @@ def execute(store: Store, options: Options, run_id: str, step: int, fence: int) 
         # unreadable records end this run, not the worker
         log.error("run_corrupt", error=exc.message)
         try:
-            store.finish(run_id, None, "failed", _error(exc, None), ("run.failed", {"error": exc.message}),
-                         options.clock())
+            store.finish(
+                run_id, None, "failed", _error(exc, None), ("run.failed", {"error": exc.message}), options.clock()
+            )
         except (StaleFence, CorruptRecord):
             pass
         return JobEnd.FAILED
@@ -93,8 +94,9 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             _park(store, options, ctx, outcome, run.ttl_ms)
             return JobEnd.WAITING
         if isinstance(outcome, InterruptCancelled):
-            store.finish(run.run_id, fence, "cancelled", None, ("run.cancelled", {"reason": outcome.message}),
-                         options.clock())
+            store.finish(
+                run.run_id, fence, "cancelled", None, ("run.cancelled", {"reason": outcome.message}), options.clock()
+            )
             log.info("run_cancelled", reason=outcome.message)
             return JobEnd.CANCELLED
         if isinstance(outcome, BaseException):
@@ -161,8 +163,9 @@ def _advance(
         events += [("run.completed", {"workflow": workflow.name, "output": data}), ("done", {"status": "completed"})]
     else:
         events.append(("node.started", {"node": next_node, "step": step + 1}))
-    return Advance(data=data, next_node=next_node, output=data if next_node is None else None, events=events,
-                   now=options.clock())
+    return Advance(
+        data=data, next_node=next_node, output=data if next_node is None else None, events=events, now=options.clock()
+    )
 
 
 def _park(store: Store, options: Options, ctx: NodeContext, pause: Pause, run_ttl_ms: int) -> None:
@@ -207,4 +210,3 @@ def _error(exc: BaseException, node: str | None) -> dict[str, Any]:
         "traceback": "".join(tb.format_exception(exc))[-20_000:],
         "node": node,
     }
-

@@ -133,7 +133,8 @@ def use_interrupt(
 
     Returns the option id (``choice``), a list of ids (``multi-choice``) or the
     text (``text``). Raises :class:`InterruptCancelled` if the interrupt was
-    cancelled (catch it to take a "denied" path; uncaught, the run ends ``cancelled``). Give every interrupt a stable ``id``: without one, answers
+    cancelled: catch it to take a "denied" path; uncaught, the run ends
+    ``cancelled``. Give every interrupt a stable ``id``: without one, answers
     are matched by call order, which breaks when the node's code changes.
     """
     ctx = current()
@@ -156,7 +157,9 @@ def use_interrupt(
         reason = entry.value if isinstance(entry.value, str) else None
         raise InterruptCancelled(
             f"interrupt {name or field_name!r} of node {ctx.node!r} was cancelled" + (f": {reason}" if reason else ""),
-            run_id=ctx.run_id, node=ctx.node, reason=reason,
+            run_id=ctx.run_id,
+            node=ctx.node,
+            reason=reason,
         )
     if entry is not None:
         return entry.value

@@ -8,7 +8,7 @@ any of them can reach a Redis key.
 from __future__ import annotations
 
 import re
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -32,7 +32,7 @@ def check_id(value: object, what: str = "id") -> str:
     return value
 
 
-class RunStatus(str, Enum):
+class RunStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
@@ -49,14 +49,14 @@ class RunStatus(str, Enum):
 _FINISHED = {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.EXPIRED}
 
 
-class ResumeOutcome(str, Enum):
+class ResumeOutcome(StrEnum):
     ACCEPTED = "accepted"
     ALREADY_RESOLVED = "already_resolved"
     EXPIRED = "expired"
     UNKNOWN = "unknown"
 
 
-class CancelOutcome(str, Enum):
+class CancelOutcome(StrEnum):
     CANCELLED = "cancelled"
     INTERRUPT_CANCELLED = "interrupt_cancelled"
     ALREADY_FINISHED = "already_finished"

@@ -237,8 +237,13 @@ class Store(Protocol):
         """Commit a pause; return the new fence."""
 
     def finish(
-        self, run_id: str, fence: int | None, status: Literal["failed", "cancelled"], error: Mapping[str, Any] | None,
-        event: EventSpec, now: int,
+        self,
+        run_id: str,
+        fence: int | None,
+        status: Literal["failed", "cancelled"],
+        error: Mapping[str, Any] | None,
+        event: EventSpec,
+        now: int,
     ) -> None:
         """End a queued or running run (at ``fence``, or whatever is current when None)."""
 

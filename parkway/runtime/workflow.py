@@ -16,13 +16,14 @@ import inspect
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, TypeVar, Union, overload
 
 from .errors import WorkflowError
 from .protocol import check_id
 
 NodeReturn = Union["Result", Mapping[str, Any], None]
 NodeFn = Callable[[dict[str, Any]], NodeReturn | Awaitable[NodeReturn]]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,20 @@ class Workflow:
         if not self._module:
             self._module = sys._getframe(2).f_globals.get("__name__", "")
 
+    @overload
+    def node(self, fn: F) -> F: ...
+
+    @overload
     def node(
-        self, fn: NodeFn | None = None, *, name: str | None = None, start: bool = False, retry: Retry | None = None
-    ) -> Any:
+        self, fn: None = None, *, name: str | None = None, start: bool = False, retry: Retry | None = None
+    ) -> Callable[[F], F]: ...
+
+    def node(
+        self, fn: F | None = None, *, name: str | None = None, start: bool = False, retry: Retry | None = None
+    ) -> F | Callable[[F], F]:
         """Register a node function (usable as ``@wf.node`` or ``@wf.node(start=True)``)."""
 
-        def register(f: NodeFn) -> NodeFn:
+        def register(f: F) -> F:
             self.add_node(name or f.__name__, f, start=start, retry=retry)
             return f
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 import structlog
@@ -57,8 +58,10 @@ class RQDispatcher:
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         with translated(run_id):
-            status = self.connection.hget(f"{Job.redis_job_namespace_prefix}{job_id(run_id, fence)}", "status")
-        return status is not None and JobStatus(status.decode()) in _PENDING
+            status: Any = self.connection.hget(f"{Job.redis_job_namespace_prefix}{job_id(run_id, fence)}", "status")
+        if status is None:
+            return False
+        return JobStatus(status.decode() if isinstance(status, bytes) else status) in _PENDING
 
 
 @dataclass
@@ -102,6 +105,3 @@ def execute_job(run_id: str, step: int, fence: int) -> str:
         return executor.execute(rt.store, rt.options, run_id, step, fence).value
     finally:
         rt.current = None
-
-
-

@@ -46,16 +46,25 @@ class Report:
 
 
 def reconcile_once(
-    store: Store, dispatcher: Dispatcher, *, max_lost: int = 3, now: int | None = None,
-    outbox_age_ms: int = OUTBOX_AGE_MS, limit: int = 200,
+    store: Store,
+    dispatcher: Dispatcher,
+    *,
+    max_lost: int = 3,
+    now: int | None = None,
+    outbox_age_ms: int = OUTBOX_AGE_MS,
+    limit: int = 200,
 ) -> Report:
     """One pass over what is due; returns what it did."""
     now = now_ms() if now is None else now
     due = store.due(now, outbox_age_ms, limit)
     report = Report()
     for run_id in due.expired_leases:
-        error = {"message": f"the worker running this node was lost {max_lost} times; giving up",
-                 "type": "parkway.WorkerLost", "traceback": "", "node": None}
+        error = {
+            "message": f"the worker running this node was lost {max_lost} times; giving up",
+            "type": "parkway.WorkerLost",
+            "traceback": "",
+            "node": None,
+        }
         result = store.recover(run_id, now, max_lost, error)
         if result.outcome == "requeued":
             dispatcher.enqueue(run_id, result.step, result.fence)
@@ -83,8 +92,14 @@ class Maintenance:
     """A worker's background thread: renew the lease of the running job, reconcile by lock."""
 
     def __init__(
-        self, store: Store, dispatcher: Dispatcher, *, owner: str, current: Callable[[], str | None],
-        lease_ms: int = 5000, max_lost: int = 3,
+        self,
+        store: Store,
+        dispatcher: Dispatcher,
+        *,
+        owner: str,
+        current: Callable[[], str | None],
+        lease_ms: int = 5000,
+        max_lost: int = 3,
     ) -> None:
         self.store, self.dispatcher, self.owner, self.current = store, dispatcher, owner, current
         self.lease_ms, self.max_lost = lease_ms, max_lost

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
 import structlog
@@ -49,9 +49,8 @@ def resolve_secret(settings: Settings, client: redis.Redis | None) -> bytes:
     )
     with translated():
         client.set(keys.secret(), os.urandom(32).hex(), nx=True)
-        value = client.get(keys.secret())
-    assert value is not None
-    return bytes(value)
+        value: Any = client.get(keys.secret())
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def connect(settings: Settings) -> Backend:

@@ -26,8 +26,12 @@ class ParkwayWorker(SimpleWorker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
         rt = runtime()
         maintenance = Maintenance(
-            rt.store, rt.dispatcher, owner=self.name, current=lambda: rt.current,
-            lease_ms=rt.settings.lease_ms, max_lost=rt.settings.max_lost_attempts,
+            rt.store,
+            rt.dispatcher,
+            owner=self.name,
+            current=lambda: rt.current,
+            lease_ms=rt.settings.lease_ms,
+            max_lost=rt.settings.max_lost_attempts,
         )
         maintenance.start()
         try:
@@ -47,7 +51,10 @@ def run_worker(settings: Settings, *, burst: bool = False, workers: int = 1) -> 
     connection = connect(settings.redis_url)
     if workers > 1:
         pool = WorkerPool(
-            [settings.queue], connection=connection, num_workers=workers, worker_class=ParkwayWorker,
+            [settings.queue],
+            connection=connection,
+            num_workers=workers,
+            worker_class=ParkwayWorker,
             serializer=MsgpackSerializer,
         )
         pool.start(burst=burst, logging_level="WARNING")

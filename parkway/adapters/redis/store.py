@@ -40,12 +40,22 @@ from ...runtime.store import (
 )
 from .. import codec
 from ..limits import Limits
-from ..memory import summary_record
 from . import keys
 
 T = TypeVar("T")
-_SCRIPTS = ("create", "begin", "record", "advance", "park", "finish", "lookup", "resume", "recover", "redispatch",
-            "expire")
+_SCRIPTS = (
+    "create",
+    "begin",
+    "record",
+    "advance",
+    "park",
+    "finish",
+    "lookup",
+    "resume",
+    "recover",
+    "redispatch",
+    "expire",
+)
 
 
 @functools.cache
@@ -84,7 +94,8 @@ class RedisStore:
     """Store on a Redis server (or a Redis-compatible one with Lua and streams)."""
 
     def __init__(self, client: redis.Redis, limits: Limits | None = None) -> None:
-        self.client = client
+        # redis-py types replies as unions of sync and async shapes; they are checked where decoded
+        self.client: Any = client
         self.limits = limits or Limits()
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
 
@@ -100,8 +111,12 @@ class RedisStore:
         return codec.encode(dict(data), what="event")
 
     def _index_keys(self, workflow: str) -> list[str]:
-        return [keys.index("newest"), keys.index("expiring"), keys.index("newest", workflow),
-                keys.index("expiring", workflow)]
+        return [
+            keys.index("newest"),
+            keys.index("expiring"),
+            keys.index("newest", workflow),
+            keys.index("expiring", workflow),
+        ]
 
     # --- transitions ----------------------------------------------------
 
@@ -109,16 +124,29 @@ class RedisStore:
         blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
         r = run.run_id
         self._call(
-            "create", r, [keys.run(r), keys.summary(r), keys.events(r), keys.outbox()],
-            [run.workflow, run.ref, run.start_node, blob, run.ttl_ms, run.now, self.limits.retention_ms,
-             self.limits.max_events, self._event({"workflow": run.workflow, "input": run.input}),
-             self._event({"node": run.start_node, "step": 0}), f"{r}:0:0"],
+            "create",
+            r,
+            [keys.run(r), keys.summary(r), keys.events(r), keys.outbox()],
+            [
+                run.workflow,
+                run.ref,
+                run.start_node,
+                blob,
+                run.ttl_ms,
+                run.now,
+                self.limits.retention_ms,
+                self.limits.max_events,
+                self._event({"workflow": run.workflow, "input": run.input}),
+                self._event({"node": run.start_node, "step": 0}),
+                f"{r}:0:0",
+            ],
         )
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         r = run_id
         run, journal, ws = self._call(
-            "begin", r,
+            "begin",
+            r,
             [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.leases(), keys.outbox()],
             [step, fence, now, lease_until, r, f"{r}:{step}:{fence}"],
         )
@@ -152,46 +180,106 @@ class RedisStore:
             target = keys.workflow_state(r)
         kind, data = (event[0], self._event(event[1])) if event else ("", b"")
         self._call(
-            "record", r, [keys.run(r), target, keys.journal(r, step), keys.workflow_state(r), keys.events(r)],
+            "record",
+            r,
+            [keys.run(r), target, keys.journal(r, step), keys.workflow_state(r), keys.events(r)],
             [fence, name, blob, kind, data, self.limits.max_events],
         )
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
         r = run_id
         data = codec.encode(commit.data, limit=self.limits.max_payload_bytes, what="run data")
-        args: list[Any] = [fence, step, data, commit.next_node or "", codec.encode(commit.output, what="run output"),
-                           commit.now, self.limits.retention_ms, self.limits.max_events, r]
+        args: list[Any] = [
+            fence,
+            step,
+            data,
+            commit.next_node or "",
+            codec.encode(commit.output, what="run output"),
+            commit.now,
+            self.limits.retention_ms,
+            self.limits.max_events,
+            r,
+        ]
         for kind, payload in commit.events:
             args += [kind, self._event(payload)]
-        return int(self._call(
-            "advance", r,
-            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r),
-             keys.leases()],
-            args,
-        ))
+        return int(
+            self._call(
+                "advance",
+                r,
+                [
+                    keys.run(r),
+                    keys.journal(r, step),
+                    keys.workflow_state(r),
+                    keys.events(r),
+                    keys.summary(r),
+                    keys.leases(),
+                ],
+                args,
+            )
+        )
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
         r, rec = run_id, commit.interrupt
         entry = codec.entry_of(rec)
-        return int(self._call(
-            "park", r,
-            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.interrupts(r),
-             keys.pending(r, rec.token_hash), *self._index_keys(rec.workflow), keys.leases()],
-            [fence, step, rec.request_id, rec.token_hash, codec.interrupt_to_blob(rec), commit.ttl_ms, commit.now,
-             rec.expires_at, codec.member(entry, "newest"), codec.member(entry, "expiring"),
-             self._event(commit.event), self.limits.max_events, self.limits.expiry_grace_ms, r],
-        ))
+        return int(
+            self._call(
+                "park",
+                r,
+                [
+                    keys.run(r),
+                    keys.journal(r, step),
+                    keys.workflow_state(r),
+                    keys.events(r),
+                    keys.interrupts(r),
+                    keys.pending(r, rec.token_hash),
+                    *self._index_keys(rec.workflow),
+                    keys.leases(),
+                ],
+                [
+                    fence,
+                    step,
+                    rec.request_id,
+                    rec.token_hash,
+                    codec.interrupt_to_blob(rec),
+                    commit.ttl_ms,
+                    commit.now,
+                    rec.expires_at,
+                    codec.member(entry, "newest"),
+                    codec.member(entry, "expiring"),
+                    self._event(commit.event),
+                    self.limits.max_events,
+                    self.limits.expiry_grace_ms,
+                    r,
+                ],
+            )
+        )
 
     def finish(
-        self, run_id: str, fence: int | None, status: Literal["failed", "cancelled"], error: Mapping[str, Any] | None,
-        event: EventSpec, now: int,
+        self,
+        run_id: str,
+        fence: int | None,
+        status: Literal["failed", "cancelled"],
+        error: Mapping[str, Any] | None,
+        event: EventSpec,
+        now: int,
     ) -> None:
         r = run_id
         self._call(
-            "finish", r, [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases()],
-            ["" if fence is None else fence, status, codec.encode(dict(error), what="run error") if error else "",
-             now, self.limits.retention_ms, self.limits.max_events, event[0], self._event(event[1]),
-             self._event({"status": status}), r],
+            "finish",
+            r,
+            [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases()],
+            [
+                "" if fence is None else fence,
+                status,
+                codec.encode(dict(error), what="run error") if error else "",
+                now,
+                self.limits.retention_ms,
+                self.limits.max_events,
+                event[0],
+                self._event(event[1]),
+                self._event({"status": status}),
+                r,
+            ],
         )
 
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
@@ -209,13 +297,33 @@ class RedisStore:
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         reply = self._call(
-            "resume", r,
-            [keys.run(r), keys.interrupts(r), keys.pending(r, answer.token_hash), keys.journal(r, rec.step),
-             keys.workflow_state(r), keys.events(r), keys.summary(r), keys.outbox(), *self._index_keys(rec.workflow)],
-            [answer.token_hash, answer.request_id or "", rec.journal_field,
-             codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes), self._event(answer.event),
-             answer.now, codec.member(entry, "newest"), codec.member(entry, "expiring"), r, self.limits.max_events,
-             status, event],
+            "resume",
+            r,
+            [
+                keys.run(r),
+                keys.interrupts(r),
+                keys.pending(r, answer.token_hash),
+                keys.journal(r, rec.step),
+                keys.workflow_state(r),
+                keys.events(r),
+                keys.summary(r),
+                keys.outbox(),
+                *self._index_keys(rec.workflow),
+            ],
+            [
+                answer.token_hash,
+                answer.request_id or "",
+                rec.journal_field,
+                codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
+                self._event(answer.event),
+                answer.now,
+                codec.member(entry, "newest"),
+                codec.member(entry, "expiring"),
+                r,
+                self.limits.max_events,
+                status,
+                event,
+            ],
         )
         outcome = _text(reply[0])
         request_id = _text(reply[1]) if len(reply) > 1 else None
@@ -230,10 +338,20 @@ class RedisStore:
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         r = run_id
         reply = self._call(
-            "recover", r, [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases()],
-            [r, now, max_lost, self.limits.retention_ms, self.limits.max_events,
-             self._event({"reason": "worker lost"}), codec.encode(dict(error), what="run error"),
-             self._event({"error": dict(error)}), self._event({"status": "failed"})],
+            "recover",
+            r,
+            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases()],
+            [
+                r,
+                now,
+                max_lost,
+                self.limits.retention_ms,
+                self.limits.max_events,
+                self._event({"reason": "worker lost"}),
+                codec.encode(dict(error), what="run error"),
+                self._event({"error": dict(error)}),
+                self._event({"status": "failed"}),
+            ],
         )
         return _requeue(reply)
 
@@ -248,14 +366,23 @@ class RedisStore:
         with translated(r):
             record = self.get_interrupt(r, entry.request_id)
         pending = keys.pending(r, record.token_hash) if record else keys.pending(r, "none")
-        return _text(self._call(
-            "expire", r,
-            [rec_keys[0], rec_keys[1], pending, keys.events(r), rec_keys[2], *self._index_keys(entry.workflow)],
-            [entry.request_id, now, codec.member(entry, "newest"), codec.member(entry, "expiring"),
-             self.limits.retention_ms, self.limits.max_events,
-             self._event({"requestId": entry.request_id, "expiresAt": entry.expires_at}),
-             self._event({"status": "expired"})],
-        ))
+        return _text(
+            self._call(
+                "expire",
+                r,
+                [rec_keys[0], rec_keys[1], pending, keys.events(r), rec_keys[2], *self._index_keys(entry.workflow)],
+                [
+                    entry.request_id,
+                    now,
+                    codec.member(entry, "newest"),
+                    codec.member(entry, "expiring"),
+                    self.limits.retention_ms,
+                    self.limits.max_events,
+                    self._event({"requestId": entry.request_id, "expiresAt": entry.expires_at}),
+                    self._event({"status": "expired"}),
+                ],
+            )
+        )
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
         with translated():
@@ -268,9 +395,7 @@ class RedisStore:
         for m in outbox:
             run_id, step, fence = _text(m).rsplit(":", 2)
             stale.append((run_id, int(step), int(fence)))
-        return Due(
-            [_text(m) for m in leases], stale, [codec.parse_member(_text(m), "expiring") for m in expired]
-        )
+        return Due([_text(m) for m in leases], stale, [codec.parse_member(_text(m), "expiring") for m in expired])
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         with translated():
@@ -292,7 +417,7 @@ class RedisStore:
         if run:
             return codec.run_from_fields(run_id, {k.decode(): v for k, v in run.items()})
         if summary:
-            return summary_record(run_id, {k.decode(): _text(v) for k, v in summary.items()})
+            return codec.summary_record(run_id, {k.decode(): _text(v) for k, v in summary.items()})
         return None
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
@@ -317,7 +442,8 @@ class RedisStore:
 
     def _page(self, query: InterruptQuery, after: str | None) -> list[str]:
         """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler)."""
-        key, want, out = keys.index(query.order, query.workflow), query.limit + 1, []
+        key, want = keys.index(query.order, query.workflow), query.limit + 1
+        out: list[str] = []
         if query.order == "expiring":  # the order itself puts expired members first: start past them
             floor = codec.time_floor(query.now + 1)
             low = f"({after}" if after and after > floor else f"[{floor}"
