@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 import structlog
 
 
-def configure(level: str = "INFO", *, json: bool | None = None) -> None:
+def configure(level: str = "INFO", *, json: bool | None = None, file: TextIO | None = None) -> None:
     """Configure structlog for parkway's processes (CLI, workers).
 
     Per-job context (run_id, node, step, request_id) is bound with
@@ -28,6 +29,6 @@ def configure(level: str = "INFO", *, json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=file or sys.stderr),
         cache_logger_on_first_use=False,
     )

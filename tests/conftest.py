@@ -94,7 +94,10 @@ def _reset_effects() -> None:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _quiet_logs() -> None:
+def _quiet_logs() -> Iterator[None]:
+    """Every level is logged (so capture_logs sees it) into /dev/null (so test output stays clean)."""
     from parkway import logs
 
-    logs.configure("WARNING", json=True)
+    with open(os.devnull, "w") as sink:
+        logs.configure("DEBUG", json=True, file=sink)
+        yield

@@ -1,0 +1,42 @@
+"""Logs are facts with the job's context bound."""
+
+from __future__ import annotations
+
+import structlog
+from structlog.testing import capture_logs
+
+from parkway.runtime import executor
+from tests import flows
+from tests.conftest import Harness
+
+
+def test_a_job_logs_with_run_node_step_and_request_bound(harness: Harness) -> None:
+    """node_parked carries run_id, node, step and request_id; the context is unbound after the job."""
+    run_id = "run_logged"
+    harness.pw.store.create_run(
+        executor_new_run(run_id, flows.one_choice.ref())
+    )
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        executor.execute(harness.pw.store, harness.pw.backend.options, run_id, 0, 0)
+    parked = [entry for entry in logs if entry["event"] == "node_parked"]
+    assert len(parked) == 1
+    assert parked[0]["run_id"] == run_id and parked[0]["node"] == "choose" and parked[0]["step"] == 0
+    assert parked[0]["request_id"].startswith("int_")
+    assert structlog.contextvars.get_contextvars() == {}
+
+
+def test_a_stale_job_logs_why(harness: Harness) -> None:
+    """A duplicate job logs job_stale with the reason instead of committing."""
+    run_id = "run_stale_log"
+    harness.pw.store.create_run(executor_new_run(run_id, flows.one_choice.ref()))
+    executor.execute(harness.pw.store, harness.pw.backend.options, run_id, 0, 0)
+    with capture_logs() as logs:
+        assert executor.execute(harness.pw.store, harness.pw.backend.options, run_id, 0, 0) is executor.JobEnd.STALE
+    assert [e["event"] for e in logs] == ["job_stale"]
+    assert "fence" in logs[0]["reason"]
+
+
+def executor_new_run(run_id: str, ref: str):  # type: ignore[no-untyped-def]
+    from parkway.runtime.store import NewRun
+
+    return NewRun(run_id, "one_choice", ref, "choose", {}, 60_000, 0)
