@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from . import logs
 from .client import Parkway
 from .config import Settings
-from .runtime.errors import ParkwayError
-from .runtime.protocol import Interrupt, InterruptRequest, Run
+from .runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
+from .runtime.protocol import Interrupt, InterruptRequest, ResumeOutcome, Run, RunStatus
 
 DEMO_INPUT = {"title": "Quarterly report"}
 
@@ -21,10 +22,18 @@ def _json(value: Any) -> str:
     return json.dumps(value, default=str, sort_keys=False)
 
 
-def _client(args: argparse.Namespace, *, embedded: bool = False) -> Parkway:
+NEEDS_REDIS = (
+    "needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url "
+    "(embedded runs live only inside the process that started them)"
+)
+
+
+def _client(args: argparse.Namespace, *, embedded: bool = False, redis_only: bool = True) -> Parkway:
     settings = Settings.from_env(redis_url=getattr(args, "redis_url", None))
     if embedded:
         settings = settings.with_(redis_url=None)
+    elif redis_only and settings.embedded:
+        raise ConfigError(f"parkway {args.command} {NEEDS_REDIS}")
     return Parkway(settings)
 
 
@@ -50,51 +59,95 @@ def ask(request: InterruptRequest, stdin: TextIO = sys.stdin, out: TextIO = sys.
     if request.kind == "text":
         out.write("> ")
         out.flush()
-        return {"value": stdin.readline().rstrip("\n")}
+        return {"value": _line(stdin)}
     for i, option in enumerate(request.options, 1):
         out.write(f"  {i}. {option.label} [{option.id}]\n")
     hint = "numbers or ids, comma-separated" if request.multiple else "a number or an id"
     out.write(f"answer ({hint}): ")
     out.flush()
-    picks = [p.strip() for p in stdin.readline().split(",") if p.strip()]
+    picks = [p.strip() for p in _line(stdin).split(",") if p.strip()]
     ids = []
     for p in picks:
         ids.append(request.options[int(p) - 1].id if p.isdigit() and 0 < int(p) <= len(request.options) else p)
     return {"selected": ids if request.multiple else (ids[0] if ids else "")}
 
 
+def _line(stdin: TextIO) -> str:
+    line = stdin.readline()
+    if not line:
+        raise ParkwayError("no answer: the input ended")
+    return line.rstrip("\n")
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
+    from .adapters.redis.store import translated
     from .workers.worker import run_worker
 
     settings = Settings.from_env(redis_url=args.redis_url, queue=args.queue)
     if settings.redis_url is None:
         raise ParkwayError("parkway worker needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url")
-    run_worker(settings, burst=args.burst, workers=args.workers)
+    if args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    with translated():
+        run_worker(settings, burst=args.burst, workers=args.workers)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    pw = _client(args)
+    pw = _client(args, redis_only=False)
     try:
         data = json.loads(args.input)
     except json.JSONDecodeError as exc:
         raise ParkwayError(f"--input is not valid JSON: {exc}") from exc
     run_id = pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms)
-    interactive = sys.stdin.isatty()
-    after = "0"
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    after, hinted = "0", False
     while True:
-        for event in pw.stream(run_id, after=after, until="settled", timeout=args.timeout):
-            after = event.id
-            print(_json({"type": event.type, **event.data}), flush=True)
+        remaining = None if deadline is None else deadline - time.monotonic()
+        try:
+            for event in pw.stream(run_id, after=after, until="settled", timeout=min(remaining or 5.0, 5.0)):
+                after = event.id
+                print(_json({"type": event.type, **event.data}), flush=True)
+        except WaitTimeout:
+            if remaining is not None and remaining <= 5.0:
+                raise ParkwayError(f"run {run_id} did not pause or finish within {args.timeout}s") from None
+            if not hinted and pw.get_run(run_id).status is RunStatus.QUEUED:
+                print(f"run {run_id} is queued and no worker has begun it: is `parkway worker` running?",
+                      file=sys.stderr)
+                hinted = True
+            continue
         run = pw.get_run(run_id)
         if run.status.finished:
-            return 0 if run.status.value == "completed" else 1
-        if not interactive or run.interrupt is None:
-            print(f"run {run_id} is waiting; answer it with `parkway resume TOKEN ...`", file=sys.stderr)
+            return 0 if run.status is RunStatus.COMPLETED else 1
+        if run.interrupt is None:
+            continue  # answered meanwhile by someone else: keep following
+        if not sys.stdin.isatty():
+            print(_waiting_hint(run_id, pw.settings.embedded), file=sys.stderr)
             return 0
-        token = next(e for e in pw.stream(run_id, until="settled") if e.type == "interrupt").data["resumeToken"]
-        result = pw.resume(token, responder="cli", **ask(run.interrupt.request))
+        _answer_at_terminal(pw, run_id, run.interrupt.request)
+
+
+def _waiting_hint(run_id: str, embedded: bool) -> str:
+    if embedded:
+        return (f"run {run_id} is waiting, but it runs embedded and ends with this process; set PARKWAY_REDIS_URL "
+                "and start `parkway worker` to keep runs across processes")
+    return f"run {run_id} is waiting; answer it with `parkway resume TOKEN ...` (see `parkway interrupts --tokens`)"
+
+
+def _answer_at_terminal(pw: Parkway, run_id: str, request: InterruptRequest) -> None:
+    """Ask until the answer fits the request, then resume with the open interrupt's token."""
+    page = pw.list_interrupts(run_id=run_id, include_tokens=True)
+    if not page.items or page.items[0].resume_token is None:
+        return
+    token = page.items[0].resume_token
+    while True:
+        try:
+            result = pw.resume(token, responder="cli", **ask(request))
+        except InvalidAnswer as exc:
+            print(f"{exc.message}; try again", file=sys.stderr)
+            continue
         print(f"resume: {result.outcome.value}", file=sys.stderr)
+        return
 
 
 def cmd_interrupts(args: argparse.Namespace) -> int:
@@ -133,7 +186,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
         kwargs["value"] = args.text
     result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
     print(_json(result.model_dump(mode="json")))
-    return 0 if result.accepted else 3
+    return RESUME_EXIT[result.outcome]
+
+
+RESUME_EXIT = {
+    ResumeOutcome.ACCEPTED: 0,
+    ResumeOutcome.ALREADY_RESOLVED: 3,
+    ResumeOutcome.EXPIRED: 4,
+    ResumeOutcome.UNKNOWN: 5,
+}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -168,6 +229,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import approval
 
+    logs.configure("ERROR")  # the demo says itself that it runs embedded
     pw = _client(args, embedded=True)
     out = sys.stdout
     run_id = pw.start(approval, DEMO_INPUT)
@@ -228,6 +290,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true")
 
     s = command("resume", "answer an interrupt by its resume token", cmd_resume)
+    s.epilog = "exit status: 0 accepted, 3 already_resolved, 4 expired, 5 unknown, 1 error (invalid answer...)"
     s.add_argument("token")
     group = s.add_mutually_exclusive_group(required=True)
     group.add_argument("--select", nargs="+", metavar="ID", help="option id(s) for a choice or multi-choice")

@@ -1,0 +1,353 @@
+"""The `parkway` command, run as a real process (and through main() where the output is all that matters)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import redis
+
+from parkway import Parkway, RunStatus, Settings, cli
+from tests import flows
+from tests.conftest import SECRET
+from tests.procs import ROOT
+
+ERROR_LINE = re.compile(r"^parkway: error: \S.*$")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """The environment of a user's shell: no PARKWAY_REDIS_URL unless given, tests importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")}
+    env.update(PYTHONPATH=str(ROOT), PARKWAY_SECRET=SECRET, **extra)
+    return env
+
+
+def parkway(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run `parkway ARGS` with no terminal (stdin is /dev/null)."""
+    return subprocess.run(
+        [sys.executable, "-m", "parkway.cli", *args],
+        cwd=ROOT,
+        env=env or _env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _stderr_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.strip()]
+
+
+def _assert_one_error_line(done: subprocess.CompletedProcess[str], pattern: str) -> None:
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    lines = _stderr_lines(done)
+    assert len(lines) == 1, done.stderr
+    assert ERROR_LINE.match(lines[0]) and re.search(pattern, lines[0]), lines[0]
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.fixture
+def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
+    return Parkway(Settings(redis_url=redis_url, secret=SECRET))
+
+
+# --- demo ------------------------------------------------------------------
+
+
+def test_demo_without_a_terminal_or_a_redis_answers_the_first_option_and_completes() -> None:
+    """`parkway demo` with stdin from /dev/null and no Redis answers 'approve', sees the token spent, and publishes."""
+    env = _env()
+    env.pop("PARKWAY_SECRET")  # a first-time user has no secret either
+    done = parkway("demo", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "answering with the first option 'approve'" in done.stdout
+    assert re.search(r"^resume: accepted$", done.stdout, re.M)
+    assert re.search(r"^the same token again: already_resolved$", done.stdout, re.M)
+    run = _json_lines(done.stdout)[-1]
+    assert run["status"] == "completed"
+    assert run["workflow"] == "approval"
+    assert run["output"]["published"] is True
+    assert run["output"]["decision"] == "approve"
+
+
+# --- run, interrupts, resume, worker, show on Redis -------------------------
+
+
+@pytest.mark.slow
+def test_run_waits_then_interrupts_resume_worker_and_show_finish_it(redis_client: redis.Redis, redis_url: str) -> None:
+    """run prints events to the interrupt and exits 0; interrupts lists it; resume accepts once; show shows it done."""
+    url = ["--redis-url", redis_url]
+    run_id = "cli_" + uuid.uuid4().hex
+    command = [
+        sys.executable,
+        "-m",
+        "parkway.cli",
+        "run",
+        "tests.flows:one_choice",
+        "--input",
+        "{}",
+        "--run-id",
+        run_id,
+        "--timeout",
+        "20",
+        *url,
+    ]
+    with subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as run:
+        assert run.stdout is not None and run.stderr is not None
+        try:
+            first = json.loads(run.stdout.readline())  # printed after start() returned: the job is queued
+            assert first["type"] == "run.started" and first["workflow"] == "one_choice"
+            worker = parkway("worker", "--burst", *url)
+            assert worker.returncode == 0, worker.stderr
+            rest = run.stdout.read()  # not communicate(): it would skip what readline() buffered
+            err = run.stderr.read()
+            run.wait(5)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 0, err
+    events = [first, *_json_lines(rest)]
+    assert [e["type"] for e in events] == ["run.started", "node.started", "interrupt"]
+    interrupt = events[-1]
+    assert interrupt["resumeToken"].startswith(run_id + ".")
+    assert interrupt["expiresAt"] > interrupt["createdAt"]
+    assert interrupt["input"]["question"] == "Pick a color"
+    assert f"run {run_id} is waiting" in err
+    assert "Traceback" not in err
+
+    listed = parkway("interrupts", *url, "--tokens", "--json")
+    assert listed.returncode == 0, listed.stderr
+    items = json.loads(listed.stdout)["items"]
+    assert [(i["run_id"], i["request_id"]) for i in items] == [(run_id, interrupt["requestId"])]
+    token = items[0]["resume_token"]
+    assert token == interrupt["resumeToken"]
+
+    accepted = parkway("resume", token, "--select", "red", *url)
+    assert accepted.returncode == 0, accepted.stderr
+    expected = {"outcome": "accepted", "run_id": run_id, "request_id": interrupt["requestId"]}
+    assert json.loads(accepted.stdout) == expected
+    again = parkway("resume", token, "--select", "red", *url)
+    assert again.returncode == 3, again.stderr
+    assert json.loads(again.stdout)["outcome"] == "already_resolved"
+
+    worker = parkway("worker", "--burst", *url)
+    assert worker.returncode == 0, worker.stderr
+    shown = parkway("show", run_id, *url)
+    assert shown.returncode == 0, shown.stderr
+    record = json.loads(shown.stdout)
+    assert record["run_id"] == run_id and record["status"] == "completed"
+    assert record["output"] == {"picked": "red", "painted": "red"}
+    assert parkway("interrupts", *url).stdout.strip() == "no pending interrupts"
+
+
+@pytest.mark.slow
+def test_resume_with_an_unknown_option_exits_1_with_one_error_line_and_keeps_the_token(
+    pw: Parkway, redis_url: str
+) -> None:
+    """resume --select green on a fresh one_choice run exits 1 with one error line; the same token then works."""
+    url = ["--redis-url", redis_url]
+    run_id = pw.start(flows.one_choice, {})
+    assert parkway("worker", "--burst", *url).returncode == 0
+    token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
+    assert token is not None
+
+    refused = parkway("resume", token, "--select", "green", *url)
+    _assert_one_error_line(refused, r"unknown option")
+    assert refused.stdout == ""
+    assert pw.get_run(run_id).status is RunStatus.WAITING
+
+    assert parkway("resume", token, "--select", "blue", *url).returncode == 0
+    assert parkway("worker", "--burst", *url).returncode == 0
+    assert pw.get_run(run_id).output == {"picked": "blue", "painted": "blue"}
+
+
+# --- errors: one clear line, exit 1 ----------------------------------------
+
+
+def test_resume_of_a_malformed_token_on_redis_exits_1_with_one_error_line(redis_url: str) -> None:
+    """`parkway resume not-a-token --select x` against a Redis exits 1 with a single 'malformed' line."""
+    _assert_one_error_line(parkway("resume", "not-a-token", "--select", "x", "--redis-url", redis_url), "malformed")
+
+
+def test_commands_that_need_a_redis_say_so_in_one_line() -> None:
+    """`parkway resume` in a shell with no Redis configured says it needs one, in one line."""
+    _assert_one_error_line(parkway("resume", "not-a-token", "--select", "x"), "needs a Redis")
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["run", "tests.flows:one_choice", "--input", "{not json"], r"--input is not valid JSON"),
+        (["run", "tests.flows:one_choice", "--input", "[1, 2]"], r"input must be a dict"),
+        (["run", "tests.flows:no_such_flow"], r"'tests.flows:no_such_flow' is not a parkway Workflow"),
+        (["resume", "run_x." + "A" * 32, "--value", "{not json"], r"--value is not valid JSON"),
+        (["show", "run_does_not_exist"], r"no run 'run_does_not_exist'"),
+        (["show", "bad*id"], r"invalid run id 'bad\*id'"),
+        (["interrupts", "--limit", "0"], r"limit must be"),
+    ],
+    ids=[
+        "bad-input-json",
+        "input-not-object",
+        "unknown-workflow",
+        "bad-value-json",
+        "unknown-run",
+        "invalid-run-id",
+        "bad-limit",
+    ],
+)
+def test_bad_arguments_exit_1_with_one_clear_line(redis_url: str, args: list[str], pattern: str) -> None:
+    """Invalid input, an unknown run and an invalid id each exit 1 with one `parkway: error:` line, no traceback."""
+    _assert_one_error_line(parkway(*args, "--redis-url", redis_url), pattern)
+
+
+def test_worker_with_zero_workers_is_refused_without_a_traceback(redis_url: str) -> None:
+    """`parkway worker --workers 0` is refused with a clear message, not a traceback."""
+    done = parkway("worker", "--workers", "0", "--burst", "--redis-url", redis_url)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "--workers" in done.stderr
+
+
+@pytest.mark.slow  # the client library retries for ~10 s before giving up
+def test_worker_against_an_unreachable_redis_is_one_clear_line() -> None:
+    """`parkway worker` against a Redis that refuses connections exits 1 with one line, like the client commands."""
+    _assert_one_error_line(parkway("worker", "--burst", "--redis-url", "redis://127.0.0.1:1/0"), r"unreachable")
+
+
+def test_worker_without_a_redis_is_one_clear_line() -> None:
+    """`parkway worker` with no Redis configured says it needs one."""
+    _assert_one_error_line(parkway("worker", "--burst"), r"needs a Redis")
+
+
+# --- help ------------------------------------------------------------------
+
+
+def _subcommands() -> list[str]:
+    action = next(a for a in cli.parser()._actions if a.dest == "command")
+    assert action.choices is not None
+    return list(action.choices)
+
+
+def test_every_subcommand_is_known() -> None:
+    """The parser offers at least the documented commands."""
+    assert {"worker", "run", "interrupts", "resume", "show", "demo"} <= set(_subcommands())
+
+
+@pytest.mark.parametrize("argv", [["--help"], *[[name, "--help"] for name in _subcommands()]], ids=" ".join)
+def test_help_exits_0(argv: Sequence[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`parkway --help` and each subcommand's --help print usage and exit 0."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(list(argv))
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: parkway")
+
+
+def test_help_as_a_process_exits_0() -> None:
+    """`python -m parkway.cli --help` as a real process exits 0 and names every subcommand."""
+    done = parkway("--help")
+    assert done.returncode == 0, done.stderr
+    for name in _subcommands():
+        assert name in done.stdout
+
+
+def test_no_subcommand_is_a_usage_error() -> None:
+    """`parkway` alone prints usage and exits 2 (argparse's usage error)."""
+    done = parkway()
+    assert done.returncode == 2
+    assert "usage: parkway" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- the interactive path, in a pseudo-terminal ------------------------------
+
+
+def _in_a_terminal(args: Sequence[str], answers: Sequence[tuple[bytes, bytes]], timeout: float = 20) -> tuple[int, str]:
+    """Run `parkway ARGS` on a pseudo-terminal; type each answer once its prompt has appeared. Returns (rc, output)."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "parkway.cli", *args],
+        cwd=ROOT,
+        env=_env(),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    output, pending, seen = b"", list(answers), 0
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: every process holding the terminal is gone
+                    break
+                if not chunk:
+                    break
+                output += chunk
+                if pending and output.find(pending[0][0], seen) != -1:
+                    seen = output.find(pending[0][0], seen) + len(pending[0][0])
+                    os.write(master, pending.pop(0)[1])
+            elif proc.poll() is not None:
+                break
+        rc = proc.wait(max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        text = output.decode(errors="replace")
+        raise AssertionError(f"parkway {' '.join(args)} did not finish in {timeout}s:\n{text}") from None
+    finally:
+        os.close(master)
+    return rc, output.decode(errors="replace").replace("\r\n", "\n")
+
+
+def _completed_output(text: str) -> dict[str, Any]:
+    completed = [e for e in _json_lines(text) if e.get("type") == "run.completed"]
+    assert len(completed) == 1, text
+    output: dict[str, Any] = completed[0]["output"]
+    return output
+
+
+def test_run_in_a_terminal_asks_and_typing_2_picks_blue() -> None:
+    """In a terminal (embedded, no Redis) `parkway run` lists the options; typing 2 picks blue; the run completes."""
+    rc, text = _in_a_terminal(["run", "tests.flows:one_choice", "--timeout", "15"], [(b"answer (", b"2\n")])
+    assert rc == 0, text
+    assert "1. Red [red]" in text and "2. Blue [blue]" in text
+    assert "resume: accepted" in text
+    assert _completed_output(text) == {"picked": "blue", "painted": "blue"}
+    assert "Traceback" not in text
+
+
+def test_run_in_a_terminal_answers_two_interrupts_in_turn() -> None:
+    """In a terminal, `parkway run` asks a node's two questions in turn and the run completes with both answers."""
+    rc, text = _in_a_terminal(
+        ["run", "tests.flows:two_questions", "--timeout", "5"], [(b"> ", b"Ada\n"), (b"answer (", b"2\n")]
+    )
+    assert rc == 0, text
+    assert text.count("resume: accepted") == 2, text
+    assert _completed_output(text) == {"name": "Ada", "color": "blue"}
