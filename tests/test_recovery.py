@@ -133,6 +133,23 @@ def test_a_queued_job_is_not_redispatched_while_it_waits(harness: Harness) -> No
     assert harness.pw.get_run(run_id).status is RunStatus.WAITING
 
 
+def test_a_job_taken_by_a_worker_that_died_before_starting_it_is_redispatched(harness: Harness) -> None:
+    """A job moved into RQ's intermediate list by a worker killed before it began still reads
+    "queued"; the reconciler sees it is no longer in the queue and redispatches the run."""
+    if harness.connection is None:
+        pytest.skip("an RQ property")
+    from parkway.workers.jobs import job_id
+
+    run_id = harness.pw.start(flows.one_choice, {})
+    queue = harness.pw.backend.dispatcher.queue  # type: ignore[attr-defined]
+    harness.connection.lmove(queue.key, queue.intermediate_queue_key, "RIGHT", "LEFT")  # what BLMOVE does
+    assert harness.connection.hget(f"rq:job:{job_id(run_id, 0)}", "status") == b"queued"
+    report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher, outbox_age_ms=0)
+    assert report.redispatched == [run_id]
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+
+
 def test_expired_interrupts_are_recorded_by_the_reconciler(harness: Harness) -> None:
     """Past its TTL, the reconciler writes interrupt.expired and the run ends expired."""
     run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})

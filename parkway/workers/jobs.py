@@ -57,9 +57,15 @@ class RQDispatcher:
                 log.info("enqueue_duplicate", run_id=run_id, fence=fence)
 
     def is_pending(self, run_id: str, fence: int) -> bool:
+        """Queued and still in the queue: a job a worker took (into RQ's intermediate list) and
+        died with before starting it still says "queued", but no worker will ever run it."""
+        jid = job_id(run_id, fence)
         with translated(run_id):
-            status: Any = self.connection.hget(f"{Job.redis_job_namespace_prefix}{job_id(run_id, fence)}", "status")
-        if status is None:
+            pipe = self.connection.pipeline(transaction=False)
+            pipe.hget(f"{Job.redis_job_namespace_prefix}{jid}", "status")
+            pipe.lpos(self.queue.intermediate_queue_key, jid)
+            status, taken = pipe.execute()
+        if status is None or taken is not None:
             return False
         return JobStatus(status.decode() if isinstance(status, bytes) else status) in _PENDING
 
