@@ -252,8 +252,8 @@ def test_retry_policy_retries_before_failing(harness: Harness) -> None:
 def test_replay_asking_something_else_raises_nondeterminism(harness: Harness) -> None:
     """If the node asks a text where the journal recorded a choice answer, the run fails clearly."""
     run_id = harness.start_and_run(flows.drifting)
+    flows.drift["kind"] = "text"  # the node's code "changes" before its replay
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted
-    flows.drift["kind"] = "text"
     harness.run_jobs()
     run = harness.pw.get_run(run_id)
     assert run.status is RunStatus.FAILED and run.error is not None

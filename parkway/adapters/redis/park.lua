@@ -20,5 +20,10 @@ local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
   'crashes', 0)
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
+-- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
+-- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
+local stream = redis.call('DUMP', KEYS[4])
+redis.call('DEL', KEYS[4])
+redis.call('RESTORE', KEYS[4], 0, stream)
 expire_all(tonumber(ARGV[6]) + tonumber(ARGV[13]), {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]})
 return fence
