@@ -1,0 +1,240 @@
+"""Parked runs in bulk, through parkway's own code.
+
+``park_runs`` is the real path minus RQ: ``Parkway.start`` (create.lua and the outbox,
+with a dispatcher that only notes the job instead of enqueuing it), then the job body a
+worker would run, ``executor.execute(store, options, run_id, 0, 0)``, in this process:
+begin.lua, the node up to ``use_interrupt``, park.lua. Every key and index member is the
+one a worker writes; only RQ's own job records (deleted after the job anyway, as parkway
+enqueues with ``result_ttl=0``) never exist.
+
+``pipelined=True`` is the same code with one difference: the store's script calls
+(``RedisStore._call``) are queued on a pipeline of 200 runs instead of waiting for each
+reply, and the executor gets the replies a real call returned for a template run parked
+first (begin's record of the run, park's fence). The scripts, keys and arguments are the
+ones the real path sends; every reply in the pipeline is checked for errors afterwards,
+and ``shape()`` compares a pipelined run's keys with a really parked run's.
+
+``bulk_park`` (``"bulk": true``) is for the million-run listing: it parks one template run
+through the real path above while recording every script call the store makes (name,
+keys, arguments: create.lua, begin.lua, park.lua), then replays those calls, pipelined,
+for each new run with three values substituted: the run id (``run_`` + 32 hex, as
+parkway makes them), the request id (``int_`` + 24 hex) and the token hash (SHA-256 of the
+token minted for the new ids). The substitutes have the template's lengths, so msgpack
+blobs stay valid. Everything else (timestamps, input, request) is the template's: all
+bulk runs were created in the same millisecond and sort by run id within it. Scripts,
+keys and members are parkway's own; ``shape()`` compares a bulk run with the template.
+
+``python -m bench.populate '{"url": ..., "count": N, "ttl_ms": ..., "pipelined": true}'``
+parks N runs and reports the rate.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from .env import SECRET, emit_result
+
+WORKFLOW = "bench.flows:cycle"
+
+
+class NoteDispatcher:
+    """A dispatcher that notes jobs instead of enqueuing them."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[str, int, int]] = []
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        self.jobs.append((run_id, step, fence))
+
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        return False
+
+
+def client(url: str, ttl_ms: int | None = None) -> Any:
+    from parkway import Parkway, Settings
+
+    quiet_logs()
+    settings = Settings(redis_url=url, secret=SECRET)
+    if ttl_ms:
+        settings = settings.with_(ttl_ms=ttl_ms)
+    return Parkway(settings)
+
+
+def quiet_logs() -> None:
+    """Log at WARNING like the worker and the CLI do (the library default is INFO to stderr)."""
+    try:
+        from parkway import logs
+
+        logs.configure("WARNING")
+    except Exception:  # noqa: BLE001 - only a nicety
+        pass
+
+
+def park_runs(pw: Any, count: int, *, pipelined: bool = False, batch: int = 200) -> tuple[int, str]:
+    """Start ``count`` runs (ids chosen by parkway, as in production) and carry each to its
+    pause in this process; return how many parked and the last run id."""
+    from parkway.runtime import executor
+
+    pipe = _pipeline(pw) if pipelined else None
+    notes = NoteDispatcher()
+    pw.backend.dispatcher = notes
+    parked, run_id = 0, ""
+    for first in range(0, count, batch):
+        for i in range(first, min(count, first + batch)):
+            run_id = pw.start(WORKFLOW, {"i": i})
+        for job in notes.jobs:
+            end = executor.execute(pw.store, pw.backend.options, *job)
+            if str(getattr(end, "value", end)) != "waiting":
+                raise RuntimeError(f"run {job[0]} ended the job as {end}, not waiting")
+            parked += 1
+        notes.jobs.clear()
+        if pipe is not None:
+            for reply in pipe.execute(raise_on_error=False):
+                if isinstance(reply, Exception):
+                    raise RuntimeError(f"a pipelined script failed: {reply}")
+    return parked, run_id
+
+
+def _pipeline(pw: Any) -> Any:
+    """Park a template run for real, recording each script's reply; then queue script calls
+    on a pipeline and hand the executor the recorded replies. Returns the pipeline."""
+    store = pw.store
+    real_call = store._call
+    canned: dict[str, Any] = {}
+
+    def recording(name: str, run_id: Any, keys_: list[str], args: list[Any]) -> Any:
+        canned[name] = real_call(name, run_id, keys_, args)
+        return canned[name]
+
+    store._call = recording
+    try:
+        park_runs(pw, 1)
+    finally:
+        store._call = real_call
+    pipe = store.client.pipeline(transaction=False)
+    scripts = store._scripts
+
+    def queued(name: str, run_id: Any, keys_: list[str], args: list[Any]) -> Any:
+        scripts[name](keys=keys_, args=args, client=pipe)
+        return canned[name]
+
+    store._call = queued
+    return pipe
+
+
+def shape(r: Any, run_id: str) -> dict[str, Any]:
+    """A run's keys with what they hold, names only (run id and token hash taken out)."""
+    out: dict[str, Any] = {}
+    for raw in r.scan_iter(match=f"*{{{run_id}}}*", count=1000):
+        key = raw.decode()
+        kind = r.type(raw).decode()
+        name = key.split("}", 1)[1]
+        if name.startswith(":p:"):
+            name = ":p:<token hash>"
+        if kind == "hash":
+            fields = sorted(f.decode() for f in r.hkeys(raw))
+            fields = [
+                "r:<req>"
+                if f.startswith("r:")
+                else "s:<req>"
+                if f.startswith("s:")
+                else "t:<hash>"
+                if f.startswith("t:")
+                else f
+                for f in fields
+            ]
+            what: Any = sorted(fields)
+        elif kind == "stream":
+            what = [e[1][b"t"].decode() for e in r.xrange(raw)]
+        else:
+            what = kind
+        out[name] = (kind, what, r.pttl(raw) > 0)
+    for raw in r.scan_iter(match="pw:ix:*", count=1000):
+        found = [m for m in r.zrangebylex(raw, "-", "+") if f":{run_id}:".encode() in m]
+        if found:
+            out[raw.decode()] = ("zset", len(found), False)
+    return out
+
+
+def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
+    """Replay a real park's script calls for ``count`` new runs (see the module docstring)."""
+    import os
+    import uuid
+
+    from parkway.runtime import tokens
+
+    store = pw.store
+    real_call = store._call
+    calls: list[tuple[str, list[str], list[Any]]] = []
+
+    def recording(name: str, run_id: Any, keys_: list[str], args: list[Any]) -> Any:
+        calls.append((name, list(keys_), list(args)))
+        return real_call(name, run_id, keys_, args)
+
+    store._call = recording
+    try:
+        _, template = park_runs(pw, 1)
+    finally:
+        store._call = real_call
+    run = pw.get_run(template)
+    if run.interrupt is None:
+        raise RuntimeError(f"template run {template} is {run.status.value}, not waiting")
+    request_id = run.interrupt.request_id
+    secret = pw.backend.options.secret
+    token_hash = tokens.hash_token(tokens.mint(secret, template, request_id))
+    if not any(token_hash in k for _, ks, _ in calls for k in ks):
+        raise RuntimeError("the template's token hash is not in its keys: the token scheme changed")
+
+    def substitute(value: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
+        if isinstance(value, str):
+            for old, new in pairs:
+                value = value.replace(old, new)
+        elif isinstance(value, bytes):
+            for bold, bnew in bpairs:
+                value = value.replace(bold, bnew)
+        return value
+
+    pipe = store.client.pipeline(transaction=False)
+    scripts = store._scripts
+    last = template
+    for first in range(0, count, batch):
+        for _ in range(first, min(count, first + batch)):
+            rid, req = "run_" + uuid.uuid4().hex, "int_" + os.urandom(12).hex()
+            new_hash = tokens.hash_token(tokens.mint(secret, rid, req))
+            pairs = [(template, rid), (request_id, req), (token_hash, new_hash)]
+            if any(len(a) != len(b) for a, b in pairs):
+                raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")
+            bpairs = [(a.encode(), b.encode()) for a, b in pairs]
+            for name, keys_, args in calls:
+                scripts[name](
+                    keys=[substitute(k, pairs, bpairs) for k in keys_],
+                    args=[substitute(a, pairs, bpairs) for a in args],
+                    client=pipe,
+                )
+            last = rid
+        for reply in pipe.execute(raise_on_error=False):
+            if isinstance(reply, Exception):
+                raise RuntimeError(f"a bulk script call failed: {reply}")
+    bulk_park.template = template  # type: ignore[attr-defined]
+    return count + 1, last
+
+
+def main(params: dict[str, Any]) -> dict[str, Any]:
+    pw = client(params["url"], params.get("ttl_ms"))
+    t0 = time.perf_counter()
+    if params.get("bulk"):
+        parked, last = bulk_park(pw, int(params["count"]))
+        out = {"parked": parked, "last_run_id": last, "seconds": time.perf_counter() - t0}
+        if params.get("check"):  # scans the whole keyspace and indexes: only on a small database
+            template = bulk_park.template  # type: ignore[attr-defined]
+            out["same_shape"] = shape(pw.store.client, last) == shape(pw.store.client, template)
+        return out
+    parked, last = park_runs(pw, int(params["count"]), pipelined=bool(params.get("pipelined")))
+    return {"parked": parked, "last_run_id": last, "seconds": time.perf_counter() - t0}
+
+
+if __name__ == "__main__":
+    emit_result(main(json.loads(sys.argv[1])))

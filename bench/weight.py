@@ -1,0 +1,124 @@
+"""Figure 4: Redis memory per parked run (a pending interrupt with a ~200-byte request).
+
+``python -m bench.weight '{"url": ..., "via": "workers"|"executor"|"pipelined", "count": N}'``
+
+On the benchmark's own redis-server, emptied first: ``used_memory`` (INFO memory) before
+and after parking, divided by the number of pending interrupts (ZCARD of the global
+index). Runs are ``bench.flows:cycle`` with parkway-chosen run ids, parked by
+
+* ``workers``: ``Parkway.start`` and a real ``parkway worker`` process (memory read while
+  the worker is still registered, so RQ's per-worker keys are in both readings);
+* ``executor``: ``Parkway.start`` + the worker's job body in-process (bench.populate);
+* ``pipelined``: the same with script calls pipelined (bench.populate), two processes.
+
+Also reported: ``MEMORY USAGE`` of each key of one parked run, and the four listing
+indexes' bytes per member, so the total can be read by key.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import redis
+
+from .env import Workers, emit_result, flush, parkway_worker_argv, parkway_worker_env, run_task
+from .flows import request_bytes
+from .populate import client
+
+HOURS6 = 6 * 3600 * 1000
+
+
+def pending(r: redis.Redis) -> int:
+    return int(r.zcard("pw:ix:newest"))
+
+
+def used(r: redis.Redis) -> int:
+    return int(r.info("memory")["used_memory"])
+
+
+def by_key(r: redis.Redis, run_id: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for raw in r.scan_iter(match=f"*{{{run_id}}}*", count=1000):
+        name = raw.decode().split("}", 1)[1]
+        out["pending key" if name.startswith(":p:") else name.lstrip(":")] = int(r.memory_usage(raw, samples=0) or 0)
+    n = pending(r)
+    for raw in sorted(r.scan_iter(match="pw:ix:*", count=1000)):
+        out[raw.decode() + " (per member)"] = int(r.memory_usage(raw, samples=0) or 0) // max(1, n)
+    return out
+
+
+def park_with_workers(url: str, r: redis.Redis, count: int) -> tuple[int, str]:
+    pw = client(url, HOURS6)
+    pool = Workers(parkway_worker_argv(url), 1, {**parkway_worker_env(), "PARKWAY_REDIS_URL": url}).start(r)
+    try:
+        time.sleep(0.5)
+        m0 = used(r)
+        last = ""
+        for i in range(count):
+            last = pw.start("bench.flows:cycle", {"i": i})
+        deadline = time.monotonic() + 300
+        while pending(r) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {pending(r)} of {count} runs parked")
+            time.sleep(0.1)
+        time.sleep(0.5)
+        return used(r) - m0, last
+    finally:
+        pool.stop()
+
+
+def populate(url: str, count: int, *, pipelined: bool, ttl_ms: int = HOURS6) -> list[dict[str, Any]]:
+    """Park ``count`` runs with bench.populate: one process, or two at once when pipelined."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    procs = 2 if pipelined else 1
+    shares = [count // procs + (1 if k < count % procs else 0) for k in range(procs)]
+    with ThreadPoolExecutor(procs) as ex:
+        outs = list(
+            ex.map(
+                lambda share: run_task(
+                    "populate", {"url": url, "count": share, "ttl_ms": ttl_ms, "pipelined": pipelined}, 3600
+                ),
+                shares,
+            )
+        )
+    for out in outs:
+        if "error" in out:
+            raise RuntimeError(f"populate failed: {out}")
+    return outs
+
+
+def measure(params: dict[str, Any]) -> dict[str, Any]:
+    url, via, count = params["url"], params["via"], int(params["count"])
+    r = redis.Redis.from_url(url)
+    flush(r)
+    t0 = time.perf_counter()
+    if via == "workers":
+        delta, last = park_with_workers(url, r, count)
+    else:
+        m0 = used(r)
+        outs = populate(url, count, pipelined=via == "pipelined")
+        last = outs[0]["last_run_id"]
+        delta = used(r) - m0
+    n = pending(r)
+    r.xadd("bench:probe", {"t": "x"})
+    probe = int(r.memory_usage("bench:probe", samples=0) or 0)
+    r.delete("bench:probe")
+    node_max = r.config_get("stream-node-max-bytes").get("stream-node-max-bytes")
+    return {
+        "one_entry_stream_bytes": probe,
+        "stream_node_max_bytes": node_max,
+        "via": via,
+        "parked": n,
+        "bytes_per_run": delta / n,
+        "request_bytes": request_bytes(),
+        "by_key": by_key(r, last),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+if __name__ == "__main__":
+    emit_result(measure(json.loads(sys.argv[1])))
