@@ -174,9 +174,7 @@ class Parkway:
         if isinstance(found, ResumeResult):
             return found
         record, token_hash = found
-        entry = JournalEntry("interrupt", _hook_name(record), reason, record.request.get("kind", ""), "cancelled")
-        event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
-        return self._commit(record, token_hash, None, entry, event)
+        return self._cancel_interrupt(record, token_hash, reason, responder)
 
     def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
         """Cancel a run.
@@ -198,16 +196,7 @@ class Parkway:
             if record.status is RunStatus.WAITING and record.waiting_on:
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
-                    entry = JournalEntry(
-                        "interrupt", _hook_name(interrupt), reason, interrupt.request.get("kind", ""), "cancelled"
-                    )
-                    event = {
-                        "requestId": interrupt.request_id,
-                        "node": interrupt.node,
-                        "responder": responder,
-                        "reason": reason,
-                    }
-                    result = self._commit(interrupt, interrupt.token_hash, None, entry, event)
+                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder)
                     if result.accepted:
                         return CancelResult(
                             outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id, status=RunStatus.QUEUED
@@ -286,6 +275,14 @@ class Parkway:
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
         return record, token_hash
+
+    def _cancel_interrupt(
+        self, record: InterruptRecord, token_hash: str, reason: str | None, responder: str | None
+    ) -> ResumeResult:
+        """Record a cancellation where the answer would go: the replay's use_interrupt raises."""
+        entry = JournalEntry("interrupt", _hook_name(record), reason, record.request.get("kind", ""), "cancelled")
+        event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
+        return self._commit(record, token_hash, None, entry, event)
 
     def _commit(
         self,

@@ -21,7 +21,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .errors import InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
@@ -66,7 +66,6 @@ class NodeContext:
     workflow_state: dict[str, Any]
     clock: Callable[[], int]
     position: int = 0
-    emitted: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def next_position(self) -> str:
         field_name = f"@{self.position}"

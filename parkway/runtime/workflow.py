@@ -12,7 +12,6 @@ Workers find a workflow by import path (``"package.module:attribute"``);
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,10 +52,6 @@ class Node:
     name: str
     fn: NodeFn
     retry: Retry | None = None
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
 
 
 @dataclass
