@@ -237,3 +237,13 @@ def charge_then_block(data: dict[str, Any]) -> dict[str, Any]:
     while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
         time.sleep(0.05)
     return {"finished": True}
+
+
+positional = Workflow("positional")
+
+
+@positional.node(start=True)
+def no_ids(data: dict[str, Any]) -> dict[str, Any]:
+    first = use_interrupt({"kind": "text", "question": "First?"})
+    second = use_interrupt(COLORS)
+    return {"first": first, "second": second}

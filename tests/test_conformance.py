@@ -368,3 +368,16 @@ def test_resumes_that_all_passed_validation_still_accept_once(harness: Harness) 
         t.join()
     assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
     assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
+
+
+def test_interrupts_without_ids_match_by_call_order_with_a_warning(harness: Harness) -> None:
+    """Without id=, answers are matched by call order, and each such call warns (ParkwayWarning)."""
+    from parkway import ParkwayWarning
+
+    with pytest.warns(ParkwayWarning, match="without id="):
+        run_id = harness.start_and_run(flows.positional)
+        assert harness.pw.resume(harness.token(run_id), value="one").accepted
+        harness.run_jobs()
+        assert harness.pw.resume(harness.token(run_id), selected="blue").accepted
+        harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"first": "one", "second": "blue"}
