@@ -51,3 +51,76 @@ def test_parkway_worker_sends_fewer_bookkeeping_commands_than_rq(private_redis: 
     assert stock_status == our_status == [RunStatus.COMPLETED.value] * 30
     assert stock["expire"] - ours.get("expire", 0) >= 4 * 30, (stock["expire"], ours.get("expire"))
     assert ours.get("exists", 0) * 3 <= stock["exists"], (stock["exists"], ours.get("exists"))
+
+
+def _round_trips(url: str, job_ids: list[str], func: str) -> tuple[int, Queue]:
+    """Run ``func`` once per job id with a burst ParkwayWorker; the round trips the worker sent."""
+    from redis.connection import AbstractConnection
+
+    client = redis.Redis.from_url(url)
+    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
+    for jid in job_ids:
+        queue.enqueue_call(func, args=(), job_id=jid, unique=True, result_ttl=0)
+    sent: list[int] = []
+    original = AbstractConnection.send_packed_command
+
+    def counting(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        sent.append(1)
+        return original(self, command, check_health)
+
+    worker = ParkwayWorker([queue], connection=client, serializer=MsgpackSerializer)
+    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+    try:
+        worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+    return len(sent), queue
+
+
+def test_a_trivial_job_costs_the_worker_at_most_five_round_trips(private_redis: RedisServer) -> None:
+    """Dequeue, fetch, one transaction to start, one to finish: stock RQ 3.0 sends about 18.
+    Both runs pay the same start-up and teardown, so the difference is the per-job cost."""
+    few, _ = _round_trips(private_redis.url, [f"a{i}" for i in range(5)], "time.time")
+    many, queue = _round_trips(private_redis.url, [f"b{i}" for i in range(45)], "time.time")
+    per_job = (many - few) / 40
+    assert per_job <= 5, per_job
+    client = queue.connection
+    leftovers = sorted(k.decode() for k in client.keys("rq:job:*") + client.keys("rq:execution*"))
+    assert leftovers == [], leftovers
+    assert queue.started_job_registry.get_job_ids() == []
+    assert queue.get_job_ids() == [] and client.llen(queue.intermediate_queue_key) == 0
+
+
+def test_a_failing_job_still_lands_in_rqs_failed_registry(private_redis: RedisServer) -> None:
+    _, queue = _round_trips(private_redis.url, ["bad"], "os.abort_not_a_function")
+    assert queue.failed_job_registry.get_job_ids() == ["bad"]
+    assert queue.started_job_registry.get_job_ids() == []
+
+
+def test_a_worker_killed_mid_job_leaves_the_job_in_rqs_started_registry(private_redis: RedisServer) -> None:
+    """RQ's own crash detection stays intact: the started registry still names the job."""
+    import subprocess
+    import sys
+    import time
+
+    client = redis.Redis.from_url(private_redis.url)
+    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
+    queue.enqueue_call("time.sleep", args=(30,), job_id="slow", result_ttl=0)
+    code = (
+        "import redis, sys; from rq import Queue; from parkway.workers.worker import ParkwayWorker;"
+        "from parkway.workers.serializer import MsgpackSerializer as S;"
+        "c = redis.Redis.from_url(sys.argv[1]); q = Queue('rt', connection=c, serializer=S);"
+        "ParkwayWorker([q], connection=c, serializer=S).work(burst=True, with_maintenance=False)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, private_redis.url])
+    try:
+        deadline = time.monotonic() + 20
+        while queue.started_job_registry.get_job_ids() != ["slow"]:
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait(10)
+        assert queue.started_job_registry.get_job_ids() == ["slow"]
+        assert client.exists("rq:job:slow") == 1
+    finally:
+        proc.kill()

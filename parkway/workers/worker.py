@@ -8,7 +8,11 @@ from datetime import timedelta
 from typing import Any
 
 from rq import Queue, SimpleWorker
+from rq.executions import Execution
+from rq.job import Job, JobStatus
+from rq.results import Result
 from rq.utils import now
+from rq.worker import WorkerStatus
 from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.store import connect
@@ -28,12 +32,26 @@ class ParkwayWorker(SimpleWorker):
     Jobs run in the worker's own process (no fork per job): parkway's jobs are
     short and replay-safe, and a killed worker's attempt is replayed elsewhere.
 
-    It also trims RQ's per-job bookkeeping through RQ's public worker methods
-    (rq is pinned to 3.0.x for that): the worker-key heartbeat RQ sends up to
-    three times per job, three round trips each, is sent at most every 5 s and
-    pipelined (the key lives ``worker_ttl`` + 60 s); ``rq suspend`` is checked at
-    most once a second. Job heartbeats, the started registry and crash detection
-    are RQ's own, unchanged.
+    It trims RQ's per-job bookkeeping from about 18 round trips to 4 (dequeue,
+    fetch, one transaction to start the job, one to finish it), overriding
+    worker methods of rq 3.0.x (pinned for that; ``tests/test_worker.py`` holds
+    the guarantees):
+
+    - the worker-key heartbeat RQ sends up to three times per job, three round
+      trips each, is sent at most every 5 s, pipelined (the key lives
+      ``worker_ttl`` + 60 s); ``rq suspend`` is checked at most once a second;
+      an unchanged worker state is not rewritten;
+    - starting a job (its execution record, started registry entry, status,
+      removal from the intermediate list) is one MULTI instead of two;
+    - a job that succeeds with ``result_ttl=0`` (all of parkway's) is deleted
+      in the same MULTI that records the success, instead of RQ's read-then-delete
+      of its registries; the dependents check is skipped, so **no job on the
+      queues this worker serves may be a** ``depends_on`` **target** (parkway
+      enqueues each next job itself).
+
+    Failures, retries, job heartbeats while a job runs, the started registry and
+    crash detection are RQ's own, unchanged: a job killed mid-run stays in the
+    started registry and is recovered as in stock RQ.
     """
 
     _suspension_checked = 0.0
@@ -54,7 +72,63 @@ class ParkwayWorker(SimpleWorker):
             self._suspension_checked = clock
             super().check_for_suspension(burst)
 
-    def work(self, *args: Any, **kwargs: Any) -> bool:
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        if pipeline is None and state == getattr(self, "_state", None):
+            return
+        super().set_state(state, pipeline)
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        """RQ's prepare_execution and prepare_job_execution, in one transaction."""
+        ttl = self.get_heartbeat_ttl(job)
+        with self.connection.pipeline() as pipe:
+            execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
+            self.executions[execution.id] = execution
+            self.set_state(WorkerStatus.BUSY, pipeline=pipe)
+            self.heartbeat(ttl, pipeline=pipe)
+            job.heartbeat(now(), ttl, pipeline=pipe)
+            job.prepare_for_execution(self.name, pipeline=pipe)
+            pipe.persist(job.key)
+            if len(self.queues) == 1:
+                pipe.lrem(queue.intermediate_queue_key, 1, job.id)
+            pipe.execute()
+        self._prepared = True
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            self._prepared = False
+        self.set_state(WorkerStatus.IDLE)
+
+    def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
+        if not getattr(self, "_prepared", False):
+            super().prepare_job_execution(job, remove_from_intermediate_queue)
+
+    def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
+        if job.get_status(refresh=False) == JobStatus.FAILED or not _deleted_on_success(job, self):
+            super().handle_execution_ended(job, queue, heartbeat_ttl)
+        else:
+            job.ended_at = now()  # the job is deleted in the next transaction: no heartbeat to write
+
+    def handle_job_success(self, job: Job, queue: Queue, started_job_registry: Any, execution: Execution) -> None:
+        if not _deleted_on_success(job, self):
+            super().handle_job_success(job, queue, started_job_registry, execution)
+            return
+        assert job.started_at is not None and job.ended_at is not None
+        with self.connection.pipeline() as pipe:
+            self.increment_successful_job_count(pipeline=pipe)
+            self.increment_total_working_time(job.ended_at - job.started_at, pipe)
+            self.cleanup_execution(job, pipeline=pipe, execution=execution)
+            pipe.delete(
+                job.key, job.dependents_key, job.dependencies_key, Result.get_key(job.id), job.execution_registry.key
+            )
+            self.set_state(WorkerStatus.IDLE, pipeline=pipe)
+            pipe.execute()
+        job._status = JobStatus.FINISHED
+
+    def work(self, *args: Any, with_maintenance: bool = True, **kwargs: Any) -> bool:
+        """RQ's work loop; with ``with_maintenance`` (the default) also parkway's lease renewal and
+        reconciling thread, which needs the parkway settings in the environment."""
+        if not with_maintenance:
+            return bool(super().work(*args, **kwargs))
         rt = runtime()
         maintenance = Maintenance(
             rt.store,
@@ -71,6 +145,14 @@ class ParkwayWorker(SimpleWorker):
             maintenance.stop()
 
 
+def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:
+    """Whether RQ would delete the job right after it succeeds, with nothing else to do."""
+    return (
+        job.get_result_ttl(worker.default_result_ttl) == 0
+        and not job.repeats_left
+        and not job.group_id
+        and not job.has_rate_limit
+    )
 def run_worker(settings: Settings, *, burst: bool = False, workers: int = 1) -> None:
     """Work parkway's queue until stopped (or, with ``burst``, until it is empty)."""
     assert settings.redis_url is not None
