@@ -72,8 +72,9 @@ class Parkway:
         run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
-        self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms()))
-        self._dispatch(run_id, 0, 0)
+        handoff = self.backend.dispatcher.handoff(run_id, 0, 0)
+        if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms()), handoff):
+            self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name)
         return run_id
 
@@ -155,12 +156,12 @@ class Parkway:
         found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash = found
+        record, token_hash, fence = found
         request = InterruptRequest.model_validate(record.request)
         answer = validate_answer(request, selected=selected, value=value)
         entry = JournalEntry("interrupt", _hook_name(record), answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
-        return self._commit(record, token_hash, request_id, entry, event)
+        return self._commit(record, token_hash, request_id, entry, event, fence)
 
     def cancel_interrupt(self, token: str, *, reason: str | None = None, responder: str | None = None) -> ResumeResult:
         """Cancel the interrupt ``token`` names instead of answering it.
@@ -173,8 +174,8 @@ class Parkway:
         found = self._lookup(token, None, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash = found
-        return self._cancel_interrupt(record, token_hash, reason, responder)
+        record, token_hash, fence = found
+        return self._cancel_interrupt(record, token_hash, reason, responder, fence)
 
     def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
         """Cancel a run.
@@ -196,7 +197,7 @@ class Parkway:
             if record.status is RunStatus.WAITING and record.waiting_on:
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
-                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder)
+                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder, record.fence)
                     if result.accepted:
                         return CancelResult(
                             outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id, status=RunStatus.QUEUED
@@ -260,8 +261,8 @@ class Parkway:
 
     def _lookup(
         self, token: str, request_id: str | None, responder: str | None
-    ) -> tuple[InterruptRecord, str] | ResumeResult:
-        """The pending interrupt a token names, or the outcome that says why there is none."""
+    ) -> tuple[InterruptRecord, str, int | None] | ResumeResult:
+        """The pending interrupt a token names (and the run's fence), or the outcome that says why there is none."""
         run_id = tokens.run_id_of(token)
         if request_id is not None:
             check_id(request_id, "request id")
@@ -274,15 +275,20 @@ class Parkway:
             return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash
+        return record, token_hash, lookup.fence
 
     def _cancel_interrupt(
-        self, record: InterruptRecord, token_hash: str, reason: str | None, responder: str | None
+        self,
+        record: InterruptRecord,
+        token_hash: str,
+        reason: str | None,
+        responder: str | None,
+        fence: int | None = None,
     ) -> ResumeResult:
         """Record a cancellation where the answer would go: the replay's use_interrupt raises."""
         entry = JournalEntry("interrupt", _hook_name(record), reason, record.request.get("kind", ""), "cancelled")
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
-        return self._commit(record, token_hash, None, entry, event)
+        return self._commit(record, token_hash, None, entry, event, fence)
 
     def _commit(
         self,
@@ -291,10 +297,14 @@ class Parkway:
         request_id: str | None,
         entry: JournalEntry,
         event: dict[str, Any],
+        fence: int | None,
     ) -> ResumeResult:
+        """Commit the answer; the job that replays the node goes with it when the run is still at
+        ``fence`` (it almost always is), else it is enqueued after."""
         run_id = record.run_id
-        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()))
-        if commit.outcome is ResumeOutcome.ACCEPTED:
+        handoff = self.backend.dispatcher.handoff(run_id, record.step, fence + 1) if fence is not None else None
+        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()), handoff)
+        if commit.outcome is ResumeOutcome.ACCEPTED and not commit.handed_off:
             self._dispatch(run_id, commit.step, commit.fence)
             log.info("resume_accepted", run_id=run_id, request_id=record.request_id, cancelled=entry.status != "")
         return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 import msgpack
@@ -55,7 +54,7 @@ def entry_from_blob(blob: bytes) -> JournalEntry:
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
-    return encode(asdict(record), what="interrupt")
+    return encode(vars(record), what="interrupt")  # shallow: asdict would deep-copy the request
 
 
 def interrupt_from_blob(blob: bytes) -> InterruptRecord:

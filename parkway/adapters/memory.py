@@ -23,6 +23,7 @@ from ..runtime.store import (
     Attempt,
     Due,
     EventSpec,
+    Handoff,
     IndexEntry,
     InterruptListing,
     InterruptQuery,
@@ -144,7 +145,8 @@ class MemoryStore:
 
     # --- transitions ----------------------------------------------------
 
-    def create_run(self, run: NewRun) -> None:
+    def create_run(self, run: NewRun, handoff: Handoff | None = None) -> bool:
+        """As the Redis store's, except that a handoff is never taken (the caller enqueues)."""
         blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
         with self._cond:
             if self._live(run.run_id) is not None or self._summary(run.run_id) is not None:
@@ -171,6 +173,7 @@ class MemoryStore:
             self._event(state, "run.started", {"workflow": run.workflow, "input": run.input})
             self._event(state, "node.started", {"node": run.start_node, "step": 0})
             self.outbox[f"{run.run_id}:0:0"] = run.now
+            return False
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         with self._cond:
@@ -287,9 +290,9 @@ class MemoryStore:
             status = run.interrupts[f"s:{request_id}"]
             if status == "pending" and not self._pending_live(run, token_hash):
                 status = "expired"
-            return Lookup(status, record)
+            return Lookup(status, record, int(run.fields["fence"]))
 
-    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
+    def resume(self, run_id: str, answer: Answer, handoff: Handoff | None = None) -> ResumeCommit:
         entry = codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes)
         with self._cond:
             run = self._live(run_id)

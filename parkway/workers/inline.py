@@ -9,7 +9,7 @@ import structlog
 
 from ..runtime import executor
 from ..runtime.errors import WorkflowError
-from ..runtime.store import Store
+from ..runtime.store import Handoff, Store
 from ..runtime.workflow import Workflow, load_workflow
 
 log = structlog.get_logger("parkway")
@@ -55,6 +55,10 @@ class InlineExecutor:
                 self._thread = threading.Thread(target=self._loop, name="parkway-inline", daemon=True)
                 self._thread.start()
         self._jobs.put((run_id, step, fence))
+
+    def handoff(self, run_id: str, step: int, fence: int) -> Handoff | None:
+        """None: the memory store cannot enqueue, the caller does."""
+        return None
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         with self._lock:

@@ -16,10 +16,12 @@ import structlog
 from rq import Queue
 from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
+from rq.scripts import _build_hset_args
 
 from ..adapters.redis.store import RedisStore, translated
 from ..config import Settings
 from ..runtime import executor
+from ..runtime.store import Handoff
 from .serializer import MsgpackSerializer
 from .setup import resolve_secret
 
@@ -40,20 +42,36 @@ class RQDispatcher:
         self.connection = connection
         self.queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
 
+    def _job(self, run_id: str, step: int, fence: int) -> Job:
+        return self.queue.create_job(
+            execute_job,
+            args=(run_id, step, fence),
+            job_id=job_id(run_id, fence),
+            result_ttl=0,
+            timeout=self.settings.job_timeout,
+            description=f"parkway {run_id} step {step}",
+        )
+
     def enqueue(self, run_id: str, step: int, fence: int) -> None:
         with translated(run_id):
             try:
-                self.queue.enqueue_call(
-                    execute_job,
-                    args=(run_id, step, fence),
-                    job_id=job_id(run_id, fence),
-                    unique=True,
-                    result_ttl=0,
-                    timeout=self.settings.job_timeout,
-                    description=f"parkway {run_id} step {step}",
-                )
+                self.queue.enqueue_job(self._job(run_id, step, fence), unique=True)
             except DuplicateJobError:
                 log.info("enqueue_duplicate", run_id=run_id, fence=fence)
+
+    def handoff(self, run_id: str, step: int, fence: int) -> Handoff:
+        """The job hash exactly as RQ's unique enqueue writes it (RQ's own ``to_dict`` of a job
+        prepared by the queue), for the store's script to write and push in its own call."""
+        job = self._job(run_id, step, fence)
+        with translated(run_id):
+            self.queue._prepare_for_queue(job)  # origin, enqueued_at, status; reads the server version once
+        return Handoff(
+            step,
+            fence,
+            job.id,
+            (job.key, self.queue.key, self.queue.redis_queues_keys),
+            tuple(_build_hset_args(job)),  # type: ignore[no-untyped-call]
+        )
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         """Queued and still in the queue: a job a worker took (into RQ's intermediate list) and

@@ -13,7 +13,7 @@ from ..adapters.redis import keys
 from ..adapters.redis.store import translated
 from ..config import Settings
 from ..runtime import executor
-from ..runtime.store import Store
+from ..runtime.store import Handoff, Store
 
 log = structlog.get_logger("parkway")
 
@@ -26,6 +26,10 @@ class Dispatcher(Protocol):
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         """Whether the job for ``fence`` still waits in the queue (and so will begin)."""
+
+    def handoff(self, run_id: str, step: int, fence: int) -> Handoff | None:
+        """The job for ``fence`` in a form the store can enqueue atomically with the transition
+        that calls for it, or None when the store cannot (then ``enqueue`` it after the commit)."""
 
 
 @dataclass

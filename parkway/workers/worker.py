@@ -118,7 +118,11 @@ class ParkwayWorker(SimpleWorker):
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
             pipe.delete(
-                job.key, job.dependents_key, job.dependencies_key, Result.get_key(job.id), job.execution_registry.key
+                job.key,
+                job.dependents_key,
+                job.dependencies_key,
+                Result.get_key(job.id),  # type: ignore[no-untyped-call]
+                job.execution_registry.key,
             )
             self.set_state(WorkerStatus.IDLE, pipeline=pipe)
             pipe.execute()
@@ -153,6 +157,8 @@ def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:
         and not job.group_id
         and not job.has_rate_limit
     )
+
+
 def run_worker(settings: Settings, *, burst: bool = False, workers: int = 1) -> None:
     """Work parkway's queue until stopped (or, with ``burst``, until it is empty)."""
     assert settings.redis_url is not None

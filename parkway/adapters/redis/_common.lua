@@ -19,3 +19,19 @@ end
 local function xadd(stream, maxlen, kind, blob)
   return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob)
 end
+
+-- Enqueue the RQ job that carries a transition on, as RQ's unique enqueue does (its job hash
+-- unless one exists, then the queue push), if the transition landed on the handoff's step and
+-- fence. `keys` holds the job hash, the queue and RQ's set of queues; `args` from `at` on:
+-- step ('' = no handoff), fence, job id, then the job hash's field/value pairs.
+local function hand_off(keys, args, at, step, fence)
+  if args[at] == '' or tonumber(args[at]) ~= tonumber(step) or tonumber(args[at + 1]) ~= tonumber(fence) then
+    return 0
+  end
+  if redis.call('EXISTS', keys[1]) == 0 then
+    redis.call('HSET', keys[1], unpack(args, at + 3))
+    redis.call('RPUSH', keys[2], args[at + 2])
+  end
+  redis.call('SADD', keys[3], keys[2])
+  return 1
+end

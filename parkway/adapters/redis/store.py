@@ -26,6 +26,7 @@ from ...runtime.store import (
     Attempt,
     Due,
     EventSpec,
+    Handoff,
     IndexEntry,
     InterruptListing,
     InterruptQuery,
@@ -86,6 +87,13 @@ def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
+def _handoff(handoff: Handoff | None) -> tuple[list[str], list[Any]]:
+    """The keys and arguments a script's ``hand_off`` takes (see ``_common.lua``)."""
+    if handoff is None:
+        return [], [""]
+    return list(handoff.keys), [handoff.step, handoff.fence, handoff.job_id, *handoff.fields]
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -120,13 +128,14 @@ class RedisStore:
 
     # --- transitions ----------------------------------------------------
 
-    def create_run(self, run: NewRun) -> None:
+    def create_run(self, run: NewRun, handoff: Handoff | None = None) -> bool:
         blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
         r = run.run_id
-        self._call(
+        hand_keys, hand_args = _handoff(handoff)
+        handed = self._call(
             "create",
             r,
-            [keys.run(r), keys.summary(r), keys.events(r), keys.outbox()],
+            [keys.run(r), keys.summary(r), keys.events(r), keys.outbox(), *hand_keys],
             [
                 run.workflow,
                 run.ref,
@@ -139,8 +148,10 @@ class RedisStore:
                 self._event({"workflow": run.workflow, "input": run.input}),
                 self._event({"node": run.start_node, "step": 0}),
                 f"{r}:0:0",
+                *hand_args,
             ],
         )
+        return bool(handed)
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         r = run_id
@@ -290,10 +301,11 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) == 1:
             return Lookup(status)  # type: ignore[arg-type]
-        return Lookup(status, codec.interrupt_from_blob(reply[1]))  # type: ignore[arg-type]
+        return Lookup(status, codec.interrupt_from_blob(reply[1]), int(reply[2]))  # type: ignore[arg-type]
 
-    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
+    def resume(self, run_id: str, answer: Answer, handoff: Handoff | None = None) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
+        hand_keys, hand_args = _handoff(handoff)
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         reply = self._call(
@@ -309,6 +321,7 @@ class RedisStore:
                 keys.summary(r),
                 keys.outbox(),
                 *self._index_keys(rec.workflow),
+                *hand_keys,
             ],
             [
                 answer.token_hash,
@@ -323,6 +336,7 @@ class RedisStore:
                 self.limits.max_events,
                 status,
                 event,
+                *hand_args,
             ],
         )
         outcome = _text(reply[0])
@@ -333,7 +347,7 @@ class RedisStore:
             )
         if outcome != "accepted":
             return ResumeCommit(ResumeOutcome(outcome), request_id=request_id)
-        return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id)
+        return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id, bool(reply[4]))
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         r = run_id
