@@ -124,3 +124,96 @@ def test_a_worker_killed_mid_job_leaves_the_job_in_rqs_started_registry(private_
         assert client.exists("rq:job:slow") == 1
     finally:
         proc.kill()
+
+
+def _run_parkway_jobs(url: str, runs: list[str] | None = None) -> tuple[Parkway, list[str], list[bytes]]:
+    """Start runs of flows.loop (or use ``runs``), then work them with a burst ParkwayWorker,
+    recording what each of the worker's round trips sent."""
+    from redis.connection import AbstractConnection
+
+    settings = Settings(redis_url=url, secret=SECRET)
+    pw = Parkway(settings)
+    run_ids = runs if runs is not None else [pw.start(flows.loop, {}) for _ in range(5)]
+    client = redis.Redis.from_url(url)
+    jobs.install(settings)
+    queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
+    sent: list[bytes] = []
+    original = AbstractConnection.send_packed_command
+
+    def recording(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
+        return original(self, command, check_health)
+
+    AbstractConnection.send_packed_command = recording  # type: ignore[method-assign]
+    try:
+        ParkwayWorker([queue], connection=client, serializer=MsgpackSerializer).work(
+            burst=True, logging_level="WARNING", with_maintenance=False
+        )
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+    return pw, run_ids, sent
+
+
+def test_a_parkway_job_begins_inside_rqs_start_transaction(private_redis: RedisServer) -> None:
+    begin = jobs.install(Settings(redis_url=private_redis.url, secret=SECRET)).store._scripts["begin"]
+    redis.Redis.from_url(private_redis.url).script_load(begin.script)
+    pw, run_ids, sent = _run_parkway_jobs(private_redis.url)
+    assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 5
+    with_begin = [s for s in sent if begin.sha.encode() in s]
+    assert len(with_begin) == 5, len(with_begin)
+    assert all(b"MULTI" in s and b"rq:job:" in s for s in with_begin)
+
+
+def test_a_stale_parkway_job_still_ends_cleanly_for_rq(private_redis: RedisServer) -> None:
+    """A job whose fence the run has moved past is dropped by parkway and finished by RQ."""
+    settings = Settings(redis_url=private_redis.url, secret=SECRET)
+    pw = Parkway(settings)
+    run_id = pw.start(flows.loop, {})
+    pw.backend.dispatcher.enqueue(run_id, 0, 7)  # a job for a fence the run never reaches
+    _, _, _ = _run_parkway_jobs(private_redis.url, runs=[run_id])
+    assert pw.get_run(run_id).status is RunStatus.COMPLETED
+    queue = pw.backend.dispatcher.queue  # type: ignore[attr-defined]
+    assert queue.failed_job_registry.get_job_ids() == []
+    assert queue.started_job_registry.get_job_ids() == []
+
+
+def test_begin_falls_back_to_its_own_call_after_script_flush(private_redis: RedisServer) -> None:
+    settings = Settings(redis_url=private_redis.url, secret=SECRET)
+    pw = Parkway(settings)
+    run_ids = [pw.start(flows.loop, {}) for _ in range(3)]
+    redis.Redis.from_url(private_redis.url).script_flush()
+    pw2, _, _ = _run_parkway_jobs(private_redis.url, runs=run_ids)
+    assert [pw2.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 3
+
+
+def test_a_stop_signal_mid_job_lets_the_job_finish_then_the_worker_exits(private_redis: RedisServer) -> None:
+    """RQ's warm shutdown: SIGTERM while busy waits for the job, success bookkeeping included."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    client = redis.Redis.from_url(private_redis.url)
+    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
+    queue.enqueue_call("time.sleep", args=(1,), job_id="nap", result_ttl=0)
+    code = (
+        "import redis, sys; from rq import Queue; from parkway.workers.worker import ParkwayWorker;"
+        "from parkway.workers.serializer import MsgpackSerializer as S;"
+        "c = redis.Redis.from_url(sys.argv[1]); q = Queue('rt', connection=c, serializer=S);"
+        "ParkwayWorker([q], connection=c, serializer=S).work(with_maintenance=False)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, private_redis.url], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while queue.started_job_registry.get_job_ids() != ["nap"]:
+            assert time.monotonic() < deadline, "the job never started"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err, err
+        assert queue.started_job_registry.get_job_ids() == []
+        assert queue.failed_job_registry.get_job_ids() == []
+        assert client.exists("rq:job:nap") == 0
+    finally:
+        proc.kill()

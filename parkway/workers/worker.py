@@ -17,7 +17,7 @@ from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.store import connect
 from ..config import Settings
-from .jobs import runtime
+from .jobs import execute_job, runtime
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
 
@@ -78,8 +78,10 @@ class ParkwayWorker(SimpleWorker):
         super().set_state(state, pipeline)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """RQ's prepare_execution and prepare_job_execution, in one transaction."""
+        """RQ's prepare_execution and prepare_job_execution, in one transaction; for a parkway
+        job, the store's ``begin`` (fence check, lease) goes in the same transaction."""
         ttl = self.get_heartbeat_ttl(job)
+        transition = _transition(job)
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
@@ -90,7 +92,17 @@ class ParkwayWorker(SimpleWorker):
             pipe.persist(job.key)
             if len(self.queues) == 1:
                 pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-            pipe.execute()
+            if transition is None:
+                pipe.execute()
+            else:
+                rt = runtime()
+                clock = rt.options.clock()
+                rt.store.begin_in(pipe, *transition, clock, clock + rt.options.lease_ms)
+                replies = pipe.execute(raise_on_error=False)
+                rt.store.began(replies[-1])  # an error here is the job's, raised when it begins
+                for reply in replies[:-1]:
+                    if isinstance(reply, Exception):
+                        raise reply
         self._prepared = True
         try:
             self.perform_job(job, queue, execution)
@@ -124,8 +136,10 @@ class ParkwayWorker(SimpleWorker):
                 Result.get_key(job.id),  # type: ignore[no-untyped-call]
                 job.execution_registry.key,
             )
-            self.set_state(WorkerStatus.IDLE, pipeline=pipe)
+            pipe.hset(self.key, "state", WorkerStatus.IDLE)
             pipe.execute()
+        # only now: a stop signal while the state says busy waits for the job to end (RQ's warm shutdown)
+        self._state = WorkerStatus.IDLE
         job._status = JobStatus.FINISHED
 
     def work(self, *args: Any, with_maintenance: bool = True, **kwargs: Any) -> bool:
@@ -147,6 +161,17 @@ class ParkwayWorker(SimpleWorker):
             return bool(super().work(*args, **kwargs))
         finally:
             maintenance.stop()
+
+
+def _transition(job: Job) -> tuple[str, int, int] | None:
+    """(run id, step, fence) of a parkway job; None for any other."""
+    if job.func_name != _EXECUTE_JOB:
+        return None
+    run_id, step, fence = job.args
+    return str(run_id), int(step), int(fence)
+
+
+_EXECUTE_JOB = f"{execute_job.__module__}.{execute_job.__name__}"
 
 
 def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:

@@ -106,6 +106,7 @@ class RedisStore:
         self.client: Any = client
         self.limits = limits or Limits()
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
+        self._began: tuple[tuple[str, int, int], Any] | None = None
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
@@ -153,14 +154,34 @@ class RedisStore:
         )
         return bool(handed)
 
-    def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
-        r = run_id
-        run, journal, ws = self._call(
-            "begin",
-            r,
+    def _begin_call(self, r: str, step: int, fence: int, now: int, lease_until: int) -> tuple[list[str], list[Any]]:
+        return (
             [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.leases(), keys.outbox()],
             [step, fence, now, lease_until, r, f"{r}:{step}:{fence}"],
         )
+
+    def begin_in(self, pipe: Any, run_id: str, step: int, fence: int, now: int, lease_until: int) -> None:
+        """Queue this job's ``begin`` on the caller's pipeline (the worker's start-of-job
+        transaction, saving a round trip); hand the reply to ``began``, and the next ``begin``
+        of the same (run, step, fence) returns it instead of calling again."""
+        keys_, args = self._begin_call(run_id, step, fence, now, lease_until)
+        pipe.execute_command("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args)
+        self._began = ((run_id, step, fence), None)
+
+    def began(self, reply: Any) -> None:
+        if self._began is not None:
+            self._began = (self._began[0], reply)
+
+    def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
+        r = run_id
+        began, self._began = self._began, None
+        reply = began[1] if began is not None and began[0] == (run_id, step, fence) else None
+        if reply is None or isinstance(reply, rex.NoScriptError):
+            reply = self._call("begin", r, *self._begin_call(r, step, fence, now, lease_until))
+        elif isinstance(reply, Exception):
+            with translated(r):
+                raise reply
+        run, journal, ws = reply
         return Attempt(
             codec.run_from_fields(r, _pairs(run)),
             {k: codec.entry_from_blob(v) for k, v in _pairs(journal).items()},
