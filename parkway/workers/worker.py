@@ -17,6 +17,7 @@ from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.store import connect
 from ..config import Settings
+from .batch import AtomicBatch
 from .jobs import execute_job, runtime
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
@@ -33,7 +34,7 @@ class ParkwayWorker(SimpleWorker):
     short and replay-safe, and a killed worker's attempt is replayed elsewhere.
 
     It trims RQ's per-job bookkeeping from about 18 round trips to 4 (dequeue,
-    fetch, one transaction to start the job, one to finish it), overriding
+    fetch, one atomic call to start the job, one to finish it), overriding
     worker methods of rq 3.0.x (pinned for that; ``tests/test_worker.py`` holds
     the guarantees):
 
@@ -42,12 +43,17 @@ class ParkwayWorker(SimpleWorker):
       ``worker_ttl`` + 60 s); ``rq suspend`` is checked at most once a second;
       an unchanged worker state is not rewritten;
     - starting a job (its execution record, started registry entry, status,
-      removal from the intermediate list) is one MULTI instead of two;
+      removal from the intermediate list) is one atomic batch instead of two
+      transactions, and a parkway job's ``begin`` rides in the same round trip;
     - a job that succeeds with ``result_ttl=0`` (all of parkway's) is deleted
-      in the same MULTI that records the success, instead of RQ's read-then-delete
+      in the same batch that records the success, instead of RQ's read-then-delete
       of its registries; the dependents check is skipped, so **no job on the
       queues this worker serves may be a** ``depends_on`` **target** (parkway
       enqueues each next job itself).
+
+    The commands in each batch are RQ's own, made by RQ's code; they run as one
+    script call rather than MULTI/EXEC (see :mod:`parkway.workers.batch`), which
+    halves their client CPU.
 
     Failures, retries, job heartbeats while a job runs, the started registry and
     crash detection are RQ's own, unchanged: a job killed mid-run stays in the
@@ -78,11 +84,12 @@ class ParkwayWorker(SimpleWorker):
         super().set_state(state, pipeline)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """RQ's prepare_execution and prepare_job_execution, in one transaction; for a parkway
-        job, the store's ``begin`` (fence check, lease) goes in the same transaction."""
+        """RQ's prepare_execution and prepare_job_execution, in one atomic batch; for a parkway
+        job, the store's ``begin`` (fence check, lease) goes in the same round trip."""
         ttl = self.get_heartbeat_ttl(job)
         transition = _transition(job)
-        with self.connection.pipeline() as pipe:
+        pipe = AtomicBatch(self.connection)
+        with pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
             self.set_state(WorkerStatus.BUSY, pipeline=pipe)
@@ -97,12 +104,8 @@ class ParkwayWorker(SimpleWorker):
             else:
                 rt = runtime()
                 clock = rt.options.clock()
-                rt.store.begin_in(pipe, *transition, clock, clock + rt.options.lease_ms)
-                replies = pipe.execute(raise_on_error=False)
-                rt.store.began(replies[-1])  # an error here is the job's, raised when it begins
-                for reply in replies[:-1]:
-                    if isinstance(reply, Exception):
-                        raise reply
+                pipe.execute_also(*rt.store.begin_command(*transition, clock, clock + rt.options.lease_ms))
+                rt.store.began(pipe.execute()[0])  # an error here is the job's, raised when it begins
         self._prepared = True
         try:
             self.perform_job(job, queue, execution)
@@ -118,14 +121,14 @@ class ParkwayWorker(SimpleWorker):
         if job.get_status(refresh=False) == JobStatus.FAILED or not _deleted_on_success(job, self):
             super().handle_execution_ended(job, queue, heartbeat_ttl)
         else:
-            job.ended_at = now()  # the job is deleted in the next transaction: no heartbeat to write
+            job.ended_at = now()  # the job is deleted by the next batch: no heartbeat to write
 
     def handle_job_success(self, job: Job, queue: Queue, started_job_registry: Any, execution: Execution) -> None:
         if not _deleted_on_success(job, self):
             super().handle_job_success(job, queue, started_job_registry, execution)
             return
         assert job.started_at is not None and job.ended_at is not None
-        with self.connection.pipeline() as pipe:
+        with AtomicBatch(self.connection) as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             self.cleanup_execution(job, pipeline=pipe, execution=execution)
