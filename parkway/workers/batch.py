@@ -53,9 +53,21 @@ class AtomicBatch(Pipeline):
     def execute_also(self, *args: Any) -> None:
         self._also.append(args)
 
+    def _arg(self, value: Any) -> Any:
+        """A command argument as Redis gets it: str and bytes as they are (msgpack carries both
+        as strings), numbers as redis-py writes them, anything else through redis-py's encoder."""
+        kind = type(value)
+        if kind is str or kind is bytes:
+            return value
+        if kind is int:
+            return str(value)
+        if kind is float:
+            return repr(value)
+        return self._encoder.encode(value)
+
     def execute(self, raise_on_error: bool = True) -> list[Any]:
-        encode = self._encoder.encode
-        packed = msgpack.packb([[encode(a) for a in args] for args, _ in self.command_stack], use_bin_type=False)
+        arg = self._arg
+        packed = msgpack.packb([[arg(a) for a in args] for args, _ in self.command_stack], use_bin_type=False)
         also = self._also
         self.command_stack, self._also = [], []
         if not also:

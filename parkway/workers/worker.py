@@ -18,7 +18,7 @@ from rq.worker_pool import WorkerPool
 from ..adapters.redis.store import connect
 from ..config import Settings
 from .batch import AtomicBatch
-from .jobs import execute_job, runtime
+from .jobs import EXECUTE_JOB, runtime
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
 
@@ -168,13 +168,10 @@ class ParkwayWorker(SimpleWorker):
 
 def _transition(job: Job) -> tuple[str, int, int] | None:
     """(run id, step, fence) of a parkway job; None for any other."""
-    if job.func_name != _EXECUTE_JOB:
+    if job.func_name != EXECUTE_JOB:
         return None
     run_id, step, fence = job.args
     return str(run_id), int(step), int(fence)
-
-
-_EXECUTE_JOB = f"{execute_job.__module__}.{execute_job.__name__}"
 
 
 def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:
