@@ -366,8 +366,9 @@ def fig_cycles(plan: Plan, url: str) -> Section:
         "RQ floor: a parkway cycle is two RQ jobs (job 1 runs node 1 until it pauses; the resume enqueues job 2, "
         "which replays node 1 and runs node 2 in the same job), so the floor is two trivial jobs per cycle: "
         "job 1 only RPUSHes a signal (the cheapest possible 'park'), the client pops signals and enqueues job 2 "
-        "(the 'resume'), job 2 does nothing. Enqueued exactly as parkway's RQDispatcher enqueues (`enqueue_call` "
-        "with a job id, `unique=True`, `result_ttl=0`, parkway's msgpack serializer), run by a plain "
+        "(the 'resume'), job 2 does nothing. Enqueued with RQ's own unique enqueue (`enqueue_call` with a job id, "
+        "`unique=True`, `result_ttl=0`, parkway's msgpack serializer: the job hash parkway writes too, in 2 round "
+        "trips; parkway writes it inside the Lua call that commits the start or the resume), run by a plain "
         "`rq.SimpleWorker`, and again by parkway's own worker class (`ParkwayWorker`, a SimpleWorker subclass "
         "that trims RQ's per-job bookkeeping and runs parkway's maintenance thread) when parkway has one. The "
         "target compares with the latter: the gap to it is parkway's own work (its Lua scripts, client-side "
@@ -500,7 +501,7 @@ def fig_rediscost(plan: Plan, url: str) -> Section:
     row("  parkway's, sent by a client (MONITOR)", mon("parkway_sent"))
     row("  parkway's, run inside its Lua scripts (MONITOR)", mon("parkway_in_script"))
     row("  RQ's, sent (MONITOR)", mon("rq_sent"))
-    row("  RQ's, inside RQ's Lua scripts (MONITOR)", mon("rq_in_script"))
+    row("  RQ's, run inside Lua scripts: RQ's, parkway's batches and hand-offs (MONITOR)", mon("rq_in_script"))
     row("  no key: MULTI/EXEC, PING, SCRIPT, floor's signal/polls (MONITOR)", mon("other_sent"))
     row("round trips, worker: parkway", wrt("parkway"), 2)
     row("round trips, worker: RQ", wrt("rq"), 2)
@@ -531,9 +532,12 @@ def fig_rediscost(plan: Plan, url: str) -> Section:
         "run inside Lua scripts, plus the EVALSHA itself). *By owner* = `MONITOR` on a smaller sample: each line "
         'names its keys (`"pw:` → parkway, `"rq:` → RQ, no key → its own row: MULTI/EXEC of RQ\'s '
         "transactions, health-check PINGs, and in the floor the signal RPUSH and LPOP polls); lines tagged "
-        "`lua` ran inside a script. *Round trips* = redis-py `send_packed_command` calls (a command, or a whole "
-        "pipeline), counted in the worker (run under `bench.counted`) and in the client, attributed by the keys "
-        "they name.",
+        "`lua` ran inside a script (parkway's worker runs RQ's start and finish bookkeeping as one script call "
+        "each, and parkway's start and resume scripts write RQ's job hash: those RQ commands count as RQ's, in "
+        "a script). *Round trips* = redis-py `send_packed_command` calls (a command, or a whole pipeline), "
+        "counted in the worker (run under `bench.counted`) and in the client, attributed by the keys they "
+        "name; one that names both (the worker's start batch carrying parkway's `begin`, a start or resume "
+        "carrying its job) counts as parkway's.",
     ]
     return sec
 

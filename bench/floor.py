@@ -7,10 +7,12 @@ outside trigger) enqueues job 2, which replays node 1 and runs node 2. So the fl
 * ``job1(i)`` RPUSHes ``i`` onto ``bench:floor:parked`` (the signal that it ran, i.e.
   the cheapest possible "park"), ``job2(i)`` does nothing;
 * the client pops the signals and enqueues ``job2`` for each (the "resume");
-* jobs are enqueued exactly as parkway's RQDispatcher enqueues its own (``enqueue_call``
-  with an explicit job id, ``unique=True``, ``result_ttl=0``, parkway's msgpack serializer)
-  and run by the same worker class (``rq.SimpleWorker``), so the gap between parkway and
-  the floor is parkway's own work.
+* jobs are enqueued with RQ's own unique enqueue (``enqueue_call`` with an explicit job
+  id, ``unique=True``, ``result_ttl=0``, parkway's msgpack serializer): the same job hash
+  parkway writes, though parkway writes it inside the Lua call that commits a start or a
+  resume rather than in RQ's two round trips; they are run by the same worker class
+  (``rq.SimpleWorker``, or parkway's own), so the gap between parkway and the floor is
+  parkway's own work.
 
 ``python -m bench.floor URL`` runs one such worker on the ``floor`` queue;
 ``python -m bench.floor URL parkway`` runs parkway's own worker class (``ParkwayWorker``,
@@ -53,7 +55,7 @@ def job2(i: int) -> None:
 
 
 def enqueue(queue: Queue, fn: Callable[..., Any], i: int, job_id: str) -> None:
-    """The same enqueue call parkway's RQDispatcher makes."""
+    """RQ's unique enqueue, with the options parkway's jobs have."""
     try:
         queue.enqueue_call(
             fn, args=(i,), job_id=job_id, unique=True, result_ttl=0, timeout=3600, description=f"floor {i}"

@@ -7,9 +7,10 @@ One worker, the figure-1 client (windowed polling) keeping it busy, and
 thread's samples count (the job thread; RQ's pub/sub listener and parkway's maintenance
 thread are left out). Each sample is put in one row and one column:
 
-rows (whose work): ``parkway job`` = inside ``execute_job`` (parkway's executor, its Lua
-scripts, the node); ``RQ`` = everything else (dequeue, job load, registries, heartbeats,
-success bookkeeping).
+rows (whose work): ``parkway job`` = inside parkway's job function ``execute_job`` (its
+executor, its Lua scripts, the node); ``RQ`` = everything else (dequeue, job load,
+registries, heartbeats, success bookkeeping; also the round trip of the worker's start
+batch, which carries parkway's ``begin``).
 
 columns (what the thread was doing), by the innermost frame: ``dequeue wait`` = blocked
 in RQ's BLMOVE for the next job (idle, or the dequeue's round trip); ``redis wait`` = blocked
@@ -62,7 +63,7 @@ def classify(path: str) -> dict[str, Any]:
             continue  # not the main thread
         n = int(count)
         total += n
-        row = "parkway job" if any("execute_job (parkway/" in f for f in frames) else "RQ"
+        row = "parkway job" if any("execute_job (parkway/workers/jobs.py" in f for f in frames) else "RQ"
         leaf = frames[-1]
         if any(w in leaf for w in WAIT_LEAVES):
             col = "dequeue wait" if any("dequeue_job_and_maintain_ttl" in f for f in frames) else "redis wait"
@@ -73,7 +74,13 @@ def classify(path: str) -> dict[str, Any]:
         cells[f"{row}|{col}"] += n
         if row == "parkway job" and any("RedisStore._call" in f for f in frames):
             cells["parkway job|scripts"] += n
-        if any("perform_job" in f or "execute_job (rq" in f for f in frames) or row == "parkway job":
+        if (
+            any(
+                "perform_job" in f or "execute_job (rq" in f or "execute_job (parkway/workers/worker" in f
+                for f in frames
+            )
+            or row == "parkway job"
+        ):
             cells["in job handling"] += n
     return {"samples": total, "fractions": {k: v / total for k, v in sorted(cells.items())} if total else {}}
 
