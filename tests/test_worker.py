@@ -10,7 +10,7 @@ import redis
 from rq import Queue, SimpleWorker
 
 from parkway import Parkway, RunStatus, Settings
-from parkway.workers import batch, jobs
+from parkway.workers import jobs
 from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
@@ -78,7 +78,7 @@ def _round_trips(url: str, job_ids: list[str], func: str) -> tuple[int, Queue]:
 
 
 def test_a_trivial_job_costs_the_worker_at_most_five_round_trips(private_redis: RedisServer) -> None:
-    """Dequeue, fetch, one atomic batch to start, one to finish: stock RQ 3.0 sends about 18.
+    """Dequeue, fetch, one transaction to start, one to finish: stock RQ 3.0 sends about 18.
     Both runs pay the same start-up and teardown, so the difference is the per-job cost."""
     few, _ = _round_trips(private_redis.url, [f"a{i}" for i in range(5)], "time.time")
     many, queue = _round_trips(private_redis.url, [f"b{i}" for i in range(45)], "time.time")
@@ -154,14 +154,14 @@ def _run_parkway_jobs(url: str, runs: list[str] | None = None) -> tuple[Parkway,
     return pw, run_ids, sent
 
 
-def test_a_parkway_job_begins_in_the_round_trip_of_rqs_start_bookkeeping(private_redis: RedisServer) -> None:
+def test_a_parkway_job_begins_inside_rqs_start_transaction(private_redis: RedisServer) -> None:
     begin = jobs.install(Settings(redis_url=private_redis.url, secret=SECRET)).store._scripts["begin"]
     redis.Redis.from_url(private_redis.url).script_load(begin.script)
     pw, run_ids, sent = _run_parkway_jobs(private_redis.url)
     assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 5
     with_begin = [s for s in sent if begin.sha.encode() in s]
     assert len(with_begin) == 5, len(with_begin)
-    assert all(batch._SCRIPT_SHA.encode() in s and b"rq:job:" in s for s in with_begin)
+    assert all(b"MULTI" in s and b"rq:job:" in s for s in with_begin)
 
 
 def test_a_stale_parkway_job_still_ends_cleanly_for_rq(private_redis: RedisServer) -> None:
@@ -217,25 +217,3 @@ def test_a_stop_signal_mid_job_lets_the_job_finish_then_the_worker_exits(private
         assert client.exists("rq:job:nap") == 0
     finally:
         proc.kill()
-
-
-def test_an_atomic_batch_runs_every_command_and_raises_the_first_error(private_redis: RedisServer) -> None:
-    """As MULTI/EXEC: all commands run, values (bytes, floats) arrive intact, the first error is raised."""
-    client = redis.Redis.from_url(private_redis.url)
-    pipe = batch.AtomicBatch(client)
-    pipe.hset("h", mapping={"f": 2.5, "b": b"\x00\xff\x80"})
-    pipe.zadd("z", {"m": 1764474600.123456})
-    pipe.expire("h", 100)
-    assert pipe.execute() == []
-    assert client.hgetall("h") == {b"f": b"2.5", b"b": b"\x00\xff\x80"}
-    assert client.zscore("z", "m") == 1764474600.123456
-    assert 0 < client.ttl("h") <= 100
-    pipe.set("s", "v")
-    pipe.hset("s", "f", 1)  # wrong type: fails
-    pipe.set("after", 1)  # still runs
-    with pytest.raises(redis.ResponseError, match="command 2 .HSET.: WRONGTYPE"):
-        pipe.execute()
-    assert client.get("after") == b"1"
-    pipe.set("x", 1)
-    pipe.execute_also("ECHO", "riding along")
-    assert pipe.execute() == [b"riding along"]

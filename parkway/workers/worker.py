@@ -17,7 +17,6 @@ from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.store import connect
 from ..config import Settings
-from .batch import AtomicBatch
 from .jobs import EXECUTE_JOB, runtime
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
@@ -34,7 +33,7 @@ class ParkwayWorker(SimpleWorker):
     short and replay-safe, and a killed worker's attempt is replayed elsewhere.
 
     It trims RQ's per-job bookkeeping from about 18 round trips to 4 (dequeue,
-    fetch, one atomic call to start the job, one to finish it), overriding
+    fetch, one transaction to start the job, one to finish it), overriding
     worker methods of rq 3.0.x (pinned for that; ``tests/test_worker.py`` holds
     the guarantees):
 
@@ -43,17 +42,13 @@ class ParkwayWorker(SimpleWorker):
       ``worker_ttl`` + 60 s); ``rq suspend`` is checked at most once a second;
       an unchanged worker state is not rewritten;
     - starting a job (its execution record, started registry entry, status,
-      removal from the intermediate list) is one atomic batch instead of two
-      transactions, and a parkway job's ``begin`` rides in the same round trip;
+      removal from the intermediate list) is one MULTI instead of two, and a
+      parkway job's ``begin`` (fence check, lease) runs inside it;
     - a job that succeeds with ``result_ttl=0`` (all of parkway's) is deleted
-      in the same batch that records the success, instead of RQ's read-then-delete
+      in the same MULTI that records the success, instead of RQ's read-then-delete
       of its registries; the dependents check is skipped, so **no job on the
       queues this worker serves may be a** ``depends_on`` **target** (parkway
       enqueues each next job itself).
-
-    The commands in each batch are RQ's own, made by RQ's code; they run as one
-    script call rather than MULTI/EXEC (see :mod:`parkway.workers.batch`), which
-    halves their client CPU.
 
     Failures, retries, job heartbeats while a job runs, the started registry and
     crash detection are RQ's own, unchanged: a job killed mid-run stays in the
@@ -84,12 +79,11 @@ class ParkwayWorker(SimpleWorker):
         super().set_state(state, pipeline)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """RQ's prepare_execution and prepare_job_execution, in one atomic batch; for a parkway
-        job, the store's ``begin`` (fence check, lease) goes in the same round trip."""
+        """RQ's prepare_execution and prepare_job_execution, in one transaction; for a parkway
+        job, the store's ``begin`` (fence check, lease) runs in the same transaction."""
         ttl = self.get_heartbeat_ttl(job)
         transition = _transition(job)
-        pipe = AtomicBatch(self.connection)
-        with pipe:
+        with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
             self.set_state(WorkerStatus.BUSY, pipeline=pipe)
@@ -104,8 +98,12 @@ class ParkwayWorker(SimpleWorker):
             else:
                 rt = runtime()
                 clock = rt.options.clock()
-                pipe.execute_also(*rt.store.begin_command(*transition, clock, clock + rt.options.lease_ms))
-                rt.store.began(pipe.execute()[0])  # an error here is the job's, raised when it begins
+                pipe.execute_command(*rt.store.begin_command(*transition, clock, clock + rt.options.lease_ms))  # type: ignore[no-untyped-call]
+                replies = pipe.execute(raise_on_error=False)
+                rt.store.began(replies[-1])  # an error here is the job's, raised when it begins
+                for reply in replies[:-1]:
+                    if isinstance(reply, Exception):
+                        raise reply
         self._prepared = True
         try:
             self.perform_job(job, queue, execution)
@@ -121,14 +119,14 @@ class ParkwayWorker(SimpleWorker):
         if job.get_status(refresh=False) == JobStatus.FAILED or not _deleted_on_success(job, self):
             super().handle_execution_ended(job, queue, heartbeat_ttl)
         else:
-            job.ended_at = now()  # the job is deleted by the next batch: no heartbeat to write
+            job.ended_at = now()  # the job is deleted in the next transaction: no heartbeat to write
 
     def handle_job_success(self, job: Job, queue: Queue, started_job_registry: Any, execution: Execution) -> None:
         if not _deleted_on_success(job, self):
             super().handle_job_success(job, queue, started_job_registry, execution)
             return
         assert job.started_at is not None and job.ended_at is not None
-        with AtomicBatch(self.connection) as pipe:
+        with self.connection.pipeline() as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
             self.cleanup_execution(job, pipeline=pipe, execution=execution)

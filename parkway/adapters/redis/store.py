@@ -161,9 +161,9 @@ class RedisStore:
         )
 
     def begin_command(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> tuple[Any, ...]:
-        """This job's ``begin`` as a command for the caller to send with its own (the worker's
-        start-of-job bookkeeping, saving a round trip); hand the reply to ``began``, and the next
-        ``begin`` of the same (run, step, fence) returns it instead of calling again."""
+        """This job's ``begin`` as a command for the caller to send with its own (inside the
+        worker's start-of-job transaction, saving a round trip); hand the reply to ``began``, and
+        the next ``begin`` of the same (run, step, fence) returns it instead of calling again."""
         keys_, args = self._begin_call(run_id, step, fence, now, lease_until)
         self._began = ((run_id, step, fence), None)
         return ("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args)
