@@ -501,7 +501,7 @@ def fig_rediscost(plan: Plan, url: str) -> Section:
     row("  parkway's, sent by a client (MONITOR)", mon("parkway_sent"))
     row("  parkway's, run inside its Lua scripts (MONITOR)", mon("parkway_in_script"))
     row("  RQ's, sent (MONITOR)", mon("rq_sent"))
-    row("  RQ's, run inside Lua scripts: RQ's, parkway's batches and hand-offs (MONITOR)", mon("rq_in_script"))
+    row("  RQ's, run inside Lua scripts: RQ's own and parkway's hand-offs (MONITOR)", mon("rq_in_script"))
     row("  no key: MULTI/EXEC, PING, SCRIPT, floor's signal/polls (MONITOR)", mon("other_sent"))
     row("round trips, worker: parkway", wrt("parkway"), 2)
     row("round trips, worker: RQ", wrt("rq"), 2)
@@ -532,11 +532,10 @@ def fig_rediscost(plan: Plan, url: str) -> Section:
         "run inside Lua scripts, plus the EVALSHA itself). *By owner* = `MONITOR` on a smaller sample: each line "
         'names its keys (`"pw:` → parkway, `"rq:` → RQ, no key → its own row: MULTI/EXEC of RQ\'s '
         "transactions, health-check PINGs, and in the floor the signal RPUSH and LPOP polls); lines tagged "
-        "`lua` ran inside a script (parkway's worker runs RQ's start and finish bookkeeping as one script call "
-        "each, and parkway's start and resume scripts write RQ's job hash: those RQ commands count as RQ's, in "
-        "a script). *Round trips* = redis-py `send_packed_command` calls (a command, or a whole pipeline), "
-        "counted in the worker (run under `bench.counted`) and in the client, attributed by the keys they "
-        "name; one that names both (the worker's start batch carrying parkway's `begin`, a start or resume "
+        "`lua` ran inside a script (parkway's start and resume scripts write RQ's job hash: those RQ commands "
+        "count as RQ's, in a script). *Round trips* = redis-py `send_packed_command` calls (a command, or a whole "
+        "pipeline), counted in the worker (run under `bench.counted`) and in the client, attributed by the keys "
+        "they name; one that names both (the worker's start transaction carrying parkway's `begin`, a start or resume "
         "carrying its job) counts as parkway's.",
     ]
     return sec

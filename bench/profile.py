@@ -9,8 +9,8 @@ thread are left out). Each sample is put in one row and one column:
 
 rows (whose work): ``parkway job`` = inside parkway's job function ``execute_job`` (its
 executor, its Lua scripts, the node); ``RQ`` = everything else (dequeue, job load,
-registries, heartbeats, success bookkeeping; also the round trip of the worker's start
-batch, which carries parkway's ``begin``).
+registries, heartbeats, success bookkeeping; also the worker's start transaction, which
+carries parkway's ``begin``).
 
 columns (what the thread was doing), by the innermost frame: ``dequeue wait`` = blocked
 in RQ's BLMOVE for the next job (idle, or the dequeue's round trip); ``redis wait`` = blocked
