@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -105,3 +107,23 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):  # t
         if time.time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+@contextmanager
+def sent_commands() -> Iterator[list[bytes]]:
+    """Record what this process sends to Redis: one entry per round trip (a command, or a
+    whole pipeline), as the bytes on the wire."""
+    from redis.connection import AbstractConnection
+
+    sent: list[bytes] = []
+    original = AbstractConnection.send_packed_command
+
+    def recording(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
+        return original(self, command, check_health)
+
+    AbstractConnection.send_packed_command = recording  # type: ignore[method-assign]
+    try:
+        yield sent
+    finally:
+        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]

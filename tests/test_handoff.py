@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import pytest
 import redis
-from redis.connection import AbstractConnection
 
 from parkway import Parkway, RunStatus, Settings
 from parkway.runtime.tokens import hash_token, run_id_of
 from parkway.workers import jobs
 from tests import flows
 from tests.conftest import SECRET, Harness
+from tests.procs import sent_commands
 
 _STAMPS = {"created_at", "enqueued_at"}
 
@@ -21,22 +18,6 @@ _STAMPS = {"created_at", "enqueued_at"}
 @pytest.fixture
 def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
     return Parkway(Settings(redis_url=redis_url, secret=SECRET))
-
-
-@contextmanager
-def round_trips() -> Iterator[list[bytes]]:
-    sent: list[bytes] = []
-    original = AbstractConnection.send_packed_command
-
-    def counting(self, command, check_health=True):  # type: ignore[no-untyped-def]
-        sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
-        return original(self, command, check_health)
-
-    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
-    try:
-        yield sent
-    finally:
-        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
 
 
 def _job_hash(client: redis.Redis, job_id: str) -> dict[bytes, bytes]:
@@ -49,7 +30,7 @@ def test_start_writes_rqs_own_job_hash_and_queue_entry_in_one_round_trip(
     pw: Parkway, redis_client: redis.Redis
 ) -> None:
     pw.start(flows.one_choice, {})  # scripts and the server version are read once per client
-    with round_trips() as sent:
+    with sent_commands() as sent:
         run_id = pw.start(flows.one_choice, {})
     assert len(sent) == 1, sent
     ours = _job_hash(redis_client, jobs.job_id(run_id, 0))
@@ -70,7 +51,7 @@ def test_resume_commits_and_enqueues_the_replay_in_its_second_round_trip(
     pw.resume(harness.token(first), selected="red")  # warm: the resume script is loaded
     run_id = harness.start_and_run(flows.one_choice)
     token = harness.token(run_id)
-    with round_trips() as sent:
+    with sent_commands() as sent:
         result = pw.resume(token, selected="red")
     assert result.accepted
     assert len(sent) == 2, sent  # lookup, then resume with the job

@@ -61,7 +61,9 @@ def test_malformed_metadata_is_rejected_clearly(message: object) -> None:
 
 
 CHOICE = InterruptRequest(kind="choice", question="?", options=[{"id": "a", "label": "A"}, {"id": "b", "label": "B"}])
-MULTI = InterruptRequest(kind="multi-choice", question="?", options=[{"id": "a", "label": "A"}, {"id": "b", "label": "B"}])
+MULTI = InterruptRequest(
+    kind="multi-choice", question="?", options=[{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]
+)
 
 
 def test_answers_take_the_shape_of_the_request() -> None:

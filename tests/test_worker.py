@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
 from tests.conftest import SECRET
-from tests.procs import RedisServer
+from tests.procs import RedisServer, sent_commands, wait_for
 
 
 @pytest.fixture
@@ -55,26 +58,32 @@ def test_parkway_worker_sends_fewer_bookkeeping_commands_than_rq(private_redis: 
 
 def _round_trips(url: str, job_ids: list[str], func: str) -> tuple[int, Queue]:
     """Run ``func`` once per job id with a burst ParkwayWorker; the round trips the worker sent."""
-    from redis.connection import AbstractConnection
-
     client = redis.Redis.from_url(url)
     queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
     for jid in job_ids:
         queue.enqueue_call(func, args=(), job_id=jid, unique=True, result_ttl=0)
-    sent: list[int] = []
-    original = AbstractConnection.send_packed_command
-
-    def counting(self, command, check_health=True):  # type: ignore[no-untyped-def]
-        sent.append(1)
-        return original(self, command, check_health)
-
     worker = ParkwayWorker([queue], connection=client, serializer=MsgpackSerializer)
-    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
-    try:
+    with sent_commands() as sent:
         worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
-    finally:
-        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
     return len(sent), queue
+
+
+_RAW_WORKER = (
+    "import redis, sys; from rq import Queue; from parkway.workers.worker import ParkwayWorker;"
+    "from parkway.workers.serializer import MsgpackSerializer as S;"
+    "c = redis.Redis.from_url(sys.argv[1]); q = Queue('rt', connection=c, serializer=S);"
+    "ParkwayWorker([q], connection=c, serializer=S).work(burst=sys.argv[2] == 'burst', with_maintenance=False)"
+)
+
+
+def _worker_on_one_job(url: str, func: str, seconds: int, job_id: str) -> tuple[subprocess.Popen[str], Queue]:
+    """A ParkwayWorker process (parkway's maintenance off) that has started ``func(seconds)``."""
+    client = redis.Redis.from_url(url)
+    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
+    queue.enqueue_call(func, args=(seconds,), job_id=job_id, result_ttl=0)
+    proc = subprocess.Popen([sys.executable, "-c", _RAW_WORKER, url, "loop"], stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: queue.started_job_registry.get_job_ids() == [job_id], 20, "the job to start", 0.02)
+    return proc, queue
 
 
 def test_a_trivial_job_costs_the_worker_at_most_five_round_trips(private_redis: RedisServer) -> None:
@@ -99,58 +108,30 @@ def test_a_failing_job_still_lands_in_rqs_failed_registry(private_redis: RedisSe
 
 def test_a_worker_killed_mid_job_leaves_the_job_in_rqs_started_registry(private_redis: RedisServer) -> None:
     """RQ's own crash detection stays intact: the started registry still names the job."""
-    import subprocess
-    import sys
-    import time
-
-    client = redis.Redis.from_url(private_redis.url)
-    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
-    queue.enqueue_call("time.sleep", args=(30,), job_id="slow", result_ttl=0)
-    code = (
-        "import redis, sys; from rq import Queue; from parkway.workers.worker import ParkwayWorker;"
-        "from parkway.workers.serializer import MsgpackSerializer as S;"
-        "c = redis.Redis.from_url(sys.argv[1]); q = Queue('rt', connection=c, serializer=S);"
-        "ParkwayWorker([q], connection=c, serializer=S).work(burst=True, with_maintenance=False)"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code, private_redis.url])
+    proc, queue = _worker_on_one_job(private_redis.url, "time.sleep", 30, "slow")
     try:
-        deadline = time.monotonic() + 20
-        while queue.started_job_registry.get_job_ids() != ["slow"]:
-            assert time.monotonic() < deadline, "the job never started"
-            time.sleep(0.05)
         proc.kill()
-        proc.wait(10)
+        proc.communicate(timeout=10)
         assert queue.started_job_registry.get_job_ids() == ["slow"]
-        assert client.exists("rq:job:slow") == 1
+        assert queue.connection.exists("rq:job:slow") == 1
     finally:
         proc.kill()
+        proc.communicate()
 
 
 def _run_parkway_jobs(url: str, runs: list[str] | None = None) -> tuple[Parkway, list[str], list[bytes]]:
     """Start runs of flows.loop (or use ``runs``), then work them with a burst ParkwayWorker,
     recording what each of the worker's round trips sent."""
-    from redis.connection import AbstractConnection
-
     settings = Settings(redis_url=url, secret=SECRET)
     pw = Parkway(settings)
     run_ids = runs if runs is not None else [pw.start(flows.loop, {}) for _ in range(5)]
     client = redis.Redis.from_url(url)
     jobs.install(settings)
     queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
-    sent: list[bytes] = []
-    original = AbstractConnection.send_packed_command
-
-    def recording(self, command, check_health=True):  # type: ignore[no-untyped-def]
-        sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
-        return original(self, command, check_health)
-
-    AbstractConnection.send_packed_command = recording  # type: ignore[method-assign]
-    try:
+    with sent_commands() as sent:
         ParkwayWorker([queue], connection=client, serializer=MsgpackSerializer).work(
             burst=True, logging_level="WARNING", with_maintenance=False
         )
-    finally:
-        AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
     return pw, run_ids, sent
 
 
@@ -188,32 +169,15 @@ def test_begin_falls_back_to_its_own_call_after_script_flush(private_redis: Redi
 
 def test_a_stop_signal_mid_job_lets_the_job_finish_then_the_worker_exits(private_redis: RedisServer) -> None:
     """RQ's warm shutdown: SIGTERM while busy waits for the job, success bookkeeping included."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    client = redis.Redis.from_url(private_redis.url)
-    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
-    queue.enqueue_call("time.sleep", args=(1,), job_id="nap", result_ttl=0)
-    code = (
-        "import redis, sys; from rq import Queue; from parkway.workers.worker import ParkwayWorker;"
-        "from parkway.workers.serializer import MsgpackSerializer as S;"
-        "c = redis.Redis.from_url(sys.argv[1]); q = Queue('rt', connection=c, serializer=S);"
-        "ParkwayWorker([q], connection=c, serializer=S).work(with_maintenance=False)"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code, private_redis.url], stderr=subprocess.PIPE, text=True)
+    proc, queue = _worker_on_one_job(private_redis.url, "time.sleep", 1, "nap")
     try:
-        deadline = time.monotonic() + 20
-        while queue.started_job_registry.get_job_ids() != ["nap"]:
-            assert time.monotonic() < deadline, "the job never started"
-            time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
         assert proc.returncode == 0, err
         assert "Traceback" not in err, err
         assert queue.started_job_registry.get_job_ids() == []
         assert queue.failed_job_registry.get_job_ids() == []
-        assert client.exists("rq:job:nap") == 0
+        assert queue.connection.exists("rq:job:nap") == 0
     finally:
         proc.kill()
+        proc.communicate()
