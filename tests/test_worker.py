@@ -181,3 +181,16 @@ def test_a_stop_signal_mid_job_lets_the_job_finish_then_the_worker_exits(private
     finally:
         proc.kill()
         proc.communicate()
+
+
+def test_a_malformed_parkway_job_fails_in_rq_and_the_worker_goes_on(private_redis: RedisServer) -> None:
+    """A job naming parkway's entrypoint with the wrong arguments lands in RQ's failed registry;
+    the worker keeps working (a run's real job after it completes)."""
+    settings = Settings(redis_url=private_redis.url, secret=SECRET)
+    pw = Parkway(settings)
+    queue = pw.backend.dispatcher.queue  # type: ignore[attr-defined]
+    queue.enqueue_call(jobs.EXECUTE_JOB, args=("only-one-argument",), job_id="odd", result_ttl=0)
+    run_id = pw.start(flows.loop, {})
+    _run_parkway_jobs(private_redis.url, runs=[run_id])
+    assert queue.failed_job_registry.get_job_ids() == ["odd"]
+    assert pw.get_run(run_id).status is RunStatus.COMPLETED

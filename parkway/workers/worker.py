@@ -165,11 +165,15 @@ class ParkwayWorker(SimpleWorker):
 
 
 def _transition(job: Job) -> tuple[str, int, int] | None:
-    """(run id, step, fence) of a parkway job; None for any other."""
-    if job.func_name != EXECUTE_JOB:
+    """(run id, step, fence) of a parkway job; None for any other, and for one whose data does
+    not decode or has the wrong shape (RQ then fails it as usual, in ``perform_job``)."""
+    try:
+        if job.func_name != EXECUTE_JOB:
+            return None
+        run_id, step, fence = job.args
+        return str(run_id), int(step), int(fence)
+    except Exception:  # noqa: BLE001 - any undecodable job is RQ's to fail, not the worker's to die of
         return None
-    run_id, step, fence = job.args
-    return str(run_id), int(step), int(fence)
 
 
 def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:

@@ -322,7 +322,8 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) == 1:
             return Lookup(status)  # type: ignore[arg-type]
-        return Lookup(status, codec.interrupt_from_blob(reply[1]), int(reply[2]))  # type: ignore[arg-type]
+        fence = int(reply[2]) if len(reply) > 2 and reply[2] is not None else None
+        return Lookup(status, codec.interrupt_from_blob(reply[1]), fence)  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer, handoff: Handoff | None = None) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
