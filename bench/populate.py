@@ -52,6 +52,9 @@ class NoteDispatcher:
     def is_pending(self, run_id: str, fence: int) -> bool:
         return False
 
+    def handoff(self, run_id: str, step: int, fence: int) -> None:
+        return None  # no RQ job goes with the transition: the job is only noted
+
 
 def client(url: str, ttl_ms: int | None = None) -> Any:
     from parkway import Parkway, Settings
