@@ -304,8 +304,9 @@ class Parkway:
         run_id = record.run_id
         handoff = self.backend.dispatcher.handoff(run_id, record.step, fence + 1) if fence is not None else None
         commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()), handoff)
-        if commit.outcome is ResumeOutcome.ACCEPTED and not commit.handed_off:
-            self._dispatch(run_id, commit.step, commit.fence)
+        if commit.outcome is ResumeOutcome.ACCEPTED:
+            if not commit.handed_off:
+                self._dispatch(run_id, commit.step, commit.fence)
             log.info("resume_accepted", run_id=run_id, request_id=record.request_id, cancelled=entry.status != "")
         return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)
 

@@ -36,6 +36,16 @@ def test_a_stale_job_logs_why(harness: Harness) -> None:
     assert "fence" in logs[0]["reason"]
 
 
+def test_start_and_an_accepted_resume_are_logged_on_both_stores(harness: Harness) -> None:
+    """On Redis the job goes with the commit (a hand-off): the client still says what it did."""
+    with capture_logs() as logs:
+        run_id = harness.pw.start(flows.one_choice, {})
+        harness.run_jobs()
+        assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    events = [e["event"] for e in logs if e.get("run_id") == run_id]
+    assert "run_started" in events and "resume_accepted" in events, events
+
+
 def executor_new_run(run_id: str, ref: str):  # type: ignore[no-untyped-def]
     from parkway.runtime.store import NewRun
 
