@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -194,3 +195,20 @@ def test_a_malformed_parkway_job_fails_in_rq_and_the_worker_goes_on(private_redi
     _run_parkway_jobs(private_redis.url, runs=[run_id])
     assert queue.failed_job_registry.get_job_ids() == ["odd"]
     assert pw.get_run(run_id).status is RunStatus.COMPLETED
+
+
+def test_a_parkway_job_without_parkway_settings_fails_in_rq_and_the_worker_goes_on(
+    private_redis: RedisServer,
+) -> None:
+    """A bare ParkwayWorker (no PARKWAY_REDIS_URL): parkway's job fails as RQ fails any job."""
+    client = redis.Redis.from_url(private_redis.url)
+    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
+    queue.enqueue_call(jobs.EXECUTE_JOB, args=("run_nowhere", 0, 0), job_id="orphan", result_ttl=0)
+    queue.enqueue_call("time.time", job_id="after", result_ttl=0)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")}
+    done = subprocess.run(
+        [sys.executable, "-c", _RAW_WORKER, private_redis.url, "burst"], env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert queue.failed_job_registry.get_job_ids() == ["orphan"]
+    assert client.exists("rq:job:after") == 0 and queue.get_job_ids() == []

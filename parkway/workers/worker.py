@@ -15,7 +15,7 @@ from rq.utils import now
 from rq.worker import WorkerStatus
 from rq.worker_pool import WorkerPool
 
-from ..adapters.redis.store import connect
+from ..adapters.redis.store import RedisStore, connect
 from ..config import Settings
 from .jobs import EXECUTE_JOB, runtime
 from .reconciler import Maintenance
@@ -82,7 +82,7 @@ class ParkwayWorker(SimpleWorker):
         """RQ's prepare_execution and prepare_job_execution, in one transaction; for a parkway
         job, the store's ``begin`` (fence check, lease) runs in the same transaction."""
         ttl = self.get_heartbeat_ttl(job)
-        transition = _transition(job)
+        store, begin = _begin_command(job)
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
@@ -93,14 +93,12 @@ class ParkwayWorker(SimpleWorker):
             pipe.persist(job.key)
             if len(self.queues) == 1:
                 pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-            if transition is None:
+            if store is None:
                 pipe.execute()
             else:
-                rt = runtime()
-                clock = rt.options.clock()
-                pipe.execute_command(*rt.store.begin_command(*transition, clock, clock + rt.options.lease_ms))  # type: ignore[no-untyped-call]
+                pipe.execute_command(*begin)  # type: ignore[no-untyped-call]
                 replies = pipe.execute(raise_on_error=False)
-                rt.store.began(replies[-1])  # an error here is the job's, raised when it begins
+                store.began(replies[-1])  # an error here is the job's, raised when it begins
                 for reply in replies[:-1]:
                     if isinstance(reply, Exception):
                         raise reply
@@ -164,16 +162,22 @@ class ParkwayWorker(SimpleWorker):
             maintenance.stop()
 
 
-def _transition(job: Job) -> tuple[str, int, int] | None:
-    """(run id, step, fence) of a parkway job; None for any other, and for one whose data does
-    not decode or has the wrong shape (RQ then fails it as usual, in ``perform_job``)."""
+def _begin_command(job: Job) -> tuple[RedisStore | None, tuple[Any, ...]]:
+    """For a parkway job, the store and its ``begin`` command to send inside RQ's start transaction.
+
+    (None, ()) for any other job, and for one whose data does not decode, has the wrong shape,
+    or whose runtime cannot be set up: RQ then runs (and fails) it as usual, in ``perform_job``;
+    the worker does not die of it.
+    """
     try:
         if job.func_name != EXECUTE_JOB:
-            return None
+            return None, ()
         run_id, step, fence = job.args
-        return str(run_id), int(step), int(fence)
-    except Exception:  # noqa: BLE001 - any undecodable job is RQ's to fail, not the worker's to die of
-        return None
+        rt = runtime()
+        clock = rt.options.clock()
+        return rt.store, rt.store.begin_command(str(run_id), int(step), int(fence), clock, clock + rt.options.lease_ms)
+    except Exception:  # noqa: BLE001 - any such job is RQ's to fail, not the worker's to die of
+        return None, ()
 
 
 def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:
