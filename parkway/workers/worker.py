@@ -88,8 +88,7 @@ class ParkwayWorker(SimpleWorker):
             self.executions[execution.id] = execution
             self.set_state(WorkerStatus.BUSY, pipeline=pipe)
             self.heartbeat(ttl, pipeline=pipe)
-            job.heartbeat(now(), ttl, pipeline=pipe)
-            job.prepare_for_execution(self.name, pipeline=pipe)
+            job.prepare_for_execution(self.name, pipeline=pipe)  # sets last_heartbeat too: no job.heartbeat
             pipe.persist(job.key)
             if len(self.queues) == 1:
                 pipe.lrem(queue.intermediate_queue_key, 1, job.id)
