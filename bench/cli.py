@@ -47,6 +47,7 @@ TARGETS = {
     "dbos": 4.0,  # throughput >= 4x DBOS + Postgres
     "latency": 3.0,  # resume p99 < 3x the LPUSH -> BLPOP hand-off p99
     "weight": 1024.0,  # bytes per parked run
+    "listing": 2.0,  # list_interrupts p99 at 1,000,000 pending <= 2x its p99 at 1,000
 }
 
 
@@ -658,6 +659,21 @@ def fig_listing(plan: Plan, url: str) -> tuple[Section, dict[str, Any] | None]:
                     fmt(p["fill_seconds"], 0),
                 ]
             )
+        by_size = {int(size): p for size, p in r["sizes"].items()}
+        largest = max(by_size)
+        if 1_000 in by_size and largest > 1_000:
+            for page in ("first", "deep"):
+                pairs = zip(by_size[1_000][page], by_size[largest][page], strict=True)
+                ratios = [big["p99_ms"] / small["p99_ms"] for small, big in pairs]
+                sec.notes.append(f"ratio {page} page p99 at {largest:,} ÷ at 1,000 (within a run): {cell(ratios, 2)}")
+                if largest == 1_000_000:
+                    sec.targets.append(
+                        (
+                            f"list_interrupts p99 at 1,000,000 ≤ {TARGETS['listing']:.0f}x at 1,000 ({page} page)",
+                            fmt(med(ratios), 2) + "x",
+                            med(ratios) <= TARGETS["listing"],
+                        )
+                    )
     if 1_000_000 not in plan.listing_sizes:
         sec.notes.append(
             f"largest size capped at {max(plan.listing_sizes):,} (--max-listing); run without --quick for 1,000,000"
