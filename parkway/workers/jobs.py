@@ -37,6 +37,10 @@ def job_id(run_id: str, fence: int) -> str:
     return f"pw-{run_id}-{fence}"
 
 
+def _description(run_id: str, step: int) -> str:
+    return f"parkway {run_id} step {step}"
+
+
 class RQDispatcher:
     """Enqueues parkway jobs on an RQ queue."""
 
@@ -44,6 +48,8 @@ class RQDispatcher:
         self.settings = settings
         self.connection = connection
         self.queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
+        self._template: list[Any] | None = None
+        """the job hash RQ wrote for the first hand-off (see ``handoff``)"""
 
     def _job(self, run_id: str, step: int, fence: int) -> Job:
         return self.queue.create_job(
@@ -52,7 +58,7 @@ class RQDispatcher:
             job_id=job_id(run_id, fence),
             result_ttl=0,
             timeout=self.settings.job_timeout,
-            description=f"parkway {run_id} step {step}",
+            description=_description(run_id, step),
         )
 
     def enqueue(self, run_id: str, step: int, fence: int) -> None:
@@ -82,8 +88,6 @@ class RQDispatcher:
             fields = self._fill(self._template, run_id, step, fence)
         return Handoff(step, fence, jid, (Job.key_for(jid), self.queue.key, self.queue.redis_queues_keys), fields)
 
-    _template: list[Any] | None = None
-
     def _fill(self, template: list[Any], run_id: str, step: int, fence: int) -> tuple[Any, ...]:
         stamp = utcformat(now())
         data = zlib.compress(MsgpackSerializer.dumps((EXECUTE_JOB, None, (run_id, step, fence), {})))
@@ -91,7 +95,7 @@ class RQDispatcher:
             "created_at": stamp,
             "enqueued_at": stamp,
             "data": data,
-            "description": f"parkway {run_id} step {step}",
+            "description": _description(run_id, step),
         }
         fields = list(template)
         for i in range(0, len(fields), 2):

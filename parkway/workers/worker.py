@@ -101,16 +101,12 @@ class ParkwayWorker(SimpleWorker):
                 for reply in replies[:-1]:
                     if isinstance(reply, Exception):
                         raise reply
-        self._prepared = True
-        try:
-            self.perform_job(job, queue, execution)
-        finally:
-            self._prepared = False
+        self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
-        if not getattr(self, "_prepared", False):
-            super().prepare_job_execution(job, remove_from_intermediate_queue)
+        """Nothing left to do: ``execute_job``, the only caller of ``perform_job`` in a
+        SimpleWorker, wrote all of it in its start transaction."""
 
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         if job.get_status(refresh=False) == JobStatus.FAILED or not _deleted_on_success(job, self):
