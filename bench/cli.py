@@ -198,21 +198,25 @@ def pg_reachable(url: str) -> bool:
         return False
 
 
+def run_systems(
+    module: str, run: int, runs: int, systems: Sequence[str], params: dict[str, Any], res: dict[str, list[Any]]
+) -> None:
+    """One run of ``bench.<module>`` per system, in order; each result goes to ``res[system]``."""
+    for system in systems:
+        log(f"{module} run {run + 1}/{runs}: {system}")
+        r = task(module, {"system": system, **params}, 600)
+        if r:
+            res.setdefault(system, []).append(r)
+
+
 def fig_cycles(plan: Plan, url: str) -> Section:
     peers, skips = peers_available(plan)
     for s in skips:
         log(f"  skip: {s}")
     res: dict[str, list[dict[str, Any]]] = {}
     for run in range(plan.runs):
-        for system in ("parkway", *floors()):
-            log(f"cycles run {run + 1}/{plan.runs}: {system}")
-            r = task(
-                "cycles",
-                {"system": system, "url": url, "n": plan.cycles, "window": plan.window, "mode": plan.mode},
-                600,
-            )
-            if r:
-                res.setdefault(system, []).append(r)
+        params = {"url": url, "n": plan.cycles, "window": plan.window, "mode": plan.mode}
+        run_systems("cycles", run, plan.runs, ("parkway", *floors()), params, res)
         for name, module, params in peers:
             log(f"cycles run {run + 1}/{plan.runs}: {name}")
             n = min(plan.peer_cycles, params.get("cap", plan.peer_cycles))
@@ -467,15 +471,8 @@ def fig_latency(plan: Plan, url: str) -> Section:
 def fig_rediscost(plan: Plan, url: str) -> Section:
     res: dict[str, list[dict[str, Any]]] = {}
     for run in range(plan.count_runs):
-        for system in ("parkway", *floors()):
-            log(f"redis cost run {run + 1}/{plan.count_runs}: {system}")
-            r = task(
-                "rediscost",
-                {"system": system, "url": url, "n": plan.cost_n, "sample": plan.cost_sample, "window": plan.window},
-                600,
-            )
-            if r:
-                res.setdefault(system, []).append(r)
+        params = {"url": url, "n": plan.cost_n, "sample": plan.cost_sample, "window": plan.window}
+        run_systems("rediscost", run, plan.count_runs, ("parkway", *floors()), params, res)
     systems = ["parkway", *floors()]
     sec = Section(
         "rediscost", "3. Redis cost per cycle", ["per cycle", "parkway", *(FLOOR_NAMES[f] for f in systems[1:])]

@@ -40,23 +40,6 @@ def request_bytes() -> int:
     return len(msgpack.packb(model.model_dump(by_alias=True, exclude_none=True), use_bin_type=True))
 
 
-cycle = Workflow("bench_cycle")
-
-
-@cycle.node(start=True)
-def ask(data: dict[str, Any]) -> dict[str, Any]:
-    decision = use_interrupt(REQUEST, id="approval")
-    return {"decision": decision}
-
-
-@cycle.node
-def finish(data: dict[str, Any]) -> dict[str, Any]:
-    return {"done": True}
-
-
-cycle.edge("ask", "finish")
-
-
 _marker: redis.Redis | None = None
 
 
@@ -67,19 +50,23 @@ def _mark(i: Any) -> None:
     _marker.rpush(f"bench:lat:{i}", repr(time.time()))
 
 
-timed = Workflow("bench_timed")
+def _two_nodes(name: str, *, timed: bool) -> Workflow:
+    """Node ``ask`` pauses once on REQUEST (``timed``: after stamping its first line), ``finish`` returns."""
+    flow = Workflow(name)
+
+    @flow.node(start=True)
+    def ask(data: dict[str, Any]) -> dict[str, Any]:
+        if timed:
+            _mark(data["i"])  # the node's first line: a timestamp on every attempt
+        decision = use_interrupt(REQUEST, id="approval")
+        return {"decision": decision}
+
+    @flow.node
+    def finish(data: dict[str, Any]) -> dict[str, Any]:
+        return {"done": True}
+
+    return flow.edge("ask", "finish")
 
 
-@timed.node(start=True)
-def ask_timed(data: dict[str, Any]) -> dict[str, Any]:
-    _mark(data["i"])  # the node's first line: a timestamp on every attempt
-    decision = use_interrupt(REQUEST, id="approval")
-    return {"decision": decision}
-
-
-@timed.node
-def finish_timed(data: dict[str, Any]) -> dict[str, Any]:
-    return {"done": True}
-
-
-timed.edge("ask_timed", "finish_timed")
+cycle = _two_nodes("bench_cycle", timed=False)
+timed = _two_nodes("bench_timed", timed=True)
