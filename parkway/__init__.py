@@ -24,6 +24,7 @@ from .runtime.errors import (
     ValidationError,
     WaitTimeout,
     WorkflowError,
+    WorkflowUnavailable,
 )
 from .runtime.hooks import (
     ParkwayWarning,
@@ -86,6 +87,7 @@ __all__ = [
     "WaitTimeout",
     "Workflow",
     "WorkflowError",
+    "WorkflowUnavailable",
     "emit",
     "idempotency_key",
     "parse_resume_metadata",

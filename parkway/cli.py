@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -28,8 +29,14 @@ NEEDS_REDIS = (
 )
 
 
+def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    return Settings.from_env(
+        redis_url=getattr(args, "redis_url", None), workflows=getattr(args, "workflows", None), **overrides
+    )
+
+
 def _client(args: argparse.Namespace, *, embedded: bool = False, redis_only: bool = True) -> Parkway:
-    settings = Settings.from_env(redis_url=getattr(args, "redis_url", None))
+    settings = _settings(args)
     if embedded:
         settings = settings.with_(redis_url=None)
     elif redis_only and settings.embedded:
@@ -72,6 +79,20 @@ def ask(request: InterruptRequest, stdin: TextIO = sys.stdin, out: TextIO = sys.
     return {"selected": ids if request.multiple else (ids[0] if ids else "")}
 
 
+def _interactive() -> bool:
+    """Whether a person can answer at this terminal (stdin may be a file, /dev/null, or closed)."""
+    return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
+
+
+def _parse_json(text: str, option: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParkwayError(f"{option} is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise ParkwayError(f"{option} nests too deeply") from None
+
+
 def _line(stdin: TextIO) -> str:
     line = stdin.readline()
     if not line:
@@ -83,7 +104,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from .adapters.redis.store import translated
     from .workers.worker import run_worker
 
-    settings = Settings.from_env(redis_url=args.redis_url, queue=args.queue)
+    settings = _settings(args, queue=args.queue)
     if settings.redis_url is None:
         raise ParkwayError("parkway worker needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url")
     if args.workers < 1:
@@ -95,10 +116,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     pw = _client(args, redis_only=False)
-    try:
-        data = json.loads(args.input)
-    except json.JSONDecodeError as exc:
-        raise ParkwayError(f"--input is not valid JSON: {exc}") from exc
+    data = _parse_json(args.input, "--input")
     run_id = pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms)
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     after, hinted = "0", False
@@ -121,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 0 if run.status is RunStatus.COMPLETED else 1
         if run.interrupt is None:
             continue  # answered meanwhile by someone else: keep following
-        if not sys.stdin.isatty():
+        if not _interactive():
             print(_waiting_hint(run_id, pw.settings.embedded), file=sys.stderr)
             return 0
         _answer_at_terminal(pw, run_id, run.interrupt.request)
@@ -178,10 +196,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.select:
         kwargs["selected"] = args.select if len(args.select) > 1 or args.multi else args.select[0]
     elif args.value is not None:
-        try:
-            kwargs["value"] = json.loads(args.value)
-        except json.JSONDecodeError as exc:
-            raise ParkwayError(f"--value is not valid JSON: {exc}") from exc
+        kwargs["value"] = _parse_json(args.value, "--value")
     elif args.text is not None:
         kwargs["value"] = args.text
     result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
@@ -240,7 +255,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for interrupt in page.items:
         _describe(interrupt, out)
     target = page.items[0]
-    if sys.stdin.isatty():
+    if _interactive():
         answer = ask(target.request, out=out)
     else:
         first = target.request.options[0].id
@@ -266,6 +281,19 @@ def parser() -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_, description=help_)
         c.set_defaults(fn=fn)
         c.add_argument("--redis-url", help="Redis URL (default $PARKWAY_REDIS_URL; unset means embedded)")
+        c.add_argument(
+            "--path",
+            action="append",
+            metavar="DIR",
+            help="where to import workflow modules from, before the rest of the Python path "
+            "(repeatable; default: the working directory)",
+        )
+        c.add_argument(
+            "--workflows",
+            metavar="MODULES",
+            help="comma-separated modules workflows may be imported from (default $PARKWAY_WORKFLOWS; "
+            "unset: the application's own code, never the standard library or installed packages)",
+        )
         return c
 
     w = command("worker", "run an RQ worker on parkway's queue", cmd_worker)
@@ -315,9 +343,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _extend_path(dirs: Sequence[str] | None) -> None:
+    """Put the workflow directories first on the import path, as ``rq worker --path`` does
+    (the ``parkway`` script, unlike ``python -m``, does not have the working directory there)."""
+    for directory in reversed([os.path.abspath(d) for d in (dirs or ["."])]):
+        if directory in sys.path:
+            sys.path.remove(directory)
+        sys.path.insert(0, directory)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logs.configure("INFO" if args.verbose else "WARNING")
+    _extend_path(args.path)
     try:
         return int(args.fn(args))
     except ParkwayError as exc:

@@ -7,12 +7,12 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-import structlog
-
 from .config import Settings, check_ttl
 from .runtime import tokens
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
 from .runtime.executor import now_ms
+from .runtime.loading import split_ref
+from .runtime.logger import get_logger
 from .runtime.protocol import (
     CancelOutcome,
     CancelResult,
@@ -25,14 +25,15 @@ from .runtime.protocol import (
     Run,
     RunError,
     RunStatus,
+    check_depth,
     check_id,
 )
 from .runtime.resume import parse_resume_metadata, validate_answer
 from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord
-from .runtime.workflow import Workflow, load_workflow
+from .runtime.workflow import Workflow
 from .workers.setup import Backend, connect
 
-log = structlog.get_logger("parkway")
+log = get_logger()
 
 MAX_PAGE = 1000
 
@@ -62,13 +63,18 @@ class Parkway:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
         if isinstance(workflow, Workflow):
             workflow.validate()
-            wf, ref = workflow, workflow.ref() if not self.settings.embedded else _embedded_ref(workflow)
+            if self.settings.embedded:
+                wf, ref = workflow, _embedded_ref(workflow)
+            else:
+                wf, ref = workflow, workflow.ref()
+                self.settings.modules.check(split_ref(ref)[0])  # workers would refuse it: say so now
         elif isinstance(workflow, str):
-            wf, ref = load_workflow(workflow), workflow
+            wf, ref = self.settings.modules.load(workflow), workflow
         else:
             raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
+        check_depth(input, "run input")
         run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
@@ -163,7 +169,14 @@ class Parkway:
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
         return self._commit(record, token_hash, request_id, entry, event, fence)
 
-    def cancel_interrupt(self, token: str, *, reason: str | None = None, responder: str | None = None) -> ResumeResult:
+    def cancel_interrupt(
+        self,
+        token: str,
+        *,
+        reason: str | None = None,
+        responder: str | None = None,
+        request_id: str | None = None,
+    ) -> ResumeResult:
         """Cancel the interrupt ``token`` names instead of answering it.
 
         The node replays and its ``use_interrupt`` raises InterruptCancelled (catch it
@@ -171,7 +184,7 @@ class Parkway:
         those of ``resume``.
         """
         _check_text(reason, "reason", 1000)
-        found = self._lookup(token, None, responder)
+        found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
         record, token_hash, fence = found
@@ -219,8 +232,14 @@ class Parkway:
         raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
 
     def resume_message(self, message: Mapping[str, Any], *, responder: str | None = None) -> ResumeResult:
-        """Resume from a chat message's ``metadata.resume`` (token, requestId, selected/choice/choices/value)."""
+        """Resume from a chat message's ``metadata.resume``: ``{token, requestId, selected | choice |
+        choices | value}`` answers; ``{token, requestId, cancel: true, reason?}`` cancels the request
+        (as ``cancel_interrupt``), and wins over an answer in the same message."""
         args = parse_resume_metadata(message)
+        if args.cancel:
+            return self.cancel_interrupt(
+                args.token, reason=args.reason, responder=responder, request_id=args.request_id
+            )
         return self.resume(
             args.token, selected=args.selected, value=args.value, request_id=args.request_id, responder=responder
         )
@@ -263,10 +282,16 @@ class Parkway:
         self, token: str, request_id: str | None, responder: str | None
     ) -> tuple[InterruptRecord, str, int | None] | ResumeResult:
         """The pending interrupt a token names (and the run's fence), or the outcome that says why there is none."""
-        run_id = tokens.run_id_of(token)
+        parsed = tokens.parse(token)
+        run_id = parsed.run_id
         if request_id is not None:
             check_id(request_id, "request id")
         _check_text(responder, "responder", 200)
+        if not tokens.verify(self.backend.options.secret, parsed):
+            # not signed by this deployment's key: nothing to look up, and nothing to tell
+            return ResumeResult(outcome=ResumeOutcome.UNKNOWN, run_id=run_id)
+        if request_id is not None and request_id != parsed.request_id:
+            raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
         token_hash = tokens.hash_token(token)
         lookup = self.store.lookup(run_id, token_hash, now_ms())
         record = lookup.interrupt

@@ -15,6 +15,9 @@ variable               meaning
 ``PARKWAY_JOB_TIMEOUT`` seconds one job (node attempts until a pause) may run
 ``PARKWAY_LEASE_MS``   a worker silent this long has lost its attempt (default 5000)
 ``PARKWAY_MAX_LOST_ATTEMPTS`` attempts lost with their worker before the run fails (3)
+``PARKWAY_RETENTION_MS`` how long a run's summary outlives its records (7 days)
+``PARKWAY_WORKFLOWS``  modules workflows may be imported from (comma-separated);
+                       unset means the application's own code only
 =====================  ========================================================
 """
 
@@ -26,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .adapters.limits import Limits
-from .runtime.errors import ConfigError
+from .runtime.errors import ConfigError, WorkflowError
+from .runtime.loading import WorkflowModules, parse_modules
 from .runtime.protocol import check_id
 
 DEFAULT_TTL_MS = 15 * 60 * 1000
@@ -52,6 +56,8 @@ class Settings:
     max_lost_attempts: int = 3
     """attempts of one activation lost with their worker before the run fails"""
     limits: Limits = field(default_factory=Limits)
+    workflows: tuple[str, ...] | None = None
+    """modules that workflows may be imported from; None: the application's own code (see runtime.loading)"""
 
     def __post_init__(self) -> None:
         check_ttl(self.ttl_ms)
@@ -64,6 +70,18 @@ class Settings:
             raise ConfigError("job_timeout must be >= 1 second")
         if self.lease_ms < 500 or self.max_lost_attempts < 1:
             raise ConfigError("lease_ms must be >= 500 and max_lost_attempts >= 1")
+        if self.limits.retention_ms < MIN_TTL_MS:
+            raise ConfigError(f"PARKWAY_RETENTION_MS must be >= {MIN_TTL_MS}")
+        if self.workflows is not None:
+            try:
+                object.__setattr__(self, "workflows", parse_modules(self.workflows))
+            except WorkflowError as exc:
+                raise ConfigError(exc.message) from None
+
+    @property
+    def modules(self) -> WorkflowModules:
+        """Which modules this process may import workflows from."""
+        return WorkflowModules(self.workflows)
 
     @property
     def embedded(self) -> bool:
@@ -89,6 +107,14 @@ class Settings:
                     values[attr] = int(raw)
                 except ValueError:
                     raise ConfigError(f"PARKWAY_{name} must be an integer, got {raw!r}") from None
+        raw = env.get("PARKWAY_RETENTION_MS")
+        if raw:
+            try:
+                values["limits"] = Limits(retention_ms=int(raw))
+            except ValueError:
+                raise ConfigError(f"PARKWAY_RETENTION_MS must be an integer, got {raw!r}") from None
+        if env.get("PARKWAY_WORKFLOWS"):
+            values["workflows"] = env["PARKWAY_WORKFLOWS"]
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

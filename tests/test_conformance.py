@@ -14,7 +14,8 @@ from parkway import (
     RunStatus,
 )
 from tests import flows
-from tests.conftest import Harness
+from parkway.runtime import tokens
+from tests.conftest import SECRET, Harness
 
 
 def test_two_interrupts_resumed_twice_finish_with_both_answers(harness: Harness) -> None:
@@ -173,9 +174,26 @@ def test_run_ttl_default_and_override(harness: Harness) -> None:
 
 
 def test_unknown_token_of_a_never_seen_run(harness: Harness) -> None:
-    """A well-formed token naming nothing stored is unknown, not an error."""
-    outcome = harness.pw.resume("run_nothing." + "A" * 32, selected="red").outcome
-    assert outcome is ResumeOutcome.UNKNOWN
+    """A token signed with the deployment's key but naming nothing stored is unknown, not an error."""
+    token = tokens.mint(SECRET.encode(), "run_nothing", "int_nothing")
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.UNKNOWN
+
+
+def test_a_forged_token_is_unknown_without_telling_whether_its_run_exists(harness: Harness) -> None:
+    """A token the deployment's key did not sign reads unknown, for a live run, a finished run and
+    a run that never was alike, and changes nothing."""
+    live = harness.start_and_run(flows.one_choice)
+    finished = harness.start_and_run(flows.one_choice)
+    assert harness.pw.resume(harness.token(finished), selected="red").accepted
+    harness.run_jobs()
+    real = harness.token(live)
+    request_id = real.split(".")[1]
+    for run_id in (live, finished, "run_never"):
+        forged = tokens.mint(b"not-the-deployment-key" * 2, run_id, request_id)
+        assert harness.pw.resume(forged, selected="red").outcome is ResumeOutcome.UNKNOWN
+        assert harness.pw.cancel_interrupt(forged).outcome is ResumeOutcome.UNKNOWN
+    assert harness.pw.get_run(live).status is RunStatus.WAITING
+    assert harness.pw.resume(real, selected="red").accepted
 
 
 def test_token_of_one_interrupt_never_resumes_another(harness: Harness) -> None:

@@ -7,7 +7,14 @@ import pytest
 from parkway import InterruptRequest, InvalidAnswer, MalformedResume, parse_resume_metadata
 from parkway.runtime.resume import validate_answer
 
-TOKEN = "run_1." + "A" * 32
+TOKEN = "run_1.int_1." + "A" * 32
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 @pytest.mark.parametrize(
@@ -31,7 +38,9 @@ def test_every_selected_shape_normalises_to_ids(resume: dict, selected: list[str
 
 def test_value_shape_is_passed_through() -> None:
     """A contract-style value is returned as is."""
-    args = parse_resume_metadata({"resume": {"token": TOKEN, "value": {"type": "select", "jobId": "job-123"}}})
+    args = parse_resume_metadata(
+        {"resume": {"token": TOKEN, "requestId": "r1", "value": {"type": "select", "jobId": "job-123"}}}
+    )
     assert args.value == {"type": "select", "jobId": "job-123"} and args.selected is None
 
 
@@ -51,7 +60,14 @@ def test_value_shape_is_passed_through() -> None:
         {"metadata": {"resume": {"token": TOKEN, "selected": {"choice": {"name": "a"}}}}},
         {"metadata": {"resume": {"token": TOKEN, "selected": {"other": 1}}}},
         {"metadata": {"resume": {"token": TOKEN, "requestId": 7, "selected": "a"}}},
-        {"metadata": {"resume": {"token": TOKEN, "selected": ["a"] * 1001}}},
+        {"metadata": {"resume": {"token": TOKEN, "requestId": "r1", "selected": ["a"] * 1001}}},
+        {"metadata": {"resume": {"token": TOKEN, "selected": "a"}}},
+        {"metadata": {"resume": {"token": TOKEN, "requestId": "", "selected": "a"}}},
+        {"metadata": {"resume": {"token": TOKEN, "requestId": "r1", "cancel": "yes"}}},
+        {"metadata": {"resume": {"token": TOKEN, "requestId": "r1", "cancel": True, "reason": 5}}},
+        {"metadata": {"resume": {"token": TOKEN, "requestId": "r1", "cancel": False}}},
+        {"metadata": {"resume": {"token": TOKEN, "requestId": "r1", "value": _nested(40)}}},
+        _nested(5000),
     ],
 )
 def test_malformed_metadata_is_rejected_clearly(message: object) -> None:
@@ -87,3 +103,20 @@ def test_both_selected_and_value_is_refused() -> None:
     """An answer carries either option ids or a value."""
     with pytest.raises(InvalidAnswer, match="not both"):
         validate_answer(CHOICE, selected="a", value="a")
+
+
+@pytest.mark.parametrize("extra", [{}, {"selected": "a"}, {"value": "text"}, {"reason": "no thanks"}])
+def test_cancel_true_is_a_cancellation_never_an_answer(extra: dict) -> None:
+    """{cancel: true} parses as a cancellation, and wins over an answer in the same message."""
+    args = parse_resume_metadata({"metadata": {"resume": {"token": TOKEN, "requestId": "r1", "cancel": True, **extra}}})
+    assert args.cancel and args.selected is None and args.value is None
+    assert args.reason == extra.get("reason")
+
+
+@pytest.mark.parametrize("depth", [33, 400, 600, 50_000])
+def test_deeply_nested_answers_are_refused_with_a_parkway_error(depth: int) -> None:
+    """An answer nested past the bound raises InvalidAnswer (never RecursionError), however deep."""
+    with pytest.raises(InvalidAnswer, match="levels deep"):
+        validate_answer(MULTI, selected=_nested(depth))
+    with pytest.raises(InvalidAnswer, match="levels deep"):
+        validate_answer(InterruptRequest(kind="text", question="?"), value=_nested(depth))

@@ -148,10 +148,14 @@ def test_errors_keep_their_fields_through_pickle() -> None:
 
 
 def test_tokens_are_long_random_looking_and_stored_hashed() -> None:
-    """A token embeds its run id, carries 192 bits from the HMAC, and only its SHA-256 is stored."""
+    """A token embeds its run and request ids, carries 192 bits from the HMAC, verifies only under
+    its key, and only its SHA-256 is stored."""
     token = tokens.mint(SECRET.encode(), "run_1", "int_a")
     assert tokens.run_id_of(token) == "run_1"
-    assert len(token.split(".", 1)[1]) == 32
+    parsed = tokens.parse(token)
+    assert (parsed.run_id, parsed.request_id, len(parsed.signature)) == ("run_1", "int_a", 24)
+    assert tokens.verify(SECRET.encode(), parsed) and not tokens.verify(b"another key" * 4, parsed)
+    assert not tokens.verify(SECRET.encode(), tokens.parse(token.replace("int_a", "int_b")))
     assert tokens.mint(SECRET.encode(), "run_1", "int_b") != token
     assert len(tokens.hash_token(token)) == 64 and token not in tokens.hash_token(token)
 
@@ -174,3 +178,34 @@ def test_embedded_default_without_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PARKWAY_REDIS_URL", raising=False)
     pw = Parkway()
     assert pw.settings.embedded and type(pw.store).__name__ == "MemoryStore"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        None,
+        7,
+        "",
+        "run_1",
+        "run_1." + "A" * 32,  # the request id is missing
+        "run_1.int_a." + "A" * 31,  # too short by one: valid base64 shape otherwise
+        "run_1.int_a." + "A" * 33,  # too long by one
+        "run_1.int_a." + "A" * 31 + "=",  # the right length, but padding in the middle of a signature
+        "run_1.int_a." + "A" * 31 + "*",  # the right length, a character outside base64url
+        "run 1.int_a." + "A" * 32,
+        "run_1\n.int_a." + "A" * 32,
+        "run_1.int:a." + "A" * 32,
+        "run_1.int_a.x." + "A" * 32,
+        "r" * 65 + ".int_a." + "A" * 32,
+        "r" * 300,
+    ],
+)
+def test_malformed_tokens_are_refused_before_any_lookup(token: object) -> None:
+    """Each malformed token (wrong part count, ids, signature length or alphabet) raises MalformedResume."""
+    with pytest.raises(MalformedResume):
+        tokens.parse(token)
+
+
+def test_a_token_of_exactly_the_signature_length_parses() -> None:
+    """The length check is exact: 32 base64url characters pass (the cases above fail by one)."""
+    assert tokens.parse("run_1.int_a." + "A" * 32).request_id == "int_a"

@@ -117,7 +117,7 @@ def event_from(entry_id: str, kind: str, data_blob: bytes) -> StoredEvent:
 
 # --- index members and cursors ----------------------------------------------
 
-_MEMBER = re.compile(r"^(\d{13}):(\d{13}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64})$")
+_MEMBER = re.compile(r"([0-9]{13}):([0-9]{13}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64})")
 
 
 def entry_of(record: InterruptRecord) -> IndexEntry:
@@ -125,7 +125,7 @@ def entry_of(record: InterruptRecord) -> IndexEntry:
 
 
 def parse_member(member: str, order: str) -> IndexEntry:
-    m = _MEMBER.match(member)
+    m = _MEMBER.fullmatch(member)
     if m is None:
         raise CorruptRecord(f"interrupt index member {member!r} is malformed")
     first, second = int(m.group(1)), int(m.group(2))
@@ -149,7 +149,7 @@ def parse_cursor(cursor: str | None, order: str) -> str | None:
     if cursor is None:
         return None
     prefix = order[0] + "."
-    if not isinstance(cursor, str) or not cursor.startswith(prefix) or not _MEMBER.match(cursor[2:]):
+    if not isinstance(cursor, str) or not cursor.startswith(prefix) or not _MEMBER.fullmatch(cursor[2:]):
         raise ValidationError(f"invalid cursor for order={order!r}")
     return cursor[2:]
 

@@ -180,6 +180,8 @@ class MemoryStore:
             run = self._current(run_id, fence)
             if int(run.fields["step"]) != step:
                 raise StaleFence(f"run {run_id} is at step {run.fields['step']}, the job has {step}", run_id=run_id)
+            if run.fields["status"] == "running" and self.leases.get(run_id, 0) > now:
+                raise StaleFence(f"run {run_id}: another attempt holds the lease of this activation", run_id=run_id)
             run.fields.update(status="running", updated=now)
             self.leases[run_id] = lease_until
             self.outbox.pop(f"{run_id}:{step}:{fence}", None)
@@ -279,6 +281,19 @@ class MemoryStore:
             self._event(run, event[0], event[1])
             self._event(run, "done", {"status": status})
             self._refresh(run)
+
+    def release(self, run_id: str, fence: int, step: int, event: Mapping[str, Any], now: int) -> int:
+        with self._cond:
+            run = self._current(run_id, fence, ("running",))
+            if int(run.fields["step"]) != step:
+                raise StaleFence(f"run {run_id} is at step {run.fields['step']}", run_id=run_id)
+            fence = self._bump(run)
+            run.fields.update(status="queued", updated=now)
+            self.leases.pop(run_id, None)
+            self.outbox[f"{run_id}:{step}:{fence}"] = now
+            self._event(run, "node.deferred", event)
+            self._refresh(run)
+            return fence
 
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         with self._cond:

@@ -10,6 +10,7 @@
     │   ├── InvalidAnswer        a resume answer that does not fit the request
     │   └── MalformedResume      a resume token or metadata that cannot be parsed
     ├── WorkflowError            a workflow definition or reference that cannot work
+    │   └── WorkflowUnavailable  a workflow module not found, or not allowed (PARKWAY_WORKFLOWS)
     ├── NondeterminismError      a replay asked a hook for something else than the journal holds
     ├── InterruptCancelled       raised by use_interrupt when its interrupt was cancelled
     ├── StaleFence               a commit from an attempt that is no longer current
@@ -73,6 +74,12 @@ class MalformedResume(ValidationError):
 
 class WorkflowError(ParkwayError):
     """A workflow definition or reference that cannot work."""
+
+
+class WorkflowUnavailable(WorkflowError):
+    """A workflow this process cannot load: its module is not found, or not allowed.
+
+    A worker leaves such a run queued for a worker that can load it."""
 
 
 class NondeterminismError(ParkwayError):

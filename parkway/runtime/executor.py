@@ -22,12 +22,14 @@ from typing import Any
 import structlog
 
 from . import tokens
-from .errors import CorruptRecord, InterruptCancelled, ParkwayError, StaleFence, WorkflowError
+from .errors import CorruptRecord, InterruptCancelled, ParkwayError, StaleFence, WorkflowError, WorkflowUnavailable
 from .hooks import NodeContext, Pause, activate, deactivate
+from .loading import WorkflowModules
+from .logger import get_logger
 from .store import Advance, Attempt, InterruptRecord, Park, Store
-from .workflow import Result, Workflow, as_result, load_workflow
+from .workflow import Result, Workflow, as_result
 
-log = structlog.get_logger("parkway")
+log = get_logger()
 
 
 def now_ms() -> int:
@@ -40,6 +42,7 @@ class JobEnd(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     STALE = "stale"
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class Options:
 
     secret: bytes
     clock: Callable[[], int] = now_ms
-    loader: Callable[[str], Workflow] = load_workflow
+    loader: Callable[[str], Workflow] = WorkflowModules().load
+    """finds a run's workflow by reference; raises WorkflowUnavailable when this process cannot"""
     lease_ms: int = 5000
     """how long a worker may go silent before its attempt is taken as lost"""
 
@@ -81,6 +85,8 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
     run = attempt.run
     try:
         workflow = options.loader(run.ref)
+    except WorkflowUnavailable as exc:
+        return _defer(store, options, run.run_id, fence, run.step, exc)
     except WorkflowError as exc:
         return _fail(store, options, run.run_id, fence, exc, run.node)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
@@ -112,6 +118,14 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             log.info("run_completed")
             return JobEnd.COMPLETED
         node, step, journal = next_node, step + 1, {}
+
+
+def _defer(store: Store, options: Options, run_id: str, fence: int, step: int, exc: WorkflowUnavailable) -> JobEnd:
+    """This process cannot load the run's workflow (a worker started elsewhere, a missing --path, an
+    allow-list): give the activation back, queued, for the reconciler to enqueue again in a few seconds."""
+    store.release(run_id, fence, step, {"step": step, "reason": exc.message}, options.clock())
+    log.error("workflow_unavailable", error=exc.message, retry="the run stays queued and is enqueued again")
+    return JobEnd.DEFERRED
 
 
 def _fail(store: Store, options: Options, run_id: str, fence: int, exc: BaseException, node: str | None) -> JobEnd:

@@ -8,28 +8,54 @@ any of them can reach a Redis key.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import InvalidId
+from .errors import InvalidId, ValidationError
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-"""Run, request and workflow ids: letters, digits, '_' and '-', at most 64 characters.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""Run, request and workflow ids: 1-64 letters, digits, '_' and '-', starting with a letter or digit.
 
-No ':', '{', '}', '*', '.', whitespace or glob characters can reach a key."""
+Always applied with ``fullmatch``: ``$`` would also match before a trailing newline. No ':',
+'{', '}', '*', '.', whitespace, newline or glob character can reach a key."""
 
 
 def check_id(value: object, what: str = "id") -> str:
     """Return ``value`` if it is a valid id, else raise :class:`InvalidId`."""
-    if not isinstance(value, str) or not ID_PATTERN.match(value):
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
         shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise InvalidId(
             f"invalid {what} {shown}: use 1-64 letters, digits, '_' or '-', starting with a letter or digit",
             what=what,
         )
     return value
+
+
+MAX_DEPTH = 32
+"""How deeply lists and dicts may nest in what crosses the public API (run input, answers, metadata)."""
+
+
+def check_depth(
+    value: object, what: str, limit: int = MAX_DEPTH, error: type[ValidationError] = ValidationError
+) -> None:
+    """Raise ``error`` if ``value`` nests lists or dicts deeper than ``limit``.
+
+    Iterative, so a hostile value cannot exhaust the interpreter's stack while being checked."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise error(f"{what} nests lists and objects more than {limit} levels deep")
+        stack.extend((child, depth + 1) for child in children)
 
 
 class RunStatus(StrEnum):

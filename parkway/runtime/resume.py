@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidAnswer, MalformedResume
-from .protocol import InterruptRequest
+from .protocol import InterruptRequest, check_depth
 
 MAX_SELECTED = 1000
 MAX_ID_LENGTH = 200
@@ -19,12 +19,14 @@ MAX_ID_LENGTH = 200
 
 @dataclass(frozen=True)
 class ResumeArgs:
-    """A resume, as parsed from message metadata."""
+    """A resume, as parsed from message metadata: an answer, or (``cancel``) a cancellation."""
 
     token: str
-    request_id: str | None = None
+    request_id: str
     selected: list[str] | None = None
     value: Any = None
+    cancel: bool = False
+    reason: str | None = None
 
 
 def _ids(raw: object, where: str) -> list[str]:
@@ -56,12 +58,17 @@ def _one_id(item: object, where: str) -> list[str]:
 
 
 def parse_resume_metadata(message: Mapping[str, Any]) -> ResumeArgs:
-    """Read ``metadata.resume = {token, requestId, selected | choice | choices | value}``.
+    """Read ``metadata.resume = {token, requestId, selected | choice | choices | value}``,
+    or ``{token, requestId, cancel: true, reason?}`` to cancel the request instead.
 
     Accepts the whole message, its ``metadata``, or the ``resume`` object itself.
+    ``requestId`` is required: it names the request the person saw. A message that
+    carries ``cancel: true`` cancels, whatever answer it also carries: a cancel is
+    never recorded as an answer.
     """
     if not isinstance(message, Mapping):
         raise MalformedResume("resume metadata must be an object")
+    check_depth(message, "resume metadata", error=MalformedResume)
     resume: Any = message
     if "metadata" in message:
         resume = message["metadata"]
@@ -75,13 +82,21 @@ def parse_resume_metadata(message: Mapping[str, Any]) -> ResumeArgs:
     if not isinstance(token, str) or not token:
         raise MalformedResume("metadata.resume.token must be a non-empty string")
     request_id = resume.get("requestId", resume.get("request_id"))
-    if request_id is not None and not isinstance(request_id, str):
-        raise MalformedResume("metadata.resume.requestId must be a string")
+    if not isinstance(request_id, str) or not request_id:
+        raise MalformedResume("metadata.resume.requestId must be the request's id (a non-empty string)")
+    cancel = resume.get("cancel", False)
+    if not isinstance(cancel, bool):
+        raise MalformedResume("metadata.resume.cancel must be true or false")
+    if cancel:
+        reason = resume.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise MalformedResume("metadata.resume.reason must be a string")
+        return ResumeArgs(token, request_id, cancel=True, reason=reason)
     answers = [k for k in ("selected", "choice", "choices", "value") if k in resume]
     if len(answers) > 1:
         raise MalformedResume(f"metadata.resume carries more than one answer: {answers}")
     if not answers:
-        raise MalformedResume("metadata.resume needs one of selected, choice, choices or value")
+        raise MalformedResume("metadata.resume needs one of selected, choice, choices or value (or cancel: true)")
     key = answers[0]
     if key == "value":
         return ResumeArgs(token, request_id, None, resume["value"])
@@ -93,6 +108,7 @@ def validate_answer(request: InterruptRequest, *, selected: Any = None, value: A
     """Return the value to record for ``request``, or raise InvalidAnswer."""
     if selected is not None and value is not None:
         raise InvalidAnswer("give either selected or value, not both")
+    check_depth(selected if selected is not None else value, "the answer", error=InvalidAnswer)
     if request.kind == "text":
         if selected is not None:
             raise InvalidAnswer("a text request takes value=<text>, not selected")

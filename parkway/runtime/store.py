@@ -268,6 +268,10 @@ class Store(Protocol):
     ) -> None:
         """End a queued or running run (at ``fence``, or whatever is current when None)."""
 
+    def release(self, run_id: str, fence: int, step: int, event: Mapping[str, Any], now: int) -> int:
+        """Give a running activation back unrun: queued at a new fence (returned), an outbox entry
+        for the reconciler to enqueue it again, the lease released, a ``node.deferred`` event."""
+
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         """Read the interrupt a token hash names, without changing anything."""
 

@@ -11,7 +11,6 @@ Workers find a workflow by import path (``"package.module:attribute"``);
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -157,21 +156,3 @@ def as_result(value: Any, node: str) -> Result:
     if isinstance(value, Mapping):
         return Result(data=value)
     raise WorkflowError(f"node {node!r} returned {type(value).__name__}; return None, a dict or parkway.Result")
-
-
-def load_workflow(ref: str) -> Workflow:
-    """Import ``module:attribute`` and return the Workflow found there."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise WorkflowError(f"workflow reference {ref!r} must look like 'package.module:attribute'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise WorkflowError(f"cannot import {module_name!r} for workflow {ref!r}: {exc}") from exc
-    target: Any = module
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-    if not isinstance(target, Workflow):
-        raise WorkflowError(f"{ref!r} is not a parkway Workflow")
-    target.validate()
-    return target

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import queue
 import threading
-
-import structlog
+from collections.abc import Callable
 
 from ..runtime import executor
 from ..runtime.errors import WorkflowError
+from ..runtime.loading import WorkflowModules
+from ..runtime.logger import get_logger
 from ..runtime.store import Handoff, Store
-from ..runtime.workflow import Workflow, load_workflow
+from ..runtime.workflow import Workflow
 
-log = structlog.get_logger("parkway")
+log = get_logger()
 
 _registry: dict[str, Workflow] = {}
 
@@ -27,10 +28,14 @@ def register(workflow: Workflow) -> str:
     return ref
 
 
-def load(ref: str) -> Workflow:
-    """Find a workflow registered in this process, else import it."""
-    workflow = _registry.get(ref)
-    return workflow if workflow is not None else load_workflow(ref)
+def loader(modules: WorkflowModules) -> Callable[[str], Workflow]:
+    """Find a workflow registered in this process, else import it if ``modules`` allows."""
+
+    def load(ref: str) -> Workflow:
+        workflow = _registry.get(ref)
+        return workflow if workflow is not None else modules.load(ref)
+
+    return load
 
 
 class InlineExecutor:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-import structlog
 from rq import Queue
 from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
@@ -24,11 +23,12 @@ from rq.utils import now, utcformat
 from ..adapters.redis.store import RedisStore, translated
 from ..config import Settings
 from ..runtime import executor
+from ..runtime.logger import get_logger
 from ..runtime.store import Handoff
 from .serializer import MsgpackSerializer
 from .setup import resolve_secret
 
-log = structlog.get_logger("parkway")
+log = get_logger()
 
 _PENDING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
@@ -139,7 +139,9 @@ def install(settings: Settings) -> WorkerRuntime:
     if settings.redis_url is None:
         raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
     store = RedisStore.from_url(settings.redis_url, settings.limits)
-    options = executor.Options(secret=resolve_secret(settings, store.client), lease_ms=settings.lease_ms)
+    options = executor.Options(
+        secret=resolve_secret(settings, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
+    )
     _runtime = WorkerRuntime(os.getpid(), settings, store, options, RQDispatcher(store.client, settings))
     return _runtime
 

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
-import structlog
 
 from ..adapters.redis import keys
 from ..adapters.redis.store import translated
 from ..config import Settings
 from ..runtime import executor
+from ..runtime.errors import ConfigError
+from ..runtime.logger import get_logger
 from ..runtime.store import Handoff, Store
 
-log = structlog.get_logger("parkway")
+log = get_logger()
 
 
 class Dispatcher(Protocol):
@@ -41,35 +44,68 @@ class Backend:
 
 
 def resolve_secret(settings: Settings, client: redis.Redis | None) -> bytes:
-    """The token key: PARKWAY_SECRET; else per process (embedded) or shared through Redis, with a warning."""
+    """The token key: PARKWAY_SECRET; else per process (embedded) or shared through Redis, with a warning.
+
+    On Redis, every client and worker checks the key against a fingerprint kept beside the runs
+    (the first to start writes it): a process with another key would mint tokens that resume
+    nothing, so it is refused at start instead."""
     if settings.secret is not None:
-        return settings.secret.encode()
-    if client is None:
+        key = settings.secret.encode()
+    elif client is None:
         return os.urandom(32)
-    log.warning(
-        "secret_from_redis",
-        hint="PARKWAY_SECRET is unset: the token key is kept in Redis, so anyone who can read Redis "
-        "can rebuild resume tokens; set PARKWAY_SECRET (32+ random characters) in production",
-    )
+    else:
+        log.warning(
+            "secret_from_redis",
+            hint="PARKWAY_SECRET is unset: the token key is kept in Redis, so anyone who can read Redis "
+            "can rebuild resume tokens; set PARKWAY_SECRET (32+ random characters) in production",
+        )
+        with translated():
+            client.set(keys.secret(), os.urandom(32).hex(), nx=True)
+            value: Any = client.get(keys.secret())
+        key = value.encode() if isinstance(value, str) else bytes(value)
+    if client is not None:
+        check_fingerprint(client, key, from_env=settings.secret is not None)
+    return key
+
+
+def fingerprint(key: bytes) -> str:
+    """Names a token key without revealing it (an HMAC of a fixed text under the key)."""
+    return hmac.new(key, b"parkway token key fingerprint v1", hashlib.sha256).hexdigest()[:32]
+
+
+def check_fingerprint(client: redis.Redis, key: bytes, *, from_env: bool) -> None:
+    mine = fingerprint(key)
     with translated():
-        client.set(keys.secret(), os.urandom(32).hex(), nx=True)
-        value: Any = client.get(keys.secret())
-    return value.encode() if isinstance(value, str) else bytes(value)
+        client.set(keys.key_fingerprint(), mine, nx=True)
+        stored: Any = client.get(keys.key_fingerprint())
+    theirs = stored.decode() if isinstance(stored, bytes) else str(stored)
+    if not hmac.compare_digest(theirs, mine):
+        source = "PARKWAY_SECRET" if from_env else "the key generated in Redis (PARKWAY_SECRET is unset here)"
+        raise ConfigError(
+            f"the token key of this process ({source}) is not the one this Redis's runs were started "
+            "with: its tokens would resume nothing. Give every client and worker the same PARKWAY_SECRET. "
+            f"(To start over with a new key, delete the key {keys.key_fingerprint()!r}: tokens already "
+            "handed out stop working.)"
+        )
 
 
 def connect(settings: Settings) -> Backend:
     """The embedded backend (memory store, in-process executor) or the Redis one (Redis store, RQ)."""
     if settings.redis_url is None:
         from ..adapters.memory import MemoryStore
-        from .inline import InlineExecutor, load
+        from .inline import InlineExecutor, loader
 
         log.warning("embedded_mode", hint="no PARKWAY_REDIS_URL: runs live in this process and nothing survives it")
         memory = MemoryStore(settings.limits)
-        options = executor.Options(secret=resolve_secret(settings, None), loader=load, lease_ms=settings.lease_ms)
+        options = executor.Options(
+            secret=resolve_secret(settings, None), loader=loader(settings.modules), lease_ms=settings.lease_ms
+        )
         return Backend(settings, memory, InlineExecutor(memory, options), options)
     from ..adapters.redis.store import RedisStore
     from .jobs import RQDispatcher
 
     store = RedisStore.from_url(settings.redis_url, settings.limits)
-    options = executor.Options(secret=resolve_secret(settings, store.client), lease_ms=settings.lease_ms)
+    options = executor.Options(
+        secret=resolve_secret(settings, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
+    )
     return Backend(settings, store, RQDispatcher(store.client, settings), options)

@@ -25,6 +25,8 @@ key                         type    TTL       holds
 ``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
 ``pw:reconciler``           string  lock      which worker runs the reconciler now
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
+``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
+                                              the key): a process with another key is refused
 ==========================  ======  ========  ===============================================
 """
 
@@ -76,6 +78,11 @@ def outbox() -> str:
 def secret() -> str:
     """The token key, only when PARKWAY_SECRET is unset (a development fallback)."""
     return f"{PREFIX}:secret"
+
+
+def key_fingerprint() -> str:
+    """A fingerprint of the token key every client and worker must share (never the key)."""
+    return f"{PREFIX}:keyid"
 
 
 def leases() -> str:

@@ -56,6 +56,7 @@ _SCRIPTS = (
     "recover",
     "redispatch",
     "expire",
+    "release",
 )
 
 
@@ -312,6 +313,17 @@ class RedisStore:
                 self._event({"status": status}),
                 r,
             ],
+        )
+
+    def release(self, run_id: str, fence: int, step: int, event: Mapping[str, Any], now: int) -> int:
+        r = run_id
+        return int(
+            self._call(
+                "release",
+                r,
+                [keys.run(r), keys.events(r), keys.outbox(), keys.leases()],
+                [fence, step, now, self.limits.max_events, self._event(event), r],
+            )
         )
 
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
