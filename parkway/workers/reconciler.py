@@ -22,14 +22,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import structlog
-
 from ..runtime.errors import ParkwayError
 from ..runtime.executor import now_ms
+from ..runtime.logger import get_logger
 from ..runtime.store import Store
 from .setup import Dispatcher
 
-log = structlog.get_logger("parkway")
+log = get_logger()
 
 OUTBOX_AGE_MS = 5000
 
