@@ -26,7 +26,7 @@ from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.store import RedisStore, connect
 from ..config import Settings
-from .jobs import EXECUTE_JOB, runtime
+from .jobs import EXECUTE_JOB, install, runtime
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
 
@@ -426,9 +426,15 @@ def run_worker(settings: Settings, *, burst: bool = False, workers: int = 1) -> 
     assert settings.redis_url is not None
     if workers < 1:
         raise ValueError("--workers must be at least 1")
-    # pool processes and lazily-installed job runtimes read their settings from the environment
+    # the process boundary: pool children and lazily-installed job runtimes read their settings
+    # from the environment (the token key already comes from there)
     os.environ["PARKWAY_REDIS_URL"] = settings.redis_url
     os.environ["PARKWAY_QUEUE"] = settings.queue
+    if settings.workflows is not None:
+        os.environ["PARKWAY_WORKFLOWS"] = ",".join(settings.workflows)
+    # set up (and check: the token key's fingerprint) on parkway's own bounded client first: RQ
+    # raises its connection's socket timeout to minutes for its blocking dequeue
+    install(settings)
     connection = connect(settings.redis_url)
     if workers > 1:
         pool = WorkerPool(
