@@ -157,9 +157,12 @@ def test_expired_interrupts_are_recorded_by_the_reconciler(harness: Harness) -> 
     token = event["resumeToken"]
     time.sleep(max(0, event["expiresAt"] / 1000 - time.time()) + 0.1)
     report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
-    # the embedded executor reconciles by itself when idle, and may have been first
-    assert report.expired == [run_id] or harness.kind == "memory"
-    assert _events(harness, run_id)[-2:] == ["interrupt.expired", "done"]
+    # the embedded executor reconciles by itself when idle and may have been first (then this pass
+    # finds nothing to do); either way the expiry is recorded exactly once
+    assert report.expired == [run_id] or (harness.kind == "memory" and report.expired == [])
+    events = _events(harness, run_id)
+    assert events[-2:] == ["interrupt.expired", "done"]
+    assert events.count("interrupt.expired") == 1 and events.count("done") == 1
     assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
     assert reconcile_once(harness.pw.store, harness.pw.backend.dispatcher).expired == []

@@ -1,0 +1,905 @@
+"""The design's invariants, each pinned where a small change to the stores, the scripts or the
+hooks would otherwise pass unnoticed.
+
+Grouped by behaviour: what each transition puts under a TTL (invariant 5); what a run reads as
+once its records are gone (5); a pending key that is gone (2, 3); replay (emit and the journal's
+names); the answer bound (3); the fence a resume moves the run to (1, 2); persist, then publish (4).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+import structlog
+from structlog.testing import capture_logs
+
+from parkway import (
+    CancelOutcome,
+    InvalidAnswer,
+    NondeterminismError,
+    Parkway,
+    PayloadTooLarge,
+    ResumeOutcome,
+    RunNotFound,
+    RunStatus,
+    Settings,
+    StaleFence,
+    Workflow,
+    emit,
+    use_interrupt,
+    use_node_state,
+    use_workflow_state,
+)
+from parkway.adapters.limits import Limits
+from parkway.adapters.memory import MemoryStore
+from parkway.adapters.redis import keys
+from parkway.adapters.redis.store import RedisStore
+from parkway.runtime import executor, tokens
+from parkway.runtime.store import (
+    Advance,
+    Answer,
+    IndexEntry,
+    InterruptRecord,
+    JournalEntry,
+    NewRun,
+    Park,
+)
+from parkway.workers.reconciler import reconcile_once
+from tests import flows
+from tests.conftest import SECRET, Harness
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+# --- workflows these tests run (module level, so RQ workers import them) ---------------------
+
+counted = Workflow("counted")
+
+
+@counted.node(start=True)
+def counts_then_asks(data: dict[str, Any]) -> dict[str, Any]:
+    """Counts every execution of its body, then asks for a color."""
+    flows.count_effect(f"body:{data.get('tag', 'counted')}")
+    answer = use_interrupt(flows.COLORS, id="q")
+    return {"answer": answer}
+
+
+emitting = Workflow("emitting")
+
+
+@emitting.node(start=True)
+def emits_around_pauses(data: dict[str, Any]) -> dict[str, Any]:
+    """Emits before, between and after two pauses, with no use_node_state guard."""
+    emit("progress", {"at": "before"})
+    name = use_interrupt({"kind": "text", "question": "Your name?"}, id="name")
+    emit("progress", {"at": "between", "name": name})
+    color = use_interrupt(flows.COLORS, id="color")
+    emit("progress", {"at": "after", "color": color})
+    return {"name": name, "color": color}
+
+
+drift = {"first": "emit", "data_type": "progress"}
+"""what `drifts` does at journal position @0 on its next attempt (a test changes it between attempts)"""
+
+drifting_names = Workflow("drifting_names")
+
+
+@drifting_names.node(start=True)
+def drifts(data: dict[str, Any]) -> dict[str, Any]:
+    if drift["first"] == "emit":
+        emit(drift["data_type"], {"n": 1})
+    else:
+        use_node_state(0)
+    answer = use_interrupt(flows.COLORS, id="q")
+    return {"answer": answer}
+
+
+long_text = Workflow("long_text")
+
+
+@long_text.node(start=True)
+def asks_for_a_long_text(data: dict[str, Any]) -> dict[str, Any]:
+    answer = use_interrupt({"kind": "text", "question": "Paste the log", "maxLength": 200_000}, id="log")
+    return {"length": len(answer)}
+
+
+every_hook = Workflow("every_hook")
+
+
+@every_hook.node(start=True)
+def writes_everything(data: dict[str, Any]) -> dict[str, Any]:
+    _, set_shared = use_workflow_state("shared")
+    set_shared({"v": 1})
+    seen, set_seen = use_node_state(False, key="seen")
+    if not seen:
+        set_seen(True)
+    emit("progress", {"n": 1})
+    answer = use_interrupt(flows.COLORS, id="q", ttl_ms=data.get("ttl_ms"))
+    return {"answer": answer}
+
+
+@pytest.fixture(autouse=True)
+def _reset_drift() -> None:
+    drift.update(first="emit", data_type="progress")
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _harness(request: pytest.FixtureRequest, kind: str, **settings: Any) -> Harness:
+    """A harness like conftest's, with its own settings."""
+    if kind == "memory":
+        s = Settings(secret=SECRET, **settings)
+        return Harness("memory", Parkway(s), s)
+    client = request.getfixturevalue("redis_client")
+    s = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET, **settings)
+    return Harness("redis", Parkway(s), s, client)
+
+
+def _create(harness: Harness, workflow: Workflow, data: dict[str, Any] | None = None) -> str:
+    """A queued run whose job nobody enqueued (so the test runs its jobs by hand)."""
+    run_id = "run_" + uuid.uuid4().hex
+    start = workflow.start or ""
+    harness.pw.store.create_run(NewRun(run_id, workflow.name, workflow.ref(), start, data or {}, 60_000, _now()))
+    return run_id
+
+
+def _execute(harness: Harness, run_id: str, step: int, fence: int) -> executor.JobEnd:
+    """Run one job in this thread, as a worker would."""
+    return executor.execute(harness.pw.store, harness.pw.backend.options, run_id, step, fence)
+
+
+def _event_types(harness: Harness, run_id: str) -> list[str]:
+    return [e.type for e in harness.pw.store.read_events(run_id, "0", None, 1000)]
+
+
+def _fence(harness: Harness, run_id: str) -> int:
+    record = harness.pw.store.get_run(run_id, _now())
+    assert record is not None
+    return record.fence
+
+
+def _answer(record: InterruptRecord, token_hash: str, value: Any = "red") -> Answer:
+    """What the client commits for a choice answer to ``record``."""
+    entry = JournalEntry("interrupt", record.journal_field.removeprefix("i:"), value, record.request["kind"])
+    return Answer(record, token_hash, None, entry, {"requestId": record.request_id}, _now())
+
+
+def _pending_lookup(harness: Harness, run_id: str) -> tuple[str, InterruptRecord]:
+    """The run's token (from the public API), and the interrupt record the store holds for it."""
+    token = harness.token(run_id)
+    lookup = harness.pw.store.lookup(run_id, tokens.hash_token(token), _now())
+    assert lookup.outcome == "pending" and lookup.interrupt is not None
+    return token, lookup.interrupt
+
+
+def _interrupt_of(harness: Harness, run_id: str) -> tuple[str, InterruptRecord]:
+    """The run's token, from its interrupt event (which outlives a short pause), and the interrupt
+    record the store holds for it."""
+    token = harness.interrupt_event(run_id)["resumeToken"]
+    lookup = harness.pw.store.lookup(run_id, tokens.hash_token(token), _now())
+    assert lookup.interrupt is not None
+    return token, lookup.interrupt
+
+
+def _drop_pending_key(harness: Harness, run_id: str) -> None:
+    """Delete the run's pending-request key by hand (as its TTL would), leaving its records."""
+    store: Any = harness.pw.store
+    client = getattr(store, "client", None)
+    if client is not None:
+        found = client.keys(keys.pending(run_id, "*"))
+        assert len(found) == 1 and client.delete(*found) == 1
+    else:  # the memory store keeps its pending keys in a map per run
+        pending = store._runs[run_id].pending
+        assert len(pending) == 1
+        pending.clear()
+
+
+def _stranger() -> tuple[str, str, InterruptRecord]:
+    """A run id, token (signed with the test key) and interrupt of a run that only ever existed in
+    another, throwaway embedded deployment: to this one's store, a run that never was."""
+    other = Parkway(Settings(secret=SECRET))
+    run_id = other.start(flows.one_choice, {})
+    other.drain()
+    token = other.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
+    assert token is not None
+    lookup = other.store.lookup(run_id, tokens.hash_token(token), _now())
+    assert lookup.interrupt is not None
+    return run_id, token, lookup.interrupt
+
+
+def _sleep_until(epoch_ms: float) -> None:
+    time.sleep(max(0.0, epoch_ms / 1000 - time.time()))
+
+
+# --- 1. every key a transition writes is under its TTL (invariant 5) ---------------------------
+#
+# Each transition is driven through the Store API on a run of its own: the steps before it, then
+# the transition. On Redis every key of the run is first given a far-off sentinel TTL, so the PTTL
+# read after the transition shows which keys it (re)expired and to what. On the memory store a
+# fake clock moves half a TTL on before the transition, and the run's records are probed just
+# before and just after the deadline the transition should have set.
+
+T = 60_000
+"""the run's TTL"""
+P = 40_000
+"""the pause's TTL (use_interrupt's ttl_ms)"""
+G = 10_000
+"""how long a waiting run's records outlive its pause"""
+R = 3_600_000
+"""how long the summary outlives the records"""
+LIMITS = Limits(expiry_grace_ms=G, retention_ms=R)
+SENTINEL = 9_000_000_000
+SLACK = 5_000
+WF = "ttl_probe"
+_ERROR = {"message": "gone", "type": "tests.Gone", "traceback": "", "node": "first"}
+
+
+class Scene:
+    """One run driven transition by transition through a Store."""
+
+    def __init__(self, store: Any, clock: Callable[[], int], lapse: Callable[[Scene], object]) -> None:
+        self.store, self.clock, self._lapse = store, clock, lapse
+        self.run_id = "run_" + uuid.uuid4().hex
+        self.step = 0
+        self.fence = 0
+        self.token_hash = ""
+        self.interrupt: InterruptRecord | None = None
+
+    def create(self) -> None:
+        self.store.create_run(
+            NewRun(self.run_id, WF, f"tests.test_invariants:{WF}", "first", {"x": 1}, T, self.clock())
+        )
+
+    def begin(self) -> None:
+        self.store.begin(self.run_id, self.step, self.fence, self.clock(), self.clock() + 60_000)
+
+    def begin_lost(self) -> None:
+        """An attempt whose worker stopped renewing its lease at once."""
+        self.store.begin(self.run_id, self.step, self.fence, self.clock(), self.clock() - 1)
+
+    def redispatch(self) -> None:
+        result = self.store.redispatch(self.run_id, self.step, self.fence, self.clock())
+        assert result.outcome == "requeued"
+        self.fence = result.fence
+
+    def record_journal(self) -> None:
+        entry = JournalEntry("state", "seen", True)
+        event = ("data", {"dataType": "probe", "data": {}})
+        self.store.record(self.run_id, self.fence, self.step, "journal", "n:seen", entry, event, self.clock())
+
+    record_next = record_journal
+
+    def record_workflow(self) -> None:
+        self.store.record(self.run_id, self.fence, self.step, "workflow", "shared", {"v": 1}, None, self.clock())
+
+    def advance(self) -> None:
+        events = [("node.completed", {"node": "first", "step": 0}), ("node.started", {"node": "second", "step": 1})]
+        self.fence = self.store.advance(
+            self.run_id, self.fence, self.step, Advance({"x": 2}, "second", None, events, self.clock())
+        )
+        self.step += 1
+
+    def park(self) -> None:
+        now = self.clock()
+        request_id = "int_" + uuid.uuid4().hex[:24]
+        self.token_hash = uuid.uuid4().hex * 2
+        self.interrupt = InterruptRecord(
+            request_id, self.run_id, WF, "second", self.step, "i:q", dict(flows.COLORS), now, now + P, self.token_hash
+        )
+        park = Park(self.interrupt, P, {"requestId": request_id}, now)
+        self.fence = self.store.park(self.run_id, self.fence, self.step, park)
+
+    def resume(self) -> None:
+        assert self.interrupt is not None
+        commit = self.store.resume(self.run_id, _answer(self.interrupt, self.token_hash))
+        assert commit.outcome is ResumeOutcome.ACCEPTED
+        self.fence = commit.fence
+
+    begin_resumed = begin
+
+    def complete(self) -> None:
+        events = [("node.completed", {}), ("run.completed", {}), ("done", {"status": "completed"})]
+        advance = Advance({"x": 3}, None, {"x": 3}, events, self.clock())
+        self.fence = self.store.advance(self.run_id, self.fence, self.step, advance)
+
+    def finish(self) -> None:
+        self.store.finish(self.run_id, self.fence, "failed", _ERROR, ("run.failed", {}), self.clock())
+
+    def recover(self) -> None:
+        assert self.store.recover(self.run_id, self.clock(), 3, _ERROR).outcome == "requeued"
+
+    def recover_fails(self) -> None:
+        assert self.store.recover(self.run_id, self.clock(), 1, _ERROR).outcome == "failed"
+
+    def release(self) -> None:
+        self.fence = self.store.release(self.run_id, self.fence, self.step, {"step": self.step}, self.clock())
+
+    def lapse(self) -> None:
+        """The pause's TTL passes (its pending key goes; the records stay for the grace)."""
+        self._lapse(self)
+
+    def expire(self) -> None:
+        assert self.interrupt is not None
+        i = self.interrupt
+        entry = IndexEntry(i.created_at, i.expires_at, WF, self.run_id, i.request_id)
+        assert self.store.expire(entry, self.clock()) == "expired"
+
+
+_BASE = ["create", "begin", "record_journal", "record_workflow"]
+_PARKED = _BASE + ["advance", "record_next", "park"]
+PATHS = {
+    "create": ["create"],
+    "begin": ["create", "begin"],
+    "redispatch": ["create", "redispatch"],
+    "record_journal": _BASE[:3],
+    "record_workflow": _BASE,
+    "advance": _BASE + ["advance"],
+    "record_next": _BASE + ["advance", "record_next"],
+    "park": _PARKED,
+    "resume": _PARKED + ["resume"],
+    "complete": _PARKED + ["resume", "begin_resumed", "complete"],
+    "finish": _BASE + ["finish"],
+    "recover": ["create", "begin_lost", "record_journal", "record_workflow", "recover"],
+    "recover_fails": ["create", "begin_lost", "record_journal", "record_workflow", "recover_fails"],
+    "release": _BASE + ["release"],
+    "expire": _PARKED + ["lapse", "expire"],
+}
+"""the steps that lead to each transition, the transition last"""
+
+ANY = None
+"""a key that must have some TTL, whatever it is (the transition did not write it)"""
+
+
+def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
+    """Every key of the run after ``target``, with the TTL ``target`` must have given it."""
+    r = s.run_id
+    run, ev, ws, summ, ints = keys.run(r), keys.events(r), keys.workflow_state(r), keys.summary(r), keys.interrupts(r)
+    j0, j1, held = keys.journal(r, 0), keys.journal(r, 1), P + G
+    table: dict[str, dict[str, int | None]] = {
+        "create": {run: T, ev: T, summ: R},
+        "begin": {run: ANY, ev: ANY, summ: ANY},
+        "redispatch": {run: ANY, ev: ANY, summ: ANY},
+        "record_journal": {run: T, ev: T, j0: T, summ: ANY},
+        "record_workflow": {run: T, ev: T, j0: T, ws: T, summ: ANY},
+        "advance": {run: T, ev: T, ws: T, summ: ANY},
+        "record_next": {run: T, ev: T, ws: T, j1: T, summ: ANY},
+        "park": {run: held, ev: held, ws: held, j1: held, ints: held, keys.pending(r, s.token_hash): P, summ: ANY},
+        "resume": {run: T, ev: T, ws: T, j1: T, ints: T, summ: ANY},
+        "complete": {run: T, ev: T, ws: T, ints: ANY, summ: R},
+        "finish": {run: T, ev: T, ws: T, j0: ANY, summ: R},
+        "recover": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
+        "recover_fails": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: R},
+        "release": {run: T, ev: T, ws: ANY, j0: ANY, summ: ANY},
+        "expire": {run: ANY, ev: ANY, ws: ANY, j1: ANY, ints: ANY, summ: R},
+    }
+    return table[target]
+
+
+def _global_keys(workflows: tuple[str, ...]) -> set[str]:
+    """The keys keys.py names outside any run: those its argument-less functions build, and the
+    interrupt indexes (of every order, and of each of ``workflows``)."""
+    found = {keys.index(order, wf) for order in ("newest", "expiring") for wf in (None, *workflows)}
+    for name, fn in inspect.getmembers(keys, inspect.isfunction):
+        required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
+        if fn.__module__ == keys.__name__ and not name.startswith("_") and not required:
+            found.add(fn())
+    return found
+
+
+def _assert_only_global_keys_persist(client: redis.Redis, workflows: tuple[str, ...]) -> None:
+    allowed = _global_keys(workflows)
+    persistent = {k.decode() for k in client.keys("pw:*") if client.pttl(k) == -1}
+    assert persistent <= allowed, f"keys without a TTL: {sorted(persistent - allowed)}"
+
+
+def _with_release(targets: list[str], store: type) -> list[Any]:
+    """``targets``, the release transition skipped where ``store`` has none."""
+    mark = pytest.mark.skipif(not hasattr(store, "release"), reason="this store has no release transition")
+    return [pytest.param(t, marks=mark) if t == "release" else t for t in targets]
+
+
+@pytest.mark.parametrize("target", _with_release(list(PATHS), RedisStore))
+def test_each_transition_puts_every_key_it_writes_under_its_ttl_on_redis(
+    redis_client: redis.Redis, target: str
+) -> None:
+    """After each transition every key of the run has a TTL, and each key it writes has the one that
+    protects it: the run's TTL, the pause's for the pending key, the pause's plus the grace for the
+    records of a waiting run, the retention for the summary."""
+    scene = Scene(
+        RedisStore(redis_client, LIMITS), _now, lambda s: redis_client.delete(keys.pending(s.run_id, s.token_hash))
+    )
+    *before, transition = PATHS[target]
+    for name in before:
+        getattr(scene, name)()
+    pattern = keys.run(scene.run_id).removesuffix(":run") + "*"
+    for key in redis_client.keys(pattern):
+        redis_client.pexpire(key, SENTINEL)
+    getattr(scene, transition)()
+
+    found = {k.decode(): redis_client.pttl(k) for k in redis_client.keys(pattern)}
+    expected = _redis_ttls(target, scene)
+    assert sorted(found) == sorted(expected)
+    for key, ttl in found.items():
+        assert ttl > 0, f"{key} has no TTL after {target}"
+        want = expected[key]
+        if want is not ANY:
+            assert want - SLACK <= ttl <= want, f"{key} has PTTL {ttl} after {target}; expected {want}"
+    _assert_only_global_keys_persist(redis_client, (WF,))
+
+
+class Clock:
+    """A clock a test moves by hand."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+RECORDS_DEADLINE = {
+    "create": T,
+    "record_journal": T,
+    "record_workflow": T,
+    "advance": T,
+    "record_next": T,
+    "park": P + G,
+    "resume": T,
+    "complete": T,
+    "finish": T,
+    "release": T,
+}
+"""how long after each transition the memory store must keep the run's records"""
+SUMMARY_DEADLINE = {"create": R, "complete": R, "finish": R, "recover_fails": R, "expire": R}
+
+
+def _alive(store: MemoryStore, run_id: str) -> bool:
+    return bool(store.read_events(run_id, "0", None, 10))
+
+
+@pytest.mark.parametrize("target", _with_release(sorted(set(RECORDS_DEADLINE) | set(SUMMARY_DEADLINE)), MemoryStore))
+def test_each_transition_renews_the_ttl_of_what_it_writes_on_the_memory_store(target: str) -> None:
+    """On the memory store each write renews the run's records for the run's TTL (the pause's plus
+    the grace when it parks, the pending key for the pause's alone), and each end of a run keeps
+    the summary for the retention."""
+    clock = Clock(1_800_000_000_000)
+    store = MemoryStore(LIMITS, clock=clock)
+
+    def lapse(s: Scene) -> None:
+        clock.now += P + 1
+
+    scene = Scene(store, clock, lapse)
+    *before, transition = PATHS[target]
+    for name in before:
+        getattr(scene, name)()
+    if target != "expire":  # (the pause's TTL has just passed before an expiry)
+        clock.now += T // 2  # so a write that renews nothing leaves the records only T/2 to live
+    getattr(scene, transition)()
+    t1, r = clock.now, scene.run_id
+
+    if target == "park":
+        clock.now = t1 + P - 1
+        assert store.lookup(r, scene.token_hash, clock.now).outcome == "pending"
+        clock.now = t1 + P + 1
+        assert store.lookup(r, scene.token_hash, clock.now).outcome == "expired"
+    if target in RECORDS_DEADLINE:
+        clock.now = t1 + RECORDS_DEADLINE[target] - 1
+        assert _alive(store, r), f"the records are gone before their TTL after {target}"
+        clock.now = t1 + RECORDS_DEADLINE[target] + 1
+        assert not _alive(store, r), f"the records outlive their TTL after {target}"
+    if target in SUMMARY_DEADLINE:
+        clock.now = t1 + SUMMARY_DEADLINE[target] - 1
+        assert store.get_run(r, clock.now) is not None
+        clock.now = t1 + SUMMARY_DEADLINE[target] + 1
+        assert store.get_run(r, clock.now) is None
+
+
+def test_a_real_run_leaves_no_key_of_its_own_without_a_ttl(harness: Harness) -> None:
+    """A run that writes workflow state, node state, an event and a pause, then completes, has every
+    key under a TTL at each stop: while it waits, the pending key lives for the pause and the rest
+    for the pause plus the grace."""
+    if harness.connection is None:
+        pytest.skip("PTTL is a Redis property (the memory store's TTLs are covered above)")
+    client = harness.connection
+    run_id = harness.start_and_run(every_hook, {"ttl_ms": 30_000})
+    pattern = keys.run(run_id).removesuffix(":run") + "*"
+    grace = harness.settings.limits.expiry_grace_ms
+    waiting = {k.decode(): client.pttl(k) for k in client.keys(pattern)}
+    pending = [k for k in waiting if k.startswith(keys.pending(run_id, ""))]
+    assert len(pending) == 1 and 30_000 - SLACK <= waiting.pop(pending[0]) <= 30_000
+    waiting.pop(keys.summary(run_id))
+    assert waiting and all(30_000 + grace - SLACK <= ttl <= 30_000 + grace for ttl in waiting.values()), waiting
+    _assert_only_global_keys_persist(client, (every_hook.name,))
+
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
+    done = {k.decode(): client.pttl(k) for k in client.keys(pattern)}
+    assert done and all(ttl > 0 for ttl in done.values()), done
+    _assert_only_global_keys_persist(client, (every_hook.name,))
+
+
+# --- 2. expired is not unknown once the records are gone (invariant 5) -------------------------
+
+
+@pytest.fixture(params=["memory", "redis"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_past_ttl_and_grace_a_run_reads_expired_and_one_never_seen_reads_unknown(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    """Once a waiting run's records are gone (its TTL and the grace past), get_run says expired and
+    its token resumes expired, while a run that never existed is RunNotFound and its token unknown."""
+    h = _harness(request, kind, limits=Limits(expiry_grace_ms=300))
+    run_id = h.start_and_run(flows.one_choice, {"ttl_ms": 1000}, ttl_ms=1000)
+    token, record = _interrupt_of(h, run_id)
+    stranger_run, stranger_token, stranger_record = _stranger()
+    _sleep_until(record.expires_at + 300 + 200)
+
+    assert h.pw.store.read_events(run_id, "0", None, 10) == []  # the records are gone: only the summary is left
+    run = h.pw.get_run(run_id)
+    assert run.status is RunStatus.EXPIRED and run.interrupt is None
+    assert h.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+    assert h.pw.resume(token, selected="green").outcome is ResumeOutcome.EXPIRED  # nothing left to validate
+    assert h.pw.cancel_interrupt(token).outcome is ResumeOutcome.EXPIRED
+    assert h.pw.cancel(run_id).outcome is CancelOutcome.ALREADY_FINISHED
+    assert h.pw.store.resume(run_id, _answer(record, tokens.hash_token(token))).outcome is ResumeOutcome.EXPIRED
+    assert h.pw.list_interrupts().items == ()
+
+    with pytest.raises(RunNotFound):
+        h.pw.get_run(stranger_run)
+    assert h.pw.resume(stranger_token, selected="red").outcome is ResumeOutcome.UNKNOWN
+    with pytest.raises(RunNotFound):
+        h.pw.cancel(stranger_run)
+    answer = _answer(stranger_record, tokens.hash_token(stranger_token))
+    assert h.pw.store.resume(stranger_run, answer).outcome is ResumeOutcome.UNKNOWN
+
+
+def test_past_its_pause_ttl_an_invalid_answer_reads_expired(harness: Harness) -> None:
+    """Past the pause's TTL but within the grace (records kept, pending key gone), even an answer
+    that would be refused reads expired: there is nothing left to validate it against."""
+    run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})
+    token, record = _interrupt_of(harness, run_id)
+    _sleep_until(record.expires_at + 100)
+    assert harness.pw.store.read_events(run_id, "0", None, 10)  # the records are still there
+    assert harness.pw.resume(token, selected="green").outcome is ResumeOutcome.EXPIRED
+    assert harness.pw.resume(token, value=12).outcome is ResumeOutcome.EXPIRED
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+    assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
+
+
+_SUMMARY_BUG = (
+    "the summary's retention runs from the run's creation, not from its records' TTL: a run whose "
+    "records outlive it loses its summary, and a later HSET (advance.lua, expire.lua, finish.lua, "
+    "recover.lua) recreates it with only status and updated, which codec.summary_record cannot read "
+    "(KeyError 'wf'); the memory store keeps the whole summary and passes"
+)
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", pytest.param("redis", marks=pytest.mark.xfail(strict=True, reason=_SUMMARY_BUG))]
+)
+def test_a_run_that_ends_after_the_retention_still_reads_its_end_once_its_records_go(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    """A run that completes later than the retention after its start reads completed, not an error
+    or unknown, once its records are past their TTL."""
+    h = _harness(request, kind, limits=Limits(expiry_grace_ms=300, retention_ms=1500))
+    run_id = h.start_and_run(flows.one_choice, {"ttl_ms": 3000}, ttl_ms=1000)
+    token, record = _interrupt_of(h, run_id)
+    _sleep_until(record.created_at + 1600)  # the retention counted from the start has passed
+    assert h.pw.resume(token, selected="red").accepted
+    h.run_jobs()
+    assert h.pw.get_run(run_id).status is RunStatus.COMPLETED
+    time.sleep(1.2)  # the records' TTL (1000 ms) passes
+    assert h.pw.store.read_events(run_id, "0", None, 10) == []
+    assert h.pw.get_run(run_id).status is RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", pytest.param("redis", marks=pytest.mark.xfail(strict=True, reason=_SUMMARY_BUG))]
+)
+def test_a_pause_longer_than_the_retention_still_reads_expired_once_its_records_go(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    """A pause whose TTL outlasts the retention, once recorded expired and past the grace, reads
+    expired, not an error or unknown."""
+    h = _harness(request, kind, limits=Limits(expiry_grace_ms=400, retention_ms=1000))
+    run_id = h.start_and_run(flows.one_choice, {"ttl_ms": 1500}, ttl_ms=1000)
+    token, record = _interrupt_of(h, run_id)
+    _sleep_until(record.expires_at + 50)
+    reconcile_once(h.pw.store, h.pw.backend.dispatcher)  # what a worker's reconciler does
+    _sleep_until(record.expires_at + 400 + 200)
+    assert h.pw.store.read_events(run_id, "0", None, 10) == []
+    assert h.pw.get_run(run_id).status is RunStatus.EXPIRED
+    assert h.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+
+
+# --- 3. a pending key that is gone (invariants 2, 3) -------------------------------------------
+
+
+def test_a_resume_that_finds_the_pending_key_gone_says_expired(harness: Harness) -> None:
+    """A resume that looked the token up while it was pending, and finds its pending key gone when it
+    commits (expired in between) says expired, not already_resolved, and changes nothing."""
+    run_id = harness.start_and_run(flows.one_choice)
+    token, record = _pending_lookup(harness, run_id)
+    fence, events = _fence(harness, run_id), _event_types(harness, run_id)
+    _drop_pending_key(harness, run_id)
+
+    commit = harness.pw.store.resume(run_id, _answer(record, tokens.hash_token(token)))
+    assert commit.outcome is ResumeOutcome.EXPIRED and commit.request_id == record.request_id
+    assert _fence(harness, run_id) == fence and _event_types(harness, run_id) == events
+    assert harness.pw.store.get_run(run_id, _now()).status is RunStatus.WAITING  # type: ignore[union-attr]
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+
+
+def test_a_resume_of_a_resolved_interrupt_says_already_resolved_even_at_the_store(harness: Harness) -> None:
+    """The other side of the same branch: a second commit for an answered interrupt is already_resolved."""
+    run_id = harness.start_and_run(flows.one_choice)
+    token, record = _pending_lookup(harness, run_id)
+    answer = _answer(record, tokens.hash_token(token))
+    assert harness.pw.store.resume(run_id, answer).outcome is ResumeOutcome.ACCEPTED
+    assert harness.pw.store.resume(run_id, answer).outcome is ResumeOutcome.ALREADY_RESOLVED
+
+
+def test_a_token_whose_pending_key_is_gone_reads_expired_before_its_answer_is_checked(harness: Harness) -> None:
+    """A valid token whose pending key is gone reads expired, even with an answer that would be
+    refused: lookup says expired before anything validates the answer."""
+    run_id = harness.start_and_run(flows.one_choice)
+    token, record = _pending_lookup(harness, run_id)
+    _drop_pending_key(harness, run_id)
+    assert harness.pw.store.lookup(run_id, tokens.hash_token(token), _now()).outcome == "expired"
+    assert harness.pw.resume(token, selected="green").outcome is ResumeOutcome.EXPIRED
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+    assert harness.pw.cancel_interrupt(token).outcome is ResumeOutcome.EXPIRED
+
+
+def test_with_its_pending_key_in_place_an_invalid_answer_is_refused(harness: Harness) -> None:
+    """The control for the test above: the same invalid answer on a live token raises InvalidAnswer."""
+    run_id = harness.start_and_run(flows.one_choice)
+    with pytest.raises(InvalidAnswer):
+        harness.pw.resume(harness.token(run_id), selected="green")
+
+
+# --- 4, 5. replay: emit once, and the journal's names ------------------------------------------
+
+
+def test_emit_outside_a_node_state_guard_is_not_emitted_again_on_replay(harness: Harness) -> None:
+    """A node that emits before, between and after two pauses, replayed twice, shows each data event
+    exactly once, in order."""
+    run_id = harness.start_and_run(emitting)
+    assert harness.pw.resume(harness.token(run_id), value="Ada").accepted
+    harness.run_jobs()
+    assert harness.pw.resume(harness.token(run_id), selected="blue").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"name": "Ada", "color": "blue"}
+    data = [e.data["data"] for e in harness.pw.stream(run_id, timeout=5) if e.type == "data"]
+    assert data == [{"at": "before"}, {"at": "between", "name": "Ada"}, {"at": "after", "color": "blue"}]
+
+
+def test_a_changed_data_type_at_the_same_position_raises_nondeterminism(harness: Harness) -> None:
+    """If the node emits another data type where the journal recorded an emit, the run fails with
+    NondeterminismError naming both."""
+    run_id = harness.start_and_run(drifting_names)
+    drift["data_type"] = "status"  # the node's code "changes" before its replay
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.type.endswith(NondeterminismError.__name__) and run.error.node == "drifts"
+    assert "@0" in run.error.message
+    assert "recorded emit 'progress'" in run.error.message and "asks for emit 'status'" in run.error.message
+    assert [e.data["dataType"] for e in harness.pw.stream(run_id, timeout=5) if e.type == "data"] == ["progress"]
+
+
+def test_another_hook_at_the_same_position_raises_nondeterminism(harness: Harness) -> None:
+    """If the node calls use_node_state where the journal recorded an emit, the run fails clearly."""
+    run_id = harness.start_and_run(drifting_names)
+    drift["first"] = "state"
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert run.error.type.endswith(NondeterminismError.__name__)
+    assert "recorded emit 'progress'" in run.error.message and "asks for state ''" in run.error.message
+
+
+def test_the_same_hooks_replay_cleanly(harness: Harness) -> None:
+    """The control: unchanged, the drifting node completes with its answer."""
+    run_id = harness.start_and_run(drifting_names)
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"answer": "red"}
+
+
+# --- 6. the answer bound (invariant 3) ---------------------------------------------------------
+
+
+def test_an_answer_above_the_byte_bound_is_refused_and_the_interrupt_stays_open(harness: Harness) -> None:
+    """A text answer within the request's maxLength but above the 64 KiB answer bound (100,000 ASCII
+    characters; 30,000 three-byte characters) raises PayloadTooLarge and leaves the interrupt open;
+    60,000 characters then resume it."""
+    assert harness.settings.limits.max_answer_bytes == 64 << 10
+    run_id = harness.start_and_run(long_text)
+    token = harness.token(run_id)
+    request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
+    for text in ("x" * 100_000, "\u20ac" * 30_000):
+        with pytest.raises(PayloadTooLarge):
+            harness.pw.resume(token, value=text)
+        assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+        assert [i.request_id for i in harness.pw.list_interrupts(run_id=run_id).items] == [request_id]
+    assert "interrupt.resumed" not in _event_types(harness, run_id)
+    assert harness.pw.resume(token, value="y" * 60_000).accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"length": 60_000}
+
+
+# --- 7. a resume moves the run to a new fence (invariants 1, 2) --------------------------------
+
+
+def test_jobs_of_the_parked_attempt_are_stale_once_a_resume_is_accepted(harness: Harness) -> None:
+    """After an accepted resume, the job that began the parked attempt and a job carrying the fence
+    the run held while parked both change nothing; the resume's own job carries the run on."""
+    run_id = _create(harness, counted, {"tag": "fenced"})
+    assert _execute(harness, run_id, 0, 0) is executor.JobEnd.WAITING
+    parked_fence = _fence(harness, run_id)
+    token, record = _pending_lookup(harness, run_id)
+    commit = harness.pw.store.resume(run_id, _answer(record, tokens.hash_token(token)))
+    assert commit.outcome is ResumeOutcome.ACCEPTED and commit.fence > parked_fence
+    events = _event_types(harness, run_id)
+
+    for fence in (0, parked_fence):
+        assert _execute(harness, run_id, 0, fence) is executor.JobEnd.STALE
+    assert flows.effects["body:fenced"] == 1
+    assert _event_types(harness, run_id) == events
+    assert _execute(harness, run_id, commit.step, commit.fence) is executor.JobEnd.COMPLETED
+    assert flows.effects["body:fenced"] == 2
+    assert harness.pw.get_run(run_id).output == {"tag": "fenced", "answer": "red"}
+
+
+def test_racing_resumes_then_a_stale_job_run_the_node_once_more_only(harness: Harness) -> None:
+    """20 concurrent resumes accept one; a job re-enqueued by hand for the fence the run held while
+    parked then runs, is refused as stale, and the node body has run once to park and once to replay."""
+    run_id = harness.start_and_run(counted, {"tag": "race"})
+    parked_fence = _fence(harness, run_id)
+    token = harness.token(run_id)
+    barrier = threading.Barrier(20)
+    outcomes: list[ResumeOutcome] = []
+    lock = threading.Lock()
+
+    def resume(i: int) -> None:
+        barrier.wait()
+        result = harness.pw.resume(token, selected="red" if i % 2 else "blue")
+        with lock:
+            outcomes.append(result.outcome)
+
+    threads = [threading.Thread(target=resume, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
+    assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
+
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        harness.pw.backend.dispatcher.enqueue(run_id, 0, parked_fence)
+        harness.run_jobs()
+    stale = [e for e in logs if e["event"] == "job_stale" and e.get("run_id") == run_id]
+    assert len(stale) == 1, "the job for the parked fence must run, and be refused"
+    assert flows.effects["body:race"] == 2
+    assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
+    events = _event_types(harness, run_id)
+    assert events.count("interrupt.resumed") == 1 and events.count("run.completed") == 1
+
+
+# --- 8. persist, then publish (invariant 4) ----------------------------------------------------
+
+
+class _Stretched(threading.Condition):
+    """A lock for the memory store that holds every thread but the readers back a moment after each
+    release: a reader then runs in any gap between two of the store's locked steps."""
+
+    def __init__(self, readers: set[int]) -> None:
+        super().__init__()
+        self.readers = readers
+
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        if threading.get_ident() not in self.readers:
+            time.sleep(0.02)
+
+
+def test_a_reader_that_resumes_the_instant_it_sees_the_interrupt_is_accepted(harness: Harness) -> None:
+    """A reader in another thread resumes with the interrupt event's token the instant the event
+    reaches it: the interrupt is already stored and pending, so every such resume is accepted."""
+    readers: set[int] = set()
+    store: Any = harness.pw.store
+    if hasattr(store, "_cond"):  # the memory store: widen any gap between its steps (Redis runs each in one script)
+        store._cond = _Stretched(readers)
+    for _ in range(5 if harness.kind == "memory" else 2):
+        run_id = "run_" + uuid.uuid4().hex
+        outcomes: list[ResumeOutcome] = []
+
+        def read(run_id: str = run_id, outcomes: list[ResumeOutcome] = outcomes) -> None:
+            readers.add(threading.get_ident())
+            for event in harness.pw.stream(run_id, until="settled", timeout=10):
+                if event.type == "interrupt":
+                    outcomes.append(harness.pw.resume(event.data["resumeToken"], selected="red").outcome)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        harness.pw.start(flows.one_choice, {}, run_id=run_id)
+        harness.run_jobs()
+        reader.join(timeout=15)
+        assert outcomes == [ResumeOutcome.ACCEPTED]
+        harness.run_jobs()
+        assert harness.pw.get_run(run_id).output == {"picked": "red", "painted": "red"}
+
+
+class Recorder:
+    """A dispatcher that only notes what would be enqueued."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[str, int, int]] = []
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        self.jobs.append((run_id, step, fence))
+
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        return False
+
+    def handoff(self, run_id: str, step: int, fence: int) -> None:
+        return None
+
+
+@pytest.mark.parametrize("commit", ["record", "advance", "park", "finish"])
+def test_a_commit_refused_for_its_fence_publishes_nothing(harness: Harness, commit: str) -> None:
+    """A commit from an attempt that lost its lease (and so its fence) raises StaleFence, appends no
+    event and opens no interrupt."""
+    store = harness.pw.store
+    run_id = _create(harness, counted)
+    store.begin(run_id, 0, 0, _now(), _now() - 1)  # the zombie: began, then went silent
+    assert reconcile_once(store, Recorder(), now=_now()).recovered == [run_id]
+    events, now = _event_types(harness, run_id), _now()
+    token_hash = uuid.uuid4().hex * 2
+    request_id = "int_" + uuid.uuid4().hex[:24]
+    record = InterruptRecord(
+        request_id,
+        run_id,
+        counted.name,
+        "counts_then_asks",
+        0,
+        "i:q",
+        dict(flows.COLORS),
+        now,
+        now + 60_000,
+        token_hash,
+    )
+    attempts: dict[str, Callable[[], Any]] = {
+        "record": lambda: store.record(
+            run_id, 0, 0, "journal", "@0", JournalEntry("emit", "x", None), ("data", {"data": {}}), now
+        ),
+        "advance": lambda: store.advance(
+            run_id, 0, 0, Advance({}, None, {}, [("run.completed", {}), ("done", {"status": "completed"})], now)
+        ),
+        "park": lambda: store.park(run_id, 0, 0, Park(record, 60_000, {"requestId": request_id}, now)),
+        "finish": lambda: store.finish(run_id, 0, "failed", _ERROR, ("run.failed", {}), now),
+    }
+    with pytest.raises(StaleFence):
+        attempts[commit]()
+    assert _event_types(harness, run_id) == events
+    assert harness.pw.list_interrupts().items == ()
+    assert store.lookup(run_id, token_hash, now).outcome == "unknown"
+    assert store.get_run(run_id, now).status is RunStatus.QUEUED  # type: ignore[union-attr]
