@@ -43,7 +43,7 @@ def test_resume_metadata_shapes_around_a_real_token(payload: dict[str, Any]) -> 
         pass
 
 
-@pytest.mark.parametrize("kind", ["memory", "redis"])
+@pytest.mark.parametrize("kind", ["embedded", "redis"])
 def test_arbitrary_answers_never_lose_the_interrupt(request: pytest.FixtureRequest, kind: str) -> None:
     """Hundreds of arbitrary answers: each is accepted or refused with a parkway error; the
     interrupt is lost only by the one accepted answer."""
@@ -74,9 +74,11 @@ def _harness(request: pytest.FixtureRequest, kind: str) -> Harness:
     from parkway import Parkway, Settings
     from tests.conftest import SECRET
 
-    if kind == "memory":
+    if kind == "embedded":
         s = Settings(secret=SECRET)
-        return Harness("memory", Parkway(s), s)
+        pw = Parkway(s)
+        request.addfinalizer(pw.close)
+        return Harness("embedded", pw, s)
     client = request.getfixturevalue("redis_client")
     s = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET)
     return Harness("redis", Parkway(s), s, client)
@@ -89,7 +91,7 @@ def test_arbitrary_tokens_are_refused_or_unknown(token: str) -> None:
     from parkway import Parkway, ResumeOutcome, Settings
     from tests.conftest import SECRET
 
-    pw = _memory_client(Parkway, Settings, SECRET)
+    pw = _embedded_client(Parkway, Settings, SECRET)
     try:
         outcome = pw.resume(token, selected="x").outcome
     except ParkwayError:
@@ -97,13 +99,13 @@ def test_arbitrary_tokens_are_refused_or_unknown(token: str) -> None:
     assert outcome is ResumeOutcome.UNKNOWN
 
 
-_memory: dict[str, Any] = {}
+_embedded: dict[str, Any] = {}
 
 
-def _memory_client(parkway_cls: Any, settings_cls: Any, secret: str) -> Any:
-    if "pw" not in _memory:
-        _memory["pw"] = parkway_cls(settings_cls(secret=secret))
-    return _memory["pw"]
+def _embedded_client(parkway_cls: Any, settings_cls: Any, secret: str) -> Any:
+    if "pw" not in _embedded:
+        _embedded["pw"] = parkway_cls(settings_cls(secret=secret))
+    return _embedded["pw"]
 
 
 def test_garbage_in_a_run_record_fails_that_run_not_the_worker(harness: Harness) -> None:

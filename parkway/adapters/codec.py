@@ -1,9 +1,9 @@
-"""msgpack encoding of checkpoints, and the shapes both stores share.
+"""msgpack encoding of checkpoints, and the shapes of index members and cursors.
 
 Everything a store keeps is msgpack of plain types (no pickle, no classes).
 Encoding enforces the payload bound; decoding turns garbage into
-:class:`CorruptRecord`. Index members and listing cursors are built here so
-the memory and Redis stores order and page interrupts identically.
+:class:`CorruptRecord`. Index members and listing cursors are built here, in
+one place, so that the order and paging of interrupts has one definition.
 """
 
 from __future__ import annotations

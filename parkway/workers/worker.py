@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import Any
 
 from rq import Queue, SimpleWorker
+from rq.exceptions import StopRequested
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.results import Result
+from rq.timeouts import TimerDeathPenalty
 from rq.utils import now
 from rq.worker import WorkerStatus
 from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.store import RedisStore, connect
 from ..config import Settings
-from .jobs import EXECUTE_JOB, runtime
+from .jobs import EXECUTE_JOB, WorkerRuntime, runtime, serving
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
 
@@ -53,14 +58,44 @@ class ParkwayWorker(SimpleWorker):
     Failures, retries, job heartbeats while a job runs, the started registry and
     crash detection are RQ's own, unchanged: a job killed mid-run stays in the
     started registry and is recovered as in stock RQ.
+
+    The same class runs embedded mode's jobs, on a thread of the application's
+    process (see :mod:`parkway.workers.embedded`), with the runtime it is given
+    (``runtime=``) instead of one installed from the environment. Off the main
+    thread it installs no signal handlers and leaves the process title alone,
+    times jobs out with RQ's timer instead of SIGALRM (both need the main
+    thread), and is stopped by ``stop()``.
     """
 
     _suspension_checked = 0.0
+
+    def __init__(self, *args: Any, runtime: WorkerRuntime | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._parkway: WorkerRuntime | None = runtime
+
+    def parkway_runtime(self) -> WorkerRuntime:
+        """The runtime this worker's jobs run with: its own, or this process's from the environment."""
+        return self._parkway if self._parkway is not None else runtime()
+
+    def stop(self) -> None:
+        """Ask the work loop, from another thread, to end after the job it runs (if any); it does
+        within a dequeue timeout."""
+        self._stop_requested = True
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            super()._install_signal_handlers()  # type: ignore[no-untyped-call]
+
+    def procline(self, message: str) -> None:
+        if threading.current_thread() is threading.main_thread():
+            super().procline(message)  # type: ignore[no-untyped-call]
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         if pipeline is not None or timeout is not None:
             super().heartbeat(timeout, pipeline)
             return
+        if self._stop_requested:  # between jobs (RQ calls this while it waits for one): stop now
+            raise StopRequested()
         if self.last_heartbeat is not None and now() - self.last_heartbeat < HEARTBEAT_EVERY:
             return
         with self.connection.pipeline() as batch:
@@ -82,7 +117,7 @@ class ParkwayWorker(SimpleWorker):
         """RQ's prepare_execution and prepare_job_execution, in one transaction; for a parkway
         job, the store's ``begin`` (fence check, lease) runs in the same transaction."""
         ttl = self.get_heartbeat_ttl(job)
-        store, begin = _begin_command(job)
+        store, begin = _begin_command(job, self.parkway_runtime)
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
@@ -101,7 +136,8 @@ class ParkwayWorker(SimpleWorker):
                 for reply in replies[:-1]:
                     if isinstance(reply, Exception):
                         raise reply
-        self.perform_job(job, queue, execution)
+        with serving(self._parkway) if self._parkway is not None else nullcontext():
+            self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
@@ -138,10 +174,12 @@ class ParkwayWorker(SimpleWorker):
 
     def work(self, *args: Any, with_maintenance: bool = True, **kwargs: Any) -> bool:
         """RQ's work loop; with ``with_maintenance`` (the default) also parkway's lease renewal and
-        reconciling thread, which needs the parkway settings in the environment."""
+        reconciling thread, on the worker's runtime (its own, or one from the environment)."""
+        if threading.current_thread() is not threading.main_thread():
+            self.death_penalty_class = TimerDeathPenalty  # SIGALRM reaches only the main thread
         if not with_maintenance:
             return bool(super().work(*args, **kwargs))
-        rt = runtime()
+        rt = self.parkway_runtime()
         maintenance = Maintenance(
             rt.store,
             rt.dispatcher,
@@ -157,7 +195,7 @@ class ParkwayWorker(SimpleWorker):
             maintenance.stop()
 
 
-def _begin_command(job: Job) -> tuple[RedisStore | None, tuple[Any, ...]]:
+def _begin_command(job: Job, runtime: Callable[[], WorkerRuntime]) -> tuple[RedisStore | None, tuple[Any, ...]]:
     """For a parkway job, the store and its ``begin`` command to send inside RQ's start transaction.
 
     (None, ()) for any other job, and for one whose data does not decode, has the wrong shape,
