@@ -347,7 +347,7 @@ def parser() -> argparse.ArgumentParser:
 
     command("reconcile", "run one reconciler pass (workers run it every second by themselves)", cmd_reconcile)
 
-    command("demo", "run the approval demo on the embedded store (no server needed)", cmd_demo)
+    command("demo", "run the approval demo embedded, on an in-process Redis (no server needed)", cmd_demo)
     return p
 
 
