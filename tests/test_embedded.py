@@ -6,6 +6,7 @@ The first tests name each way fakeredis differs from Redis that parkway meets (s
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -195,6 +196,16 @@ def test_the_embedded_worker_records_expiries_by_itself(pw: Parkway) -> None:
     events = [e.type for e in pw.stream(run_id, timeout=10)]
     assert events[-2:] == ["interrupt.expired", "done"]
     assert pw.get_run(run_id).status is RunStatus.EXPIRED
+
+
+def test_the_worker_thread_leaves_logging_to_the_application(pw: Parkway) -> None:
+    """RQ's worker loggers get no stdout/stderr handlers of RQ's own and keep propagating to the
+    application's (RQ adds its own only when nothing would catch their records)."""
+    pw.wait(pw.start(_noop(), {}), timeout=10)
+    for name in ("rq.worker", "rq.job"):
+        logger = logging.getLogger(name)
+        assert logger.propagate
+        assert all(isinstance(h, logging.NullHandler) for h in logger.handlers), logger.handlers
 
 
 def test_close_stops_the_worker_thread_at_once() -> None:

@@ -15,6 +15,7 @@ one process only:
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -94,6 +95,17 @@ class EmbeddedDispatcher(RQDispatcher):
         return any(s is not None and s.decode() in _UNFINISHED for s in statuses)
 
 
+def _quiet_rq_loggers() -> None:
+    """RQ's worker gives its loggers handlers of its own (to stdout and stderr, and stops them
+    propagating) when nothing would catch their records: right for an ``rq worker`` process, not
+    inside an application. A NullHandler, the standard library's advice for libraries, tells it
+    something does; the records still propagate to whatever the application configures."""
+    for name in ("rq.worker", "rq.job"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+
+
 class WorkerThread:
     """A ParkwayWorker on a daemon thread of this process, on its own client of ``server``."""
 
@@ -105,8 +117,9 @@ class WorkerThread:
         self.worker = ParkwayWorker(
             [queue], connection=self.connection, serializer=MsgpackSerializer, runtime=rt, worker_ttl=WORKER_TTL_S
         )
+        _quiet_rq_loggers()
         self.thread = threading.Thread(
-            target=self.worker.work, kwargs={"logging_level": "WARNING"}, name="parkway-embedded-worker", daemon=True
+            target=self.worker.work, kwargs={"logging_level": None}, name="parkway-embedded-worker", daemon=True
         )
 
     def start(self, owner: object) -> None:

@@ -62,12 +62,17 @@ class ParkwayWorker(SimpleWorker):
     The same class runs embedded mode's jobs, on a thread of the application's
     process (see :mod:`parkway.workers.embedded`), with the runtime it is given
     (``runtime=``) instead of one installed from the environment. Off the main
-    thread it installs no signal handlers and leaves the process title alone,
-    times jobs out with RQ's timer instead of SIGALRM (both need the main
-    thread), and is stopped by ``stop()``.
+    thread (signals reach only that one) it leans on RQ's internals again, each
+    checked by ``tests/test_embedded.py``: ``_install_signal_handlers`` does
+    nothing, nor does ``procline`` (the process title is the application's);
+    ``death_penalty_class`` is RQ's ``TimerDeathPenalty`` instead of SIGALRM;
+    ``stop()`` sets RQ's ``_stop_requested`` and makes ``heartbeat``, which RQ
+    calls each time its wait for a job times out, raise RQ's ``StopRequested``.
     """
 
     _suspension_checked = 0.0
+    _stopped = False
+    """set by ``stop()`` (RQ's own warm shutdown, by signal, sets ``_stop_requested`` only)"""
 
     def __init__(self, *args: Any, runtime: WorkerRuntime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -80,7 +85,8 @@ class ParkwayWorker(SimpleWorker):
     def stop(self) -> None:
         """Ask the work loop, from another thread, to end after the job it runs (if any); it does
         within a dequeue timeout."""
-        self._stop_requested = True
+        self._stopped = True
+        self._stop_requested = True  # RQ's loop checks it between jobs
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -94,7 +100,7 @@ class ParkwayWorker(SimpleWorker):
         if pipeline is not None or timeout is not None:
             super().heartbeat(timeout, pipeline)
             return
-        if self._stop_requested:  # between jobs (RQ calls this while it waits for one): stop now
+        if self._stopped:  # RQ calls this each time its wait for a job times out: end the loop there
             raise StopRequested()
         if self.last_heartbeat is not None and now() - self.last_heartbeat < HEARTBEAT_EVERY:
             return
