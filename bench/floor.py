@@ -68,7 +68,12 @@ def worker_class(kind: str) -> type[SimpleWorker]:
     if kind == "parkway":
         from parkway.workers.worker import ParkwayWorker
 
-        return ParkwayWorker
+        class FloorWorker(ParkwayWorker):
+            """parkway's worker class, allowed the floor's two jobs (it runs only parkway's entrypoint otherwise)."""
+
+            entrypoints = frozenset({"bench.floor.job1", "bench.floor.job2"})
+
+        return FloorWorker
     return SimpleWorker
 
 

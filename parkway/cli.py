@@ -110,8 +110,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     with translated():
-        run_worker(settings, burst=args.burst, workers=args.workers)
-    return 0
+        return run_worker(settings, burst=args.burst, workers=args.workers)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

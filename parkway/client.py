@@ -99,7 +99,11 @@ class Parkway:
         return _run(record, interrupt, now)
 
     def wait(self, run_id: str, *, timeout: float = 30.0) -> Run:
-        """Block until the run is waiting for a person or finished; raise WaitTimeout after ``timeout`` s."""
+        """Block until the run is waiting for a person or finished; raise WaitTimeout after ``timeout`` s.
+
+        When Redis stops answering it raises StoreUnavailable within 15 s (the store's bound),
+        which can be after ``timeout`` if that is shorter: a call in flight is not cut short.
+        """
         deadline = time.monotonic() + timeout
         after = "0"
         while True:
@@ -124,8 +128,8 @@ class Parkway:
         """Yield the run's events from position ``after``.
 
         Ends after ``done`` (or, with ``until="settled"``, also after an ``interrupt``);
-        raises WaitTimeout when ``timeout`` seconds pass first. Interrupt events carry
-        their ``resumeToken``.
+        raises WaitTimeout when ``timeout`` seconds pass first, or StoreUnavailable when Redis
+        stops answering (within 15 s, as ``wait``). Interrupt events carry their ``resumeToken``.
         """
         check_id(run_id, "run id")
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -22,14 +22,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import structlog
-
 from ..runtime.errors import ParkwayError
 from ..runtime.executor import now_ms
+from ..runtime.logger import get_logger
 from ..runtime.store import Store
 from .setup import Dispatcher
 
-log = structlog.get_logger("parkway")
+log = get_logger()
 
 OUTBOX_AGE_MS = 5000
 
@@ -89,7 +88,12 @@ def reconcile_once(
 
 
 class Maintenance:
-    """A worker's background thread: renew the lease of the running job, reconcile by lock."""
+    """A worker's background thread: renew the lease of the running job, reconcile by lock.
+
+    A pass on a Redis that does not answer raises ``StoreUnavailable`` within the store's bound
+    (``GIVE_UP_S`` of ``adapters.redis.store``); the thread logs ``maintenance_error`` and waits
+    twice as long before the next pass (up to 5 s), and back to every ``interval`` once one works.
+    """
 
     def __init__(
         self,
@@ -114,15 +118,19 @@ class Maintenance:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def tick(self) -> None:
+        """One pass: renew the running job's lease, then reconcile if this worker holds the lock."""
+        run_id = self.current()
+        if run_id is not None:
+            self.store.heartbeat([run_id], now_ms() + self.lease_ms)
+        if self.store.try_lock(self.owner, int(self.lease_ms * 0.6)):
+            reconcile_once(self.store, self.dispatcher, max_lost=self.max_lost)
+
     def _loop(self) -> None:
         backoff = self.interval
         while not self._stop.wait(backoff):
             try:
-                run_id = self.current()
-                if run_id is not None:
-                    self.store.heartbeat([run_id], now_ms() + self.lease_ms)
-                if self.store.try_lock(self.owner, int(self.lease_ms * 0.6)):
-                    reconcile_once(self.store, self.dispatcher, max_lost=self.max_lost)
+                self.tick()
                 backoff = self.interval
             except ParkwayError as exc:
                 backoff = min(backoff * 2, 5.0)

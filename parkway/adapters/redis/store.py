@@ -8,14 +8,16 @@ translated here into parkway errors.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib import resources
 from typing import Any, Literal, TypeVar
 
 import redis
 import redis.exceptions as rex
-from redis.backoff import ExponentialBackoff
+from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
 from ...runtime.errors import StaleFence, StoreError, StoreUnavailable, ValidationError
@@ -530,13 +532,89 @@ def _requeue(reply: Sequence[Any]) -> Requeue:
     return Requeue(outcome, int(reply[1]), int(reply[2]))  # type: ignore[arg-type]
 
 
+SOCKET_TIMEOUT_S = 5.0
+"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s)"""
+CONNECT_TIMEOUT_S = 2.0
+"""longest wait for a TCP connection (at most SOCKET_TIMEOUT_S: no attempt waits longer than that)"""
+GIVE_UP_S = 15.0
+"""a call on ``connect()``'s client ends within this many seconds when Redis does not answer"""
+
+_deadline: ContextVar[float | None] = ContextVar("parkway_redis_deadline", default=None)
+
+
+class _RetryUntil(Retry):
+    """redis-py's Retry, bounded by time rather than by count.
+
+    A failed attempt is retried, after a backoff (0.1 s doubling to 1 s, jittered), only while
+    one more attempt can end within ``GIVE_UP_S`` of the call's start. redis-py nests retries
+    (a command's retry reconnects, connecting retries the socket connect, a health check
+    retries its PING): the nested ones share the outermost one's deadline, so they cannot
+    multiply it. It overrides ``call_with_retry`` (redis-py 8's signature) and reads the base
+    class's ``_backoff`` and ``_supported_errors``; tests/test_frozen_redis.py fails if they change.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(EqualJitterBackoff(cap=1.0, base=0.1), retries=-1)
+
+    def call_with_retry(
+        self,
+        do: Callable[[], T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        outer = _deadline.get()
+        deadline = time.monotonic() + GIVE_UP_S if outer is None else outer
+        token = _deadline.set(deadline) if outer is None else None
+        try:
+            self._backoff.reset()  # type: ignore[no-untyped-call]
+            failures = 0
+            while True:
+                try:
+                    return do()
+                except self._supported_errors as error:
+                    if is_retryable is not None and not is_retryable(error):
+                        raise
+                    failures += 1
+                    if with_failure_count:
+                        fail(error, failures)
+                    else:
+                        fail(error)
+                    pause = self._backoff.compute(failures)
+                    if time.monotonic() + pause + SOCKET_TIMEOUT_S > deadline:
+                        raise
+                    time.sleep(pause)
+        finally:
+            if token is not None:
+                _deadline.reset(token)
+
+
 def connect(url: str) -> redis.Redis:
-    """A client that retries a lost connection with backoff (about 10 s) before raising."""
+    """A client each of whose calls ends within ``GIVE_UP_S`` (15 s) when Redis does not answer.
+
+    That holds whether Redis is down (connection refused), unreachable (no route, or no answer
+    to the connect) or frozen (the kernel accepts the connection, nothing ever replies): an
+    attempt waits at most 5 s for a reply (2 s to connect), and a failed one is retried with
+    backoff only while another can still end within 15 s of the first (``_RetryUntil``). So a
+    refused connection is retried for about 10 s (a Redis restart that takes less goes
+    unnoticed) and a frozen Redis raises after about 10 s (two attempts of 5 s); the error is
+    redis-py's ConnectionError or TimeoutError, which ``translated`` turns into
+    ``StoreUnavailable``. A parkway call that makes several round trips raises at the first
+    one left unanswered, so it too ends within 15 s of Redis going silent.
+
+    No health-check PING (``health_check_interval``): the pool already notices a connection the
+    server closed when it hands it out, and one that died silently fails its command and is
+    retried like any failed attempt; the PING would only add a round trip and a third nested
+    retry.
+
+    RQ's worker raises its own connection's socket timeout above its blocking dequeue (BLMOVE,
+    up to ``worker_ttl`` - 15 s), so the worker's job loop waits longer than this bound; the
+    worker's store, and with it the maintenance thread, has a client of its own.
+    """
     return redis.Redis.from_url(
         url,
-        socket_timeout=10,
-        socket_connect_timeout=5,
-        health_check_interval=15,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=8),
-        retry_on_error=[rex.ConnectionError, rex.TimeoutError],
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        health_check_interval=0,
+        retry=_RetryUntil(),
     )

@@ -1,0 +1,201 @@
+"""Figure 1, cycle throughput: parkway, the RQ floors and the peers, run by run.
+
+The measured processes are bench/cycles.py (parkway and the floors), bench/peer_langgraph.py
+and bench/peer_dbos.py; this module runs them and writes the figure's section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..plan import DBOS_SQLITE_CAP, FLOOR_NAMES, TARGETS, Plan, floors, peers_available, run_systems, task
+from ..report import Section, cell, fmt, log, med
+
+
+def measure(plan: Plan, url: str) -> Section:
+    peers, skips = peers_available(plan)
+    for s in skips:
+        log(f"  skip: {s}")
+    res: dict[str, list[dict[str, Any]]] = {}
+    for run in range(plan.runs):
+        params = {"url": url, "n": plan.cycles, "window": plan.window, "mode": plan.mode}
+        run_systems("cycles", run, plan.runs, ("parkway", *floors()), params, res)
+        for name, module, params in peers:
+            log(f"cycles run {run + 1}/{plan.runs}: {name}")
+            n = min(plan.peer_cycles, params.get("cap", plan.peer_cycles))
+            r = task(module, {**params, "n": n, "window": plan.window, "dir": plan.tmp}, 900)
+            if r:
+                res.setdefault(name, []).append(r)
+    if any(name == "dbos-postgres" for name, _, _ in peers):
+        from ..peer_dbos import drop_postgres_database
+
+        drop_postgres_database(plan.pg)
+
+    sec = Section(
+        "cycles",
+        "1. Cycle throughput (start → pause → resume → complete)",
+        [
+            "system",
+            "cycles/s",
+            "worker CPU ms/cycle",
+            "Redis/DB CPU ms/cycle",
+            "client CPU ms/cycle",
+            "total CPU ms/cycle",
+        ],
+    )
+    order = ["parkway", "floor-pw", "floor", "langgraph-sqlite", "langgraph-memory", "dbos-postgres", "dbos-sqlite"]
+    labels = {
+        "parkway": "parkway (1 worker)",
+        "floor-pw": "RQ floor (2 trivial jobs), parkway's worker class",
+        "floor": "RQ floor (2 trivial jobs), stock rq.SimpleWorker",
+        "langgraph-sqlite": "LangGraph + SqliteSaver",
+        "langgraph-memory": "LangGraph + InMemorySaver",
+        "dbos-postgres": "DBOS + Postgres",
+        "dbos-sqlite": "DBOS + SQLite (poll 1.0 s)",
+    }
+    for name in order:
+        rs = res.get(name)
+        if not rs:
+            continue
+        cps = [r["cycles_per_s"] for r in rs]
+        if name in ("parkway", "floor", "floor-pw"):
+            w = [r["worker_cpu_ms"] for r in rs]
+            d = [r["redis_cpu_ms"] for r in rs]
+            c = [r["client_cpu_ms"] for r in rs]
+        elif name.startswith("dbos"):
+            w, c = [float("nan")], [r["process_cpu_ms"] for r in rs]
+            d = [r["server_cpu_ms"] for r in rs] if name == "dbos-postgres" else [float("nan")]
+        else:
+            w, d, c = [float("nan")], [float("nan")], [r["process_cpu_ms"] for r in rs]
+        tot = [
+            sum(
+                x
+                for x in (
+                    r.get("worker_cpu_ms", 0),
+                    r.get("redis_cpu_ms", 0),
+                    r.get("client_cpu_ms", 0),
+                    r.get("process_cpu_ms", 0),
+                    r.get("server_cpu_ms", 0),
+                )
+                if x == x
+            )
+            for r in rs
+        ]
+        sec.rows.append([labels[name], cell(cps), cell(w, 2), cell(d, 2), cell(c, 2), cell(tot, 2)])
+
+    def paired(a: str, b: str, f: Callable[[dict[str, Any], dict[str, Any]], float]) -> list[float]:
+        return [f(x, y) for x, y in zip(res.get(a, []), res.get(b, []), strict=False)]
+
+    pk = "parkway"
+    ratios: list[tuple[str, list[float], str | None, float, str]] = []
+    for fl in floors():
+        short = f"parkway ÷ {FLOOR_NAMES[fl]}:"
+        target = fl == floors()[0]  # the target compares with the floor run by parkway's own worker class
+        time_ratio = paired(pk, fl, lambda p, f: f["cycles_per_s"] / p["cycles_per_s"])
+        cpu_ratio = paired(
+            pk, fl, lambda p, f: (p["worker_cpu_ms"] + p["redis_cpu_ms"]) / (f["worker_cpu_ms"] + f["redis_cpu_ms"])
+        )
+        all_ratio = paired(
+            pk,
+            fl,
+            lambda p, f: (
+                (p["worker_cpu_ms"] + p["redis_cpu_ms"] + p["client_cpu_ms"])
+                / (f["worker_cpu_ms"] + f["redis_cpu_ms"] + f["client_cpu_ms"])
+            ),
+        )
+        ratios += [
+            (
+                f"{short} time per cycle (floor cycles/s ÷ parkway cycles/s)",
+                time_ratio,
+                f"cycle cost ≤ {TARGETS['cost']}x {FLOOR_NAMES[fl]}: time per cycle" if target else None,
+                TARGETS["cost"],
+                "le",
+            ),
+            (
+                f"{short} worker+Redis CPU per cycle",
+                cpu_ratio,
+                f"cycle cost ≤ {TARGETS['cost']}x {FLOOR_NAMES[fl]}: worker+Redis CPU per cycle" if target else None,
+                TARGETS["cost"],
+                "le",
+            ),
+            (f"{short} worker+Redis+client CPU per cycle", all_ratio, None, 0.0, ""),
+        ]
+    lg = paired(pk, "langgraph-sqlite", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
+    lgm = paired(pk, "langgraph-memory", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
+    db = paired(pk, "dbos-postgres", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
+    dbs = paired(pk, "dbos-sqlite", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
+    ratios += [
+        (
+            "parkway/LangGraph+SQLite cycles/s",
+            lg,
+            f"throughput ≥ {TARGETS['langgraph']:.0f}x LangGraph + SQLite",
+            TARGETS["langgraph"],
+            "ge",
+        ),
+        ("parkway/LangGraph+memory cycles/s", lgm, None, 0.0, ""),
+        (
+            "parkway/DBOS+Postgres cycles/s",
+            db,
+            f"throughput ≥ {TARGETS['dbos']:.0f}x DBOS + Postgres",
+            TARGETS["dbos"],
+            "ge",
+        ),
+        ("parkway/DBOS+SQLite cycles/s", dbs, None, 0.0, ""),
+    ]
+    for what, values, target, bound, sense in ratios:
+        if not values:
+            continue
+        sec.notes.append(f"ratio {what}: {cell(values, 2)}")
+        if target:
+            m = med(values)
+            sec.targets.append((target, fmt(m, 2) + "x", m <= bound if sense == "le" else m >= bound))
+    for s in skips:
+        sec.notes.append(f"skipped: {s}")
+    polls = [r.get("empty_polls", 0) / r["cycles"] for r in res.get(pk, [])]
+    sec.extra += [
+        f"N = {plan.cycles} cycles per run (after 30 warm-up cycles), {plan.runs} runs, systems interleaved run by "
+        f"run so drift hits all alike; ratios are taken within a run, then the median (min–max) over runs.",
+        f"Client mode: **windowed, {plan.mode}**. The client keeps {plan.window} runs started and not yet resumed. "
+        + (
+            "It polls `list_interrupts(workflow=..., limit=100, include_tokens=True)` (floor: `LPOP` of the "
+            "signal list, 100 at a time), sleeps 0.5 ms when a poll finds nothing, resumes each paused run found "
+            "(`resume(token, selected=...)`; floor: enqueue job 2) and starts a new run for each one resumed. "
+            if plan.mode == "poll"
+            else "It blocks on the oldest run's event stream (`stream(run_id, until='settled')`; floor: `BLPOP`) "
+            "and resumes it, starting a new run for each one resumed. "
+        )
+        + "The clock runs from the first start to the last completion. Empty polls per parkway cycle: "
+        + cell(polls, 1)
+        + ".",
+        "parkway: `python -m parkway.cli worker --redis-url URL` (one process, PARKWAY_SECRET and "
+        "PARKWAY_REDIS_URL set) on the benchmark's own redis-server; client `Parkway(Settings(redis_url=..., "
+        "secret=...))` logging at WARNING like the worker; workflow `bench.flows:cycle` (node `ask` pauses on "
+        "a ~200-byte choice request with `use_interrupt`, node `finish` returns).",
+        "RQ floor: a parkway cycle is two RQ jobs (job 1 runs node 1 until it pauses; the resume enqueues job 2, "
+        "which replays node 1 and runs node 2 in the same job), so the floor is two trivial jobs per cycle: "
+        "job 1 only RPUSHes a signal (the cheapest possible 'park'), the client pops signals and enqueues job 2 "
+        "(the 'resume'), job 2 does nothing. Enqueued with RQ's own unique enqueue (`enqueue_call` with a job id, "
+        "`unique=True`, `result_ttl=0`, parkway's msgpack serializer: the job hash parkway writes too, in 2 round "
+        "trips; parkway writes it inside the Lua call that commits the start or the resume), run by a plain "
+        "`rq.SimpleWorker`, and again by parkway's own worker class (`ParkwayWorker`, a SimpleWorker subclass "
+        "that trims RQ's per-job bookkeeping and runs parkway's maintenance thread) when parkway has one. The "
+        "target compares with the latter: the gap to it is parkway's own work (its Lua scripts, client-side "
+        "lookup/validation, replay, the second node); the stock floor shows what RQ alone costs unmodified.",
+        "CPU per cycle: worker processes from /proc/PID/stat (utime+stime), Redis from INFO cpu "
+        "(used_cpu_user+used_cpu_sys), the client from os.times(), each a delta over the timed window ÷ cycles. "
+        "LangGraph runs in one process (no worker): its CPU is in the client column. DBOS runs workflows on "
+        "threads of the client process; its Postgres CPU is the sum over all `postgres` processes on the "
+        "machine (a shared server: other load would show up there).",
+        "LangGraph: `StateGraph` with nodes `ask` (`interrupt(request)`) and `finish`; a cycle is "
+        "`invoke(input)` then `invoke(Command(resume=answer))` on the same thread id; with "
+        "`SqliteSaver(sqlite3.connect(file))` on local disk (saver defaults) or `InMemorySaver()`; "
+        f"{plan.window} threads kept paused.",
+        "DBOS: workflow = step `ask`, `DBOS.set_event('request', ...)` (how a client learns it waits), "
+        "`DBOS.recv('answer')`, step `finish`; client: `DBOS.start_workflow`, `DBOS.get_event`, `DBOS.send`, "
+        "`handle.get_result()`; system database reset before each run. SQLite has no LISTEN/NOTIFY: DBOS "
+        "polls it every `notification_listener_polling_interval_sec` = 1.0 s (its default, used here); "
+        f"DBOS + SQLite runs at most {DBOS_SQLITE_CAP} cycles per run (it is the slowest by far). "
+        "Each peer runs in its own subprocess; peers do 30 (DBOS: 20) warm-up cycles first.",
+    ]
+    return sec

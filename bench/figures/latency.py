@@ -1,0 +1,76 @@
+"""Figure 2, resume latency: parkway's resume against a bare LPUSH -> BLPOP hand-off.
+
+The measured process is bench/latency.py; this module runs it and writes the figure's section.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..plan import TARGETS, Plan, task
+from ..report import Section, cell, fmt, log, med
+
+
+def measure(plan: Plan, url: str) -> Section:
+    pk: list[dict[str, Any]] = []
+    ho: list[dict[str, Any]] = []
+    for run in range(plan.runs):
+        log(f"latency run {run + 1}/{plan.runs}: parkway")
+        r = task("latency", {"kind": "parkway", "url": url, "n": plan.latency_n, "idle_s": 0.01}, 900)
+        if r:
+            pk.append(r)
+        log(f"latency run {run + 1}/{plan.runs}: LPUSH -> BLPOP hand-off")
+        r = task("latency", {"kind": "handoff", "url": url, "n": plan.latency_n, "idle_s": 0.01}, 300)
+        if r:
+            ho.append(r)
+    sec = Section("latency", "2. Resume latency (idle worker)", ["measured", "p50 ms", "p99 ms", "max ms"])
+    if pk:
+        sec.rows.append(
+            [
+                "parkway: resume() returned → node's first line",
+                cell([r["from_return"]["p50_ms"] for r in pk], 2),
+                cell([r["from_return"]["p99_ms"] for r in pk], 2),
+                cell([r["from_return"]["max_ms"] for r in pk], 1),
+            ]
+        )
+        sec.rows.append(
+            [
+                "parkway: resume() called → node's first line",
+                cell([r["from_call"]["p50_ms"] for r in pk], 2),
+                cell([r["from_call"]["p99_ms"] for r in pk], 2),
+                cell([r["from_call"]["max_ms"] for r in pk], 1),
+            ]
+        )
+    if ho:
+        sec.rows.append(
+            [
+                "LPUSH issued → BLPOP returned (other process)",
+                cell([r["from_call"]["p50_ms"] for r in ho], 2),
+                cell([r["from_call"]["p99_ms"] for r in ho], 2),
+                cell([r["from_call"]["max_ms"] for r in ho], 1),
+            ]
+        )
+    if pk and ho:
+        p99 = [a["from_return"]["p99_ms"] / b["from_call"]["p99_ms"] for a, b in zip(pk, ho, strict=False)]
+        p50 = [a["from_return"]["p50_ms"] / b["from_call"]["p50_ms"] for a, b in zip(pk, ho, strict=False)]
+        sec.notes.append(f"ratio parkway/hand-off p99: {cell(p99, 2)}; p50: {cell(p50, 2)}")
+        sec.targets.append(
+            (
+                f"resume p99 < {TARGETS['latency']}x LPUSH→BLPOP p99",
+                fmt(med(p99), 2) + "x",
+                med(p99) < TARGETS["latency"],
+            )
+        )
+        early = sum(r["node_before_return"] for r in pk)
+        sec.notes.append(f"resumes whose node started before resume() returned: {early}")
+    sec.extra += [
+        f"{plan.latency_n} resumes per run (after 20 warm-up), {plan.runs} runs. One parkway worker; for each run "
+        "of `bench.flows:timed` the client starts it, reads its event stream up to the `interrupt` event, sleeps "
+        "10 ms (the worker is back in its blocking dequeue), then calls `resume()`. The node's first line "
+        "RPUSHes `time.time()` to a Redis list on every attempt; the replay's timestamp minus the time "
+        "`resume()` returned is the latency (same clock, same machine).",
+        "Hand-off: a second process waits in `BLPOP`; the client sleeps 10 ms, then `LPUSH`es `time.time()`; "
+        "the other side subtracts it from `time.time()` when BLPOP returns. Same redis-py + hiredis on both "
+        "sides, measured in the same run.",
+    ]
+    return sec

@@ -1,0 +1,89 @@
+"""Figure 4, Redis memory per parked run, parked three ways (plus figure 5's bulk fill).
+
+The measured process is bench/weight.py; this module runs it and writes the figure's section.
+``measure`` takes figure 5's result as well: its bulk fill gives this figure its largest rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..plan import TARGETS, Plan, task
+from ..report import Section, cell, fmt, log, med
+
+
+def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
+    rows: list[tuple[str, int, list[dict[str, Any]]]] = []
+    for via, count, runs in (
+        ("workers", plan.weight_workers, plan.count_runs),
+        ("executor", plan.weight_executor, plan.count_runs),
+        ("pipelined", plan.weight_pipelined, 1),
+    ):
+        if not count:
+            continue
+        got = []
+        for run in range(runs):
+            log(f"weight run {run + 1}/{runs}: {count:,} runs parked via {via}")
+            r = task("weight", {"url": url, "via": via, "count": count}, 1800)
+            if r:
+                got.append(r)
+        rows.append((via, count, got))
+    sec = Section("weight", "4. Redis memory per parked run", ["parked through", "parked runs", "bytes per run"])
+    labels = {
+        "workers": "start + a real worker",
+        "executor": "start + the job body in-process (executor)",
+        "pipelined": "same, script calls pipelined",
+    }
+    worst: list[float] = []
+    for via, count, got in rows:
+        if got:
+            values = [r["bytes_per_run"] for r in got]
+            worst.append(med(values))
+            sec.rows.append([labels[via], f"{count:,}", cell(values, 0)])
+    if listing:
+        for size, point in listing["sizes"].items():
+            if int(size) >= 10_000:
+                sec.rows.append(
+                    [
+                        "bulk replay of park's script calls (figure 5's fill)",
+                        f"{int(size):,}",
+                        fmt(point["bytes_per_pending"], 0),
+                    ]
+                )
+                worst.append(point["bytes_per_pending"])
+    if worst:
+        sec.targets.append(
+            (
+                f"≤ {TARGETS['weight']:.0f} bytes per parked run",
+                fmt(max(worst), 0) + " B",
+                max(worst) <= TARGETS["weight"],
+            )
+        )
+    sample = next((got[0] for _, _, got in rows if got), None)
+    if sample:
+        parts = ", ".join(f"`{k}` {v}" for k, v in sorted(sample["by_key"].items(), key=lambda kv: -kv[1]))
+        sec.notes.append(f"request size {sample['request_bytes']} bytes (msgpack, as stored)")
+        ev, probe = sample["by_key"].get("ev"), sample.get("one_entry_stream_bytes")
+        if ev and probe:
+            sec.notes.append(
+                f"the run's event stream alone is {ev} bytes; a stream holding one tiny entry takes {probe} bytes "
+                f"on this server (stream-node-max-bytes = {sample.get('stream_node_max_bytes')}: Redis allocates "
+                "a stream's first node at that size)"
+            )
+        sec.extra.append(
+            f"Bytes by key for one parked run (`MEMORY USAGE ... SAMPLES 0`; indexes: bytes ÷ members): {parts}."
+        )
+    sec.extra += [
+        "On the benchmark's own redis-server, emptied first: `used_memory` (INFO memory) after parking minus "
+        "before, ÷ pending interrupts (ZCARD of the `newest` index). Runs are `bench.flows:cycle` with "
+        "parkway-chosen run ids (`run_` + 32 hex) and a 6-hour TTL, parked with a ~200-byte choice request.",
+        "*start + a real worker*: `Parkway.start` and one `parkway worker` process; memory read while the worker is "
+        "still registered (one-off costs such as Lua scripts loaded on first use are in the delta; they amortize "
+        "with more runs). *executor*: `Parkway.start` with a dispatcher that notes the job instead of enqueuing "
+        "it, then the worker's job body `executor.execute(store, options, run_id, 0, 0)` in-process (create.lua, "
+        "begin.lua, the node up to `use_interrupt`, park.lua) — what a worker writes, minus RQ's job hash, which "
+        "`result_ttl=0` deletes anyway. *pipelined*: the same code with `RedisStore._call` queueing the scripts on "
+        "a pipeline (replies for the executor taken from a real template run), two processes. *bulk replay*: see "
+        "figure 5.",
+    ]
+    return sec
