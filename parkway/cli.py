@@ -114,9 +114,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    pw = _client(args, redis_only=False)
-    data = _parse_json(args.input, "--input")
-    run_id = pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms)
+    with _client(args, redis_only=False) as pw:
+        data = _parse_json(args.input, "--input")
+        return _follow(pw, args, pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms))
+
+
+def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
+    """Print the run's events; answer its interrupts at a terminal; return the exit status."""
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     after, hinted = "0", False
     while True:
@@ -241,10 +245,14 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    logs.configure("ERROR")  # the demo says itself that it runs embedded
+    with _client(args, embedded=True) as pw:
+        return _demo(pw)
+
+
+def _demo(pw: Parkway) -> int:
     from .demo import approval
 
-    logs.configure("ERROR")  # the demo says itself that it runs embedded
-    pw = _client(args, embedded=True)
     out = sys.stdout
     run_id = pw.start(approval, DEMO_INPUT)
     out.write(f"started run {run_id} of workflow 'approval' (embedded: nothing is kept after this process)\n")
@@ -338,7 +346,7 @@ def parser() -> argparse.ArgumentParser:
 
     command("reconcile", "run one reconciler pass (workers run it every second by themselves)", cmd_reconcile)
 
-    command("demo", "run the approval demo on the embedded store (no server needed)", cmd_demo)
+    command("demo", "run the approval demo embedded, on an in-process Redis (no server needed)", cmd_demo)
     return p
 
 

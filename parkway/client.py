@@ -39,7 +39,8 @@ MAX_PAGE = 1000
 
 
 class Parkway:
-    """A handle on one parkway deployment (embedded, or a Redis with workers).
+    """A handle on one parkway deployment: a Redis with workers, or embedded (the same store
+    and worker class on an in-process Redis, with the worker on a thread of this process).
 
     >>> pw = Parkway()                      # embedded, or PARKWAY_REDIS_URL if set
     >>> pw = Parkway(Settings(redis_url="redis://localhost:6379/0"))
@@ -63,8 +64,8 @@ class Parkway:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
         if isinstance(workflow, Workflow):
             workflow.validate()
-            if self.settings.embedded:
-                wf, ref = workflow, _embedded_ref(workflow)
+            if self.backend.workflows is not None:  # embedded: defined anywhere, even in __main__
+                wf, ref = workflow, self.backend.workflows.register(workflow)
             else:
                 wf, ref = workflow, workflow.ref()
                 self.settings.modules.check(split_ref(ref)[0])  # workers would refuse it: say so now
@@ -271,11 +272,23 @@ class Parkway:
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
         return InterruptPage(items=items, next_cursor=listing.next_cursor)
 
-    def drain(self) -> None:
-        """Embedded only: wait until the in-process executor has run every job."""
+    def close(self) -> None:
+        """Release what this handle holds: embedded, stop the in-process worker (runs still open
+        are lost with the process anyway); on Redis, close this process's connections."""
+        self.backend.close()
+
+    def __enter__(self) -> Parkway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def drain(self, timeout: float = 60.0) -> None:
+        """Embedded only: block until the in-process worker has run every queued job (and any job
+        they queued); raise WaitTimeout after ``timeout`` s. Without embedded mode, a no-op."""
         drain = getattr(self.backend.dispatcher, "drain", None)
         if drain is not None:
-            drain()
+            drain(timeout)
 
     # --- helpers --------------------------------------------------------
 
@@ -368,13 +381,6 @@ def _hook_name(record: InterruptRecord) -> str:
 def _check_text(value: Any, what: str, limit: int) -> None:
     if value is not None and (not isinstance(value, str) or len(value) > limit):
         raise ValidationError(f"{what} must be a string of at most {limit} characters")
-
-
-def _embedded_ref(workflow: Workflow) -> str:
-    """Embedded runs may use workflows defined anywhere (even in ``__main__``): keep them by name."""
-    from .workers.inline import register
-
-    return register(workflow)
 
 
 def _run(record: RunRecord, interrupt: Interrupt | None, now: int) -> Run:

@@ -8,7 +8,7 @@ its own pause.
 =====================  ========================================================
 variable               meaning
 =====================  ========================================================
-``PARKWAY_REDIS_URL``  Redis to use; unset means embedded (memory, one process)
+``PARKWAY_REDIS_URL``  Redis to use; unset means embedded (an in-process Redis and worker)
 ``PARKWAY_TTL_MS``     default TTL of a run's records and pauses (ms)
 ``PARKWAY_SECRET``     key that derives resume tokens (>= 32 characters)
 ``PARKWAY_QUEUE``      RQ queue name (default ``parkway``)

@@ -73,12 +73,14 @@ class Harness:
         return token
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["embedded", "redis"])
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    """The conformance suite runs once on the embedded store and once on real Redis."""
-    if request.param == "memory":
+    """The conformance suite runs once embedded (the same store and worker, on an in-process Redis)
+    and once on real Redis."""
+    if request.param == "embedded":
         settings = Settings(secret=SECRET)
-        yield Harness("memory", Parkway(settings), settings)
+        with Parkway(settings) as pw:
+            yield Harness("embedded", pw, settings)
         return
     client = request.getfixturevalue("redis_client")
     settings = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET)

@@ -18,7 +18,7 @@ from parkway import (
 )
 
 effects: Counter[str] = Counter()
-"""side effects counted in-process (embedded store and in-process workers)"""
+"""side effects counted in-process (embedded mode and in-process workers)"""
 
 COLORS = {
     "kind": "choice",

@@ -112,14 +112,17 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):  # t
 @contextmanager
 def sent_commands() -> Iterator[list[bytes]]:
     """Record what this process sends to Redis: one entry per round trip (a command, or a
-    whole pipeline), as the bytes on the wire."""
+    whole pipeline), as the bytes on the wire. Not counted: what goes to an in-process Redis
+    (an embedded Parkway left over from another test may still be working there)."""
+    from fakeredis import FakeRedisConnection
     from redis.connection import AbstractConnection
 
     sent: list[bytes] = []
     original = AbstractConnection.send_packed_command
 
     def recording(self, command, check_health=True):  # type: ignore[no-untyped-def]
-        sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
+        if not isinstance(self, FakeRedisConnection):
+            sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
         return original(self, command, check_health)
 
     AbstractConnection.send_packed_command = recording  # type: ignore[method-assign]

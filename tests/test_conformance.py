@@ -1,4 +1,4 @@
-"""The behaviour every Store must show: run once on the embedded store, once on real Redis."""
+"""The behaviour the store must show: run once embedded (on the in-process Redis), once on real Redis."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from parkway import (
     ResumeOutcome,
     RunStatus,
 )
-from tests import flows
 from parkway.runtime import tokens
+from tests import flows
 from tests.conftest import SECRET, Harness
 
 

@@ -79,7 +79,7 @@ def test_resume_metadata_shapes_around_a_real_token(payload: dict[str, Any]) -> 
         assert args.selected == selected
 
 
-@pytest.mark.parametrize("kind", ["memory", "redis"])
+@pytest.mark.parametrize("kind", ["embedded", "redis"])
 def test_arbitrary_answers_never_lose_the_interrupt(request: pytest.FixtureRequest, kind: str) -> None:
     """Hundreds of arbitrary answers: each is accepted or refused with a parkway error; the
     interrupt is lost only by the one accepted answer, after which every resume is already_resolved."""
@@ -122,9 +122,11 @@ def _harness(request: pytest.FixtureRequest, kind: str) -> Harness:
     from parkway import Parkway, Settings
     from tests.conftest import SECRET
 
-    if kind == "memory":
+    if kind == "embedded":
         s = Settings(secret=SECRET)
-        return Harness("memory", Parkway(s), s)
+        pw = Parkway(s)
+        request.addfinalizer(pw.close)
+        return Harness("embedded", pw, s)
     client = request.getfixturevalue("redis_client")
     s = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET)
     return Harness("redis", Parkway(s), s, client)
@@ -158,10 +160,13 @@ def test_arbitrary_tokens_are_refused_or_unknown() -> None:
             return
         assert outcome is ResumeOutcome.UNKNOWN, token
 
-    throw()
-    for run_id, token in zip(runs, real, strict=True):
-        assert pw.get_run(run_id).status is RunStatus.WAITING
-        assert pw.resume(token, selected="red").accepted
+    try:
+        throw()
+        for run_id, token in zip(runs, real, strict=True):
+            assert pw.get_run(run_id).status is RunStatus.WAITING
+            assert pw.resume(token, selected="red").accepted
+    finally:
+        pw.close()
 
 
 def test_garbage_in_a_run_record_fails_that_run_not_the_worker(harness: Harness) -> None:

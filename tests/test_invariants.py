@@ -38,8 +38,7 @@ from parkway import (
     use_workflow_state,
 )
 from parkway.adapters.limits import Limits
-from parkway.adapters.memory import MemoryStore
-from parkway.adapters.redis import keys
+from parkway.adapters.redis import embedded, keys
 from parkway.adapters.redis.store import RedisStore
 from parkway.runtime import executor, tokens
 from parkway.runtime.store import (
@@ -137,9 +136,11 @@ def _reset_drift() -> None:
 
 def _harness(request: pytest.FixtureRequest, kind: str, **settings: Any) -> Harness:
     """A harness like conftest's, with its own settings."""
-    if kind == "memory":
+    if kind == "embedded":
         s = Settings(secret=SECRET, **settings)
-        return Harness("memory", Parkway(s), s)
+        pw = Parkway(s)
+        request.addfinalizer(pw.close)
+        return Harness("embedded", pw, s)
     client = request.getfixturevalue("redis_client")
     s = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET, **settings)
     return Harness("redis", Parkway(s), s, client)
@@ -193,15 +194,9 @@ def _interrupt_of(harness: Harness, run_id: str) -> tuple[str, InterruptRecord]:
 
 def _drop_pending_key(harness: Harness, run_id: str) -> None:
     """Delete the run's pending-request key by hand (as its TTL would), leaving its records."""
-    store: Any = harness.pw.store
-    client = getattr(store, "client", None)
-    if client is not None:
-        found = client.keys(keys.pending(run_id, "*"))
-        assert len(found) == 1 and client.delete(*found) == 1
-    else:  # the memory store keeps its pending keys in a map per run
-        pending = store._runs[run_id].pending
-        assert len(pending) == 1
-        pending.clear()
+    client = harness.pw.store.client  # the real or the in-process Redis
+    found = client.keys(keys.pending(run_id, "*"))
+    assert len(found) == 1 and client.delete(*found) == 1
 
 
 def _stranger() -> tuple[str, str, InterruptRecord]:
@@ -225,9 +220,8 @@ def _sleep_until(epoch_ms: float) -> None:
 #
 # Each transition is driven through the Store API on a run of its own: the steps before it, then
 # the transition. On Redis every key of the run is first given a far-off sentinel TTL, so the PTTL
-# read after the transition shows which keys it (re)expired and to what. On the memory store a
-# fake clock moves half a TTL on before the transition, and the run's records are probed just
-# before and just after the deadline the transition should have set.
+# read after the transition shows which keys it (re)expired and to what. The same transitions run
+# on the in-process Redis of embedded mode: a check of fakeredis's fidelity for parkway's TTLs.
 
 T = 60_000
 """the run's TTL"""
@@ -365,22 +359,25 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
     r = s.run_id
     run, ev, ws, summ, ints = keys.run(r), keys.events(r), keys.workflow_state(r), keys.summary(r), keys.interrupts(r)
     j0, j1, held = keys.journal(r, 0), keys.journal(r, 1), P + G
+    kept = T + R  # the summary outlives the records by the retention
     table: dict[str, dict[str, int | None]] = {
-        "create": {run: T, ev: T, summ: R},
+        "create": {run: T, ev: T, summ: kept},
         "begin": {run: ANY, ev: ANY, summ: ANY},
         "redispatch": {run: ANY, ev: ANY, summ: ANY},
-        "record_journal": {run: T, ev: T, j0: T, summ: ANY},
-        "record_workflow": {run: T, ev: T, j0: T, ws: T, summ: ANY},
-        "advance": {run: T, ev: T, ws: T, summ: ANY},
-        "record_next": {run: T, ev: T, ws: T, j1: T, summ: ANY},
-        "park": {run: held, ev: held, ws: held, j1: held, ints: held, keys.pending(r, s.token_hash): P, summ: ANY},
-        "resume": {run: T, ev: T, ws: T, j1: T, ints: T, summ: ANY},
-        "complete": {run: T, ev: T, ws: T, ints: ANY, summ: R},
-        "finish": {run: T, ev: T, ws: T, j0: ANY, summ: R},
+        "record_journal": {run: T, ev: T, j0: T, summ: kept},
+        "record_workflow": {run: T, ev: T, j0: T, ws: T, summ: kept},
+        "advance": {run: T, ev: T, ws: T, summ: kept},
+        "record_next": {run: T, ev: T, ws: T, j1: T, summ: kept},
+        "park": {
+            run: held, ev: held, ws: held, j1: held, ints: held, keys.pending(r, s.token_hash): P, summ: held + R
+        },
+        "resume": {run: T, ev: T, ws: T, j1: T, ints: T, summ: kept},
+        "complete": {run: T, ev: T, ws: T, ints: ANY, summ: kept},
+        "finish": {run: T, ev: T, ws: T, j0: ANY, summ: kept},
         "recover": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
-        "recover_fails": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: R},
-        "release": {run: T, ev: T, ws: ANY, j0: ANY, summ: ANY},
-        "expire": {run: ANY, ev: ANY, ws: ANY, j1: ANY, ints: ANY, summ: R},
+        "recover_fails": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
+        "release": {run: T, ev: T, ws: ANY, j0: ANY, summ: kept},
+        "expire": {run: ANY, ev: ANY, ws: ANY, j1: ANY, ints: ANY, summ: ANY},
     }
     return table[target]
 
@@ -402,19 +399,18 @@ def _assert_only_global_keys_persist(client: redis.Redis, workflows: tuple[str, 
     assert persistent <= allowed, f"keys without a TTL: {sorted(persistent - allowed)}"
 
 
-def _with_release(targets: list[str], store: type) -> list[Any]:
-    """``targets``, the release transition skipped where ``store`` has none."""
-    mark = pytest.mark.skipif(not hasattr(store, "release"), reason="this store has no release transition")
-    return [pytest.param(t, marks=mark) if t == "release" else t for t in targets]
-
-
-@pytest.mark.parametrize("target", _with_release(list(PATHS), RedisStore))
-def test_each_transition_puts_every_key_it_writes_under_its_ttl_on_redis(
-    redis_client: redis.Redis, target: str
+@pytest.mark.parametrize("server", ["redis", "fakeredis"])
+@pytest.mark.parametrize("target", list(PATHS))
+def test_each_transition_puts_every_key_it_writes_under_its_ttl(
+    request: pytest.FixtureRequest, server: str, target: str
 ) -> None:
     """After each transition every key of the run has a TTL, and each key it writes has the one that
     protects it: the run's TTL, the pause's for the pending key, the pause's plus the grace for the
-    records of a waiting run, the retention for the summary."""
+    records of a waiting run, the retention for the summary; on Redis and on the in-process one."""
+    if server == "redis":
+        redis_client: Any = request.getfixturevalue("redis_client")
+    else:
+        redis_client = embedded.client(embedded.server())
     scene = Scene(
         RedisStore(redis_client, LIMITS), _now, lambda s: redis_client.delete(keys.pending(s.run_id, s.token_hash))
     )
@@ -437,80 +433,12 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl_on_redis(
     _assert_only_global_keys_persist(redis_client, (WF,))
 
 
-class Clock:
-    """A clock a test moves by hand."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-RECORDS_DEADLINE = {
-    "create": T,
-    "record_journal": T,
-    "record_workflow": T,
-    "advance": T,
-    "record_next": T,
-    "park": P + G,
-    "resume": T,
-    "complete": T,
-    "finish": T,
-    "release": T,
-}
-"""how long after each transition the memory store must keep the run's records"""
-SUMMARY_DEADLINE = {"create": R, "complete": R, "finish": R, "recover_fails": R, "expire": R}
-
-
-def _alive(store: MemoryStore, run_id: str) -> bool:
-    return bool(store.read_events(run_id, "0", None, 10))
-
-
-@pytest.mark.parametrize("target", _with_release(sorted(set(RECORDS_DEADLINE) | set(SUMMARY_DEADLINE)), MemoryStore))
-def test_each_transition_renews_the_ttl_of_what_it_writes_on_the_memory_store(target: str) -> None:
-    """On the memory store each write renews the run's records for the run's TTL (the pause's plus
-    the grace when it parks, the pending key for the pause's alone), and each end of a run keeps
-    the summary for the retention."""
-    clock = Clock(1_800_000_000_000)
-    store = MemoryStore(LIMITS, clock=clock)
-
-    def lapse(s: Scene) -> None:
-        clock.now += P + 1
-
-    scene = Scene(store, clock, lapse)
-    *before, transition = PATHS[target]
-    for name in before:
-        getattr(scene, name)()
-    if target != "expire":  # (the pause's TTL has just passed before an expiry)
-        clock.now += T // 2  # so a write that renews nothing leaves the records only T/2 to live
-    getattr(scene, transition)()
-    t1, r = clock.now, scene.run_id
-
-    if target == "park":
-        clock.now = t1 + P - 1
-        assert store.lookup(r, scene.token_hash, clock.now).outcome == "pending"
-        clock.now = t1 + P + 1
-        assert store.lookup(r, scene.token_hash, clock.now).outcome == "expired"
-    if target in RECORDS_DEADLINE:
-        clock.now = t1 + RECORDS_DEADLINE[target] - 1
-        assert _alive(store, r), f"the records are gone before their TTL after {target}"
-        clock.now = t1 + RECORDS_DEADLINE[target] + 1
-        assert not _alive(store, r), f"the records outlive their TTL after {target}"
-    if target in SUMMARY_DEADLINE:
-        clock.now = t1 + SUMMARY_DEADLINE[target] - 1
-        assert store.get_run(r, clock.now) is not None
-        clock.now = t1 + SUMMARY_DEADLINE[target] + 1
-        assert store.get_run(r, clock.now) is None
-
-
 def test_a_real_run_leaves_no_key_of_its_own_without_a_ttl(harness: Harness) -> None:
     """A run that writes workflow state, node state, an event and a pause, then completes, has every
     key under a TTL at each stop: while it waits, the pending key lives for the pause and the rest
     for the pause plus the grace."""
-    if harness.connection is None:
-        pytest.skip("PTTL is a Redis property (the memory store's TTLs are covered above)")
-    client = harness.connection
+    client: Any = harness.pw.store.client  # the real Redis, or the in-process one
+
     run_id = harness.start_and_run(every_hook, {"ttl_ms": 30_000})
     pattern = keys.run(run_id).removesuffix(":run") + "*"
     grace = harness.settings.limits.expiry_grace_ms
@@ -532,7 +460,7 @@ def test_a_real_run_leaves_no_key_of_its_own_without_a_ttl(harness: Harness) -> 
 # --- 2. expired is not unknown once the records are gone (invariant 5) -------------------------
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["embedded", "redis"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -580,17 +508,6 @@ def test_past_its_pause_ttl_an_invalid_answer_reads_expired(harness: Harness) ->
     assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
 
 
-_SUMMARY_BUG = (
-    "the summary's retention runs from the run's creation, not from its records' TTL: a run whose "
-    "records outlive it loses its summary, and a later HSET (advance.lua, expire.lua, finish.lua, "
-    "recover.lua) recreates it with only status and updated, which codec.summary_record cannot read "
-    "(KeyError 'wf'); the memory store keeps the whole summary and passes"
-)
-
-
-@pytest.mark.parametrize(
-    "kind", ["memory", pytest.param("redis", marks=pytest.mark.xfail(strict=True, reason=_SUMMARY_BUG))]
-)
 def test_a_run_that_ends_after_the_retention_still_reads_its_end_once_its_records_go(
     request: pytest.FixtureRequest, kind: str
 ) -> None:
@@ -608,9 +525,6 @@ def test_a_run_that_ends_after_the_retention_still_reads_its_end_once_its_record
     assert h.pw.get_run(run_id).status is RunStatus.COMPLETED
 
 
-@pytest.mark.parametrize(
-    "kind", ["memory", pytest.param("redis", marks=pytest.mark.xfail(strict=True, reason=_SUMMARY_BUG))]
-)
 def test_a_pause_longer_than_the_retention_still_reads_expired_once_its_records_go(
     request: pytest.FixtureRequest, kind: str
 ) -> None:
@@ -807,33 +721,14 @@ def test_racing_resumes_then_a_stale_job_run_the_node_once_more_only(harness: Ha
 # --- 8. persist, then publish (invariant 4) ----------------------------------------------------
 
 
-class _Stretched(threading.Condition):
-    """A lock for the memory store that holds every thread but the readers back a moment after each
-    release: a reader then runs in any gap between two of the store's locked steps."""
-
-    def __init__(self, readers: set[int]) -> None:
-        super().__init__()
-        self.readers = readers
-
-    def __exit__(self, *exc: Any) -> None:
-        super().__exit__(*exc)
-        if threading.get_ident() not in self.readers:
-            time.sleep(0.02)
-
-
 def test_a_reader_that_resumes_the_instant_it_sees_the_interrupt_is_accepted(harness: Harness) -> None:
     """A reader in another thread resumes with the interrupt event's token the instant the event
     reaches it: the interrupt is already stored and pending, so every such resume is accepted."""
-    readers: set[int] = set()
-    store: Any = harness.pw.store
-    if hasattr(store, "_cond"):  # the memory store: widen any gap between its steps (Redis runs each in one script)
-        store._cond = _Stretched(readers)
-    for _ in range(5 if harness.kind == "memory" else 2):
+    for _ in range(3):
         run_id = "run_" + uuid.uuid4().hex
         outcomes: list[ResumeOutcome] = []
 
         def read(run_id: str = run_id, outcomes: list[ResumeOutcome] = outcomes) -> None:
-            readers.add(threading.get_ident())
             for event in harness.pw.stream(run_id, until="settled", timeout=10):
                 if event.type == "interrupt":
                     outcomes.append(harness.pw.resume(event.data["resumeToken"], selected="red").outcome)

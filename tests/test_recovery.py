@@ -124,9 +124,9 @@ def test_a_resume_whose_enqueue_was_lost_is_completed_by_the_reconciler(harness:
 def test_a_queued_job_is_not_redispatched_while_it_waits(harness: Harness) -> None:
     """An old outbox entry whose job still sits in the queue is left alone."""
     run_id = harness.pw.start(flows.one_choice, {})
-    if harness.kind == "memory":
+    if harness.kind == "embedded":
         harness.pw.drain()
-        pytest.skip("the embedded executor runs jobs at once")
+        pytest.skip("the embedded worker takes jobs at once")
     report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher, outbox_age_ms=0)
     assert report.redispatched == []
     harness.run_jobs()
@@ -157,9 +157,9 @@ def test_expired_interrupts_are_recorded_by_the_reconciler(harness: Harness) -> 
     token = event["resumeToken"]
     time.sleep(max(0, event["expiresAt"] / 1000 - time.time()) + 0.1)
     report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
-    # the embedded executor reconciles by itself when idle and may have been first (then this pass
-    # finds nothing to do); either way the expiry is recorded exactly once
-    assert report.expired == [run_id] or (harness.kind == "memory" and report.expired == [])
+    # the embedded worker reconciles by itself (its maintenance thread) and may have been first
+    # (then this pass finds nothing to do); either way the expiry is recorded exactly once
+    assert report.expired == [run_id] or (harness.kind == "embedded" and report.expired == [])
     events = _events(harness, run_id)
     assert events[-2:] == ["interrupt.expired", "done"]
     assert events.count("interrupt.expired") == 1 and events.count("done") == 1
@@ -196,7 +196,7 @@ def test_cancel_of_a_queued_run_ends_it_and_its_job_is_stale(harness: Harness) -
     """A queued run is cancelled at once; its job, when it runs, changes nothing."""
     run_id = harness.pw.start(flows.one_choice, {}) if harness.kind == "redis" else None
     if run_id is None:
-        pytest.skip("the embedded executor begins jobs at once")
+        pytest.skip("the embedded worker begins jobs at once")
     assert harness.pw.cancel(run_id).outcome is CancelOutcome.CANCELLED
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED

@@ -174,10 +174,10 @@ def test_redis_holds_no_token_in_clear(harness: Harness) -> None:
 
 
 def test_embedded_default_without_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without PARKWAY_REDIS_URL, Parkway() runs embedded on the memory store."""
+    """Without PARKWAY_REDIS_URL, Parkway() runs embedded: the Redis store, on an in-process Redis."""
     monkeypatch.delenv("PARKWAY_REDIS_URL", raising=False)
-    pw = Parkway()
-    assert pw.settings.embedded and type(pw.store).__name__ == "MemoryStore"
+    with Parkway() as pw:
+        assert pw.settings.embedded and type(pw.store).__name__ == "RedisStore"
 
 
 @pytest.mark.parametrize(

@@ -1,1 +1,1 @@
-"""Stores: the Store contract's implementations (memory, Redis)."""
+"""Stores: the Store contract's implementation on Redis (a server, or embedded mode's in-process one)."""

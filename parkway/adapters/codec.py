@@ -1,9 +1,9 @@
-"""msgpack encoding of checkpoints, and the shapes both stores share.
+"""msgpack encoding of checkpoints, and the shapes of index members and cursors.
 
 Everything a store keeps is msgpack of plain types (no pickle, no classes).
 Encoding enforces the payload bound; decoding turns garbage into
-:class:`CorruptRecord`. Index members and listing cursors are built here so
-the memory and Redis stores order and page interrupts identically.
+:class:`CorruptRecord`. Index members and listing cursors are built here, in
+one place, so that the order and paging of interrupts has one definition.
 """
 
 from __future__ import annotations
@@ -92,15 +92,18 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
 
 def summary_record(run_id: str, summary: Mapping[str, Any]) -> RunRecord:
     """What a run reads as once its records are past their TTL."""
-    status = str(summary["status"])
-    final = status in ("completed", "failed", "cancelled")
-    return RunRecord(
-        run_id=run_id,
-        workflow=str(summary["wf"]),
-        status=RunStatus(status) if final else RunStatus.EXPIRED,
-        created_at=int(summary["created"]),
-        updated_at=int(summary["updated"]),
-    )
+    try:
+        status = str(summary["status"])
+        final = status in ("completed", "failed", "cancelled")
+        return RunRecord(
+            run_id=run_id,
+            workflow=str(summary["wf"]),
+            status=RunStatus(status) if final else RunStatus.EXPIRED,
+            created_at=int(summary["created"]),
+            updated_at=int(summary["updated"]),
+        )
+    except (KeyError, ValueError) as exc:
+        raise CorruptRecord(f"run {run_id} summary is incomplete or invalid: {exc!r}", run_id=run_id) from exc
 
 
 def _s(v: Any) -> str:

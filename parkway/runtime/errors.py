@@ -102,7 +102,7 @@ class RunNotFound(ParkwayError):
 
 
 class WaitTimeout(ParkwayError):
-    """wait() or stream() reached its timeout."""
+    """wait(), stream() or drain() reached its timeout."""
 
 
 class StoreError(ParkwayError):

@@ -1,8 +1,8 @@
 """The Store contract: one method per atomic transition of a run.
 
 The runtime knows a store only through this Protocol. Every method that
-changes a run is one atomic step in the store (one Lua script on Redis, one
-locked section in memory): it checks the run's *fence* first and raises
+changes a run is one atomic step in the store (one Lua script on Redis, the
+in-process one of embedded mode included): it checks the run's *fence* first and raises
 :class:`~parkway.runtime.errors.StaleFence` without changing anything when
 the caller's fence is not the run's current one. Every write applies the
 run's TTL in the same step.
@@ -160,8 +160,8 @@ class Handoff:
     that commits the transition: one round trip instead of two, and no window between the
     commit and the enqueue. The Redis store writes it (``keys``: the RQ job hash, the queue,
     RQ's set of queues; ``fields``: the job hash as RQ writes it) only if the transition lands
-    on exactly (``step``, ``fence``); otherwise the caller enqueues as usual. The memory
-    store takes none."""
+    on exactly (``step``, ``fence``); otherwise the caller enqueues as usual. A store may
+    take none (``None``): the caller enqueues after the commit."""
 
     step: int
     fence: int
@@ -226,7 +226,7 @@ class InterruptListing:
 
 
 class Store(Protocol):
-    """The atomic transitions of a run; implemented by the memory and Redis stores."""
+    """The atomic transitions of a run; implemented by the Redis store (on a server, or in-process)."""
 
     def create_run(self, run: NewRun, handoff: Handoff | None = None) -> bool:
         """Write a queued run with its summary, first events and outbox entry; the run id must be new.

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +134,18 @@ class WorkerRuntime:
 
 
 _runtime: WorkerRuntime | None = None
+_serving: ContextVar[WorkerRuntime | None] = ContextVar("parkway_serving", default=None)
+
+
+@contextmanager
+def serving(rt: WorkerRuntime) -> Iterator[None]:
+    """Run the jobs started inside this block with ``rt``: RQ calls a job function with the job's
+    arguments only, so a worker that brings its own runtime (the embedded one) names it here."""
+    token = _serving.set(rt)
+    try:
+        yield
+    finally:
+        _serving.reset(token)
 
 
 def install(settings: Settings) -> WorkerRuntime:
@@ -147,6 +162,10 @@ def install(settings: Settings) -> WorkerRuntime:
 
 
 def runtime() -> WorkerRuntime:
+    """The runtime of the job running now: its worker's (see ``serving``), else this process's."""
+    rt = _serving.get()
+    if rt is not None:
+        return rt
     if _runtime is None or _runtime.pid != os.getpid():
         return install(Settings.from_env())
     return _runtime

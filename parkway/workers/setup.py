@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
@@ -18,11 +19,14 @@ from ..runtime.errors import ConfigError
 from ..runtime.logger import get_logger
 from ..runtime.store import Handoff, Store
 
+if TYPE_CHECKING:
+    from .embedded import Workflows
+
 log = get_logger()
 
 
 class Dispatcher(Protocol):
-    """Starts the job for a transition: RQ in production, a thread when embedded."""
+    """Starts the job for a transition (on RQ's queue, in production and embedded alike)."""
 
     def enqueue(self, run_id: str, step: int, fence: int) -> None:
         """Enqueue the job for ``fence``; enqueuing it twice is a no-op."""
@@ -41,6 +45,18 @@ class Backend:
     store: Store
     dispatcher: Dispatcher
     options: executor.Options
+    workflows: Workflows | None = None
+    """embedded only: the workflows this process started runs of, found by reference"""
+    stop: Callable[[], None] | None = None
+    """embedded only: stops the in-process worker"""
+
+    def close(self) -> None:
+        """Stop the in-process worker (embedded), or close this process's connections (Redis)."""
+        if self.stop is not None:
+            self.stop()
+        else:
+            with translated():
+                self.store.client.close()  # type: ignore[attr-defined]
 
 
 def resolve_secret(settings: Settings, client: redis.Redis | None) -> bytes:
@@ -90,17 +106,11 @@ def check_fingerprint(client: redis.Redis, key: bytes, *, from_env: bool) -> Non
 
 
 def connect(settings: Settings) -> Backend:
-    """The embedded backend (memory store, in-process executor) or the Redis one (Redis store, RQ)."""
+    """The backend ``settings`` ask for: the Redis store and RQ on the server at ``redis_url``, or,
+    without one, the same store and RQ's queue on an in-process Redis (embedded mode, DESIGN "One
+    path"), worked by parkway's worker on a thread of this process."""
     if settings.redis_url is None:
-        from ..adapters.memory import MemoryStore
-        from .inline import InlineExecutor, loader
-
-        log.warning("embedded_mode", hint="no PARKWAY_REDIS_URL: runs live in this process and nothing survives it")
-        memory = MemoryStore(settings.limits)
-        options = executor.Options(
-            secret=resolve_secret(settings, None), loader=loader(settings.modules), lease_ms=settings.lease_ms
-        )
-        return Backend(settings, memory, InlineExecutor(memory, options), options)
+        return _embedded(settings)
     from ..adapters.redis.store import RedisStore
     from .jobs import RQDispatcher
 
@@ -109,3 +119,22 @@ def connect(settings: Settings) -> Backend:
         secret=resolve_secret(settings, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
     )
     return Backend(settings, store, RQDispatcher(store.client, settings), options)
+
+
+def _embedded(settings: Settings) -> Backend:
+    from ..adapters.redis import embedded as inproc
+    from ..adapters.redis.store import RedisStore
+    from .embedded import EmbeddedDispatcher, WorkerThread, Workflows
+
+    log.warning("embedded_mode", hint="no PARKWAY_REDIS_URL: runs live in this process and nothing survives it")
+    server = inproc.server()
+    client = inproc.client(server)
+    workflows = Workflows(settings.modules)
+    options = executor.Options(secret=resolve_secret(settings, None), loader=workflows.load, lease_ms=settings.lease_ms)
+    worker = WorkerThread(server, settings, options)
+    backend = Backend(
+        settings, RedisStore(client, settings.limits), EmbeddedDispatcher(client, settings), options, workflows,
+        worker.stop,
+    )
+    worker.start(owner=backend)
+    return backend

@@ -7,7 +7,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from datetime import timedelta
 from types import FrameType
 from typing import Any
@@ -20,13 +21,14 @@ from rq.exceptions import DeserializationError, NoSuchJobError, StopRequested
 from rq.executions import Execution
 from rq.job import Job, JobStatus, validate_job_id
 from rq.results import Result
+from rq.timeouts import TimerDeathPenalty
 from rq.utils import current_timestamp, now
 from rq.worker import WorkerStatus
 from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.store import RedisStore, connect
 from ..config import Settings
-from .jobs import EXECUTE_JOB, install, runtime
+from .jobs import EXECUTE_JOB, WorkerRuntime, install, runtime, serving
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
 
@@ -103,6 +105,16 @@ class ParkwayWorker(SimpleWorker):
     - a pool's child stops (warm) once its pool's process is gone (``pool_pid``);
     - ``ended_as_asked`` tells a stop that was asked for from RQ's loop quitting on an error it
       only logs.
+
+    The same class runs embedded mode's jobs, on a thread of the application's
+    process (see :mod:`parkway.workers.embedded`), with the runtime it is given
+    (``runtime=``) instead of one installed from the environment. Off the main
+    thread (signals reach only that one) it leans on RQ's internals again, each
+    checked by ``tests/test_embedded.py``: ``_install_signal_handlers`` does
+    nothing, nor does ``procline`` (the process title is the application's);
+    ``death_penalty_class`` is RQ's ``TimerDeathPenalty`` instead of SIGALRM;
+    ``stop()`` sets RQ's ``_stop_requested`` and makes ``heartbeat``, which RQ
+    calls each time its wait for a job times out, raise RQ's ``StopRequested``.
     """
 
     job_class = CallbacklessJob
@@ -115,8 +127,10 @@ class ParkwayWorker(SimpleWorker):
     rather than on an error that RQ's loop logs and quits on"""
 
     _suspension_checked = 0.0
+    _stopped = False
+    """set by ``stop()`` (RQ's own warm shutdown, by signal, sets ``_stop_requested`` only)"""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, runtime: WorkerRuntime | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("serializer", MsgpackSerializer)
         super().__init__(*args, **kwargs)
         # RQ's cleanups read job hashes with their queue's serializer and job class, and RQ's
@@ -124,11 +138,32 @@ class ParkwayWorker(SimpleWorker):
         # callbacks a hash names): the worker's own go to every queue it serves
         for queue in self.queues:
             queue.serializer, queue.job_class = self.serializer, self.job_class
+        self._parkway: WorkerRuntime | None = runtime
+
+    def parkway_runtime(self) -> WorkerRuntime:
+        """The runtime this worker's jobs run with: its own, or this process's from the environment."""
+        return self._parkway if self._parkway is not None else runtime()
+
+    def stop(self) -> None:
+        """Ask the work loop, from another thread, to end after the job it runs (if any); it does
+        within a dequeue timeout."""
+        self._stopped = True
+        self._stop_requested = True  # RQ's loop checks it between jobs
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            super()._install_signal_handlers()  # type: ignore[no-untyped-call]
+
+    def procline(self, message: str) -> None:
+        if threading.current_thread() is threading.main_thread():
+            super().procline(message)  # type: ignore[no-untyped-call]
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         if pipeline is not None or timeout is not None:
             super().heartbeat(timeout, pipeline)
             return
+        if self._stopped:  # RQ calls this each time its wait for a job times out: end the loop there
+            raise StopRequested()
         if self.last_heartbeat is not None and now() - self.last_heartbeat < HEARTBEAT_EVERY:
             return
         with self.connection.pipeline() as batch:
@@ -159,7 +194,7 @@ class ParkwayWorker(SimpleWorker):
             self._refuse(job, queue, reason)
             return
         ttl = self.get_heartbeat_ttl(job)
-        store, begin = _begin_command(job)
+        store, begin = _begin_command(job, self.parkway_runtime)
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
@@ -178,7 +213,8 @@ class ParkwayWorker(SimpleWorker):
                 for reply in replies[:-1]:
                     if isinstance(reply, Exception):
                         raise reply
-        self.perform_job(job, queue, execution)
+        with serving(self._parkway) if self._parkway is not None else nullcontext():
+            self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
@@ -350,9 +386,11 @@ class ParkwayWorker(SimpleWorker):
         signal.pthread_kill(main, signal.SIGTERM)  # to the main thread: it interrupts a blocking dequeue
 
     def _work(self, *args: Any, with_maintenance: bool, **kwargs: Any) -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            self.death_penalty_class = TimerDeathPenalty  # SIGALRM reaches only the main thread
         if not with_maintenance:
             return bool(super().work(*args, **kwargs))
-        rt = runtime()
+        rt = self.parkway_runtime()
         maintenance = Maintenance(
             rt.store,
             rt.dispatcher,
@@ -389,7 +427,7 @@ def _step_arguments(args: Any, kwargs: Any) -> bool:
     )
 
 
-def _begin_command(job: Job) -> tuple[RedisStore | None, tuple[Any, ...]]:
+def _begin_command(job: Job, runtime: Callable[[], WorkerRuntime]) -> tuple[RedisStore | None, tuple[Any, ...]]:
     """For a parkway job, the store and its ``begin`` command to send inside RQ's start transaction.
 
     (None, ()) for any other job, and for one whose runtime cannot be set up or whose run id the

@@ -16,6 +16,19 @@ local function expire_all(ttl, keys)
   for _, k in ipairs(keys) do redis.call('PEXPIRE', k, ttl) end
 end
 
+-- The summary outlives the run's records by the retention (so an expired run reads expired, not
+-- unknown): every script that renews the records renews it with them.
+local function keep_summary(summary, records_ttl, retention)
+  redis.call('PEXPIRE', summary, tonumber(records_ttl) + tonumber(retention))
+end
+
+-- The records' remaining life, for scripts that end a run without renewing them.
+local function records_left(run_key)
+  local left = redis.call('PTTL', run_key)
+  if left < 0 then return 0 end
+  return left
+end
+
 local function xadd(stream, maxlen, kind, blob)
   return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob)
 end

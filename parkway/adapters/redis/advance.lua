@@ -11,11 +11,12 @@ redis.call('HSET', KEYS[1], 'data', ARGV[3], 'updated', ARGV[6], 'crashes', 0)
 if ARGV[4] == '' then
   redis.call('HSET', KEYS[1], 'status', 'completed', 'output', ARGV[5])
   redis.call('HSET', KEYS[5], 'status', 'completed', 'updated', ARGV[6])
-  redis.call('PEXPIRE', KEYS[5], ARGV[7])
   redis.call('ZREM', KEYS[6], ARGV[9])
 else
   redis.call('HSET', KEYS[1], 'node', ARGV[4], 'step', tonumber(ARGV[2]) + 1)
 end
 for i = 10, #ARGV, 2 do xadd(KEYS[4], ARGV[8], ARGV[i], ARGV[i + 1]) end
-expire_all(redis.call('HGET', KEYS[1], 'ttl'), {KEYS[1], KEYS[3], KEYS[4]})
+local ttl = redis.call('HGET', KEYS[1], 'ttl')
+expire_all(ttl, {KEYS[1], KEYS[3], KEYS[4]})
+keep_summary(KEYS[5], ttl, ARGV[7])
 return fence

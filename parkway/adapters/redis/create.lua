@@ -9,7 +9,7 @@ redis.call('HSET', KEYS[1], 'wf', ARGV[1], 'ref', ARGV[2], 'status', 'queued', '
   'step', 0, 'fence', 0, 'input', ARGV[4], 'data', ARGV[4], 'created', ARGV[6], 'updated', ARGV[6],
   'ttl', ARGV[5])
 redis.call('HSET', KEYS[2], 'wf', ARGV[1], 'status', 'queued', 'created', ARGV[6], 'updated', ARGV[6])
-redis.call('PEXPIRE', KEYS[2], ARGV[7])
+keep_summary(KEYS[2], ARGV[5], ARGV[7])
 xadd(KEYS[3], ARGV[8], 'run.started', ARGV[9])
 xadd(KEYS[3], ARGV[8], 'node.started', ARGV[10])
 redis.call('ZADD', KEYS[4], ARGV[6], ARGV[11])

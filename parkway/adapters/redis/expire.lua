@@ -16,7 +16,7 @@ if cur[1] == 'waiting' and cur[2] == ARGV[1] then
   redis.call('HINCRBY', KEYS[1], 'fence', 1)
   redis.call('HSET', KEYS[1], 'status', 'expired', 'waiting', '', 'updated', ARGV[2])
   redis.call('HSET', KEYS[5], 'status', 'expired', 'updated', ARGV[2])
-  redis.call('PEXPIRE', KEYS[5], ARGV[5])
+  keep_summary(KEYS[5], records_left(KEYS[1]), ARGV[5])
   xadd(KEYS[4], ARGV[6], 'interrupt.expired', ARGV[7])
   xadd(KEYS[4], ARGV[6], 'done', ARGV[8])
 end

@@ -10,9 +10,10 @@ redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'updated', ARGV[4])
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[3]) end
 redis.call('HSET', KEYS[4], 'status', ARGV[2], 'updated', ARGV[4])
-redis.call('PEXPIRE', KEYS[4], ARGV[5])
 redis.call('ZREM', KEYS[5], ARGV[10])
 xadd(KEYS[3], ARGV[6], ARGV[7], ARGV[8])
 xadd(KEYS[3], ARGV[6], 'done', ARGV[9])
-expire_all(redis.call('HGET', KEYS[1], 'ttl'), {KEYS[1], KEYS[2], KEYS[3]})
+local ttl = redis.call('HGET', KEYS[1], 'ttl')
+expire_all(ttl, {KEYS[1], KEYS[2], KEYS[3]})
+keep_summary(KEYS[4], ttl, ARGV[5])
 return 1

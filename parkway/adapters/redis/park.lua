@@ -3,9 +3,10 @@
 -- reconciler can still record its expiry.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 interrupts, 6 pending,
 --       7 index newest, 8 index expiring, 9 index newest of workflow, 10 index expiring of workflow,
---       11 leases
+--       11 leases, 12 summary
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token hash, 5 record blob, 6 ttl ms, 7 now, 8 expires at,
---       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id
+--       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
+--       15 retention ms
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -25,5 +26,7 @@ xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
 local stream = redis.call('DUMP', KEYS[4])
 redis.call('DEL', KEYS[4])
 redis.call('RESTORE', KEYS[4], 0, stream)
-expire_all(tonumber(ARGV[6]) + tonumber(ARGV[13]), {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]})
+local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
+expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]})
+keep_summary(KEYS[12], held, ARGV[15])
 return fence

@@ -14,7 +14,7 @@ redis.call('HSET', KEYS[1], 'crashes', crashes, 'updated', ARGV[2])
 if crashes >= tonumber(ARGV[3]) then
   redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[7])
   redis.call('HSET', KEYS[4], 'status', 'failed', 'updated', ARGV[2])
-  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  keep_summary(KEYS[4], records_left(KEYS[1]), ARGV[4])
   xadd(KEYS[2], ARGV[5], 'run.failed', ARGV[8])
   xadd(KEYS[2], ARGV[5], 'done', ARGV[9])
   return {'failed', cur[2], fence}

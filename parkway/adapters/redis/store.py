@@ -217,8 +217,8 @@ class RedisStore:
         self._call(
             "record",
             r,
-            [keys.run(r), target, keys.journal(r, step), keys.workflow_state(r), keys.events(r)],
-            [fence, name, blob, kind, data, self.limits.max_events],
+            [keys.run(r), target, keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)],
+            [fence, name, blob, kind, data, self.limits.max_events, self.limits.retention_ms],
         )
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
@@ -269,6 +269,7 @@ class RedisStore:
                     keys.pending(r, rec.token_hash),
                     *self._index_keys(rec.workflow),
                     keys.leases(),
+                    keys.summary(r),
                 ],
                 [
                     fence,
@@ -285,6 +286,7 @@ class RedisStore:
                     self.limits.max_events,
                     self.limits.expiry_grace_ms,
                     r,
+                    self.limits.retention_ms,
                 ],
             )
         )
@@ -323,8 +325,8 @@ class RedisStore:
             self._call(
                 "release",
                 r,
-                [keys.run(r), keys.events(r), keys.outbox(), keys.leases()],
-                [fence, step, now, self.limits.max_events, self._event(event), r],
+                [keys.run(r), keys.events(r), keys.outbox(), keys.leases(), keys.summary(r)],
+                [fence, step, now, self.limits.max_events, self._event(event), r, self.limits.retention_ms],
             )
         )
 
@@ -372,6 +374,7 @@ class RedisStore:
                 self.limits.max_events,
                 status,
                 event,
+                self.limits.retention_ms,
                 *hand_args,
             ],
         )
