@@ -7,6 +7,7 @@ the node replays with its hooks returning what they recorded.
 
 from .client import Parkway
 from .config import Settings
+from .runtime.contracts import Contract
 from .runtime.errors import (
     ConfigError,
     CorruptRecord,
@@ -57,6 +58,7 @@ __all__ = [
     "CancelOutcome",
     "CancelResult",
     "ConfigError",
+    "Contract",
     "CorruptRecord",
     "Event",
     "Interrupt",

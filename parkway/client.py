@@ -169,7 +169,8 @@ class Parkway:
             return found
         record, token_hash, fence = found
         request = InterruptRequest.model_validate(record.request)
-        answer = validate_answer(request, selected=selected, value=value)
+        contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
+        answer = validate_answer(request, selected=selected, value=value, contract=contract)
         entry = JournalEntry("interrupt", _hook_name(record), answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
         return self._commit(record, token_hash, request_id, entry, event, fence)

@@ -7,7 +7,10 @@ import os
 from collections import Counter
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from parkway import (
+    Contract,
     Result,
     Retry,
     Workflow,
@@ -247,3 +250,25 @@ def no_ids(data: dict[str, Any]) -> dict[str, Any]:
     first = use_interrupt({"kind": "text", "question": "First?"})
     second = use_interrupt(COLORS)
     return {"first": first, "second": second}
+
+
+class JobQuery(BaseModel):
+    team: str
+    limit: int = 5
+
+
+class JobPick(BaseModel):
+    job_id: str = Field(pattern=r"^job-[0-9]+$")
+    note: str | None = None
+
+
+pick_job = Contract("pick-job", version=2, request=JobQuery, response=JobPick, question="Which job should run?")
+
+contracted = Workflow("contracted")
+
+
+@contracted.node(start=True)
+def choose_job(data: dict[str, Any]) -> dict[str, Any]:
+    pick = use_interrupt(contract=pick_job, request={"team": data["team"]}, id="job")
+    assert isinstance(pick, JobPick)  # the node gets the validated model
+    return {"job": pick.job_id, "note": pick.note}

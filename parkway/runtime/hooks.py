@@ -24,6 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
+from .contracts import Contract
 from .errors import InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
 from .protocol import InterruptRequest
 from .store import JournalEntry, Store
@@ -126,18 +129,40 @@ def _name(value: str | None, what: str) -> str | None:
 
 
 def use_interrupt(
-    request: InterruptRequest | Mapping[str, Any], *, id: str | None = None, ttl_ms: int | None = None
+    request: InterruptRequest | Mapping[str, Any] | BaseModel | None = None,
+    *,
+    id: str | None = None,
+    ttl_ms: int | None = None,
+    contract: Contract[Any, Any] | None = None,
 ) -> Any:
     """Pause the run until a person answers ``request``; on replay, return the answer.
 
     Returns the option id (``choice``), a list of ids (``multi-choice``) or the
-    text (``text``). Raises :class:`InterruptCancelled` if the interrupt was
+    text (``text``); with ``contract=``, ``request`` is the contract's request
+    (a model or a dict) and the answer is the contract's validated response
+    model. Raises :class:`InterruptCancelled` if the interrupt was
     cancelled: catch it to take a "denied" path; uncaught, the run ends
     ``cancelled``. Give every interrupt a stable ``id``: without one, answers
     are matched by call order, which breaks when the node's code changes.
     """
     ctx = current()
-    req = request if isinstance(request, InterruptRequest) else InterruptRequest.model_validate(request)
+    if contract is not None:
+        req = InterruptRequest.model_validate(
+            {
+                "kind": "contract",
+                "question": contract.question or contract.schema_id,
+                "schemaId": contract.schema_id,
+                "schemaVersion": contract.version,
+                "contractRef": contract.ref(),
+                "payload": contract.check_request(request if request is not None else {}),
+            }
+        )
+    elif isinstance(request, InterruptRequest):
+        req = request
+    elif isinstance(request, Mapping):
+        req = InterruptRequest.model_validate(request)
+    else:
+        raise ValidationError("use_interrupt takes a request dict or InterruptRequest, or contract= and its request")
     if ttl_ms is not None and (not isinstance(ttl_ms, int) or ttl_ms < 1000):
         raise ValidationError("use_interrupt ttl_ms must be an integer of at least 1000")
     name = _name(id, "interrupt id")
@@ -161,7 +186,7 @@ def use_interrupt(
             reason=reason,
         )
     if entry is not None:
-        return entry.value
+        return contract.answer(entry.value) if contract is not None else entry.value
     raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms)
 
 

@@ -31,6 +31,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .contracts import Contract
 from .errors import WorkflowError, WorkflowUnavailable
 from .workflow import Workflow
 
@@ -127,6 +128,21 @@ class WorkflowModules:
 
     def load(self, ref: str) -> Workflow:
         """Check, import ``module:attribute`` and return the Workflow found there."""
+        target = self.find(ref)
+        if not isinstance(target, Workflow):
+            raise WorkflowError(f"{ref!r} is not a parkway Workflow")
+        target.validate()
+        return target
+
+    def load_contract(self, ref: str) -> Contract[Any, Any]:
+        """Check, import ``module:attribute`` and return the Contract found there."""
+        target = self.find(ref)
+        if not isinstance(target, Contract):
+            raise WorkflowError(f"{ref!r} is not a parkway Contract")
+        return target
+
+    def find(self, ref: str) -> Any:
+        """Check, import ``module:attribute`` and return what is there (None if nothing)."""
         module_name, attr = split_ref(ref)
         self.check(module_name)
         try:
@@ -138,9 +154,6 @@ class WorkflowModules:
         target: Any = module
         for part in attr.split("."):
             target = getattr(target, part, None)
-        if not isinstance(target, Workflow):
-            raise WorkflowError(f"{ref!r} is not a parkway Workflow")
-        target.validate()
         return target
 
 

@@ -100,7 +100,7 @@ class Option(_Model):
     description: str | None = Field(default=None, max_length=4000)
 
 
-RequestKind = Literal["text", "choice", "multi-choice"]
+RequestKind = Literal["text", "choice", "multi-choice", "contract"]
 
 
 class InterruptRequest(_Model):
@@ -109,7 +109,10 @@ class InterruptRequest(_Model):
     ``text`` takes free text; ``choice`` one option id; ``multi-choice`` one
     or more option ids. A *dynamic picker* is a choice or multi-choice with a
     ``schema_id`` and no options: the client resolves the options from its
-    own data and parkway accepts any non-empty id.
+    own data and parkway accepts any non-empty id. A ``contract`` request is
+    built by ``use_interrupt(contract=...)``: its ``payload`` fits the
+    contract's request model, and an answer must fit its response model
+    (see :mod:`parkway.runtime.contracts`).
     """
 
     kind: RequestKind
@@ -118,6 +121,11 @@ class InterruptRequest(_Model):
     schema_id: str | None = Field(default=None, min_length=1, max_length=200, alias="schemaId")
     max_length: int = Field(default=10_000, ge=1, le=1_000_000, alias="maxLength")
     meta: dict[str, Any] = Field(default_factory=dict)
+    schema_version: int | None = Field(default=None, ge=1, alias="schemaVersion")
+    payload: dict[str, Any] | None = None
+    """a contract request's data (validated against the contract's request model)"""
+    contract_ref: str | None = Field(default=None, max_length=300, alias="contractRef")
+    """where the contract is defined (``module:attribute``): kept for the resuming client, never shown"""
 
     @property
     def multiple(self) -> bool:
@@ -129,6 +137,15 @@ class InterruptRequest(_Model):
 
     @model_validator(mode="after")
     def _shape(self) -> InterruptRequest:
+        if self.kind == "contract":
+            if self.options or self.schema_id is None or self.schema_version is None or self.contract_ref is None:
+                raise ValueError(
+                    "a contract request has a schemaId, a schemaVersion and its contract, and no options: "
+                    "build it with use_interrupt(contract=..., request=...)"
+                )
+            return self
+        if self.contract_ref is not None or self.payload is not None:
+            raise ValueError("only a contract request carries a contract and a payload")
         if self.kind == "text":
             if self.options:
                 raise ValueError("a text request has no options")
@@ -141,7 +158,7 @@ class InterruptRequest(_Model):
 
     def public(self) -> dict[str, Any]:
         """The request as clients see it (camelCase, with ``multiple``)."""
-        out = self.model_dump(by_alias=True, exclude_none=True, exclude={"max_length"})
+        out = self.model_dump(by_alias=True, exclude_none=True, exclude={"max_length", "contract_ref"})
         out["multiple"] = self.multiple
         if not self.meta:
             out.pop("meta", None)

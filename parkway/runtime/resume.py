@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .contracts import Contract
 from .errors import InvalidAnswer, MalformedResume
 from .protocol import InterruptRequest, check_depth
 
@@ -104,11 +105,26 @@ def parse_resume_metadata(message: Mapping[str, Any]) -> ResumeArgs:
     return ResumeArgs(token, request_id, _ids(raw, f"metadata.resume.{key}"), None)
 
 
-def validate_answer(request: InterruptRequest, *, selected: Any = None, value: Any = None) -> Any:
-    """Return the value to record for ``request``, or raise InvalidAnswer."""
+def validate_answer(
+    request: InterruptRequest, *, selected: Any = None, value: Any = None, contract: Contract[Any, Any] | None = None
+) -> Any:
+    """Return the value to record for ``request``, or raise InvalidAnswer.
+
+    A contract request needs its ``contract`` (found by the caller from the request's reference)."""
     if selected is not None and value is not None:
         raise InvalidAnswer("give either selected or value, not both")
     check_depth(selected if selected is not None else value, "the answer", error=InvalidAnswer)
+    if request.kind == "contract":
+        if selected is not None or value is None:
+            raise InvalidAnswer(f"a contract request ({request.schema_id}) takes value=<an object>, not selected")
+        if contract is None:
+            raise InvalidAnswer(f"no contract to check the answer against ({request.schema_id})")
+        if (contract.schema_id, contract.version) != (request.schema_id, request.schema_version):
+            raise InvalidAnswer(
+                f"the request was made under {request.schema_id} v{request.schema_version}, but the contract "
+                f"now defined there is {contract.schema_id} v{contract.version}"
+            )
+        return contract.check_answer(value)
     if request.kind == "text":
         if selected is not None:
             raise InvalidAnswer("a text request takes value=<text>, not selected")
