@@ -272,3 +272,32 @@ def choose_job(data: dict[str, Any]) -> dict[str, Any]:
     pick = use_interrupt(contract=pick_job, request={"team": data["team"]}, id="job")
     assert isinstance(pick, JobPick)  # the node gets the validated model
     return {"job": pick.job_id, "note": pick.note}
+
+
+seed_shapes = Workflow("seed_shapes")
+
+
+@seed_shapes.node(start=True)
+def ask_like_the_seed(data: dict[str, Any]) -> dict[str, Any]:
+    count, set_count = use_node_state(0, key="count")
+    if count == 0:
+        set_count(lambda n: n + 1)
+        set_count(lambda n: n + 1)  # the second sees the first
+    _, set_total = use_workflow_state("total", 10)
+    set_total(lambda t: (t or 0) + 5)
+    note = use_interrupt({"question": "Why?"}, id="why")  # no kind: text
+    team = use_interrupt(
+        {"multiple": True, "question": "Teams?",
+         "options": [{"id": "a", "label": "A", "value": {"cost": 3}}, {"id": "b", "label": "B", "value": {"cost": 4}}]},
+        id="teams",
+    )
+    return {"note": note, "teams": team, "count": count}
+
+
+@seed_shapes.node
+def tally(data: dict[str, Any]) -> dict[str, Any]:
+    total, _ = use_workflow_state("total")
+    return {"total": total}
+
+
+seed_shapes.edge("ask_like_the_seed", "tally")

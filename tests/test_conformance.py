@@ -89,10 +89,12 @@ def test_wrong_answers_to_a_choice_leave_the_interrupt_open(harness: Harness, kw
 
 
 def test_text_answers_are_checked(harness: Harness) -> None:
-    """A text request refuses options, empty text and non-strings."""
+    """A text request refuses empty text, non-strings, several strings and text over its maxLength
+    (text may arrive in `selected`, as other clients send it)."""
     run_id = harness.start_and_run(flows.two_questions)
     token = harness.token(run_id)
-    for kwargs in ({"selected": "red"}, {"value": "   "}, {"value": 12}, {"value": "x" * 10_001}):
+    for kwargs in ({"selected": ["a", "b"]}, {"selected": "  "}, {"value": "   "}, {"value": 12},
+                   {"value": "x" * 10_001}):
         with pytest.raises(InvalidAnswer):
             harness.pw.resume(token, **kwargs)
     assert harness.pw.resume(token, value="Grace").accepted

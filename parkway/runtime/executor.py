@@ -208,6 +208,7 @@ def _park(store: Store, options: Options, ctx: NodeContext, pause: Pause, run_tt
 def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) -> dict[str, Any]:
     return {
         "requestId": interrupt.request_id,
+        "id": interrupt.journal_field.removeprefix("i:") if interrupt.journal_field.startswith("i:") else None,
         "workflow": interrupt.workflow,
         "node": interrupt.node,
         "step": interrupt.step,

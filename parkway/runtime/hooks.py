@@ -190,28 +190,38 @@ def use_interrupt(
     raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms)
 
 
-def use_node_state(initial: T, *, key: str | None = None) -> tuple[T, Callable[[T], None]]:
-    """State of this activation that survives pause and replay; durable the moment it is set."""
+def use_node_state(initial: T, *, key: str | None = None) -> tuple[T, Callable[[T | Callable[[T], T]], None]]:
+    """State of this activation that survives pause and replay; durable the moment it is set.
+
+    The setter takes a new value, or a function of the current one (``set_n(lambda n: n + 1)``)."""
     ctx = current()
     name = _name(key, "node state key")
     field_name = f"n:{name}" if name else ctx.next_position()
     entry = ctx.replayed(field_name, "state", name or "")
-    value: T = entry.value if entry is not None else initial
+    current_value: list[T] = [entry.value if entry is not None else initial]
 
-    def set_value(new: T) -> None:
-        ctx.write(field_name, JournalEntry("state", name or "", new))
+    def set_value(new: T | Callable[[T], T]) -> None:
+        value = new(current_value[0]) if callable(new) else new
+        ctx.write(field_name, JournalEntry("state", name or "", value))
+        current_value[0] = value
 
-    return value, set_value
+    return current_value[0], set_value
 
 
-def use_workflow_state(key: str, initial: T | None = None) -> tuple[T | None, Callable[[T], None]]:
-    """State shared by every node of the run; durable the moment it is set."""
+def use_workflow_state(
+    key: str, initial: T | None = None
+) -> tuple[T | None, Callable[[T | Callable[[T | None], T]], None]]:
+    """State shared by every node of the run; durable the moment it is set.
+
+    The setter takes a new value, or a function of the current one."""
     ctx = current()
     name = _name(key, "workflow state key")
     assert name is not None
     value = ctx.workflow_state.get(name, initial)
 
-    def set_value(new: T) -> None:
+    def set_value(new: T | Callable[[T | None], T]) -> None:
+        if callable(new):
+            new = new(ctx.workflow_state.get(name, initial))
         ctx.store.record(ctx.run_id, ctx.fence, ctx.step, "workflow", name, new, None, ctx.clock())
         ctx.workflow_state[name] = new
 

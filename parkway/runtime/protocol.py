@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 from .errors import InvalidId, ValidationError
 
@@ -89,15 +90,24 @@ class CancelOutcome(StrEnum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # camelCase on the wire (``model_dump(by_alias=True)``), as the events are; snake_case in Python
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, alias_generator=to_camel)
 
 
 class Option(_Model):
-    """One choice a person can pick."""
+    """One choice a person can pick.
+
+    Other fields (say an option's ``value``) are kept with the request but never shown to
+    clients: the node maps the picked id back to them."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
     id: str = Field(min_length=1, max_length=200)
     label: str = Field(min_length=1, max_length=1000)
     description: str | None = Field(default=None, max_length=4000)
+
+    def public(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, **({"description": self.description} if self.description else {})}
 
 
 RequestKind = Literal["text", "choice", "multi-choice", "contract"]
@@ -116,7 +126,7 @@ class InterruptRequest(_Model):
     """
 
     kind: RequestKind
-    question: str = Field(min_length=1, max_length=4000)
+    question: str = Field(default="", max_length=4000)
     options: tuple[Option, ...] = ()
     schema_id: str | None = Field(default=None, min_length=1, max_length=200, alias="schemaId")
     max_length: int = Field(default=10_000, ge=1, le=1_000_000, alias="maxLength")
@@ -126,6 +136,25 @@ class InterruptRequest(_Model):
     """a contract request's data (validated against the contract's request model)"""
     contract_ref: str | None = Field(default=None, max_length=300, alias="contractRef")
     """where the contract is defined (``module:attribute``): kept for the resuming client, never shown"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_kind(cls, raw: Any) -> Any:
+        """The shapes other clients send: no kind (a choice if it has options, multi-choice with
+        ``multiple: true``, else text), or ``kind: "choice"`` with ``multiple: true``."""
+        if not isinstance(raw, Mapping) or "multiple" not in raw and "kind" in raw:
+            return raw
+        out = dict(raw)
+        multiple = out.pop("multiple", False)
+        if not isinstance(multiple, bool):
+            raise ValueError("multiple must be true or false")
+        if "kind" not in out:
+            out["kind"] = "multi-choice" if multiple else ("choice" if out.get("options") else "text")
+        elif multiple and out["kind"] == "choice":
+            out["kind"] = "multi-choice"
+        elif out["kind"] == "multi-choice" and "multiple" in raw and not multiple:
+            raise ValueError("a multi-choice request with multiple: false")
+        return out
 
     @property
     def multiple(self) -> bool:
@@ -159,6 +188,8 @@ class InterruptRequest(_Model):
     def public(self) -> dict[str, Any]:
         """The request as clients see it (camelCase, with ``multiple``)."""
         out = self.model_dump(by_alias=True, exclude_none=True, exclude={"max_length", "contract_ref"})
+        if self.options:
+            out["options"] = [option.public() for option in self.options]
         out["multiple"] = self.multiple
         if not self.meta:
             out.pop("meta", None)

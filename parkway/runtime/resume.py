@@ -126,8 +126,13 @@ def validate_answer(
             )
         return contract.check_answer(value)
     if request.kind == "text":
-        if selected is not None:
-            raise InvalidAnswer("a text request takes value=<text>, not selected")
+        if selected is not None and value is None:
+            # other clients send text in `selected`: a string, or a list of one string
+            if isinstance(selected, list) and len(selected) == 1:
+                selected = selected[0]
+            if not isinstance(selected, str):
+                raise InvalidAnswer("a text request takes value=<text> (or selected=<text>)")
+            value = selected
         return _text(request, value)
     if value is not None:
         raise InvalidAnswer(f"a {request.kind} request takes selected=<option id(s)>, not value")
