@@ -29,6 +29,7 @@ from .runtime.errors import (
 )
 from .runtime.hooks import (
     ParkwayWarning,
+    complete_response,
     emit,
     idempotency_key,
     use_interrupt,
@@ -90,6 +91,7 @@ __all__ = [
     "Workflow",
     "WorkflowError",
     "WorkflowUnavailable",
+    "complete_response",
     "emit",
     "idempotency_key",
     "parse_resume_metadata",

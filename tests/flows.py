@@ -301,3 +301,25 @@ def tally(data: dict[str, Any]) -> dict[str, Any]:
 
 
 seed_shapes.edge("ask_like_the_seed", "tally")
+
+
+delivering = Workflow("delivering")
+
+
+@delivering.node(start=True)
+def answer_first(data: dict[str, Any]) -> dict[str, Any]:
+    from parkway import complete_response
+
+    emit("answer", {"text": "here is your answer"})
+    complete_response({"summary": "answered"})
+    ok = use_interrupt(COLORS, id="after")  # keeps working after delivery, and may still pause
+    return {"after": ok}
+
+
+@delivering.node
+def wrap_up(data: dict[str, Any]) -> dict[str, Any]:
+    count_effect("wrap_up")
+    return {"wrapped": True}
+
+
+delivering.edge("answer_first", "wrap_up")

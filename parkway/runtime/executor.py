@@ -205,8 +205,20 @@ def _park(store: Store, options: Options, ctx: NodeContext, pause: Pause, run_tt
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
 
 
+def presentation(public_request: dict[str, Any]) -> str:
+    """How a client shows an interrupt: ``static-options`` (the options are embedded),
+    ``dynamic-picker`` (a schema id, the client resolves the options), ``freeform`` (text) or
+    ``contract`` (a typed request and response)."""
+    kind = public_request.get("kind")
+    if kind in ("text", "contract"):
+        return "freeform" if kind == "text" else "contract"
+    return "static-options" if public_request.get("options") else "dynamic-picker"
+
+
 def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) -> dict[str, Any]:
     return {
+        "presentation": presentation(public_request),
+        "optionCount": len(public_request.get("options") or ()),
         "requestId": interrupt.request_id,
         "id": interrupt.journal_field.removeprefix("i:") if interrupt.journal_field.startswith("i:") else None,
         "workflow": interrupt.workflow,

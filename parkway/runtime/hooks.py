@@ -261,6 +261,22 @@ def emit(data_type: str, data: Mapping[str, Any], *, stream_id: str | None = Non
     ctx.write(field_name, JournalEntry("emit", checked or "", None), ("data", payload))
 
 
+def complete_response(data: Mapping[str, Any] | None = None) -> None:
+    """End delivery to the client while the run goes on: a ``done`` event with
+    ``status: "delivered"`` (once: a replay does not send it again).
+
+    A client streaming the run (``stream``, ``parkway run``) stops at the first ``done``: so
+    ``done`` means "delivery finished", not "execution succeeded". Execution continues to its
+    real end, and ``run.completed`` (or ``run.failed``) and a final ``done`` still follow for
+    whoever streams on from the delivered one (``stream(run_id, after=its id)``)."""
+    ctx = current()
+    field_name = ctx.next_position()
+    if ctx.replayed(field_name, "emit", "done") is not None:
+        return
+    payload = {"status": "delivered", "execution": "continuing", "node": ctx.node, "data": dict(data or {})}
+    ctx.write(field_name, JournalEntry("emit", "done", None), ("done", payload))
+
+
 def idempotency_key(name: str) -> str:
     """A key for calls into outside services, the same on every attempt of this activation."""
     ctx = current()
