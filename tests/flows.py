@@ -323,3 +323,25 @@ def wrap_up(data: dict[str, Any]) -> dict[str, Any]:
 
 
 delivering.edge("answer_first", "wrap_up")
+
+
+expiring = Workflow("expiring", on_expire=None)
+
+
+@expiring.node(start=True)
+def ask_with_policy(data: dict[str, Any]) -> dict[str, Any]:
+    from parkway import InterruptCancelled
+
+    try:
+        picked = use_interrupt(COLORS, id="color", ttl_ms=1000, on_expire=data.get("policy"))
+    except InterruptCancelled as exc:
+        return {"picked": None, "cancelled": exc.reason}
+    return {"picked": picked}
+
+
+fails_on_expiry = Workflow("fails_on_expiry", on_expire="fail")
+
+
+@fails_on_expiry.node(start=True)
+def ask_then_fail(data: dict[str, Any]) -> dict[str, Any]:
+    return {"picked": use_interrupt(COLORS, id="color", ttl_ms=1000)}

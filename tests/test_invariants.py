@@ -326,7 +326,7 @@ class Scene:
         assert self.interrupt is not None
         i = self.interrupt
         entry = IndexEntry(i.created_at, i.expires_at, WF, self.run_id, i.request_id)
-        assert self.store.expire(entry, self.clock()) == "expired"
+        assert self.store.expire(entry, self.clock()).outcome == "expired"
 
 
 _BASE = ["create", "begin", "record_journal", "record_workflow"]

@@ -23,10 +23,10 @@ import structlog
 
 from . import tokens
 from .errors import CorruptRecord, InterruptCancelled, ParkwayError, StaleFence, WorkflowError, WorkflowUnavailable
-from .hooks import NodeContext, Pause, activate, deactivate
+from .hooks import NodeContext, Pause, activate, deactivate, expiry_policy
 from .loading import WorkflowModules
 from .logger import get_logger
-from .store import Advance, Attempt, InterruptRecord, Park, Store
+from .store import Advance, Attempt, InterruptRecord, JournalEntry, Park, Store
 from .workflow import Result, Workflow, as_result
 
 log = get_logger()
@@ -97,7 +97,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         )
         outcome = _attempt(workflow, ctx, data)
         if isinstance(outcome, Pause):
-            _park(store, options, ctx, outcome, run.ttl_ms)
+            _park(store, options, ctx, outcome, run.ttl_ms, workflow.on_expire)
             return JobEnd.WAITING
         if isinstance(outcome, InterruptCancelled):
             store.finish(
@@ -182,8 +182,19 @@ def _advance(
     )
 
 
-def _park(store: Store, options: Options, ctx: NodeContext, pause: Pause, run_ttl_ms: int) -> None:
+def _park(
+    store: Store,
+    options: Options,
+    ctx: NodeContext,
+    pause: Pause,
+    run_ttl_ms: int,
+    default_on_expire: str | dict[str, Any] | None = None,
+) -> None:
     now = options.clock()
+    policy = pause.on_expire
+    if policy is None and default_on_expire is not None:
+        policy = expiry_policy(pause.request, default_on_expire, pause.contract)
+    on_expire = _expiry_record(pause, policy)
     request_id = "int_" + os.urandom(12).hex()
     token = tokens.mint(options.secret, ctx.run_id, request_id)
     ttl_ms = pause.ttl_ms or run_ttl_ms
@@ -198,6 +209,7 @@ def _park(store: Store, options: Options, ctx: NodeContext, pause: Pause, run_tt
         created_at=now,
         expires_at=now + ttl_ms,
         token_hash=tokens.hash_token(token),
+        on_expire=on_expire,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
     event = interrupt_event(interrupt, pause.request.public())
@@ -213,6 +225,17 @@ def presentation(public_request: dict[str, Any]) -> str:
     if kind in ("text", "contract"):
         return "freeform" if kind == "text" else "contract"
     return "static-options" if public_request.get("options") else "dynamic-picker"
+
+
+def _expiry_record(pause: Pause, policy: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The policy as the reconciler applies it: for a default answer, the journal entry a resume
+    would have written (so the replay finds it where an answer goes)."""
+    if policy is None or policy["action"] == "expire":
+        return None
+    if policy["action"] != "answer":
+        return {"action": policy["action"]}
+    entry = JournalEntry("interrupt", pause.name, policy["value"], pause.request.kind)
+    return {"action": "answer", "entry": [entry.kind, entry.name, entry.value, entry.detail, entry.status]}
 
 
 def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) -> dict[str, Any]:

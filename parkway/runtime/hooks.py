@@ -45,7 +45,16 @@ class Pause(BaseException):
     """Raised by ``use_interrupt`` to end the attempt; derives from BaseException so
     ``except Exception`` in node code cannot swallow it. Only parkway builds it."""
 
-    def __init__(self, key: object, request: InterruptRequest, journal_field: str, name: str, ttl_ms: int | None):
+    def __init__(
+        self,
+        key: object,
+        request: InterruptRequest,
+        journal_field: str,
+        name: str,
+        ttl_ms: int | None,
+        on_expire: dict[str, Any] | None = None,
+        contract: Contract[Any, Any] | None = None,
+    ):
         if key is not _PAUSE_KEY:
             raise TypeError("Pause is raised by use_interrupt only")
         super().__init__(f"paused at {name!r}")
@@ -53,6 +62,8 @@ class Pause(BaseException):
         self.journal_field = journal_field
         self.name = name
         self.ttl_ms = ttl_ms
+        self.on_expire = on_expire
+        self.contract = contract
 
 
 @dataclass
@@ -134,6 +145,7 @@ def use_interrupt(
     id: str | None = None,
     ttl_ms: int | None = None,
     contract: Contract[Any, Any] | None = None,
+    on_expire: str | Mapping[str, Any] | None = None,
 ) -> Any:
     """Pause the run until a person answers ``request``; on replay, return the answer.
 
@@ -144,6 +156,12 @@ def use_interrupt(
     cancelled: catch it to take a "denied" path; uncaught, the run ends
     ``cancelled``. Give every interrupt a stable ``id``: without one, answers
     are matched by call order, which breaks when the node's code changes.
+
+    ``on_expire`` says what the reconciler does when nobody answered within the TTL
+    (default: the workflow's ``on_expire``, else ``"expire"``): ``"expire"`` ends the run
+    expired; ``"fail"`` ends it failed; ``"cancel"`` replays the node with this interrupt
+    cancelled (``InterruptCancelled``, reason ``"expired"``); ``{"answer": value}`` replays it
+    with ``value`` as the answer (checked now, like any answer).
     """
     ctx = current()
     if contract is not None:
@@ -187,7 +205,31 @@ def use_interrupt(
         )
     if entry is not None:
         return contract.answer(entry.value) if contract is not None else entry.value
-    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms)
+    policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
+    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract)
+
+
+EXPIRY_ACTIONS = ("expire", "fail", "cancel")
+
+
+def expiry_policy(
+    request: InterruptRequest, on_expire: str | Mapping[str, Any], contract: Contract[Any, Any] | None = None
+) -> dict[str, Any]:
+    """``on_expire`` checked against the request: ``{"action": ...}``, with ``value`` for an answer."""
+    if isinstance(on_expire, str):
+        if on_expire not in EXPIRY_ACTIONS:
+            raise ValidationError(f"on_expire must be one of {EXPIRY_ACTIONS} or {{'answer': value}}")
+        return {"action": on_expire}
+    if isinstance(on_expire, Mapping) and set(on_expire) == {"answer"}:
+        from .resume import validate_answer
+
+        given = on_expire["answer"]
+        if request.kind in ("text", "contract"):
+            value = validate_answer(request, value=given, contract=contract)
+        else:
+            value = validate_answer(request, selected=given)
+        return {"action": "answer", "value": value}
+    raise ValidationError(f"on_expire must be one of {EXPIRY_ACTIONS} or {{'answer': value}}, not {on_expire!r}")
 
 
 def use_node_state(initial: T, *, key: str | None = None) -> tuple[T, Callable[[T | Callable[[T], T]], None]]:

@@ -104,6 +104,19 @@ class InterruptRecord:
     created_at: int
     expires_at: int
     token_hash: str
+    on_expire: dict[str, Any] | None = None
+    """what the reconciler does at expiry (see ``hooks.use_interrupt``): None ends the run expired;
+    ``{"action": "fail"}``, ``{"action": "cancel"}``, or ``{"action": "answer", "entry": <journal entry>}``"""
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """What the reconciler did with an interrupt past its TTL, and the job to enqueue if the run goes on."""
+
+    outcome: Literal["expired", "pending", "gone"]
+    action: str = ""
+    step: int = 0
+    fence: int = 0
 
 
 @dataclass(frozen=True)
@@ -285,8 +298,10 @@ class Store(Protocol):
     def redispatch(self, run_id: str, step: int, fence: int, now: int) -> Requeue:
         """Move a queued run whose job was lost to a new fence and outbox entry."""
 
-    def expire(self, entry: IndexEntry, now: int) -> str:
-        """Record the expiry of an interrupt past its TTL ("expired", "pending" or "gone")."""
+    def expire(self, entry: IndexEntry, now: int) -> Expiry:
+        """Record the expiry of an interrupt past its TTL and apply its ``on_expire`` policy: end the
+        run expired or failed, or record a cancellation or a default answer and queue the run at a
+        new fence (returned, with its outbox entry, for the caller to enqueue)."""
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
         """Expired leases, old outbox entries and expired interrupts, for the reconciler."""

@@ -66,6 +66,10 @@ class Workflow:
     nodes: dict[str, Node] = field(default_factory=dict)
     start: str | None = None
     edges: dict[str, dict[str | None, str]] = field(default_factory=dict)
+    on_expire: str | dict[str, Any] | None = None
+    """what happens to this workflow's interrupts at expiry unless ``use_interrupt(on_expire=)`` says
+    otherwise: ``"expire"`` (the default: the run ends expired), ``"fail"``, ``"cancel"`` or
+    ``{"answer": value}``"""
     _module: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:

@@ -81,9 +81,12 @@ def reconcile_once(
             report.redispatched.append(run_id)
             log.warning("job_redispatched", run_id=run_id, step=step, reason="job not begun")
     for entry in due.expired_interrupts:
-        if store.expire(entry, now) == "expired":
+        expiry = store.expire(entry, now)
+        if expiry.outcome == "expired":
             report.expired.append(entry.run_id)
-            log.info("interrupt_expired", run_id=entry.run_id, request_id=entry.request_id)
+            log.info("interrupt_expired", run_id=entry.run_id, request_id=entry.request_id, action=expiry.action)
+            if expiry.action in ("cancel", "answer"):  # the run goes on: its node replays
+                dispatcher.enqueue(entry.run_id, expiry.step, expiry.fence)
     return report
 
 

@@ -1,23 +1,44 @@
--- Record the expiry of an interrupt past its TTL: mark it, end the run that waited on it as
--- expired with an interrupt.expired event, and unindex it.
+-- Record the expiry of an interrupt past its TTL: mark it, unindex it and apply its policy to the
+-- run that waited on it. 'expire' (the default) and 'fail' end the run (interrupt.expired, then
+-- run.failed for 'fail', and done); 'cancel' and 'answer' write the journal entry a cancel or an
+-- answer would have written and queue the run at a new fence, so the node replays (its outbox
+-- entry is the caller's to enqueue, and the reconciler's if that is lost).
 -- KEYS: 1 run, 2 interrupts, 3 pending, 4 events, 5 summary,
---       6 index newest, 7 index expiring, 8 index newest of workflow, 9 index expiring of workflow
+--       6 index newest, 7 index expiring, 8 index newest of workflow, 9 index expiring of workflow,
+--       10 journal of the interrupt's step, 11 workflow state, 12 outbox
 -- ARGV: 1 request id, 2 now, 3 member newest, 4 member expiring, 5 retention ms, 6 maxlen,
---       7 interrupt.expired blob, 8 done blob
-if redis.call('EXISTS', KEYS[3]) == 1 then return 'pending' end
+--       7 interrupt.expired blob, 8 done blob, 9 action (expire | fail | cancel | answer),
+--       10 journal field, 11 journal entry blob ('' unless cancel/answer), 12 error blob ('' unless fail),
+--       13 run.failed blob ('' unless fail), 14 run id
+if redis.call('EXISTS', KEYS[3]) == 1 then return {'pending'} end
 redis.call('ZREM', KEYS[6], ARGV[3])
 redis.call('ZREM', KEYS[7], ARGV[4])
 redis.call('ZREM', KEYS[8], ARGV[3])
 redis.call('ZREM', KEYS[9], ARGV[4])
-if redis.call('HGET', KEYS[2], 's:' .. ARGV[1]) ~= 'pending' then return 'gone' end
+if redis.call('HGET', KEYS[2], 's:' .. ARGV[1]) ~= 'pending' then return {'gone'} end
 redis.call('HSET', KEYS[2], 's:' .. ARGV[1], 'expired')
-local cur = redis.call('HMGET', KEYS[1], 'status', 'waiting')
-if cur[1] == 'waiting' and cur[2] == ARGV[1] then
-  redis.call('HINCRBY', KEYS[1], 'fence', 1)
-  redis.call('HSET', KEYS[1], 'status', 'expired', 'waiting', '', 'updated', ARGV[2])
-  redis.call('HSET', KEYS[5], 'status', 'expired', 'updated', ARGV[2])
-  keep_summary(KEYS[5], records_left(KEYS[1]), ARGV[5])
-  xadd(KEYS[4], ARGV[6], 'interrupt.expired', ARGV[7])
-  xadd(KEYS[4], ARGV[6], 'done', ARGV[8])
+local cur = redis.call('HMGET', KEYS[1], 'status', 'waiting', 'step')
+if cur[1] ~= 'waiting' or cur[2] ~= ARGV[1] then return {'expired', ''} end
+local action = ARGV[9]
+local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+xadd(KEYS[4], ARGV[6], 'interrupt.expired', ARGV[7])
+if action == 'cancel' or action == 'answer' then
+  redis.call('HSET', KEYS[10], ARGV[10], ARGV[11])
+  redis.call('HSET', KEYS[1], 'status', 'queued', 'waiting', '', 'expires', '', 'updated', ARGV[2])
+  redis.call('ZADD', KEYS[12], ARGV[2], ARGV[14] .. ':' .. cur[3] .. ':' .. fence)
+  local ttl = redis.call('HGET', KEYS[1], 'ttl')
+  expire_all(ttl, {KEYS[1], KEYS[2], KEYS[4], KEYS[10], KEYS[11]})
+  keep_summary(KEYS[5], ttl, ARGV[5])
+  return {'expired', action, cur[3], fence}
 end
-return 'expired'
+local status = 'expired'
+if action == 'fail' then
+  status = 'failed'
+  redis.call('HSET', KEYS[1], 'error', ARGV[12])
+  xadd(KEYS[4], ARGV[6], 'run.failed', ARGV[13])
+end
+redis.call('HSET', KEYS[1], 'status', status, 'waiting', '', 'updated', ARGV[2])
+redis.call('HSET', KEYS[5], 'status', status, 'updated', ARGV[2])
+keep_summary(KEYS[5], records_left(KEYS[1]), ARGV[5])
+xadd(KEYS[4], ARGV[6], 'done', ARGV[8])
+return {'expired', action, cur[3], fence}

@@ -28,11 +28,13 @@ from ...runtime.store import (
     Attempt,
     Due,
     EventSpec,
+    Expiry,
     Handoff,
     IndexEntry,
     InterruptListing,
     InterruptQuery,
     InterruptRecord,
+    JournalEntry,
     Lookup,
     NewRun,
     Park,
@@ -413,29 +415,64 @@ class RedisStore:
         reply = self._call("redispatch", r, [keys.run(r), keys.outbox()], [r, step, fence, now, f"{r}:{step}:{fence}"])
         return _requeue(reply)
 
-    def expire(self, entry: IndexEntry, now: int) -> str:
+    def expire(self, entry: IndexEntry, now: int) -> Expiry:
         r = entry.run_id
-        rec_keys = [keys.run(r), keys.interrupts(r), keys.summary(r)]
         with translated(r):
             record = self.get_interrupt(r, entry.request_id)
         pending = keys.pending(r, record.token_hash) if record else keys.pending(r, "none")
-        return _text(
-            self._call(
-                "expire",
+        policy = (record.on_expire if record else None) or {"action": "expire"}
+        action = str(policy.get("action", "expire"))
+        journal_blob, error_blob, failed_blob = b"", b"", b""
+        if action == "answer":
+            journal_blob = codec.entry_to_blob(JournalEntry(*policy["entry"]), self.limits.max_answer_bytes)
+        elif action == "cancel" and record is not None:
+            kind = record.request.get("kind", "")
+            cancelled = JournalEntry("interrupt", _hook_name(record), "expired", kind, "cancelled")
+            journal_blob = codec.entry_to_blob(cancelled, self.limits.max_answer_bytes)
+        elif action == "fail":
+            error = {
+                "message": f"interrupt {entry.request_id} expired unanswered",
+                "type": "parkway.InterruptExpired",
+                "traceback": "",
+                "node": record.node if record else None,
+            }
+            error_blob, failed_blob = codec.encode(error, what="run error"), self._event({"error": error})
+        step = record.step if record else 0
+        reply = self._call(
+            "expire",
+            r,
+            [
+                keys.run(r),
+                keys.interrupts(r),
+                pending,
+                keys.events(r),
+                keys.summary(r),
+                *self._index_keys(entry.workflow),
+                keys.journal(r, step),
+                keys.workflow_state(r),
+                keys.outbox(),
+            ],
+            [
+                entry.request_id,
+                now,
+                codec.member(entry, "newest"),
+                codec.member(entry, "expiring"),
+                self.limits.retention_ms,
+                self.limits.max_events,
+                self._event({"requestId": entry.request_id, "expiresAt": entry.expires_at, "action": action}),
+                self._event({"status": "failed" if action == "fail" else "expired"}),
+                action,
+                record.journal_field if record else "",
+                journal_blob,
+                error_blob,
+                failed_blob,
                 r,
-                [rec_keys[0], rec_keys[1], pending, keys.events(r), rec_keys[2], *self._index_keys(entry.workflow)],
-                [
-                    entry.request_id,
-                    now,
-                    codec.member(entry, "newest"),
-                    codec.member(entry, "expiring"),
-                    self.limits.retention_ms,
-                    self.limits.max_events,
-                    self._event({"requestId": entry.request_id, "expiresAt": entry.expires_at}),
-                    self._event({"status": "expired"}),
-                ],
-            )
+            ],
         )
+        outcome = _text(reply[0])
+        if outcome != "expired" or len(reply) < 4:
+            return Expiry(outcome, _text(reply[1]) if len(reply) > 1 else "")  # type: ignore[arg-type]
+        return Expiry("expired", _text(reply[1]), int(reply[2]), int(reply[3]))
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
         with translated():
@@ -621,3 +658,7 @@ def connect(url: str) -> redis.Redis:
         health_check_interval=0,
         retry=_RetryUntil(),
     )
+
+
+def _hook_name(record: InterruptRecord) -> str:
+    return record.journal_field[2:] if record.journal_field.startswith("i:") else ""
