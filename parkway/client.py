@@ -12,6 +12,7 @@ from .runtime import tokens
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
 from .runtime.executor import now_ms
 from .runtime.loading import split_ref
+from .runtime.replay import ReplayReport, replay
 from .runtime.logger import get_logger
 from .runtime.protocol import (
     CancelOutcome,
@@ -272,6 +273,14 @@ class Parkway:
         listing = self.store.list_interrupts(InterruptQuery(workflow, run_id, order, limit, cursor, now_ms()))
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
         return InterruptPage(items=items, next_cursor=listing.next_cursor)
+
+    def replay(self, run_id: str, against: Workflow | str) -> ReplayReport:
+        """Replay a waiting or queued run's current activation against ``against`` (a Workflow or
+        ``"module:attribute"``), committing nothing: does the code deployed now still match what the
+        run recorded? (see :mod:`parkway.runtime.replay`)."""
+        check_id(run_id, "run id")
+        workflow = against if isinstance(against, Workflow) else self.settings.modules.load(against)
+        return replay(self.store, run_id, workflow, now_ms())
 
     def close(self) -> None:
         """Release what this handle holds: embedded, stop the in-process worker (runs still open

@@ -345,3 +345,27 @@ fails_on_expiry = Workflow("fails_on_expiry", on_expire="fail")
 @fails_on_expiry.node(start=True)
 def ask_then_fail(data: dict[str, Any]) -> dict[str, Any]:
     return {"picked": use_interrupt(COLORS, id="color", ttl_ms=1000)}
+
+
+announcer = Workflow("announcer")
+
+
+@announcer.node(start=True)
+def announce(data: dict[str, Any]) -> dict[str, Any]:
+    from parkway import use_step
+
+    emit("progress", {"stage": "charging"})  # positional: recorded at @0
+    charge = use_step("charge", _charge, data["tag"])
+    return {"charge": charge, "answer": use_interrupt(COLORS, id="confirm")}
+
+
+announcer_changed = Workflow("announcer")
+
+
+@announcer_changed.node(start=True)
+def announce(data: dict[str, Any]) -> dict[str, Any]:  # noqa: F811 - the same node after a code change
+    from parkway import use_step
+
+    seen, _ = use_node_state(False)  # now @0 is node state, where the journal holds an emit
+    charge = use_step("charge", _charge, data["tag"])
+    return {"charge": charge, "answer": use_interrupt(COLORS, id="confirm"), "seen": seen}

@@ -312,6 +312,9 @@ class Store(Protocol):
     def get_run(self, run_id: str, now: int) -> RunRecord | None:
         """The run, or what its summary remembers after the TTL, or None."""
 
+    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
+        """The journal of activation ``step`` and the run's workflow state, read only (``replay``)."""
+
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         """An interrupt record by its public request id."""
 

@@ -510,6 +510,18 @@ class RedisStore:
             return codec.summary_record(run_id, {k.decode(): _text(v) for k, v in summary.items()})
         return None
 
+    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
+        """The journal of activation ``step`` and the run's workflow state, read only."""
+        with translated(run_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.journal(run_id, step))
+            pipe.hgetall(keys.workflow_state(run_id))
+            journal, state = pipe.execute()
+        return (
+            {_text(k): codec.entry_from_blob(v) for k, v in journal.items()},
+            {_text(k): codec.decode(v, what="workflow state") for k, v in state.items()},
+        )
+
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         with translated(run_id):
             blob = self.client.hget(keys.interrupts(run_id), f"r:{request_id}")

@@ -1,0 +1,105 @@
+"""Check a deploy against parked runs: replay a run's journal against the code now, commit nothing.
+
+A parked (or queued) run's current activation has a journal: what its hooks
+recorded so far. :func:`replay` runs that node of the given workflow against
+the journal in a context where every hook must find its record: the first
+hook with nothing recorded is the *frontier* (where the real replay would go
+on doing new work) and the check stops there, before that hook acts — no
+step function is called, no state or event written. A hook that asks for
+something other than its record is the nondeterminism a resume would meet.
+
+Plain code in the node before the frontier runs (as on any replay): keep
+outside effects behind ``use_step`` or ``use_node_state``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import NondeterminismError, RunNotFound, WorkflowError
+from .hooks import NodeContext, Pause, activate, deactivate
+from .store import JournalEntry, Store
+from .workflow import Workflow, as_result
+
+
+class _Frontier(BaseException):
+    """The first hook the journal has no record for: the check ends here."""
+
+    def __init__(self, position: str) -> None:
+        super().__init__(position)
+        self.position = position
+
+
+class _DryContext(NodeContext):
+    """A node context in which hooks only read the journal."""
+
+    def replayed(self, field_name: str, kind: str, name: str, detail: str = "") -> JournalEntry | None:
+        entry = super().replayed(field_name, kind, name, detail)
+        if entry is None:
+            raise _Frontier(field_name)
+        return entry
+
+    def write(self, field_name: str, entry: JournalEntry, event: tuple[str, dict[str, Any]] | None = None) -> None:
+        raise _Frontier(field_name)
+
+
+class _ReadOnly:
+    """Refuses every write a hook could make outside the context (``use_workflow_state``'s setter)."""
+
+    def record(self, *args: Any) -> None:
+        raise _Frontier("workflow state")
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """What a replay of a run's current activation against some code found."""
+
+    run_id: str
+    node: str
+    step: int
+    outcome: Literal["consistent", "nondeterministic", "error"]
+    detail: str
+    recorded: int
+    """how many journal entries the activation holds"""
+
+
+def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayReport:
+    """Replay run ``run_id``'s current activation against ``workflow``; commit nothing."""
+    record = store.get_run(run_id, now)
+    if record is None:
+        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    if record.status.finished or record.node is None:
+        raise WorkflowError(f"run {run_id} is {record.status.value}: nothing is left to replay")
+    if record.node not in workflow.nodes:
+        return ReplayReport(run_id, record.node, record.step, "nondeterministic",
+                            f"workflow {workflow.name!r} has no node {record.node!r} any more", 0)
+    journal, state = store.read_activation(run_id, record.step)
+    ctx = _DryContext(_ReadOnly(), run_id, workflow.name, record.node, record.step,  # type: ignore[arg-type]
+                      record.fence, journal, state, lambda: now)
+    token = activate(ctx)
+    try:
+        value: Any = workflow.nodes[record.node].fn(copy.deepcopy(record.data))
+        if inspect.isawaitable(value):
+            awaitable = value
+
+            async def wait() -> Any:
+                return await awaitable
+
+            value = asyncio.run(wait())
+        as_result(value, record.node)
+        outcome, detail = "consistent", "the node ran to its end on recorded values only"
+    except _Frontier as frontier:
+        outcome, detail = "consistent", f"every recorded hook matched; new work starts at {frontier.position}"
+    except Pause as pause:
+        outcome, detail = "consistent", f"every recorded hook matched; the node pauses again at {pause.journal_field}"
+    except NondeterminismError as exc:
+        outcome, detail = "nondeterministic", exc.message
+    except Exception as exc:  # noqa: BLE001 - the node's own error is part of the report
+        outcome, detail = "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        deactivate(token)
+    return ReplayReport(run_id, record.node, record.step, outcome, detail, len(journal))  # type: ignore[arg-type]
