@@ -12,7 +12,6 @@ from .runtime import tokens
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
 from .runtime.executor import now_ms
 from .runtime.loading import split_ref
-from .runtime.replay import ReplayReport, replay
 from .runtime.logger import get_logger
 from .runtime.protocol import (
     CancelOutcome,
@@ -29,6 +28,7 @@ from .runtime.protocol import (
     check_depth,
     check_id,
 )
+from .runtime.replay import ReplayReport, replay
 from .runtime.resume import parse_resume_metadata, validate_answer
 from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord
 from .runtime.workflow import Workflow
