@@ -52,6 +52,7 @@ from .runtime.protocol import (
     Run,
     RunStatus,
 )
+from .runtime.reasoning import ModelProvider, ScriptedModel, use_reason
 from .runtime.resume import parse_resume_metadata
 from .runtime.workflow import Result, Retry, Workflow
 
@@ -69,6 +70,7 @@ __all__ = [
     "InvalidAnswer",
     "InvalidId",
     "MalformedResume",
+    "ModelProvider",
     "NondeterminismError",
     "Option",
     "Parkway",
@@ -82,6 +84,7 @@ __all__ = [
     "Run",
     "RunNotFound",
     "RunStatus",
+    "ScriptedModel",
     "Settings",
     "StaleFence",
     "StoreError",
@@ -98,6 +101,7 @@ __all__ = [
     "use_interrupt",
     "use_node_state",
     "use_now",
+    "use_reason",
     "use_stable_id",
     "use_step",
     "use_workflow_state",

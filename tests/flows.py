@@ -369,3 +369,35 @@ def announce(data: dict[str, Any]) -> dict[str, Any]:  # noqa: F811 - the same n
     seen, _ = use_node_state(False)  # now @0 is node state, where the journal holds an emit
     charge = use_step("charge", _charge, data["tag"])
     return {"charge": charge, "answer": use_interrupt(COLORS, id="confirm"), "seen": seen}
+
+
+def _lookup_team(team: str) -> dict[str, Any]:
+    count_effect(f"lookup:{team}")
+    return {"team": team, "size": 3}
+
+
+def _final_from_tool(messages: Any) -> dict[str, Any]:
+    picked = [m["result"] for m in messages if m.get("role") == "tool" and "result" in m and "job_id" in m["result"]]
+    return {"answer": {"picked": picked[-1]["job_id"] if picked else None}}
+
+
+reasoners: dict[str, Any] = {}
+"""the scripted model each reasoning test plays (module-level, so replays in this process see it)"""
+
+reasoning = Workflow("reasoning")
+
+
+@reasoning.node(start=True)
+def think(data: dict[str, Any]) -> dict[str, Any]:
+    from parkway import use_reason
+
+    answer = use_reason(
+        reasoners[data["script"]],
+        data["question"],
+        id="plan",
+        contracts=[pick_job],
+        tools={"lookup_team": _lookup_team},
+        mode=data.get("mode", "optional"),
+        max_requests=data.get("max_requests", 1),
+    )
+    return {"answer": answer}
