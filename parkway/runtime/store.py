@@ -312,6 +312,9 @@ class Store(Protocol):
     def get_run(self, run_id: str, now: int) -> RunRecord | None:
         """The run, or what its summary remembers after the TTL, or None."""
 
+    def ping(self) -> None:
+        """Raise StoreUnavailable unless the store answers."""
+
     def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
         """The journal of activation ``step`` and the run's workflow state, read only (``replay``)."""
 

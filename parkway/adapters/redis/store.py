@@ -510,6 +510,11 @@ class RedisStore:
             return codec.summary_record(run_id, {k.decode(): _text(v) for k, v in summary.items()})
         return None
 
+    def ping(self) -> None:
+        """Raise StoreUnavailable unless Redis answers (within the bound of ``connect``)."""
+        with translated():
+            self.client.ping()
+
     def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
         """The journal of activation ``step`` and the run's workflow state, read only."""
         with translated(run_id):

@@ -1,0 +1,334 @@
+"""parkway over HTTP: an ASGI app (FastAPI, so the OpenAPI document comes from parkway's models).
+
+==========================================  ===================================================
+route                                       what it does
+==========================================  ===================================================
+``GET  /healthz``                           200 when Redis answers, 503 when not (no key needed)
+``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?}`` -> 201
+``GET  /v1/runs/{run_id}``                  the run
+``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
+                                            (or ``?after=``) resumes after a dropped connection
+``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
+``GET  /v1/interrupts``                     pending interrupts: ``workflow``, ``runId``, ``order``,
+                                            ``limit``, ``cursor``, ``tokens`` -> a page
+``POST /v1/resume``                         answer: ``{token, requestId?, selected?|value?}``, or
+                                            ``{token, requestId?, cancel: true, reason?}``
+==========================================  ===================================================
+
+A resume answers with a status that says what happened: 200 accepted, 422 an
+answer that does not fit (the interrupt stays open), 409 already resolved, 410
+expired, 404 unknown. Tokens travel only in request and response bodies (never
+in a URL, so never in an access log line) and never in an error.
+
+Every ``/v1`` route needs an API key (``Authorization: Bearer <key>``). Keys are
+configured hashed (``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``,
+comma-separated; ``parkway.api.hash_key`` or ``parkway serve --hash-key`` makes
+the hash) and map to a caller: ``system``, ``machine`` or ``user`` with an owner
+and a tenant. A resume's responder defaults to the caller.
+
+Blocking Redis calls run in the thread pool, never on the event loop; event
+streams read Redis through its asyncio client, so many open streams hold no
+threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .client import Parkway
+from .config import Settings
+from .runtime import tokens
+from .runtime.errors import (
+    ConfigError,
+    InvalidAnswer,
+    MalformedResume,
+    ParkwayError,
+    RunNotFound,
+    StoreUnavailable,
+    ValidationError,
+    WorkflowError,
+)
+from .runtime.protocol import (
+    CancelResult,
+    InterruptPage,
+    ResumeOutcome,
+    ResumeResult,
+    Run,
+    check_id,
+)
+
+ROLES = ("system", "machine", "user")
+
+
+def hash_key(key: str) -> str:
+    """How an API key is configured: its SHA-256, hex."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls: a role, and for a user the owner and tenant (for sessions' privilege rules)."""
+
+    role: Literal["system", "machine", "user"]
+    owner: str | None = None
+    tenant: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}:{self.owner}" if self.owner else self.role
+
+
+def parse_keys(text: str) -> dict[str, Caller]:
+    """``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``, comma-separated."""
+    out: dict[str, Caller] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        digest, sep, who = item.partition("=")
+        parts = who.split(":")
+        if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or parts[0] not in ROLES:
+            raise ConfigError(
+                "PARKWAY_API_KEYS entries look like <sha256 hex of the key>=<system|machine|user>[:owner[:tenant]]"
+            )
+        for extra in parts[1:]:
+            check_id(extra, "API key owner or tenant")
+        role: Any = parts[0]
+        out[digest] = Caller(role, *(parts[1:3]))
+    return out
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+class StartRun(_Body):
+    workflow: str = Field(description="'module:attribute' of a parkway Workflow", max_length=300)
+    input: dict[str, Any] = Field(default_factory=dict)
+    run_id: str | None = None
+    ttl_ms: int | None = None
+
+
+class Started(_Body):
+    run_id: str
+
+
+class ResumeBody(_Body):
+    token: str = Field(max_length=tokens.MAX_TOKEN_LENGTH)
+    request_id: str | None = None
+    selected: Any = None
+    value: Any = None
+    responder: str | None = Field(default=None, max_length=200)
+    cancel: bool = False
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class CancelBody(_Body):
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class Problem(_Body):
+    error: str
+    detail: str
+
+
+_RESUME_STATUS = {
+    ResumeOutcome.ACCEPTED: 200,
+    ResumeOutcome.ALREADY_RESOLVED: 409,
+    ResumeOutcome.EXPIRED: 410,
+    ResumeOutcome.UNKNOWN: 404,
+}
+
+
+def _problem(status: int, exc: ParkwayError) -> JSONResponse:
+    return JSONResponse({"error": type(exc).__name__, "detail": exc.message}, status_code=status)
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True)
+
+
+def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
+    """The caller an ``Authorization: Bearer <key>`` names (401 without a known key)."""
+    keys: Mapping[str, Caller] | None = request.app.state.keys
+    if keys is None:
+        return Caller("system")
+    scheme, _, key = (authorization or "").partition(" ")
+    found = keys.get(hash_key(key)) if scheme.lower() == "bearer" and key else None
+    if found is None:
+        raise HTTPException(
+            401, "an API key is needed: Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return found
+
+
+Auth = Annotated[Caller, Depends(_caller)]
+
+
+def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI:
+    """The app for one deployment; ``keys`` maps key hashes to callers (None: no authentication,
+    for a server only the machine it runs on can reach)."""
+    app = FastAPI(
+        title="parkway",
+        version="1",
+        description="Durable, human-in-the-loop workflows: start runs, follow their events, answer their pauses.",
+    )
+    events = _EventReader(pw)
+    app.state.keys = keys
+
+    @app.exception_handler(ParkwayError)
+    async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
+        if isinstance(exc, StoreUnavailable):
+            return _problem(503, exc)
+        if isinstance(exc, RunNotFound):
+            return _problem(404, exc)
+        if isinstance(exc, ValidationError | WorkflowError):
+            return _problem(422, exc)
+        return _problem(500, exc)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> JSONResponse:
+        try:
+            await anyio.to_thread.run_sync(pw.store.ping)
+        except Exception as exc:  # noqa: BLE001 - any failure to reach Redis is "unhealthy"
+            return JSONResponse({"redis": "unreachable", "detail": type(exc).__name__}, status_code=503)
+        return JSONResponse({"redis": "ok"})
+
+    @app.post("/v1/runs", status_code=201, response_model=Started, tags=["runs"])
+    def start(body: StartRun, who: Auth) -> dict[str, Any]:
+        run_id = pw.start(body.workflow, body.input, run_id=body.run_id, ttl_ms=body.ttl_ms)
+        return {"runId": run_id}
+
+    @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
+    def get_run(run_id: str, who: Auth) -> dict[str, Any]:
+        return _dump(pw.get_run(run_id))
+
+    @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"])
+    def cancel(run_id: str, body: CancelBody, who: Auth) -> dict[str, Any]:
+        return _dump(pw.cancel(run_id, reason=body.reason, responder=who.name))
+
+    @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse)
+    async def stream(
+        run_id: str,
+        who: Auth,
+        after: str = "0",
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> StreamingResponse:
+        check_id(run_id, "run id")
+        start_at = last_event_id or after
+        if not _stream_position(start_at):
+            raise ValidationError("after / Last-Event-ID must be a stream position such as 1700000000000-0")
+        await anyio.to_thread.run_sync(pw.get_run, run_id)  # 404 before the stream opens
+        return StreamingResponse(events.sse(run_id, start_at), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"])
+    def list_interrupts(
+        who: Auth,
+        workflow: str | None = None,
+        run_id: Annotated[str | None, Query(alias="runId")] = None,
+        order: Literal["newest", "expiring"] = "newest",
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        cursor: str | None = None,
+        tokens: bool = False,
+    ) -> dict[str, Any]:
+        page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
+                                  include_tokens=tokens)
+        return _dump(page)
+
+    @app.post(
+        "/v1/resume",
+        response_model=ResumeResult,
+        tags=["interrupts"],
+        responses={409: {"model": ResumeResult}, 410: {"model": ResumeResult}, 404: {"model": ResumeResult},
+                   422: {"model": Problem}},
+    )
+    def resume(body: ResumeBody, who: Auth) -> JSONResponse:
+        responder = body.responder or who.name
+        try:
+            if body.cancel:
+                result = pw.cancel_interrupt(body.token, reason=body.reason, responder=responder,
+                                             request_id=body.request_id)
+            else:
+                result = pw.resume(body.token, selected=body.selected, value=body.value, request_id=body.request_id,
+                                   responder=responder)
+        except (InvalidAnswer, MalformedResume, ValidationError) as exc:
+            return _problem(422, exc)
+        return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
+
+    return app
+
+
+def _stream_position(text: str) -> bool:
+    first, sep, second = text.partition("-")
+    return text == "0" or (bool(sep) and first.isdigit() and second.isdigit() and first.isascii() and len(text) < 40)
+
+
+class _EventReader:
+    """Reads a run's events for SSE: through Redis's asyncio client when there is a Redis URL
+    (an open stream holds no thread), else (embedded) in the thread pool."""
+
+    def __init__(self, pw: Parkway) -> None:
+        self.pw = pw
+        self._async: Any = None
+        if pw.settings.redis_url is not None:
+            from redis import asyncio as aioredis
+
+            self._async = aioredis.Redis.from_url(pw.settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+
+    async def _read(self, run_id: str, after: str) -> list[Any]:
+        if self._async is None:
+            return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
+        from .adapters import codec
+        from .adapters.redis import keys
+
+        reply = await self._async.xread({keys.events(run_id): after}, count=100, block=1000)
+        out = []
+        for _stream, entries in reply or []:
+            for entry_id, fields in entries:
+                out.append(codec.event_from(entry_id.decode(), fields[b"t"].decode(), fields[b"d"]))
+        return out
+
+    async def sse(self, run_id: str, after: str) -> AsyncIterator[bytes]:
+        """``id``/``event``/``data`` frames until ``done``; a comment every idle second keeps proxies
+        from closing the connection. Interrupt events carry their resume token."""
+        secret = self.pw.backend.options.secret
+        while True:
+            batch = await self._read(run_id, after)
+            if not batch:
+                yield b": waiting\n\n"
+                continue
+            for stored in batch:
+                after = stored.id
+                data = dict(stored.data)
+                if stored.type == "interrupt" and "requestId" in data:
+                    data["resumeToken"] = tokens.mint(secret, run_id, data["requestId"])
+                frame = f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n"
+                yield frame.encode()
+                if stored.type == "done":
+                    return
+
+
+def app_from_env() -> FastAPI:
+    """The app as ``uvicorn --factory parkway.api:app_from_env`` (and ``parkway serve``) builds it:
+    settings from ``PARKWAY_*``; keys from ``PARKWAY_API_KEYS`` (required unless
+    ``PARKWAY_API_NO_AUTH=1``)."""
+    settings = Settings.from_env()
+    raw = os.environ.get("PARKWAY_API_KEYS", "")
+    if not raw and os.environ.get("PARKWAY_API_NO_AUTH") != "1":
+        raise ConfigError(
+            "parkway serve needs PARKWAY_API_KEYS (see parkway.api), or PARKWAY_API_NO_AUTH=1 for a server "
+            "only this machine can reach"
+        )
+    return create_app(Parkway(settings), parse_keys(raw) if raw else None)
+

@@ -1,0 +1,214 @@
+"""The HTTP API, against a real server process (uvicorn), a real Redis and a real worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from parkway.api import hash_key
+from tests.conftest import SECRET
+from tests.procs import ROOT, Worker, free_port, wait_for
+
+KEY = "machine-key-" + "k" * 24
+USER_KEY = "user-key-" + "u" * 24
+
+
+class Server:
+    """`uvicorn --factory parkway.api:app_from_env` in a process of its own."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile()
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
+               "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
+               "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine,{hash_key(USER_KEY)}=user:ana:acme"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(self.port),
+             "--host", "127.0.0.1"],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        wait_for(self._up, 30, "the API server to answer")
+
+    def _up(self) -> bool:
+        assert self.proc.poll() is None, self.output()
+        try:
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        self.proc.wait(10)
+        out = self.output()
+        self.log.close()
+        return out
+
+
+@pytest.fixture
+def server(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
+    srv = Server(redis_url)
+    worker = Worker(redis_url, SECRET)
+    try:
+        yield srv
+    finally:
+        worker.stop()
+        srv.stop()
+
+
+_clients: list[httpx.Client] = []
+
+
+def _api(srv: Server, key: str = KEY) -> httpx.Client:
+    client = httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {key}"}, timeout=15)
+    _clients.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
+def _wait_status(api: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
+    return wait_for(lambda: (r := api.get(f"/v1/runs/{run_id}").json()).get("status") == status and r, 20,
+                    f"run {run_id} to be {status}")
+
+
+def _token(api: httpx.Client, run_id: str) -> tuple[str, str]:
+    page = api.get("/v1/interrupts", params={"runId": run_id, "tokens": "true"}).json()
+    item = page["items"][0]
+    return item["resumeToken"], item["requestId"]
+
+
+def test_every_v1_route_needs_a_key_and_health_does_not(server: Server) -> None:
+    """No key or a wrong one is 401 on every /v1 route; /healthz answers without one."""
+    with httpx.Client(base_url=server.url, timeout=10) as anonymous, _api(server, "wrong-key") as wrong:
+        assert anonymous.get("/healthz").json() == {"redis": "ok"}
+        for method, path in (("GET", "/v1/interrupts"), ("GET", "/v1/runs/run_x"), ("POST", "/v1/resume"),
+                             ("POST", "/v1/runs"), ("GET", "/v1/runs/run_x/events"),
+                             ("POST", "/v1/runs/run_x/cancel")):
+            assert anonymous.request(method, path).status_code == 401, path
+            assert wrong.request(method, path).status_code == 401, path
+
+
+def test_resume_says_what_happened_with_its_status_code(server: Server) -> None:
+    """422 for an answer that does not fit (the interrupt stays open), 200 accepted, 409 already
+    resolved, 404 for a token nobody signed, 422 for a malformed one; the responder is the caller."""
+    api = _api(server)
+    created = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}})
+    assert created.status_code == 201
+    run_id = created.json()["runId"]
+    run = _wait_status(api, run_id, "waiting")
+    assert run["interrupt"]["request"]["question"] == "Pick a color" and "runId" in run
+    token, request_id = _token(api, run_id)
+    bad = api.post("/v1/resume", json={"token": token, "selected": "green"})
+    assert bad.status_code == 422 and "green" in bad.json()["detail"] and token not in bad.text
+    assert _token(api, run_id)[0] == token
+    ok = api.post("/v1/resume", json={"token": token, "requestId": request_id, "selected": "red"})
+    assert ok.status_code == 200 and ok.json()["outcome"] == "accepted"
+    again = api.post("/v1/resume", json={"token": token, "selected": "red"})
+    assert again.status_code == 409 and again.json()["outcome"] == "already_resolved"
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    assert api.post("/v1/resume", json={"token": forged, "selected": "red"}).status_code == 404
+    assert api.post("/v1/resume", json={"token": "nope", "selected": "red"}).status_code == 422
+    done = _wait_status(api, run_id, "completed")
+    assert done["output"]["painted"] == "red"
+    events = list(_sse(server, run_id))
+    resumed = [data for kind, data in events if kind == "interrupt.resumed"][0]
+    assert resumed["responder"] == "machine"
+
+
+def test_an_expired_interrupt_is_410_and_an_unknown_run_404(server: Server) -> None:
+    """A token whose pause is past its TTL answers 410; a run nobody started 404."""
+    api = _api(server)
+    created = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {"ttl_ms": 1000}})
+    run_id = created.json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    token, _ = _token(api, run_id)
+    time.sleep(1.2)
+    assert api.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 410
+    assert api.get("/v1/runs/run_never_started").status_code == 404
+    assert api.post("/v1/runs", json={"workflow": "this:s"}).status_code == 422
+
+
+def _sse(server: Server, run_id: str, last_event_id: str | None = None, stop_at: str | None = None
+         ) -> Iterator[tuple[str, dict[str, Any]]]:
+    headers = {"Authorization": f"Bearer {KEY}", **({"Last-Event-ID": last_event_id} if last_event_id else {})}
+    with httpx.stream("GET", f"{server.url}/v1/runs/{run_id}/events", headers=headers, timeout=20) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        frame: dict[str, str] = {}
+        for line in response.iter_lines():
+            if line.startswith(":"):
+                continue
+            if not line:
+                if frame:
+                    yield frame["event"], {**json.loads(frame["data"]), "_id": frame["id"]}
+                    if frame["event"] == stop_at:
+                        return
+                frame = {}
+                continue
+            name, _, value = line.partition(": ")
+            frame[name] = value
+
+
+def test_an_event_stream_resumes_after_a_dropped_connection(server: Server) -> None:
+    """A client drops the stream at the interrupt and reconnects with Last-Event-ID: it gets the
+    events after that one, none twice, through done."""
+    api = _api(server)
+    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    first = list(_sse(server, run_id, stop_at="interrupt"))  # the connection closes here
+    kinds = [k for k, _ in first]
+    assert kinds[0] == "run.started" and kinds[-1] == "interrupt" and "resumeToken" in first[-1][1]
+    token = first[-1][1]["resumeToken"]
+    assert api.post("/v1/resume", json={"token": token, "selected": "blue"}).status_code == 200
+    rest = list(_sse(server, run_id, last_event_id=first[-1][1]["_id"]))
+    assert [k for k, _ in rest][0] == "interrupt.resumed" and rest[-1][0] == "done"
+    assert not {d["_id"] for _, d in first} & {d["_id"] for _, d in rest}
+    assert api.get(f"/v1/runs/{run_id}/events", params={"after": "x; DROP"}).status_code == 422
+
+
+def test_cancel_and_the_openapi_document(server: Server) -> None:
+    """Cancelling a waiting run cancels its interrupt; the OpenAPI document lists every route."""
+    api = _api(server)
+    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:denial", "input": {}}).json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    cancelled = api.post(f"/v1/runs/{run_id}/cancel", json={"reason": "no"})
+    assert cancelled.status_code == 200 and cancelled.json()["outcome"] == "interrupt_cancelled"
+    paths = set(api.get("/openapi.json").json()["paths"])
+    assert {"/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events", "/v1/interrupts", "/v1/resume"} <= paths
+
+
+def test_tokens_never_reach_the_server_log(redis_url: str, redis_client: redis.Redis) -> None:
+    """After runs are started, listed with tokens, streamed and resumed, no token is in the log."""
+    srv = Server(redis_url)
+    worker = Worker(redis_url, SECRET)
+    try:
+        api = _api(srv)
+        run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+        _wait_status(api, run_id, "waiting")
+        token, _ = _token(api, run_id)
+        api.post("/v1/resume", json={"token": token, "selected": "nope"})
+        api.post("/v1/resume", json={"token": token, "selected": "red"})
+        list(_sse(srv, run_id))
+    finally:
+        worker.stop()
+        log = srv.stop()
+    assert "POST /v1/resume" in log  # the access log is on
+    assert token not in log and token.split(".")[-1] not in log
