@@ -254,7 +254,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
                    422: {"model": Problem}},
     )
     def resume(body: ResumeBody, who: Auth) -> JSONResponse:
-        responder = body.responder or who.name
+        # a person answers as themselves; a system or machine caller may name who it answers for
+        responder = who.name if who.role == "user" else (body.responder or who.name)
         try:
             if body.cancel:
                 result = pw.cancel_interrupt(body.token, reason=body.reason, responder=responder,

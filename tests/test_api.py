@@ -135,6 +135,19 @@ def test_resume_says_what_happened_with_its_status_code(server: Server) -> None:
     assert resumed["responder"] == "machine"
 
 
+def test_a_user_answers_as_themselves(server: Server) -> None:
+    """A user's key answers under the user's name, whatever responder the body claims."""
+    api, person = _api(server), _api(server, USER_KEY)
+    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    token, _ = _token(api, run_id)
+    answered = person.post("/v1/resume", json={"token": token, "selected": "red", "responder": "the-boss"})
+    assert answered.status_code == 200
+    _wait_status(api, run_id, "completed")
+    resumed = [data for kind, data in _sse(server, run_id) if kind == "interrupt.resumed"][0]
+    assert resumed["responder"] == "user:ana"
+
+
 def test_an_expired_interrupt_is_410_and_an_unknown_run_404(server: Server) -> None:
     """A token whose pause is past its TTL answers 410; a run nobody started 404."""
     api = _api(server)
