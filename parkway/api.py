@@ -13,6 +13,8 @@ route                                       what it does
                                             ``limit``, ``cursor``, ``tokens`` -> a page
 ``POST /v1/resume``                         answer: ``{token, requestId?, selected?|value?}``, or
                                             ``{token, requestId?, cancel: true, reason?}``
+``GET  /a/{link}``, ``POST /a/{link}``      a one-click answer link (``Parkway.answer_links``): the
+                                            GET shows a confirmation page, only its POST answers
 ==========================================  ===================================================
 
 A resume answers with a status that says what happened: 200 accepted, 422 an
@@ -38,14 +40,16 @@ import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from html import escape
 from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from . import links
 from .client import Parkway
 from .config import Settings
 from .runtime import tokens
@@ -59,8 +63,10 @@ from .runtime.errors import (
     ValidationError,
     WorkflowError,
 )
+from .runtime.executor import now_ms
 from .runtime.protocol import (
     CancelResult,
+    Interrupt,
     InterruptPage,
     ResumeOutcome,
     ResumeResult,
@@ -267,7 +273,71 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
             return _problem(422, exc)
         return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
 
+    @app.get("/a/{link}", response_class=HTMLResponse, tags=["answer links"])
+    def link_page(link: str) -> HTMLResponse:
+        """Show what the link answers, with a button that POSTs it; a GET never answers."""
+        found = _link_state(pw, link)
+        if isinstance(found, HTMLResponse):
+            return found
+        interrupt, answer = found
+        label = next((o.label for o in interrupt.request.options if o.id == answer.option), answer.option)
+        return _page(
+            "Confirm your answer",
+            f"<p>{escape(interrupt.request.question or 'Your answer')}</p>"
+            f"<form method='post'><button type='submit'>Answer “{escape(label)}”</button></form>",
+        )
+
+    @app.post("/a/{link}", response_class=HTMLResponse, tags=["answer links"])
+    def link_answer(link: str) -> HTMLResponse:
+        found = _link_state(pw, link)
+        if isinstance(found, HTMLResponse):
+            return found
+        interrupt, answer = found
+        token = tokens.mint(pw.backend.options.secret, answer.run_id, answer.request_id)
+        selected: Any = [answer.option] if interrupt.request.multiple else answer.option
+        try:
+            result = pw.resume(token, selected=selected, request_id=answer.request_id,
+                               responder=answer.responder or "answer-link")
+        except ValidationError as exc:
+            return _page("Not recorded", f"<p>{escape(exc.message)}</p>", 422)
+        if result.accepted:
+            return _page("Thank you", "<p>Your answer is recorded.</p>")
+        return _page(*_LINK_OUTCOMES[result.outcome])
+
     return app
+
+
+_LINK_OUTCOMES = {
+    ResumeOutcome.ALREADY_RESOLVED: ("Already answered", "<p>This question was already answered.</p>", 409),
+    ResumeOutcome.EXPIRED: ("Expired", "<p>This question is no longer open: it expired.</p>", 410),
+    ResumeOutcome.UNKNOWN: ("Unknown", "<p>There is no such question.</p>", 404),
+}
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    html = (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<meta name='robots' content='noindex'><title>{escape(title)}</title></head>"
+        f"<body style='font-family: system-ui, sans-serif; max-width: 32rem; margin: 3rem auto'>"
+        f"<h1>{escape(title)}</h1>{body}</body></html>"
+    )
+    headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+    return HTMLResponse(html, status_code=status, headers=headers)
+
+
+def _link_state(pw: Parkway, text: str) -> tuple[Interrupt, links.AnswerLink] | HTMLResponse:
+    """The open interrupt a valid, unexpired link answers, or the page that says why there is none."""
+    try:
+        answer = links.verify(pw.backend.options.secret, text)
+    except MalformedResume:
+        return _page("Not a valid link", "<p>This answer link is not valid.</p>", 404)
+    if answer.expires_at <= now_ms():
+        return _page("Expired", "<p>This answer link has expired.</p>", 410)
+    found = pw.lookup(tokens.mint(pw.backend.options.secret, answer.run_id, answer.request_id))
+    if isinstance(found, ResumeResult):
+        return _page(*_LINK_OUTCOMES[found.outcome])
+    return found, answer
 
 
 def _stream_position(text: str) -> bool:

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
+from . import links
 from .config import Settings, check_ttl
 from .runtime import tokens
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
@@ -273,6 +274,37 @@ class Parkway:
         listing = self.store.list_interrupts(InterruptQuery(workflow, run_id, order, limit, cursor, now_ms()))
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
         return InterruptPage(items=items, next_cursor=listing.next_cursor)
+
+    def lookup(self, token: str) -> Interrupt | ResumeResult:
+        """The interrupt ``token`` can still answer, or the outcome a resume would get now
+        (``already_resolved``, ``expired``, ``unknown``); changes nothing."""
+        found = self._lookup(token, None, None)
+        if isinstance(found, ResumeResult):
+            return found
+        return self._interrupt(found[0], include_token=False)
+
+    def answer_links(
+        self, token: str, base_url: str, *, responder: str | None = None, ttl_ms: int | None = None
+    ) -> dict[str, str]:
+        """One signed URL per option of the choice interrupt ``token`` names (``{option id: url}``),
+        for an e-mail or a chat message; served by ``parkway.api`` under ``/a/``. Each expires with the
+        interrupt (or after ``ttl_ms``, if sooner), answers only its own option, and works once:
+        see :mod:`parkway.links`."""
+        _check_text(responder, "responder", 200)
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValidationError("base_url must be an http:// or https:// URL")
+        found = self.lookup(token)
+        if isinstance(found, ResumeResult):
+            raise ValidationError(f"the interrupt cannot be answered any more ({found.outcome.value})")
+        if not found.request.options:
+            raise ValidationError(f"answer links need a choice with options, not a {found.request.kind} request")
+        expires = found.expires_at if ttl_ms is None else min(found.expires_at, now_ms() + check_ttl(ttl_ms))
+        secret = self.backend.options.secret
+        return {
+            option.id: f"{base_url.rstrip('/')}/a/"
+            + links.mint(secret, links.AnswerLink(found.run_id, found.request_id, option.id, expires, responder))
+            for option in found.request.options
+        }
 
     def replay(self, run_id: str, against: Workflow | str) -> ReplayReport:
         """Replay a waiting or queued run's current activation against ``against`` (a Workflow or

@@ -225,3 +225,38 @@ def test_tokens_never_reach_the_server_log(redis_url: str, redis_client: redis.R
         log = srv.stop()
     assert "POST /v1/resume" in log  # the access log is on
     assert token not in log and token.split(".")[-1] not in log
+
+
+def test_answer_links_confirm_on_get_answer_once_on_post(server: Server, redis_url: str) -> None:
+    """A GET of a link shows its option and changes nothing; its POST answers; a second use, or
+    another option's link, says already answered; a tampered link is refused; an expired one says so."""
+    from parkway import Parkway, Settings
+
+    api = _api(server)
+    pw = Parkway(Settings(redis_url=redis_url, secret=SECRET))
+    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    token, _ = _token(api, run_id)
+    urls = pw.answer_links(token, server.url, responder="ana@example.com")
+    assert set(urls) == {"red", "blue"} and all(token not in u for u in urls.values())
+    with httpx.Client(timeout=15) as browser:
+        page = browser.get(urls["blue"])
+        assert page.status_code == 200 and "Blue" in page.text and "<form method='post'>" in page.text
+        assert api.get(f"/v1/runs/{run_id}").json()["status"] == "waiting"  # a GET never answers
+        assert browser.post(urls["blue"]).status_code == 200
+        assert "already answered" in browser.post(urls["blue"]).text
+        assert "already answered" in browser.get(urls["red"]).text
+        head, _, tail = urls["red"].rpartition("/a/")
+        tampered = head + "/a/" + tail.replace(tail[5], "A" if tail[5] != "A" else "B", 1)
+        assert browser.get(tampered).status_code == 404
+        done = _wait_status(api, run_id, "completed")
+        assert done["output"]["painted"] == "blue"
+        resumed = [d for k, d in _sse(server, run_id) if k == "interrupt.resumed"][0]
+        assert resumed["responder"] == "ana@example.com"
+
+        other = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+        _wait_status(api, other, "waiting")
+        short = pw.answer_links(_token(api, other)[0], server.url, ttl_ms=1000)
+        time.sleep(1.1)
+        assert browser.post(short["red"]).status_code == 410
+        assert api.get(f"/v1/runs/{other}").json()["status"] == "waiting"
