@@ -1,26 +1,49 @@
-"""The ``parkway`` command."""
+"""The ``parkway`` command.
+
+Every JSON it prints has the events' shape: camelCase keys (``runId``, ``resumeToken``,
+``nextCursor``), times in epoch milliseconds. Human output shows times as UTC ISO.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO, TypeAlias
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from . import logs
 from .client import Parkway
-from .config import Settings
+from .config import DEFAULT_TTL_MS, Settings
 from .runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
-from .runtime.protocol import Interrupt, InterruptRequest, ResumeOutcome, Run, RunStatus
+from .runtime.protocol import (
+    CancelOutcome,
+    Event,
+    Interrupt,
+    InterruptRequest,
+    ResumeOutcome,
+    Run,
+    RunStatus,
+)
+from .runtime.resume import validate_answer
+from .runtime.store import StoredEvent
 
 DEMO_INPUT = {"title": "Quarterly report"}
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, default=str, sort_keys=False)
+
+
+def _dump(model: Any, **options: Any) -> dict[str, Any]:
+    """A model as the CLI prints it: camelCase, JSON types."""
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, **options)
+    return out
 
 
 NEEDS_REDIS = (
@@ -44,31 +67,96 @@ def _client(args: argparse.Namespace, *, embedded: bool = False, redis_only: boo
     return Parkway(settings)
 
 
-def _show_run(run: Run, out: TextIO) -> None:
-    out.write(_json(run.model_dump(mode="json", exclude_none=True)) + "\n")
+# --- times -------------------------------------------------------------------
 
 
-def _describe(interrupt: Interrupt, out: TextIO) -> None:
+def _when(ms: int) -> str:
+    """Epoch milliseconds as UTC ISO to the second."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _span(ms: int) -> str:
+    """A duration, roughly: 45s, 12m, 2h 5m, 3d 4h."""
+    s = max(0, ms) // 1000
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h" + (f" {s % 3600 // 60}m" if s % 3600 >= 60 else "")
+    return f"{s // 86400}d" + (f" {s % 86400 // 3600}h" if s % 86400 >= 3600 else "")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# --- printing ------------------------------------------------------------------
+
+
+def _show_run(run: Run, out: TextIO, extra: dict[str, Any] | None = None) -> None:
+    out.write(_json({**_dump(run, exclude_none=True), **(extra or {})}) + "\n")
+
+
+def _describe(interrupt: Interrupt, out: TextIO, now: int | None = None) -> None:
+    """One pending interrupt, for people: the question, its options, its times, its token if shown."""
+    now = _now_ms() if now is None else now
     req = interrupt.request
     out.write(f"- {interrupt.request_id}  run {interrupt.run_id}  {interrupt.workflow}/{interrupt.node}\n")
     out.write(f"  {req.kind}: {req.question}\n")
+    if req.kind == "text":
+        out.write(f"    (text, at most {req.max_length} characters)\n")
     for option in req.options:
         out.write(
             f"    [{option.id}] {option.label}" + (f" - {option.description}" if option.description else "") + "\n"
         )
+    left = interrupt.expires_at - now
+    expiry = f"expires in {_span(left)}" if left > 0 else f"expired {_span(-left)} ago"
+    out.write(
+        f"  waiting since {_span(now - interrupt.created_at)} ({_when(interrupt.created_at)}), "
+        f"{expiry} ({_when(interrupt.expires_at)})\n"
+    )
     if interrupt.resume_token:
         out.write(f"  token: {interrupt.resume_token}\n")
 
 
+def _event_json(event: Event) -> str:
+    """An event as `run` and `events --json` print it: type, eventId (its stream position), ts, then
+    its data (camelCase; an interrupt's own ``id`` is its hook id)."""
+    head = {"type": event.type, "eventId": event.id, "ts": event.ts}
+    return _json({**head, **{k: v for k, v in event.data.items() if k not in head}})
+
+
+def _event_human(event: Event) -> str:
+    return f"{_when(event.ts)}  {event.id}  {event.type}  {_json(event.data)}"
+
+
+# --- asking at a terminal ------------------------------------------------------
+
+
 def ask(request: InterruptRequest, stdin: TextIO = sys.stdin, out: TextIO = sys.stderr) -> dict[str, Any]:
-    """Ask a person at the terminal; return resume() keyword arguments."""
+    """Ask a person at the terminal until the answer fits the request; return resume() keyword arguments."""
     out.write(f"\n{request.question}\n")
+    if request.kind == "text":
+        out.write(f"(text, at most {request.max_length} characters)\n")
+    for i, option in enumerate(request.options, 1):
+        out.write(f"  {i}. {option.label} [{option.id}]" + (f" - {option.description}" if option.description else ""))
+        out.write("\n")
+    while True:
+        answer = _prompt(request, stdin, out)
+        try:
+            validate_answer(request, **answer)
+        except InvalidAnswer as exc:
+            out.write(f"{_terminal_words(exc.message)}; try again\n")
+            continue
+        return answer
+
+
+def _prompt(request: InterruptRequest, stdin: TextIO, out: TextIO) -> dict[str, Any]:
     if request.kind == "text":
         out.write("> ")
         out.flush()
         return {"value": _line(stdin)}
-    for i, option in enumerate(request.options, 1):
-        out.write(f"  {i}. {option.label} [{option.id}]\n")
     hint = "numbers or ids, comma-separated" if request.multiple else "a number or an id"
     out.write(f"answer ({hint}): ")
     out.flush()
@@ -77,6 +165,31 @@ def ask(request: InterruptRequest, stdin: TextIO = sys.stdin, out: TextIO = sys.
     for p in picks:
         ids.append(request.options[int(p) - 1].id if p.isdigit() and 0 < int(p) <= len(request.options) else p)
     return {"selected": ids if request.multiple else (ids[0] if ids else "")}
+
+
+def _terminal_words(message: str) -> str:
+    return message.replace("selected is empty", "nothing picked").replace("selected names", "the answer names")
+
+
+_CLI_WORDS = (
+    ("value=<text>", "--text TEXT"),
+    ("value=<an object>", "--value JSON"),
+    ("selected=<option id(s)>", "--select ID"),
+    ("selected=<text>", "--select TEXT"),
+    (", not selected", ", not --select"),
+    (", not value", ", not --text or --value"),
+    ("needs a string value", "needs text (--text TEXT)"),
+    ("selected is empty", "--select is empty"),
+    ("selected names", "--select names"),
+    ("requestId ", "--request-id "),
+)
+
+
+def _cli_words(message: str) -> str:
+    """An answer's refusal in the command's own flags, not the Python API's keyword arguments."""
+    for api, flag in _CLI_WORDS:
+        message = message.replace(api, flag)
+    return message
 
 
 def _interactive() -> bool:
@@ -100,6 +213,9 @@ def _line(stdin: TextIO) -> str:
     return line.rstrip("\n")
 
 
+# --- worker ----------------------------------------------------------------------
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from .adapters.redis.store import translated
     from .workers.worker import run_worker
@@ -109,14 +225,63 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ParkwayError("parkway worker needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url")
     if args.workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {args.workers}")
+    print(_worker_line(settings, args.workers), file=sys.stderr, flush=True)
     with translated():
         return run_worker(settings, burst=args.burst, workers=args.workers)
 
 
+def _worker_line(settings: Settings, workers: int) -> str:
+    assert settings.redis_url is not None
+    modules = ", ".join(settings.workflows) if settings.workflows else "the application's own modules"
+    return (
+        f"parkway worker: queue {settings.queue!r} on {_without_password(settings.redis_url)}, "
+        f"workflows from {modules}, pid {os.getpid()}, {workers} worker{'s' if workers > 1 else ''}"
+    )
+
+
+def _without_password(url: str) -> str:
+    """The URL with no password, neither in its user part nor as a ``password=`` parameter."""
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    netloc = f"{user}@{host}" if at and user else host
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+# --- run ---------------------------------------------------------------------------
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.detach and _settings(args).embedded:
+        raise ConfigError(f"--detach {NEEDS_REDIS}")
     with _client(args, redis_only=False) as pw:
         data = _parse_json(args.input, "--input")
-        return _follow(pw, args, pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms))
+        run_id = pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms)
+        if args.detach:
+            print(run_id)
+            return 0
+        try:
+            return _follow(pw, args, run_id)
+        except KeyboardInterrupt:
+            print(_left_behind(pw, run_id), file=sys.stderr, flush=True)
+            return 130
+
+
+def _left_behind(pw: Parkway, run_id: str) -> str:
+    """What Ctrl-C leaves: the run's state and how to find it again."""
+    try:
+        status = pw.get_run(run_id).status
+    except ParkwayError as exc:
+        return f"run {run_id}: its state could not be read ({exc}); see `parkway show {run_id}`"
+    if pw.settings.embedded:
+        return f"run {run_id} is {status.value}, but it runs embedded and ends with this process"
+    if status.finished:
+        return f"run {run_id} is {status.value}; see `parkway show {run_id}`"
+    return (
+        f"run {run_id} is still {status.value}: pick it up with `parkway show {run_id}` and "
+        f"`parkway interrupts --run-id {run_id} --tokens`"
+    )
 
 
 def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
@@ -128,7 +293,7 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
         try:
             for event in pw.stream(run_id, after=after, until="settled", timeout=min(remaining or 5.0, 5.0)):
                 after = event.id
-                print(_json({"type": event.type, **event.data}), flush=True)
+                print(_event_json(event), flush=True)
         except WaitTimeout:
             if remaining is not None and remaining <= 5.0:
                 raise ParkwayError(f"run {run_id} did not pause or finish within {args.timeout}s") from None
@@ -142,17 +307,20 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
             return 0 if run.status is RunStatus.COMPLETED else 1
         if run.interrupt is None:
             continue  # answered meanwhile by someone else: keep following
-        if not _interactive():
-            print(_waiting_hint(run_id, pw.settings.embedded), file=sys.stderr)
+        if not _interactive() or run.interrupt.request.kind == "contract":  # a contract's answer is JSON
+            print(_waiting_hint(run, pw.settings.embedded), file=sys.stderr)
             return 0
         _answer_at_terminal(pw, run_id, run.interrupt.request)
 
 
-def _waiting_hint(run_id: str, embedded: bool) -> str:
+def _waiting_hint(run: Run, embedded: bool) -> str:
+    run_id = run.run_id
     if embedded:
         return (f"run {run_id} is waiting, but it runs embedded and ends with this process; set PARKWAY_REDIS_URL "
                 "and start `parkway worker` to keep runs across processes")
-    return f"run {run_id} is waiting; answer it with `parkway resume TOKEN ...` (see `parkway interrupts --tokens`)"
+    expiry = f" (it expires in {_span(run.interrupt.expires_at - _now_ms())})" if run.interrupt else ""
+    return (f"run {run_id} is waiting{expiry}; answer it with `parkway resume TOKEN ...` "
+            f"(see `parkway interrupts --run-id {run_id} --tokens`)")
 
 
 def _answer_at_terminal(pw: Parkway, run_id: str, request: InterruptRequest) -> None:
@@ -171,6 +339,9 @@ def _answer_at_terminal(pw: Parkway, run_id: str, request: InterruptRequest) -> 
         return
 
 
+# --- interrupts, resume, cancel ---------------------------------------------------------
+
+
 def cmd_interrupts(args: argparse.Namespace) -> int:
     pw = _client(args)
     page = pw.list_interrupts(
@@ -182,12 +353,13 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
         include_tokens=args.tokens,
     )
     if args.json:
-        print(_json(page.model_dump(mode="json", exclude_none=True)))
+        print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
         return 0
     if not page.items:
         print("no pending interrupts")
+    now = _now_ms()
     for interrupt in page.items:
-        _describe(interrupt, sys.stdout)
+        _describe(interrupt, sys.stdout, now)
     if page.next_cursor:
         print(f"more: --cursor {page.next_cursor}")
     return 0
@@ -202,8 +374,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         kwargs["value"] = _parse_json(args.value, "--value")
     elif args.text is not None:
         kwargs["value"] = args.text
-    result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
-    print(_json(result.model_dump(mode="json")))
+    try:
+        result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
+    except InvalidAnswer as exc:
+        raise ParkwayError(_cli_words(exc.message)) from None
+    print(_json(_dump(result)))
     return RESUME_EXIT[result.outcome]
 
 
@@ -214,10 +389,120 @@ RESUME_EXIT = {
     ResumeOutcome.UNKNOWN: 5,
 }
 
+CANCEL_EXIT = {
+    CancelOutcome.CANCELLED: 0,
+    CancelOutcome.INTERRUPT_CANCELLED: 0,
+    CancelOutcome.ALREADY_FINISHED: 3,
+}
+
+RESUME_STATUSES = (
+    "exit status: 0 accepted, 3 already resolved (answered or cancelled before), 4 expired,\n"
+    "5 unknown (no such interrupt, or a token this deployment's PARKWAY_SECRET did not sign),\n"
+    "1 error (an answer that does not fit: the interrupt stays open, the token still works), 2 usage error"
+)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    pw = _client(args)
+    if args.token or "." in args.target:  # a run id has no '.'; a token is RUN.REQUEST.SIGNATURE
+        result = pw.cancel_interrupt(args.target, reason=args.reason, responder=args.responder)
+        print(_json(_dump(result)))
+        return RESUME_EXIT[result.outcome]
+    cancelled = pw.cancel(args.target, reason=args.reason, responder=args.responder)
+    print(_json(_dump(cancelled)))
+    if cancelled.outcome is CancelOutcome.INTERRUPT_CANCELLED:
+        print(
+            f"run {cancelled.run_id} was waiting: its interrupt is cancelled and the run is queued to replay "
+            "its node, which ends the run cancelled unless the workflow catches InterruptCancelled "
+            f"(see `parkway show {cancelled.run_id}` once a worker has run it)",
+            file=sys.stderr,
+        )
+    return CANCEL_EXIT[cancelled.outcome]
+
+
+# --- show, events ------------------------------------------------------------------
+
 
 def cmd_show(args: argparse.Namespace) -> int:
-    _show_run(_client(args).get_run(args.run_id), sys.stdout)
+    pw = _client(args)
+    run = pw.get_run(args.run_id)
+    extra = {}
+    if run.status is RunStatus.CANCELLED:
+        cancellation = _cancellation(_stored_events(pw, run.run_id))
+        if cancellation:
+            extra["cancellation"] = cancellation
+    _show_run(run, sys.stdout, extra)
     return 0
+
+
+def _stored_events(pw: Parkway, run_id: str, after: str = "0") -> Iterator[StoredEvent]:
+    """The run's stored events after ``after``, up to now (no waiting for more)."""
+    while batch := pw.store.read_events(run_id, after, None, 1000):
+        yield from batch
+        after = batch[-1].id
+
+
+def _cancellation(events: Iterator[StoredEvent]) -> dict[str, Any]:
+    """Who cancelled the run and why, from its ``run.cancelled`` and ``interrupt.cancelled`` events.
+
+    A run cancelled while it waited ends with a ``run.cancelled`` that carries the node's exception
+    message; the person's reason and name are on the ``interrupt.cancelled`` before it."""
+    by_run: StoredEvent | None = None
+    by_interrupt: StoredEvent | None = None
+    for event in events:
+        if event.type == "run.cancelled":
+            by_run = event
+        elif event.type == "interrupt.cancelled":
+            by_interrupt = event
+    chosen = by_run if by_interrupt is None or (by_run and by_run.data.get("responder")) else by_interrupt
+    if chosen is None:
+        return {}
+    out = {"reason": chosen.data.get("reason"), "responder": chosen.data.get("responder"), "at": chosen.ts}
+    if chosen is by_interrupt:
+        out["requestId"] = chosen.data.get("requestId")
+    return out
+
+
+EVENT_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    if not EVENT_ID.fullmatch(args.after):
+        raise ParkwayError(f"--after must be an event id such as 1700000000000-0, got {args.after!r}")
+    pw = _client(args)
+    pw.get_run(args.run_id)  # an unknown run is an error, not an empty list
+    events = _events_to_the_end if args.follow else _events_so_far
+    for event in events(pw, args.run_id, args.after):
+        print(_event_json(event) if args.json else _event_human(event), flush=True)
+    return 0
+
+
+def _events_to_the_end(pw: Parkway, run_id: str, after: str) -> Iterator[Event]:
+    """The run's events from ``after`` until its final ``done`` (past a ``done`` that only says a
+    response was delivered while the run goes on)."""
+    while True:
+        last = None
+        for last in pw.stream(run_id, after=after):
+            yield last
+        if last is None or last.data.get("status") != "delivered":
+            return
+        after = last.id
+
+
+def _events_so_far(pw: Parkway, run_id: str, after: str) -> Iterator[Event]:
+    """The run's events from ``after`` to the last one stored now, as ``stream`` yields them (with tokens)."""
+    last = None
+    for stored in _stored_events(pw, run_id, after):
+        last = stored.id
+    while last is not None:
+        for event in pw.stream(run_id, after=after, timeout=15):  # it ends at each `done`: go on to `last`
+            yield event
+            after = event.id
+            if event.id == last:
+                return
+
+
+# --- reconcile, demo -----------------------------------------------------------------
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
@@ -231,21 +516,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_cancel(args: argparse.Namespace) -> int:
-    pw = _client(args)
-    if args.token:
-        print(
-            _json(
-                pw.cancel_interrupt(args.target, reason=args.reason, responder=args.responder).model_dump(mode="json")
-            )
-        )
-    else:
-        print(_json(pw.cancel(args.target, reason=args.reason, responder=args.responder).model_dump(mode="json")))
-    return 0
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    logs.configure("ERROR")  # the demo says itself that it runs embedded
+    logs.configure("INFO" if args.verbose else "ERROR")  # the demo says itself that it runs embedded
     with _client(args, embedded=True) as pw:
         return _demo(pw)
 
@@ -279,15 +551,56 @@ def _demo(pw: Parkway) -> int:
     return 0 if run.status.value == "completed" else 1
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="parkway", description="Durable human-in-the-loop workflows on Redis.")
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
-    sub = p.add_subparsers(dest="command", required=True)
+# --- the parser ----------------------------------------------------------------------
 
-    def command(name: str, help_: str, fn: Any) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help_, description=help_)
-        c.set_defaults(fn=fn)
-        c.add_argument("--redis-url", help="Redis URL (default $PARKWAY_REDIS_URL; unset means embedded)")
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers() returns
+
+REDIS_REQUIRED = "the Redis parkway runs on (required; default $PARKWAY_REDIS_URL)"
+
+MAIN_EPILOG = """\
+Every command but `run` and `demo` needs a Redis: set PARKWAY_REDIS_URL (or pass --redis-url).
+Workers and clients must share PARKWAY_SECRET (32+ characters): resume tokens are signed with it.
+JSON output is camelCase, times in epoch milliseconds. `parkway COMMAND --help` says more."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="parkway",
+        description="Durable human-in-the-loop workflows on Redis.",
+        epilog=MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for add in (_add_worker, _add_run, _add_interrupts, _add_resume, _add_show, _add_events, _add_cancel,
+                _add_reconcile, _add_demo):
+        add(sub)
+    return p
+
+
+def _command(
+    sub: Subcommands,
+    name: str,
+    help_: str,
+    fn: Any,
+    epilog: str,
+    *,
+    redis: str | None = REDIS_REQUIRED,
+    imports: bool = False,
+) -> argparse.ArgumentParser:
+    """A subcommand with the options commands share: -v after the command, --redis-url in the
+    command's own words (none for the demo), and where workflows are imported from."""
+    c = sub.add_parser(
+        name, help=help_, description=help_, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    c.set_defaults(fn=fn)
+    # SUPPRESS: given after the command it sets verbose; absent, it leaves the one before the command alone
+    c.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="log at INFO (default WARNING); also accepted before the command")
+    if redis is not None:
+        c.add_argument("--redis-url", metavar="URL", help=redis)
+    if imports:
         c.add_argument(
             "--path",
             action="append",
@@ -301,53 +614,184 @@ def parser() -> argparse.ArgumentParser:
             help="comma-separated modules workflows may be imported from (default $PARKWAY_WORKFLOWS; "
             "unset: the application's own code, never the standard library or installed packages)",
         )
-        return c
+    return c
 
-    w = command("worker", "run an RQ worker on parkway's queue", cmd_worker)
-    w.add_argument("--burst", action="store_true", help="exit when the queue is empty")
-    w.add_argument("--workers", type=int, default=1, help="number of worker processes (default 1)")
-    w.add_argument("--queue", default=None, help="queue name (default $PARKWAY_QUEUE or 'parkway')")
 
-    r = command("run", "start a run and print its events; in a terminal, answer its interrupts", cmd_run)
-    r.add_argument("workflow", help="MODULE:ATTRIBUTE of a parkway Workflow")
-    r.add_argument("--input", default="{}", help="run input as a JSON object")
-    r.add_argument("--run-id", default=None)
-    r.add_argument("--ttl-ms", type=int, default=None)
-    r.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+def _add_worker(sub: Subcommands) -> None:
+    w = _command(
+        sub,
+        "worker",
+        "run an RQ worker on parkway's queue: it runs the nodes of every run",
+        cmd_worker,
+        "Prints one line to stderr when it starts (queue, Redis, workflow modules, pid, workers), then works\n"
+        "until stopped (Ctrl-C), or with --burst until the queue is empty. It also reconciles every second.\n"
+        "exit status: 0 stopped or queue empty, 1 error (no Redis, Redis unreachable, another PARKWAY_SECRET,\n"
+        "or RQ's loop quit on an error: restart it)",
+        redis="the Redis to work for (required; default $PARKWAY_REDIS_URL)",
+        imports=True,
+    )
+    w.add_argument("--burst", action="store_true", help="exit once the queue is empty (default: run until stopped)")
+    w.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="number of worker processes (default 1; more runs an RQ worker pool)")
+    w.add_argument("--queue", default=None, metavar="NAME",
+                   help="RQ queue name (default $PARKWAY_QUEUE or 'parkway'; clients must use the same)")
 
-    i = command("interrupts", "list pending interrupts", cmd_interrupts)
-    i.add_argument("--workflow")
-    i.add_argument("--run-id")
-    i.add_argument("--order", choices=["newest", "expiring"], default="newest")
-    i.add_argument("--limit", type=int, default=50)
-    i.add_argument("--cursor")
-    i.add_argument("--tokens", action="store_true", help="include resume tokens")
-    i.add_argument("--json", action="store_true")
 
-    s = command("resume", "answer an interrupt by its resume token", cmd_resume)
-    s.epilog = "exit status: 0 accepted, 3 already_resolved, 4 expired, 5 unknown, 1 error (invalid answer...)"
-    s.add_argument("token")
+def _add_run(sub: Subcommands) -> None:
+    r = _command(
+        sub,
+        "run",
+        "start a run and print its events; in a terminal, answer its interrupts",
+        cmd_run,
+        "Prints one JSON line per event (type, eventId, ts and the event's data) until the run pauses or ends.\n"
+        "In a terminal it asks each question and goes on; without one it stops at the first interrupt and\n"
+        "says how to answer it. Ctrl-C stops following, not the run (on Redis): it prints how to pick it up.\n"
+        "exit status: 0 completed, or waiting for an answer (no terminal), or --detach; 1 the run failed,\n"
+        "was cancelled or expired, or an error (--timeout passed, bad input...); 130 Ctrl-C",
+        redis="the Redis to start the run on (default $PARKWAY_REDIS_URL; unset: embedded, on an in-process "
+        "Redis, and the run ends with this process)",
+        imports=True,
+    )
+    r.add_argument("workflow", help="the workflow to run, as MODULE:ATTRIBUTE (e.g. myapp.flows:approval)")
+    r.add_argument("--input", default="{}", metavar="JSON", help="the run's input, a JSON object (default {})")
+    r.add_argument("--run-id", default=None, metavar="ID",
+                   help="the run's id: 1-64 letters, digits, '_' or '-' (default: run_ and 32 hex digits)")
+    r.add_argument("--ttl-ms", type=int, default=None, metavar="MS",
+                   help="how long the run's records and each of its pauses live, in milliseconds, at least 1000 "
+                   f"(default $PARKWAY_TTL_MS or {DEFAULT_TTL_MS}, {DEFAULT_TTL_MS // 60_000} minutes)")
+    r.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop following after this many seconds, exit 1 (the run goes on); "
+                   "default: follow until it pauses or ends")
+    r.add_argument("--detach", action="store_true",
+                   help="print the run id and exit 0 at once, without following (needs a Redis)")
+
+
+def _add_interrupts(sub: Subcommands) -> None:
+    i = _command(
+        sub,
+        "interrupts",
+        "list pending interrupts (questions waiting for a person), newest first",
+        cmd_interrupts,
+        "Each interrupt shows its request id, run, workflow/node, question, options, how long it has been\n"
+        "waiting and when it expires (UTC). --json prints {items, nextCursor} instead.\n"
+        "exit status: 0 (also when none are pending), 1 error",
+    )
+    i.add_argument("--workflow", metavar="NAME", help="only this workflow's interrupts (its name, e.g. approval)")
+    i.add_argument("--run-id", metavar="ID", help="only this run's interrupts")
+    i.add_argument("--order", choices=["newest", "expiring"], default="newest",
+                   help="newest first (default), or the soonest to expire first")
+    i.add_argument("--limit", type=int, default=50, metavar="N", help="at most N per page, 1-1000 (default 50)")
+    i.add_argument("--cursor", metavar="CURSOR",
+                   help="the next page: the cursor a previous page printed ('more: --cursor ...' or nextCursor)")
+    i.add_argument("--tokens", action="store_true",
+                   help="include resume tokens (whoever holds one can answer the interrupt)")
+    i.add_argument("--json", action="store_true",
+                   help="print the page as one JSON object: items (camelCase, times in epoch ms) and nextCursor "
+                   "(null on the last page)")
+
+
+def _add_resume(sub: Subcommands) -> None:
+    s = _command(
+        sub,
+        "resume",
+        "answer an interrupt by its resume token",
+        cmd_resume,
+        "Prints the outcome as JSON: {outcome, runId, requestId}. Give exactly one of --select, --text, --value.\n"
+        + RESUME_STATUSES,
+        imports=True,
+    )
+    s.add_argument("token", help="the resume token, RUN.REQUEST.SIGNATURE (see `parkway interrupts --tokens`)")
     group = s.add_mutually_exclusive_group(required=True)
-    group.add_argument("--select", nargs="+", metavar="ID", help="option id(s) for a choice or multi-choice")
-    group.add_argument("--value", help="the answer as JSON")
-    group.add_argument("--text", help="the answer to a text request")
-    s.add_argument("--multi", action="store_true", help="send --select as a list even with one id")
-    s.add_argument("--request-id")
-    s.add_argument("--responder")
+    group.add_argument("--select", nargs="+", metavar="ID",
+                       help="the option id(s) to pick, for a choice (one) or multi-choice (one or more) request")
+    group.add_argument("--text", metavar="TEXT",
+                       help="the answer to a text request (at most the request's maxLength characters)")
+    group.add_argument("--value", metavar="JSON",
+                       help="the answer as a JSON value, for requests that take one (a contract's response object)")
+    s.add_argument("--multi", action="store_true", help="send --select as a list even with one id (multi-choice)")
+    s.add_argument("--request-id", metavar="ID",
+                   help="the request id the person saw: refused (exit 1) if the token is for another request")
+    s.add_argument("--responder", metavar="WHO",
+                   help="who answers (recorded in the interrupt.resumed event; at most 200 characters)")
 
-    sh = command("show", "print a run", cmd_show)
-    sh.add_argument("run_id")
 
-    c = command("cancel", "cancel a run (or, with --token, one interrupt)", cmd_cancel)
-    c.add_argument("target", help="RUN_ID, or a resume token with --token")
-    c.add_argument("--token", action="store_true", help="TARGET is a resume token: cancel that interrupt")
-    c.add_argument("--reason")
-    c.add_argument("--responder")
+def _add_show(sub: Subcommands) -> None:
+    sh = _command(
+        sub,
+        "show",
+        "print a run as JSON",
+        cmd_show,
+        "Prints the run: runId, workflow, status (queued, running, waiting, completed, failed, cancelled,\n"
+        "expired), node, data, output, error, its pending interrupt, times in epoch ms; a cancelled run\n"
+        "also shows its cancellation (reason, responder) while its events are kept.\n"
+        "exit status: 0, 1 error (no such run, Redis unreachable)",
+    )
+    sh.add_argument("run_id", metavar="RUN", help="the run's id (as `parkway run` printed it)")
 
-    command("reconcile", "run one reconciler pass (workers run it every second by themselves)", cmd_reconcile)
 
-    command("demo", "run the approval demo embedded, on an in-process Redis (no server needed)", cmd_demo)
-    return p
+def _add_events(sub: Subcommands) -> None:
+    e = _command(
+        sub,
+        "events",
+        "print a run's events",
+        cmd_events,
+        "Prints the events stored so far and exits, or with --follow goes on until the run ends.\n"
+        "exit status: 0, 1 error (no such run, Redis unreachable), 130 Ctrl-C",
+    )
+    e.add_argument("run_id", metavar="RUN", help="the run's id")
+    e.add_argument("--follow", action="store_true",
+                   help="keep printing new events until the run ends (default: print what is there and exit)")
+    e.add_argument("--after", default="0", metavar="EVENT_ID",
+                   help="start after this event id (each event prints it; eventId with --json; default: the first)")
+    e.add_argument("--json", action="store_true",
+                   help="one JSON object per line (type, eventId, ts in epoch ms, the data), as `parkway run` prints")
+
+
+def _add_cancel(sub: Subcommands) -> None:
+    c = _command(
+        sub,
+        "cancel",
+        "cancel a run, or (given a resume token) just that interrupt",
+        cmd_cancel,
+        "A run: queued or running, it ends cancelled at once; waiting, its interrupt is cancelled and the node\n"
+        "replays (uncaught InterruptCancelled ends the run cancelled). Prints the outcome as JSON.\n"
+        "exit status for a run: 0 cancelled, 3 already finished, 1 error (no such run)\n"
+        "for a token, as resume's: " + RESUME_STATUSES.removeprefix("exit status: ").replace(
+            "1 error (an answer that does not fit: the interrupt stays open, the token still works)", "1 error"),
+    )
+    c.add_argument("target", metavar="RUN_OR_TOKEN",
+                   help="a run id, or a resume token (RUN.REQUEST.SIGNATURE, recognised by its shape)")
+    c.add_argument("--token", action="store_true",
+                   help="RUN_OR_TOKEN is a resume token (not needed: a token is recognised by its shape)")
+    c.add_argument("--reason", metavar="TEXT",
+                   help="why (recorded in the run's events; `parkway show` prints it; at most 1000 characters)")
+    c.add_argument("--responder", metavar="WHO", help="who cancels (recorded with the reason; at most 200 characters)")
+
+
+def _add_reconcile(sub: Subcommands) -> None:
+    _command(
+        sub,
+        "reconcile",
+        "run one reconciler pass (workers run it every second by themselves)",
+        cmd_reconcile,
+        "Re-enqueues runs whose job was lost, recovers attempts of dead workers, expires what is past its TTL;\n"
+        "prints the run ids it touched as JSON {recovered, failed, redispatched, expired}.\n"
+        "exit status: 0, 1 error",
+    )
+
+
+def _add_demo(sub: Subcommands) -> None:
+    _command(
+        sub,
+        "demo",
+        "run the approval demo embedded, on an in-process Redis (no server needed)",
+        cmd_demo,
+        "Starts an approval run, lists its interrupt, asks you (without a terminal: answers with the first\n"
+        "option), resumes it, shows the same token is then already_resolved, and prints the run.\n"
+        "Always embedded: it ignores PARKWAY_REDIS_URL, and nothing is kept after it.\n"
+        "exit status: 0 the run completed, 1 otherwise",
+        redis=None,
+    )
 
 
 def _extend_path(dirs: Sequence[str] | None) -> None:
@@ -362,7 +806,7 @@ def _extend_path(dirs: Sequence[str] | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logs.configure("INFO" if args.verbose else "WARNING")
-    _extend_path(args.path)
+    _extend_path(getattr(args, "path", None))
     try:
         return int(args.fn(args))
     except ParkwayError as exc:

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -141,13 +142,13 @@ def test_run_waits_then_interrupts_resume_worker_and_show_finish_it(redis_client
     listed = parkway("interrupts", *url, "--tokens", "--json")
     assert listed.returncode == 0, listed.stderr
     items = json.loads(listed.stdout)["items"]
-    assert [(i["run_id"], i["request_id"]) for i in items] == [(run_id, interrupt["requestId"])]
-    token = items[0]["resume_token"]
+    assert [(i["runId"], i["requestId"]) for i in items] == [(run_id, interrupt["requestId"])]
+    token = items[0]["resumeToken"]
     assert token == interrupt["resumeToken"]
 
     accepted = parkway("resume", token, "--select", "red", *url)
     assert accepted.returncode == 0, accepted.stderr
-    expected = {"outcome": "accepted", "run_id": run_id, "request_id": interrupt["requestId"]}
+    expected = {"outcome": "accepted", "runId": run_id, "requestId": interrupt["requestId"]}
     assert json.loads(accepted.stdout) == expected
     again = parkway("resume", token, "--select", "red", *url)
     assert again.returncode == 3, again.stderr
@@ -158,7 +159,7 @@ def test_run_waits_then_interrupts_resume_worker_and_show_finish_it(redis_client
     shown = parkway("show", run_id, *url)
     assert shown.returncode == 0, shown.stderr
     record = json.loads(shown.stdout)
-    assert record["run_id"] == run_id and record["status"] == "completed"
+    assert record["runId"] == run_id and record["status"] == "completed"
     assert record["output"] == {"picked": "red", "painted": "red"}
     assert parkway("interrupts", *url).stdout.strip() == "no pending interrupts"
 
@@ -233,8 +234,12 @@ def test_worker_with_zero_workers_is_refused_without_a_traceback(redis_url: str)
 
 @pytest.mark.slow  # the client library retries for ~10 s before giving up
 def test_worker_against_an_unreachable_redis_is_one_clear_line() -> None:
-    """`parkway worker` against a Redis that refuses connections exits 1 with one line, like the client commands."""
-    _assert_one_error_line(parkway("worker", "--burst", "--redis-url", "redis://127.0.0.1:1/0"), r"unreachable")
+    """`parkway worker` against a Redis that refuses connections exits 1 with one error line after its start line."""
+    done = parkway("worker", "--burst", "--redis-url", "redis://127.0.0.1:1/0")
+    start, *rest = done.stderr.splitlines(keepends=True)
+    assert start.startswith("parkway worker: queue 'parkway' on redis://127.0.0.1:1/0"), done.stderr
+    _assert_one_error_line(subprocess.CompletedProcess(done.args, done.returncode, done.stdout, "".join(rest)),
+                           r"unreachable")
 
 
 def test_worker_without_a_redis_is_one_clear_line() -> None:
@@ -284,13 +289,19 @@ def test_no_subcommand_is_a_usage_error() -> None:
 # --- the interactive path, in a pseudo-terminal ------------------------------
 
 
-def _in_a_terminal(args: Sequence[str], answers: Sequence[tuple[bytes, bytes]], timeout: float = 20) -> tuple[int, str]:
+CTRL_C = b"\x03"
+"""An answer that sends SIGINT, as Ctrl-C at a terminal would (the pty here is no controlling terminal)."""
+
+
+def _in_a_terminal(
+    args: Sequence[str], answers: Sequence[tuple[bytes, bytes]], timeout: float = 20, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """Run `parkway ARGS` on a pseudo-terminal; type each answer once its prompt has appeared. Returns (rc, output)."""
     master, slave = os.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "parkway.cli", *args],
         cwd=ROOT,
-        env=_env(),
+        env=env or _env(),
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -312,7 +323,11 @@ def _in_a_terminal(args: Sequence[str], answers: Sequence[tuple[bytes, bytes]], 
                 output += chunk
                 if pending and output.find(pending[0][0], seen) != -1:
                     seen = output.find(pending[0][0], seen) + len(pending[0][0])
-                    os.write(master, pending.pop(0)[1])
+                    answer = pending.pop(0)[1]
+                    if answer == CTRL_C:
+                        proc.send_signal(signal.SIGINT)
+                    else:
+                        os.write(master, answer)
             elif proc.poll() is not None:
                 break
         rc = proc.wait(max(0.1, deadline - time.monotonic()))
