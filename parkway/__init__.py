@@ -5,6 +5,7 @@ a person and ends the job; a resume token answers the pause exactly once and
 the node replays with its hooks returning what they recorded.
 """
 
+from .aio import AsyncParkway
 from .client import Parkway
 from .config import Settings
 from .runtime.contracts import Contract
@@ -57,6 +58,7 @@ from .runtime.resume import parse_resume_metadata
 from .runtime.workflow import Result, Retry, Workflow
 
 __all__ = [
+    "AsyncParkway",
     "CancelOutcome",
     "CancelResult",
     "ConfigError",

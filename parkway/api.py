@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from . import links
-from .client import Parkway
+from .client import Parkway, ends_stream
 from .config import Settings
 from .runtime import tokens
 from .runtime.errors import (
@@ -373,7 +373,6 @@ class _EventReader:
     async def sse(self, run_id: str, after: str) -> AsyncIterator[bytes]:
         """``id``/``event``/``data`` frames until ``done``; a comment every idle second keeps proxies
         from closing the connection. Interrupt events carry their resume token."""
-        secret = self.pw.backend.options.secret
         while True:
             batch = await self._read(run_id, after)
             if not batch:
@@ -381,12 +380,10 @@ class _EventReader:
                 continue
             for stored in batch:
                 after = stored.id
-                data = dict(stored.data)
-                if stored.type == "interrupt" and "requestId" in data:
-                    data["resumeToken"] = tokens.mint(secret, run_id, data["requestId"])
-                frame = f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n"
+                event = self.pw.event(run_id, stored)
+                frame = f"id: {event.id}\nevent: {event.type}\ndata: {json.dumps(event.data, default=str)}\n\n"
                 yield frame.encode()
-                if stored.type == "done":
+                if ends_stream(event.type, "done"):
                     return
 
 

@@ -31,7 +31,7 @@ from .runtime.protocol import (
 )
 from .runtime.replay import ReplayReport, replay
 from .runtime.resume import parse_resume_metadata, validate_answer
-from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord
+from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord, StoredEvent
 from .runtime.workflow import Workflow
 from .workers.setup import Backend, connect
 
@@ -136,18 +136,18 @@ class Parkway:
         check_id(run_id, "run id")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise WaitTimeout(f"no end of run {run_id}'s stream within {timeout}s", run_id=run_id)
-            block = 1000 if remaining is None else max(1, int(min(remaining, 1.0) * 1000))
-            for stored in self.store.read_events(run_id, after, block, 100):
+            for stored in self.store.read_events(run_id, after, read_window(run_id, deadline, timeout), 100):
                 after = stored.id
-                data = dict(stored.data)
-                if stored.type == "interrupt" and "requestId" in data:
-                    data["resumeToken"] = tokens.mint(self.backend.options.secret, run_id, data["requestId"])
-                yield Event(id=stored.id, type=stored.type, run_id=run_id, ts=stored.ts, data=data)
-                if stored.type == "done" or (until == "settled" and stored.type == "interrupt"):
+                yield self.event(run_id, stored)
+                if ends_stream(stored.type, until):
                     return
+
+    def event(self, run_id: str, stored: StoredEvent) -> Event:
+        """A stored event as clients see it: an interrupt event carries its resume token."""
+        data = dict(stored.data)
+        if stored.type == "interrupt" and "requestId" in data:
+            data["resumeToken"] = tokens.mint(self.backend.options.secret, run_id, data["requestId"])
+        return Event(id=stored.id, type=stored.type, run_id=run_id, ts=stored.ts, data=data)
 
     # --- interrupts -----------------------------------------------------
 
@@ -407,6 +407,20 @@ class Parkway:
             expires_at=record.expires_at,
             resume_token=token,
         )
+
+
+def read_window(run_id: str, deadline: float | None, timeout: float | None) -> int:
+    """How long (ms) the next blocking read of a stream may wait: at most a second, never past the
+    ``deadline`` (``time.monotonic()``), past which WaitTimeout is raised."""
+    remaining = None if deadline is None else deadline - time.monotonic()
+    if remaining is not None and remaining <= 0:
+        raise WaitTimeout(f"no end of run {run_id}'s stream within {timeout}s", run_id=run_id)
+    return 1000 if remaining is None else max(1, int(min(remaining, 1.0) * 1000))
+
+
+def ends_stream(event_type: str, until: Literal["done", "settled"]) -> bool:
+    """Whether a stream read ``until`` ends at an event of this type."""
+    return event_type == "done" or (until == "settled" and event_type == "interrupt")
 
 
 _LOOKUP_OUTCOMES = {

@@ -1,0 +1,147 @@
+"""``AsyncParkway``: the client's surface for asyncio applications.
+
+Each call validates and commits exactly as :class:`parkway.Parkway` does (it
+is that client underneath), run in a worker thread so the event loop never
+blocks on Redis. ``stream`` reads the run's events in short blocking reads
+from a thread as well, yielding between them, so a slow stream holds no lock
+and cancelling the task that iterates it ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal, TypeVar
+
+from .client import Parkway, ends_stream, read_window
+from .config import Settings
+from .runtime.protocol import (
+    CancelResult,
+    Event,
+    Interrupt,
+    InterruptPage,
+    ResumeResult,
+    Run,
+    check_id,
+)
+from .runtime.workflow import Workflow
+
+T = TypeVar("T")
+
+
+class AsyncParkway:
+    """The asyncio twin of :class:`parkway.Parkway`: the same methods, awaited.
+
+    >>> async with AsyncParkway() as pw:
+    ...     run_id = await pw.start("myapp.flows:approval", {"title": "Q3"})
+    ...     async for event in pw.stream(run_id, until="settled"):
+    ...         print(event.type)
+    """
+
+    def __init__(self, settings: Settings | None = None, *, client: Parkway | None = None) -> None:
+        self.sync = client or Parkway(settings)
+        self.settings = self.sync.settings
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def start(
+        self,
+        workflow: Workflow | str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        ttl_ms: int | None = None,
+    ) -> str:
+        result: str = await self._call(self.sync.start, workflow, input, run_id=run_id, ttl_ms=ttl_ms)
+        return result
+
+    async def get_run(self, run_id: str) -> Run:
+        result: Run = await self._call(self.sync.get_run, run_id)
+        return result
+
+    async def wait(self, run_id: str, *, timeout: float = 30.0) -> Run:
+        result: Run = await self._call(self.sync.wait, run_id, timeout=timeout)
+        return result
+
+    async def resume(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+    ) -> ResumeResult:
+        result: ResumeResult = await self._call(
+            self.sync.resume, token, selected=selected, value=value, request_id=request_id, responder=responder
+        )
+        return result
+
+    async def resume_message(self, message: Mapping[str, Any], *, responder: str | None = None) -> ResumeResult:
+        result: ResumeResult = await self._call(self.sync.resume_message, message, responder=responder)
+        return result
+
+    async def cancel_interrupt(
+        self, token: str, *, reason: str | None = None, responder: str | None = None
+    ) -> ResumeResult:
+        result: ResumeResult = await self._call(self.sync.cancel_interrupt, token, reason=reason, responder=responder)
+        return result
+
+    async def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
+        result: CancelResult = await self._call(self.sync.cancel, run_id, reason=reason, responder=responder)
+        return result
+
+    async def list_interrupts(
+        self,
+        *,
+        workflow: str | None = None,
+        run_id: str | None = None,
+        order: Literal["newest", "expiring"] = "newest",
+        limit: int = 50,
+        cursor: str | None = None,
+        include_tokens: bool = False,
+    ) -> InterruptPage:
+        result: InterruptPage = await self._call(
+            self.sync.list_interrupts,
+            workflow=workflow,
+            run_id=run_id,
+            order=order,
+            limit=limit,
+            cursor=cursor,
+            include_tokens=include_tokens,
+        )
+        return result
+
+    async def lookup(self, token: str) -> Interrupt | ResumeResult:
+        result: Interrupt | ResumeResult = await self._call(self.sync.lookup, token)
+        return result
+
+    async def stream(
+        self,
+        run_id: str,
+        *,
+        after: str = "0",
+        until: Literal["done", "settled"] = "done",
+        timeout: float | None = None,
+    ) -> AsyncIterator[Event]:
+        """The run's events from ``after``, as :meth:`parkway.Parkway.stream` yields them."""
+        check_id(run_id, "run id")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            block = read_window(run_id, deadline, timeout)
+            for stored in await self._call(self.sync.store.read_events, run_id, after, block, 100):
+                after = stored.id
+                yield self.sync.event(run_id, stored)
+                if ends_stream(stored.type, until):
+                    return
+
+    async def close(self) -> None:
+        await self._call(self.sync.close)
+
+    async def __aenter__(self) -> AsyncParkway:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,68 @@
+"""AsyncParkway: the client's behaviours, awaited, against the embedded and the Redis deployments."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from parkway import AsyncParkway, InvalidAnswer, ResumeOutcome, RunStatus, WaitTimeout
+from tests import flows
+from tests.conftest import Harness
+
+
+def test_start_wait_list_resume_stream_and_cancel_awaited(harness: Harness) -> None:
+    """Every call of the sync client works awaited, with the same validation and outcomes."""
+
+    async def scenario() -> None:
+        pw = AsyncParkway(client=harness.pw)
+        run_id = await pw.start(flows.one_choice, {})
+        harness.run_jobs()  # (RQ's worker wants the main thread)
+        assert (await pw.wait(run_id, timeout=10)).status is RunStatus.WAITING
+        page = await pw.list_interrupts(run_id=run_id, include_tokens=True)
+        token = page.items[0].resume_token
+        assert token is not None
+        with pytest.raises(InvalidAnswer):
+            await pw.resume(token, selected="green")
+        settled = [e.type async for e in pw.stream(run_id, until="settled", timeout=10)]
+        assert settled[-1] == "interrupt"
+        assert (await pw.resume(token, selected="red")).accepted
+        assert (await pw.resume(token, selected="red")).outcome is ResumeOutcome.ALREADY_RESOLVED
+        harness.run_jobs()  # (RQ's worker wants the main thread)
+        events = [e async for e in pw.stream(run_id, timeout=10)]
+        assert events[-1].type == "done" and (await pw.get_run(run_id)).output["painted"] == "red"
+        other = await pw.start(flows.denial, {})
+        harness.run_jobs()  # (RQ's worker wants the main thread)
+        await pw.wait(other, timeout=10)
+        assert (await pw.cancel(other, reason="no")).outcome.value == "interrupt_cancelled"
+
+    asyncio.run(scenario())
+
+
+def test_streams_time_out_without_blocking_the_loop(harness: Harness) -> None:
+    """A stream with nothing new raises WaitTimeout on time while other tasks keep running."""
+
+    async def scenario() -> None:
+        pw = AsyncParkway(client=harness.pw)
+        run_id = await pw.start(flows.one_choice, {})
+        harness.run_jobs()  # (RQ's worker wants the main thread)
+        await pw.wait(run_id, timeout=10)
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.05)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        started = time.monotonic()
+        last = harness.pw.store.read_events(run_id, "0", None, 100)[-1].id
+        with pytest.raises(WaitTimeout):
+            async for _ in pw.stream(run_id, after=last, timeout=1.0):
+                pass
+        task.cancel()
+        assert 0.9 <= time.monotonic() - started < 3 and ticks >= 10
+
+    asyncio.run(scenario())
