@@ -41,6 +41,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from html import escape
+from importlib import resources
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -75,6 +76,13 @@ from .runtime.protocol import (
 )
 
 ROLES = ("system", "machine", "user")
+_UI = resources.files(__package__).joinpath("static/ui.html").read_text()
+_UI_HEADERS = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+}
 
 
 def hash_key(key: str) -> str:
@@ -272,6 +280,13 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         except (InvalidAnswer, MalformedResume, ValidationError) as exc:
             return _problem(422, exc)
         return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
+
+    @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
+    @app.get("/ui/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+    def live_page(run_id: str | None = None) -> HTMLResponse:
+        """The live page: pending interrupts (refreshed every second), or one run's timeline (over its
+        event stream). Read-only; it calls the API with a key the operator enters (kept in the tab)."""
+        return HTMLResponse(_UI, headers=_UI_HEADERS)
 
     @app.get("/a/{link}", response_class=HTMLResponse, tags=["answer links"])
     def link_page(link: str) -> HTMLResponse:
