@@ -76,6 +76,11 @@ from .runtime.protocol import (
 )
 
 ROLES = ("system", "machine", "user")
+STREAM_BLOCK_MS = 4000
+"""how long one read of an open event stream waits for news (below the client's 5 s socket timeout);
+an idle stream then gets a keep-alive comment"""
+MAX_STREAMS = 10_000
+"""event streams one API process holds open at once (one Redis connection each)"""
 _UI = resources.files(__package__).joinpath("static/ui.html").read_text()
 _UI_HEADERS = {
     "Cache-Control": "no-store",
@@ -370,7 +375,11 @@ class _EventReader:
         if pw.settings.redis_url is not None:
             from redis import asyncio as aioredis
 
-            self._async = aioredis.Redis.from_url(pw.settings.redis_url, socket_timeout=5, socket_connect_timeout=2)
+            # each open stream waits in its own XREAD BLOCK, on its own connection (redis-py's asyncio
+            # pool holds 100 by default: the 101st stream would fail with "Too many connections")
+            self._async = aioredis.Redis.from_url(
+                pw.settings.redis_url, socket_timeout=5, socket_connect_timeout=2, max_connections=MAX_STREAMS
+            )
 
     async def _read(self, run_id: str, after: str) -> list[Any]:
         if self._async is None:
@@ -378,7 +387,7 @@ class _EventReader:
         from .adapters import codec
         from .adapters.redis import keys
 
-        reply = await self._async.xread({keys.events(run_id): after}, count=100, block=1000)
+        reply = await self._async.xread({keys.events(run_id): after}, count=100, block=STREAM_BLOCK_MS)
         out = []
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
