@@ -260,3 +260,44 @@ def test_answer_links_confirm_on_get_answer_once_on_post(server: Server, redis_u
         time.sleep(1.1)
         assert browser.post(short["red"]).status_code == 410
         assert api.get(f"/v1/runs/{other}").json()["status"] == "waiting"
+
+
+def test_more_than_a_hundred_streams_stay_open_and_resumes_still_answer(server: Server) -> None:
+    """120 event streams open at once (redis-py's asyncio pool held 100 by default) all stay open,
+    and a resume meanwhile is accepted."""
+    import asyncio
+
+    api = _api(server)
+    runs = [api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+            for _ in range(3)]
+    for run_id in runs:
+        _wait_status(api, run_id, "waiting")
+    token, _ = _token(api, runs[0])
+
+    async def scenario() -> tuple[int, int]:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        opened: list[int] = []
+
+        async def hold(run_id: str) -> None:
+            async with httpx.AsyncClient(timeout=None) as client:
+                async with client.stream("GET", f"{server.url}/v1/runs/{run_id}/events", headers=headers) as r:
+                    opened.append(r.status_code)
+                    async for _ in r.aiter_lines():
+                        pass
+
+        tasks = [asyncio.create_task(hold(runs[1 + i % 2])) for i in range(120)]
+        deadline = time.monotonic() + 30
+        while len(opened) < 120 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # past a keep-alive round
+        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=15) as client:
+            status = (await client.post("/v1/resume", json={"token": token, "selected": "red"})).status_code
+        alive = sum(1 for t in tasks if not t.done())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert opened.count(200) == 120
+        return status, alive
+
+    status, alive = asyncio.run(scenario())
+    assert status == 200 and alive == 120
