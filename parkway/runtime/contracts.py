@@ -36,6 +36,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import InvalidAnswer, WorkflowError
+from .workflow import module_ref
 
 Req = TypeVar("Req", bound=BaseModel)
 Resp = TypeVar("Resp", bound=BaseModel)
@@ -66,15 +67,7 @@ class Contract(Generic[Req, Resp]):
 
     def ref(self) -> str:
         """The import path a resuming client uses to find this contract (``module:attribute``)."""
-        module = sys.modules.get(self._module)
-        if module is not None:
-            for attr, value in vars(module).items():
-                if value is self:
-                    return f"{self._module}:{attr}"
-        raise WorkflowError(
-            f"contract {self.schema_id!r} is not a module-level attribute of {self._module!r}; "
-            "define it at module level so the process that resumes it can import it"
-        )
+        return module_ref(self, self._module, f"contract {self.schema_id!r}", "the process that resumes it")
 
     def check_request(self, request: Any) -> dict[str, Any]:
         """The request as plain data, validated against the request model (raises WorkflowError)."""

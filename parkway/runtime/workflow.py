@@ -141,15 +141,20 @@ class Workflow:
 
     def ref(self) -> str:
         """The import path workers use to find this workflow (``module:attribute``)."""
-        module = sys.modules.get(self._module)
-        if module is not None:
-            for attr, value in vars(module).items():
-                if value is self:
-                    return f"{self._module}:{attr}"
-        raise WorkflowError(
-            f"workflow {self.name!r} is not a module-level attribute of {self._module!r}; "
-            "define it at module level so workers can import it"
-        )
+        return module_ref(self, self._module, f"workflow {self.name!r}", "workers")
+
+
+def module_ref(obj: object, module_name: str, what: str, who: str) -> str:
+    """``module:attribute`` of ``obj``, defined at module level in ``module_name`` (else WorkflowError
+    saying that ``who`` could not import it)."""
+    module = sys.modules.get(module_name)
+    if module is not None:
+        for attr, value in vars(module).items():
+            if value is obj:
+                return f"{module_name}:{attr}"
+    raise WorkflowError(
+        f"{what} is not a module-level attribute of {module_name!r}; define it at module level so {who} can import it"
+    )
 
 
 def as_result(value: Any, node: str) -> Result:
