@@ -570,8 +570,9 @@ def parser() -> argparse.ArgumentParser:
         epilog=MAIN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO (default WARNING)")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log at INFO (default WARNING); also accepted after the command")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
 
     for add in (_add_worker, _add_run, _add_interrupts, _add_resume, _add_show, _add_events, _add_cancel,
                 _add_reconcile, _add_demo):

@@ -56,6 +56,11 @@ def test_every_option_and_positional_has_a_help_text(name: str) -> None:
     assert missing == []
 
 
+def test_the_top_level_options_and_the_command_have_help_texts() -> None:
+    """`parkway --help` explains -v and the COMMAND positional, not only each command."""
+    assert all(a.help and a.help != argparse.SUPPRESS for a in cli.parser()._actions)
+
+
 @pytest.mark.parametrize("name", ["resume", "cancel"])
 def test_resume_and_cancel_help_state_the_same_exit_statuses(name: str) -> None:
     """`resume --help` and `cancel --help` both list 0 accepted, 3 already resolved, 4 expired, 5 unknown."""
