@@ -505,6 +505,36 @@ def _events_so_far(pw: Parkway, run_id: str, after: str) -> Iterator[Event]:
 # --- reconcile, demo -----------------------------------------------------------------
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    pw = _client(args)
+    report = pw.replay(args.run_id, args.against)
+    print(_json({"runId": report.run_id, "node": report.node, "step": report.step, "outcome": report.outcome,
+                 "recorded": report.recorded, "detail": report.detail}))
+    return {"consistent": 0, "nondeterministic": 3}.get(report.outcome, 1)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.hash_key is not None:
+        from .api import hash_key
+
+        print(hash_key(args.hash_key))
+        return 0
+    try:
+        import uvicorn
+
+        from .api import app_from_env
+    except ImportError as exc:
+        raise ParkwayError(f"parkway serve needs the http extra: pip install 'parkway[http]' ({exc})") from None
+    if args.redis_url:
+        os.environ["PARKWAY_REDIS_URL"] = args.redis_url  # the app reads its settings as uvicorn's factory does
+    if args.no_auth:
+        os.environ["PARKWAY_API_NO_AUTH"] = "1"
+    app = app_from_env()
+    print(f"parkway serve: http://{args.host}:{args.port} (docs at /docs, live page at /ui)", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
+    return 0
+
+
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -575,7 +605,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
 
     for add in (_add_worker, _add_run, _add_interrupts, _add_resume, _add_show, _add_events, _add_cancel,
-                _add_reconcile, _add_demo):
+                _add_replay, _add_serve, _add_reconcile, _add_demo):
         add(sub)
     return p
 
@@ -767,6 +797,43 @@ def _add_cancel(sub: Subcommands) -> None:
     c.add_argument("--reason", metavar="TEXT",
                    help="why (recorded in the run's events; `parkway show` prints it; at most 1000 characters)")
     c.add_argument("--responder", metavar="WHO", help="who cancels (recorded with the reason; at most 200 characters)")
+
+
+def _add_replay(sub: Subcommands) -> None:
+    r = _command(
+        sub,
+        "replay",
+        "check a parked run against the code you have now, committing nothing",
+        cmd_replay,
+        "Replays the run's current node against WORKFLOW: every hook must find what it recorded; the check\n"
+        "stops at the first hook with nothing recorded (no step function runs, nothing is written). Prints\n"
+        "{runId, node, step, outcome, recorded, detail} as JSON.\n"
+        "exit status: 0 consistent, 3 nondeterministic (a resume would fail), 1 error (the node raised, or\n"
+        "no such run)",
+        imports=True,
+    )
+    r.add_argument("run_id", metavar="RUN", help="a waiting or queued run")
+    r.add_argument("--against", required=True, metavar="MODULE:ATTRIBUTE",
+                   help="the workflow as deployed now (e.g. myapp.flows:approval)")
+
+
+def _add_serve(sub: Subcommands) -> None:
+    s = _command(
+        sub,
+        "serve",
+        "serve the HTTP API, the live page and answer links (needs the http extra)",
+        cmd_serve,
+        "API keys come hashed from PARKWAY_API_KEYS (<sha256 of the key>=<system|machine|user>[:owner[:tenant]],\n"
+        "comma-separated); `parkway serve --hash-key KEY` prints a key's hash. Without keys it refuses to\n"
+        "start unless --no-auth. Routes: /v1/runs, /v1/interrupts, /v1/resume, /ui, /a/<link>, /healthz, /docs.\n"
+        "exit status: 0 stopped, 1 error (no Redis, no keys)",
+    )
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    s.add_argument("--no-auth", action="store_true",
+                   help="serve without API keys (only for a server that only this machine can reach)")
+    s.add_argument("--hash-key", metavar="KEY", default=None,
+                   help="print the hash of KEY for PARKWAY_API_KEYS, and exit")
 
 
 def _add_reconcile(sub: Subcommands) -> None:
