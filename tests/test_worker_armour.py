@@ -21,7 +21,7 @@ from rq.utils import now, utcformat
 from parkway import Parkway, RunStatus, Settings
 from parkway.workers.jobs import EXECUTE_JOB
 from parkway.workers.serializer import MsgpackSerializer
-from parkway.workers.worker import JOB_CALLBACK_FIELDS, CallbacklessJob, ParkwayWorker, run_worker
+from parkway.workers.worker import JOB_CALLBACK_FIELDS, ParkwayJob, ParkwayWorker, run_worker
 from tests import flows
 from tests.conftest import SECRET
 from tests.procs import ROOT, Worker, wait_for
@@ -380,7 +380,7 @@ def test_rq_keeps_what_the_armour_reads_where_it_reads_it(client: redis.Redis) -
     job = Job.create("time.time", connection=client, on_success=named, on_failure=named, on_stopped=named)
     assert [getattr(job, name) for name in JOB_CALLBACK_FIELDS] == ["time.time"] * 3
     assert [job.success_callback, job.failure_callback, job.stopped_callback] == [time.time] * 3
-    job.__class__ = CallbacklessJob
+    job.__class__ = ParkwayJob
     assert [job.success_callback, job.failure_callback, job.stopped_callback] == [None] * 3
     with pytest.raises(ValueError) as caught:
         Queue._fetch_dequeued_job(client, _queue(client).key, "pw-evil\n-0", serializer=MsgpackSerializer)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from ..adapters.redis.store import RedisStore, translated
 from ..config import Settings
 from ..runtime import executor
 from ..runtime.logger import get_logger
-from ..runtime.store import Handoff
+from ..runtime.store import Attempt, Handoff
 from .serializer import MsgpackSerializer
 from .setup import resolve_secret
 
@@ -51,8 +51,16 @@ class RQDispatcher:
         self.settings = settings
         self.connection = connection
         self.queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
-        self._template: list[Any] | None = None
-        """the job hash RQ wrote for the first hand-off (see ``handoff``)"""
+        self.template = self._template()
+        """RQ's own job hash for a parkway job, in which ``handoff`` fills in what differs"""
+
+    def _template(self) -> tuple[Any, ...]:
+        """RQ's ``to_dict`` of a job prepared by the queue (origin, enqueued_at, status; the
+        queue reads the server's version once, here)."""
+        job = self._job("run", 0, 0)
+        with translated():
+            self.queue._prepare_for_queue(job)
+        return tuple(_build_hset_args(job))  # type: ignore[no-untyped-call]
 
     def _job(self, run_id: str, step: int, fence: int) -> Job:
         return self.queue.create_job(
@@ -75,23 +83,16 @@ class RQDispatcher:
         """The job hash exactly as RQ's unique enqueue writes it, for the store's script to write
         and push in its own call.
 
-        The first one is RQ's own ``to_dict`` of a job prepared by the queue; it is kept as a
-        template in which only what differs between parkway's jobs is filled in: the call's
+        It is RQ's own ``to_dict`` of a job prepared by the queue (``template``), in which only
+        what differs between parkway's jobs is filled in: the call's
         arguments (``data``, encoded as RQ's ``Job.data`` is), the description and the two
         timestamps. ``tests/test_handoff.py`` checks the result against RQ's own enqueue.
         """
         jid = job_id(run_id, fence)
-        if self._template is None:
-            job = self._job(run_id, step, fence)
-            with translated(run_id):
-                self.queue._prepare_for_queue(job)  # origin, enqueued_at, status; reads the server version once
-            self._template = list(_build_hset_args(job))  # type: ignore[no-untyped-call]
-            fields = tuple(self._template)
-        else:
-            fields = self._fill(self._template, run_id, step, fence)
+        fields = self._fill(self.template, run_id, step, fence)
         return Handoff(step, fence, jid, (Job.key_for(jid), self.queue.key, self.queue.redis_queues_keys), fields)
 
-    def _fill(self, template: list[Any], run_id: str, step: int, fence: int) -> tuple[Any, ...]:
+    def _fill(self, template: tuple[Any, ...], run_id: str, step: int, fence: int) -> tuple[Any, ...]:
         stamp = utcformat(now())
         data = zlib.compress(MsgpackSerializer.dumps((EXECUTE_JOB, None, (run_id, step, fence), {})))
         values = {
@@ -171,12 +172,14 @@ def runtime() -> WorkerRuntime:
     return _runtime
 
 
-def execute_job(run_id: str, step: int, fence: int) -> str:
-    """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails."""
+def execute_job(run_id: str, step: int, fence: int, began: Callable[[], Attempt] | None = None) -> str:
+    """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails. ``began`` is given
+    by parkway's worker, which sent the activation's ``begin`` in its start-of-job transaction
+    (see ``ParkwayJob``): it returns the attempt, or raises what ``begin`` would."""
     rt = runtime()
     rt.current = run_id
     try:
-        return executor.execute(rt.store, rt.options, run_id, step, fence).value
+        return executor.execute(rt.store, rt.options, run_id, step, fence, began).value
     finally:
         rt.current = None
 

@@ -3,6 +3,7 @@ no job stops it or runs anything but parkway's entrypoint."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -26,8 +27,9 @@ from rq.utils import current_timestamp, now
 from rq.worker import WorkerStatus
 from rq.worker_pool import WorkerPool
 
-from ..adapters.redis.store import RedisStore, connect
+from ..adapters.redis.store import connect
 from ..config import Settings
+from ..runtime.store import Attempt
 from .jobs import EXECUTE_JOB, WorkerRuntime, install, runtime, serving
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
@@ -42,10 +44,20 @@ JOB_CALLBACK_FIELDS = ("_success_callback_name", "_failure_callback_name", "_sto
 """where ``rq.job.Job`` keeps the callbacks a job hash names; RQ imports and calls them around the job"""
 
 
-class CallbacklessJob(Job):
-    """RQ's Job, except that the callbacks its hash names are never imported or called: parkway
+class ParkwayJob(Job):
+    """RQ's Job, except that the callbacks its hash names are never imported or called (parkway
     sets none, and RQ would run those of a hash written by hand after the job, or when its
-    cleanup fails the job as abandoned."""
+    cleanup fails the job as abandoned), and that a job its worker began in its start
+    transaction hands the entrypoint what began (``began``)."""
+
+    began: Callable[[], Attempt] | None = None
+    """set by the worker that sent the activation's ``begin`` with its start transaction: reads
+    the reply (see ``RedisStore.begin_command``); passed to ``execute_job`` as its ``began``"""
+
+    def _execute(self) -> Any:
+        if self.began is None:
+            return super()._execute()
+        return self.func(*self.args, began=self.began)
 
     @property
     def success_callback(self) -> None:
@@ -95,7 +107,7 @@ class ParkwayWorker(SimpleWorker):
     - a job runs only if it names a function in ``entrypoints`` (parkway's own) with the arguments
       parkway gives it, and no instance, callbacks or webhooks; any other is failed into RQ's
       failed registry from its stored fields, before anything is imported;
-    - every queue it serves reads job hashes with msgpack and as ``CallbacklessJob`` (RQ keeps the
+    - every queue it serves reads job hashes with msgpack and as ``ParkwayJob`` (RQ keeps the
       callbacks' names in ``JOB_CALLBACK_FIELDS``; they are never resolved), RQ's cleanups included;
     - a job RQ cannot load is set aside: off the intermediate list and, if RQ accepts its id, into
       the failed registry. RQ's ``Queue._fetch_dequeued_job`` names it on the error (``job_id``,
@@ -117,7 +129,7 @@ class ParkwayWorker(SimpleWorker):
     calls each time its wait for a job times out, raise RQ's ``StopRequested``.
     """
 
-    job_class = CallbacklessJob
+    job_class = ParkwayJob
     entrypoints: frozenset[str] = frozenset({EXECUTE_JOB})
     """the only functions this worker runs (a benchmark's subclass may name its own)"""
     pool_pid: int | None = None
@@ -194,7 +206,7 @@ class ParkwayWorker(SimpleWorker):
             self._refuse(job, queue, reason)
             return
         ttl = self.get_heartbeat_ttl(job)
-        store, begin = _begin_command(job, self.parkway_runtime)
+        begin = _begin_command(job, self.parkway_runtime)
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
@@ -204,12 +216,14 @@ class ParkwayWorker(SimpleWorker):
             pipe.persist(job.key)
             if len(self.queues) == 1:
                 pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-            if store is None:
+            if begin is None:
                 pipe.execute()
             else:
-                pipe.execute_command(*begin)  # type: ignore[no-untyped-call]
+                command, read = begin
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
                 replies = pipe.execute(raise_on_error=False)
-                store.began(replies[-1])  # an error here is the job's, raised when it begins
+                # an error in the begin reply is the job's, raised when it begins
+                job.began = functools.partial(read, replies[-1])  # type: ignore[attr-defined]
                 for reply in replies[:-1]:
                     if isinstance(reply, Exception):
                         raise reply
@@ -427,22 +441,24 @@ def _step_arguments(args: Any, kwargs: Any) -> bool:
     )
 
 
-def _begin_command(job: Job, runtime: Callable[[], WorkerRuntime]) -> tuple[RedisStore | None, tuple[Any, ...]]:
-    """For a parkway job, the store and its ``begin`` command to send inside RQ's start transaction.
+def _begin_command(
+    job: Job, runtime: Callable[[], WorkerRuntime]
+) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]] | None:
+    """For a parkway job, its ``begin`` as a command to send inside RQ's start transaction, and the
+    function that reads the reply (see ``RedisStore.begin_command``).
 
-    (None, ()) for any other job, and for one whose runtime cannot be set up or whose run id the
-    store rejects: RQ then runs (and fails) it as usual, in ``perform_job``; the worker does not
-    die of it.
+    None for any other job, and for one whose runtime cannot be set up or whose run id the store
+    rejects: RQ then runs (and fails) it as usual, in ``perform_job``; the worker does not die of it.
     """
     try:
         if job.func_name != EXECUTE_JOB:
-            return None, ()
+            return None
         run_id, step, fence = job.args
         rt = runtime()
         clock = rt.options.clock()
-        return rt.store, rt.store.begin_command(str(run_id), int(step), int(fence), clock, clock + rt.options.lease_ms)
+        return rt.store.begin_command(str(run_id), int(step), int(fence), clock, clock + rt.options.lease_ms)
     except Exception:  # noqa: BLE001 - any such job is RQ's to fail, not the worker's to die of
-        return None, ()
+        return None
 
 
 def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:
@@ -480,7 +496,7 @@ def run_worker(settings: Settings, *, burst: bool = False, workers: int = 1) -> 
             connection=connection,
             num_workers=workers,
             worker_class=_pool_worker(os.getpid()),
-            job_class=CallbacklessJob,  # the pool passes its own, RQ's Job by default, to its children
+            job_class=ParkwayJob,  # the pool passes its own, RQ's Job by default, to its children
             serializer=MsgpackSerializer,
         )
         pool.start(burst=burst, logging_level="WARNING")

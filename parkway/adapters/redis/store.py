@@ -109,7 +109,6 @@ class RedisStore:
         self.client: Any = client
         self.limits = limits or Limits()
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
-        self._began: tuple[tuple[str, int, int], Any] | None = None
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
@@ -163,30 +162,32 @@ class RedisStore:
             [step, fence, now, lease_until, r, f"{r}:{step}:{fence}"],
         )
 
-    def begin_command(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> tuple[Any, ...]:
+    def begin_command(
+        self, run_id: str, step: int, fence: int, now: int, lease_until: int
+    ) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]]:
         """This job's ``begin`` as a command for the caller to send with its own (inside the
-        worker's start-of-job transaction, saving a round trip); hand the reply to ``began``, and
-        the next ``begin`` of the same (run, step, fence) returns it instead of calling again."""
+        worker's start-of-job transaction, saving a round trip), and the function that turns its
+        reply into the Attempt (``begin`` would return), raising what ``begin`` would raise."""
         keys_, args = self._begin_call(run_id, step, fence, now, lease_until)
-        self._began = ((run_id, step, fence), None)
-        return ("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args)
 
-    def began(self, reply: Any) -> None:
-        if self._began is not None:
-            self._began = (self._began[0], reply)
+        def attempt(reply: Any) -> Attempt:
+            if isinstance(reply, rex.NoScriptError):  # a server that lost its scripts: call again
+                reply = self._call("begin", run_id, keys_, args)
+            elif isinstance(reply, Exception):
+                with translated(run_id):
+                    raise reply
+            return self._attempt(run_id, reply)
+
+        return ("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args), attempt
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
-        r = run_id
-        began, self._began = self._began, None
-        reply = began[1] if began is not None and began[0] == (run_id, step, fence) else None
-        if reply is None or isinstance(reply, rex.NoScriptError):
-            reply = self._call("begin", r, *self._begin_call(r, step, fence, now, lease_until))
-        elif isinstance(reply, Exception):
-            with translated(r):
-                raise reply
+        reply = self._call("begin", run_id, *self._begin_call(run_id, step, fence, now, lease_until))
+        return self._attempt(run_id, reply)
+
+    def _attempt(self, run_id: str, reply: Any) -> Attempt:
         run, journal, ws = reply
         return Attempt(
-            codec.run_from_fields(r, _pairs(run)),
+            codec.run_from_fields(run_id, _pairs(run)),
             {k: codec.entry_from_blob(v) for k, v in _pairs(journal).items()},
             {k: codec.decode(v, what="workflow state") for k, v in _pairs(ws).items()},
         )
