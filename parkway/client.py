@@ -7,10 +7,11 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
+from .backend import Backend, build_backend
 from .config import Settings, check_ttl
 from .runtime import tokens
+from .runtime.clock import now_ms
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
-from .runtime.executor import now_ms
 from .runtime.loading import split_ref
 from .runtime.logger import get_logger
 from .runtime.protocol import (
@@ -31,7 +32,6 @@ from .runtime.protocol import (
 from .runtime.resume import parse_resume_metadata, validate_answer
 from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord
 from .runtime.workflow import Workflow
-from .workers.setup import Backend, connect
 
 log = get_logger()
 
@@ -48,7 +48,7 @@ class Parkway:
 
     def __init__(self, settings: Settings | None = None, *, backend: Backend | None = None) -> None:
         self.settings = settings or (backend.settings if backend else Settings.from_env())
-        self.backend = backend or connect(self.settings)
+        self.backend = backend or build_backend(self.settings)
         self.store = self.backend.store
 
     # --- runs -----------------------------------------------------------

@@ -201,7 +201,8 @@ def test_resume_message_needs_the_request_id_and_checks_it(harness: Harness) -> 
     with pytest.raises(MalformedResume, match="requestId"):
         harness.pw.resume_message({"metadata": {"resume": {"token": token, "selected": "red"}}})
     with pytest.raises(InvalidAnswer, match="requestId"):
-        harness.pw.resume_message({"metadata": {"resume": {"token": token, "requestId": "int_other", "selected": "red"}}})
+        resume = {"token": token, "requestId": "int_other", "selected": "red"}
+        harness.pw.resume_message({"metadata": {"resume": resume}})
     assert harness.pw.get_run(run_id).status is RunStatus.WAITING
 
 

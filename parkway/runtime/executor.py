@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from . import tokens
+from .clock import now_ms
 from .errors import CorruptRecord, InterruptCancelled, ParkwayError, StaleFence, WorkflowError, WorkflowUnavailable
 from .hooks import NodeContext, Pause, activate, deactivate
 from .loading import WorkflowModules
@@ -30,10 +31,6 @@ from .store import Advance, Attempt, InterruptRecord, Park, Store
 from .workflow import Result, Workflow, as_result
 
 log = get_logger()
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class JobEnd(StrEnum):

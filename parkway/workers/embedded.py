@@ -27,7 +27,8 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from ..adapters.redis import embedded as inproc
-from ..adapters.redis.store import RedisStore, translated
+from ..adapters.redis.errors import translated
+from ..adapters.redis.store import RedisStore
 from ..config import Settings
 from ..runtime import executor
 from ..runtime.errors import WaitTimeout, WorkflowError

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 from rq import Queue
@@ -23,13 +23,14 @@ from rq.job import Job, JobStatus
 from rq.scripts import _build_hset_args
 from rq.utils import now, utcformat
 
-from ..adapters.redis.store import RedisStore, translated
+from ..adapters.redis.errors import translated
+from ..adapters.redis.store import RedisStore
+from ..adapters.redis.token_key import token_key
 from ..config import Settings
 from ..runtime import executor
 from ..runtime.logger import get_logger
 from ..runtime.store import Attempt, Handoff
 from .serializer import MsgpackSerializer
-from .setup import resolve_secret
 
 log = get_logger()
 
@@ -42,6 +43,20 @@ def job_id(run_id: str, fence: int) -> str:
 
 def _description(run_id: str, step: int) -> str:
     return f"parkway {run_id} step {step}"
+
+
+class Dispatcher(Protocol):
+    """Starts the job for a transition (on RQ's queue, in production and embedded alike)."""
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        """Enqueue the job for ``fence``; enqueuing it twice is a no-op."""
+
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        """Whether the job for ``fence`` still waits in the queue (and so will begin)."""
+
+    def handoff(self, run_id: str, step: int, fence: int) -> Handoff | None:
+        """The job for ``fence`` in a form the store can enqueue atomically with the transition
+        that calls for it, or None when the store cannot (then ``enqueue`` it after the commit)."""
 
 
 class RQDispatcher:
@@ -156,13 +171,13 @@ def install(settings: Settings) -> WorkerRuntime:
         raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
     store = RedisStore.from_url(settings.redis_url, settings.limits)
     options = executor.Options(
-        secret=resolve_secret(settings, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
+        secret=token_key(settings.secret, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
     )
     _runtime = WorkerRuntime(os.getpid(), settings, store, options, RQDispatcher(store.client, settings))
     return _runtime
 
 
-def runtime() -> WorkerRuntime:
+def worker_runtime() -> WorkerRuntime:
     """The runtime of the job running now: its worker's (see ``serving``), else this process's."""
     rt = _serving.get()
     if rt is not None:
@@ -176,7 +191,7 @@ def execute_job(run_id: str, step: int, fence: int, began: Callable[[], Attempt]
     """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails. ``began`` is given
     by parkway's worker, which sent the activation's ``begin`` in its start-of-job transaction
     (see ``ParkwayJob``): it returns the attempt, or raises what ``begin`` would."""
-    rt = runtime()
+    rt = worker_runtime()
     rt.current = run_id
     try:
         return executor.execute(rt.store, rt.options, run_id, step, fence, began).value

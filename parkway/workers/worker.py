@@ -30,7 +30,7 @@ from rq.worker_pool import WorkerPool
 from ..adapters.redis.store import connect
 from ..config import Settings
 from ..runtime.store import Attempt
-from .jobs import EXECUTE_JOB, WorkerRuntime, install, runtime, serving
+from .jobs import EXECUTE_JOB, WorkerRuntime, install, serving, worker_runtime
 from .reconciler import Maintenance
 from .serializer import MsgpackSerializer
 
@@ -154,7 +154,7 @@ class ParkwayWorker(SimpleWorker):
 
     def parkway_runtime(self) -> WorkerRuntime:
         """The runtime this worker's jobs run with: its own, or this process's from the environment."""
-        return self._parkway if self._parkway is not None else runtime()
+        return self._parkway if self._parkway is not None else worker_runtime()
 
     def stop(self) -> None:
         """Ask the work loop, from another thread, to end after the job it runs (if any); it does

@@ -2,7 +2,7 @@
 
 Scripts live beside this module as ``.lua`` files (``_common.lua`` is
 prepended to each) and are registered once per client. redis-py errors are
-translated here into parkway errors.
+translated into parkway errors by :func:`~parkway.adapters.redis.errors.translated`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal, TypeVar
 
@@ -20,7 +21,7 @@ import redis.exceptions as rex
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
-from ...runtime.errors import StaleFence, StoreError, StoreUnavailable, ValidationError
+from ...runtime.errors import ValidationError
 from ...runtime.protocol import ResumeOutcome
 from ...runtime.store import (
     Advance,
@@ -44,6 +45,7 @@ from ...runtime.store import (
 from .. import codec
 from ..limits import Limits
 from . import keys
+from .errors import translated
 
 T = TypeVar("T")
 _SCRIPTS = (
@@ -68,22 +70,14 @@ def _source(name: str) -> str:
     return folder.joinpath("_common.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
 
 
-@contextmanager
-def translated(run_id: str | None = None) -> Iterator[None]:
-    """Turn redis-py errors into parkway errors."""
-    try:
-        yield
-    except (rex.ConnectionError, rex.TimeoutError) as exc:
-        raise StoreUnavailable(f"Redis is unreachable: {exc}", run_id=run_id) from exc
-    except rex.ResponseError as exc:
-        text = str(exc)
-        if "STALE" in text:
-            raise StaleFence(f"run {run_id}: {text.split('STALE', 1)[1].strip()}", run_id=run_id) from exc
-        if "EXISTS" in text:
-            raise ValidationError(f"run {run_id} already exists", run_id=run_id) from exc
-        raise StoreError(f"Redis refused a command: {text}", run_id=run_id) from exc
-    except rex.RedisError as exc:
-        raise StoreError(f"Redis error: {exc}", run_id=run_id) from exc
+@dataclass(frozen=True)
+class ScriptCall:
+    """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV."""
+
+    name: str
+    run_id: str | None
+    keys: list[str]
+    args: list[Any]
 
 
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
@@ -109,14 +103,36 @@ class RedisStore:
         self.client: Any = client
         self.limits = limits or Limits()
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
+        self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
         return cls(connect(url), limits)
 
     def _call(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
-        with translated(run_id):
-            return self._scripts[name](keys=keys_, args=args)
+        call = ScriptCall(name, run_id, keys_, args)
+        if self._around is not None:
+            return self._around(call, lambda: self._run(call))
+        return self._run(call)
+
+    def _run(self, call: ScriptCall) -> Any:
+        with translated(call.run_id):
+            return self._scripts[call.name](keys=call.keys, args=call.args)
+
+    @contextmanager
+    def around_scripts(self, around: Callable[[ScriptCall, Callable[[], Any]], Any]) -> Iterator[None]:
+        """Inside this block, every transition's script call goes to ``around(call, run)`` instead,
+        which returns the reply (``run()`` makes the call). For tools that record or batch the real
+        path's calls (bench/populate.py); see ``queue_script``."""
+        self._around = around
+        try:
+            yield
+        finally:
+            self._around = None
+
+    def queue_script(self, pipeline: Any, call: ScriptCall) -> None:
+        """Queue ``call`` on ``pipeline`` (a pipeline of this store's client) instead of making it."""
+        self._scripts[call.name](keys=call.keys, args=call.args, client=pipeline)
 
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
