@@ -1,7 +1,7 @@
 """Parked runs in bulk, through parkway's own code.
 
 ``park_runs`` is the real path minus RQ: ``Parkway.start`` (create.lua and the outbox,
-with a dispatcher that only notes the job instead of enqueuing it), then the job body a
+with a dispatcher that only notes the job and a store whose scripts enqueue none), then the job body a
 worker would run, ``executor.execute(store, options, run_id, 0, 0)``, in this process:
 begin.lua, the node up to ``use_interrupt``, park.lua. Every key and index member is the
 one a worker writes; only RQ's own job records (deleted after the job anyway, as parkway
@@ -54,9 +54,6 @@ class NoteDispatcher:
     def is_pending(self, run_id: str, fence: int) -> bool:
         return False
 
-    def handoff(self, run_id: str, step: int, fence: int) -> None:
-        return None  # no RQ job goes with the transition: the job is only noted
-
 
 def client(url: str, ttl_ms: int | None = None) -> Any:
     from parkway import Parkway, Settings
@@ -81,16 +78,25 @@ def quiet_logs() -> None:
 def park_runs(pw: Any, count: int, *, pipelined: bool = False, batch: int = 200) -> tuple[int, str]:
     """Start ``count`` runs (ids chosen by parkway, as in production) and carry each to its
     pause in this process; return how many parked and the last run id."""
+    _noting(pw)
     with contextlib.ExitStack() as stack:
         pipe = stack.enter_context(_pipelined(pw)) if pipelined else None
         return _park_runs(pw, count, pipe, batch)
 
 
+def _noting(pw: Any) -> None:
+    """Give ``pw`` a dispatcher that notes jobs, and a store whose scripts enqueue none."""
+    from parkway.adapters.redis.store import RedisStore
+
+    if not isinstance(pw.backend.dispatcher, NoteDispatcher):
+        pw.backend.dispatcher = NoteDispatcher()
+        pw.store = pw.backend.store = RedisStore(pw.store.client, pw.store.limits)
+
+
 def _park_runs(pw: Any, count: int, pipe: Any, batch: int) -> tuple[int, str]:
     from parkway.runtime import executor
 
-    notes = NoteDispatcher()
-    pw.backend.dispatcher = notes
+    notes = pw.backend.dispatcher
     parked, run_id = 0, ""
     for first in range(0, count, batch):
         for i in range(first, min(count, first + batch)):
@@ -172,6 +178,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
 
     from parkway.runtime import tokens
 
+    _noting(pw)
     store = pw.store
     calls: list[Any] = []
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .adapters.redis.errors import translated
-from .adapters.redis.store import RedisStore
+from .adapters.redis.store import RedisStore, connect
 from .adapters.redis.token_key import token_key
 from .config import Settings
 from .runtime import executor
@@ -48,11 +48,13 @@ def build_backend(settings: Settings) -> Backend:
     path"), worked by parkway's worker on a thread of this process."""
     if settings.redis_url is None:
         return _embedded(settings)
-    store = RedisStore.from_url(settings.redis_url, settings.limits)
+    client = connect(settings.redis_url)
+    dispatcher = RQDispatcher(client, settings)
+    store = RedisStore(client, settings.limits, dispatcher.next_job)  # it enqueues what a start or resume calls for
     options = executor.Options(
-        secret=token_key(settings.secret, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
+        secret=token_key(settings.secret, client), loader=settings.modules.load, lease_ms=settings.lease_ms
     )
-    return Backend(settings, store, RQDispatcher(store.client, settings), options)
+    return Backend(settings, store, dispatcher, options)
 
 
 def _embedded(settings: Settings) -> Backend:
@@ -67,9 +69,8 @@ def _embedded(settings: Settings) -> Backend:
         secret=token_key(settings.secret, None), loader=workflows.load, lease_ms=settings.lease_ms
     )
     worker = WorkerThread(server, settings, options)
-    backend = Backend(
-        settings, RedisStore(client, settings.limits), EmbeddedDispatcher(client, settings), options, workflows,
-        worker.stop,
-    )
+    dispatcher = EmbeddedDispatcher(client, settings)
+    store = RedisStore(client, settings.limits, dispatcher.next_job)
+    backend = Backend(settings, store, dispatcher, options, workflows, worker.stop)
     worker.start(owner=backend)
     return backend

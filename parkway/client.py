@@ -79,8 +79,7 @@ class Parkway:
         run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
-        handoff = self.backend.dispatcher.handoff(run_id, 0, 0)
-        if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms()), handoff):
+        if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms())):
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name)
         return run_id
@@ -167,12 +166,12 @@ class Parkway:
         found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash, fence = found
+        record, token_hash = found
         request = InterruptRequest.model_validate(record.request)
         answer = validate_answer(request, selected=selected, value=value)
         entry = JournalEntry("interrupt", _hook_name(record), answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
-        return self._commit(record, token_hash, request_id, entry, event, fence)
+        return self._commit(record, token_hash, request_id, entry, event)
 
     def cancel_interrupt(
         self,
@@ -192,8 +191,8 @@ class Parkway:
         found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash, fence = found
-        return self._cancel_interrupt(record, token_hash, reason, responder, fence)
+        record, token_hash = found
+        return self._cancel_interrupt(record, token_hash, reason, responder)
 
     def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
         """Cancel a run.
@@ -215,7 +214,7 @@ class Parkway:
             if record.status is RunStatus.WAITING and record.waiting_on:
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
-                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder, record.fence)
+                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder)
                     if result.accepted:
                         return CancelResult(
                             outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id, status=RunStatus.QUEUED
@@ -297,8 +296,8 @@ class Parkway:
 
     def _lookup(
         self, token: str, request_id: str | None, responder: str | None
-    ) -> tuple[InterruptRecord, str, int | None] | ResumeResult:
-        """The pending interrupt a token names (and the run's fence), or the outcome that says why there is none."""
+    ) -> tuple[InterruptRecord, str] | ResumeResult:
+        """The pending interrupt a token names (and the token's hash), or the outcome that says why there is none."""
         parsed = tokens.parse(token)
         run_id = parsed.run_id
         if request_id is not None:
@@ -317,7 +316,7 @@ class Parkway:
             return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash, lookup.fence
+        return record, token_hash
 
     def _cancel_interrupt(
         self,
@@ -325,12 +324,11 @@ class Parkway:
         token_hash: str,
         reason: str | None,
         responder: str | None,
-        fence: int | None = None,
     ) -> ResumeResult:
         """Record a cancellation where the answer would go: the replay's use_interrupt raises."""
         entry = JournalEntry("interrupt", _hook_name(record), reason, record.request.get("kind", ""), "cancelled")
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
-        return self._commit(record, token_hash, None, entry, event, fence)
+        return self._commit(record, token_hash, None, entry, event)
 
     def _commit(
         self,
@@ -339,13 +337,11 @@ class Parkway:
         request_id: str | None,
         entry: JournalEntry,
         event: dict[str, Any],
-        fence: int | None,
     ) -> ResumeResult:
-        """Commit the answer; the job that replays the node goes with it when the run is still at
-        ``fence`` (it almost always is), else it is enqueued after."""
+        """Commit the answer; the job that replays the node goes with it (the store enqueues it for
+        the fence its commit wrote), or, from a store that cannot, is enqueued after."""
         run_id = record.run_id
-        handoff = self.backend.dispatcher.handoff(run_id, record.step, fence + 1) if fence is not None else None
-        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()), handoff)
+        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()))
         if commit.outcome is ResumeOutcome.ACCEPTED:
             if not commit.handed_off:
                 self._dispatch(run_id, commit.step, commit.fence)

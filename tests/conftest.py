@@ -12,6 +12,7 @@ import redis
 from rq import Queue
 
 from parkway import Parkway, Settings
+from parkway.adapters.redis.store import RedisStore
 from parkway.workers import jobs
 from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
@@ -56,6 +57,14 @@ class Harness:
         worker = ParkwayWorker([queue], connection=self.connection, runtime=rt)
         # the reconciler is left out: tests that want it call it, so what a test sees is what its jobs did
         worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+
+    @property
+    def manual_store(self) -> RedisStore:
+        """The client's store without the job hand-off: its starts and resumes enqueue no job, for
+        tests that run jobs by hand (or check that the reconciler finds them)."""
+        store = self.pw.store
+        assert isinstance(store, RedisStore)
+        return RedisStore(store.client, store.limits)
 
     def start_and_run(self, workflow: Any, data: dict[str, Any] | None = None, **kw: Any) -> str:
         run_id = self.pw.start(workflow, data or {}, **kw)

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import redis
 import redis.exceptions as rex
@@ -29,7 +29,6 @@ from ...runtime.store import (
     Attempt,
     Due,
     EventSpec,
-    Handoff,
     IndexEntry,
     InterruptListing,
     InterruptQuery,
@@ -84,11 +83,16 @@ def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
-def _handoff(handoff: Handoff | None) -> tuple[list[str], list[Any]]:
-    """The keys and arguments a script's ``hand_off`` takes (see ``_common.lua``)."""
-    if handoff is None:
-        return [], [""]
-    return list(handoff.keys), [handoff.step, handoff.fence, handoff.job_id, *handoff.fields]
+class NextJob(Protocol):
+    """The job that carries a transition on, as the scripts that commit a start or a resume write
+    it (``hand_off`` in ``_common.lua``): one round trip instead of two, and no window between the
+    commit and the enqueue. Its format is RQ's; ``parkway.workers.rq_internals`` provides it."""
+
+    def keys(self) -> list[str]:
+        """``hand_off``'s KEYS: the queue, RQ's set of queues."""
+
+    def args(self, run_id: str) -> list[str | bytes]:
+        """``hand_off``'s ARGV for a job of ``run_id`` (the script adds the step and fence)."""
 
 
 def _text(value: Any) -> str:
@@ -98,16 +102,24 @@ def _text(value: Any) -> str:
 class RedisStore:
     """Store on a Redis server (or a Redis-compatible one with Lua and streams)."""
 
-    def __init__(self, client: redis.Redis, limits: Limits | None = None) -> None:
+    def __init__(self, client: redis.Redis, limits: Limits | None = None, next_job: NextJob | None = None) -> None:
         # redis-py types replies as unions of sync and async shapes; they are checked where decoded
         self.client: Any = client
         self.limits = limits or Limits()
+        self.next_job = next_job
+        """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
         return cls(connect(url), limits)
+
+    def _hand_off(self, run_id: str) -> tuple[list[str], list[Any]]:
+        """The keys and arguments a script's ``hand_off`` takes (see ``_common.lua``)."""
+        if self.next_job is None:
+            return [], [""]
+        return self.next_job.keys(), self.next_job.args(run_id)
 
     def _call(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
         call = ScriptCall(name, run_id, keys_, args)
@@ -147,10 +159,10 @@ class RedisStore:
 
     # --- transitions ----------------------------------------------------
 
-    def create_run(self, run: NewRun, handoff: Handoff | None = None) -> bool:
+    def create_run(self, run: NewRun) -> bool:
         blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
         r = run.run_id
-        hand_keys, hand_args = _handoff(handoff)
+        hand_keys, hand_args = self._hand_off(r)
         handed = self._call(
             "create",
             r,
@@ -355,12 +367,11 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) == 1:
             return Lookup(status)  # type: ignore[arg-type]
-        fence = int(reply[2]) if len(reply) > 2 and reply[2] is not None else None
-        return Lookup(status, codec.interrupt_from_blob(reply[1]), fence)  # type: ignore[arg-type]
+        return Lookup(status, codec.interrupt_from_blob(reply[1]))  # type: ignore[arg-type]
 
-    def resume(self, run_id: str, answer: Answer, handoff: Handoff | None = None) -> ResumeCommit:
+    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
-        hand_keys, hand_args = _handoff(handoff)
+        hand_keys, hand_args = self._hand_off(r)
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         reply = self._call(
