@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +13,14 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Callback, Queue
+from rq import Queue
 from rq.job import Job
 from rq.utils import now, utcformat
 
 from parkway import Parkway, RunStatus, Settings
 from parkway.workers.jobs import EXECUTE_JOB
 from parkway.workers.serializer import MsgpackSerializer
-from parkway.workers.worker import JOB_CALLBACK_FIELDS, ParkwayJob, ParkwayWorker, run_worker
+from parkway.workers.worker import ParkwayWorker, run_worker
 from tests import flows
 from tests.conftest import SECRET
 from tests.procs import ROOT, Worker, wait_for
@@ -370,19 +369,3 @@ def test_run_worker_returns_1_when_rqs_loop_quit_on_an_error(
     pw.start(flows.loop, {})
     monkeypatch.setattr(ParkwayWorker, "execute_job", broken)
     assert run_worker(settings, burst=True) == 1
-
-
-def test_rq_keeps_what_the_armour_reads_where_it_reads_it(client: redis.Redis) -> None:
-    """The RQ internals ParkwayWorker's armour leans on are where it expects them: the callback names on
-    a Job and the properties that resolve them, and the id and queue RQ's dequeue attaches to the error
-    of a job it cannot load."""
-    named = Callback("time.time")
-    job = Job.create("time.time", connection=client, on_success=named, on_failure=named, on_stopped=named)
-    assert [getattr(job, name) for name in JOB_CALLBACK_FIELDS] == ["time.time"] * 3
-    assert [job.success_callback, job.failure_callback, job.stopped_callback] == [time.time] * 3
-    job.__class__ = ParkwayJob
-    assert [job.success_callback, job.failure_callback, job.stopped_callback] == [None] * 3
-    with pytest.raises(ValueError) as caught:
-        Queue._fetch_dequeued_job(client, _queue(client).key, "pw-evil\n-0", serializer=MsgpackSerializer)
-    assert caught.value.job_id == "pw-evil\n-0"  # type: ignore[attr-defined]
-    assert caught.value.queue.name == QUEUE  # type: ignore[attr-defined]
