@@ -355,13 +355,14 @@ def test_run_worker_returns_1_when_rqs_loop_quit_on_an_error(
     client: redis.Redis, pw: Parkway, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``run_worker`` returns 0 when a burst empties the queue and 1 when RQ's loop quit on an
-    unexpected exception (RQ logs it and returns normally), for ``parkway worker``'s exit status."""
-    for name in ("PARKWAY_REDIS_URL", "PARKWAY_QUEUE"):
-        monkeypatch.setenv(name, "")  # run_worker sets them; monkeypatch puts them back after
-    monkeypatch.setenv("PARKWAY_SECRET", SECRET)
+    unexpected exception (RQ logs it and returns normally), for ``parkway worker``'s exit status;
+    its settings reach the worker as arguments, not through the environment."""
+    monkeypatch.delenv("PARKWAY_REDIS_URL", raising=False)
+    environment = dict(os.environ)
     settings = Settings(redis_url=redis_url, secret=SECRET)
     pw.start(flows.loop, {})
     assert run_worker(settings, burst=True) == 0
+    assert dict(os.environ) == environment
 
     def broken(self: ParkwayWorker, job: Job, queue: Queue) -> None:
         raise RuntimeError("a bug in the worker, not in the job")

@@ -132,7 +132,7 @@ def serving(rt: WorkerRuntime) -> Iterator[None]:
 
 
 def install(settings: Settings) -> WorkerRuntime:
-    """Prepare this process to run jobs (the worker calls it; jobs call it lazily from the environment)."""
+    """Prepare this process to run jobs (the worker calls it; see ``worker_runtime`` for the rest)."""
     global _runtime
     if settings.redis_url is None:
         raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
@@ -150,6 +150,8 @@ def worker_runtime() -> WorkerRuntime:
     if rt is not None:
         return rt
     if _runtime is None or _runtime.pid != os.getpid():
+        # a job run by a worker that brought no runtime (RQ's own worker, or a process forked after
+        # ``install``): across that process boundary, the environment is all it has to go on
         return install(Settings.from_env())
     return _runtime
 

@@ -77,9 +77,10 @@ class ParkwayWorker(TrimmedWorker):
     - ``ended_as_asked`` tells a stop that was asked for from RQ's loop quitting on an error it
       only logs.
 
-    The same class runs embedded mode's jobs, on a thread of the application's
-    process (see :mod:`parkway.workers.embedded`), with the runtime it is given
-    (``runtime=``) instead of one installed from the environment. Off the main
+    ``parkway worker`` gives it the runtime it installed (``runtime=``); a pool's child builds
+    its own from the pool's settings (``pool_settings``). The same class runs embedded mode's
+    jobs, on a thread of the application's process (see :mod:`parkway.workers.embedded`), with
+    the embedded backend's runtime. Off the main
     thread (signals reach only that one) it leans on RQ's internals again, each checked by
     ``tests/test_embedded.py`` and named by ``tests/test_rq_internals.py``:
     ``_install_signal_handlers`` does nothing, nor does ``procline`` (the process title is the
@@ -93,13 +94,18 @@ class ParkwayWorker(TrimmedWorker):
     """the only functions this worker runs (a benchmark's subclass may name its own)"""
     pool_pid: int | None = None
     """the WorkerPool process this worker is a child of (see ``run_worker``); None when standalone"""
+    pool_settings: Settings | None = None
+    """a pool's child: the settings its runtime is built from, once forked (see ``_pool_worker``)"""
 
     def __init__(self, *args: Any, runtime: WorkerRuntime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._parkway: WorkerRuntime | None = runtime
 
     def parkway_runtime(self) -> WorkerRuntime:
-        """The runtime this worker's jobs run with: its own, or this process's from the environment."""
+        """The runtime this worker's jobs run with: the one it was given (built, in a pool's child,
+        from the pool's settings), else this process's (``worker_runtime``)."""
+        if self._parkway is None and self.pool_settings is not None:
+            self._parkway = install(self.pool_settings)  # in the forked child: connections of its own
         return self._parkway if self._parkway is not None else worker_runtime()
 
     def _refusal(self, job: Job) -> str | None:
@@ -127,7 +133,7 @@ class ParkwayWorker(TrimmedWorker):
 
     def work(self, *args: Any, with_maintenance: bool = True, **kwargs: Any) -> bool:
         """RQ's work loop; with ``with_maintenance`` (the default) also parkway's lease renewal and
-        reconciling thread, which needs the parkway settings in the environment. A pool's child
+        reconciling thread, on the worker's runtime (``parkway_runtime``). A pool's child
         also watches its pool's process (see ``_leave_with_pool``)."""
         if self.pool_pid is None:
             return self._work(*args, with_maintenance=with_maintenance, **kwargs)
@@ -209,39 +215,35 @@ def run_worker(settings: Settings, *, burst: bool = False, workers: int = 1) -> 
     assert settings.redis_url is not None
     if workers < 1:
         raise ValueError("--workers must be at least 1")
-    # the process boundary: pool children and lazily-installed job runtimes read their settings
-    # from the environment (the token key already comes from there)
-    os.environ["PARKWAY_REDIS_URL"] = settings.redis_url
-    os.environ["PARKWAY_QUEUE"] = settings.queue
-    if settings.workflows is not None:
-        os.environ["PARKWAY_WORKFLOWS"] = ",".join(settings.workflows)
     # set up (and check: the token key's fingerprint) on parkway's own bounded client first: RQ
     # raises its connection's socket timeout to minutes for its blocking dequeue
-    install(settings)
+    rt = install(settings)
     connection = connect(settings.redis_url)
     if workers > 1:
         pool = WorkerPool(
             [settings.queue],
             connection=connection,
             num_workers=workers,
-            worker_class=_pool_worker(os.getpid()),
+            worker_class=_pool_worker(os.getpid(), settings),
             job_class=ParkwayJob,  # the pool passes its own, RQ's Job by default, to its children
             serializer=MsgpackSerializer,
         )
         pool.start(burst=burst, logging_level="WARNING")
         return 0
     queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
-    worker = ParkwayWorker([queue], connection=connection, serializer=MsgpackSerializer)
+    worker = ParkwayWorker([queue], connection=connection, serializer=MsgpackSerializer, runtime=rt)
     worker.work(burst=burst, logging_level="WARNING")
     return 0 if worker.ended_as_asked else 1
 
 
-def _pool_worker(pool_pid: int) -> type[ParkwayWorker]:
-    """The worker class for the children of the pool in process ``pool_pid``: forked, they know
-    their pool from the class, and leave when it is gone."""
+def _pool_worker(pool_pid: int, settings: Settings) -> type[ParkwayWorker]:
+    """The worker class for the children of the pool in process ``pool_pid``: RQ's WorkerPool
+    forks them with the class, the queue names and the connection only, so they know their pool
+    and their settings from the class; they leave when the pool is gone."""
 
     class PooledParkwayWorker(ParkwayWorker):
         """ParkwayWorker in a child of a WorkerPool."""
 
     PooledParkwayWorker.pool_pid = pool_pid
+    PooledParkwayWorker.pool_settings = settings
     return PooledParkwayWorker
