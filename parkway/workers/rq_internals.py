@@ -190,7 +190,7 @@ def names_callbacks(job: Job) -> bool:
 class TrimmedWorker(SimpleWorker):
     """RQ's SimpleWorker with every override parkway makes of RQ's worker internals (listed in the
     module docstring); :class:`~parkway.workers.worker.ParkwayWorker` adds parkway's policy through
-    the hooks ``_refusal``, ``begin_command`` and ``serving``."""
+    the hooks ``_refusal``, ``begin_command`` and ``job_context``."""
 
     job_class = ParkwayJob
     ended_as_asked = False
@@ -221,7 +221,7 @@ class TrimmedWorker(SimpleWorker):
         reply (given to the job as ``began``), or None."""
         return None
 
-    def serving(self) -> AbstractContextManager[Any]:
+    def job_context(self) -> AbstractContextManager[Any]:
         """The context the job's function runs in."""
         return nullcontext()
 
@@ -304,7 +304,7 @@ class TrimmedWorker(SimpleWorker):
                 for reply in replies[:-1]:
                     if isinstance(reply, Exception):
                         raise reply
-        with self.serving():
+        with self.job_context():
             self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 

@@ -128,7 +128,7 @@ class ParkwayWorker(TrimmedWorker):
     def begin_command(self, job: Job) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]] | None:
         return _begin_command(job, self.parkway_runtime)
 
-    def serving(self) -> AbstractContextManager[Any]:
+    def job_context(self) -> AbstractContextManager[Any]:
         return serving(self._parkway) if self._parkway is not None else nullcontext()
 
     def work(self, *args: Any, with_maintenance: bool = True, **kwargs: Any) -> bool:
