@@ -525,14 +525,16 @@ def diagnose(url: str, run_ids: list[str], logdir: Path) -> list[str]:
     from rq.job import Job
 
     from parkway.adapters.redis import keys
+    from parkway.runtime.clock import now_ms
+    from parkway.workers import rq_internals
     from parkway.workers.jobs import job_id
 
     r: Any = redis.Redis.from_url(url, decode_responses=True)  # str replies
     queue = Queue(os.environ.get("PARKWAY_QUEUE", "parkway"), connection=r)
-    queued, inter = set(r.lrange(queue.key, 0, -1)), set(r.lrange(queue.intermediate_queue_key, 0, -1))
+    queued, inter = set(r.lrange(queue.key, 0, -1)), set(r.lrange(rq_internals.intermediate_key(queue), 0, -1))
     started_scores = dict(r.zrange(queue.started_job_registry.key, 0, -1, withscores=True))
     started = set(started_scores)
-    now_ms = int(time.time() * 1000)
+    now = now_ms()
     lines = [
         f"RQ: queue {len(queued)} jobs, intermediate {len(inter)}, started registry {len(started)}, "
         f"registry-cleaning lock ttl {r.ttl(queue.registry_cleaning_key)}s"
@@ -544,7 +546,7 @@ def diagnose(url: str, run_ids: list[str], logdir: Path) -> list[str]:
         member = f"{run_id}:{run[1]}:{run[2]}"
         score = r.zscore(keys.outbox(), member)
         outbox = [m for m in r.zrange(keys.outbox(), 0, -1) if m.startswith(run_id + ":")]
-        job = r.hmget(Job.redis_job_namespace_prefix + jid, "status", "worker_name", "enqueued_at", "started_at")
+        job = r.hmget(Job.key_for(jid), "status", "worker_name", "enqueued_at", "started_at")
         where = [
             name
             for name, ids in (("queue", queued), ("intermediate", inter), ("started", started))
@@ -560,7 +562,7 @@ def diagnose(url: str, run_ids: list[str], logdir: Path) -> list[str]:
         ]
         lines.append(
             f"{run_id}: run status={run[0]} step={run[1]} fence={run[2]} crashes={run[3]}; outbox {outbox} "
-            f"(current member age {'-' if score is None else f'{(now_ms - score) / 1000:.0f}s'}); "
+            f"(current member age {'-' if score is None else f'{(now - score) / 1000:.0f}s'}); "
             f"lease {r.zscore(keys.leases(), run_id)}; job {jid} status={job[0]} worker={job[1]} "
             f"enqueued={job[2]} started={job[3]} in {where or 'no RQ list'}"
             f"{f' (started-registry entry expires in {expiry[0]})' if expiry else ''}; "

@@ -1,14 +1,14 @@
 """Parked runs in bulk, through parkway's own code.
 
 ``park_runs`` is the real path minus RQ: ``Parkway.start`` (create.lua and the outbox,
-with a dispatcher that only notes the job instead of enqueuing it), then the job body a
+with a dispatcher that only notes the job and a store whose scripts enqueue none), then the job body a
 worker would run, ``executor.execute(store, options, run_id, 0, 0)``, in this process:
 begin.lua, the node up to ``use_interrupt``, park.lua. Every key and index member is the
 one a worker writes; only RQ's own job records (deleted after the job anyway, as parkway
 enqueues with ``result_ttl=0``) never exist.
 
 ``pipelined=True`` is the same code with one difference: the store's script calls
-(``RedisStore._call``) are queued on a pipeline of 200 runs instead of waiting for each
+(``RedisStore.around_scripts``) are queued on a pipeline of 200 runs instead of waiting for each
 reply, and the executor gets the replies a real call returned for a template run parked
 first (begin's record of the run, park's fence). The scripts, keys and arguments are the
 ones the real path sends; every reply in the pipeline is checked for errors afterwards,
@@ -30,9 +30,11 @@ parks N runs and reports the rate.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .env import SECRET, emit_result
@@ -51,9 +53,6 @@ class NoteDispatcher:
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         return False
-
-    def handoff(self, run_id: str, step: int, fence: int) -> None:
-        return None  # no RQ job goes with the transition: the job is only noted
 
 
 def client(url: str, ttl_ms: int | None = None) -> Any:
@@ -79,11 +78,25 @@ def quiet_logs() -> None:
 def park_runs(pw: Any, count: int, *, pipelined: bool = False, batch: int = 200) -> tuple[int, str]:
     """Start ``count`` runs (ids chosen by parkway, as in production) and carry each to its
     pause in this process; return how many parked and the last run id."""
+    _noting(pw)
+    with contextlib.ExitStack() as stack:
+        pipe = stack.enter_context(_pipelined(pw)) if pipelined else None
+        return _park_runs(pw, count, pipe, batch)
+
+
+def _noting(pw: Any) -> None:
+    """Give ``pw`` a dispatcher that notes jobs, and a store whose scripts enqueue none."""
+    from parkway.adapters.redis.store import RedisStore
+
+    if not isinstance(pw.backend.dispatcher, NoteDispatcher):
+        pw.backend.dispatcher = NoteDispatcher()
+        pw.store = pw.backend.store = RedisStore(pw.store.client, pw.store.limits)
+
+
+def _park_runs(pw: Any, count: int, pipe: Any, batch: int) -> tuple[int, str]:
     from parkway.runtime import executor
 
-    pipe = _pipeline(pw) if pipelined else None
-    notes = NoteDispatcher()
-    pw.backend.dispatcher = notes
+    notes = pw.backend.dispatcher
     parked, run_id = 0, ""
     for first in range(0, count, batch):
         for i in range(first, min(count, first + batch)):
@@ -101,31 +114,27 @@ def park_runs(pw: Any, count: int, *, pipelined: bool = False, batch: int = 200)
     return parked, run_id
 
 
-def _pipeline(pw: Any) -> Any:
-    """Park a template run for real, recording each script's reply; then queue script calls
-    on a pipeline and hand the executor the recorded replies. Returns the pipeline."""
+@contextlib.contextmanager
+def _pipelined(pw: Any) -> Iterator[Any]:
+    """Park a template run for real, recording each script's reply; then, inside the block, queue
+    script calls on the pipeline it yields and hand the executor the recorded replies."""
     store = pw.store
-    real_call = store._call
     canned: dict[str, Any] = {}
 
-    def recording(name: str, run_id: Any, keys_: list[str], args: list[Any]) -> Any:
-        canned[name] = real_call(name, run_id, keys_, args)
-        return canned[name]
+    def recording(call: Any, run: Callable[[], Any]) -> Any:
+        canned[call.name] = run()
+        return canned[call.name]
 
-    store._call = recording
-    try:
-        park_runs(pw, 1)
-    finally:
-        store._call = real_call
+    with store.around_scripts(recording):
+        _park_runs(pw, 1, None, 200)
     pipe = store.client.pipeline(transaction=False)
-    scripts = store._scripts
 
-    def queued(name: str, run_id: Any, keys_: list[str], args: list[Any]) -> Any:
-        scripts[name](keys=keys_, args=args, client=pipe)
-        return canned[name]
+    def queued(call: Any, run: Callable[[], Any]) -> Any:
+        store.queue_script(pipe, call)
+        return canned[call.name]
 
-    store._call = queued
-    return pipe
+    with store.around_scripts(queued):
+        yield pipe
 
 
 def shape(r: Any, run_id: str) -> dict[str, Any]:
@@ -169,26 +178,23 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
 
     from parkway.runtime import tokens
 
+    _noting(pw)
     store = pw.store
-    real_call = store._call
-    calls: list[tuple[str, list[str], list[Any]]] = []
+    calls: list[Any] = []
 
-    def recording(name: str, run_id: Any, keys_: list[str], args: list[Any]) -> Any:
-        calls.append((name, list(keys_), list(args)))
-        return real_call(name, run_id, keys_, args)
+    def recording(call: Any, run: Callable[[], Any]) -> Any:
+        calls.append(call)
+        return run()
 
-    store._call = recording
-    try:
+    with store.around_scripts(recording):
         _, template = park_runs(pw, 1)
-    finally:
-        store._call = real_call
     run = pw.get_run(template)
     if run.interrupt is None:
         raise RuntimeError(f"template run {template} is {run.status.value}, not waiting")
     request_id = run.interrupt.request_id
     secret = pw.backend.options.secret
     token_hash = tokens.hash_token(tokens.mint(secret, template, request_id))
-    if not any(token_hash in k for _, ks, _ in calls for k in ks):
+    if not any(token_hash in k for call in calls for k in call.keys):
         raise RuntimeError("the template's token hash is not in its keys: the token scheme changed")
 
     def substitute(value: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
@@ -200,8 +206,9 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
                 value = value.replace(bold, bnew)
         return value
 
+    from parkway.adapters.redis.store import ScriptCall
+
     pipe = store.client.pipeline(transaction=False)
-    scripts = store._scripts
     last = template
     for first in range(0, count, batch):
         for _ in range(first, min(count, first + batch)):
@@ -211,12 +218,10 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
             if any(len(a) != len(b) for a, b in pairs):
                 raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")
             bpairs = [(a.encode(), b.encode()) for a, b in pairs]
-            for name, keys_, args in calls:
-                scripts[name](
-                    keys=[substitute(k, pairs, bpairs) for k in keys_],
-                    args=[substitute(a, pairs, bpairs) for a in args],
-                    client=pipe,
-                )
+            for call in calls:
+                keys_ = [substitute(k, pairs, bpairs) for k in call.keys]
+                args = [substitute(a, pairs, bpairs) for a in call.args]
+                store.queue_script(pipe, ScriptCall(call.name, rid, keys_, args))
             last = rid
         for reply in pipe.execute(raise_on_error=False):
             if isinstance(reply, Exception):

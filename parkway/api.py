@@ -54,6 +54,7 @@ from . import links
 from .client import Parkway, ends_stream
 from .config import Settings
 from .runtime import tokens
+from .runtime.clock import now_ms
 from .runtime.errors import (
     ConfigError,
     InvalidAnswer,
@@ -64,7 +65,6 @@ from .runtime.errors import (
     ValidationError,
     WorkflowError,
 )
-from .runtime.executor import now_ms
 from .runtime.protocol import (
     CancelResult,
     Interrupt,

@@ -217,7 +217,7 @@ def _line(stdin: TextIO) -> str:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from .adapters.redis.store import translated
+    from .adapters.redis.errors import translated
     from .workers.worker import run_worker
 
     settings = _settings(args, queue=args.queue)

@@ -8,10 +8,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from . import links
+from .backend import Backend, build_backend
 from .config import Settings, check_ttl
 from .runtime import tokens
+from .runtime.clock import now_ms
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
-from .runtime.executor import now_ms
 from .runtime.loading import split_ref
 from .runtime.logger import get_logger
 from .runtime.protocol import (
@@ -33,7 +34,6 @@ from .runtime.replay import ReplayReport, replay
 from .runtime.resume import parse_resume_metadata, validate_answer
 from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord, StoredEvent
 from .runtime.workflow import Workflow
-from .workers.setup import Backend, connect
 
 log = get_logger()
 
@@ -50,7 +50,7 @@ class Parkway:
 
     def __init__(self, settings: Settings | None = None, *, backend: Backend | None = None) -> None:
         self.settings = settings or (backend.settings if backend else Settings.from_env())
-        self.backend = backend or connect(self.settings)
+        self.backend = backend or build_backend(self.settings)
         self.store = self.backend.store
 
     # --- runs -----------------------------------------------------------
@@ -81,8 +81,7 @@ class Parkway:
         run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
-        handoff = self.backend.dispatcher.handoff(run_id, 0, 0)
-        if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms()), handoff):
+        if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms())):
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name)
         return run_id
@@ -169,13 +168,13 @@ class Parkway:
         found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash, fence = found
+        record, token_hash = found
         request = InterruptRequest.model_validate(record.request)
         contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
         answer = validate_answer(request, selected=selected, value=value, contract=contract)
         entry = JournalEntry("interrupt", _hook_name(record), answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
-        return self._commit(record, token_hash, request_id, entry, event, fence)
+        return self._commit(record, token_hash, request_id, entry, event)
 
     def cancel_interrupt(
         self,
@@ -195,8 +194,8 @@ class Parkway:
         found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash, fence = found
-        return self._cancel_interrupt(record, token_hash, reason, responder, fence)
+        record, token_hash = found
+        return self._cancel_interrupt(record, token_hash, reason, responder)
 
     def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
         """Cancel a run.
@@ -218,7 +217,7 @@ class Parkway:
             if record.status is RunStatus.WAITING and record.waiting_on:
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
-                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder, record.fence)
+                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder)
                     if result.accepted:
                         return CancelResult(
                             outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id, status=RunStatus.QUEUED
@@ -339,8 +338,8 @@ class Parkway:
 
     def _lookup(
         self, token: str, request_id: str | None, responder: str | None
-    ) -> tuple[InterruptRecord, str, int | None] | ResumeResult:
-        """The pending interrupt a token names (and the run's fence), or the outcome that says why there is none."""
+    ) -> tuple[InterruptRecord, str] | ResumeResult:
+        """The pending interrupt a token names (and the token's hash), or the outcome that says why there is none."""
         parsed = tokens.parse(token)
         run_id = parsed.run_id
         if request_id is not None:
@@ -359,7 +358,7 @@ class Parkway:
             return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash, lookup.fence
+        return record, token_hash
 
     def _cancel_interrupt(
         self,
@@ -367,12 +366,11 @@ class Parkway:
         token_hash: str,
         reason: str | None,
         responder: str | None,
-        fence: int | None = None,
     ) -> ResumeResult:
         """Record a cancellation where the answer would go: the replay's use_interrupt raises."""
         entry = JournalEntry("interrupt", _hook_name(record), reason, record.request.get("kind", ""), "cancelled")
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
-        return self._commit(record, token_hash, None, entry, event, fence)
+        return self._commit(record, token_hash, None, entry, event)
 
     def _commit(
         self,
@@ -381,13 +379,11 @@ class Parkway:
         request_id: str | None,
         entry: JournalEntry,
         event: dict[str, Any],
-        fence: int | None,
     ) -> ResumeResult:
-        """Commit the answer; the job that replays the node goes with it when the run is still at
-        ``fence`` (it almost always is), else it is enqueued after."""
+        """Commit the answer; the job that replays the node goes with it (the store enqueues it for
+        the fence its commit wrote), or, from a store that cannot, is enqueued after."""
         run_id = record.run_id
-        handoff = self.backend.dispatcher.handoff(run_id, record.step, fence + 1) if fence is not None else None
-        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()), handoff)
+        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()))
         if commit.outcome is ResumeOutcome.ACCEPTED:
             if not commit.handed_off:
                 self._dispatch(run_id, commit.step, commit.fence)

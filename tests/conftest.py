@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Queue, SimpleWorker
+from rq import Queue
 
 from parkway import Parkway, Settings
+from parkway.adapters.redis.store import RedisStore
 from parkway.workers import jobs
 from parkway.workers.serializer import MsgpackSerializer
+from parkway.workers.worker import ParkwayWorker
 
 REDIS_URL = os.environ.get("PARKWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 SECRET = "test-secret-" + "x" * 32
@@ -39,7 +41,7 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 
 @dataclass
 class Harness:
-    """A client plus a way to run every queued job to completion."""
+    """A client plus a way to run every queued job to completion (with parkway's worker, as production)."""
 
     kind: str
     pw: Parkway
@@ -50,10 +52,19 @@ class Harness:
         if self.connection is None:
             self.pw.drain()
             return
-        jobs.install(self.settings)
+        rt = jobs.install(self.settings)
         queue = Queue(self.settings.queue, connection=self.connection, serializer=MsgpackSerializer)
-        worker = SimpleWorker([queue], connection=self.connection, serializer=MsgpackSerializer)
-        worker.work(burst=True, logging_level="WARNING")
+        worker = ParkwayWorker([queue], connection=self.connection, runtime=rt)
+        # the reconciler is left out: tests that want it call it, so what a test sees is what its jobs did
+        worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+
+    @property
+    def manual_store(self) -> RedisStore:
+        """The client's store without the job hand-off: its starts and resumes enqueue no job, for
+        tests that run jobs by hand (or check that the reconciler finds them)."""
+        store = self.pw.store
+        assert isinstance(store, RedisStore)
+        return RedisStore(store.client, store.limits)
 
     def start_and_run(self, workflow: Any, data: dict[str, Any] | None = None, **kw: Any) -> str:
         run_id = self.pw.start(workflow, data or {}, **kw)

@@ -1,12 +1,15 @@
-"""The job that carries a start or a resume on is written by the same Lua call that commits it."""
+"""The job that carries a start or a resume on is written by the same Lua call that commits it,
+for the fence that call wrote, exactly as RQ's own unique enqueue writes it."""
 
 from __future__ import annotations
+
+import zlib
 
 import pytest
 import redis
 
 from parkway import Parkway, RunStatus, Settings
-from parkway.runtime.tokens import hash_token, run_id_of
+from parkway.adapters.redis import keys
 from parkway.workers import jobs
 from tests import flows
 from tests.conftest import SECRET, Harness
@@ -21,9 +24,15 @@ def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
 
 
 def _job_hash(client: redis.Redis, job_id: str) -> dict[bytes, bytes]:
+    """The job's hash without its timestamps, its data as RQ reads it (zlib-compressed or not)."""
     fields = client.hgetall(f"rq:job:{job_id}")
     assert fields, f"no job {job_id}"
-    return {k: v for k, v in fields.items() if k.decode() not in _STAMPS}
+    out = {k: v for k, v in fields.items() if k.decode() not in _STAMPS}
+    try:
+        out[b"data"] = zlib.decompress(out[b"data"])
+    except zlib.error:
+        pass
+    return out
 
 
 def test_start_writes_rqs_own_job_hash_and_queue_entry_in_one_round_trip(
@@ -61,27 +70,25 @@ def test_resume_commits_and_enqueues_the_replay_in_its_second_round_trip(
     assert pw.get_run(run_id).status is RunStatus.COMPLETED
 
 
-def test_a_handoff_for_another_fence_is_not_taken_and_the_client_falls_back(
-    pw: Parkway, redis_client: redis.Redis
+@pytest.mark.parametrize("fence", [5, 200, 70_000, 5_000_000_000])
+def test_resume_enqueues_the_job_for_the_fence_its_script_wrote_as_rq_would(
+    pw: Parkway, redis_client: redis.Redis, fence: int
 ) -> None:
-    """If the run moved between lookup and resume, the script declines the job it was given."""
+    """The client names no fence: the script enqueues the job for the one it wrote (every msgpack
+    width of it), and the job hash is the one RQ's own unique enqueue writes."""
     harness = Harness("redis", pw, pw.settings, redis_client)
     run_id = harness.start_and_run(flows.one_choice)
-    token = harness.token(run_id)
-    lookup = pw.store.lookup(run_id_of(token), hash_token(token), 0)
-    assert lookup.outcome == "pending" and lookup.interrupt is not None and lookup.fence is not None
-    from parkway.runtime.store import Answer, JournalEntry
-
-    rec = lookup.interrupt
-    wrong = pw.backend.dispatcher.handoff(run_id, rec.step, lookup.fence + 5)
-    entry = JournalEntry("interrupt", "color", "red", "choice")
-    commit = pw.store.resume(run_id, Answer(rec, hash_token(token), None, entry, {}, 1), wrong)
-    assert commit.outcome.value == "accepted" and not commit.handed_off
-    assert commit.fence == lookup.fence + 1
-    assert not redis_client.exists(f"rq:job:{jobs.job_id(run_id, lookup.fence + 5)}")
-    assert pw.backend.dispatcher.queue.get_job_ids() == []  # type: ignore[attr-defined]
-    # the outbox still names the transition, so the reconciler would enqueue it
-    assert redis_client.zscore("pw:outbox", f"{run_id}:{commit.step}:{commit.fence}") is not None
+    redis_client.hset(keys.run(run_id), "fence", fence - 1)  # the run moved on: only the script knows
+    assert pw.resume(harness.token(run_id), selected="red").accepted
+    run = pw.store.get_run(run_id, 0)
+    assert run is not None and run.fence == fence
+    ours = _job_hash(redis_client, jobs.job_id(run_id, fence))
+    assert pw.backend.dispatcher.queue.get_job_ids() == [jobs.job_id(run_id, fence)]  # type: ignore[attr-defined]
+    redis_client.delete(f"rq:job:{jobs.job_id(run_id, fence)}")
+    pw.backend.dispatcher.enqueue(run_id, run.step, fence)
+    assert ours == _job_hash(redis_client, jobs.job_id(run_id, fence))
+    harness.run_jobs()  # and parkway's worker runs it
+    assert pw.get_run(run_id).status is RunStatus.COMPLETED
 
 
 def test_a_job_already_enqueued_is_neither_overwritten_nor_queued_twice(pw: Parkway, redis_client: redis.Redis) -> None:
@@ -92,3 +99,16 @@ def test_a_job_already_enqueued_is_neither_overwritten_nor_queued_twice(pw: Park
     assert run_id == "run_taken"
     assert redis_client.hgetall(f"rq:job:{jobs.job_id('run_taken', 0)}") == before
     assert dispatcher.queue.get_job_ids() == [jobs.job_id("run_taken", 0)]  # type: ignore[attr-defined]
+
+
+def test_the_scripts_write_integers_as_msgpack_does(harness: Harness) -> None:
+    """``mp_uint`` in _common.lua, which writes a job's step and fence, gives msgpack's own bytes
+    for every width, on the in-process Redis and on a real one."""
+    from importlib import resources
+
+    import msgpack
+
+    common = resources.files("parkway.adapters.redis").joinpath("_common.lua").read_text()
+    script = harness.pw.store.client.register_script(common + "\nreturn mp_uint(ARGV[1])")  # type: ignore[attr-defined]
+    for n in [0, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 5_000_000_000, 2**53]:
+        assert script(args=[n]) == msgpack.packb(n), n

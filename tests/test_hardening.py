@@ -28,7 +28,7 @@ from parkway import (
 )
 from parkway.adapters.limits import Limits
 from parkway.adapters.redis import keys
-from parkway.runtime import executor
+from parkway.runtime.clock import now_ms
 from parkway.runtime.loading import WorkflowModules
 from parkway.runtime.protocol import check_id
 from parkway.runtime.store import NewRun
@@ -95,7 +95,7 @@ def test_a_run_record_naming_a_foreign_module_is_never_imported(harness: Harness
     Redis access) is given back queued, with a node.deferred event; the module is not imported."""
     sys.modules.pop("antigravity", None)
     run_id = "run_foreign"
-    harness.pw.store.create_run(NewRun(run_id, "foreign", "antigravity:fly", "start", {}, 60_000, executor.now_ms()))
+    harness.pw.store.create_run(NewRun(run_id, "foreign", "antigravity:fly", "start", {}, 60_000, now_ms()))
     harness.pw.backend.dispatcher.enqueue(run_id, 0, 0)
     harness.run_jobs()
     assert "antigravity" not in sys.modules
@@ -138,14 +138,14 @@ def test_a_duplicate_job_never_runs_a_node_while_another_attempt_holds_the_lease
     """While one attempt holds a live lease on the activation, a second copy of its job is stale and
     runs nothing; once that lease has lapsed, a copy may take the activation over."""
     run_id = harness.pw.start(flows.stepper, {"tag": "dup"})
-    now = executor.now_ms()
+    now = now_ms()
     harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)  # another worker is running it
     harness.pw.backend.dispatcher.enqueue(run_id, 0, 0)
     harness.run_jobs()
     assert flows.effects["charge:dup"] == 0
     assert harness.pw.get_run(run_id).status is RunStatus.RUNNING
-    harness.pw.store.heartbeat([run_id], executor.now_ms() - 1)  # its worker went silent
-    harness.pw.store.begin(run_id, 0, 0, executor.now_ms(), executor.now_ms() + 60_000)
+    harness.pw.store.heartbeat([run_id], now_ms() - 1)  # its worker went silent
+    harness.pw.store.begin(run_id, 0, 0, now_ms(), now_ms() + 60_000)
     assert flows.effects["charge:dup"] == 0
 
 
@@ -201,7 +201,8 @@ def test_resume_message_needs_the_request_id_and_checks_it(harness: Harness) -> 
     with pytest.raises(MalformedResume, match="requestId"):
         harness.pw.resume_message({"metadata": {"resume": {"token": token, "selected": "red"}}})
     with pytest.raises(InvalidAnswer, match="requestId"):
-        harness.pw.resume_message({"metadata": {"resume": {"token": token, "requestId": "int_other", "selected": "red"}}})
+        resume = {"token": token, "requestId": "int_other", "selected": "red"}
+        harness.pw.resume_message({"metadata": {"resume": resume}})
     assert harness.pw.get_run(run_id).status is RunStatus.WAITING
 
 

@@ -150,7 +150,7 @@ def _create(harness: Harness, workflow: Workflow, data: dict[str, Any] | None = 
     """A queued run whose job nobody enqueued (so the test runs its jobs by hand)."""
     run_id = "run_" + uuid.uuid4().hex
     start = workflow.start or ""
-    harness.pw.store.create_run(NewRun(run_id, workflow.name, workflow.ref(), start, data or {}, 60_000, _now()))
+    harness.manual_store.create_run(NewRun(run_id, workflow.name, workflow.ref(), start, data or {}, 60_000, _now()))
     return run_id
 
 
@@ -754,9 +754,6 @@ class Recorder:
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         return False
-
-    def handoff(self, run_id: str, step: int, fence: int) -> None:
-        return None
 
 
 @pytest.mark.parametrize("commit", ["record", "advance", "park", "finish"])

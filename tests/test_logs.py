@@ -13,9 +13,7 @@ from tests.conftest import Harness
 def test_a_job_logs_with_run_node_step_and_request_bound(harness: Harness) -> None:
     """node_parked carries run_id, node, step and request_id; the context is unbound after the job."""
     run_id = "run_logged"
-    harness.pw.store.create_run(
-        executor_new_run(run_id, flows.one_choice.ref())
-    )
+    harness.manual_store.create_run(executor_new_run(run_id, flows.one_choice.ref()))
     with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
         executor.execute(harness.pw.store, harness.pw.backend.options, run_id, 0, 0)
     parked = [entry for entry in logs if entry["event"] == "node_parked"]
@@ -28,7 +26,7 @@ def test_a_job_logs_with_run_node_step_and_request_bound(harness: Harness) -> No
 def test_a_stale_job_logs_why(harness: Harness) -> None:
     """A duplicate job logs job_stale with the reason instead of committing."""
     run_id = "run_stale_log"
-    harness.pw.store.create_run(executor_new_run(run_id, flows.one_choice.ref()))
+    harness.manual_store.create_run(executor_new_run(run_id, flows.one_choice.ref()))
     executor.execute(harness.pw.store, harness.pw.backend.options, run_id, 0, 0)
     with capture_logs() as logs:
         assert executor.execute(harness.pw.store, harness.pw.backend.options, run_id, 0, 0) is executor.JobEnd.STALE

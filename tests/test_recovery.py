@@ -29,7 +29,7 @@ def _execute(harness: Harness, run_id: str, step: int, fence: int) -> executor.J
 def _create(harness: Harness, workflow: Workflow) -> str:
     """A queued run whose job nobody enqueued (so the test drives its jobs by hand)."""
     run_id = "run_" + uuid.uuid4().hex
-    harness.pw.store.create_run(NewRun(run_id, workflow.name, workflow.ref(), workflow.start or "", {}, 60_000, 0))
+    harness.manual_store.create_run(NewRun(run_id, workflow.name, workflow.ref(), workflow.start or "", {}, 60_000, 0))
     return run_id
 
 
@@ -111,8 +111,9 @@ def test_a_resume_whose_enqueue_was_lost_is_completed_by_the_reconciler(harness:
     lookup = harness.pw.store.lookup(run_id, token_hash, 0)
     assert lookup.interrupt is not None
     entry = JournalEntry("interrupt", "color", "blue", "choice")
-    commit = harness.pw.store.resume(run_id, Answer(lookup.interrupt, token_hash, None, entry, {}, 0))
-    assert commit.outcome is ResumeOutcome.ACCEPTED  # ... and the process died before enqueuing
+    # a store whose script enqueues no job, as the fallback path does when the client then dies
+    commit = harness.manual_store.resume(run_id, Answer(lookup.interrupt, token_hash, None, entry, {}, 0))
+    assert commit.outcome is ResumeOutcome.ACCEPTED and not commit.handed_off  # ... and no one enqueues
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.QUEUED
     report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher, outbox_age_ms=0)

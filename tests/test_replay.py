@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parkway import RunStatus
-from parkway.runtime.executor import now_ms
+from parkway.runtime.clock import now_ms
 from parkway.runtime.store import NewRun
 from tests import flows
 from tests.conftest import Harness

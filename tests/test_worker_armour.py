@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +13,14 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Callback, Queue
+from rq import Queue
 from rq.job import Job
 from rq.utils import now, utcformat
 
 from parkway import Parkway, RunStatus, Settings
 from parkway.workers.jobs import EXECUTE_JOB
 from parkway.workers.serializer import MsgpackSerializer
-from parkway.workers.worker import JOB_CALLBACK_FIELDS, CallbacklessJob, ParkwayWorker, run_worker
+from parkway.workers.worker import ParkwayWorker, run_worker
 from tests import flows
 from tests.conftest import SECRET
 from tests.procs import ROOT, Worker, wait_for
@@ -356,13 +355,14 @@ def test_run_worker_returns_1_when_rqs_loop_quit_on_an_error(
     client: redis.Redis, pw: Parkway, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``run_worker`` returns 0 when a burst empties the queue and 1 when RQ's loop quit on an
-    unexpected exception (RQ logs it and returns normally), for ``parkway worker``'s exit status."""
-    for name in ("PARKWAY_REDIS_URL", "PARKWAY_QUEUE"):
-        monkeypatch.setenv(name, "")  # run_worker sets them; monkeypatch puts them back after
-    monkeypatch.setenv("PARKWAY_SECRET", SECRET)
+    unexpected exception (RQ logs it and returns normally), for ``parkway worker``'s exit status;
+    its settings reach the worker as arguments, not through the environment."""
+    monkeypatch.delenv("PARKWAY_REDIS_URL", raising=False)
+    environment = dict(os.environ)
     settings = Settings(redis_url=redis_url, secret=SECRET)
     pw.start(flows.loop, {})
     assert run_worker(settings, burst=True) == 0
+    assert dict(os.environ) == environment
 
     def broken(self: ParkwayWorker, job: Job, queue: Queue) -> None:
         raise RuntimeError("a bug in the worker, not in the job")
@@ -370,19 +370,3 @@ def test_run_worker_returns_1_when_rqs_loop_quit_on_an_error(
     pw.start(flows.loop, {})
     monkeypatch.setattr(ParkwayWorker, "execute_job", broken)
     assert run_worker(settings, burst=True) == 1
-
-
-def test_rq_keeps_what_the_armour_reads_where_it_reads_it(client: redis.Redis) -> None:
-    """The RQ internals ParkwayWorker's armour leans on are where it expects them: the callback names on
-    a Job and the properties that resolve them, and the id and queue RQ's dequeue attaches to the error
-    of a job it cannot load."""
-    named = Callback("time.time")
-    job = Job.create("time.time", connection=client, on_success=named, on_failure=named, on_stopped=named)
-    assert [getattr(job, name) for name in JOB_CALLBACK_FIELDS] == ["time.time"] * 3
-    assert [job.success_callback, job.failure_callback, job.stopped_callback] == [time.time] * 3
-    job.__class__ = CallbacklessJob
-    assert [job.success_callback, job.failure_callback, job.stopped_callback] == [None] * 3
-    with pytest.raises(ValueError) as caught:
-        Queue._fetch_dequeued_job(client, _queue(client).key, "pw-evil\n-0", serializer=MsgpackSerializer)
-    assert caught.value.job_id == "pw-evil\n-0"  # type: ignore[attr-defined]
-    assert caught.value.queue.name == QUEUE  # type: ignore[attr-defined]

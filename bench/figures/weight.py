@@ -82,8 +82,8 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
         "with more runs). *executor*: `Parkway.start` with a dispatcher that notes the job instead of enqueuing "
         "it, then the worker's job body `executor.execute(store, options, run_id, 0, 0)` in-process (create.lua, "
         "begin.lua, the node up to `use_interrupt`, park.lua) — what a worker writes, minus RQ's job hash, which "
-        "`result_ttl=0` deletes anyway. *pipelined*: the same code with `RedisStore._call` queueing the scripts on "
-        "a pipeline (replies for the executor taken from a real template run), two processes. *bulk replay*: see "
-        "figure 5.",
+        "`result_ttl=0` deletes anyway. *pipelined*: the same code with `RedisStore.around_scripts` queueing the "
+        "scripts on a pipeline (replies for the executor taken from a real template run), two processes. "
+        "*bulk replay*: see figure 5.",
     ]
     return sec

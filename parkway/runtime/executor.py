@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from . import tokens
+from .clock import now_ms
 from .errors import CorruptRecord, InterruptCancelled, ParkwayError, StaleFence, WorkflowError, WorkflowUnavailable
 from .hooks import NodeContext, Pause, activate, deactivate, expiry_policy
 from .loading import WorkflowModules
@@ -30,10 +31,6 @@ from .store import Advance, Attempt, InterruptRecord, JournalEntry, Park, Store
 from .workflow import Result, Workflow, as_result
 
 log = get_logger()
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class JobEnd(StrEnum):
@@ -57,12 +54,25 @@ class Options:
     """how long a worker may go silent before its attempt is taken as lost"""
 
 
-def execute(store: Store, options: Options, run_id: str, step: int, fence: int) -> JobEnd:
-    """Carry the run from activation ``step`` until it pauses, ends or fails."""
+def execute(
+    store: Store,
+    options: Options,
+    run_id: str,
+    step: int,
+    fence: int,
+    began: Callable[[], Attempt] | None = None,
+) -> JobEnd:
+    """Carry the run from activation ``step`` until it pauses, ends or fails.
+
+    ``began``, when given, returns the attempt of a ``begin`` the caller already sent (the worker
+    sends it inside its start-of-job transaction); it raises what ``Store.begin`` would."""
     structlog.contextvars.bind_contextvars(run_id=run_id, step=step)
     try:
-        now = options.clock()
-        attempt = store.begin(run_id, step, fence, now, now + options.lease_ms)
+        if began is not None:
+            attempt = began()
+        else:
+            now = options.clock()
+            attempt = store.begin(run_id, step, fence, now, now + options.lease_ms)
         return _carry(store, options, attempt, fence)
     except StaleFence as exc:
         log.info("job_stale", reason=exc.message)

@@ -17,7 +17,6 @@ durable, and dangerous across deploys) and event-sourcing every line
 from __future__ import annotations
 
 import contextvars
-import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
@@ -288,8 +287,8 @@ def use_stable_id(name: str) -> str:
 
 
 def use_now(name: str) -> int:
-    """The time (epoch ms) at the first attempt, returned unchanged on every replay."""
-    return use_step(f"now:{name}", lambda: int(time.time() * 1000))
+    """The time (epoch ms, by the run's clock) at the first attempt, returned unchanged on every replay."""
+    return use_step(f"now:{name}", current().clock)
 
 
 def emit(data_type: str, data: Mapping[str, Any], *, stream_id: str | None = None) -> None:

@@ -153,8 +153,6 @@ class Lookup:
 
     outcome: Literal["pending", "resolved", "cancelled", "expired", "unknown"]
     interrupt: InterruptRecord | None = None
-    fence: int | None = None
-    """the run's fence when the interrupt is pending (an accepted answer moves it one on)"""
 
 
 @dataclass(frozen=True)
@@ -164,23 +162,7 @@ class ResumeCommit:
     fence: int = 0
     request_id: str | None = None
     handed_off: bool = False
-    """the job for (step, fence) was enqueued by the same atomic call (see Handoff)"""
-
-
-@dataclass(frozen=True)
-class Handoff:
-    """The job that carries a transition on, for a store to enqueue in the same atomic call
-    that commits the transition: one round trip instead of two, and no window between the
-    commit and the enqueue. The Redis store writes it (``keys``: the RQ job hash, the queue,
-    RQ's set of queues; ``fields``: the job hash as RQ writes it) only if the transition lands
-    on exactly (``step``, ``fence``); otherwise the caller enqueues as usual. A store may
-    take none (``None``): the caller enqueues after the commit."""
-
-    step: int
-    fence: int
-    job_id: str
-    keys: tuple[str, str, str]
-    fields: tuple[str | bytes, ...]
+    """the job for (step, fence) was enqueued in the same atomic step (else the caller enqueues it)"""
 
 
 @dataclass(frozen=True)
@@ -241,9 +223,10 @@ class InterruptListing:
 class Store(Protocol):
     """The atomic transitions of a run; implemented by the Redis store (on a server, or in-process)."""
 
-    def create_run(self, run: NewRun, handoff: Handoff | None = None) -> bool:
+    def create_run(self, run: NewRun) -> bool:
         """Write a queued run with its summary, first events and outbox entry; the run id must be new.
-        Returns whether ``handoff`` was enqueued with it."""
+        Returns whether the run's first job was enqueued in the same atomic step (a store may enqueue
+        the job that carries a transition on; when it does not, the caller enqueues it)."""
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         """Mark the run running under a lease, drop its outbox entry, return the activation's journal."""
@@ -288,9 +271,9 @@ class Store(Protocol):
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         """Read the interrupt a token hash names, without changing anything."""
 
-    def resume(self, run_id: str, answer: Answer, handoff: Handoff | None = None) -> ResumeCommit:
+    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         """Release the pending key, record the answer (or cancellation), bump the fence, write the outbox
-        (and enqueue ``handoff`` when the answer lands on its step and fence)."""
+        (and, if the store can, enqueue the job for the new fence: ``handed_off``)."""
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         """Requeue a running run whose lease expired, or fail it after ``max_lost`` lost attempts."""

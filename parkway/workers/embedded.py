@@ -24,15 +24,17 @@ from typing import Any
 
 import fakeredis
 from rq import Queue
-from rq.job import Job, JobStatus
+from rq.job import JobStatus
 
 from ..adapters.redis import embedded as inproc
-from ..adapters.redis.store import RedisStore, translated
+from ..adapters.redis.errors import translated
+from ..adapters.redis.store import RedisStore
 from ..config import Settings
 from ..runtime import executor
 from ..runtime.errors import WaitTimeout, WorkflowError
 from ..runtime.loading import WorkflowModules
 from ..runtime.workflow import Workflow
+from . import rq_internals
 from .jobs import RQDispatcher, WorkerRuntime
 from .serializer import MsgpackSerializer
 from .worker import ParkwayWorker
@@ -87,7 +89,7 @@ class EmbeddedDispatcher(RQDispatcher):
         with translated():
             if self.queue.count:  # the cheap look first: the full one reads every job's hash
                 return True
-            found = list(self.connection.scan_iter(match=f"{Job.redis_job_namespace_prefix}*", count=1000))
+            found = list(self.connection.scan_iter(match=f"{rq_internals.JOB_KEY_PREFIX}*", count=1000))
             pipe = self.connection.pipeline(transaction=False)
             for key in found:
                 pipe.hget(key, "status")

@@ -3,45 +3,62 @@
 Every job is ``execute_job(run_id, step, fence)`` with the deterministic id
 ``pw-<run_id>-<fence>`` and ``unique=True``: enqueuing the same transition
 twice is a no-op. Results are not kept (``result_ttl=0``); what a job did is
-in the run's records.
+in the run's records. The job a start or a resume calls for is written by the
+store's script that commits it, for the fence it wrote (``RQDispatcher.next_job``);
+the others, and that one when a store cannot, are enqueued by ``RQDispatcher``.
 """
 
 from __future__ import annotations
 
 import os
-import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import redis
 from rq import Queue
 from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
-from rq.scripts import _build_hset_args
-from rq.utils import now, utcformat
 
-from ..adapters.redis.store import RedisStore, translated
+from ..adapters.redis.errors import translated
+from ..adapters.redis.store import RedisStore
+from ..adapters.redis.token_key import token_key
 from ..config import Settings
 from ..runtime import executor
 from ..runtime.logger import get_logger
-from ..runtime.store import Handoff
+from ..runtime.store import Attempt
+from . import rq_internals
 from .serializer import MsgpackSerializer
-from .setup import resolve_secret
 
 log = get_logger()
 
 _PENDING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 
+def _heads(run_id: str) -> tuple[str, str]:
+    """The job id and the description of ``run_id``'s jobs up to the fence and the step (the
+    store's scripts append them when they write the job)."""
+    return f"pw-{run_id}-", f"parkway {run_id} step "
+
+
 def job_id(run_id: str, fence: int) -> str:
-    return f"pw-{run_id}-{fence}"
+    return f"{_heads(run_id)[0]}{fence}"
 
 
 def _description(run_id: str, step: int) -> str:
-    return f"parkway {run_id} step {step}"
+    return f"{_heads(run_id)[1]}{step}"
+
+
+class Dispatcher(Protocol):
+    """Starts the job for a transition (on RQ's queue, in production and embedded alike)."""
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        """Enqueue the job for ``fence``; enqueuing it twice is a no-op."""
+
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        """Whether the job for ``fence`` still waits in the queue (and so will begin)."""
 
 
 class RQDispatcher:
@@ -51,8 +68,9 @@ class RQDispatcher:
         self.settings = settings
         self.connection = connection
         self.queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
-        self._template: list[Any] | None = None
-        """the job hash RQ wrote for the first hand-off (see ``handoff``)"""
+        self.next_job = rq_internals.JobHash(self.queue, self._job("run", 0, 0), _heads)
+        """the job hash as RQ's unique enqueue writes it, for the store's scripts to write with the
+        transition that calls for the job (``RedisStore(next_job=...)``)"""
 
     def _job(self, run_id: str, step: int, fence: int) -> Job:
         return self.queue.create_job(
@@ -71,49 +89,14 @@ class RQDispatcher:
             except DuplicateJobError:
                 log.info("enqueue_duplicate", run_id=run_id, fence=fence)
 
-    def handoff(self, run_id: str, step: int, fence: int) -> Handoff:
-        """The job hash exactly as RQ's unique enqueue writes it, for the store's script to write
-        and push in its own call.
-
-        The first one is RQ's own ``to_dict`` of a job prepared by the queue; it is kept as a
-        template in which only what differs between parkway's jobs is filled in: the call's
-        arguments (``data``, encoded as RQ's ``Job.data`` is), the description and the two
-        timestamps. ``tests/test_handoff.py`` checks the result against RQ's own enqueue.
-        """
-        jid = job_id(run_id, fence)
-        if self._template is None:
-            job = self._job(run_id, step, fence)
-            with translated(run_id):
-                self.queue._prepare_for_queue(job)  # origin, enqueued_at, status; reads the server version once
-            self._template = list(_build_hset_args(job))  # type: ignore[no-untyped-call]
-            fields = tuple(self._template)
-        else:
-            fields = self._fill(self._template, run_id, step, fence)
-        return Handoff(step, fence, jid, (Job.key_for(jid), self.queue.key, self.queue.redis_queues_keys), fields)
-
-    def _fill(self, template: list[Any], run_id: str, step: int, fence: int) -> tuple[Any, ...]:
-        stamp = utcformat(now())
-        data = zlib.compress(MsgpackSerializer.dumps((EXECUTE_JOB, None, (run_id, step, fence), {})))
-        values = {
-            "created_at": stamp,
-            "enqueued_at": stamp,
-            "data": data,
-            "description": _description(run_id, step),
-        }
-        fields = list(template)
-        for i in range(0, len(fields), 2):
-            if fields[i] in values:
-                fields[i + 1] = values[fields[i]]
-        return tuple(fields)
-
     def is_pending(self, run_id: str, fence: int) -> bool:
         """Queued and still in the queue: a job a worker took (into RQ's intermediate list) and
         died with before starting it still says "queued", but no worker will ever run it."""
         jid = job_id(run_id, fence)
         with translated(run_id):
             pipe = self.connection.pipeline(transaction=False)
-            pipe.hget(f"{Job.redis_job_namespace_prefix}{jid}", "status")
-            pipe.lpos(self.queue.intermediate_queue_key, jid)
+            pipe.hget(Job.key_for(jid), "status")
+            rq_internals.is_taken(pipe, self.queue, jid)
             status, taken = pipe.execute()
         if status is None or taken is not None:
             return False
@@ -149,34 +132,38 @@ def serving(rt: WorkerRuntime) -> Iterator[None]:
 
 
 def install(settings: Settings) -> WorkerRuntime:
-    """Prepare this process to run jobs (the worker calls it; jobs call it lazily from the environment)."""
+    """Prepare this process to run jobs (the worker calls it; see ``worker_runtime`` for the rest)."""
     global _runtime
     if settings.redis_url is None:
         raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
     store = RedisStore.from_url(settings.redis_url, settings.limits)
     options = executor.Options(
-        secret=resolve_secret(settings, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
+        secret=token_key(settings.secret, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
     )
     _runtime = WorkerRuntime(os.getpid(), settings, store, options, RQDispatcher(store.client, settings))
     return _runtime
 
 
-def runtime() -> WorkerRuntime:
+def worker_runtime() -> WorkerRuntime:
     """The runtime of the job running now: its worker's (see ``serving``), else this process's."""
     rt = _serving.get()
     if rt is not None:
         return rt
     if _runtime is None or _runtime.pid != os.getpid():
+        # a job run by a worker that brought no runtime (RQ's own worker, or a process forked after
+        # ``install``): across that process boundary, the environment is all it has to go on
         return install(Settings.from_env())
     return _runtime
 
 
-def execute_job(run_id: str, step: int, fence: int) -> str:
-    """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails."""
-    rt = runtime()
+def execute_job(run_id: str, step: int, fence: int, began: Callable[[], Attempt] | None = None) -> str:
+    """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails. ``began`` is given
+    by parkway's worker, which sent the activation's ``begin`` in its start-of-job transaction
+    (see ``ParkwayJob``): it returns the attempt, or raises what ``begin`` would."""
+    rt = worker_runtime()
     rt.current = run_id
     try:
-        return executor.execute(rt.store, rt.options, run_id, step, fence).value
+        return executor.execute(rt.store, rt.options, run_id, step, fence, began).value
     finally:
         rt.current = None
 

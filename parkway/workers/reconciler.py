@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..runtime.clock import now_ms
 from ..runtime.errors import ParkwayError
-from ..runtime.executor import now_ms
 from ..runtime.logger import get_logger
 from ..runtime.store import Store
-from .setup import Dispatcher
+from .jobs import Dispatcher
 
 log = get_logger()
 

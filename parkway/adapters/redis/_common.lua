@@ -33,18 +33,44 @@ local function xadd(stream, maxlen, kind, blob)
   return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob)
 end
 
--- Enqueue the RQ job that carries a transition on, as RQ's unique enqueue does (its job hash
--- unless one exists, then the queue push), if the transition landed on the handoff's step and
--- fence. `keys` holds the job hash, the queue and RQ's set of queues; `args` from `at` on:
--- step ('' = no handoff), fence, job id, then the job hash's field/value pairs.
+-- msgpack of a non-negative integer, in the shortest form (as msgpack-python writes it).
+local function mp_uint(n)
+  n = tonumber(n)
+  local function be(v, width)
+    local out = {}
+    for i = width, 1, -1 do
+      out[i] = string.char(v % 256)
+      v = math.floor(v / 256)
+    end
+    return table.concat(out)
+  end
+  if n < 128 then return string.char(n) end
+  if n < 256 then return '\204' .. be(n, 1) end
+  if n < 65536 then return '\205' .. be(n, 2) end
+  if n < 4294967296 then return '\206' .. be(n, 4) end
+  return '\207' .. be(math.floor(n / 4294967296), 4) .. be(n % 4294967296, 4)
+end
+
+-- Enqueue the RQ job that carries the transition on, for the `step` and `fence` this script just
+-- wrote, as RQ's unique enqueue does: the job hash unless one exists, then the push on the queue
+-- (see parkway/workers/rq_internals.py for the format and the test that holds it to RQ's).
+-- `keys`: the queue, RQ's set of queues. `args` from `at` on ('' = enqueue nothing): the job key
+-- prefix, the job id prefix, the job data up to the step and fence, the description up to the
+-- step, the enqueue time, then the job hash's fixed field/value pairs.
+-- The job key is the one key name built here, from the prefix and the fence: it depends on a value
+-- only this script knows (the fence it wrote). RQ's job keys carry no hash tag, as the queue does
+-- not: the hand-off is single-instance Redis only.
 local function hand_off(keys, args, at, step, fence)
-  if args[at] == '' or tonumber(args[at]) ~= tonumber(step) or tonumber(args[at + 1]) ~= tonumber(fence) then
-    return 0
+  if args[at] == '' then return 0 end
+  local id = args[at + 1] .. fence
+  local job = args[at] .. id
+  if redis.call('EXISTS', job) == 0 then
+    -- the data: msgpack of (function, nil, (run id, step, fence), {}); RQ reads it uncompressed
+    redis.call('HSET', job, 'data', args[at + 2] .. mp_uint(step) .. mp_uint(fence) .. '\128',
+      'description', args[at + 3] .. step, 'created_at', args[at + 4], 'enqueued_at', args[at + 4],
+      unpack(args, at + 5))
+    redis.call('RPUSH', keys[1], id)
   end
-  if redis.call('EXISTS', keys[1]) == 0 then
-    redis.call('HSET', keys[1], unpack(args, at + 3))
-    redis.call('RPUSH', keys[2], args[at + 2])
-  end
-  redis.call('SADD', keys[3], keys[2])
+  redis.call('SADD', keys[2], keys[1])
   return 1
 end

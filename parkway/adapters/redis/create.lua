@@ -1,7 +1,7 @@
 -- Create a queued run with its summary, first events and outbox entry.
--- KEYS: 1 run, 2 summary, 3 events, 4 outbox, 5-7 handoff (see hand_off)
+-- KEYS: 1 run, 2 summary, 3 events, 4 outbox, 5-6 the next job's queues (see hand_off)
 -- ARGV: 1 workflow, 2 ref, 3 start node, 4 input blob, 5 ttl ms, 6 now, 7 retention ms,
---       8 maxlen, 9 run.started blob, 10 node.started blob, 11 outbox member, 12... handoff
+--       8 maxlen, 9 run.started blob, 10 node.started blob, 11 outbox member, 12... the next job (see hand_off)
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
   return redis.error_reply('EXISTS run id is taken')
 end
@@ -14,4 +14,4 @@ xadd(KEYS[3], ARGV[8], 'run.started', ARGV[9])
 xadd(KEYS[3], ARGV[8], 'node.started', ARGV[10])
 redis.call('ZADD', KEYS[4], ARGV[6], ARGV[11])
 expire_all(ARGV[5], {KEYS[1], KEYS[3]})
-return hand_off({KEYS[5], KEYS[6], KEYS[7]}, ARGV, 12, 0, 0)
+return hand_off({KEYS[5], KEYS[6]}, ARGV, 12, 0, 0)

@@ -8,4 +8,4 @@ if not req then
 end
 local status = redis.call('HGET', KEYS[2], 's:' .. req)
 if status == 'pending' and redis.call('EXISTS', KEYS[3]) == 0 then status = 'expired' end
-return {status, redis.call('HGET', KEYS[2], 'r:' .. req), redis.call('HGET', KEYS[1], 'fence')}
+return {status, redis.call('HGET', KEYS[2], 'r:' .. req)}

@@ -3,10 +3,10 @@
 -- exactly-once point: of N concurrent calls, only one finds it.
 -- KEYS: 1 run, 2 interrupts, 3 pending, 4 journal, 5 workflow state, 6 events, 7 summary,
 --       8 outbox, 9 index newest, 10 index expiring, 11 index newest of workflow,
---       12 index expiring of workflow, 13-15 handoff (see hand_off)
+--       12 index expiring of workflow, 13-14 the next job's queues (see hand_off)
 -- ARGV: 1 token hash, 2 expected request id ('' = any), 3 journal field, 4 entry blob,
 --       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
---       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms, 14... handoff
+--       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms, 14... the next job (see hand_off)
 local req = redis.call('HGET', KEYS[2], 't:' .. ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[7]) == 1 then return {'expired'} end
@@ -31,4 +31,4 @@ xadd(KEYS[6], ARGV[10], ARGV[12], ARGV[5])
 local ttl = redis.call('HGET', KEYS[1], 'ttl')
 expire_all(ttl, {KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]})
 keep_summary(KEYS[7], ttl, ARGV[13])
-return {'accepted', req, step, fence, hand_off({KEYS[13], KEYS[14], KEYS[15]}, ARGV, 14, step, fence)}
+return {'accepted', req, step, fence, hand_off({KEYS[13], KEYS[14]}, ARGV, 14, step, fence)}

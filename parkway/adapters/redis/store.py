@@ -2,7 +2,7 @@
 
 Scripts live beside this module as ``.lua`` files (``_common.lua`` is
 prepended to each) and are registered once per client. redis-py errors are
-translated here into parkway errors.
+translated into parkway errors by :func:`~parkway.adapters.redis.errors.translated`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import redis
 import redis.exceptions as rex
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
-from ...runtime.errors import StaleFence, StoreError, StoreUnavailable, ValidationError
+from ...runtime.errors import ValidationError
 from ...runtime.protocol import ResumeOutcome
 from ...runtime.store import (
     Advance,
@@ -29,7 +30,6 @@ from ...runtime.store import (
     Due,
     EventSpec,
     Expiry,
-    Handoff,
     IndexEntry,
     InterruptListing,
     InterruptQuery,
@@ -46,6 +46,7 @@ from ...runtime.store import (
 from .. import codec
 from ..limits import Limits
 from . import keys
+from .errors import translated
 
 T = TypeVar("T")
 _SCRIPTS = (
@@ -70,33 +71,30 @@ def _source(name: str) -> str:
     return folder.joinpath("_common.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
 
 
-@contextmanager
-def translated(run_id: str | None = None) -> Iterator[None]:
-    """Turn redis-py errors into parkway errors."""
-    try:
-        yield
-    except (rex.ConnectionError, rex.TimeoutError) as exc:
-        raise StoreUnavailable(f"Redis is unreachable: {exc}", run_id=run_id) from exc
-    except rex.ResponseError as exc:
-        text = str(exc)
-        if "STALE" in text:
-            raise StaleFence(f"run {run_id}: {text.split('STALE', 1)[1].strip()}", run_id=run_id) from exc
-        if "EXISTS" in text:
-            raise ValidationError(f"run {run_id} already exists", run_id=run_id) from exc
-        raise StoreError(f"Redis refused a command: {text}", run_id=run_id) from exc
-    except rex.RedisError as exc:
-        raise StoreError(f"Redis error: {exc}", run_id=run_id) from exc
+@dataclass(frozen=True)
+class ScriptCall:
+    """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV."""
+
+    name: str
+    run_id: str | None
+    keys: list[str]
+    args: list[Any]
 
 
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
 
 
-def _handoff(handoff: Handoff | None) -> tuple[list[str], list[Any]]:
-    """The keys and arguments a script's ``hand_off`` takes (see ``_common.lua``)."""
-    if handoff is None:
-        return [], [""]
-    return list(handoff.keys), [handoff.step, handoff.fence, handoff.job_id, *handoff.fields]
+class NextJob(Protocol):
+    """The job that carries a transition on, as the scripts that commit a start or a resume write
+    it (``hand_off`` in ``_common.lua``): one round trip instead of two, and no window between the
+    commit and the enqueue. Its format is RQ's; ``parkway.workers.rq_internals`` provides it."""
+
+    def keys(self) -> list[str]:
+        """``hand_off``'s KEYS: the queue, RQ's set of queues."""
+
+    def args(self, run_id: str) -> list[str | bytes]:
+        """``hand_off``'s ARGV for a job of ``run_id`` (the script adds the step and fence)."""
 
 
 def _text(value: Any) -> str:
@@ -106,20 +104,49 @@ def _text(value: Any) -> str:
 class RedisStore:
     """Store on a Redis server (or a Redis-compatible one with Lua and streams)."""
 
-    def __init__(self, client: redis.Redis, limits: Limits | None = None) -> None:
+    def __init__(self, client: redis.Redis, limits: Limits | None = None, next_job: NextJob | None = None) -> None:
         # redis-py types replies as unions of sync and async shapes; they are checked where decoded
         self.client: Any = client
         self.limits = limits or Limits()
+        self.next_job = next_job
+        """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
-        self._began: tuple[tuple[str, int, int], Any] | None = None
+        self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
         return cls(connect(url), limits)
 
+    def _hand_off(self, run_id: str) -> tuple[list[str], list[Any]]:
+        """The keys and arguments a script's ``hand_off`` takes (see ``_common.lua``)."""
+        if self.next_job is None:
+            return [], [""]
+        return self.next_job.keys(), self.next_job.args(run_id)
+
     def _call(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
-        with translated(run_id):
-            return self._scripts[name](keys=keys_, args=args)
+        call = ScriptCall(name, run_id, keys_, args)
+        if self._around is not None:
+            return self._around(call, lambda: self._run(call))
+        return self._run(call)
+
+    def _run(self, call: ScriptCall) -> Any:
+        with translated(call.run_id):
+            return self._scripts[call.name](keys=call.keys, args=call.args)
+
+    @contextmanager
+    def around_scripts(self, around: Callable[[ScriptCall, Callable[[], Any]], Any]) -> Iterator[None]:
+        """Inside this block, every transition's script call goes to ``around(call, run)`` instead,
+        which returns the reply (``run()`` makes the call). For tools that record or batch the real
+        path's calls (bench/populate.py); see ``queue_script``."""
+        self._around = around
+        try:
+            yield
+        finally:
+            self._around = None
+
+    def queue_script(self, pipeline: Any, call: ScriptCall) -> None:
+        """Queue ``call`` on ``pipeline`` (a pipeline of this store's client) instead of making it."""
+        self._scripts[call.name](keys=call.keys, args=call.args, client=pipeline)
 
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
@@ -134,10 +161,10 @@ class RedisStore:
 
     # --- transitions ----------------------------------------------------
 
-    def create_run(self, run: NewRun, handoff: Handoff | None = None) -> bool:
+    def create_run(self, run: NewRun) -> bool:
         blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
         r = run.run_id
-        hand_keys, hand_args = _handoff(handoff)
+        hand_keys, hand_args = self._hand_off(r)
         handed = self._call(
             "create",
             r,
@@ -165,30 +192,32 @@ class RedisStore:
             [step, fence, now, lease_until, r, f"{r}:{step}:{fence}"],
         )
 
-    def begin_command(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> tuple[Any, ...]:
+    def begin_command(
+        self, run_id: str, step: int, fence: int, now: int, lease_until: int
+    ) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]]:
         """This job's ``begin`` as a command for the caller to send with its own (inside the
-        worker's start-of-job transaction, saving a round trip); hand the reply to ``began``, and
-        the next ``begin`` of the same (run, step, fence) returns it instead of calling again."""
+        worker's start-of-job transaction, saving a round trip), and the function that turns its
+        reply into the Attempt (``begin`` would return), raising what ``begin`` would raise."""
         keys_, args = self._begin_call(run_id, step, fence, now, lease_until)
-        self._began = ((run_id, step, fence), None)
-        return ("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args)
 
-    def began(self, reply: Any) -> None:
-        if self._began is not None:
-            self._began = (self._began[0], reply)
+        def attempt(reply: Any) -> Attempt:
+            if isinstance(reply, rex.NoScriptError):  # a server that lost its scripts: call again
+                reply = self._call("begin", run_id, keys_, args)
+            elif isinstance(reply, Exception):
+                with translated(run_id):
+                    raise reply
+            return self._attempt(run_id, reply)
+
+        return ("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args), attempt
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
-        r = run_id
-        began, self._began = self._began, None
-        reply = began[1] if began is not None and began[0] == (run_id, step, fence) else None
-        if reply is None or isinstance(reply, rex.NoScriptError):
-            reply = self._call("begin", r, *self._begin_call(r, step, fence, now, lease_until))
-        elif isinstance(reply, Exception):
-            with translated(r):
-                raise reply
+        reply = self._call("begin", run_id, *self._begin_call(run_id, step, fence, now, lease_until))
+        return self._attempt(run_id, reply)
+
+    def _attempt(self, run_id: str, reply: Any) -> Attempt:
         run, journal, ws = reply
         return Attempt(
-            codec.run_from_fields(r, _pairs(run)),
+            codec.run_from_fields(run_id, _pairs(run)),
             {k: codec.entry_from_blob(v) for k, v in _pairs(journal).items()},
             {k: codec.decode(v, what="workflow state") for k, v in _pairs(ws).items()},
         )
@@ -340,12 +369,11 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) == 1:
             return Lookup(status)  # type: ignore[arg-type]
-        fence = int(reply[2]) if len(reply) > 2 and reply[2] is not None else None
-        return Lookup(status, codec.interrupt_from_blob(reply[1]), fence)  # type: ignore[arg-type]
+        return Lookup(status, codec.interrupt_from_blob(reply[1]))  # type: ignore[arg-type]
 
-    def resume(self, run_id: str, answer: Answer, handoff: Handoff | None = None) -> ResumeCommit:
+    def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
-        hand_keys, hand_args = _handoff(handoff)
+        hand_keys, hand_args = self._hand_off(r)
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         reply = self._call(

@@ -1,0 +1,28 @@
+"""redis-py's errors, as parkway's: the one place that reads them (STYLE "Translate at the boundary")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis.exceptions as rex
+
+from ...runtime.errors import StaleFence, StoreError, StoreUnavailable, ValidationError
+
+
+@contextmanager
+def translated(run_id: str | None = None) -> Iterator[None]:
+    """Turn redis-py errors into parkway errors."""
+    try:
+        yield
+    except (rex.ConnectionError, rex.TimeoutError) as exc:
+        raise StoreUnavailable(f"Redis is unreachable: {exc}", run_id=run_id) from exc
+    except rex.ResponseError as exc:
+        text = str(exc)
+        if "STALE" in text:
+            raise StaleFence(f"run {run_id}: {text.split('STALE', 1)[1].strip()}", run_id=run_id) from exc
+        if "EXISTS" in text:
+            raise ValidationError(f"run {run_id} already exists", run_id=run_id) from exc
+        raise StoreError(f"Redis refused a command: {text}", run_id=run_id) from exc
+    except rex.RedisError as exc:
+        raise StoreError(f"Redis error: {exc}", run_id=run_id) from exc

@@ -1,0 +1,76 @@
+"""What a client needs from Settings: the store, the dispatcher, the token key, and, embedded,
+the in-process Redis with its worker thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .adapters.redis.errors import translated
+from .adapters.redis.store import RedisStore, connect
+from .adapters.redis.token_key import token_key
+from .config import Settings
+from .runtime import executor
+from .runtime.logger import get_logger
+from .runtime.store import Store
+from .workers.jobs import Dispatcher, RQDispatcher
+
+if TYPE_CHECKING:
+    from .workers.embedded import Workflows
+
+log = get_logger()
+
+
+@dataclass
+class Backend:
+    settings: Settings
+    store: Store
+    dispatcher: Dispatcher
+    options: executor.Options
+    workflows: Workflows | None = None
+    """embedded only: the workflows this process started runs of, found by reference"""
+    stop: Callable[[], None] | None = None
+    """embedded only: stops the in-process worker"""
+
+    def close(self) -> None:
+        """Stop the in-process worker (embedded), or close this process's connections (Redis)."""
+        if self.stop is not None:
+            self.stop()
+        else:
+            with translated():
+                self.store.client.close()  # type: ignore[attr-defined]
+
+
+def build_backend(settings: Settings) -> Backend:
+    """The backend ``settings`` ask for: the Redis store and RQ on the server at ``redis_url``, or,
+    without one, the same store and RQ's queue on an in-process Redis (embedded mode, DESIGN "One
+    path"), worked by parkway's worker on a thread of this process."""
+    if settings.redis_url is None:
+        return _embedded(settings)
+    client = connect(settings.redis_url)
+    dispatcher = RQDispatcher(client, settings)
+    store = RedisStore(client, settings.limits, dispatcher.next_job)  # it enqueues what a start or resume calls for
+    options = executor.Options(
+        secret=token_key(settings.secret, client), loader=settings.modules.load, lease_ms=settings.lease_ms
+    )
+    return Backend(settings, store, dispatcher, options)
+
+
+def _embedded(settings: Settings) -> Backend:
+    from .adapters.redis import embedded as inproc
+    from .workers.embedded import EmbeddedDispatcher, WorkerThread, Workflows
+
+    log.warning("embedded_mode", hint="no PARKWAY_REDIS_URL: runs live in this process and nothing survives it")
+    server = inproc.server()
+    client = inproc.client(server)
+    workflows = Workflows(settings.modules)
+    options = executor.Options(
+        secret=token_key(settings.secret, None), loader=workflows.load, lease_ms=settings.lease_ms
+    )
+    worker = WorkerThread(server, settings, options)
+    dispatcher = EmbeddedDispatcher(client, settings)
+    store = RedisStore(client, settings.limits, dispatcher.next_job)
+    backend = Backend(settings, store, dispatcher, options, workflows, worker.stop)
+    worker.start(owner=backend)
+    return backend

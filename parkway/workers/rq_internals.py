@@ -1,0 +1,455 @@
+"""Every internal of RQ that parkway leans on, in one room (STYLE 16), for rq 3.0.x (pinned).
+
+Other modules use RQ's public API only (``Queue``, ``Queue.create_job``/``enqueue_job``,
+``Job.key_for``, ``JobStatus``, ``WorkerPool``, ``Worker.work``) and come here for the rest.
+``tests/test_rq_internals.py`` names each one below and fails when an RQ upgrade changes it.
+
+**The job format.** The store's scripts write parkway's jobs themselves, in the call that commits
+the transition that calls for one (``hand_off`` in ``adapters/redis/_common.lua``):
+
+- the job hash: ``Job.to_dict`` of a job ``Queue._prepare_for_queue`` prepared (origin, enqueue
+  time, status, the server's version), flattened by ``rq.scripts._build_hset_args``: ``JobHash``
+  takes its fixed fields from RQ itself, once per dispatcher;
+- the job data: ``Job.data`` is the serializer's dump of ``(func_name, instance, args, kwargs)``,
+  stored zlib-compressed, and ``Job.restore`` reads it as it is when it does not decompress (a
+  msgpack array never starts like a zlib stream): the script appends the step and the fence to
+  the msgpack head ``data_head`` gives it;
+- the job key: ``Job.redis_job_namespace_prefix`` + id (``JOB_KEY_PREFIX``), built inside the
+  script, since the id holds the fence only the script knows; embedded drain scans it too;
+- unique enqueue: ``Queue.enqueue_job(unique=True)`` runs ``rq.scripts.UNIQUE_ENQUEUE_SCRIPT``
+  (the hash unless one exists, then RPUSH of the id) and registers the queue in
+  ``Queue.redis_queues_keys``: ``hand_off`` does the same;
+- the intermediate list ``Queue.intermediate_queue_key``, where a dequeue moves an id until its
+  worker starts the job: a job listed there is taken (``is_taken``), and the worker clears it.
+
+**The job class** (``ParkwayJob``): the callbacks' names in ``JOB_CALLBACK_FIELDS`` (never
+resolved: the ``success_callback``, ``failure_callback`` and ``stopped_callback`` properties are
+overridden) and ``Job.webhooks``; ``Job._execute``, which ``Job.perform`` calls to run the
+function, passes the worker's begin reply (``began``).
+
+**The worker** (``TrimmedWorker``, which ``ParkwayWorker`` extends), overriding SimpleWorker's:
+
+- ``execute_job`` (RQ's ``prepare_execution`` and ``prepare_job_execution`` in one MULTI with
+  the job's ``begin``: ``Execution.create``, ``self.executions``, ``set_state``, ``heartbeat``
+  with a pipeline, ``Job.prepare_for_execution``, the intermediate list; then ``perform_job``),
+  and ``prepare_job_execution`` made a no-op;
+- ``handle_execution_ended`` and ``handle_job_success`` (a ``result_ttl=0`` job deleted in the
+  MULTI that records its success: ``increment_successful_job_count``,
+  ``increment_total_working_time``, ``cleanup_execution``, ``Result.get_key``,
+  ``Job.execution_registry``, ``Job.dependents_key``/``dependencies_key``, ``self._state``,
+  ``Job._status``);
+- ``heartbeat`` (sent at most every ``HEARTBEAT_EVERY``, via ``self.last_heartbeat``; raises
+  ``StopRequested`` after ``stop()``, as RQ calls it whenever its wait for a job times out),
+  ``check_for_suspension`` (at most once a second), ``set_state`` (unchanged state not rewritten);
+- ``stop()`` sets RQ's ``_stop_requested``; ``request_stop`` (RQ's SIGTERM handler, which a
+  pool's child also compares against) notes a stop asked for; off the main thread
+  ``_install_signal_handlers`` and ``procline`` do nothing and ``death_penalty_class`` is
+  ``TimerDeathPenalty``;
+- ``dequeue_job_and_maintain_ttl``: a job RQ cannot load is set aside, named by the error
+  ``Queue._fetch_dequeued_job`` raises (its ``job_id`` and ``queue`` attributes) or by the
+  ``UnicodeDecodeError`` of an id that is not UTF-8;
+- ``run_maintenance_tasks`` (and ``self.last_cleaned_at``): clears what RQ's cleanup would die on
+  first, and survives a failed pass; setting aside and refusing a job write RQ's failed registry
+  (``failed_job_registry.add``, ``Result.create_failure``, ``DEFAULT_FAILURE_TTL``,
+  ``increment_failed_job_count``, ``validate_job_id``);
+- ``__init__``: RQ's WorkerPool gives its children queues with RQ's default serializer and job
+  class; the worker's own go to every queue it serves.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from datetime import timedelta
+from types import FrameType
+from typing import Any
+
+import redis
+import structlog
+from rq import Queue, SimpleWorker
+from rq.defaults import DEFAULT_FAILURE_TTL
+from rq.exceptions import NoSuchJobError, StopRequested
+from rq.executions import Execution
+from rq.job import Job, JobStatus, validate_job_id
+from rq.results import Result
+from rq.scripts import _build_hset_args
+from rq.timeouts import TimerDeathPenalty
+from rq.utils import current_timestamp, now, utcformat
+from rq.worker import WorkerStatus
+
+from ..adapters.redis.errors import translated
+from ..runtime.store import Attempt
+from .serializer import MsgpackSerializer
+
+log = structlog.get_logger("parkway")
+
+HEARTBEAT_EVERY = timedelta(seconds=5)
+SUSPENSION_CHECK_EVERY_S = 1.0
+
+JOB_KEY_PREFIX: str = Job.redis_job_namespace_prefix
+"""what RQ puts before a job id to name its hash"""
+
+FILLED_IN = ("data", "description", "created_at", "enqueued_at")
+"""the job hash's fields the script writes per job; the others are the same for every parkway job"""
+
+
+class JobHash:
+    """The job hash RQ's unique enqueue writes for a parkway job, as the arguments of the store's
+    ``hand_off`` (``adapters.redis.store.NextJob``).
+
+    ``job`` is a parkway job as the queue creates it (any run, step 0, fence 0); its hash gives
+    every field but ``FILLED_IN``. Per run, ``args`` adds the heads of the job id and of the
+    description (what precedes the fence and the step: ``heads(run_id)``) and of the data (the
+    call up to its step and fence)."""
+
+    def __init__(self, queue: Queue, job: Job, heads: Callable[[str], tuple[str, str]]) -> None:
+        with translated():
+            queue._prepare_for_queue(job)  # reads the server's version once per queue
+        flat = _build_hset_args(job)  # type: ignore[no-untyped-call]
+        self.fields: tuple[Any, ...] = tuple(
+            item for i in range(0, len(flat), 2) if flat[i] not in FILLED_IN for item in flat[i : i + 2]
+        )
+        self.func_name = str(job.func_name)
+        self.heads = heads
+        self._keys = [queue.key, queue.redis_queues_keys]
+
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    def args(self, run_id: str) -> list[str | bytes]:
+        id_head, description_head = self.heads(run_id)
+        return [JOB_KEY_PREFIX, id_head, data_head(self.func_name, run_id), description_head, stamp(), *self.fields]
+
+
+def data_head(func_name: str, run_id: str) -> bytes:
+    """RQ's job data for ``func_name(run_id, step, fence)`` up to the step: the script appends the
+    step, the fence (msgpack integers) and the empty kwargs map."""
+    whole = MsgpackSerializer.dumps((func_name, None, (run_id, 0, 0), {}))
+    assert whole.endswith(b"\x00\x00\x80"), "the msgpack layout of a job's data changed"
+    return whole[:-3]
+
+
+def stamp() -> str:
+    """Now, as RQ writes a job's ``created_at`` and ``enqueued_at``."""
+    return utcformat(now())
+
+
+def intermediate_key(queue: Queue) -> str:
+    """RQ's list of the ids a worker took from ``queue`` and has not started yet."""
+    return str(queue.intermediate_queue_key)
+
+
+def is_taken(pipe: redis.client.Pipeline, queue: Queue, job_id: str) -> None:
+    """Queue on ``pipe`` the look at whether a worker took ``job_id`` from ``queue`` (its position in
+    RQ's intermediate list, or None)."""
+    pipe.lpos(intermediate_key(queue), job_id)
+
+
+# --- the job class and the worker ------------------------------------------------------------
+
+JOB_CALLBACK_FIELDS = ("_success_callback_name", "_failure_callback_name", "_stopped_callback_name")
+"""where ``rq.job.Job`` keeps the callbacks a job hash names; RQ imports and calls them around the job"""
+
+
+class ParkwayJob(Job):
+    """RQ's Job, except that the callbacks its hash names are never imported or called (parkway
+    sets none, and RQ would run those of a hash written by hand after the job, or when its
+    cleanup fails the job as abandoned), and that a job its worker began in its start
+    transaction hands the entrypoint what began (``began``)."""
+
+    began: Callable[[], Attempt] | None = None
+    """set by the worker that sent the activation's ``begin`` with its start transaction: reads
+    the reply (see ``RedisStore.begin_command``); passed to ``execute_job`` as its ``began``"""
+
+    def _execute(self) -> Any:
+        if self.began is None:
+            return super()._execute()
+        return self.func(*self.args, began=self.began)
+
+    @property
+    def success_callback(self) -> None:
+        return None
+
+    @property
+    def failure_callback(self) -> None:
+        return None
+
+    @property
+    def stopped_callback(self) -> None:
+        return None
+
+
+def names_callbacks(job: Job) -> bool:
+    """Whether ``job``'s hash names callbacks or webhooks (read from its stored fields only)."""
+    return any(getattr(job, name) for name in JOB_CALLBACK_FIELDS) or bool(job.webhooks)
+
+
+class TrimmedWorker(SimpleWorker):
+    """RQ's SimpleWorker with every override parkway makes of RQ's worker internals (listed in the
+    module docstring); :class:`~parkway.workers.worker.ParkwayWorker` adds parkway's policy through
+    the hooks ``_refusal``, ``begin_command`` and ``job_context``."""
+
+    job_class = ParkwayJob
+    ended_as_asked = False
+    """whether ``work`` ended on a stop signal, on a suspension in burst mode or on an empty queue,
+    rather than on an error that RQ's loop logs and quits on"""
+
+    _suspension_checked = 0.0
+    _stopped = False
+    """set by ``stop()`` (RQ's own warm shutdown, by signal, sets ``_stop_requested`` only)"""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("serializer", MsgpackSerializer)
+        super().__init__(*args, **kwargs)
+        # RQ's cleanups read job hashes with their queue's serializer and job class, and RQ's
+        # WorkerPool gives its children queues with RQ's defaults (pickle; a Job that imports the
+        # callbacks a hash names): the worker's own go to every queue it serves
+        for queue in self.queues:
+            queue.serializer, queue.job_class = self.serializer, self.job_class
+
+    # --- hooks ------------------------------------------------------------------------------
+
+    def _refusal(self, job: Job) -> str | None:
+        """Why this worker will not run ``job`` (it is failed unrun), or None."""
+        return None
+
+    def begin_command(self, job: Job) -> tuple[tuple[Any, ...], Callable[[Any], Any]] | None:
+        """A command to send inside the job's start transaction and the function that reads its
+        reply (given to the job as ``began``), or None."""
+        return None
+
+    def job_context(self) -> AbstractContextManager[Any]:
+        """The context the job's function runs in."""
+        return nullcontext()
+
+    # --- RQ's worker, trimmed -----------------------------------------------------------------
+
+    def work(self, *args: Any, **kwargs: Any) -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            self.death_penalty_class = TimerDeathPenalty  # SIGALRM reaches only the main thread
+        return bool(super().work(*args, **kwargs))
+
+    def stop(self) -> None:
+        """Ask the work loop, from another thread, to end after the job it runs (if any); it does
+        within a dequeue timeout."""
+        self._stopped = True
+        self._stop_requested = True  # RQ's loop checks it between jobs
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            super()._install_signal_handlers()  # type: ignore[no-untyped-call]
+
+    def procline(self, message: str) -> None:
+        if threading.current_thread() is threading.main_thread():
+            super().procline(message)  # type: ignore[no-untyped-call]
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is not None or timeout is not None:
+            super().heartbeat(timeout, pipeline)
+            return
+        if self._stopped:  # RQ calls this each time its wait for a job times out: end the loop there
+            raise StopRequested()
+        if self.last_heartbeat is not None and now() - self.last_heartbeat < HEARTBEAT_EVERY:
+            return
+        with self.connection.pipeline() as batch:
+            super().heartbeat(None, batch)
+            batch.execute()
+
+    def check_for_suspension(self, burst: bool) -> None:
+        clock = time.monotonic()
+        if clock - self._suspension_checked >= SUSPENSION_CHECK_EVERY_S:
+            self._suspension_checked = clock
+            try:
+                super().check_for_suspension(burst)
+            except StopRequested:  # suspended in burst mode
+                self.ended_as_asked = True
+                raise
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        if pipeline is None and state == getattr(self, "_state", None):
+            return
+        super().set_state(state, pipeline)
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        """RQ's prepare_execution and prepare_job_execution, in one transaction; a job's
+        ``begin_command`` (parkway's: the store's fence check and lease) runs in the same
+        transaction, and its reply goes to the job as ``began``. A job this worker does not run is
+        failed instead (see ``_refusal``)."""
+        reason = self._refusal(job)
+        if reason is not None:
+            self._refuse(job, queue, reason)
+            return
+        ttl = self.get_heartbeat_ttl(job)
+        begin = self.begin_command(job)
+        with self.connection.pipeline() as pipe:
+            execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
+            self.executions[execution.id] = execution
+            self.set_state(WorkerStatus.BUSY, pipeline=pipe)
+            self.heartbeat(ttl, pipeline=pipe)
+            job.prepare_for_execution(self.name, pipeline=pipe)  # sets last_heartbeat too: no job.heartbeat
+            pipe.persist(job.key)
+            if len(self.queues) == 1:
+                pipe.lrem(intermediate_key(queue), 1, job.id)
+            if begin is None:
+                pipe.execute()
+            else:
+                command, read = begin
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                replies = pipe.execute(raise_on_error=False)
+                # an error in the begin reply is the job's, raised when it begins
+                job.began = functools.partial(read, replies[-1])  # type: ignore[attr-defined]
+                for reply in replies[:-1]:
+                    if isinstance(reply, Exception):
+                        raise reply
+        with self.job_context():
+            self.perform_job(job, queue, execution)
+        self.set_state(WorkerStatus.IDLE)
+
+    def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
+        """Nothing left to do: ``execute_job``, the only caller of ``perform_job`` in a
+        SimpleWorker, wrote all of it in its start transaction."""
+
+    def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
+        if job.get_status(refresh=False) == JobStatus.FAILED or not _deleted_on_success(job, self):
+            super().handle_execution_ended(job, queue, heartbeat_ttl)
+        else:
+            job.ended_at = now()  # the job is deleted in the next transaction: no heartbeat to write
+
+    def handle_job_success(self, job: Job, queue: Queue, started_job_registry: Any, execution: Execution) -> None:
+        if not _deleted_on_success(job, self):
+            super().handle_job_success(job, queue, started_job_registry, execution)
+            return
+        assert job.started_at is not None and job.ended_at is not None
+        with self.connection.pipeline() as pipe:
+            self.increment_successful_job_count(pipeline=pipe)
+            self.increment_total_working_time(job.ended_at - job.started_at, pipe)
+            self.cleanup_execution(job, pipeline=pipe, execution=execution)
+            pipe.delete(
+                job.key,
+                job.dependents_key,
+                job.dependencies_key,
+                Result.get_key(job.id),  # type: ignore[no-untyped-call]
+                job.execution_registry.key,
+            )
+            pipe.hset(self.key, "state", WorkerStatus.IDLE)
+            pipe.execute()
+        # only now: a stop signal while the state says busy waits for the job to end (RQ's warm shutdown)
+        self._state = WorkerStatus.IDLE
+        job._status = JobStatus.FINISHED
+
+    def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.ended_as_asked = True
+        super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> tuple[Job, Queue] | None:
+        """RQ's, except that a job RQ cannot even load is set aside and the next one taken."""
+        while True:
+            try:
+                result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            except UnicodeDecodeError as exc:  # the popped id is not UTF-8: RQ fails to decode it
+                self._set_aside(exc.object, self.queues, exc)
+                continue
+            except Exception as exc:
+                job_id, queue = getattr(exc, "job_id", None), getattr(exc, "queue", None)
+                if not isinstance(job_id, str) or not isinstance(queue, Queue):  # not one job's fault
+                    raise
+                self._set_aside(job_id, [queue], exc)
+                continue
+            if result is None:  # burst mode and the queue is empty, or idle for max_idle_time
+                self.ended_as_asked = True
+            return result
+
+    def run_maintenance_tasks(self) -> None:
+        """RQ's, after clearing from the intermediate lists what RQ's cleanup would die on; a failed
+        pass is logged and tried again at the next interval, and the worker goes on."""
+        try:
+            for queue in self.queues:
+                self._clear_intermediate(queue)
+            super().run_maintenance_tasks()  # type: ignore[no-untyped-call]
+        except StopRequested:
+            raise
+        except Exception:
+            log.exception("rq_maintenance_failed", worker=self.name)
+            self.last_cleaned_at = now()  # type: ignore[assignment]
+
+    def _clear_intermediate(self, queue: Queue) -> None:
+        """Set aside or refuse what a worker that died on it left in ``queue``'s intermediate list.
+        Jobs that would run are left to RQ's cleanup (another worker may be starting them)."""
+        for raw_id in self.connection.lrange(intermediate_key(queue), 0, -1):
+            job_id = _rq_id(raw_id)
+            if job_id is None:
+                self._set_aside(raw_id, [queue], ValueError("not an id RQ accepts"))
+                continue
+            try:
+                job = self.job_class.fetch(job_id, connection=self.connection, serializer=self.serializer)
+            except NoSuchJobError:
+                continue  # RQ's cleanup drops it
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise  # Redis's trouble, not the job's: the pass is logged and tried again later
+            except Exception as exc:
+                self._set_aside(raw_id, [queue], exc)
+                continue
+            reason = self._refusal(job)
+            if reason is not None:
+                self._refuse(job, queue, reason)
+
+    def _set_aside(self, raw_id: str | bytes, queues: Sequence[Queue], error: BaseException) -> None:
+        """Take a job RQ cannot load off the intermediate lists; into RQ's failed registry if RQ
+        accepts its id (the hash, unreadable, expires as a failed job's would)."""
+        job_id = _rq_id(raw_id)
+        shown = raw_id if isinstance(raw_id, str) else raw_id.decode(errors="backslashreplace")
+        log.error("job_unreadable", job_id=shown, error=f"{error!r:.300}", failed=job_id is not None)
+        try:
+            with self.connection.pipeline() as pipe:
+                for queue in queues:
+                    pipe.lrem(intermediate_key(queue), 1, raw_id)  # type: ignore[arg-type]
+                    if job_id is not None:
+                        pipe.zadd(queue.failed_job_registry.key, {job_id: current_timestamp() + DEFAULT_FAILURE_TTL})
+                if job_id is not None:
+                    pipe.expire(Job.key_for(job_id), DEFAULT_FAILURE_TTL)
+                pipe.execute()
+        except redis.RedisError:  # the id stays where it is; the next pass sets it aside
+            log.exception("job_unreadable_not_set_aside", job_id=shown)
+
+    def _refuse(self, job: Job, queue: Queue, reason: str) -> None:
+        """Fail ``job`` without running it: RQ's failure records, without its callbacks, webhooks,
+        retries or dependents."""
+        log.error("job_refused", job_id=job.id, queue=queue.name, reason=reason)
+        exc_string = f"parkway's worker refused this job: {reason}"
+        try:
+            with self.connection.pipeline() as pipe:
+                job.set_status(JobStatus.FAILED, pipeline=pipe)
+                queue.failed_job_registry.add(job, ttl=job.failure_ttl, exc_string=exc_string, pipeline=pipe)
+                Result.create_failure(job, job.failure_ttl, exc_string, worker_name=self.name, pipeline=pipe)
+                pipe.lrem(intermediate_key(queue), 1, job.id)
+                self.increment_failed_job_count(pipeline=pipe)
+                pipe.execute()
+        except StopRequested:
+            raise
+        except Exception as exc:  # the stored fields do not even write back
+            self._set_aside(job.id, [queue], exc)
+
+
+def _rq_id(raw_id: str | bytes) -> str | None:
+    """The id as RQ's registries can hold it, or None if RQ rejects it."""
+    try:
+        job_id = raw_id.decode() if isinstance(raw_id, bytes) else raw_id
+        validate_job_id(job_id)
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    return job_id
+
+
+def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:
+    """Whether RQ would delete the job right after it succeeds, with nothing else to do."""
+    return (
+        job.get_result_ttl(worker.default_result_ttl) == 0
+        and not job.repeats_left
+        and not job.group_id
+        and not job.has_rate_limit
+    )

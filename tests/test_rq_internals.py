@@ -1,0 +1,167 @@
+"""Each RQ internal parkway leans on (listed in ``parkway/workers/rq_internals.py``) is where and
+what parkway expects: an RQ upgrade that changes one fails here, by name."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import time
+import zlib
+
+import pytest
+import redis
+from rq import Callback, Queue, SimpleWorker
+from rq.executions import Execution
+from rq.job import Job
+from rq.results import Result
+from rq.scripts import UNIQUE_ENQUEUE_SCRIPT, _build_hset_args
+
+from parkway.workers import jobs, rq_internals
+from parkway.workers.rq_internals import JOB_CALLBACK_FIELDS, ParkwayJob, TrimmedWorker
+from parkway.workers.serializer import MsgpackSerializer
+
+QUEUE = "parkway"
+
+UNIQUE_ENQUEUE_SHA1 = "5cee5213d2ee93f19f93badbfc1c8abbccde5baf"
+"""rq 3.0.0's UNIQUE_ENQUEUE_SCRIPT, which ``hand_off`` in _common.lua mirrors: read it again on a change"""
+
+WORKER_OVERRIDES = {
+    "__init__": [
+        "self", "queues", "name", "default_result_ttl", "connection", "exception_handlers",
+        "maintenance_interval", "default_worker_ttl", "worker_ttl", "job_class", "queue_class",
+        "log_job_description", "job_monitoring_interval", "disable_default_exception_handler",
+        "prepare_for_work", "serializer", "work_horse_killed_handler",
+    ],
+    "execute_job": ["self", "job", "queue"],
+    "prepare_job_execution": ["self", "job", "remove_from_intermediate_queue"],
+    "handle_execution_ended": ["self", "job", "queue", "heartbeat_ttl"],
+    "handle_job_success": ["self", "job", "queue", "started_job_registry", "execution"],
+    "heartbeat": ["self", "timeout", "pipeline"],
+    "check_for_suspension": ["self", "burst"],
+    "set_state": ["self", "state", "pipeline"],
+    "request_stop": ["self", "signum", "frame"],
+    "dequeue_job_and_maintain_ttl": ["self", "timeout", "max_idle_time"],
+    "run_maintenance_tasks": ["self"],
+    "_install_signal_handlers": ["self"],
+    "procline": ["self", "message"],
+    "work": [
+        "self", "burst", "logging_level", "date_format", "log_format", "max_jobs", "max_idle_time",
+        "with_scheduler", "dequeue_strategy",
+    ],
+}  # fmt: skip
+"""SimpleWorker's methods TrimmedWorker overrides, with rq 3.0.0's parameters"""
+
+WORKER_CALLS = {
+    "perform_job": ["self", "job", "queue", "execution"],
+    "get_heartbeat_ttl": ["self", "job", "working_time"],
+    "increment_successful_job_count": ["self", "pipeline"],
+    "increment_total_working_time": ["self", "job_execution_time", "pipeline"],
+    "increment_failed_job_count": ["self", "pipeline"],
+    "cleanup_execution": ["self", "job", "pipeline", "execution"],
+}
+"""SimpleWorker's methods the overrides call, with rq 3.0.0's parameters"""
+
+
+def _params(func: object) -> list[str]:
+    return list(inspect.signature(func).parameters)  # type: ignore[arg-type]
+
+
+def _queue(client: redis.Redis) -> Queue:
+    return Queue(QUEUE, connection=client, serializer=MsgpackSerializer)
+
+
+def test_the_job_hash_is_rqs_prepared_job_flattened(redis_client: redis.Redis) -> None:
+    """``Queue._prepare_for_queue(job)`` and ``rq.scripts._build_hset_args(job)`` give the job hash,
+    and the fields the script fills in are among its fields."""
+    assert _params(Queue._prepare_for_queue) == ["self", "job"]
+    assert _params(_build_hset_args) == ["job"]
+    queue = _queue(redis_client)
+    job = queue.create_job(jobs.EXECUTE_JOB, args=("run_x", 0, 0), job_id="pw-run_x-0", result_ttl=0)
+    queue._prepare_for_queue(job)
+    fields = _build_hset_args(job)  # type: ignore[no-untyped-call]
+    assert set(rq_internals.FILLED_IN) <= set(fields[::2])
+    assert zlib.decompress(dict(zip(fields[::2], fields[1::2], strict=True))["data"]) == job.data
+
+
+def test_rq_reads_job_data_left_uncompressed_and_laid_out_as_data_head_says(redis_client: redis.Redis) -> None:
+    """``Job.restore`` reads ``data`` that does not decompress as it is; ``Job.data`` is msgpack of
+    (function, instance, args, kwargs), whose head up to the step ``data_head`` gives."""
+    for step, fence in [(0, 0), (3, 200), (70_000, 5_000_000_000)]:
+        data = MsgpackSerializer.dumps((jobs.EXECUTE_JOB, None, ("run_x", step, fence), {}))
+        assert data.startswith(rq_internals.data_head(jobs.EXECUTE_JOB, "run_x"))
+        fields = {"data": data, "created_at": rq_internals.stamp()}
+        redis_client.hset(f"{rq_internals.JOB_KEY_PREFIX}odd", mapping=fields)  # type: ignore[arg-type]
+        job = Job.fetch("odd", connection=redis_client, serializer=MsgpackSerializer)
+        assert (job.func_name, job.args, job.kwargs) == (jobs.EXECUTE_JOB, ["run_x", step, fence], {})
+
+
+def test_unique_enqueue_and_its_keys_are_the_ones_hand_off_mirrors(redis_client: redis.Redis) -> None:
+    """RQ's unique enqueue script is the one read when ``hand_off`` was written; job keys are
+    ``Job.redis_job_namespace_prefix`` + id; an enqueue registers the queue in
+    ``Queue.redis_queues_keys``; a dequeue moves the id to ``Queue.intermediate_queue_key``."""
+    assert hashlib.sha1(UNIQUE_ENQUEUE_SCRIPT.encode()).hexdigest() == UNIQUE_ENQUEUE_SHA1
+    assert rq_internals.JOB_KEY_PREFIX == Job.redis_job_namespace_prefix == "rq:job:"
+    assert Job.key_for("pw-run_x-1") == "rq:job:pw-run_x-1"
+    queue = _queue(redis_client)
+    queue.enqueue_job(queue.create_job(jobs.EXECUTE_JOB, args=("run_x", 0, 1), job_id="pw-run_x-1"), unique=True)
+    assert redis_client.smembers(Queue.redis_queues_keys) == {queue.key.encode()}
+    assert rq_internals.JobHash(queue, queue.create_job(jobs.EXECUTE_JOB, args=("r", 0, 0)), jobs._heads).keys() == [
+        queue.key,
+        Queue.redis_queues_keys,
+    ]
+    worker = SimpleWorker([queue], connection=redis_client, serializer=MsgpackSerializer)
+    worker.dequeue_job_and_maintain_ttl(None)
+    assert redis_client.lrange(queue.intermediate_queue_key, 0, -1) == [b"pw-run_x-1"]
+
+
+def test_the_job_class_overrides_what_rq_resolves_and_runs(redis_client: redis.Redis) -> None:
+    """RQ keeps a job's callbacks' names in ``JOB_CALLBACK_FIELDS`` and resolves them in the
+    ``*_callback`` properties ``ParkwayJob`` overrides; ``Job.perform`` runs the function through
+    ``Job._execute``; ``Job.webhooks`` exists."""
+    named = Callback("time.time")
+    job = Job.create("time.time", connection=redis_client, on_success=named, on_failure=named, on_stopped=named)
+    assert [getattr(job, name) for name in JOB_CALLBACK_FIELDS] == ["time.time"] * 3
+    assert [job.success_callback, job.failure_callback, job.stopped_callback] == [time.time] * 3
+    assert rq_internals.names_callbacks(job)
+    job.__class__ = ParkwayJob
+    assert [job.success_callback, job.failure_callback, job.stopped_callback] == [None] * 3
+    assert _params(Job._execute) == ["self"] and "self._execute()" in inspect.getsource(Job.perform)
+    assert job.webhooks is None or isinstance(job.webhooks, list)
+
+
+def test_a_job_rq_cannot_load_is_named_on_the_dequeue_error(redis_client: redis.Redis) -> None:
+    """``Queue._fetch_dequeued_job`` attaches the id and the queue to the error of a job it cannot load."""
+    with pytest.raises(ValueError) as caught:
+        Queue._fetch_dequeued_job(redis_client, _queue(redis_client).key, "pw-evil\n-0", serializer=MsgpackSerializer)
+    assert caught.value.job_id == "pw-evil\n-0"  # type: ignore[attr-defined]
+    assert caught.value.queue.name == QUEUE  # type: ignore[attr-defined]
+
+
+def test_the_worker_methods_trimmed_worker_overrides_and_calls_keep_their_parameters() -> None:
+    """Each SimpleWorker method TrimmedWorker overrides or calls has rq 3.0.0's parameters, and
+    TrimmedWorker overrides exactly the ones named."""
+    for name, params in {**WORKER_OVERRIDES, **WORKER_CALLS}.items():
+        assert _params(getattr(SimpleWorker, name)) == params, name
+    overridden = {
+        name
+        for name, value in vars(TrimmedWorker).items()
+        if inspect.isfunction(value) and hasattr(SimpleWorker, name) and name != "__init__"
+    }
+    assert overridden == set(WORKER_OVERRIDES) - {"__init__"}
+
+
+def test_the_worker_state_and_records_the_overrides_touch_are_where_they_are_read(redis_client: redis.Redis) -> None:
+    """A SimpleWorker has ``_stop_requested``, ``_state``, ``last_heartbeat``, ``last_cleaned_at``,
+    ``executions`` and ``death_penalty_class``; ``Execution.create``, ``Result.get_key``,
+    ``Result.create_failure`` and ``Job.prepare_for_execution`` take what the start and end
+    transactions pass; a job names its execution registry and dependency keys."""
+    worker = SimpleWorker([_queue(redis_client)], connection=redis_client)
+    for attribute in ("_stop_requested", "_state", "last_heartbeat", "last_cleaned_at", "executions"):
+        assert hasattr(worker, attribute), attribute
+    assert worker.death_penalty_class is not None
+    assert _params(Execution.create) == ["job", "ttl", "pipeline", "worker_name"]
+    assert _params(Result.get_key) == ["job_id"]
+    assert _params(Result.create_failure)[:5] == ["job", "ttl", "exc_string", "worker_name", "pipeline"]
+    assert _params(Job.prepare_for_execution) == ["self", "worker_name", "pipeline"]
+    job = Job.create("time.time", connection=redis_client)
+    assert job.execution_registry.key and job.dependents_key and job.dependencies_key
