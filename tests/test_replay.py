@@ -41,7 +41,7 @@ def test_replay_finds_a_changed_hook_order(harness: Harness) -> None:
 def test_replay_stops_at_the_first_hook_with_nothing_recorded(harness: Harness) -> None:
     """A run whose node has recorded nothing yet replays to its first hook and stops there."""
     run_id = "run_replay_r3"  # a queued run whose job nobody enqueued: nothing recorded
-    harness.pw.store.create_run(NewRun(run_id, "guarded", "tests.flows:guarded", "send_once", {"tag": "r3"},
+    harness.manual_store.create_run(NewRun(run_id, "guarded", "tests.flows:guarded", "send_once", {"tag": "r3"},
                                        60_000, now_ms()))
     report = harness.pw.replay(run_id, flows.guarded)
     assert report.outcome == "consistent" and "new work starts" in report.detail
