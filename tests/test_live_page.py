@@ -70,7 +70,10 @@ def test_the_live_page_lists_interrupts_and_follows_a_run(
             assert api.post("/v1/resume", json={"token": token, "selected": "blue"}).status_code == 200
             page.locator("#timeline li[data-type='done']").wait_for(timeout=15_000)  # type: ignore[attr-defined]
             assert timeline.count() > before
-            assert "completed" in page.inner_text("#run-status")  # type: ignore[attr-defined]
+            # the status line is read again once the stream has ended
+            page.wait_for_function(  # type: ignore[attr-defined]
+                "document.getElementById('run-status').textContent.includes('completed')", timeout=10_000
+            )
             assert token not in page.content()  # type: ignore[attr-defined]
             page.screenshot(path=str(ARTIFACTS / "run-page.png"), full_page=True)  # type: ignore[attr-defined]
             assert (ARTIFACTS / "live-page.png").stat().st_size > 1000

@@ -135,8 +135,17 @@ def workers() -> Iterator[list[Worker]]:
     started: list[Worker] = []
     yield started
     for proc in started:
+        family = _descendants(proc.proc.pid) if proc.proc.poll() is None else set()
         if not proc.output.closed:  # not stopped by the test already
             proc.stop()
+        # a pool's children must not outlive the test and take the next test's jobs
+        try:
+            wait_for(lambda family=family: not any(_alive(pid) for pid in family), 10, "the pool's children", 0.1)
+        except AssertionError:
+            pass
+        for pid in family:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _start(workers: list[Worker], url: str, *extra: str, env: dict[str, str] | None = None) -> Worker:
