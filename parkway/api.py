@@ -4,6 +4,7 @@
 route                                       what it does
 ==========================================  ===================================================
 ``GET  /healthz``                           200 when Redis answers, 503 when not (no key needed)
+``GET  /metrics``                           Prometheus text (see ``parkway.metrics``); needs a key
 ``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?}`` -> 201
 ``GET  /v1/runs/{run_id}``                  the run
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
@@ -22,7 +23,7 @@ answer that does not fit (the interrupt stays open), 409 already resolved, 410
 expired, 404 unknown. Tokens travel only in request and response bodies (never
 in a URL, so never in an access log line) and never in an error.
 
-Every ``/v1`` route needs an API key (``Authorization: Bearer <key>``). Keys are
+Every ``/v1`` route, and ``/metrics``, needs an API key (``Authorization: Bearer <key>``). Keys are
 configured hashed (``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``,
 comma-separated; ``parkway.api.hash_key`` or ``parkway serve --hash-key`` makes
 the hash) and map to a caller: ``system``, ``machine`` or ``user`` with an owner
@@ -46,13 +47,15 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from . import links
 from .client import Parkway, ends_stream
 from .config import Settings
+from .metrics import ParkwayCollector, Refused
 from .runtime import tokens
 from .runtime.clock import now_ms
 from .runtime.errors import (
@@ -204,6 +207,9 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
     )
     events = _EventReader(pw)
     app.state.keys = keys
+    refused = Refused()
+    registry = CollectorRegistry(auto_describe=False)  # the app's own: the global one stays untouched
+    registry.register(ParkwayCollector(lambda: pw.store.tallies(now_ms()), refused))
 
     @app.exception_handler(ParkwayError)
     async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
@@ -222,6 +228,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         except Exception as exc:  # noqa: BLE001 - any failure to reach Redis is "unhealthy"
             return JSONResponse({"redis": "unreachable", "detail": type(exc).__name__}, status_code=503)
         return JSONResponse({"redis": "ok"})
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    def metrics(who: Auth) -> Response:
+        """Prometheus text exposition: the deployment's counters, kept in Redis (``parkway.metrics``)."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/runs", status_code=201, response_model=Started, tags=["runs"])
     def start(body: StartRun, who: Auth) -> dict[str, Any]:
@@ -283,7 +294,10 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
                 result = pw.resume(body.token, selected=body.selected, value=body.value, request_id=body.request_id,
                                    responder=responder)
         except (InvalidAnswer, MalformedResume, ValidationError) as exc:
+            refused.add("invalid")
             return _problem(422, exc)
+        if not result.accepted:
+            refused.add(result.outcome.value)
         return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
@@ -319,9 +333,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
             result = pw.resume(token, selected=selected, request_id=answer.request_id,
                                responder=answer.responder or "answer-link")
         except ValidationError as exc:
+            refused.add("invalid")
             return _page("Not recorded", f"<p>{escape(exc.message)}</p>", 422)
         if result.accepted:
             return _page("Thank you", "<p>Your answer is recorded.</p>")
+        refused.add(result.outcome.value)
         return _page(*_LINK_OUTCOMES[result.outcome])
 
     return app

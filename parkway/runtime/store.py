@@ -220,6 +220,17 @@ class InterruptListing:
     next_cursor: str | None
 
 
+@dataclass(frozen=True)
+class Tallies:
+    """What ``/metrics`` reads: the counters the transitions keep (``counters``, by the field names of
+    ``keys.metrics``' table), the resume-wait buckets' upper bounds in seconds, and each workflow's
+    unexpired pending interrupts."""
+
+    counters: dict[str, int]
+    wait_buckets: tuple[int, ...]
+    pending: dict[str, int]
+
+
 class Store(Protocol):
     """The atomic transitions of a run; implemented by the Redis store (on a server, or in-process)."""
 
@@ -309,3 +320,6 @@ class Store(Protocol):
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """Events after position ``after`` ("0" for all); block up to ``block_ms`` for new ones."""
+
+    def tallies(self, now: int) -> Tallies:
+        """The deployment's counters and pending interrupts by workflow, for ``/metrics``."""

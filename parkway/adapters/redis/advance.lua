@@ -1,5 +1,5 @@
 -- Commit a completed node: merge data, go to the next node (same job, same lease) or finish.
--- KEYS: 1 run, 2 journal of the step, 3 workflow state, 4 events, 5 summary, 6 leases
+-- KEYS: 1 run, 2 journal of the step, 3 workflow state, 4 events, 5 summary, 6 leases, 7 metrics
 -- ARGV: 1 fence, 2 step, 3 data blob, 4 next node ('' = run ends), 5 output blob, 6 now,
 --       7 retention ms, 8 maxlen, 9 run id, then pairs of (event type, event blob)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
@@ -12,6 +12,7 @@ if ARGV[4] == '' then
   redis.call('HSET', KEYS[1], 'status', 'completed', 'output', ARGV[5])
   redis.call('HSET', KEYS[5], 'status', 'completed', 'updated', ARGV[6])
   redis.call('ZREM', KEYS[6], ARGV[9])
+  redis.call('HINCRBY', KEYS[7], 'runs:completed', 1)
 else
   redis.call('HSET', KEYS[1], 'node', ARGV[4], 'step', tonumber(ARGV[2]) + 1)
 end

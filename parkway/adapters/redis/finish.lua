@@ -1,5 +1,5 @@
 -- End a queued or running run as failed or cancelled.
--- KEYS: 1 run, 2 workflow state, 3 events, 4 summary, 5 leases
+-- KEYS: 1 run, 2 workflow state, 3 events, 4 summary, 5 leases, 6 metrics
 -- ARGV: 1 fence ('' = whatever is current), 2 status, 3 error blob ('' = none), 4 now,
 --       5 retention ms, 6 maxlen, 7 event type, 8 event blob, 9 done blob, 10 run id
 local cur = redis.call('HMGET', KEYS[1], 'fence', 'status')
@@ -11,6 +11,7 @@ redis.call('HSET', KEYS[1], 'status', ARGV[2], 'updated', ARGV[4])
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[3]) end
 redis.call('HSET', KEYS[4], 'status', ARGV[2], 'updated', ARGV[4])
 redis.call('ZREM', KEYS[5], ARGV[10])
+redis.call('HINCRBY', KEYS[6], 'runs:' .. ARGV[2], 1)
 xadd(KEYS[3], ARGV[6], ARGV[7], ARGV[8])
 xadd(KEYS[3], ARGV[6], 'done', ARGV[9])
 local ttl = redis.call('HGET', KEYS[1], 'ttl')

@@ -24,6 +24,14 @@ key                         type    TTL       holds
                                               begun, by time; the reconciler redispatches old ones
 ``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
 ``pw:reconciler``           string  lock      which worker runs the reconciler now
+``pw:metrics``              hash    none      deployment-wide counters, bumped by the scripts of the
+                                              transitions they count: ``attempts`` (begin),
+                                              ``runs:<status>`` (advance, finish, recover, expire),
+                                              ``recovered`` (recover), ``deferred`` (release),
+                                              ``resumes:accepted``, ``wait:<le seconds | +Inf>``
+                                              and ``wait:sum_ms`` (resume); a few dozen fields
+``pw:workflows``            set     none      names of workflows that ever parked (park): the
+                                              per-workflow indexes /metrics counts
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused
@@ -91,3 +99,12 @@ def leases() -> str:
 
 def reconciler_lock() -> str:
     return f"{PREFIX}:reconciler"
+
+
+def metrics() -> str:
+    return f"{PREFIX}:metrics"
+
+
+def workflows() -> str:
+    """The workflows that ever parked an interrupt (whose pending interrupts /metrics counts)."""
+    return f"{PREFIX}:workflows"

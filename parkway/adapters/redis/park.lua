@@ -3,10 +3,10 @@
 -- reconciler can still record its expiry.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 interrupts, 6 pending,
 --       7 index newest, 8 index expiring, 9 index newest of workflow, 10 index expiring of workflow,
---       11 leases, 12 summary
+--       11 leases, 12 summary, 13 workflows with interrupts
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token hash, 5 record blob, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
---       15 retention ms
+--       15 retention ms, 16 workflow
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -16,6 +16,7 @@ redis.call('ZADD', KEYS[7], 0, ARGV[9])
 redis.call('ZADD', KEYS[8], 0, ARGV[10])
 redis.call('ZADD', KEYS[9], 0, ARGV[9])
 redis.call('ZADD', KEYS[10], 0, ARGV[10])
+redis.call('SADD', KEYS[13], ARGV[16])
 redis.call('ZREM', KEYS[11], ARGV[14])
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],

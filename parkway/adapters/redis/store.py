@@ -42,6 +42,7 @@ from ...runtime.store import (
     ResumeCommit,
     RunRecord,
     StoredEvent,
+    Tallies,
 )
 from .. import codec
 from ..limits import Limits
@@ -49,6 +50,9 @@ from . import keys
 from .errors import translated
 
 T = TypeVar("T")
+WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
+"""upper bounds (seconds) of the resume-wait histogram's buckets, which resume.lua fills"""
+_WAIT_BUCKETS_ARG = " ".join(str(b) for b in WAIT_BUCKETS_S)
 _SCRIPTS = (
     "create",
     "begin",
@@ -188,7 +192,7 @@ class RedisStore:
 
     def _begin_call(self, r: str, step: int, fence: int, now: int, lease_until: int) -> tuple[list[str], list[Any]]:
         return (
-            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.leases(), keys.outbox()],
+            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.leases(), keys.outbox(), keys.metrics()],
             [step, fence, now, lease_until, r, f"{r}:{step}:{fence}"],
         )
 
@@ -279,6 +283,7 @@ class RedisStore:
                     keys.events(r),
                     keys.summary(r),
                     keys.leases(),
+                    keys.metrics(),
                 ],
                 args,
             )
@@ -301,6 +306,7 @@ class RedisStore:
                     *self._index_keys(rec.workflow),
                     keys.leases(),
                     keys.summary(r),
+                    keys.workflows(),
                 ],
                 [
                     fence,
@@ -318,6 +324,7 @@ class RedisStore:
                     self.limits.expiry_grace_ms,
                     r,
                     self.limits.retention_ms,
+                    rec.workflow,
                 ],
             )
         )
@@ -335,7 +342,7 @@ class RedisStore:
         self._call(
             "finish",
             r,
-            [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases()],
+            [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases(), keys.metrics()],
             [
                 "" if fence is None else fence,
                 status,
@@ -356,7 +363,7 @@ class RedisStore:
             self._call(
                 "release",
                 r,
-                [keys.run(r), keys.events(r), keys.outbox(), keys.leases(), keys.summary(r)],
+                [keys.run(r), keys.events(r), keys.outbox(), keys.leases(), keys.summary(r), keys.metrics()],
                 [fence, step, now, self.limits.max_events, self._event(event), r, self.limits.retention_ms],
             )
         )
@@ -389,6 +396,7 @@ class RedisStore:
                 keys.summary(r),
                 keys.outbox(),
                 *self._index_keys(rec.workflow),
+                keys.metrics(),
                 *hand_keys,
             ],
             [
@@ -405,6 +413,7 @@ class RedisStore:
                 status,
                 event,
                 self.limits.retention_ms,
+                _WAIT_BUCKETS_ARG,
                 *hand_args,
             ],
         )
@@ -423,7 +432,7 @@ class RedisStore:
         reply = self._call(
             "recover",
             r,
-            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases()],
+            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases(), keys.metrics()],
             [
                 r,
                 now,
@@ -479,6 +488,7 @@ class RedisStore:
                 keys.journal(r, step),
                 keys.workflow_state(r),
                 keys.outbox(),
+                keys.metrics(),
             ],
             [
                 entry.request_id,
@@ -608,6 +618,23 @@ class RedisStore:
             for entry_id, fields in entries:
                 out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
         return out
+
+    def tallies(self, now: int) -> Tallies:
+        """Two round trips: the counters and the workflows' names, then one ZLEXCOUNT per workflow on
+        its expiring index from now on (O(log N) each; expired members await the reconciler)."""
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.metrics())
+            pipe.smembers(keys.workflows())
+            counters, names = pipe.execute()
+            workflows = sorted(_text(n) for n in names)
+            pipe = self.client.pipeline(transaction=False)
+            for wf in workflows:
+                pipe.zlexcount(keys.index("expiring", wf), f"[{codec.time_floor(now + 1)}", "+")
+            counts = pipe.execute() if workflows else []
+        return Tallies(
+            {_text(k): int(v) for k, v in counters.items()}, WAIT_BUCKETS_S, dict(zip(workflows, counts, strict=True))
+        )
 
 
 def _requeue(reply: Sequence[Any]) -> Requeue:

@@ -1,0 +1,116 @@
+"""Prometheus metrics for ``GET /metrics``: counters kept in Redis, read at scrape time.
+
+Workers bump their counters inside the Lua script of the transition that causes them, in one
+small hash (``keys.metrics``, no TTL), so one scrape of any API process sees the whole
+deployment's work without scraping each worker, and the counts outlive every process:
+
+=====================================  =========  ============================================
+metric                                 type       counted by
+=====================================  =========  ============================================
+``parkway_interrupts_pending``         gauge      ``workflow``: unexpired pending interrupts,
+                                                  a ZLEXCOUNT of the workflow's expiring index
+                                                  at scrape time (for every workflow that ever
+                                                  parked: park.lua adds it to ``pw:workflows``)
+``parkway_resume_wait_seconds``        histogram  resume.lua: from the interrupt's creation to
+                                                  its accepted answer (or cancellation)
+``parkway_resumes_total``              counter    ``outcome``: ``accepted`` by resume.lua (any
+                                                  client); ``already_resolved``, ``expired``,
+                                                  ``unknown`` and ``invalid`` (422) write nothing,
+                                                  so this API process counts those it answered,
+                                                  since it started
+``parkway_runs_finished_total``        counter    ``status``: ``completed`` (advance.lua),
+                                                  ``failed`` (finish, recover, expire with
+                                                  on_expire="fail"), ``cancelled`` (finish),
+                                                  ``expired`` (expire)
+``parkway_job_attempts_total``         counter    begin.lua: activations begun
+``parkway_recoveries_total``           counter    recover.lua: lease expired, run requeued
+``parkway_deferred_total``             counter    release.lua: ``node.deferred``
+=====================================  =========  ============================================
+
+Runs failed are ``parkway_runs_finished_total{status="failed"}``: no second counter says it again.
+Every series but the refused resumes is deployment-wide, so it reads the same from every API
+process (aggregate with ``max``, not ``sum``, across them). A registry per app: nothing is added
+to prometheus-client's global one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .runtime.store import Tallies
+
+RUN_STATUSES = ("completed", "failed", "cancelled", "expired")
+REFUSED = ("already_resolved", "expired", "unknown", "invalid")
+
+
+class Refused:
+    """Resumes this process refused (they write nothing in Redis), by outcome."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, outcome: str) -> None:
+        with self._lock:
+            self._counts[outcome] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+class ParkwayCollector(Collector):
+    """Reads ``tallies()`` (Redis, two round trips) once per scrape and exposes it."""
+
+    def __init__(self, tallies: Callable[[], Tallies], refused: Refused) -> None:
+        self.tallies, self.refused = tallies, refused
+
+    def collect(self) -> Iterator[Metric]:
+        t = self.tallies()
+        c = t.counters
+        pending = GaugeMetricFamily(
+            "parkway_interrupts_pending", "Pending, unexpired interrupts by workflow", labels=["workflow"]
+        )
+        for workflow, count in sorted(t.pending.items()):
+            pending.add_metric([workflow], count)
+        yield pending
+        yield _wait_histogram(t)
+        resumes = CounterMetricFamily("parkway_resumes", "Resumes by outcome", labels=["outcome"])
+        resumes.add_metric(["accepted"], c.get("resumes:accepted", 0))
+        refused = self.refused.snapshot()
+        for outcome in REFUSED:
+            resumes.add_metric([outcome], refused.get(outcome, 0))
+        yield resumes
+        runs = CounterMetricFamily("parkway_runs_finished", "Runs by final status", labels=["status"])
+        for status in RUN_STATUSES:
+            runs.add_metric([status], c.get(f"runs:{status}", 0))
+        yield runs
+        yield CounterMetricFamily("parkway_job_attempts", "Activations begun", value=c.get("attempts", 0))
+        yield CounterMetricFamily(
+            "parkway_recoveries", "Activations whose lease expired, requeued", value=c.get("recovered", 0)
+        )
+        yield CounterMetricFamily(
+            "parkway_deferred", "Activations given back by a worker that cannot load the workflow",
+            value=c.get("deferred", 0),
+        )
+
+
+def _wait_histogram(t: Tallies) -> HistogramMetricFamily:
+    buckets: list[tuple[str, float]] = []
+    total = 0
+    for bound in t.wait_buckets:
+        total += t.counters.get(f"wait:{bound}", 0)
+        buckets.append((str(float(bound)), total))
+    total += t.counters.get("wait:+Inf", 0)
+    buckets.append(("+Inf", total))
+    return HistogramMetricFamily(
+        "parkway_resume_wait_seconds",
+        "Time from an interrupt's creation to its accepted resume",
+        buckets=buckets,
+        sum_value=t.counters.get("wait:sum_ms", 0) / 1000,
+    )
