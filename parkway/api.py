@@ -197,6 +197,40 @@ def _caller(request: Request, authorization: Annotated[str | None, Header()] = N
 Auth = Annotated[Caller, Depends(_caller)]
 
 
+MAX_BODY_BYTES = 2 << 20
+"""a request body larger than this is refused (413) before it is read whole: run input is at most
+1 MiB encoded, an answer 64 KiB"""
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with 413, by Content-Length or while they stream
+    (a chunked body declares no length)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await JSONResponse({"error": "PayloadTooLarge", "detail": f"bodies are at most {self.limit} bytes"},
+                               status_code=413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Any:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, f"bodies are at most {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
 def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI:
     """The app for one deployment; ``keys`` maps key hashes to callers (None: no authentication,
     for a server only the machine it runs on can reach)."""
@@ -205,6 +239,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         version="1",
         description="Durable, human-in-the-loop workflows: start runs, follow their events, answer their pauses.",
     )
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     events = _EventReader(pw)
     app.state.keys = keys
     refused = Refused()

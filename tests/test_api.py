@@ -301,3 +301,17 @@ def test_more_than_a_hundred_streams_stay_open_and_resumes_still_answer(server: 
 
     status, alive = asyncio.run(scenario())
     assert status == 200 and alive == 120
+
+
+def test_a_body_over_the_bound_is_refused_before_it_is_read(server: Server) -> None:
+    """A 3 MiB body is refused with 413 whether it declares its length or streams in chunks."""
+    api = _api(server)
+    big = b'{"workflow": "tests.flows:one_choice", "input": {"x": "' + b"y" * (3 << 20) + b'"}}'
+    assert api.post("/v1/runs", content=big, headers={"Content-Type": "application/json"}).status_code == 413
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(0, len(big), 65536):
+            yield big[i : i + 65536]
+
+    assert api.post("/v1/runs", content=chunks(), headers={"Content-Type": "application/json"}).status_code == 413
+    assert api.get("/healthz").status_code == 200
