@@ -294,7 +294,9 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         if not _stream_position(start_at):
             raise ValidationError("after / Last-Event-ID must be a stream position such as 1700000000000-0")
         await anyio.to_thread.run_sync(pw.get_run, run_id)  # 404 before the stream opens
-        return StreamingResponse(events.sse(run_id, start_at), media_type="text/event-stream",
+        # resume tokens go to system and machine callers; a person answers through an application or a link
+        stream = events.sse(run_id, start_at, with_tokens=who.role != "user")
+        return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"])
@@ -307,6 +309,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         cursor: str | None = None,
         tokens: bool = False,
     ) -> dict[str, Any]:
+        if tokens and who.role == "user":
+            raise HTTPException(403, "a user's key cannot read resume tokens (system and machine keys can)")
         page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
                                   include_tokens=tokens)
         return _dump(page)
@@ -445,9 +449,9 @@ class _EventReader:
                 out.append(codec.event_from(entry_id.decode(), fields[b"t"].decode(), fields[b"d"]))
         return out
 
-    async def sse(self, run_id: str, after: str) -> AsyncIterator[bytes]:
-        """``id``/``event``/``data`` frames until ``done``; a comment every idle second keeps proxies
-        from closing the connection. Interrupt events carry their resume token."""
+    async def sse(self, run_id: str, after: str, *, with_tokens: bool = True) -> AsyncIterator[bytes]:
+        """``id``/``event``/``data`` frames until ``done``; a comment on every idle read keeps proxies
+        from closing the connection. Interrupt events carry their resume token ``with_tokens``."""
         while True:
             batch = await self._read(run_id, after)
             if not batch:
@@ -456,7 +460,8 @@ class _EventReader:
             for stored in batch:
                 after = stored.id
                 event = self.pw.event(run_id, stored)
-                frame = f"id: {event.id}\nevent: {event.type}\ndata: {json.dumps(event.data, default=str)}\n\n"
+                data = event.data if with_tokens else {k: v for k, v in event.data.items() if k != "resumeToken"}
+                frame = f"id: {event.id}\nevent: {event.type}\ndata: {json.dumps(data, default=str)}\n\n"
                 yield frame.encode()
                 if ends_stream(event.type, "done"):
                     return

@@ -315,3 +315,24 @@ def test_a_body_over_the_bound_is_refused_before_it_is_read(server: Server) -> N
 
     assert api.post("/v1/runs", content=chunks(), headers={"Content-Type": "application/json"}).status_code == 413
     assert api.get("/healthz").status_code == 200
+
+
+def test_a_user_key_never_reads_resume_tokens(server: Server) -> None:
+    """A user's key may list interrupts and follow a run, but gets no resume token: 403 for
+    tokens=true, and interrupt events without resumeToken."""
+    api, person = _api(server), _api(server, USER_KEY)
+    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    assert person.get("/v1/interrupts", params={"tokens": "true"}).status_code == 403
+    listed = person.get("/v1/interrupts", params={"runId": run_id}).json()["items"][0]
+    assert listed.get("resumeToken") is None
+    headers = {"Authorization": f"Bearer {USER_KEY}"}
+    data = ""
+    with httpx.stream("GET", f"{server.url}/v1/runs/{run_id}/events", headers=headers, timeout=10) as response:
+        after_interrupt = False
+        for line in response.iter_lines():
+            if after_interrupt and line.startswith("data: "):
+                data = line
+                break
+            after_interrupt = after_interrupt or line == "event: interrupt"
+    assert "requestId" in data and "resumeToken" not in data, data
