@@ -85,6 +85,7 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
             ttl_ms=int(f["ttl"]),
             expires_at=int(f["expires"]) if f.get("expires") else None,
             waiting_on=_s(f.get("waiting")) or None,
+            lineage=tuple(_s(f.get("lineage")).split()),
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc

@@ -54,7 +54,10 @@ class RunRecord:
     ttl_ms: int = 0
     expires_at: int | None = None
     waiting_on: str | None = None
-    """request id of the open interrupt while the run is waiting"""
+    """request id of the open interrupt while the run is waiting, or ``child:<run id>`` while it
+    waits on a child run"""
+    lineage: tuple[str, ...] = ()
+    """a child run's ancestors, its parent first and the root last; () for a root run"""
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,10 @@ class InterruptRecord:
     on_expire: dict[str, Any] | None = None
     """what the reconciler does at expiry (see ``hooks.use_interrupt``): None ends the run expired;
     ``{"action": "fail"}``, ``{"action": "cancel"}``, or ``{"action": "answer", "entry": <journal entry>}``"""
+    root_run_id: str | None = None
+    """for an interrupt of a child run: the root of its tree"""
+    parent_run_id: str | None = None
+    """for an interrupt of a child run: the run waiting on it"""
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,23 @@ class Park:
     ttl_ms: int
     event: Mapping[str, Any]
     now: int
+    lineage: tuple[str, ...] = ()
+    """a child run's ancestors: the interrupt event goes to their streams too"""
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """A node called ``use_workflow``: park the parent on the child and create the child, atomically.
+
+    The child's records remember where its outcome goes (the parent, its step and journal field),
+    and the script that ends the child records it there and queues the parent, in one step."""
+
+    child: NewRun
+    journal_field: str
+    lineage: tuple[str, ...]
+    """the child's ancestors, its parent first and the root last"""
+    event: Mapping[str, Any]
+    """the parent's ``child.started`` event"""
 
 
 @dataclass(frozen=True)
@@ -251,7 +275,14 @@ class Store(Protocol):
         """Commit a completed node; return the new fence."""
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
-        """Commit a pause; return the new fence."""
+        """Commit a pause; return the new fence. A child run's interrupt event is also appended to
+        the streams of its ancestors (``Park.lineage``)."""
+
+    def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
+        """Park the run on a new child run (waiting ``child:<child run id>``, lease released) and
+        create the child with its first job; return the parent's new fence. When a child ends
+        (completed, failed, cancelled, expired), the same atomic step records its outcome in the
+        parent's journal and queues the parent."""
 
     def finish(
         self,

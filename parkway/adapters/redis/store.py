@@ -41,6 +41,7 @@ from ...runtime.store import (
     Requeue,
     ResumeCommit,
     RunRecord,
+    Spawn,
     StoredEvent,
 )
 from .. import codec
@@ -62,6 +63,7 @@ _SCRIPTS = (
     "redispatch",
     "expire",
     "release",
+    "spawn",
 )
 
 
@@ -265,9 +267,12 @@ class RedisStore:
             self.limits.retention_ms,
             self.limits.max_events,
             r,
+            len(commit.events),
         ]
         for kind, payload in commit.events:
             args += [kind, self._event(payload)]
+        ended = commit.next_node is None
+        parent_keys, parent_args = self._parent_tail(r, "completed", commit.output, commit.now) if ended else ([], [""])
         return int(
             self._call(
                 "advance",
@@ -279,8 +284,9 @@ class RedisStore:
                     keys.events(r),
                     keys.summary(r),
                     keys.leases(),
+                    *parent_keys,
                 ],
-                args,
+                [*args, *parent_args],
             )
         )
 
@@ -301,6 +307,7 @@ class RedisStore:
                     *self._index_keys(rec.workflow),
                     keys.leases(),
                     keys.summary(r),
+                    *(keys.events(a) for a in commit.lineage),
                 ],
                 [
                     fence,
@@ -332,10 +339,11 @@ class RedisStore:
         now: int,
     ) -> None:
         r = run_id
+        parent_keys, parent_args = self._parent_tail(r, status, dict(error) if error else None, now)
         self._call(
             "finish",
             r,
-            [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases()],
+            [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases(), *parent_keys],
             [
                 "" if fence is None else fence,
                 status,
@@ -347,6 +355,90 @@ class RedisStore:
                 self._event(event[1]),
                 self._event({"status": status}),
                 r,
+                *parent_args,
+            ],
+        )
+
+    def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
+        r, child = run_id, commit.child
+        c = child.run_id
+        blob = codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input")
+        hand_keys, hand_args = self._hand_off(c)
+        return int(
+            self._call(
+                "spawn",
+                r,
+                [
+                    keys.run(r),
+                    keys.journal(r, step),
+                    keys.workflow_state(r),
+                    keys.events(r),
+                    keys.summary(r),
+                    keys.leases(),
+                    keys.run(c),
+                    keys.summary(c),
+                    keys.events(c),
+                    keys.outbox(),
+                    *hand_keys,
+                ],
+                [
+                    fence,
+                    step,
+                    child.now,
+                    r,
+                    c,
+                    self._event(commit.event),
+                    self.limits.max_events,
+                    self.limits.retention_ms,
+                    self.limits.expiry_grace_ms,
+                    child.workflow,
+                    child.ref,
+                    child.start_node,
+                    blob,
+                    child.ttl_ms,
+                    self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
+                    self._event({"node": child.start_node, "step": 0}),
+                    commit.journal_field,
+                    " ".join(commit.lineage),
+                    *hand_args,
+                ],
+            )
+        )
+
+    def _parent_tail(self, run_id: str, status: str, value: Any, now: int) -> tuple[list[str], list[Any]]:
+        """The parent's keys and arguments for ``notify_parent`` (``_common.lua``) when ``run_id``
+        ends ``status`` with ``value`` (its output, or its error); ``[""]`` for a root run. Where a
+        child's outcome goes is written once, when the child is created, so reading it first is safe."""
+        if keys.CHILD_SEPARATOR not in run_id:
+            return [], [""]
+        with translated(run_id):
+            parent, pstep, pfield = self.client.hmget(keys.run(run_id), "parent", "pstep", "pfield")
+        if not parent:
+            return [], [""]
+        p, step, field = _text(parent), int(pstep), _text(pfield)
+        name = field.removeprefix("w:")
+        if status == "completed":
+            entry = JournalEntry("workflow", name, value)
+        else:
+            entry = JournalEntry("workflow", name, {"childRunId": run_id, "error": value}, "", status)
+        event: dict[str, Any] = {"childRunId": run_id, "id": name, "status": status}
+        if isinstance(value, dict) and status != "completed":
+            event["error"] = value.get("message")
+        hand_keys, hand_args = self._hand_off(p)
+        return (
+            [keys.run(p), keys.journal(p, step), keys.workflow_state(p), keys.events(p), keys.summary(p), keys.outbox(),
+             *hand_keys],
+            [
+                p,
+                run_id,
+                field,
+                codec.entry_to_blob(entry, self.limits.max_payload_bytes),
+                "child.completed" if status == "completed" else "child.ended",
+                self._event(event),
+                now,
+                self.limits.max_events,
+                self.limits.retention_ms,
+                *hand_args,
             ],
         )
 
@@ -420,10 +512,11 @@ class RedisStore:
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         r = run_id
+        parent_keys, parent_args = self._parent_tail(r, "failed", dict(error), now)
         reply = self._call(
             "recover",
             r,
-            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases()],
+            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases(), *parent_keys],
             [
                 r,
                 now,
@@ -434,6 +527,7 @@ class RedisStore:
                 codec.encode(dict(error), what="run error"),
                 self._event({"error": dict(error)}),
                 self._event({"status": "failed"}),
+                *parent_args,
             ],
         )
         return _requeue(reply)
@@ -466,6 +560,12 @@ class RedisStore:
             }
             error_blob, failed_blob = codec.encode(error, what="run error"), self._event({"error": error})
         step = record.step if record else 0
+        if action == "fail":
+            parent_keys, parent_args = self._parent_tail(r, "failed", error, now)
+        elif action == "expire":
+            parent_keys, parent_args = self._parent_tail(r, "expired", None, now)
+        else:
+            parent_keys, parent_args = [], [""]
         reply = self._call(
             "expire",
             r,
@@ -479,6 +579,7 @@ class RedisStore:
                 keys.journal(r, step),
                 keys.workflow_state(r),
                 keys.outbox(),
+                *parent_keys,
             ],
             [
                 entry.request_id,
@@ -495,6 +596,7 @@ class RedisStore:
                 error_blob,
                 failed_blob,
                 r,
+                *parent_args,
             ],
         )
         outcome = _text(reply[0])
@@ -594,8 +696,13 @@ class RedisStore:
 
     def _waiting_interrupt(self, query: InterruptQuery) -> list[InterruptRecord]:
         r = query.run_id or ""
-        waiting = self.client.hget(keys.run(r), "waiting")
-        record = self.get_interrupt(r, _text(waiting)) if waiting else None
+        waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
+        for _ in range(MAX_TREE_DEPTH):  # a run waiting on a child: the interrupt down its tree
+            if not waiting.startswith("child:"):
+                break
+            r = waiting.removeprefix("child:")
+            waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
+        record = self.get_interrupt(r, waiting) if waiting and not waiting.startswith("child:") else None
         if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
             return []
         return [record]
@@ -608,6 +715,10 @@ class RedisStore:
             for entry_id, fields in entries:
                 out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
         return out
+
+
+MAX_TREE_DEPTH = 16
+"""how far down a tree of child runs a listing by run id looks for the interrupt it waits on"""
 
 
 def _requeue(reply: Sequence[Any]) -> Requeue:
