@@ -473,3 +473,22 @@ lets_child_fail = Workflow("lets_child_fail")
 @lets_child_fail.node(start=True)
 def call_broken_uncaught(data: dict[str, Any]) -> None:
     use_workflow(broken, {}, id="broken")
+
+
+brief_leaf = Workflow("brief_leaf")
+
+
+@brief_leaf.node(start=True)
+def brief_ask(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_interrupt(COLORS, id="quick", ttl_ms=1000)}
+
+
+awaits_brief = Workflow("awaits_brief")
+
+
+@awaits_brief.node(start=True)
+def call_brief(data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"color": use_workflow(brief_leaf, {}, id="brief")["color"]}
+    except ChildFailed as exc:
+        return {"caught": exc.status}

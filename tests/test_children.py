@@ -120,7 +120,11 @@ def test_a_worker_killed_while_the_parent_waits_changes_nothing(
 ) -> None:
     """With real worker processes, SIGKILLing the worker while the parent waits on its child loses
     nothing: the parent holds no job, and a new worker carries the tree to its end."""
-    pw = Parkway(Settings(redis_url=redis_url, secret=SECRET))
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as pw:
+        _tree_survives_a_killed_worker(pw, redis_url, worker)
+
+
+def _tree_survives_a_killed_worker(pw: Parkway, redis_url: str, worker: Worker) -> None:
     root = pw.start(flows.tree, {})
     waiting = pw.wait(root, timeout=20)  # waits past the parent's wait on its child, to the leaf's question
     assert waiting.status is RunStatus.WAITING and waiting.interrupt is not None
@@ -137,3 +141,38 @@ def test_a_worker_killed_while_the_parent_waits_changes_nothing(
     assert done.status is RunStatus.COMPLETED, output[-3000:]
     assert done.output["middle"]["leaf"]["color"] == "red" and done.output["sum"] == 5
     assert "Traceback" not in output
+
+
+def test_a_child_whose_interrupt_expires_ends_expired_and_the_parent_sees_child_failed(harness: Harness) -> None:
+    """The reconciler's expiry of a child's interrupt ends the child expired and resumes the parent,
+    whose use_workflow raises ChildFailed with status expired."""
+    from tests.test_expiry import _expire
+
+    root = harness.start_and_run(flows.awaits_brief, {})
+    child = _children(harness, root)[0]
+    events = _expire(harness, root)
+    assert harness.pw.get_run(child).status is RunStatus.EXPIRED
+    run = harness.pw.get_run(root)
+    assert run.status is RunStatus.COMPLETED and run.output == {"caught": "expired"}, run
+    assert events.count("child.ended") == 1
+
+
+def test_cancelling_a_parent_whose_child_is_queued_cancels_the_child_at_once(harness: Harness) -> None:
+    """A child not yet begun is ended cancelled by cancelling its parent, which then ends cancelled."""
+    import uuid
+
+    from parkway.runtime import executor
+    from parkway.runtime.clock import now_ms
+    from parkway.runtime.store import NewRun
+
+    store = harness.manual_store  # no hand-off: the child's first job is not enqueued, so it stays queued
+    root = "run_" + uuid.uuid4().hex
+    store.create_run(NewRun(root, "lets_child_fail", "tests.flows:lets_child_fail", "call_broken_uncaught", {}, 60_000,
+                            now_ms()))
+    assert executor.execute(store, harness.pw.backend.options, root, 0, 0) is executor.JobEnd.WAITING
+    child = _children(harness, root)[0]
+    assert harness.pw.get_run(child).status is RunStatus.QUEUED
+    harness.pw.cancel(root)
+    assert harness.pw.get_run(child).status is RunStatus.CANCELLED
+    harness.run_jobs()
+    assert harness.pw.get_run(root).status is RunStatus.CANCELLED
