@@ -492,3 +492,19 @@ def call_brief(data: dict[str, Any]) -> dict[str, Any]:
         return {"color": use_workflow(brief_leaf, {}, id="brief")["color"]}
     except ChildFailed as exc:
         return {"caught": exc.status}
+
+
+long_leaf = Workflow("long_leaf")
+
+
+@long_leaf.node(start=True)
+def long_ask(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_interrupt(COLORS, id="slow", ttl_ms=3_600_000)}
+
+
+awaits_long = Workflow("awaits_long")
+
+
+@awaits_long.node(start=True)
+def call_long(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_workflow(long_leaf, {}, id="long")["color"]}

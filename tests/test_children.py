@@ -176,3 +176,21 @@ def test_cancelling_a_parent_whose_child_is_queued_cancels_the_child_at_once(har
     assert harness.pw.get_run(child).status is RunStatus.CANCELLED
     harness.run_jobs()
     assert harness.pw.get_run(root).status is RunStatus.CANCELLED
+
+
+def test_a_childs_interrupt_keeps_its_ancestors_records_as_long_as_itself(harness: Harness) -> None:
+    """A parent's records live at least as long as its child's open interrupt (here an hour, for a
+    run TTL of a minute), so the child's end always finds the parent to resume."""
+    from parkway.adapters.redis import keys
+
+    root = harness.start_and_run(flows.awaits_long, {}, ttl_ms=60_000)
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    child = _children(harness, root)[0]
+    for key in (keys.run(root), keys.events(root), keys.summary(root)):
+        assert client.pttl(key) > 3_500_000, key
+    journal_ttl = client.pttl(keys.journal(root, 0))
+    assert journal_ttl == -2 or journal_ttl > 3_500_000  # (-2: nothing recorded in it yet)
+    assert harness.pw.resume(harness.token(root), selected="blue").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(root).output == {"color": "blue"}
+    assert harness.pw.get_run(child).status is RunStatus.COMPLETED

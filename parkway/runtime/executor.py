@@ -248,8 +248,8 @@ def _park(
         expires_at=now + ttl_ms,
         token_hash=tokens.hash_token(token),
         on_expire=on_expire,
-        root_run_id=run.lineage[-1] if run.lineage else None,
-        parent_run_id=run.lineage[0] if run.lineage else None,
+        root_run_id=run.lineage[-1][0] if run.lineage else None,
+        parent_run_id=run.lineage[0][0] if run.lineage else None,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
     event = interrupt_event(interrupt, pause.request.public())
@@ -270,7 +270,7 @@ def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, 
     now = options.clock()
     new = NewRun(spawn.child_run_id, child.name, ref, child.start, spawn.input, run.ttl_ms, now)
     event = {"childRunId": spawn.child_run_id, "workflow": child.name, "id": spawn.name, "node": ctx.node}
-    commit = Spawn(new, spawn.journal_field, (run.run_id, *run.lineage), event)
+    commit = Spawn(new, spawn.journal_field, ((run.run_id, ctx.step), *run.lineage), event)
     store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("child_started", child_run_id=spawn.child_run_id, child_workflow=child.name)
 

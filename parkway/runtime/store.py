@@ -22,6 +22,9 @@ from .protocol import ResumeOutcome, RunStatus
 EventSpec = tuple[str, Mapping[str, Any]]
 """An event to append: ``(type, data)``; the store adds id, run id and timestamp."""
 
+Ancestor = tuple[str, int]
+"""An ancestor of a child run: its run id, and the step of the activation that waits on the child."""
+
 
 @dataclass(frozen=True)
 class NewRun:
@@ -56,7 +59,7 @@ class RunRecord:
     waiting_on: str | None = None
     """request id of the open interrupt while the run is waiting, or ``child:<run id>`` while it
     waits on a child run"""
-    lineage: tuple[str, ...] = ()
+    lineage: tuple[Ancestor, ...] = ()
     """a child run's ancestors, its parent first and the root last; () for a root run"""
 
 
@@ -134,8 +137,9 @@ class Park:
     ttl_ms: int
     event: Mapping[str, Any]
     now: int
-    lineage: tuple[str, ...] = ()
-    """a child run's ancestors: the interrupt event goes to their streams too"""
+    lineage: tuple[Ancestor, ...] = ()
+    """a child run's ancestors: the interrupt event goes to their streams too, and their records
+    are kept at least as long as the interrupt's"""
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ class Spawn:
 
     child: NewRun
     journal_field: str
-    lineage: tuple[str, ...]
+    lineage: tuple[Ancestor, ...]
     """the child's ancestors, its parent first and the root last"""
     event: Mapping[str, Any]
     """the parent's ``child.started`` event"""
@@ -276,7 +280,8 @@ class Store(Protocol):
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
         """Commit a pause; return the new fence. A child run's interrupt event is also appended to
-        the streams of its ancestors (``Park.lineage``)."""
+        the streams of its ancestors (``Park.lineage``), whose records then live at least as long as
+        the interrupt's."""
 
     def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
         """Park the run on a new child run (waiting ``child:<child run id>``, lease released) and

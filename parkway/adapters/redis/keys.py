@@ -16,7 +16,8 @@ key                         type    TTL       holds
                                               output, error, created, updated, ttl, expires,
                                               waiting (request id, or ``child:<run id>``);
                                               a child's also: parent, pstep, pfield (where its
-                                              outcome goes), lineage (ancestors, parent first)
+                                              outcome goes), lineage (``run:step`` of
+                                              each ancestor, parent first)
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry

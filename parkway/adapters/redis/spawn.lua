@@ -8,7 +8,7 @@
 -- ARGV: 1 fence, 2 step, 3 now, 4 parent run id, 5 child run id, 6 child.started blob, 7 maxlen,
 --       8 retention ms, 9 grace ms, 10 child workflow, 11 child ref, 12 child start node,
 --       13 child input blob, 14 child ttl ms, 15 child run.started blob, 16 child node.started blob,
---       17 journal field in the parent, 18 lineage (ancestors, parent first, space-separated),
+--       17 journal field in the parent, 18 lineage (ancestors as run:step, parent first, space-separated),
 --       19... the child's first job (see hand_off)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end

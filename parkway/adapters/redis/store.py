@@ -307,7 +307,7 @@ class RedisStore:
                     *self._index_keys(rec.workflow),
                     keys.leases(),
                     keys.summary(r),
-                    *(keys.events(a) for a in commit.lineage),
+                    *self._ancestor_keys(commit.lineage),
                 ],
                 [
                     fence,
@@ -399,11 +399,18 @@ class RedisStore:
                     self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
                     self._event({"node": child.start_node, "step": 0}),
                     commit.journal_field,
-                    " ".join(commit.lineage),
+                    codec.lineage_field(commit.lineage),
                     *hand_args,
                 ],
             )
         )
+
+    def _ancestor_keys(self, lineage: Sequence[tuple[str, int]]) -> list[str]:
+        """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state, summary."""
+        out: list[str] = []
+        for a, step in lineage:
+            out += [keys.events(a), keys.run(a), keys.journal(a, step), keys.workflow_state(a), keys.summary(a)]
+        return out
 
     def _parent_tail(self, run_id: str, status: str, value: Any, now: int) -> tuple[list[str], list[Any]]:
         """The parent's keys and arguments for ``notify_parent`` (``_common.lua``) when ``run_id``
