@@ -508,3 +508,11 @@ awaits_long = Workflow("awaits_long")
 @awaits_long.node(start=True)
 def call_long(data: dict[str, Any]) -> dict[str, Any]:
     return {"color": use_workflow(long_leaf, {}, id="long")["color"]}
+
+
+calls_nowhere = Workflow("calls_nowhere")
+
+
+@calls_nowhere.node(start=True)
+def call_missing(data: dict[str, Any]) -> None:
+    use_workflow("tests.flows:no_such_workflow", {}, id="missing")

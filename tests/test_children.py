@@ -194,3 +194,12 @@ def test_a_childs_interrupt_keeps_its_ancestors_records_as_long_as_itself(harnes
     harness.run_jobs()
     assert harness.pw.get_run(root).output == {"color": "blue"}
     assert harness.pw.get_run(child).status is RunStatus.COMPLETED
+
+
+def test_a_child_that_cannot_start_fails_the_parent_with_the_reason(harness: Harness) -> None:
+    """A use_workflow whose workflow cannot be found fails the parent, saying so, and starts nothing."""
+    root = harness.start_and_run(flows.calls_nowhere, {})
+    run = harness.pw.get_run(root)
+    assert run.status is RunStatus.FAILED and run.error is not None
+    assert "no_such_workflow" in run.error.message
+    assert _children(harness, root) == []

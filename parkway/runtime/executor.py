@@ -29,6 +29,7 @@ from .errors import (
     InterruptCancelled,
     ParkwayError,
     StaleFence,
+    ValidationError,
     WorkflowError,
     WorkflowUnavailable,
 )
@@ -123,8 +124,8 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         if isinstance(outcome, SpawnChild):
             try:
                 _spawn(store, options, ctx, outcome, run)
-            except WorkflowError as exc:
-                return _fail(store, options, run.run_id, fence, exc, node)
+            except (WorkflowError, ValidationError) as exc:  # a child that cannot start: an unknown
+                return _fail(store, options, run.run_id, fence, exc, node)  # workflow, an oversize input
             return JobEnd.WAITING
         if _cancelled(outcome):
             assert isinstance(outcome, ParkwayError)
