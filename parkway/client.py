@@ -217,7 +217,9 @@ class Parkway:
         A waiting run has its interrupt cancelled (``interrupt_cancelled``: the node
         replays and may catch InterruptCancelled); a queued or running run ends
         ``cancelled`` at once (a job still executing it can no longer commit); a
-        finished run is left alone (``already_finished``).
+        finished run is left alone (``already_finished``). A run waiting on a child run
+        (``use_workflow``) has the child cancelled the same way, down the tree: the outcome is the
+        child's, and the run's ``use_workflow`` then raises ChildFailed (status ``cancelled``).
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)
