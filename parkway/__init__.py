@@ -10,6 +10,7 @@ from .client import Parkway
 from .config import Settings
 from .runtime.contracts import Contract
 from .runtime.errors import (
+    ChildFailed,
     ConfigError,
     CorruptRecord,
     InterruptCancelled,
@@ -38,6 +39,7 @@ from .runtime.hooks import (
     use_now,
     use_stable_id,
     use_step,
+    use_workflow,
     use_workflow_state,
 )
 from .runtime.protocol import (
@@ -61,6 +63,7 @@ __all__ = [
     "AsyncParkway",
     "CancelOutcome",
     "CancelResult",
+    "ChildFailed",
     "ConfigError",
     "Contract",
     "CorruptRecord",
@@ -106,5 +109,6 @@ __all__ = [
     "use_reason",
     "use_stable_id",
     "use_step",
+    "use_workflow",
     "use_workflow_state",
 ]

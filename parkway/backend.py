@@ -66,7 +66,10 @@ def _embedded(settings: Settings) -> Backend:
     client = inproc.client(server)
     workflows = Workflows(settings.modules)
     options = executor.Options(
-        secret=token_key(settings.secret, None), loader=workflows.load, lease_ms=settings.lease_ms
+        secret=token_key(settings.secret, None),
+        loader=workflows.load,
+        lease_ms=settings.lease_ms,
+        refer=workflows.register,  # a child workflow defined anywhere, even in __main__, as start() allows
     )
     worker = WorkerThread(server, settings, options)
     dispatcher = EmbeddedDispatcher(client, settings)

@@ -94,13 +94,18 @@ class Parkway:
         if record is None:
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
         interrupt = None
-        if record.waiting_on:
+        if record.waiting_on and record.waiting_on.startswith("child:"):
+            # waiting on a child run: the interrupt its tree waits on, if any (the listing follows it)
+            below = self.store.list_interrupts(InterruptQuery(run_id=run_id, limit=1, now=now)).items
+            interrupt = self._interrupt(below[0], include_token=False) if below else None
+        elif record.waiting_on:
             found = self.store.get_interrupt(run_id, record.waiting_on)
             interrupt = self._interrupt(found, include_token=False) if found else None
         return _run(record, interrupt, now)
 
     def wait(self, run_id: str, *, timeout: float = 30.0) -> Run:
         """Block until the run is waiting for a person or finished; raise WaitTimeout after ``timeout`` s.
+        A run waiting on a child run counts as waiting for a person once an interrupt of its tree is open.
 
         When Redis stops answering it raises StoreUnavailable within 15 s (the store's bound),
         which can be after ``timeout`` if that is shorter: a call in flight is not cut short.
@@ -109,7 +114,7 @@ class Parkway:
         after = "0"
         while True:
             run = self.get_run(run_id)
-            if run.status in (RunStatus.WAITING,) or run.status.finished:
+            if (run.status is RunStatus.WAITING and not self._on_child(run)) or run.status.finished:
                 return run
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -117,6 +122,13 @@ class Parkway:
             events = self.store.read_events(run_id, after, max(1, int(min(remaining, 1.0) * 1000)), 100)
             if events:
                 after = events[-1].id
+
+    def _on_child(self, run: Run) -> bool:
+        """Whether the run waits on a child run in which nobody has been asked anything yet."""
+        if run.interrupt is not None:
+            return False
+        record = self.store.get_run(run.run_id, now_ms())
+        return record is not None and (record.waiting_on or "").startswith("child:")
 
     def stream(
         self,
@@ -145,7 +157,9 @@ class Parkway:
         """A stored event as clients see it: an interrupt event carries its resume token."""
         data = dict(stored.data)
         if stored.type == "interrupt" and "requestId" in data:
-            data["resumeToken"] = tokens.mint(self.backend.options.secret, run_id, data["requestId"])
+            # a child's interrupt on an ancestor's stream: the token names the child run
+            owner = data.get("runId") or run_id
+            data["resumeToken"] = tokens.mint(self.backend.options.secret, owner, data["requestId"])
         return Event(id=stored.id, type=stored.type, run_id=run_id, ts=stored.ts, data=data)
 
     # --- interrupts -----------------------------------------------------
@@ -203,7 +217,9 @@ class Parkway:
         A waiting run has its interrupt cancelled (``interrupt_cancelled``: the node
         replays and may catch InterruptCancelled); a queued or running run ends
         ``cancelled`` at once (a job still executing it can no longer commit); a
-        finished run is left alone (``already_finished``).
+        finished run is left alone (``already_finished``). A run waiting on a child run
+        (``use_workflow``) has the child cancelled the same way, down the tree: the outcome is the
+        child's, and the run's ``use_workflow`` then raises ChildFailed (status ``cancelled``).
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)
@@ -214,6 +230,13 @@ class Parkway:
                 raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
             if record.status.finished:
                 return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
+            if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on.startswith("child:"):
+                # cancel down the tree: the child's end (cancelled) queues this run, whose
+                # use_workflow raises ChildFailed (uncaught, this run ends cancelled too)
+                child = self.cancel(record.waiting_on.removeprefix("child:"), reason=reason, responder=responder)
+                if child.outcome is CancelOutcome.ALREADY_FINISHED:
+                    continue  # the child ended meanwhile: this run moves on; read it again
+                return CancelResult(outcome=child.outcome, run_id=run_id, status=RunStatus.WAITING)
             if record.status is RunStatus.WAITING and record.waiting_on:
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
@@ -402,6 +425,8 @@ class Parkway:
             created_at=record.created_at,
             expires_at=record.expires_at,
             resume_token=token,
+            root_run_id=record.root_run_id,
+            parent_run_id=record.parent_run_id,
         )
 
 

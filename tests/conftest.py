@@ -95,7 +95,8 @@ def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
         return
     client = request.getfixturevalue("redis_client")
     settings = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET)
-    yield Harness("redis", Parkway(settings), settings, client)
+    with Parkway(settings) as pw:  # closed after the test: no socket left for the GC to warn about
+        yield Harness("redis", pw, settings, client)
 
 
 @pytest.fixture(autouse=True)

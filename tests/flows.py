@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from parkway import (
+    ChildFailed,
     Contract,
     Result,
     Retry,
@@ -17,6 +18,7 @@ from parkway import (
     emit,
     use_interrupt,
     use_node_state,
+    use_workflow,
     use_workflow_state,
 )
 
@@ -401,3 +403,116 @@ def think(data: dict[str, Any]) -> dict[str, Any]:
         max_requests=data.get("max_requests", 1),
     )
     return {"answer": answer}
+
+
+# --- child workflows ---------------------------------------------------------
+
+leaf = Workflow("leaf")
+
+
+@leaf.node(start=True)
+def leaf_ask(data: dict[str, Any]) -> dict[str, Any]:
+    count_effect("leaf:body")
+    color = use_interrupt(COLORS, id="leaf-color")
+    return {"color": color, "depth": data["depth"]}
+
+
+middle = Workflow("middle")
+
+
+@middle.node(start=True)
+def middle_call(data: dict[str, Any]) -> dict[str, Any]:
+    count_effect("middle:body")
+    out = use_workflow(leaf, {"depth": data["depth"] + 1}, id="leaf")
+    return {"leaf": out, "depth": data["depth"]}
+
+
+tree = Workflow("tree")
+
+
+@tree.node(start=True)
+def tree_call(data: dict[str, Any]) -> dict[str, Any]:
+    count_effect("tree:body")
+    first = use_workflow(middle, {"depth": 1}, id="middle")
+    second = use_workflow(adder, {"a": 2, "b": 3}, id="add")
+    return {"middle": first, "sum": second["sum"]}
+
+
+adder = Workflow("adder")
+
+
+@adder.node(start=True)
+def add(data: dict[str, Any]) -> dict[str, Any]:
+    count_effect("adder:body")
+    return {"sum": data["a"] + data["b"]}
+
+
+broken = Workflow("broken")
+
+
+@broken.node(start=True)
+def break_down(data: dict[str, Any]) -> None:
+    raise ValueError("the child broke")
+
+
+catches_child = Workflow("catches_child")
+
+
+@catches_child.node(start=True)
+def call_broken(data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        use_workflow(broken, {}, id="broken")
+    except ChildFailed as exc:
+        return {"caught": exc.status, "child": exc.child_run_id, "message": exc.error_message}
+    return {"caught": None}
+
+
+lets_child_fail = Workflow("lets_child_fail")
+
+
+@lets_child_fail.node(start=True)
+def call_broken_uncaught(data: dict[str, Any]) -> None:
+    use_workflow(broken, {}, id="broken")
+
+
+brief_leaf = Workflow("brief_leaf")
+
+
+@brief_leaf.node(start=True)
+def brief_ask(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_interrupt(COLORS, id="quick", ttl_ms=1000)}
+
+
+awaits_brief = Workflow("awaits_brief")
+
+
+@awaits_brief.node(start=True)
+def call_brief(data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"color": use_workflow(brief_leaf, {}, id="brief")["color"]}
+    except ChildFailed as exc:
+        return {"caught": exc.status}
+
+
+long_leaf = Workflow("long_leaf")
+
+
+@long_leaf.node(start=True)
+def long_ask(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_interrupt(COLORS, id="slow", ttl_ms=3_600_000)}
+
+
+awaits_long = Workflow("awaits_long")
+
+
+@awaits_long.node(start=True)
+def call_long(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_workflow(long_leaf, {}, id="long")["color"]}
+
+
+calls_nowhere = Workflow("calls_nowhere")
+
+
+@calls_nowhere.node(start=True)
+def call_missing(data: dict[str, Any]) -> None:
+    use_workflow("tests.flows:no_such_workflow", {}, id="missing")

@@ -9,7 +9,7 @@ one place, so that the order and paging of interrupts has one definition.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgpack
@@ -85,9 +85,23 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
             ttl_ms=int(f["ttl"]),
             expires_at=int(f["expires"]) if f.get("expires") else None,
             waiting_on=_s(f.get("waiting")) or None,
+            lineage=_lineage(_s(f.get("lineage"))),
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def lineage_field(lineage: Sequence[tuple[str, int]]) -> str:
+    """A child run's ancestors as its record keeps them: ``run:step`` words, parent first."""
+    return " ".join(f"{run_id}:{step}" for run_id, step in lineage)
+
+
+def _lineage(text: str) -> tuple[tuple[str, int], ...]:
+    out = []
+    for word in text.split():
+        run_id, _, step = word.rpartition(":")
+        out.append((run_id, int(step)))
+    return tuple(out)
 
 
 def summary_record(run_id: str, summary: Mapping[str, Any]) -> RunRecord:

@@ -13,6 +13,7 @@
     │   └── WorkflowUnavailable  a workflow module not found, or not allowed (PARKWAY_WORKFLOWS)
     ├── NondeterminismError      a replay asked a hook for something else than the journal holds
     ├── InterruptCancelled       raised by use_interrupt when its interrupt was cancelled
+    ├── ChildFailed              raised by use_workflow when the child run failed, was cancelled or expired
     ├── StaleFence               a commit from an attempt that is no longer current
     ├── RunNotFound              no run (and no summary) under that id
     ├── WaitTimeout              wait()/stream() gave up
@@ -91,6 +92,19 @@ class InterruptCancelled(ParkwayError):
 
     Uncaught, the run ends ``cancelled``.
     """
+
+
+class ChildFailed(ParkwayError):
+    """The child run ``use_workflow`` started ended without an output.
+
+    Fields: ``run_id`` (the parent), ``child_run_id``, ``status`` (``failed``, ``cancelled`` or
+    ``expired``) and ``error_message`` (the child's error, if it had one). Uncaught, the parent
+    fails naming the child (or ends ``cancelled`` when the child was cancelled).
+    """
+
+    child_run_id: str
+    status: str
+    error_message: str
 
 
 class StaleFence(ParkwayError):

@@ -23,11 +23,20 @@ import structlog
 
 from . import tokens
 from .clock import now_ms
-from .errors import CorruptRecord, InterruptCancelled, ParkwayError, StaleFence, WorkflowError, WorkflowUnavailable
-from .hooks import NodeContext, Pause, activate, deactivate, expiry_policy
+from .errors import (
+    ChildFailed,
+    CorruptRecord,
+    InterruptCancelled,
+    ParkwayError,
+    StaleFence,
+    ValidationError,
+    WorkflowError,
+    WorkflowUnavailable,
+)
+from .hooks import NodeContext, Pause, SpawnChild, activate, deactivate, expiry_policy
 from .loading import WorkflowModules
 from .logger import get_logger
-from .store import Advance, Attempt, InterruptRecord, JournalEntry, Park, Store
+from .store import Advance, Attempt, InterruptRecord, JournalEntry, NewRun, Park, RunRecord, Spawn, Store
 from .workflow import Result, Workflow, as_result
 
 log = get_logger()
@@ -52,6 +61,9 @@ class Options:
     """finds a run's workflow by reference; raises WorkflowUnavailable when this process cannot"""
     lease_ms: int = 5000
     """how long a worker may go silent before its attempt is taken as lost"""
+    refer: Callable[[Workflow], str] | None = None
+    """the reference a child run of this workflow records (``use_workflow``), findable by ``loader``;
+    None: ``Workflow.ref`` (its module-level name)"""
 
 
 def execute(
@@ -107,9 +119,16 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         )
         outcome = _attempt(workflow, ctx, data)
         if isinstance(outcome, Pause):
-            _park(store, options, ctx, outcome, run.ttl_ms, workflow.on_expire)
+            _park(store, options, ctx, outcome, run, workflow.on_expire)
             return JobEnd.WAITING
-        if isinstance(outcome, InterruptCancelled):
+        if isinstance(outcome, SpawnChild):
+            try:
+                _spawn(store, options, ctx, outcome, run)
+            except (WorkflowError, ValidationError) as exc:  # a child that cannot start: an unknown
+                return _fail(store, options, run.run_id, fence, exc, node)  # workflow, an oversize input
+            return JobEnd.WAITING
+        if _cancelled(outcome):
+            assert isinstance(outcome, ParkwayError)
             store.finish(
                 run.run_id, fence, "cancelled", None, ("run.cancelled", {"reason": outcome.message}), options.clock()
             )
@@ -130,6 +149,13 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         node, step, journal = next_node, step + 1, {}
 
 
+def _cancelled(outcome: object) -> bool:
+    """An uncaught cancellation ends the run cancelled: its own interrupt's, or its child's."""
+    if isinstance(outcome, ChildFailed):
+        return outcome.status == "cancelled"
+    return isinstance(outcome, InterruptCancelled)
+
+
 def _defer(store: Store, options: Options, run_id: str, fence: int, step: int, exc: WorkflowUnavailable) -> JobEnd:
     """This process cannot load the run's workflow (a worker started elsewhere, a missing --path, an
     allow-list): give the activation back, queued, for the reconciler to enqueue again in a few seconds."""
@@ -145,7 +171,9 @@ def _fail(store: Store, options: Options, run_id: str, fence: int, exc: BaseExce
     return JobEnd.FAILED
 
 
-def _attempt(workflow: Workflow, ctx: NodeContext, data: dict[str, Any]) -> Result | Pause | BaseException:
+def _attempt(
+    workflow: Workflow, ctx: NodeContext, data: dict[str, Any]
+) -> Result | Pause | SpawnChild | BaseException:
     """Run the node, retrying per its policy; return its result, its pause, or its final error."""
     spec = workflow.nodes[ctx.node]
     attempts = spec.retry.attempts if spec.retry else 1
@@ -157,7 +185,7 @@ def _attempt(workflow: Workflow, ctx: NodeContext, data: dict[str, Any]) -> Resu
             if inspect.isawaitable(value):
                 value = _run_async(value)
             return as_result(value, ctx.node)
-        except Pause as pause:
+        except (Pause, SpawnChild) as pause:
             return pause
         except ParkwayError as exc:
             return exc  # nondeterminism, stale fence, invalid state: retrying cannot help
@@ -197,9 +225,10 @@ def _park(
     options: Options,
     ctx: NodeContext,
     pause: Pause,
-    run_ttl_ms: int,
+    run: RunRecord,
     default_on_expire: str | dict[str, Any] | None = None,
 ) -> None:
+    run_ttl_ms = run.ttl_ms
     now = options.clock()
     policy = pause.on_expire
     if policy is None and default_on_expire is not None:
@@ -220,11 +249,31 @@ def _park(
         expires_at=now + ttl_ms,
         token_hash=tokens.hash_token(token),
         on_expire=on_expire,
+        root_run_id=run.lineage[-1][0] if run.lineage else None,
+        parent_run_id=run.lineage[0][0] if run.lineage else None,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
     event = interrupt_event(interrupt, pause.request.public())
-    store.park(ctx.run_id, ctx.fence, ctx.step, Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now))
+    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage)
+    store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
+
+
+def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, run: RunRecord) -> None:
+    """Park the run on its child and create the child (with its first job), in one store call."""
+    if isinstance(spawn.workflow, str):
+        ref, child = spawn.workflow, options.loader(spawn.workflow)
+    else:
+        child = spawn.workflow
+        ref = options.refer(child) if options.refer is not None else child.ref()
+    child.validate()
+    assert child.start is not None
+    now = options.clock()
+    new = NewRun(spawn.child_run_id, child.name, ref, child.start, spawn.input, run.ttl_ms, now)
+    event = {"childRunId": spawn.child_run_id, "workflow": child.name, "id": spawn.name, "node": ctx.node}
+    commit = Spawn(new, spawn.journal_field, ((run.run_id, ctx.step), *run.lineage), event)
+    store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
+    log.info("child_started", child_run_id=spawn.child_run_id, child_workflow=child.name)
 
 
 def presentation(public_request: dict[str, Any]) -> str:
@@ -260,7 +309,11 @@ def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) 
         "input": public_request,
         "createdAt": interrupt.created_at,
         "expiresAt": interrupt.expires_at,
-    }
+    } | (
+        {"runId": interrupt.run_id, "rootRunId": interrupt.root_run_id, "parentRunId": interrupt.parent_run_id}
+        if interrupt.root_run_id
+        else {}
+    )
 
 
 def _error(exc: BaseException, node: str | None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ durable, and dangerous across deploys) and event-sourcing every line
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
@@ -26,9 +27,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from .contracts import Contract
-from .errors import InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
+from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
 from .protocol import InterruptRequest
 from .store import JournalEntry, Store
+from .workflow import Workflow
 
 T = TypeVar("T")
 
@@ -63,6 +65,21 @@ class Pause(BaseException):
         self.ttl_ms = ttl_ms
         self.on_expire = on_expire
         self.contract = contract
+
+
+class SpawnChild(BaseException):
+    """Raised by ``use_workflow`` to end the attempt and park the run on a child run; like
+    :class:`Pause`, built by parkway only and out of reach of ``except Exception``."""
+
+    def __init__(self, key: object, child_run_id: str, workflow: str | Workflow, input: dict[str, Any], name: str):
+        if key is not _PAUSE_KEY:
+            raise TypeError("SpawnChild is raised by use_workflow only")
+        super().__init__(f"waiting on child {child_run_id}")
+        self.child_run_id = child_run_id
+        self.workflow = workflow
+        self.input = input
+        self.name = name
+        self.journal_field = f"w:{name}"
 
 
 @dataclass
@@ -229,6 +246,58 @@ def expiry_policy(
             value = validate_answer(request, selected=given)
         return {"action": "answer", "value": value}
     raise ValidationError(f"on_expire must be one of {EXPIRY_ACTIONS} or {{'answer': value}}, not {on_expire!r}")
+
+
+CHILD_SEPARATOR = "--"
+"""a child's run id is ``<root run id>--<hash>``: the part before the first ``--`` is the tree's root"""
+MAX_ROOT_ID = 46
+"""a root run id of at most this length leaves room for its children's (run ids are at most 64)"""
+
+
+def child_run_id(parent_run_id: str, step: int, name: str) -> str:
+    """The run id of the child ``use_workflow(..., id=name)`` starts in activation ``step``: the same
+    on every replay, so a replay finds the child instead of starting another."""
+    root = parent_run_id.split(CHILD_SEPARATOR, 1)[0]
+    digest = hashlib.sha256(f"{parent_run_id}:{step}:{name}".encode()).hexdigest()[:16]
+    return f"{root}{CHILD_SEPARATOR}{digest}"
+
+
+def use_workflow(workflow: Workflow | str, input: Mapping[str, Any] | None = None, *, id: str) -> Any:
+    """Run ``workflow`` as a child of this run and return its output.
+
+    The first call starts the child (``workflow`` is a Workflow defined at module level, or
+    ``"module:attribute"``) and parks this run without compute until the child ends; the node
+    then replays and the call returns the child's output. The child's interrupts show on this
+    run's stream (and its root's) and are answered with their own tokens. Raises
+    :class:`ChildFailed` when the child failed, was cancelled or expired. ``id`` names the
+    child within this activation: the same id never starts a second child.
+    """
+    ctx = current()
+    name = _name(id, "child workflow id")
+    assert name is not None
+    if not isinstance(workflow, Workflow | str):
+        raise ValidationError("use_workflow takes a Workflow or 'module:attribute'")
+    if input is not None and not isinstance(input, Mapping):
+        raise ValidationError(f"child workflow input must be a dict, not {type(input).__name__}")
+    root = ctx.run_id.split(CHILD_SEPARATOR, 1)[0]
+    if len(root) > MAX_ROOT_ID:
+        raise ValidationError(f"a run that starts child workflows needs a run id of at most {MAX_ROOT_ID} characters")
+    child = child_run_id(ctx.run_id, ctx.step, name)
+    detail = workflow if isinstance(workflow, str) else workflow.name
+    entry = ctx.replayed(f"w:{name}", "workflow", name)
+    if entry is None:
+        raise SpawnChild(_PAUSE_KEY, child, workflow, dict(input or {}), name)
+    if entry.status:
+        error = (entry.value or {}).get("error") if isinstance(entry.value, dict) else None
+        message = error.get("message", "") if isinstance(error, dict) else ""
+        raise ChildFailed(
+            f"child run {child} ({detail}) of run {ctx.run_id} {entry.status}" + (f": {message}" if message else ""),
+            run_id=ctx.run_id,
+            child_run_id=child,
+            status=entry.status,
+            error_message=message,
+        )
+    return entry.value
 
 
 def use_node_state(initial: T, *, key: str | None = None) -> tuple[T, Callable[[T | Callable[[T], T]], None]]:

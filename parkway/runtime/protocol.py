@@ -208,6 +208,8 @@ class Interrupt(_Model):
     created_at: int = Field(description="epoch milliseconds")
     expires_at: int = Field(description="epoch milliseconds")
     resume_token: str | None = None
+    root_run_id: str | None = Field(default=None, description="for a child run's interrupt: the root of its tree")
+    parent_run_id: str | None = Field(default=None, description="for a child run's interrupt: the run waiting on it")
 
 
 class RunError(_Model):

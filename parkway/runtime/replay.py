@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import NondeterminismError, RunNotFound, WorkflowError
-from .hooks import NodeContext, Pause, activate, deactivate
+from .hooks import NodeContext, Pause, SpawnChild, activate, deactivate
 from .store import JournalEntry, Store
 from .workflow import Workflow, as_result
 
@@ -94,7 +94,7 @@ def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayRep
         outcome, detail = "consistent", "the node ran to its end on recorded values only"
     except _Frontier as frontier:
         outcome, detail = "consistent", f"every recorded hook matched; new work starts at {frontier.position}"
-    except Pause as pause:
+    except (Pause, SpawnChild) as pause:
         outcome, detail = "consistent", f"every recorded hook matched; the node pauses again at {pause.journal_field}"
     except NondeterminismError as exc:
         outcome, detail = "nondeterministic", exc.message

@@ -22,6 +22,9 @@ from .protocol import ResumeOutcome, RunStatus
 EventSpec = tuple[str, Mapping[str, Any]]
 """An event to append: ``(type, data)``; the store adds id, run id and timestamp."""
 
+Ancestor = tuple[str, int]
+"""An ancestor of a child run: its run id, and the step of the activation that waits on the child."""
+
 
 @dataclass(frozen=True)
 class NewRun:
@@ -54,7 +57,10 @@ class RunRecord:
     ttl_ms: int = 0
     expires_at: int | None = None
     waiting_on: str | None = None
-    """request id of the open interrupt while the run is waiting"""
+    """request id of the open interrupt while the run is waiting, or ``child:<run id>`` while it
+    waits on a child run"""
+    lineage: tuple[Ancestor, ...] = ()
+    """a child run's ancestors, its parent first and the root last; () for a root run"""
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,10 @@ class InterruptRecord:
     on_expire: dict[str, Any] | None = None
     """what the reconciler does at expiry (see ``hooks.use_interrupt``): None ends the run expired;
     ``{"action": "fail"}``, ``{"action": "cancel"}``, or ``{"action": "answer", "entry": <journal entry>}``"""
+    root_run_id: str | None = None
+    """for an interrupt of a child run: the root of its tree"""
+    parent_run_id: str | None = None
+    """for an interrupt of a child run: the run waiting on it"""
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,24 @@ class Park:
     ttl_ms: int
     event: Mapping[str, Any]
     now: int
+    lineage: tuple[Ancestor, ...] = ()
+    """a child run's ancestors: the interrupt event goes to their streams too, and their records
+    are kept at least as long as the interrupt's"""
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """A node called ``use_workflow``: park the parent on the child and create the child, atomically.
+
+    The child's records remember where its outcome goes (the parent, its step and journal field),
+    and the script that ends the child records it there and queues the parent, in one step."""
+
+    child: NewRun
+    journal_field: str
+    lineage: tuple[Ancestor, ...]
+    """the child's ancestors, its parent first and the root last"""
+    event: Mapping[str, Any]
+    """the parent's ``child.started`` event"""
 
 
 @dataclass(frozen=True)
@@ -262,7 +290,15 @@ class Store(Protocol):
         """Commit a completed node; return the new fence."""
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
-        """Commit a pause; return the new fence."""
+        """Commit a pause; return the new fence. A child run's interrupt event is also appended to
+        the streams of its ancestors (``Park.lineage``), whose records then live at least as long as
+        the interrupt's."""
+
+    def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
+        """Park the run on a new child run (waiting ``child:<child run id>``, lease released) and
+        create the child with its first job; return the parent's new fence. When a child ends
+        (completed, failed, cancelled, expired), the same atomic step records its outcome in the
+        parent's journal and queues the parent."""
 
     def finish(
         self,

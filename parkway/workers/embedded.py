@@ -113,8 +113,9 @@ class WorkerThread:
 
     def __init__(self, server: fakeredis.FakeServer, settings: Settings, options: executor.Options) -> None:
         self.connection = inproc.client(server)
-        store = RedisStore(self.connection, settings.limits)
-        rt = WorkerRuntime(os.getpid(), settings, store, options, RQDispatcher(self.connection, settings))
+        dispatcher = RQDispatcher(self.connection, settings)
+        store = RedisStore(self.connection, settings.limits, dispatcher.next_job)
+        rt = WorkerRuntime(os.getpid(), settings, store, options, dispatcher)
         queue = Queue(settings.queue, connection=self.connection, serializer=MsgpackSerializer)
         self.worker = ParkwayWorker(
             [queue], connection=self.connection, serializer=MsgpackSerializer, runtime=rt, worker_ttl=WORKER_TTL_S

@@ -23,7 +23,7 @@ from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
 
 from ..adapters.redis.errors import translated
-from ..adapters.redis.store import RedisStore
+from ..adapters.redis.store import RedisStore, connect
 from ..adapters.redis.token_key import token_key
 from ..config import Settings
 from ..runtime import executor
@@ -136,11 +136,14 @@ def install(settings: Settings) -> WorkerRuntime:
     global _runtime
     if settings.redis_url is None:
         raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
-    store = RedisStore.from_url(settings.redis_url, settings.limits)
+    client = connect(settings.redis_url)
+    dispatcher = RQDispatcher(client, settings)
+    # a child run's start, and its parent's resume when it ends, enqueue their jobs in their scripts
+    store = RedisStore(client, settings.limits, dispatcher.next_job)
     options = executor.Options(
         secret=token_key(settings.secret, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
     )
-    _runtime = WorkerRuntime(os.getpid(), settings, store, options, RQDispatcher(store.client, settings))
+    _runtime = WorkerRuntime(os.getpid(), settings, store, options, dispatcher)
     return _runtime
 
 

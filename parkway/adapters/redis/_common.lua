@@ -74,3 +74,26 @@ local function hand_off(keys, args, at, step, fence)
   redis.call('SADD', keys[2], keys[1])
   return 1
 end
+
+-- A child run ended: record its outcome in its parent's journal and queue the parent, exactly
+-- once (only a parent still waiting on this child moves). Called by every script that ends a run
+-- (advance, finish, recover, expire); a root run passes '' and nothing happens.
+-- KEYS from `kat`: parent run, parent journal (of the step waiting), parent workflow state,
+--   parent events, parent summary, outbox, then the parent's next job's queues (see hand_off)
+-- ARGV from `at` ('' = the run has no parent): parent run id, child run id, journal field,
+--   journal entry blob, event type, event blob, now, maxlen, retention ms, then the next job
+local function notify_parent(kat, at)
+  if ARGV[at] == '' then return 0 end
+  local prun = KEYS[kat]
+  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step')
+  if cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. ARGV[at + 1] then return 0 end
+  redis.call('HSET', KEYS[kat + 1], ARGV[at + 2], ARGV[at + 3])
+  local fence = redis.call('HINCRBY', prun, 'fence', 1)
+  redis.call('HSET', prun, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', ARGV[at + 6])
+  redis.call('ZADD', KEYS[kat + 5], ARGV[at + 6], ARGV[at] .. ':' .. cur[3] .. ':' .. fence)
+  xadd(KEYS[kat + 3], ARGV[at + 7], ARGV[at + 4], ARGV[at + 5])
+  local ttl = redis.call('HGET', prun, 'ttl')
+  expire_all(ttl, {prun, KEYS[kat + 1], KEYS[kat + 2], KEYS[kat + 3]})
+  keep_summary(KEYS[kat + 4], ttl, ARGV[at + 8])
+  return hand_off({KEYS[kat + 6], KEYS[kat + 7]}, ARGV, at + 9, cur[3], fence)
+end

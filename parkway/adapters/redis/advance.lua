@@ -1,7 +1,9 @@
 -- Commit a completed node: merge data, go to the next node (same job, same lease) or finish.
--- KEYS: 1 run, 2 journal of the step, 3 workflow state, 4 events, 5 summary, 6 leases, 7 metrics
+-- KEYS: 1 run, 2 journal of the step, 3 workflow state, 4 events, 5 summary, 6 leases, 7 metrics,
+--       8... the parent's (see notify_parent)
 -- ARGV: 1 fence, 2 step, 3 data blob, 4 next node ('' = run ends), 5 output blob, 6 now,
---       7 retention ms, 8 maxlen, 9 run id, then pairs of (event type, event blob)
+--       7 retention ms, 8 maxlen, 9 run id, 10 n, then n pairs of (event type, event blob),
+--       then the parent's (see notify_parent)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -16,7 +18,9 @@ if ARGV[4] == '' then
 else
   redis.call('HSET', KEYS[1], 'node', ARGV[4], 'step', tonumber(ARGV[2]) + 1)
 end
-for i = 10, #ARGV, 2 do xadd(KEYS[4], ARGV[8], ARGV[i], ARGV[i + 1]) end
+local n = tonumber(ARGV[10])
+for i = 11, 10 + 2 * n, 2 do xadd(KEYS[4], ARGV[8], ARGV[i], ARGV[i + 1]) end
+if ARGV[4] == '' then notify_parent(8, 11 + 2 * n) end
 local ttl = redis.call('HGET', KEYS[1], 'ttl')
 expire_all(ttl, {KEYS[1], KEYS[3], KEYS[4]})
 keep_summary(KEYS[5], ttl, ARGV[7])

@@ -5,11 +5,12 @@
 -- entry is the caller's to enqueue, and the reconciler's if that is lost).
 -- KEYS: 1 run, 2 interrupts, 3 pending, 4 events, 5 summary,
 --       6 index newest, 7 index expiring, 8 index newest of workflow, 9 index expiring of workflow,
---       10 journal of the interrupt's step, 11 workflow state, 12 outbox, 13 metrics
+--       10 journal of the interrupt's step, 11 workflow state, 12 outbox, 13 metrics,
+--       14... the parent's (see notify_parent)
 -- ARGV: 1 request id, 2 now, 3 member newest, 4 member expiring, 5 retention ms, 6 maxlen,
 --       7 interrupt.expired blob, 8 done blob, 9 action (expire | fail | cancel | answer),
 --       10 journal field, 11 journal entry blob ('' unless cancel/answer), 12 error blob ('' unless fail),
---       13 run.failed blob ('' unless fail), 14 run id
+--       13 run.failed blob ('' unless fail), 14 run id, 15... the parent's (see notify_parent)
 if redis.call('EXISTS', KEYS[3]) == 1 then return {'pending'} end
 redis.call('ZREM', KEYS[6], ARGV[3])
 redis.call('ZREM', KEYS[7], ARGV[4])
@@ -42,4 +43,5 @@ redis.call('HSET', KEYS[5], 'status', status, 'updated', ARGV[2])
 redis.call('HINCRBY', KEYS[13], 'runs:' .. status, 1)
 keep_summary(KEYS[5], records_left(KEYS[1]), ARGV[5])
 xadd(KEYS[4], ARGV[6], 'done', ARGV[8])
+notify_parent(14, 15)
 return {'expired', action, cur[3], fence}

@@ -1,15 +1,23 @@
 """Every Redis key parkway uses, built here and nowhere else.
 
-Every key of one run carries the run's hash tag ``{R}`` so all of a run's
-transitions are single-slot scripts. ``T`` is the run's TTL (refreshed by
-every write; while the run waits it is the interrupt's TTL).
+Every key of one run carries its tree's hash tag ``{R}``: the run id up to its
+first ``--``. A root run's tag is its own id; a child run (``use_workflow``) is
+``<root run id>--<hash>`` and shares its root's tag, so a whole tree lives in
+one slot and a script may touch a parent's keys and a child's together (the
+spawn that parks a parent and creates its child; the end of a child that
+records its outcome in the parent and queues it). ``T`` is the run's TTL
+(refreshed by every write; while the run waits it is the interrupt's TTL).
+Below, ``pw:{R}:...`` stands for ``pw:{R}:<run id>:...`` for a child run.
 
 ==========================  ======  ========  ===============================================
 key                         type    TTL       holds
 ==========================  ======  ========  ===============================================
 ``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
                                               output, error, created, updated, ttl, expires,
-                                              waiting
+                                              waiting (request id, or ``child:<run id>``);
+                                              a child's also: parent, pstep, pfield (where its
+                                              outcome goes), lineage (``run:step`` of
+                                              each ancestor, parent first)
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
@@ -43,8 +51,14 @@ from __future__ import annotations
 PREFIX = "pw"
 
 
+CHILD_SEPARATOR = "--"
+
+
 def _tag(run_id: str) -> str:
-    return f"{PREFIX}:{{{run_id}}}"
+    root, sep, _ = run_id.partition(CHILD_SEPARATOR)
+    if not sep:
+        return f"{PREFIX}:{{{run_id}}}"
+    return f"{PREFIX}:{{{root}}}:{run_id}"
 
 
 def run(run_id: str) -> str:

@@ -1,8 +1,9 @@
 -- A running run whose lease expired (its worker died or hangs): requeue it for replay on a
 -- live worker under a new fence, or fail it after too many lost attempts.
--- KEYS: 1 run, 2 events, 3 outbox, 4 summary, 5 leases, 6 metrics
+-- KEYS: 1 run, 2 events, 3 outbox, 4 summary, 5 leases, 6 metrics, 7... the parent's (see notify_parent)
 -- ARGV: 1 run id, 2 now, 3 max lost attempts, 4 retention ms, 5 maxlen,
---       6 recovered event blob, 7 failed error blob, 8 run.failed blob, 9 done blob
+--       6 recovered event blob, 7 failed error blob, 8 run.failed blob, 9 done blob,
+--       10... the parent's (see notify_parent)
 local score = redis.call('ZSCORE', KEYS[5], ARGV[1])
 if score and tonumber(score) > tonumber(ARGV[2]) then return {'alive'} end
 redis.call('ZREM', KEYS[5], ARGV[1])
@@ -18,6 +19,7 @@ if crashes >= tonumber(ARGV[3]) then
   xadd(KEYS[2], ARGV[5], 'run.failed', ARGV[8])
   redis.call('HINCRBY', KEYS[6], 'runs:failed', 1)
   xadd(KEYS[2], ARGV[5], 'done', ARGV[9])
+  notify_parent(7, 10)
   return {'failed', cur[2], fence}
 end
 redis.call('HSET', KEYS[1], 'status', 'queued')

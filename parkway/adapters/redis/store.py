@@ -41,6 +41,7 @@ from ...runtime.store import (
     Requeue,
     ResumeCommit,
     RunRecord,
+    Spawn,
     StoredEvent,
     Tallies,
 )
@@ -66,6 +67,7 @@ _SCRIPTS = (
     "redispatch",
     "expire",
     "release",
+    "spawn",
 )
 
 
@@ -269,9 +271,12 @@ class RedisStore:
             self.limits.retention_ms,
             self.limits.max_events,
             r,
+            len(commit.events),
         ]
         for kind, payload in commit.events:
             args += [kind, self._event(payload)]
+        ended = commit.next_node is None
+        parent_keys, parent_args = self._parent_tail(r, "completed", commit.output, commit.now) if ended else ([], [""])
         return int(
             self._call(
                 "advance",
@@ -284,8 +289,9 @@ class RedisStore:
                     keys.summary(r),
                     keys.leases(),
                     keys.metrics(),
+                    *parent_keys,
                 ],
-                args,
+                [*args, *parent_args],
             )
         )
 
@@ -307,6 +313,7 @@ class RedisStore:
                     keys.leases(),
                     keys.summary(r),
                     keys.workflows(),
+                    *self._ancestor_keys(commit.lineage),
                 ],
                 [
                     fence,
@@ -339,10 +346,19 @@ class RedisStore:
         now: int,
     ) -> None:
         r = run_id
+        parent_keys, parent_args = self._parent_tail(r, status, dict(error) if error else None, now)
         self._call(
             "finish",
             r,
-            [keys.run(r), keys.workflow_state(r), keys.events(r), keys.summary(r), keys.leases(), keys.metrics()],
+            [
+                keys.run(r),
+                keys.workflow_state(r),
+                keys.events(r),
+                keys.summary(r),
+                keys.leases(),
+                keys.metrics(),
+                *parent_keys,
+            ],
             [
                 "" if fence is None else fence,
                 status,
@@ -354,6 +370,104 @@ class RedisStore:
                 self._event(event[1]),
                 self._event({"status": status}),
                 r,
+                *parent_args,
+            ],
+        )
+
+    def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
+        r, child = run_id, commit.child
+        c = child.run_id
+        blob = codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input")
+        hand_keys, hand_args = self._hand_off(c)
+        return int(
+            self._call(
+                "spawn",
+                r,
+                [
+                    keys.run(r),
+                    keys.journal(r, step),
+                    keys.workflow_state(r),
+                    keys.events(r),
+                    keys.summary(r),
+                    keys.leases(),
+                    keys.run(c),
+                    keys.summary(c),
+                    keys.events(c),
+                    keys.outbox(),
+                    *hand_keys,
+                ],
+                [
+                    fence,
+                    step,
+                    child.now,
+                    r,
+                    c,
+                    self._event(commit.event),
+                    self.limits.max_events,
+                    self.limits.retention_ms,
+                    self.limits.expiry_grace_ms,
+                    child.workflow,
+                    child.ref,
+                    child.start_node,
+                    blob,
+                    child.ttl_ms,
+                    self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
+                    self._event({"node": child.start_node, "step": 0}),
+                    commit.journal_field,
+                    codec.lineage_field(commit.lineage),
+                    *hand_args,
+                ],
+            )
+        )
+
+    def _ancestor_keys(self, lineage: Sequence[tuple[str, int]]) -> list[str]:
+        """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state, summary."""
+        out: list[str] = []
+        for a, step in lineage:
+            out += [keys.events(a), keys.run(a), keys.journal(a, step), keys.workflow_state(a), keys.summary(a)]
+        return out
+
+    def _parent_tail(self, run_id: str, status: str, value: Any, now: int) -> tuple[list[str], list[Any]]:
+        """The parent's keys and arguments for ``notify_parent`` (``_common.lua``) when ``run_id``
+        ends ``status`` with ``value`` (its output, or its error); ``[""]`` for a root run. Where a
+        child's outcome goes is written once, when the child is created, so reading it first is safe."""
+        if keys.CHILD_SEPARATOR not in run_id:
+            return [], [""]
+        with translated(run_id):
+            parent, pstep, pfield = self.client.hmget(keys.run(run_id), "parent", "pstep", "pfield")
+        if not parent:
+            return [], [""]
+        p, step, field = _text(parent), int(pstep), _text(pfield)
+        name = field.removeprefix("w:")
+        if status == "completed":
+            entry = JournalEntry("workflow", name, value)
+        else:
+            entry = JournalEntry("workflow", name, {"childRunId": run_id, "error": value}, "", status)
+        event: dict[str, Any] = {"childRunId": run_id, "id": name, "status": status}
+        if isinstance(value, dict) and status != "completed":
+            event["error"] = value.get("message")
+        hand_keys, hand_args = self._hand_off(p)
+        return (
+            [
+                keys.run(p),
+                keys.journal(p, step),
+                keys.workflow_state(p),
+                keys.events(p),
+                keys.summary(p),
+                keys.outbox(),
+                *hand_keys,
+            ],
+            [
+                p,
+                run_id,
+                field,
+                codec.entry_to_blob(entry, self.limits.max_payload_bytes),
+                "child.completed" if status == "completed" else "child.ended",
+                self._event(event),
+                now,
+                self.limits.max_events,
+                self.limits.retention_ms,
+                *hand_args,
             ],
         )
 
@@ -429,10 +543,11 @@ class RedisStore:
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         r = run_id
+        parent_keys, parent_args = self._parent_tail(r, "failed", dict(error), now)
         reply = self._call(
             "recover",
             r,
-            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases(), keys.metrics()],
+            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases(), keys.metrics(), *parent_keys],
             [
                 r,
                 now,
@@ -443,6 +558,7 @@ class RedisStore:
                 codec.encode(dict(error), what="run error"),
                 self._event({"error": dict(error)}),
                 self._event({"status": "failed"}),
+                *parent_args,
             ],
         )
         return _requeue(reply)
@@ -475,6 +591,12 @@ class RedisStore:
             }
             error_blob, failed_blob = codec.encode(error, what="run error"), self._event({"error": error})
         step = record.step if record else 0
+        if action == "fail":
+            parent_keys, parent_args = self._parent_tail(r, "failed", error, now)
+        elif action == "expire":
+            parent_keys, parent_args = self._parent_tail(r, "expired", None, now)
+        else:
+            parent_keys, parent_args = [], [""]
         reply = self._call(
             "expire",
             r,
@@ -489,6 +611,7 @@ class RedisStore:
                 keys.workflow_state(r),
                 keys.outbox(),
                 keys.metrics(),
+                *parent_keys,
             ],
             [
                 entry.request_id,
@@ -505,6 +628,7 @@ class RedisStore:
                 error_blob,
                 failed_blob,
                 r,
+                *parent_args,
             ],
         )
         outcome = _text(reply[0])
@@ -604,8 +728,13 @@ class RedisStore:
 
     def _waiting_interrupt(self, query: InterruptQuery) -> list[InterruptRecord]:
         r = query.run_id or ""
-        waiting = self.client.hget(keys.run(r), "waiting")
-        record = self.get_interrupt(r, _text(waiting)) if waiting else None
+        waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
+        for _ in range(MAX_TREE_DEPTH):  # a run waiting on a child: the interrupt down its tree
+            if not waiting.startswith("child:"):
+                break
+            r = waiting.removeprefix("child:")
+            waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
+        record = self.get_interrupt(r, waiting) if waiting and not waiting.startswith("child:") else None
         if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
             return []
         return [record]
@@ -635,6 +764,10 @@ class RedisStore:
         return Tallies(
             {_text(k): int(v) for k, v in counters.items()}, WAIT_BUCKETS_S, dict(zip(workflows, counts, strict=True))
         )
+
+
+MAX_TREE_DEPTH = 16
+"""how far down a tree of child runs a listing by run id looks for the interrupt it waits on"""
 
 
 def _requeue(reply: Sequence[Any]) -> Requeue:
