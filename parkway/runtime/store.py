@@ -212,12 +212,30 @@ class InterruptQuery:
     limit: int = 50
     cursor: str | None = None
     now: int = 0
+    watch: bool = False
+    """also read the pause feed's position, before the listing (for a listing that will wait)"""
+
+    def matches(self, pause: Pause) -> bool:
+        """Whether ``pause`` is of the workflow and run this query filters on."""
+        return self.workflow in (None, pause.workflow) and self.run_id in (None, pause.run_id)
 
 
 @dataclass(frozen=True)
 class InterruptListing:
     items: list[InterruptRecord]
     next_cursor: str | None
+    feed: str | None = None
+    """with ``watch``: the pause feed's position read before the listing; a pause the listing
+    missed comes after it"""
+
+
+@dataclass(frozen=True)
+class Pause:
+    """One entry of the pause feed: a run of ``workflow`` paused (which interrupt: list to see)."""
+
+    id: str
+    workflow: str
+    run_id: str
 
 
 class Store(Protocol):
@@ -309,3 +327,7 @@ class Store(Protocol):
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """Events after position ``after`` ("0" for all); block up to ``block_ms`` for new ones."""
+
+    def read_pauses(self, after: str, block_ms: int, count: int) -> list[Pause]:
+        """Pauses after the pause feed's position ``after`` (an ``InterruptListing.feed``); block up
+        to ``block_ms`` (at least 1) for new ones."""

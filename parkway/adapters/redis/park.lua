@@ -1,12 +1,12 @@
 -- Commit a pause: store and index the interrupt, open its pending key, release the lease,
--- publish the interrupt event. The run's records live `grace` ms past the interrupt so the
--- reconciler can still record its expiry.
+-- publish the interrupt event, note the pause on the pause feed (what waiting listings block on).
+-- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 interrupts, 6 pending,
 --       7 index newest, 8 index expiring, 9 index newest of workflow, 10 index expiring of workflow,
---       11 leases, 12 summary
+--       11 leases, 12 summary, 13 pause feed
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token hash, 5 record blob, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
---       15 retention ms
+--       15 retention ms, 16 workflow name, 17 pause feed maxlen
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -21,6 +21,7 @@ local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
   'crashes', 0)
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
+redis.call('XADD', KEYS[13], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
 -- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
 -- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
 local stream = redis.call('DUMP', KEYS[4])

@@ -38,6 +38,7 @@ from ...runtime.store import (
     Lookup,
     NewRun,
     Park,
+    Pause,
     Requeue,
     ResumeCommit,
     RunRecord,
@@ -301,6 +302,7 @@ class RedisStore:
                     *self._index_keys(rec.workflow),
                     keys.leases(),
                     keys.summary(r),
+                    keys.pauses(),
                 ],
                 [
                     fence,
@@ -318,6 +320,8 @@ class RedisStore:
                     self.limits.expiry_grace_ms,
                     r,
                     self.limits.retention_ms,
+                    rec.workflow,
+                    keys.PAUSE_FEED_MAXLEN,
                 ],
             )
         )
@@ -564,8 +568,9 @@ class RedisStore:
         after = codec.parse_cursor(query.cursor, query.order)
         with translated():
             if query.run_id is not None:
-                return InterruptListing(self._waiting_interrupt(query), None)
-            members = self._page(query, after)
+                items, feed = self._waiting_interrupt(query)
+                return InterruptListing(items, None, feed)
+            members, feed = self._page(query, after)
             entries = [codec.parse_member(m, query.order) for m in members[: query.limit]]
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
@@ -573,32 +578,46 @@ class RedisStore:
             blobs = pipe.execute() if entries else []
         items = [codec.interrupt_from_blob(b) for b in blobs if b is not None]
         more = len(members) > query.limit
-        return InterruptListing(items, codec.make_cursor(members[query.limit - 1], query.order) if more else None)
+        cursor = codec.make_cursor(members[query.limit - 1], query.order) if more else None
+        return InterruptListing(items, cursor, feed)
 
-    def _page(self, query: InterruptQuery, after: str | None) -> list[str]:
-        """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler)."""
+    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], Any]) -> tuple[Any, str | None]:
+        """``read(client)``'s reply; when the query watches, with the pause feed's last id read just
+        before it, in the same round trip (a pause ``read`` misses is after that id)."""
+        if not query.watch:
+            return read(self.client), None
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+        read(pipe)
+        last, reply = pipe.execute()
+        return reply, _text(last[0][0]) if last else "0-0"
+
+    def _page(self, query: InterruptQuery, after: str | None) -> tuple[list[str], str | None]:
+        """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler),
+        and the pause feed's position if the query watches."""
         key, want = keys.index(query.order, query.workflow), query.limit + 1
-        out: list[str] = []
         if query.order == "expiring":  # the order itself puts expired members first: start past them
             floor = codec.time_floor(query.now + 1)
             low = f"({after}" if after and after > floor else f"[{floor}"
-            return [_text(m) for m in self.client.zrangebylex(key, low, "+", start=0, num=want)]
+            reply, feed = self._with_feed(query, lambda c: c.zrangebylex(key, low, "+", start=0, num=want))
+            return [_text(m) for m in reply], feed
         high = f"({after}" if after else "+"
-        while len(out) < want:
-            batch = [_text(m) for m in self.client.zrevrangebylex(key, high, "-", start=0, num=want)]
+        reply, feed = self._with_feed(query, lambda c: c.zrevrangebylex(key, high, "-", start=0, num=want))
+        out: list[str] = []
+        while True:
+            batch = [_text(m) for m in reply]
             out += [m for m in batch if codec.parse_member(m, "newest").expires_at > query.now]
-            if len(batch) < want:
-                break
-            high = f"({batch[-1]}"
-        return out[:want]
+            if len(out) >= want or len(batch) < want:
+                return out[:want], feed
+            reply = self.client.zrevrangebylex(key, f"({batch[-1]}", "-", start=0, num=want)
 
-    def _waiting_interrupt(self, query: InterruptQuery) -> list[InterruptRecord]:
+    def _waiting_interrupt(self, query: InterruptQuery) -> tuple[list[InterruptRecord], str | None]:
         r = query.run_id or ""
-        waiting = self.client.hget(keys.run(r), "waiting")
+        waiting, feed = self._with_feed(query, lambda c: c.hget(keys.run(r), "waiting"))
         record = self.get_interrupt(r, _text(waiting)) if waiting else None
         if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
-            return []
-        return [record]
+            return [], feed
+        return [record], feed
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         with translated(run_id):
@@ -609,6 +628,15 @@ class RedisStore:
                 out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
         return out
 
+    def read_pauses(self, after: str, block_ms: int, count: int) -> list[Pause]:
+        with translated():
+            reply = self.client.xread({keys.pauses(): after}, count=count, block=max(1, block_ms))
+        return [
+            Pause(_text(entry_id), _text(fields[b"w"]), _text(fields[b"r"]))
+            for _stream, entries in reply or []
+            for entry_id, fields in entries
+        ]
+
 
 def _requeue(reply: Sequence[Any]) -> Requeue:
     outcome = _text(reply[0])
@@ -618,7 +646,8 @@ def _requeue(reply: Sequence[Any]) -> Requeue:
 
 
 SOCKET_TIMEOUT_S = 5.0
-"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s)"""
+"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s) and
+read_pauses' (``parkway.client.PAUSE_WAIT_SLICE_MS``, 4 s)"""
 CONNECT_TIMEOUT_S = 2.0
 """longest wait for a TCP connection (at most SOCKET_TIMEOUT_S: no attempt waits longer than that)"""
 GIVE_UP_S = 15.0
