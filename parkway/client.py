@@ -53,9 +53,6 @@ MAX_WAIT_MS = 30_000
 """longest ``list_interrupts(wait_ms=)``"""
 PAUSE_WAIT_SLICE_MS = 4_000
 """longest single blocking read of the pause feed: below the Redis client's 5 s socket timeout"""
-PAUSE_BATCH = 500
-"""pauses read from the feed at once; a full batch re-lists whatever it holds (others may have
-been trimmed from the capped feed before they were read)"""
 
 
 class Parkway:
@@ -365,21 +362,18 @@ class Parkway:
     # --- helpers --------------------------------------------------------
 
     def _wait_for_pause(self, query: InterruptQuery, listing: InterruptListing, deadline: float) -> InterruptListing:
-        """Block on the pause feed from the position read before ``listing`` (so a pause made since
-        is not missed) until the query's page has items or ``deadline`` (``time.monotonic()``)
-        passes; list again only after a pause the query matches."""
-        position = listing.feed or "0-0"
+        """List again after each pause past the feed position read with the last listing (so a pause
+        made since is not missed), until the page has items or ``deadline`` (``time.monotonic()``)
+        passes. Each wait and its listing are one round trip; a pause of another workflow or run
+        wakes it to an empty page, and it waits again."""
         while not listing.items:
             left_ms = math.ceil((deadline - time.monotonic()) * 1000)  # never end short of it
             if left_ms <= 0:
                 break
-            pauses = self.store.read_pauses(position, min(left_ms, PAUSE_WAIT_SLICE_MS), PAUSE_BATCH)
-            if not pauses:
-                continue
-            position = pauses[-1].id
-            if len(pauses) == PAUSE_BATCH or any(query.matches(p) for p in pauses):
-                listing = self.store.list_interrupts(replace(query, now=now_ms()))
-                position = listing.feed or position
+            block = min(left_ms, PAUSE_WAIT_SLICE_MS)
+            # the listing runs when the wait ends: leave out what expires before its latest end
+            wait = replace(query, now=now_ms() + block, wait_after=listing.feed or "0-0", wait_ms=block)
+            listing = self.store.list_interrupts(wait)
         return listing
 
     def _dispatch(self, run_id: str, step: int, fence: int) -> None:

@@ -214,10 +214,10 @@ class InterruptQuery:
     now: int = 0
     watch: bool = False
     """also read the pause feed's position, before the listing (for a listing that will wait)"""
-
-    def matches(self, pause: Pause) -> bool:
-        """Whether ``pause`` is of the workflow and run this query filters on."""
-        return self.workflow in (None, pause.workflow) and self.run_id in (None, pause.run_id)
+    wait_after: str | None = None
+    """first wait up to ``wait_ms`` for a pause after this position of the pause feed (any pause:
+    the listing filters), then list, in one round trip; implies ``watch``"""
+    wait_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -227,15 +227,6 @@ class InterruptListing:
     feed: str | None = None
     """with ``watch``: the pause feed's position read before the listing; a pause the listing
     missed comes after it"""
-
-
-@dataclass(frozen=True)
-class Pause:
-    """One entry of the pause feed: a run of ``workflow`` paused (which interrupt: list to see)."""
-
-    id: str
-    workflow: str
-    run_id: str
 
 
 class Store(Protocol):
@@ -323,11 +314,9 @@ class Store(Protocol):
         """An interrupt record by its public request id."""
 
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
-        """Pending, unexpired interrupts from the index, one page at a time."""
+        """Pending, unexpired interrupts from the index, one page at a time; with ``watch``, also the
+        pause feed's position read before the listing; with ``wait_after``, after a wait for a pause."""
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """Events after position ``after`` ("0" for all); block up to ``block_ms`` for new ones."""
 
-    def read_pauses(self, after: str, block_ms: int, count: int) -> list[Pause]:
-        """Pauses after the pause feed's position ``after`` (an ``InterruptListing.feed``); block up
-        to ``block_ms`` (at least 1) for new ones."""

@@ -38,7 +38,6 @@ from ...runtime.store import (
     Lookup,
     NewRun,
     Park,
-    Pause,
     Requeue,
     ResumeCommit,
     RunRecord,
@@ -582,14 +581,18 @@ class RedisStore:
         return InterruptListing(items, cursor, feed)
 
     def _with_feed(self, query: InterruptQuery, read: Callable[[Any], Any]) -> tuple[Any, str | None]:
-        """``read(client)``'s reply; when the query watches, with the pause feed's last id read just
-        before it, in the same round trip (a pause ``read`` misses is after that id)."""
-        if not query.watch:
+        """``read(client)``'s reply. When the query watches: with the pause feed's last id read just
+        before it, in the same round trip (a pause ``read`` misses is after that id); when it waits,
+        after an XREAD BLOCK on the feed, in that round trip too (Redis runs a connection's commands
+        in order: the ones behind a blocked one run when it returns, woken or timed out)."""
+        if not query.watch and query.wait_after is None:
             return read(self.client), None
         pipe = self.client.pipeline(transaction=False)
+        if query.wait_after is not None:
+            pipe.xread({keys.pauses(): query.wait_after}, count=1, block=max(1, query.wait_ms))
         pipe.xrevrange(keys.pauses(), "+", "-", count=1)
         read(pipe)
-        last, reply = pipe.execute()
+        *_, last, reply = pipe.execute()
         return reply, _text(last[0][0]) if last else "0-0"
 
     def _page(self, query: InterruptQuery, after: str | None) -> tuple[list[str], str | None]:
@@ -628,15 +631,6 @@ class RedisStore:
                 out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
         return out
 
-    def read_pauses(self, after: str, block_ms: int, count: int) -> list[Pause]:
-        with translated():
-            reply = self.client.xread({keys.pauses(): after}, count=count, block=max(1, block_ms))
-        return [
-            Pause(_text(entry_id), _text(fields[b"w"]), _text(fields[b"r"]))
-            for _stream, entries in reply or []
-            for entry_id, fields in entries
-        ]
-
 
 def _requeue(reply: Sequence[Any]) -> Requeue:
     outcome = _text(reply[0])
@@ -646,8 +640,8 @@ def _requeue(reply: Sequence[Any]) -> Requeue:
 
 
 SOCKET_TIMEOUT_S = 5.0
-"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s) and
-read_pauses' (``parkway.client.PAUSE_WAIT_SLICE_MS``, 4 s)"""
+"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s) and a
+waiting listing's (``parkway.client.PAUSE_WAIT_SLICE_MS``, 4 s)"""
 CONNECT_TIMEOUT_S = 2.0
 """longest wait for a TCP connection (at most SOCKET_TIMEOUT_S: no attempt waits longer than that)"""
 GIVE_UP_S = 15.0
