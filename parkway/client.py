@@ -370,9 +370,10 @@ class Parkway:
             left_ms = math.ceil((deadline - time.monotonic()) * 1000)  # never end short of it
             if left_ms <= 0:
                 break
+            # the listing runs when the wait ends, but what it finds paused during the wait and woke
+            # it at once: ``now`` as the wait begins leaves out nothing that is still pending
             block = min(left_ms, PAUSE_WAIT_SLICE_MS)
-            # the listing runs when the wait ends: leave out what expires before its latest end
-            wait = replace(query, now=now_ms() + block, wait_after=listing.feed or "0-0", wait_ms=block)
+            wait = replace(query, now=now_ms(), wait_after=listing.feed or "0-0", wait_ms=block)
             listing = self.store.list_interrupts(wait)
         return listing
 

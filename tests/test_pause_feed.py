@@ -117,6 +117,17 @@ def test_a_wait_on_one_run_ignores_the_pauses_of_others(harness: Harness) -> Non
     assert [i.run_id for i in page.items] == ["run_awaited"]
 
 
+def test_a_waiting_listing_returns_a_pause_with_a_ttl_shorter_than_its_wait(harness: Harness) -> None:
+    """A pause of one second is listed when it wakes a wait longer than that, not left out as if the
+    listing ran at the wait's latest end."""
+    future, pool = _waiting(harness, wait_ms=10_000)
+    time.sleep(0.2)
+    run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})
+    page, _ = future.result(timeout=10)
+    pool.shutdown()
+    assert [i.run_id for i in page.items] == [run_id]
+
+
 @pytest.mark.parametrize("bad", [-1, 30_001, 10**9, 1.5, "100", True, None])
 def test_wait_ms_must_be_an_integer_from_0_to_30_000(harness: Harness, bad: object) -> None:
     """A negative, oversize or non-integer wait raises ValidationError before any read."""
