@@ -3,11 +3,13 @@
 ``python -m bench.cycles '{"system": "parkway"|"floor", "url": ..., "n": 1000, "workers": 1, "window": 16}'``
 
 Mode measured ("windowed polling"): the client keeps ``window`` runs started and not yet
-resumed. It polls for paused runs (parkway: ``list_interrupts(workflow=..., limit=100,
-include_tokens=True)``; floor: ``LPOP bench:floor:parked 100``), sleeps 0.5 ms when a
-poll finds nothing, resumes every paused run it found one at a time (parkway:
-``resume(token, selected=...)``; floor: enqueue job 2) and starts a new run for each
-one resumed. The clock runs from the first start to the last completion.
+resumed. It asks for paused runs (parkway: ``list_interrupts(workflow=..., limit=100,
+include_tokens=True, wait_ms=1000)``, a listing that, finding none, waits on the pause feed
+for the next pause instead of being repeated; floor: ``LPOP bench:floor:parked 100``),
+sleeps 0.5 ms when a poll finds nothing (parkway: only after a second without a pause),
+resumes every paused run it found one at a time (parkway: ``resume(token,
+selected=...)``; floor: enqueue job 2) and starts a new run for each one resumed. The
+clock runs from the first start to the last completion.
 
 CPU per cycle: worker processes from /proc/<pid>/stat (utime+stime), Redis from
 INFO cpu (used_cpu_user+used_cpu_sys), the client from os.times(); each a delta over
@@ -28,6 +30,8 @@ from .env import SECRET, Workers, emit_result, flush, parkway_worker_argv, parkw
 from .flows import ANSWER
 
 POLL_SLEEP = 0.0005
+LIST_WAIT_MS = 1000
+"""how long parkway's listing waits for a pause when it finds none (``list_interrupts(wait_ms=)``)"""
 COMPLETION_TIMEOUT = 120.0
 STALL_S = 60.0
 
@@ -55,7 +59,9 @@ class ParkwayCycles:
     def poll(self) -> list[Any]:
         return [
             (i.run_id, i.resume_token)
-            for i in self.pw.list_interrupts(workflow=self.wf_name, limit=100, include_tokens=True).items
+            for i in self.pw.list_interrupts(
+                workflow=self.wf_name, limit=100, include_tokens=True, wait_ms=LIST_WAIT_MS
+            ).items
         ]
 
     def block(self, index: int) -> list[Any]:

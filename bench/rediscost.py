@@ -2,7 +2,8 @@
 
 ``python -m bench.rediscost '{"system": "parkway"|"floor", "url": ..., "n": 300, "sample": 50}'``
 
-Same cycles and client mode as figure 1 (one worker, windowed polling). Three views:
+Same cycles and client mode as figure 1 (one worker, windowed polling; parkway's client lists
+with ``wait_ms``, so a listing that finds nothing waits for the next pause). Three views:
 
 * commands, all: ``CONFIG RESETSTAT`` before the timed cycles, ``INFO commandstats``
   after; Redis 7 counts the commands a Lua script runs as well as the EVALSHA itself.

@@ -102,7 +102,10 @@ class AsyncParkway:
         limit: int = 50,
         cursor: str | None = None,
         include_tokens: bool = False,
+        wait_ms: int = 0,
     ) -> InterruptPage:
+        """As :meth:`parkway.Parkway.list_interrupts`; a wait (``wait_ms``) holds a worker thread,
+        not the event loop, and runs its course even if the awaiting task is cancelled."""
         result: InterruptPage = await self._call(
             self.sync.list_interrupts,
             workflow=workflow,
@@ -111,6 +114,7 @@ class AsyncParkway:
             limit=limit,
             cursor=cursor,
             include_tokens=include_tokens,
+            wait_ms=wait_ms,
         )
         return result
 

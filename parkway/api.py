@@ -11,7 +11,8 @@ route                                       what it does
                                             (or ``?after=``) resumes after a dropped connection
 ``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
 ``GET  /v1/interrupts``                     pending interrupts: ``workflow``, ``runId``, ``order``,
-                                            ``limit``, ``cursor``, ``tokens`` -> a page
+                                            ``limit``, ``cursor``, ``tokens`` -> a page; ``waitMs``
+                                            (up to 30,000): an empty page waits that long for a pause
 ``POST /v1/resume``                         answer: ``{token, requestId?, selected?|value?}``, or
                                             ``{token, requestId?, cancel: true, reason?}``
 ``GET  /a/{link}``, ``POST /a/{link}``      a one-click answer link (``Parkway.answer_links``): the
@@ -53,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from . import links
-from .client import Parkway, ends_stream
+from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import Settings
 from .metrics import ParkwayCollector, Refused
 from .runtime import tokens
@@ -308,11 +309,13 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
         cursor: str | None = None,
         tokens: bool = False,
+        wait_ms: Annotated[int, Query(alias="waitMs", ge=0, le=MAX_WAIT_MS)] = 0,
     ) -> dict[str, Any]:
         if tokens and who.role == "user":
             raise HTTPException(403, "a user's key cannot read resume tokens (system and machine keys can)")
+        # a waiting listing holds one of the thread pool's threads while it waits
         page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
-                                  include_tokens=tokens)
+                                  include_tokens=tokens, wait_ms=wait_ms)
         return _dump(page)
 
     @app.post(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from . import links
@@ -32,12 +34,25 @@ from .runtime.protocol import (
 )
 from .runtime.replay import ReplayReport, replay
 from .runtime.resume import parse_resume_metadata, validate_answer
-from .runtime.store import Answer, InterruptQuery, InterruptRecord, JournalEntry, NewRun, RunRecord, StoredEvent
+from .runtime.store import (
+    Answer,
+    InterruptListing,
+    InterruptQuery,
+    InterruptRecord,
+    JournalEntry,
+    NewRun,
+    RunRecord,
+    StoredEvent,
+)
 from .runtime.workflow import Workflow
 
 log = get_logger()
 
 MAX_PAGE = 1000
+MAX_WAIT_MS = 30_000
+"""longest ``list_interrupts(wait_ms=)``"""
+PAUSE_WAIT_SLICE_MS = 4_000
+"""longest single blocking read of the pause feed: below the Redis client's 5 s socket timeout"""
 
 
 class Parkway:
@@ -283,8 +298,16 @@ class Parkway:
         limit: int = 50,
         cursor: str | None = None,
         include_tokens: bool = False,
+        wait_ms: int = 0,
     ) -> InterruptPage:
-        """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on)."""
+        """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on).
+
+        With ``wait_ms`` (up to 30,000), a page that would be empty waits instead, up to that long,
+        for a run matching ``workflow`` and ``run_id`` to pause, then lists again: no polling. It
+        returns as soon as the page has items, else empty after ``wait_ms``. A pause of another
+        workflow or run does not end the wait. In ``newest`` order a cursor pages to older
+        interrupts, which a new pause never is: wait without a cursor to learn of new pauses.
+        """
         if workflow is not None:
             check_id(workflow, "workflow name")
         if run_id is not None:
@@ -293,7 +316,12 @@ class Parkway:
             raise ValidationError("order must be 'newest' or 'expiring'")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
-        listing = self.store.list_interrupts(InterruptQuery(workflow, run_id, order, limit, cursor, now_ms()))
+        if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= MAX_WAIT_MS:
+            raise ValidationError(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
+        query = InterruptQuery(workflow, run_id, order, limit, cursor, now_ms(), watch=wait_ms > 0)
+        listing = self.store.list_interrupts(query)
+        if wait_ms and not listing.items:
+            listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000)
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
         return InterruptPage(items=items, next_cursor=listing.next_cursor)
 
@@ -355,6 +383,22 @@ class Parkway:
             drain(timeout)
 
     # --- helpers --------------------------------------------------------
+
+    def _wait_for_pause(self, query: InterruptQuery, listing: InterruptListing, deadline: float) -> InterruptListing:
+        """List again after each pause past the feed position read with the last listing (so a pause
+        made since is not missed), until the page has items or ``deadline`` (``time.monotonic()``)
+        passes. Each wait and its listing are one round trip; a pause of another workflow or run
+        wakes it to an empty page, and it waits again."""
+        while not listing.items:
+            left_ms = math.ceil((deadline - time.monotonic()) * 1000)  # never end short of it
+            if left_ms <= 0:
+                break
+            # the listing runs when the wait ends, but what it finds paused during the wait and woke
+            # it at once: ``now`` as the wait begins leaves out nothing that is still pending
+            block = min(left_ms, PAUSE_WAIT_SLICE_MS)
+            wait = replace(query, now=now_ms(), wait_after=listing.feed or "0-0", wait_ms=block)
+            listing = self.store.list_interrupts(wait)
+        return listing
 
     def _dispatch(self, run_id: str, step: int, fence: int) -> None:
         self.backend.dispatcher.enqueue(run_id, step, fence)

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -95,6 +96,21 @@ def _token(api: httpx.Client, run_id: str) -> tuple[str, str]:
     page = api.get("/v1/interrupts", params={"runId": run_id, "tokens": "true"}).json()
     item = page["items"][0]
     return item["resumeToken"], item["requestId"]
+
+
+def test_the_interrupt_listing_waits_for_a_pause_with_wait_ms(server: Server) -> None:
+    """GET /v1/interrupts?waitMs= answers when a run of the workflow asked for pauses; a waitMs
+    outside 0..30000, or not an integer, is a 422."""
+    api = _api(server)
+    for bad in ("-1", "30001", "1.5", "soon"):
+        assert api.get("/v1/interrupts", params={"waitMs": bad}).status_code == 422, bad
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(_api(server).get, "/v1/interrupts", params={"workflow": "one_choice", "waitMs": 10_000})
+        time.sleep(0.3)
+        assert not waiting.done()
+        run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+        page = waiting.result(15).json()
+    assert [i["runId"] for i in page["items"]] == [run_id]
 
 
 def test_every_v1_route_needs_a_key_and_health_does_not(server: Server) -> None:

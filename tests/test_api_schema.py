@@ -34,5 +34,8 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_request_the_schema_allows_gets_a_server_error(case: schemathesis.Case) -> None:
     """Whatever the documented routes are sent, with a valid key, nothing answers 5xx."""
+    if case.query and isinstance(case.query.get("waitMs"), int):
+        # a listing may wait up to 30 s for a pause that never comes here: keep the examples short
+        case.query["waitMs"] = min(case.query["waitMs"], 200)
     response = case.call(headers={"Authorization": f"Bearer {KEY}"}, timeout=20)
     assert response.status_code < 500, (case.method, case.formatted_path, case.body, response.text[:300])

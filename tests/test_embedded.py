@@ -73,6 +73,21 @@ def test_fakeredis_blpop_and_xread_block_across_threads_and_wake_on_a_script_wri
     assert reply and reply[0][1][0][1] == {b"t": b"x"}
 
 
+def test_fakeredis_runs_the_commands_behind_a_pipelined_xread_block_after_it_wakes() -> None:
+    """As on Redis, an XREAD BLOCK in a pipeline holds back the commands behind it until it returns:
+    a waiting list_interrupts sends its wait and its listing in one round trip."""
+    server = inproc.server()
+    waiter, writer = inproc.client(server), inproc.client(server)
+    _later(0.2, lambda: writer.eval("return redis.call('XADD', KEYS[1], '*', 'w', 'x')", 1, "feed"))
+    pipe = waiter.pipeline(transaction=False)
+    pipe.xread({"feed": "0-0"}, count=1, block=5000)
+    pipe.xrevrange("feed", "+", "-", count=1)
+    began = time.monotonic()
+    woken, last = pipe.execute()
+    assert 0.1 < time.monotonic() - began < 2
+    assert woken and last and woken[0][1][0][0] == last[0][0]
+
+
 def test_fakeredis_xread_block_with_nothing_new_answers_an_empty_list() -> None:
     """Redis answers nil, fakeredis an empty list; the store reads both as no events."""
     client = inproc.client(inproc.server())

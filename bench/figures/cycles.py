@@ -158,14 +158,16 @@ def measure(plan: Plan, url: str) -> Section:
         f"run so drift hits all alike; ratios are taken within a run, then the median (min–max) over runs.",
         f"Client mode: **windowed, {plan.mode}**. The client keeps {plan.window} runs started and not yet resumed. "
         + (
-            "It polls `list_interrupts(workflow=..., limit=100, include_tokens=True)` (floor: `LPOP` of the "
-            "signal list, 100 at a time), sleeps 0.5 ms when a poll finds nothing, resumes each paused run found "
-            "(`resume(token, selected=...)`; floor: enqueue job 2) and starts a new run for each one resumed. "
+            "It lists `list_interrupts(workflow=..., limit=100, include_tokens=True, wait_ms=1000)`: a listing "
+            "that finds nothing waits on parkway's pause feed for the next pause, then lists again (floor: `LPOP` "
+            "of the signal list, 100 at a time, and a 0.5 ms sleep when it finds nothing), resumes each paused run "
+            "found (`resume(token, selected=...)`; floor: enqueue job 2) and starts a new run for each one resumed. "
             if plan.mode == "poll"
             else "It blocks on the oldest run's event stream (`stream(run_id, until='settled')`; floor: `BLPOP`) "
             "and resumes it, starting a new run for each one resumed. "
         )
-        + "The clock runs from the first start to the last completion. Empty polls per parkway cycle: "
+        + "The clock runs from the first start to the last completion. Empty listings per parkway cycle "
+        "(a wait that saw no pause for a second): "
         + cell(polls, 1)
         + ".",
         "parkway: `python -m parkway.cli worker --redis-url URL` (one process, PARKWAY_SECRET and "

@@ -48,7 +48,7 @@ def measure(plan: Plan, url: str) -> Section:
     row("round trips, worker: parkway", wrt("parkway"), 2)
     row("round trips, worker: RQ", wrt("rq"), 2)
     row("round trips, worker: other", wrt("other"), 2)
-    row("round trips, client: parkway (incl. empty polls)", crt("parkway"), 2)
+    row("round trips, client: parkway (incl. waiting listings)", crt("parkway"), 2)
     row("round trips, client: RQ (enqueue)", crt("rq"), 2)
     row("round trips, client: other (floor: polls)", crt("other"), 2)
     row("client empty polls", lambda r: r["client_empty_polls_per_cycle"], 2)
@@ -69,7 +69,8 @@ def measure(plan: Plan, url: str) -> Section:
         )
     sec.extra += [
         f"{plan.cost_n} cycles per run for commandstats and round trips, {plan.cost_sample} more under MONITOR; "
-        f"{plan.count_runs} run(s); same client mode as figure 1 (empty polls are part of the client's count).",
+        f"{plan.count_runs} run(s); same client mode as figure 1 (its listings, their waits on the pause feed "
+        "and the floor's empty polls are part of the client's count).",
         "Method: *commands, all* = `CONFIG RESETSTAT` before, `INFO commandstats` after (Redis 7 counts commands "
         "run inside Lua scripts, plus the EVALSHA itself). *By owner* = `MONITOR` on a smaller sample: each line "
         'names its keys (`"pw:` → parkway, `"rq:` → RQ, no key → its own row: MULTI/EXEC of RQ\'s '

@@ -240,12 +240,21 @@ class InterruptQuery:
     limit: int = 50
     cursor: str | None = None
     now: int = 0
+    watch: bool = False
+    """also read the pause feed's position, before the listing (for a listing that will wait)"""
+    wait_after: str | None = None
+    """first wait up to ``wait_ms`` for a pause after this position of the pause feed (any pause:
+    the listing filters), then list, in one round trip; implies ``watch``"""
+    wait_ms: int = 0
 
 
 @dataclass(frozen=True)
 class InterruptListing:
     items: list[InterruptRecord]
     next_cursor: str | None
+    feed: str | None = None
+    """with ``watch``: the pause feed's position read before the listing; a pause the listing
+    missed comes after it"""
 
 
 @dataclass(frozen=True)
@@ -352,7 +361,8 @@ class Store(Protocol):
         """An interrupt record by its public request id."""
 
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
-        """Pending, unexpired interrupts from the index, one page at a time."""
+        """Pending, unexpired interrupts from the index, one page at a time; with ``watch``, also the
+        pause feed's position read before the listing; with ``wait_after``, after a wait for a pause."""
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """Events after position ``after`` ("0" for all); block up to ``block_ms`` for new ones."""

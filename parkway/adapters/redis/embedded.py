@@ -14,6 +14,11 @@ changes it):
   In one process that loses nothing (a job and its worker die together).
 - **XREAD BLOCK on nothing new** answers an empty list rather than nil; the store reads
   both as "no events".
+
+What parkway relies on and fakeredis does as Redis does is checked there too: BLPOP and
+XREAD BLOCK block across threads and wake on a script's write, and an XREAD BLOCK sent in
+a pipeline holds back the commands behind it until it returns (a waiting
+``list_interrupts`` sends its wait and its listing in one round trip).
 """
 
 from __future__ import annotations

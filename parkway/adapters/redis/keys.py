@@ -28,6 +28,9 @@ key                         type    TTL       holds
 ``pw:{R}:p:<token hash>``   string  interrupt exists while the interrupt can be answered
 ``pw:ix:<order>[:<wf>]``    zset    none      pending interrupts, lex-ordered members
                                               (order: newest | expiring), pruned on expiry
+``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
+                                              content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
+                                              what ``list_interrupts(wait_ms=)`` blocks on
 ``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
                                               begun, by time; the reconciler redispatches old ones
 ``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
@@ -49,6 +52,8 @@ key                         type    TTL       holds
 from __future__ import annotations
 
 PREFIX = "pw"
+PAUSE_FEED_MAXLEN = 2000
+"""the pause feed's cap (``XADD MAXLEN ~``: Redis trims whole nodes, so it may hold ~100 more)"""
 
 
 CHILD_SEPARATOR = "--"
@@ -91,6 +96,11 @@ def pending(run_id: str, token_hash: str) -> str:
 
 def index(order: str, workflow: str | None = None) -> str:
     return f"{PREFIX}:ix:{order}" + (f":{workflow}" if workflow else "")
+
+
+def pauses() -> str:
+    """The pause feed: a capped stream the park script appends to, for listings that wait."""
+    return f"{PREFIX}:pauses"
 
 
 def outbox() -> str:

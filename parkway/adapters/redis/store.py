@@ -313,6 +313,7 @@ class RedisStore:
                     keys.leases(),
                     keys.summary(r),
                     keys.workflows(),
+                    keys.pauses(),
                     *self._ancestor_keys(commit.lineage),
                 ],
                 [
@@ -332,6 +333,7 @@ class RedisStore:
                     r,
                     self.limits.retention_ms,
                     rec.workflow,
+                    keys.PAUSE_FEED_MAXLEN,
                 ],
             )
         )
@@ -698,8 +700,9 @@ class RedisStore:
         after = codec.parse_cursor(query.cursor, query.order)
         with translated():
             if query.run_id is not None:
-                return InterruptListing(self._waiting_interrupt(query), None)
-            members = self._page(query, after)
+                items, feed = self._waiting_interrupt(query)
+                return InterruptListing(items, None, feed)
+            members, feed = self._page(query, after)
             entries = [codec.parse_member(m, query.order) for m in members[: query.limit]]
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
@@ -707,28 +710,47 @@ class RedisStore:
             blobs = pipe.execute() if entries else []
         items = [codec.interrupt_from_blob(b) for b in blobs if b is not None]
         more = len(members) > query.limit
-        return InterruptListing(items, codec.make_cursor(members[query.limit - 1], query.order) if more else None)
+        cursor = codec.make_cursor(members[query.limit - 1], query.order) if more else None
+        return InterruptListing(items, cursor, feed)
 
-    def _page(self, query: InterruptQuery, after: str | None) -> list[str]:
-        """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler)."""
+    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], Any]) -> tuple[Any, str | None]:
+        """``read(client)``'s reply. When the query watches: with the pause feed's last id read just
+        before it, in the same round trip (a pause ``read`` misses is after that id); when it waits,
+        after an XREAD BLOCK on the feed, in that round trip too (Redis runs a connection's commands
+        in order: the ones behind a blocked one run when it returns, woken or timed out)."""
+        if not query.watch and query.wait_after is None:
+            return read(self.client), None
+        pipe = self.client.pipeline(transaction=False)
+        if query.wait_after is not None:
+            pipe.xread({keys.pauses(): query.wait_after}, count=1, block=max(1, query.wait_ms))
+        pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+        read(pipe)
+        *_, last, reply = pipe.execute()
+        return reply, _text(last[0][0]) if last else "0-0"
+
+    def _page(self, query: InterruptQuery, after: str | None) -> tuple[list[str], str | None]:
+        """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler),
+        and the pause feed's position if the query watches."""
         key, want = keys.index(query.order, query.workflow), query.limit + 1
-        out: list[str] = []
         if query.order == "expiring":  # the order itself puts expired members first: start past them
             floor = codec.time_floor(query.now + 1)
             low = f"({after}" if after and after > floor else f"[{floor}"
-            return [_text(m) for m in self.client.zrangebylex(key, low, "+", start=0, num=want)]
+            reply, feed = self._with_feed(query, lambda c: c.zrangebylex(key, low, "+", start=0, num=want))
+            return [_text(m) for m in reply], feed
         high = f"({after}" if after else "+"
-        while len(out) < want:
-            batch = [_text(m) for m in self.client.zrevrangebylex(key, high, "-", start=0, num=want)]
+        reply, feed = self._with_feed(query, lambda c: c.zrevrangebylex(key, high, "-", start=0, num=want))
+        out: list[str] = []
+        while True:
+            batch = [_text(m) for m in reply]
             out += [m for m in batch if codec.parse_member(m, "newest").expires_at > query.now]
-            if len(batch) < want:
-                break
-            high = f"({batch[-1]}"
-        return out[:want]
+            if len(out) >= want or len(batch) < want:
+                return out[:want], feed
+            reply = self.client.zrevrangebylex(key, f"({batch[-1]}", "-", start=0, num=want)
 
-    def _waiting_interrupt(self, query: InterruptQuery) -> list[InterruptRecord]:
+    def _waiting_interrupt(self, query: InterruptQuery) -> tuple[list[InterruptRecord], str | None]:
         r = query.run_id or ""
-        waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
+        raw, feed = self._with_feed(query, lambda c: c.hget(keys.run(r), "waiting"))
+        waiting = _text(raw or b"")
         for _ in range(MAX_TREE_DEPTH):  # a run waiting on a child: the interrupt down its tree
             if not waiting.startswith("child:"):
                 break
@@ -736,8 +758,8 @@ class RedisStore:
             waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
         record = self.get_interrupt(r, waiting) if waiting and not waiting.startswith("child:") else None
         if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
-            return []
-        return [record]
+            return [], feed
+        return [record], feed
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         with translated(run_id):
@@ -778,7 +800,8 @@ def _requeue(reply: Sequence[Any]) -> Requeue:
 
 
 SOCKET_TIMEOUT_S = 5.0
-"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s)"""
+"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s) and a
+waiting listing's (``parkway.client.PAUSE_WAIT_SLICE_MS``, 4 s)"""
 CONNECT_TIMEOUT_S = 2.0
 """longest wait for a TCP connection (at most SOCKET_TIMEOUT_S: no attempt waits longer than that)"""
 GIVE_UP_S = 15.0
