@@ -16,6 +16,7 @@ import httpx
 import pytest
 import redis
 
+from parkway import links
 from parkway.api import hash_key
 from tests.conftest import SECRET
 from tests.procs import ROOT, Worker, free_port, wait_for
@@ -265,6 +266,11 @@ def test_answer_links_confirm_on_get_answer_once_on_post(server: Server, redis_u
         head, _, tail = urls["red"].rpartition("/a/")
         tampered = head + "/a/" + tail.replace(tail[5], "A" if tail[5] != "A" else "B", 1)
         assert browser.get(tampered).status_code == 404
+        # well-formed, unexpired, for a still-open option's shape — but signed with another key
+        run_part, request_part, _ = token.split(".")
+        foreign = links.mint(b"another deployment's key" * 2,
+                             links.AnswerLink(run_part, request_part, "red", 2**42, None))
+        assert browser.post(f"{server.url}/a/{foreign}").status_code == 404
         done = _wait_status(api, run_id, "completed")
         assert done["output"]["painted"] == "blue"
         resumed = [d for k, d in _sse(server, run_id) if k == "interrupt.resumed"][0]

@@ -481,6 +481,9 @@ def test_past_ttl_and_grace_a_run_reads_expired_and_one_never_seen_reads_unknown
     assert run.status is RunStatus.EXPIRED and run.interrupt is None
     assert h.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
     assert h.pw.resume(token, selected="green").outcome is ResumeOutcome.EXPIRED  # nothing left to validate
+    # a token another key signed, for the same run and request, learns nothing: unknown, not expired
+    forged = tokens.mint(b"not the deployment's key" * 2, run_id, record.request_id)
+    assert h.pw.resume(forged, selected="red").outcome is ResumeOutcome.UNKNOWN
     assert h.pw.cancel_interrupt(token).outcome is ResumeOutcome.EXPIRED
     assert h.pw.cancel(run_id).outcome is CancelOutcome.ALREADY_FINISHED
     assert h.pw.store.resume(run_id, _answer(record, tokens.hash_token(token))).outcome is ResumeOutcome.EXPIRED
