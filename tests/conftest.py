@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import redis
@@ -16,6 +17,29 @@ from parkway.adapters.redis.store import RedisStore
 from parkway.workers import jobs
 from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
+
+T = TypeVar("T")
+
+
+def all_at_once(call: Callable[[int], T], n: int = 20) -> list[T]:
+    """``call(i)`` for i in range(n) from n threads released together (a barrier); the results."""
+    barrier = threading.Barrier(n)
+    results: list[T] = []
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        barrier.wait()
+        result = call(i)
+        with lock:
+            results.append(result)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
 
 REDIS_URL = os.environ.get("PARKWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 SECRET = "test-secret-" + "x" * 32

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -15,7 +14,7 @@ from parkway import (
 )
 from parkway.runtime import tokens
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import SECRET, Harness, all_at_once
 
 
 def test_two_interrupts_resumed_twice_finish_with_both_answers(harness: Harness) -> None:
@@ -129,21 +128,7 @@ def test_twenty_concurrent_resumes_accept_exactly_one(harness: Harness) -> None:
     """20 threads resuming one token at once: one accepted, 19 already_resolved, one continuation."""
     run_id = harness.start_and_run(flows.one_choice)
     token = harness.token(run_id)
-    barrier = threading.Barrier(20)
-    outcomes: list[ResumeOutcome] = []
-    lock = threading.Lock()
-
-    def resume(i: int) -> None:
-        barrier.wait()
-        result = harness.pw.resume(token, selected="red" if i % 2 else "blue")
-        with lock:
-            outcomes.append(result.outcome)
-
-    threads = [threading.Thread(target=resume, args=(i,)) for i in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = all_at_once(lambda i: harness.pw.resume(token, selected="red" if i % 2 else "blue").outcome)
     assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
     assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
     harness.run_jobs()
@@ -371,21 +356,12 @@ def test_resumes_that_all_passed_validation_still_accept_once(harness: Harness) 
     store = harness.pw.store
     lookups = [store.lookup(run_id, token_hash, 0) for _ in range(20)]
     assert {lk.outcome for lk in lookups} == {"pending"}
-    barrier = threading.Barrier(20)
-    outcomes: list[ResumeOutcome] = []
-
-    def resume(i: int) -> None:
-        record = lookups[i].interrupt
-        assert record is not None
-        answer = Answer(record, token_hash, None, JournalEntry("interrupt", "color", "red", "choice"), {}, 0)
-        barrier.wait()
-        outcomes.append(store.resume(run_id, answer).outcome)
-
-    threads = [threading.Thread(target=resume, args=(i,)) for i in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    answers = []
+    for lookup in lookups:
+        assert lookup.interrupt is not None
+        entry = JournalEntry("interrupt", "color", "red", "choice")
+        answers.append(Answer(lookup.interrupt, token_hash, None, entry, {}, 0))
+    outcomes = all_at_once(lambda i: store.resume(run_id, answers[i]).outcome)
     assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
     assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
 

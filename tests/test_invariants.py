@@ -52,7 +52,8 @@ from parkway.runtime.store import (
 )
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import SECRET, Harness, all_at_once
+from tests.test_recovery import Recorder
 
 
 def _now() -> int:
@@ -693,21 +694,7 @@ def test_racing_resumes_then_a_stale_job_run_the_node_once_more_only(harness: Ha
     run_id = harness.start_and_run(counted, {"tag": "race"})
     parked_fence = _fence(harness, run_id)
     token = harness.token(run_id)
-    barrier = threading.Barrier(20)
-    outcomes: list[ResumeOutcome] = []
-    lock = threading.Lock()
-
-    def resume(i: int) -> None:
-        barrier.wait()
-        result = harness.pw.resume(token, selected="red" if i % 2 else "blue")
-        with lock:
-            outcomes.append(result.outcome)
-
-    threads = [threading.Thread(target=resume, args=(i,)) for i in range(20)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = all_at_once(lambda i: harness.pw.resume(token, selected="red" if i % 2 else "blue").outcome)
     assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
     assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
 
@@ -745,19 +732,6 @@ def test_a_reader_that_resumes_the_instant_it_sees_the_interrupt_is_accepted(har
         assert outcomes == [ResumeOutcome.ACCEPTED]
         harness.run_jobs()
         assert harness.pw.get_run(run_id).output == {"picked": "red", "painted": "red"}
-
-
-class Recorder:
-    """A dispatcher that only notes what would be enqueued."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[str, int, int]] = []
-
-    def enqueue(self, run_id: str, step: int, fence: int) -> None:
-        self.jobs.append((run_id, step, fence))
-
-    def is_pending(self, run_id: str, fence: int) -> bool:
-        return False
 
 
 @pytest.mark.parametrize("commit", ["record", "advance", "park", "finish"])
