@@ -157,6 +157,11 @@ class RedisStore:
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
 
+    def _ending_keys(self, run_id: str, step: int) -> list[str]:
+        """The keys of an activation a script ends (advance, spawn): run, journal, state, events, summary."""
+        r = run_id
+        return [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)]
+
     def _index_keys(self, workflow: str) -> list[str]:
         return [
             keys.index("newest"),
@@ -281,16 +286,7 @@ class RedisStore:
             self._call(
                 "advance",
                 r,
-                [
-                    keys.run(r),
-                    keys.journal(r, step),
-                    keys.workflow_state(r),
-                    keys.events(r),
-                    keys.summary(r),
-                    keys.leases(),
-                    keys.metrics(),
-                    *parent_keys,
-                ],
+                [*self._ending_keys(r, step), keys.leases(), keys.metrics(), *parent_keys],
                 [*args, *parent_args],
             )
         )
@@ -386,11 +382,7 @@ class RedisStore:
                 "spawn",
                 r,
                 [
-                    keys.run(r),
-                    keys.journal(r, step),
-                    keys.workflow_state(r),
-                    keys.events(r),
-                    keys.summary(r),
+                    *self._ending_keys(r, step),
                     keys.leases(),
                     keys.run(c),
                     keys.summary(c),
