@@ -201,7 +201,7 @@ class Parkway:
         request = InterruptRequest.model_validate(record.request)
         contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
         answer = validate_answer(request, selected=selected, value=value, contract=contract)
-        entry = JournalEntry("interrupt", _hook_name(record), answer, request.kind)
+        entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
         return self._commit(record, token_hash, request_id, entry, event)
 
@@ -435,7 +435,7 @@ class Parkway:
         responder: str | None,
     ) -> ResumeResult:
         """Record a cancellation where the answer would go: the replay's use_interrupt raises."""
-        entry = JournalEntry("interrupt", _hook_name(record), reason, record.request.get("kind", ""), "cancelled")
+        entry = record.cancellation(reason)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
         return self._commit(record, token_hash, None, entry, event)
 
@@ -493,10 +493,6 @@ _LOOKUP_OUTCOMES = {
     "cancelled": ResumeOutcome.ALREADY_RESOLVED,
     "expired": ResumeOutcome.EXPIRED,
 }
-
-
-def _hook_name(record: InterruptRecord) -> str:
-    return record.journal_field[2:] if record.journal_field.startswith("i:") else ""
 
 
 def _check_text(value: Any, what: str, limit: int) -> None:

@@ -302,7 +302,7 @@ def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) 
         "presentation": presentation(public_request),
         "optionCount": len(public_request.get("options") or ()),
         "requestId": interrupt.request_id,
-        "id": interrupt.journal_field.removeprefix("i:") if interrupt.journal_field.startswith("i:") else None,
+        "id": interrupt.hook_name or None,
         "workflow": interrupt.workflow,
         "node": interrupt.node,
         "step": interrupt.step,

@@ -118,6 +118,15 @@ class InterruptRecord:
     parent_run_id: str | None = None
     """for an interrupt of a child run: the run waiting on it"""
 
+    @property
+    def hook_name(self) -> str:
+        """The ``id=`` the node gave ``use_interrupt`` ("" for one matched by call order)."""
+        return self.journal_field.removeprefix("i:") if self.journal_field.startswith("i:") else ""
+
+    def cancellation(self, reason: str | None) -> JournalEntry:
+        """What a cancel records where the answer would go: the replayed ``use_interrupt`` raises."""
+        return JournalEntry("interrupt", self.hook_name, reason, self.request.get("kind", ""), "cancelled")
+
 
 @dataclass(frozen=True)
 class Expiry:

@@ -573,9 +573,7 @@ class RedisStore:
         if action == "answer":
             journal_blob = codec.entry_to_blob(JournalEntry(*policy["entry"]), self.limits.max_answer_bytes)
         elif action == "cancel" and record is not None:
-            kind = record.request.get("kind", "")
-            cancelled = JournalEntry("interrupt", _hook_name(record), "expired", kind, "cancelled")
-            journal_blob = codec.entry_to_blob(cancelled, self.limits.max_answer_bytes)
+            journal_blob = codec.entry_to_blob(record.cancellation("expired"), self.limits.max_answer_bytes)
         elif action == "fail":
             error = {
                 "message": f"interrupt {entry.request_id} expired unanswered",
@@ -878,7 +876,3 @@ def connect(url: str) -> redis.Redis:
         health_check_interval=0,
         retry=_RetryUntil(),
     )
-
-
-def _hook_name(record: InterruptRecord) -> str:
-    return record.journal_field[2:] if record.journal_field.startswith("i:") else ""
