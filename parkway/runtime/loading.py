@@ -74,11 +74,25 @@ def _installation() -> tuple[Path, ...]:
     return tuple(Path(p).resolve() for p in paths)
 
 
+_found: dict[str, str] = {}
+"""where top-level packages were found: a worker checks the same few for every job (a missing one
+is looked up again, since a deploy may bring it)"""
+
+
 def _where(module: str) -> str:
+    top = module.split(".", 1)[0]
+    where = _found.get(top)
+    if where is None:
+        where = _locate(top)
+        if where != "missing":
+            _found[top] = where
+    return where
+
+
+def _locate(top: str) -> str:
     """``"missing"``, ``"installed"`` (part of Python or an installed package) or ``"application"``:
     where ``module``'s top-level package is found. Only the top-level name is looked up, and
     ``find_spec`` of a top-level name imports nothing."""
-    top = module.split(".", 1)[0]
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
