@@ -391,7 +391,6 @@ RESUME_EXIT = {
 
 CANCEL_EXIT = {
     CancelOutcome.CANCELLED: 0,
-    CancelOutcome.INTERRUPT_CANCELLED: 0,
     CancelOutcome.ALREADY_FINISHED: 3,
 }
 
@@ -410,13 +409,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         return RESUME_EXIT[result.outcome]
     cancelled = pw.cancel(args.target, reason=args.reason, responder=args.responder)
     print(_json(_dump(cancelled)))
-    if cancelled.outcome is CancelOutcome.INTERRUPT_CANCELLED:
-        print(
-            f"run {cancelled.run_id} was waiting: its interrupt is cancelled and the run is queued to replay "
-            "its node, which ends the run cancelled unless the workflow catches InterruptCancelled "
-            f"(see `parkway show {cancelled.run_id}` once a worker has run it)",
-            file=sys.stderr,
-        )
     return CANCEL_EXIT[cancelled.outcome]
 
 
@@ -784,8 +776,9 @@ def _add_cancel(sub: Subcommands) -> None:
         "cancel",
         "cancel a run, or (given a resume token) just that interrupt",
         cmd_cancel,
-        "A run: queued or running, it ends cancelled at once; waiting, its interrupt is cancelled and the node\n"
-        "replays (uncaught InterruptCancelled ends the run cancelled). Prints the outcome as JSON.\n"
+        "A run ends cancelled at once, waiting or not (a waiting run's interrupt is cancelled with it, and its\n"
+        "node does not replay); a token cancels just that interrupt: the node replays and may catch\n"
+        "InterruptCancelled. Prints the outcome as JSON: {outcome, runId, status} for a run.\n"
         "exit status for a run: 0 cancelled, 3 already finished, 1 error (no such run)\n"
         "for a token, as resume's: " + RESUME_STATUSES.removeprefix("exit status: ").replace(
             "1 error (an answer that does not fit: the interrupt stays open, the token still works)", "1 error"),

@@ -227,14 +227,14 @@ class Parkway:
         return self._cancel_interrupt(record, token_hash, reason, responder)
 
     def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
-        """Cancel a run.
+        """Cancel a run: it ends ``cancelled`` now, and the result says so (``status``).
 
-        A waiting run has its interrupt cancelled (``interrupt_cancelled``: the node
-        replays and may catch InterruptCancelled); a queued or running run ends
-        ``cancelled`` at once (a job still executing it can no longer commit); a
-        finished run is left alone (``already_finished``). A run waiting on a child run
-        (``use_workflow``) has the child cancelled the same way, down the tree: the outcome is the
-        child's, and the run's ``use_workflow`` then raises ChildFailed (status ``cancelled``).
+        A queued or running run ends at once (a job still executing it can no longer commit). A
+        waiting run has its interrupt cancelled (its token then reads ``already_resolved``) and ends
+        with it: its node does not replay, so nothing catches the cancellation (to let the node
+        decide, cancel the interrupt instead: ``cancel_interrupt``). A run waiting on a child run
+        (``use_workflow``) has the child cancelled the same way, down the tree, then ends too. A
+        finished run is left alone (``already_finished``, with its status).
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)
@@ -246,20 +246,17 @@ class Parkway:
             if record.status.finished:
                 return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
             if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on.startswith("child:"):
-                # cancel down the tree: the child's end (cancelled) queues this run, whose
-                # use_workflow raises ChildFailed (uncaught, this run ends cancelled too)
-                child = self.cancel(record.waiting_on.removeprefix("child:"), reason=reason, responder=responder)
-                if child.outcome is CancelOutcome.ALREADY_FINISHED:
-                    continue  # the child ended meanwhile: this run moves on; read it again
-                return CancelResult(outcome=child.outcome, run_id=run_id, status=RunStatus.WAITING)
+                # down the tree first: the child's end queues this run, which the next pass ends
+                self.cancel(record.waiting_on.removeprefix("child:"), reason=reason, responder=responder)
+                continue
             if record.status is RunStatus.WAITING and record.waiting_on:
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
-                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder)
-                    if result.accepted:
-                        return CancelResult(
-                            outcome=CancelOutcome.INTERRUPT_CANCELLED, run_id=run_id, status=RunStatus.QUEUED
-                        )
+                    # the interrupt goes (listing, token), the run is queued with no job: the next pass ends it
+                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder, dispatch=False)
+                    if result.outcome is ResumeOutcome.EXPIRED:
+                        return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id,
+                                            status=RunStatus.EXPIRED)
                 continue
             try:
                 self.store.finish(
@@ -433,11 +430,14 @@ class Parkway:
         token_hash: str,
         reason: str | None,
         responder: str | None,
+        *,
+        dispatch: bool = True,
     ) -> ResumeResult:
-        """Record a cancellation where the answer would go: the replay's use_interrupt raises."""
+        """Record a cancellation where the answer would go: the replay's use_interrupt raises (with
+        ``dispatch=False``, no job replays the node: the caller ends the run)."""
         entry = record.cancellation(reason)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
-        return self._commit(record, token_hash, None, entry, event)
+        return self._commit(record, token_hash, None, entry, event, dispatch=dispatch)
 
     def _commit(
         self,
@@ -446,13 +446,16 @@ class Parkway:
         request_id: str | None,
         entry: JournalEntry,
         event: dict[str, Any],
+        *,
+        dispatch: bool = True,
     ) -> ResumeResult:
         """Commit the answer; the job that replays the node goes with it (the store enqueues it for
         the fence its commit wrote), or, from a store that cannot, is enqueued after."""
         run_id = record.run_id
-        commit = self.store.resume(run_id, Answer(record, token_hash, request_id, entry, event, now_ms()))
+        answer = Answer(record, token_hash, request_id, entry, event, now_ms(), dispatch)
+        commit = self.store.resume(run_id, answer)
         if commit.outcome is ResumeOutcome.ACCEPTED:
-            if not commit.handed_off:
+            if dispatch and not commit.handed_off:
                 self._dispatch(run_id, commit.step, commit.fence)
             log.info("resume_accepted", run_id=run_id, request_id=record.request_id, cancelled=entry.status != "")
         return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)

@@ -215,12 +215,15 @@ def test_an_event_stream_resumes_after_a_dropped_connection(server: Server) -> N
 
 
 def test_cancel_and_the_openapi_document(server: Server) -> None:
-    """Cancelling a waiting run cancels its interrupt; the OpenAPI document lists every route."""
+    """Cancelling a waiting run ends it and says so (status cancelled, as the run then reads); the
+    OpenAPI document lists every route."""
     api = _api(server)
     run_id = api.post("/v1/runs", json={"workflow": "tests.flows:denial", "input": {}}).json()["runId"]
     _wait_status(api, run_id, "waiting")
     cancelled = api.post(f"/v1/runs/{run_id}/cancel", json={"reason": "no"})
-    assert cancelled.status_code == 200 and cancelled.json()["outcome"] == "interrupt_cancelled"
+    assert cancelled.status_code == 200
+    assert cancelled.json() == {"outcome": "cancelled", "runId": run_id, "status": "cancelled"}
+    assert api.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled"
     paths = set(api.get("/openapi.json").json()["paths"])
     assert {"/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events", "/v1/interrupts", "/v1/resume"} <= paths
 

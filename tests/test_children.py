@@ -91,7 +91,8 @@ def test_cancelling_the_parent_cancels_its_children(harness: Harness) -> None:
     middle_id = _children(harness, root)[0]
     leaf_id = harness.pw.list_interrupts().items[0].run_id
     result = harness.pw.cancel(root, reason="no longer needed")
-    assert result.run_id == root
+    assert (result.run_id, result.status) == (root, RunStatus.CANCELLED)
+    assert harness.pw.get_run(root).status is RunStatus.CANCELLED  # at once, not after a replay
     harness.run_jobs()
     for run_id in (leaf_id, middle_id, root):
         assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED, run_id
@@ -172,7 +173,7 @@ def test_cancelling_a_parent_whose_child_is_queued_cancels_the_child_at_once(har
     assert executor.execute(store, harness.pw.backend.options, root, 0, 0) is executor.JobEnd.WAITING
     child = _children(harness, root)[0]
     assert harness.pw.get_run(child).status is RunStatus.QUEUED
-    harness.pw.cancel(root)
+    assert harness.pw.cancel(root).status is RunStatus.CANCELLED
     assert harness.pw.get_run(child).status is RunStatus.CANCELLED
     harness.run_jobs()
     assert harness.pw.get_run(root).status is RunStatus.CANCELLED

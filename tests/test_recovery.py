@@ -182,14 +182,20 @@ def test_cancelled_interrupt_can_be_caught_for_a_denied_path(harness: Harness) -
     assert "interrupt.cancelled" in _events(harness, run_id)
 
 
-def test_uncaught_cancellation_ends_the_run_cancelled(harness: Harness) -> None:
-    """cancel() of a waiting run whose node does not catch InterruptCancelled ends it cancelled."""
-    run_id = harness.start_and_run(flows.one_choice)
-    assert harness.pw.cancel(run_id, reason="duplicate").outcome is CancelOutcome.INTERRUPT_CANCELLED
-    assert harness.pw.list_interrupts().items == ()
-    harness.run_jobs()
+def test_cancelling_a_waiting_run_ends_it_cancelled_at_once(harness: Harness) -> None:
+    """cancel() of a parked run ends it cancelled there and then, and says so (status cancelled): its
+    node never replays, so a workflow that catches InterruptCancelled does not take its other path."""
+    run_id = harness.start_and_run(flows.denial)
+    token = harness.token(run_id)
+    result = harness.pw.cancel(run_id, reason="duplicate", responder="ops")
+    assert (result.outcome, result.status) == (CancelOutcome.CANCELLED, RunStatus.CANCELLED)
     assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
-    assert _events(harness, run_id)[-2:] == ["run.cancelled", "done"]
+    assert harness.pw.list_interrupts().items == ()
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.CANCELLED and run.output is None
+    assert _events(harness, run_id)[-3:] == ["interrupt.cancelled", "run.cancelled", "done"]
     assert harness.pw.cancel(run_id).outcome is CancelOutcome.ALREADY_FINISHED
 
 

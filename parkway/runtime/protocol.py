@@ -85,7 +85,6 @@ class ResumeOutcome(StrEnum):
 
 class CancelOutcome(StrEnum):
     CANCELLED = "cancelled"
-    INTERRUPT_CANCELLED = "interrupt_cancelled"
     ALREADY_FINISHED = "already_finished"
 
 

@@ -178,6 +178,8 @@ class Answer:
     entry: JournalEntry
     event: Mapping[str, Any]
     now: int
+    dispatch: bool = True
+    """False: no job replays the node (the caller ends the run next: cancelling a waiting run)"""
 
     @property
     def cancelled(self) -> bool:
@@ -338,7 +340,7 @@ class Store(Protocol):
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         """Release the pending key, record the answer (or cancellation), bump the fence, write the outbox
-        (and, if the store can, enqueue the job for the new fence: ``handed_off``)."""
+        (and, if the store can and ``answer.dispatch``, enqueue the job for the new fence: ``handed_off``)."""
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         """Requeue a running run whose lease expired, or fail it after ``max_lost`` lost attempts."""

@@ -488,7 +488,7 @@ class RedisStore:
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
-        hand_keys, hand_args = self._hand_off(r)
+        hand_keys, hand_args = self._hand_off(r) if answer.dispatch else ([], [""])
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         reply = self._call(
