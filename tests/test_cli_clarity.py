@@ -299,6 +299,24 @@ def test_run_detach_prints_the_run_id_and_exits(pw: Parkway, redis_url: str) -> 
     assert pw.get_run(run_id).status is RunStatus.QUEUED
 
 
+@pytest.mark.slow
+def test_node_started_is_printed_once_a_worker_begins_the_node(pw: Parkway, redis_url: str) -> None:
+    """With no worker, a started run's events hold run.started only; node.started comes when a worker
+    begins the node, before its interrupt; the replay after an answer starts the node again (replay)."""
+    url = ["--redis-url", redis_url]
+    run_id = parkway("run", "tests.flows:one_choice", "--detach", *url).stdout.strip()
+    assert [e["type"] for e in _json_lines(parkway("events", run_id, "--json", *url).stdout)] == ["run.started"]
+    assert parkway("worker", "--burst", *url).returncode == 0
+    events = _json_lines(parkway("events", run_id, "--json", *url).stdout)
+    assert [e["type"] for e in events] == ["run.started", "node.started", "interrupt"]
+    assert (events[1]["node"], events[1]["replay"]) == ("choose", False)
+    assert parkway("resume", events[-1]["resumeToken"], "--select", "red", *url).returncode == 0
+    assert parkway("worker", "--burst", *url).returncode == 0
+    later = _json_lines(parkway("events", run_id, "--json", "--after", events[-1]["eventId"], *url).stdout)
+    assert [e["type"] for e in later][:3] == ["interrupt.resumed", "node.started", "node.completed"]
+    assert (later[1]["node"], later[1]["replay"]) == ("choose", True)
+
+
 def test_run_detach_embedded_is_refused() -> None:
     """--detach without a Redis is refused: an embedded run would end with the process."""
     done = parkway("run", "tests.flows:one_choice", "--detach")

@@ -283,6 +283,19 @@ def test_loops_and_chained_nodes_run_in_one_job(harness: Harness) -> None:
     assert steps == [0, 1, 2, 3]
 
 
+def test_node_started_is_written_when_a_worker_begins_the_node(harness: Harness) -> None:
+    """A started run has only run.started until a worker begins its first node; the job's begin
+    writes node.started (step 0, not a replay)."""
+    if harness.kind == "embedded":
+        pytest.skip("the embedded worker begins jobs at once")
+    run_id = harness.pw.start(flows.one_choice, {})
+    assert [e.type for e in harness.pw.store.read_events(run_id, "0", None, 100)] == ["run.started"]
+    harness.run_jobs()
+    events = harness.pw.store.read_events(run_id, "0", None, 100)
+    assert [e.type for e in events] == ["run.started", "node.started", "interrupt"]
+    assert events[1].data == {"node": "choose", "step": 0, "replay": False}
+
+
 def test_event_stream_tells_the_whole_story(harness: Harness) -> None:
     """The stream carries started, interrupt (with token and expiresAt), resumed, completed and done."""
     run_id = harness.start_and_run(flows.one_choice)
@@ -291,9 +304,11 @@ def test_event_stream_tells_the_whole_story(harness: Harness) -> None:
     harness.run_jobs()
     events = list(harness.pw.stream(run_id, timeout=5))
     assert [e.type for e in events] == [
-        "run.started", "node.started", "interrupt", "interrupt.resumed", "node.completed",
+        "run.started", "node.started", "interrupt", "interrupt.resumed", "node.started", "node.completed",
         "node.started", "node.completed", "run.completed", "done",
     ]
+    started = [(e.data["node"], e.data["step"], e.data["replay"]) for e in events if e.type == "node.started"]
+    assert started == [("choose", 0, False), ("choose", 0, True), ("paint", 1, False)]
     interrupt = events[2].data
     assert interrupt["resumeToken"] == token
     assert interrupt["workflow"] == "one_choice" and interrupt["node"] == "choose"

@@ -214,7 +214,8 @@ def _advance(
     if next_node is None:
         events += [("run.completed", {"workflow": workflow.name, "output": data}), ("done", {"status": "completed"})]
     else:
-        events.append(("node.started", {"node": next_node, "step": step + 1}))
+        # the same job goes on to it at once (begin.lua writes the one a job's first node starts with)
+        events.append(("node.started", {"node": next_node, "step": step + 1, "replay": False}))
     return Advance(
         data=data, next_node=next_node, output=data if next_node is None else None, events=events, now=options.clock()
     )

@@ -7,9 +7,9 @@
 --       11-12 the child's first job's queues (see hand_off)
 -- ARGV: 1 fence, 2 step, 3 now, 4 parent run id, 5 child run id, 6 child.started blob, 7 maxlen,
 --       8 retention ms, 9 grace ms, 10 child workflow, 11 child ref, 12 child start node,
---       13 child input blob, 14 child ttl ms, 15 child run.started blob, 16 child node.started blob,
---       17 journal field in the parent, 18 lineage (ancestors as run:step, parent first, space-separated),
---       19... the child's first job (see hand_off)
+--       13 child input blob, 14 child ttl ms, 15 child run.started blob, 16 journal field in the parent,
+--       17 lineage (ancestors as run:step, parent first, space-separated), 18... the child's first job
+--       (see hand_off; the child's node.started is its job's, as for any run: begin.lua)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -27,12 +27,11 @@ if redis.call('EXISTS', KEYS[7]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then
 end
 redis.call('HSET', KEYS[7], 'wf', ARGV[10], 'ref', ARGV[11], 'status', 'queued', 'node', ARGV[12],
   'step', 0, 'fence', 0, 'input', ARGV[13], 'data', ARGV[13], 'created', ARGV[3], 'updated', ARGV[3],
-  'ttl', ARGV[14], 'parent', ARGV[4], 'pstep', ARGV[2], 'pfield', ARGV[17], 'lineage', ARGV[18])
+  'ttl', ARGV[14], 'parent', ARGV[4], 'pstep', ARGV[2], 'pfield', ARGV[16], 'lineage', ARGV[17])
 redis.call('HSET', KEYS[8], 'wf', ARGV[10], 'status', 'queued', 'created', ARGV[3], 'updated', ARGV[3])
 keep_summary(KEYS[8], ARGV[14], ARGV[8])
 xadd(KEYS[9], ARGV[7], 'run.started', ARGV[15])
-xadd(KEYS[9], ARGV[7], 'node.started', ARGV[16])
 redis.call('ZADD', KEYS[10], ARGV[3], ARGV[5] .. ':0:0')
 expire_all(ARGV[14], {KEYS[7], KEYS[9]})
-hand_off({KEYS[11], KEYS[12]}, ARGV, 19, 0, 0)
+hand_off({KEYS[11], KEYS[12]}, ARGV, 18, 0, 0)
 return fence

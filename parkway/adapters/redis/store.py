@@ -190,7 +190,6 @@ class RedisStore:
                 self.limits.retention_ms,
                 self.limits.max_events,
                 self._event({"workflow": run.workflow, "input": run.input}),
-                self._event({"node": run.start_node, "step": 0}),
                 f"{r}:0:0",
                 *hand_args,
             ],
@@ -199,8 +198,16 @@ class RedisStore:
 
     def _begin_call(self, r: str, step: int, fence: int, now: int, lease_until: int) -> tuple[list[str], list[Any]]:
         return (
-            [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.leases(), keys.outbox(), keys.metrics()],
-            [step, fence, now, lease_until, r, f"{r}:{step}:{fence}"],
+            [
+                keys.run(r),
+                keys.journal(r, step),
+                keys.workflow_state(r),
+                keys.leases(),
+                keys.outbox(),
+                keys.metrics(),
+                keys.events(r),
+            ],
+            [step, fence, now, lease_until, r, f"{r}:{step}:{fence}", self.limits.max_events],
         )
 
     def begin_command(
@@ -406,7 +413,6 @@ class RedisStore:
                     blob,
                     child.ttl_ms,
                     self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
-                    self._event({"node": child.start_node, "step": 0}),
                     commit.journal_field,
                     codec.lineage_field(commit.lineage),
                     *hand_args,
