@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from . import logs
 from .client import Parkway
 from .config import DEFAULT_TTL_MS, Settings
+from .runtime.contracts import Contract
 from .runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
 from .runtime.protocol import (
     CancelOutcome,
@@ -134,25 +135,113 @@ def _event_human(event: Event) -> str:
 # --- asking at a terminal ------------------------------------------------------
 
 
-def ask(request: InterruptRequest, stdin: TextIO = sys.stdin, out: TextIO = sys.stderr) -> dict[str, Any]:
-    """Ask a person at the terminal until the answer fits the request; return resume() keyword arguments."""
+def ask(
+    request: InterruptRequest,
+    stdin: TextIO = sys.stdin,
+    out: TextIO = sys.stderr,
+    contract: Contract[Any, Any] | None = None,
+) -> dict[str, Any]:
+    """Ask a person at the terminal until the answer fits the request; return resume() keyword arguments.
+
+    A contract request needs its ``contract`` (see :func:`contract_of`): the answer is a JSON value,
+    checked against its response model here before it is sent."""
+    if request.kind == "contract" and contract is None:
+        raise ParkwayError(f"no contract to check an answer to {request.schema_id} against")
     out.write(f"\n{request.question}\n")
+    if request.kind == "contract":
+        assert contract is not None
+        _describe_contract(request, contract, out)
     if request.kind == "text":
         out.write(f"(text, at most {request.max_length} characters)\n")
     for i, option in enumerate(request.options, 1):
         out.write(f"  {i}. {option.label} [{option.id}]" + (f" - {option.description}" if option.description else ""))
         out.write("\n")
     while True:
-        answer = _prompt(request, stdin, out)
         try:
-            validate_answer(request, **answer)
+            answer = _prompt(request, stdin, out)
+            validate_answer(request, contract=contract, **answer)
         except InvalidAnswer as exc:
             out.write(f"{_terminal_words(exc.message)}; try again\n")
             continue
         return answer
 
 
+def contract_of(pw: Parkway, request: InterruptRequest) -> Contract[Any, Any] | None:
+    """The contract a contract request was made under (imported as the resuming client finds it), or None."""
+    return pw.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
+
+
+def _describe_contract(request: InterruptRequest, contract: Contract[Any, Any], out: TextIO) -> None:
+    """The schema, the request's data and the response model's fields, one a line."""
+    out.write(f"(contract {request.schema_id} v{request.schema_version})\n")
+    if request.payload:
+        out.write(f"request: {_json(request.payload)}\n")
+    schema = contract.response.model_json_schema()
+    fields: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or ())
+    out.write("answer fields:\n")
+    width = max((len(name) for name in fields), default=0)
+    for name, spec in fields.items():
+        line = f"  {name:<{width}}  {_schema_type(spec)}, {'required' if name in required else 'optional'}"
+        if spec.get("description"):
+            line += f" - {spec['description']}"
+        limits = _schema_limits(spec)
+        out.write(line + (f" ({'; '.join(limits)})" if limits else "") + "\n")
+
+
+def _schema_type(spec: dict[str, Any]) -> str:
+    """A JSON schema's type in words: string, integer or null, list of string, one of "a", "b"..."""
+    if "$ref" in spec:
+        return str(spec["$ref"]).rsplit("/", 1)[-1] + " (an object)"
+    for key in ("anyOf", "oneOf"):
+        if key in spec:
+            return " or ".join(_schema_type(s) for s in spec[key])
+    if "enum" in spec:
+        return "one of " + ", ".join(_json(v) for v in spec["enum"])
+    if "const" in spec:
+        return _json(spec["const"])
+    kind = spec.get("type")
+    if kind == "array":
+        return "list of " + _schema_type(spec["items"]) if isinstance(spec.get("items"), dict) else "list"
+    if isinstance(kind, list):
+        return " or ".join(str(k) for k in kind)
+    return str(kind) if kind else "any value"
+
+
+_LIMITS = (
+    ("minLength", "at least {} characters"),
+    ("maxLength", "at most {} characters"),
+    ("pattern", "matching {}"),
+    ("minimum", ">= {}"),
+    ("exclusiveMinimum", "> {}"),
+    ("maximum", "<= {}"),
+    ("exclusiveMaximum", "< {}"),
+    ("minItems", "at least {} items"),
+    ("maxItems", "at most {} items"),
+)
+
+
+def _schema_limits(spec: dict[str, Any]) -> list[str]:
+    """A field's constraints (its own, and those of the types it may take) and its default, in words."""
+    limits = []
+    for part in [spec, *spec.get("anyOf", ()), *spec.get("oneOf", ())]:
+        limits += [words.format(part[key]) for key, words in _LIMITS if key in part]
+    if "default" in spec:
+        limits.append(f"default {_json(spec['default'])}")
+    return limits
+
+
 def _prompt(request: InterruptRequest, stdin: TextIO, out: TextIO) -> dict[str, Any]:
+    if request.kind == "contract":
+        out.write("answer (a JSON object, on one line): ")
+        out.flush()
+        line = _line(stdin)
+        try:
+            return {"value": json.loads(line)}
+        except json.JSONDecodeError as exc:
+            raise InvalidAnswer(f"that is not JSON ({exc.msg}, column {exc.colno})") from None
+        except RecursionError:
+            raise InvalidAnswer("that JSON nests too deeply") from None
     if request.kind == "text":
         out.write("> ")
         out.flush()
@@ -307,7 +396,7 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
             return 0 if run.status is RunStatus.COMPLETED else 1
         if run.interrupt is None:
             continue  # answered meanwhile by someone else: keep following
-        if not _interactive() or run.interrupt.request.kind == "contract":  # a contract's answer is JSON
+        if not _interactive():
             print(_waiting_hint(run, pw.settings.embedded), file=sys.stderr)
             return 0
         _answer_at_terminal(pw, run_id, run.interrupt.request)
@@ -329,9 +418,10 @@ def _answer_at_terminal(pw: Parkway, run_id: str, request: InterruptRequest) -> 
     if not page.items or page.items[0].resume_token is None:
         return
     token = page.items[0].resume_token
+    contract = contract_of(pw, request)
     while True:
         try:
-            result = pw.resume(token, responder="cli", **ask(request))
+            result = pw.resume(token, responder="cli", **ask(request, contract=contract))
         except InvalidAnswer as exc:
             print(f"{exc.message}; try again", file=sys.stderr)
             continue
@@ -366,7 +456,6 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    pw = _client(args)
     kwargs: dict[str, Any] = {}
     if args.select:
         kwargs["selected"] = args.select if len(args.select) > 1 or args.multi else args.select[0]
@@ -374,6 +463,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
         kwargs["value"] = _parse_json(args.value, "--value")
     elif args.text is not None:
         kwargs["value"] = args.text
+    elif not _interactive():
+        print("usage: parkway resume TOKEN (--select ID... | --text TEXT | --value JSON)\nparkway resume: error: "
+              "give one of --select, --text or --value (at a terminal, without one, it asks)", file=sys.stderr)
+        return 2
+    pw = _client(args)
+    if not kwargs:
+        found = pw.lookup(args.token)
+        if isinstance(found, Interrupt):
+            try:
+                kwargs = ask(found.request, contract=contract_of(pw, found.request))
+            except KeyboardInterrupt:
+                print(f"\nnot answered: interrupt {found.request_id} of run {found.run_id} is still waiting "
+                      "and the token still works", file=sys.stderr)
+                return 130
     try:
         result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
     except InvalidAnswer as exc:
@@ -557,7 +660,7 @@ def _demo(pw: Parkway) -> int:
         _describe(interrupt, out)
     target = page.items[0]
     if _interactive():
-        answer = ask(target.request, out=out)
+        answer = ask(target.request, out=out, contract=contract_of(pw, target.request))
     else:
         first = target.request.options[0].id
         out.write(f"\nno terminal to ask: answering with the first option {first!r}\n")
@@ -719,12 +822,13 @@ def _add_resume(sub: Subcommands) -> None:
         "resume",
         "answer an interrupt by its resume token",
         cmd_resume,
-        "Prints the outcome as JSON: {outcome, runId, requestId}. Give exactly one of --select, --text, --value.\n"
+        "Prints the outcome as JSON: {outcome, runId, requestId}. Give one of --select, --text, --value; at a\n"
+        "terminal, without one, it shows the question (a contract's fields too) and asks until the answer fits.\n"
         + RESUME_STATUSES,
         imports=True,
     )
     s.add_argument("token", help="the resume token, RUN.REQUEST.SIGNATURE (see `parkway interrupts --tokens`)")
-    group = s.add_mutually_exclusive_group(required=True)
+    group = s.add_mutually_exclusive_group()
     group.add_argument("--select", nargs="+", metavar="ID",
                        help="the option id(s) to pick, for a choice (one) or multi-choice (one or more) request")
     group.add_argument("--text", metavar="TEXT",

@@ -260,8 +260,8 @@ class JobQuery(BaseModel):
 
 
 class JobPick(BaseModel):
-    job_id: str = Field(pattern=r"^job-[0-9]+$")
-    note: str | None = None
+    job_id: str = Field(pattern=r"^job-[0-9]+$", description="the job to run")
+    note: str | None = Field(default=None, max_length=200)
 
 
 pick_job = Contract("pick-job", version=2, request=JobQuery, response=JobPick, question="Which job should run?")

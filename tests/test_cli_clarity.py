@@ -20,7 +20,7 @@ from parkway.runtime.protocol import Interrupt, InterruptRequest, Option
 from tests import flows
 from tests.conftest import SECRET
 from tests.procs import ROOT
-from tests.test_cli import CTRL_C, _env, _in_a_terminal, _json_lines, _stderr_lines, parkway
+from tests.test_cli import CTRL_C, _completed_output, _env, _in_a_terminal, _json_lines, _stderr_lines, parkway
 
 
 @pytest.fixture
@@ -113,6 +113,69 @@ def test_prompt_asks_again_after_a_wrong_answer_saying_what_was_wrong() -> None:
     text = out.getvalue()
     assert text.count("answer (") == 3
     assert "green" in text and "7" in text
+
+
+def _contract_request() -> InterruptRequest:
+    return InterruptRequest(
+        kind="contract", question=flows.pick_job.question, schema_id="pick-job", schema_version=2,
+        payload={"team": "ops", "limit": 5}, contract_ref="tests.flows:pick_job",
+    )
+
+
+def test_contract_prompt_shows_the_schema_and_asks_again_until_the_json_fits() -> None:
+    """ask() of a contract shows the question, the schema id and version, the request's data and the
+    response model's fields (name, type, required, description, limits); it asks for JSON again after
+    text that is not JSON and after JSON that breaks the model, saying why, and returns value=."""
+    out = io.StringIO()
+    answers = io.StringIO('job 7\n{"job_id": "nope"}\n{"job_id": "job-7", "note": "tonight"}\n')
+    answer = cli.ask(_contract_request(), stdin=answers, out=out, contract=flows.pick_job)
+    assert answer == {"value": {"job_id": "job-7", "note": "tonight"}}
+    text = out.getvalue()
+    assert "Which job should run?" in text and "pick-job v2" in text
+    assert '"team": "ops"' in text
+    assert re.search(r"job_id\s+string, required\s+- the job to run", text), text
+    assert "job-[0-9]+" in text
+    assert re.search(r"note\s+string or null, optional", text) and "at most 200 characters" in text, text
+    assert text.count("answer (a JSON object") == 3
+    assert "not JSON" in text and "job_id" in text.split("not JSON")[1] and text.count("try again") == 2
+
+
+def test_run_in_a_terminal_asks_a_contract_for_json_until_it_fits() -> None:
+    """`parkway run` of a contract workflow in a terminal shows the schema, asks again after an answer
+    that breaks the response model (not exiting), and completes with the one that fits."""
+    rc, text = _in_a_terminal(
+        ["run", "tests.flows:contracted", "--input", '{"team": "ops"}', "--timeout", "15"],
+        [(b"answer (a JSON", b'{"job_id": "seven"}\n'), (b"answer (a JSON", b'{"job_id": "job-7"}\n')],
+    )
+    assert rc == 0, text
+    assert "pick-job v2" in text and "job_id" in text and "try again" in text
+    assert "resume: accepted" in text
+    assert _completed_output(text) == {"team": "ops", "job": "job-7", "note": None}
+
+
+@pytest.mark.slow
+def test_resume_of_a_contract_takes_value_json_or_asks_at_a_terminal(pw: Parkway, redis_url: str) -> None:
+    """`resume TOKEN --value JSON` answers a contract (one that breaks the model exits 1 and keeps the
+    token); `resume TOKEN` with no answer asks at a terminal, and without one is a usage error."""
+    url = ["--redis-url", redis_url]
+    run_id = pw.start(flows.contracted, {"team": "ops"})
+    assert parkway("worker", "--burst", *url).returncode == 0
+    token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
+    assert token is not None
+    bad = parkway("resume", token, "--value", '{"job_id": "seven"}', *url)
+    assert bad.returncode == 1 and "pick-job" in bad.stderr and "job_id" in bad.stderr, bad.stderr
+    bare = parkway("resume", token, *url)
+    assert bare.returncode == 2 and "--select, --text or --value" in bare.stderr, bare.stderr
+    rc, text = _in_a_terminal(["resume", token, *url], [(b"answer (a JSON", CTRL_C)])
+    assert rc == 130 and "still waiting and the token still works" in text, text
+    rc, text = _in_a_terminal(
+        ["resume", token, *url], [(b"answer (a JSON", b"{}\n"), (b"answer (a JSON", b'{"job_id": "job-9"}\n')]
+    )
+    assert rc == 0, text
+    assert "pick-job v2" in text and '"team": "ops"' in text and "try again" in text
+    assert json.loads(text[text.index('{"outcome"'):].splitlines()[0])["outcome"] == "accepted"
+    again = parkway("resume", token, "--value", '{"job_id": "job-1"}', *url)
+    assert again.returncode == 3
 
 
 def test_demo_in_a_terminal_asks_again_after_a_typo() -> None:
