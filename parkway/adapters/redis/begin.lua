@@ -30,7 +30,7 @@ redis.call('ZREM', KEYS[5], ARGV[6])
 redis.call('HINCRBY', KEYS[6], 'attempts', 1)
 -- {node, step, replay}: a replay runs the node again over what its journal holds (an answer, a
 -- cancellation, the steps of a lost attempt)
-local replay = redis.call('EXISTS', KEYS[2]) == 1 and '\195' or '\194'
+local replay = redis.call('HLEN', KEYS[2]) > 0 and '\195' or '\194'
 local node = redis.call('HGET', KEYS[1], 'node') or ''
 xadd(KEYS[7], ARGV[7], 'node.started',
   '\131\164node' .. mp_str(node) .. '\164step' .. mp_uint(ARGV[1]) .. '\166replay' .. replay)
