@@ -49,11 +49,14 @@ def build_backend(settings: Settings) -> Backend:
     if settings.redis_url is None:
         return _embedded(settings)
     client = connect(settings.redis_url)
-    dispatcher = RQDispatcher(client, settings)
-    store = RedisStore(client, settings.limits, dispatcher.next_job)  # it enqueues what a start or resume calls for
-    options = executor.Options(
-        secret=token_key(settings.secret, client), loader=settings.modules.load, lease_ms=settings.lease_ms
-    )
+    try:
+        dispatcher = RQDispatcher(client, settings)
+        store = RedisStore(client, settings.limits, dispatcher.next_job)  # it enqueues what a start or resume calls for
+        secret = token_key(settings.secret, client)
+    except BaseException:
+        client.close()  # refused (another key, no Redis): the connection goes with the handle that never was
+        raise
+    options = executor.Options(secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms)
     return Backend(settings, store, dispatcher, options)
 
 

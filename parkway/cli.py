@@ -433,26 +433,26 @@ def _answer_at_terminal(pw: Parkway, run_id: str, request: InterruptRequest) -> 
 
 
 def cmd_interrupts(args: argparse.Namespace) -> int:
-    pw = _client(args)
-    page = pw.list_interrupts(
-        workflow=args.workflow,
-        run_id=args.run_id,
-        order=args.order,
-        limit=args.limit,
-        cursor=args.cursor,
-        include_tokens=args.tokens,
-    )
-    if args.json:
-        print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
+    with _client(args) as pw:
+        page = pw.list_interrupts(
+            workflow=args.workflow,
+            run_id=args.run_id,
+            order=args.order,
+            limit=args.limit,
+            cursor=args.cursor,
+            include_tokens=args.tokens,
+        )
+        if args.json:
+            print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
+            return 0
+        if not page.items:
+            print("no pending interrupts")
+        now = _now_ms()
+        for interrupt in page.items:
+            _describe(interrupt, sys.stdout, now)
+        if page.next_cursor:
+            print(f"more: --cursor {page.next_cursor}")
         return 0
-    if not page.items:
-        print("no pending interrupts")
-    now = _now_ms()
-    for interrupt in page.items:
-        _describe(interrupt, sys.stdout, now)
-    if page.next_cursor:
-        print(f"more: --cursor {page.next_cursor}")
-    return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -467,22 +467,22 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print("usage: parkway resume TOKEN (--select ID... | --text TEXT | --value JSON)\nparkway resume: error: "
               "give one of --select, --text or --value (at a terminal, without one, it asks)", file=sys.stderr)
         return 2
-    pw = _client(args)
-    if not kwargs:
-        found = pw.lookup(args.token)
-        if isinstance(found, Interrupt):
-            try:
-                kwargs = ask(found.request, contract=contract_of(pw, found.request))
-            except KeyboardInterrupt:
-                print(f"\nnot answered: interrupt {found.request_id} of run {found.run_id} is still waiting "
-                      "and the token still works", file=sys.stderr)
-                return 130
-    try:
-        result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
-    except InvalidAnswer as exc:
-        raise ParkwayError(_cli_words(exc.message)) from None
-    print(_json(_dump(result)))
-    return RESUME_EXIT[result.outcome]
+    with _client(args) as pw:
+        if not kwargs:
+            found = pw.lookup(args.token)
+            if isinstance(found, Interrupt):
+                try:
+                    kwargs = ask(found.request, contract=contract_of(pw, found.request))
+                except KeyboardInterrupt:
+                    print(f"\nnot answered: interrupt {found.request_id} of run {found.run_id} is still waiting "
+                          "and the token still works", file=sys.stderr)
+                    return 130
+        try:
+            result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
+        except InvalidAnswer as exc:
+            raise ParkwayError(_cli_words(exc.message)) from None
+        print(_json(_dump(result)))
+        return RESUME_EXIT[result.outcome]
 
 
 RESUME_EXIT = {
@@ -505,29 +505,29 @@ RESUME_STATUSES = (
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    pw = _client(args)
-    if args.token or "." in args.target:  # a run id has no '.'; a token is RUN.REQUEST.SIGNATURE
-        result = pw.cancel_interrupt(args.target, reason=args.reason, responder=args.responder)
-        print(_json(_dump(result)))
-        return RESUME_EXIT[result.outcome]
-    cancelled = pw.cancel(args.target, reason=args.reason, responder=args.responder)
-    print(_json(_dump(cancelled)))
-    return CANCEL_EXIT[cancelled.outcome]
+    with _client(args) as pw:
+        if args.token or "." in args.target:  # a run id has no '.'; a token is RUN.REQUEST.SIGNATURE
+            result = pw.cancel_interrupt(args.target, reason=args.reason, responder=args.responder)
+            print(_json(_dump(result)))
+            return RESUME_EXIT[result.outcome]
+        cancelled = pw.cancel(args.target, reason=args.reason, responder=args.responder)
+        print(_json(_dump(cancelled)))
+        return CANCEL_EXIT[cancelled.outcome]
 
 
 # --- show, events ------------------------------------------------------------------
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    pw = _client(args)
-    run = pw.get_run(args.run_id)
-    extra = {}
-    if run.status is RunStatus.CANCELLED:
-        cancellation = _cancellation(_stored_events(pw, run.run_id))
-        if cancellation:
-            extra["cancellation"] = cancellation
-    _show_run(run, sys.stdout, extra)
-    return 0
+    with _client(args) as pw:
+        run = pw.get_run(args.run_id)
+        extra = {}
+        if run.status is RunStatus.CANCELLED:
+            cancellation = _cancellation(_stored_events(pw, run.run_id))
+            if cancellation:
+                extra["cancellation"] = cancellation
+        _show_run(run, sys.stdout, extra)
+        return 0
 
 
 def _stored_events(pw: Parkway, run_id: str, after: str = "0") -> Iterator[StoredEvent]:
@@ -564,12 +564,12 @@ EVENT_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
 def cmd_events(args: argparse.Namespace) -> int:
     if not EVENT_ID.fullmatch(args.after):
         raise ParkwayError(f"--after must be an event id such as 1700000000000-0, got {args.after!r}")
-    pw = _client(args)
-    pw.get_run(args.run_id)  # an unknown run is an error, not an empty list
-    events = _events_to_the_end if args.follow else _events_so_far
-    for event in events(pw, args.run_id, args.after):
-        print(_event_json(event) if args.json else _event_human(event), flush=True)
-    return 0
+    with _client(args) as pw:
+        pw.get_run(args.run_id)  # an unknown run is an error, not an empty list
+        events = _events_to_the_end if args.follow else _events_so_far
+        for event in events(pw, args.run_id, args.after):
+            print(_event_json(event) if args.json else _event_human(event), flush=True)
+        return 0
 
 
 def _events_to_the_end(pw: Parkway, run_id: str, after: str) -> Iterator[Event]:
@@ -601,11 +601,11 @@ def _events_so_far(pw: Parkway, run_id: str, after: str) -> Iterator[Event]:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    pw = _client(args)
-    report = pw.replay(args.run_id, args.against)
-    print(_json({"runId": report.run_id, "node": report.node, "step": report.step, "outcome": report.outcome,
-                 "recorded": report.recorded, "detail": report.detail}))
-    return {"consistent": 0, "nondeterministic": 3}.get(report.outcome, 1)
+    with _client(args) as pw:
+        report = pw.replay(args.run_id, args.against)
+        print(_json({"runId": report.run_id, "node": report.node, "step": report.step, "outcome": report.outcome,
+                     "recorded": report.recorded, "detail": report.detail}))
+        return {"consistent": 0, "nondeterministic": 3}.get(report.outcome, 1)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -635,10 +635,10 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
     from .workers.reconciler import reconcile_once
 
-    pw = _client(args)
-    report = reconcile_once(pw.store, pw.backend.dispatcher, max_lost=pw.settings.max_lost_attempts)
-    print(_json(asdict(report)))
-    return 0
+    with _client(args) as pw:
+        report = reconcile_once(pw.store, pw.backend.dispatcher, max_lost=pw.settings.max_lost_attempts)
+        print(_json(asdict(report)))
+        return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

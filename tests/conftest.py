@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis
@@ -19,6 +20,17 @@ from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 
 T = TypeVar("T")
+C = TypeVar("C", bound="SupportsClose")
+
+
+class SupportsClose(Protocol):
+    def close(self) -> None: ...
+
+
+class Closing(Protocol):
+    """What the ``closing`` fixture gives: returns what it is passed, closed after the test."""
+
+    def __call__(self, thing: C, /) -> C: ...
 
 
 def all_at_once(call: Callable[[int], T], n: int = 20) -> list[T]:
@@ -53,6 +65,17 @@ def redis_url() -> str:
     except redis.ConnectionError as exc:  # pragma: no cover - CI starts one
         pytest.fail(f"tests need a Redis at {REDIS_URL} (set PARKWAY_TEST_REDIS_URL): {exc}")
     return REDIS_URL
+
+
+@pytest.fixture
+def closing() -> Iterator[Closing]:
+    """``closing(client)`` returns the client and closes it after the test: a Parkway, a Redis
+    client, a store's connection... (pytest turns a socket left to the garbage collector into an error)."""
+    with contextlib.ExitStack() as stack:
+        def close_after(thing: C) -> C:
+            return stack.enter_context(contextlib.closing(thing))
+
+        yield close_after
 
 
 @pytest.fixture
@@ -129,6 +152,14 @@ def _reset_effects() -> None:
 
     flows.effects.clear()
     flows.drift["kind"] = "choice"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _worker_runtime_closed() -> Iterator[None]:
+    """The runtime the tests' burst workers install (jobs.install) is closed at the end, not left to
+    the interpreter's exit (where its socket would be reported unclosed)."""
+    yield
+    jobs.uninstall()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -39,7 +39,8 @@ def count_effect(name: str) -> None:
     if url:
         import redis
 
-        redis.Redis.from_url(url).incr(f"test:effects:{name}")
+        with redis.Redis.from_url(url) as client:
+            client.incr(f"test:effects:{name}")
 
 
 two_questions = Workflow("two_questions")
@@ -236,11 +237,11 @@ def charge_then_block(data: dict[str, Any]) -> dict[str, Any]:
     from parkway import use_step
 
     use_step("charge", _charge, data["tag"])
-    client = redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"])
-    client.set(f"test:inside:{data['tag']}", 1)
-    deadline = time.time() + 60
-    while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
-        time.sleep(0.05)
+    with redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"]) as client:
+        client.set(f"test:inside:{data['tag']}", 1)
+        deadline = time.time() + 60
+        while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
+            time.sleep(0.05)
     return {"finished": True}
 
 

@@ -18,7 +18,7 @@ import redis
 
 from parkway import links
 from parkway.api import hash_key
-from tests.conftest import SECRET
+from tests.conftest import SECRET, Closing
 from tests.procs import ROOT, Worker, free_port, wait_for
 
 KEY = "machine-key-" + "k" * 24
@@ -247,13 +247,13 @@ def test_tokens_never_reach_the_server_log(redis_url: str, redis_client: redis.R
     assert token not in log and token.split(".")[-1] not in log
 
 
-def test_answer_links_confirm_on_get_answer_once_on_post(server: Server, redis_url: str) -> None:
+def test_answer_links_confirm_on_get_answer_once_on_post(server: Server, redis_url: str, closing: Closing) -> None:
     """A GET of a link shows its option and changes nothing; its POST answers; a second use, or
     another option's link, says already answered; a tampered link is refused; an expired one says so."""
     from parkway import Parkway, Settings
 
     api = _api(server)
-    pw = Parkway(Settings(redis_url=redis_url, secret=SECRET))
+    pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
     run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
     _wait_status(api, run_id, "waiting")
     token, _ = _token(api, run_id)

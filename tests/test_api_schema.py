@@ -17,7 +17,8 @@ from tests.test_api import KEY, Server
 @pytest.fixture(scope="module")
 def api_schema(request: pytest.FixtureRequest) -> Iterator[object]:
     redis_url = request.getfixturevalue("redis_url")
-    redis.Redis.from_url(redis_url).flushdb()
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
     server = Server(redis_url)
     worker = Worker(redis_url, SECRET)
     try:

@@ -11,24 +11,26 @@ import redis
 
 from bench import flows, populate
 from parkway import Parkway, RunStatus, Settings
-from tests.conftest import SECRET
+from tests.conftest import SECRET, Closing
 
 
 def _pw(redis_url: str) -> Parkway:
     return Parkway(Settings(redis_url=redis_url, secret=SECRET))
 
 
-def test_park_runs_parks_each_run_through_the_executor(redis_client: redis.Redis, redis_url: str) -> None:
-    pw = _pw(redis_url)
+def test_park_runs_parks_each_run_through_the_executor(
+    redis_client: redis.Redis, redis_url: str, closing: Closing
+) -> None:
+    pw = closing(_pw(redis_url))
     parked, last = populate.park_runs(pw, 5)
     assert parked == 5 and pw.get_run(last).status is RunStatus.WAITING
     assert len(pw.list_interrupts(workflow="bench_cycle").items) == 5
 
 
-def test_pipelined_and_bulk_fills_index_every_run(redis_client: redis.Redis, redis_url: str) -> None:
-    parked, _ = populate.park_runs(_pw(redis_url), 4, pipelined=True)
-    bulk, last = populate.bulk_park(_pw(redis_url), 6)
-    pw = _pw(redis_url)
+def test_pipelined_and_bulk_fills_index_every_run(redis_client: redis.Redis, redis_url: str, closing: Closing) -> None:
+    parked, _ = populate.park_runs(closing(_pw(redis_url)), 4, pipelined=True)
+    bulk, last = populate.bulk_park(closing(_pw(redis_url)), 6)
+    pw = closing(_pw(redis_url))
     page = pw.list_interrupts(workflow="bench_cycle", limit=100, include_tokens=True)
     # pipelined: a template run plus the four it reports; bulk: its count includes its template
     assert (parked, bulk) == (4, 7)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -62,8 +62,9 @@ def _assert_one_error_line(done: subprocess.CompletedProcess[str], pattern: str)
 
 
 @pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
-    return Parkway(Settings(redis_url=redis_url, secret=SECRET))
+def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
+        yield client
 
 
 # --- demo ------------------------------------------------------------------

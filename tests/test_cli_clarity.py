@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -24,8 +25,9 @@ from tests.test_cli import CTRL_C, _completed_output, _env, _in_a_terminal, _jso
 
 
 @pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
-    return Parkway(Settings(redis_url=redis_url, secret=SECRET))
+def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
+        yield client
 
 
 def _waiting(pw: Parkway, redis_url: str, workflow: object = flows.one_choice) -> tuple[str, str]:

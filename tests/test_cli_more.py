@@ -12,18 +12,19 @@ import redis
 from parkway import Parkway, Settings
 from parkway.api import hash_key
 from tests import flows
-from tests.conftest import SECRET
+from tests.conftest import SECRET, Closing
 from tests.procs import ROOT, free_port, wait_for
 from tests.test_cli import _env, parkway
 
 
-def test_replay_reports_consistent_or_nondeterministic_by_exit_status(redis_url: str, redis_client: redis.Redis
-                                                                       ) -> None:
+def test_replay_reports_consistent_or_nondeterministic_by_exit_status(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
     """replay exits 0 for the code the run recorded and 3 for code whose hooks changed, with JSON."""
     from tests.conftest import Harness
 
     settings = Settings(redis_url=redis_url, secret=SECRET)
-    harness = Harness("redis", Parkway(settings), settings, redis_client)
+    harness = Harness("redis", closing(Parkway(settings)), settings, redis_client)
     run_id = harness.start_and_run(flows.announcer, {"tag": "cli"})
     env = _env(PARKWAY_REDIS_URL=redis_url)
     same = parkway("replay", run_id, "--against", "tests.flows:announcer", env=env)

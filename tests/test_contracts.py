@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from parkway import Contract, InvalidAnswer, ResumeOutcome, RunStatus, WorkflowError
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import SECRET, Closing, Harness
 from tests.procs import ROOT
 
 
@@ -84,12 +84,12 @@ def test_contracts_are_checked_when_defined() -> None:
     assert Contract("c", version=1, request=M, response=M).schema_id == "c"
 
 
-def test_the_cli_value_option_answers_a_contract(redis_url: str, redis_client: object) -> None:
+def test_the_cli_value_option_answers_a_contract(redis_url: str, redis_client: object, closing: Closing) -> None:
     """`parkway resume TOKEN --value JSON` carries a contract answer; a bad one exits 1 with one line."""
     from parkway import Parkway, Settings
 
     settings = Settings(redis_url=redis_url, secret=SECRET)
-    pw = Parkway(settings)
+    pw = closing(Parkway(settings))
     from tests.conftest import Harness as H
 
     harness = H("redis", pw, settings, redis_client)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import redis
 
 from parkway import Parkway, ResumeOutcome, RunStatus, Settings
 from tests import flows
-from tests.conftest import SECRET
+from tests.conftest import SECRET, Closing
 from tests.procs import RedisServer, Worker, wait_for
 
 pytestmark = pytest.mark.slow
@@ -29,9 +29,11 @@ def _client(url: str) -> Parkway:
     return Parkway(Settings(redis_url=url, secret=SECRET, lease_ms=1000))
 
 
-def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_once(server: RedisServer) -> None:
+def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_once(
+    server: RedisServer, closing: Closing
+) -> None:
     """SIGKILL of the worker mid-node: another worker replays it within seconds; use_step ran once."""
-    pw, r = _client(server.url), redis.Redis.from_url(server.url)
+    pw, r = closing(_client(server.url)), closing(redis.Redis.from_url(server.url))
     env = {"PARKWAY_EFFECTS_URL": server.url}
     r.set("test:block:k", 1)
     first = Worker(server.url, SECRET, env=env)
@@ -54,9 +56,9 @@ def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_o
     assert events.count("node.recovered") == 1
 
 
-def test_two_hundred_parked_runs_survive_a_redis_sigkill(server: RedisServer) -> None:
+def test_two_hundred_parked_runs_survive_a_redis_sigkill(server: RedisServer, closing: Closing) -> None:
     """With AOF, 200 parked runs survive SIGKILL of redis-server and all resume and complete."""
-    pw = _client(server.url)
+    pw = closing(_client(server.url))
     worker = Worker(server.url, SECRET)
     try:
         run_ids = [pw.start(flows.one_choice, {}) for _ in range(200)]
@@ -74,9 +76,9 @@ def test_two_hundred_parked_runs_survive_a_redis_sigkill(server: RedisServer) ->
     assert {pw.get_run(r).output["painted"] for r in run_ids} == {"red"}
 
 
-def test_a_clean_redis_restart_keeps_parked_runs(server: RedisServer) -> None:
+def test_a_clean_redis_restart_keeps_parked_runs(server: RedisServer, closing: Closing) -> None:
     """SHUTDOWN and restart: a parked run is still waiting, with its interrupt listed, and resumes."""
-    pw = _client(server.url)
+    pw = closing(_client(server.url))
     worker = Worker(server.url, SECRET)
     try:
         run_id = pw.start(flows.one_choice, {})
@@ -91,19 +93,19 @@ def test_a_clean_redis_restart_keeps_parked_runs(server: RedisServer) -> None:
         worker.stop()
 
 
-def test_lost_connection_is_a_clear_error_not_a_hang(server: RedisServer) -> None:
+def test_lost_connection_is_a_clear_error_not_a_hang(server: RedisServer, closing: Closing) -> None:
     """With Redis down, a client call raises StoreUnavailable after its bounded retries."""
     from parkway import StoreUnavailable
 
-    pw = _client(server.url)
+    pw = closing(_client(server.url))
     server.stop()
     with pytest.raises(StoreUnavailable, match="unreachable"):
         pw.get_run("run_x")
 
 
-def test_fifty_threads_resuming_one_token_continue_once(server: RedisServer) -> None:
+def test_fifty_threads_resuming_one_token_continue_once(server: RedisServer, closing: Closing) -> None:
     """50 threads with their own clients resume one token: one accepted, one continuation."""
-    pw = _client(server.url)
+    pw = closing(_client(server.url))
     worker = Worker(server.url, SECRET)
     try:
         run_id = pw.start(flows.guarded, {"tag": "fifty"})
@@ -111,7 +113,7 @@ def test_fifty_threads_resuming_one_token_continue_once(server: RedisServer) -> 
         token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token or ""
         barrier = threading.Barrier(50)
         outcomes: list[ResumeOutcome] = []
-        clients = [_client(server.url) for _ in range(50)]
+        clients = [closing(_client(server.url)) for _ in range(50)]
 
         def go(c: Parkway) -> None:
             barrier.wait()

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
-    return Parkway(Settings(redis_url=redis_url, secret=SECRET))
+def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
+        yield client
 
 
 @pytest.fixture

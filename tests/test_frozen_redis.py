@@ -32,7 +32,7 @@ from parkway.workers.jobs import RQDispatcher
 from parkway.workers.reconciler import Maintenance, reconcile_once
 from parkway.workers.serializer import MsgpackSerializer
 from tests import flows
-from tests.conftest import SECRET
+from tests.conftest import SECRET, Closing
 from tests.procs import ROOT, RedisServer, free_port, wait_for
 
 pytestmark = pytest.mark.slow
@@ -136,21 +136,23 @@ def _idle_past_health_checks(client: Any) -> None:
 
 
 @pytest.mark.timeout(90)
-def test_every_client_call_raises_store_unavailable_within_the_bound_on_a_frozen_redis(server: RedisServer) -> None:
+def test_every_client_call_raises_store_unavailable_within_the_bound_on_a_frozen_redis(
+    server: RedisServer, closing: Closing
+) -> None:
     """Cold, warm, idle and mid-wait, each public call of the client raises StoreUnavailable within
     the bound of the freeze, and after the thaw the same clients work again."""
     settings = _settings(server.url)
-    setup = Parkway(settings)
+    setup = closing(Parkway(settings))
     parked = setup.start(flows.one_choice, {})
     _run_jobs(settings)
     token = setup.list_interrupts(run_id=parked, include_tokens=True).items[0].resume_token or ""
     queued = setup.start(flows.one_choice, {})  # never run: waiting on it blocks in XREAD
 
-    idle = Parkway(settings)
+    idle = closing(Parkway(settings))
     idle.get_run(parked)
     _idle_past_health_checks(idle.store.client)
     warm = {
-        name: Parkway(settings)
+        name: closing(Parkway(settings))
         for name in (
             "start",
             "get_run",
@@ -175,8 +177,10 @@ def test_every_client_call_raises_store_unavailable_within_the_bound_on_a_frozen
     time.sleep(0.5)
     frozen = freeze(server)
     try:
-        calls.run("Parkway() without a secret (reads it from Redis)", lambda: Parkway(Settings(redis_url=server.url)))
-        calls.run("first start() of a new Parkway", lambda: Parkway(settings).start(flows.one_choice, {}))
+        calls.run(
+            "Parkway() without a secret (reads it from Redis)", lambda: closing(Parkway(Settings(redis_url=server.url)))
+        )
+        calls.run("first start() of a new Parkway", lambda: closing(Parkway(settings)).start(flows.one_choice, {}))
         calls.run("start", lambda: warm["start"].start(flows.one_choice, {}))
         calls.run("get_run", lambda: warm["get_run"].get_run(parked))
         calls.run("get_run, idle client", lambda: idle.get_run(parked))
@@ -190,7 +194,7 @@ def test_every_client_call_raises_store_unavailable_within_the_bound_on_a_frozen
         calls.assert_unavailable_within(frozen, BOUND + MARGIN)
     finally:
         thaw(server)
-    for pw in [idle, *warm.values(), Parkway(settings)]:
+    for pw in [idle, *warm.values(), closing(Parkway(settings))]:
         assert pw.get_run(parked).status is RunStatus.WAITING
     assert warm["resume"].resume(token, selected="red").accepted
 
@@ -220,18 +224,22 @@ def test_the_cli_says_redis_is_unreachable_and_exits_within_the_bound(server: Re
 
 
 @pytest.mark.timeout(60)
-def test_maintenance_gives_up_a_pass_within_the_bound_backs_off_and_recovers(server: RedisServer) -> None:
+def test_maintenance_gives_up_a_pass_within_the_bound_backs_off_and_recovers(
+    server: RedisServer, closing: Closing
+) -> None:
     """On a frozen Redis the worker's maintenance thread ends its pass with a logged error within
     the bound and backs off (a pass, and a reconcile pass alone, raise StoreUnavailable within the
     bound); after the thaw the thread takes the reconciler lock again."""
     settings = _settings(server.url)
     store = RedisStore.from_url(server.url)
+    closing(store.client)
     maintenance = Maintenance(
         store, RQDispatcher(store.client, settings), owner="frozen-test", current=lambda: "run_x", lease_ms=500
     )
     other = RedisStore.from_url(server.url)
+    closing(other.client)
     reconcile_once(other, RQDispatcher(other.client, settings))  # warm
-    plain = redis.Redis.from_url(server.url)
+    plain = closing(redis.Redis.from_url(server.url))
     with capture_logs() as logs:
         maintenance.start()
         try:
@@ -259,20 +267,20 @@ def test_maintenance_gives_up_a_pass_within_the_bound_backs_off_and_recovers(ser
 
 
 @pytest.mark.timeout(60)
-def test_a_down_redis_is_retried_with_backoff_then_raises_within_the_bound() -> None:
+def test_a_down_redis_is_retried_with_backoff_then_raises_within_the_bound(closing: Closing) -> None:
     """Connection refused: the call keeps retrying for a few seconds (a restart is survived), then
     raises StoreUnavailable within the bound."""
     began = time.monotonic()
     with pytest.raises(StoreUnavailable, match="unreachable"):
-        Parkway(_settings(f"redis://127.0.0.1:{free_port()}/0")).get_run("run_x")
+        closing(Parkway(_settings(f"redis://127.0.0.1:{free_port()}/0"))).get_run("run_x")
     elapsed = time.monotonic() - began
     assert 3.0 <= elapsed <= BOUND + MARGIN
 
 
 @pytest.mark.timeout(60)
-def test_a_redis_restart_within_the_retry_window_goes_unnoticed(server: RedisServer) -> None:
+def test_a_redis_restart_within_the_retry_window_goes_unnoticed(server: RedisServer, closing: Closing) -> None:
     """A call made while Redis restarts (two seconds down) waits for it and succeeds."""
-    pw = Parkway(_settings(server.url))
+    pw = closing(Parkway(_settings(server.url)))
     run_id = pw.start(flows.one_choice, {})
     server.stop()
     restart = threading.Timer(2.0, server.start)
@@ -286,13 +294,15 @@ def test_a_redis_restart_within_the_retry_window_goes_unnoticed(server: RedisSer
 
 
 @pytest.mark.timeout(60)
-def test_wait_and_stream_keep_their_own_timeouts_and_blocking_reads_outlast_their_block(server: RedisServer) -> None:
+def test_wait_and_stream_keep_their_own_timeouts_and_blocking_reads_outlast_their_block(
+    server: RedisServer, closing: Closing
+) -> None:
     """On a live Redis wait and stream raise WaitTimeout on time: the socket timeout never cuts
     read_events' XREAD BLOCK, nor RQ's blocking dequeue on the worker's connection."""
     from parkway.adapters.redis.store import connect
     from parkway.workers.worker import ParkwayWorker
 
-    pw = Parkway(_settings(server.url))
+    pw = closing(Parkway(_settings(server.url)))
     run_id = pw.start(flows.one_choice, {})
     began = time.monotonic()
     with pytest.raises(WaitTimeout):
@@ -306,6 +316,6 @@ def test_wait_and_stream_keep_their_own_timeouts_and_blocking_reads_outlast_thei
     began = time.monotonic()
     assert pw.store.read_events(run_id, last, 1000, 100) == []
     assert time.monotonic() - began >= 0.9
-    connection = connect(server.url)
+    connection = closing(connect(server.url))
     worker = ParkwayWorker([Queue("parkway", connection=connection)], connection=connection)
     assert connection.connection_pool.connection_kwargs["socket_timeout"] > worker.dequeue_timeout

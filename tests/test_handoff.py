@@ -4,6 +4,7 @@ for the fence that call wrote, exactly as RQ's own unique enqueue writes it."""
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -19,8 +20,9 @@ _STAMPS = {"created_at", "enqueued_at"}
 
 
 @pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
-    return Parkway(Settings(redis_url=redis_url, secret=SECRET))
+def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
+        yield client
 
 
 def _job_hash(client: redis.Redis, job_id: str) -> dict[bytes, bytes]:

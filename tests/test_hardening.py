@@ -33,7 +33,7 @@ from parkway.runtime.loading import WorkflowModules
 from parkway.runtime.protocol import check_id
 from parkway.runtime.store import NewRun
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import SECRET, Closing, Harness
 from tests.procs import ROOT, Worker, wait_for
 
 # --- ids ------------------------------------------------------------------------------------
@@ -68,11 +68,11 @@ def test_a_trailing_newline_reaches_no_key(harness: Harness, where: str) -> None
 # --- which workflow modules run ---------------------------------------------------------------
 
 
-def test_a_workflow_ref_outside_the_application_is_refused_before_import() -> None:
+def test_a_workflow_ref_outside_the_application_is_refused_before_import(closing: Closing) -> None:
     """`this:s` (the standard library) and an installed package are refused without importing
     them, with an error that names PARKWAY_WORKFLOWS."""
     sys.modules.pop("this", None)
-    pw = Parkway(Settings(secret=SECRET))
+    pw = closing(Parkway(Settings(secret=SECRET)))
     for ref in ("this:s", "pytest:main", "os.path:join"):
         with pytest.raises(WorkflowUnavailable, match="PARKWAY_WORKFLOWS"):
             pw.start(ref, {})
@@ -108,23 +108,27 @@ def test_a_run_record_naming_a_foreign_module_is_never_imported(harness: Harness
 # --- one token key --------------------------------------------------------------------------
 
 
-def test_a_client_with_another_key_is_refused_at_start(redis_url: str, redis_client: redis.Redis) -> None:
+def test_a_client_with_another_key_is_refused_at_start(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
     """A second client with a different PARKWAY_SECRET, or none at all, is refused with an error
     that says why; the key itself is not stored, only a fingerprint."""
-    Parkway(Settings(redis_url=redis_url, secret=SECRET))
+    closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
     with pytest.raises(ConfigError, match="PARKWAY_SECRET"):
         Parkway(Settings(redis_url=redis_url, secret="another-secret-" + "y" * 32))
     with pytest.raises(ConfigError, match="generated in Redis"):
         Parkway(Settings(redis_url=redis_url))
     stored = b"".join(redis_client.mget([k for k in redis_client.scan_iter("pw:*")]) or [])
     assert SECRET.encode() not in stored
-    Parkway(Settings(redis_url=redis_url, secret=SECRET))  # the same key is welcome
+    closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))  # the same key is welcome
 
 
 @pytest.mark.slow
-def test_a_worker_with_another_key_refuses_to_start(redis_url: str, redis_client: redis.Redis) -> None:
+def test_a_worker_with_another_key_refuses_to_start(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
     """`parkway worker` whose PARKWAY_SECRET differs from the clients' exits non-zero saying so."""
-    Parkway(Settings(redis_url=redis_url, secret=SECRET))
+    closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
     worker = Worker(redis_url, "a-different-secret-" + "z" * 32, "--burst")
     worker.proc.wait(30)
     out = worker.stop()
@@ -150,9 +154,11 @@ def test_a_duplicate_job_never_runs_a_node_while_another_attempt_holds_the_lease
 
 
 @pytest.mark.slow
-def test_two_copies_of_one_job_on_two_workers_charge_once(redis_url: str, redis_client: redis.Redis) -> None:
+def test_two_copies_of_one_job_on_two_workers_charge_once(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
     """The same job pushed twice before two worker processes start runs the node body once."""
-    pw = Parkway(Settings(redis_url=redis_url, secret=SECRET))
+    pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
     run_id = pw.start(flows.blocking, {"tag": "twice"})
     redis_client.set("test:block:twice", 1)
     job = f"pw-{run_id}-0"
@@ -226,12 +232,12 @@ def test_cancel_in_a_message_cancels_and_is_never_recorded_as_an_answer(harness:
 # --- retention ------------------------------------------------------------------------------
 
 
-def test_retention_is_a_setting(redis_url: str, redis_client: redis.Redis) -> None:
+def test_retention_is_a_setting(redis_url: str, redis_client: redis.Redis, closing: Closing) -> None:
     """PARKWAY_RETENTION_MS sets how long a run's summary outlives its records (7 days by default)."""
     assert Settings.from_env({}).limits.retention_ms == 7 * 24 * 3600 * 1000
     settings = Settings.from_env({"PARKWAY_RETENTION_MS": "5000"}, redis_url=redis_url, secret=SECRET)
     assert settings.limits == Limits(retention_ms=5000)
-    run_id = Parkway(settings).start(flows.one_choice, {})
+    run_id = closing(Parkway(settings)).start(flows.one_choice, {})
     records, summary = redis_client.pttl(keys.run(run_id)), redis_client.pttl(keys.summary(run_id))
     assert 0 < records < summary <= records + 5000 and summary >= records + 4000
     with pytest.raises(ConfigError):
@@ -268,7 +274,7 @@ def _user_env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_production_commands_work_from_the_modules_directory(
-    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, closing: Closing
 ) -> None:
     """`parkway worker` and `parkway run expenses:expense`, started in the directory of expenses.py
     (as the README says), find it; a worker started elsewhere leaves the run queued and says how
@@ -281,7 +287,7 @@ def test_the_production_commands_work_from_the_modules_directory(
     # a worker in the wrong directory: the run is given back, not failed
     elsewhere = _parkway("worker", "--burst", cwd=tmp_path, env=env)
     assert elsewhere.returncode == 0, elsewhere.stderr
-    pw = Parkway(Settings(redis_url=redis_url, secret=SECRET))
+    pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
     assert pw.get_run("exp1").status is RunStatus.QUEUED
     deferred = [e for e in pw.store.read_events("exp1", "0", None, 1000) if e.type == "node.deferred"]
     assert deferred and "--path" in deferred[0].data["reason"]

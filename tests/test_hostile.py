@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from parkway import MalformedResume, ParkwayError, ResumeOutcome, RunStatus, parse_resume_metadata
 from parkway.adapters.redis import keys
 from tests import flows
-from tests.conftest import Harness
+from tests.conftest import Closing, Harness
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=50),
@@ -129,7 +129,9 @@ def _harness(request: pytest.FixtureRequest, kind: str) -> Harness:
         return Harness("embedded", pw, s)
     client = request.getfixturevalue("redis_client")
     s = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET)
-    return Harness("redis", Parkway(s), s, client)
+    pw = Parkway(s)
+    request.addfinalizer(pw.close)
+    return Harness("redis", pw, s, client)
 
 
 def _forge(token: str, at: int, text: str) -> str:
@@ -138,13 +140,13 @@ def _forge(token: str, at: int, text: str) -> str:
     return token[:i] + text + token[i + 1 :]
 
 
-def test_arbitrary_tokens_are_refused_or_unknown() -> None:
+def test_arbitrary_tokens_are_refused_or_unknown(closing: Closing) -> None:
     """Random strings, and real tokens with a character changed, are never accepted (with a valid
     answer): they raise MalformedResume or read unknown, and the runs they aim at keep waiting."""
     from parkway import Parkway, Settings
     from tests.conftest import SECRET
 
-    pw = Parkway(Settings(secret=SECRET))
+    pw = closing(Parkway(Settings(secret=SECRET)))
     runs = [pw.start(flows.one_choice, {}) for _ in range(3)]
     pw.drain()
     real = [pw.list_interrupts(run_id=r, include_tokens=True).items[0].resume_token or "" for r in runs]

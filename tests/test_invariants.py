@@ -144,7 +144,9 @@ def _harness(request: pytest.FixtureRequest, kind: str, **settings: Any) -> Harn
         return Harness("embedded", pw, s)
     client = request.getfixturevalue("redis_client")
     s = Settings(redis_url=request.getfixturevalue("redis_url"), secret=SECRET, **settings)
-    return Harness("redis", Parkway(s), s, client)
+    pw = Parkway(s)
+    request.addfinalizer(pw.close)
+    return Harness("redis", pw, s, client)
 
 
 def _create(harness: Harness, workflow: Workflow, data: dict[str, Any] | None = None) -> str:
@@ -203,12 +205,12 @@ def _drop_pending_key(harness: Harness, run_id: str) -> None:
 def _stranger() -> tuple[str, str, InterruptRecord]:
     """A run id, token (signed with the test key) and interrupt of a run that only ever existed in
     another, throwaway embedded deployment: to this one's store, a run that never was."""
-    other = Parkway(Settings(secret=SECRET))
-    run_id = other.start(flows.one_choice, {})
-    other.drain()
-    token = other.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
-    assert token is not None
-    lookup = other.store.lookup(run_id, tokens.hash_token(token), _now())
+    with Parkway(Settings(secret=SECRET)) as other:
+        run_id = other.start(flows.one_choice, {})
+        other.drain()
+        token = other.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
+        assert token is not None
+        lookup = other.store.lookup(run_id, tokens.hash_token(token), _now())
     assert lookup.interrupt is not None
     return run_id, token, lookup.interrupt
 

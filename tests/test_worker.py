@@ -18,7 +18,7 @@ from parkway.workers import jobs
 from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
-from tests.conftest import SECRET
+from tests.conftest import SECRET, Closing
 from tests.procs import RedisServer, sent_commands, wait_for
 
 STAND_INS = frozenset({"time.time", "time.sleep", "os.abort_not_a_function"})
@@ -40,17 +40,16 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 def _worker_commands(url: str, worker_class: type[SimpleWorker], runs: int) -> tuple[dict[str, int], list[str]]:
     settings = Settings(redis_url=url, secret=SECRET)
-    pw = Parkway(settings)
-    run_ids = [pw.start(flows.loop, {}) for _ in range(runs)]
-    client = redis.Redis.from_url(url)
-    client.config_resetstat()
-    jobs.install(settings)
-    queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
-    worker_class([queue], connection=client, serializer=MsgpackSerializer).work(burst=True, logging_level="WARNING")
-    stats = client.info("commandstats")
-    calls = {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
-    statuses = [pw.get_run(r).status.value for r in run_ids]
-    client.flushall()
+    with Parkway(settings) as pw, redis.Redis.from_url(url) as client:
+        run_ids = [pw.start(flows.loop, {}) for _ in range(runs)]
+        client.config_resetstat()
+        jobs.install(settings)
+        queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
+        worker_class([queue], connection=client, serializer=MsgpackSerializer).work(burst=True, logging_level="WARNING")
+        stats = client.info("commandstats")
+        calls = {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+        statuses = [pw.get_run(r).status.value for r in run_ids]
+        client.flushall()
     return calls, statuses
 
 
@@ -64,9 +63,9 @@ def test_parkway_worker_sends_fewer_bookkeeping_commands_than_rq(private_redis: 
     assert ours.get("exists", 0) * 3 <= stock["exists"], (stock["exists"], ours.get("exists"))
 
 
-def _round_trips(url: str, job_ids: list[str], func: str) -> tuple[int, Queue]:
+def _round_trips(url: str, job_ids: list[str], func: str, closing: Closing) -> tuple[int, Queue]:
     """Run ``func`` once per job id with a burst ParkwayWorker; the round trips the worker sent."""
-    client = redis.Redis.from_url(url)
+    client = closing(redis.Redis.from_url(url))
     queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
     for jid in job_ids:
         queue.enqueue_call(func, args=(), job_id=jid, unique=True, result_ttl=0)
@@ -85,9 +84,11 @@ _RAW_WORKER = (
 )
 
 
-def _worker_on_one_job(url: str, func: str, seconds: int, job_id: str) -> tuple[subprocess.Popen[str], Queue]:
+def _worker_on_one_job(
+    url: str, func: str, seconds: int, job_id: str, closing: Closing
+) -> tuple[subprocess.Popen[str], Queue]:
     """A ParkwayWorker process (parkway's maintenance off) that has started ``func(seconds)``."""
-    client = redis.Redis.from_url(url)
+    client = closing(redis.Redis.from_url(url))
     queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
     queue.enqueue_call(func, args=(seconds,), job_id=job_id, result_ttl=0)
     proc = subprocess.Popen([sys.executable, "-c", _RAW_WORKER, url, "loop"], stderr=subprocess.PIPE, text=True)
@@ -95,11 +96,11 @@ def _worker_on_one_job(url: str, func: str, seconds: int, job_id: str) -> tuple[
     return proc, queue
 
 
-def test_a_trivial_job_costs_the_worker_at_most_five_round_trips(private_redis: RedisServer) -> None:
+def test_a_trivial_job_costs_the_worker_at_most_five_round_trips(private_redis: RedisServer, closing: Closing) -> None:
     """Dequeue, fetch, one transaction to start, one to finish: stock RQ 3.0 sends about 18.
     Both runs pay the same start-up and teardown, so the difference is the per-job cost."""
-    few, _ = _round_trips(private_redis.url, [f"a{i}" for i in range(5)], "time.time")
-    many, queue = _round_trips(private_redis.url, [f"b{i}" for i in range(45)], "time.time")
+    few, _ = _round_trips(private_redis.url, [f"a{i}" for i in range(5)], "time.time", closing)
+    many, queue = _round_trips(private_redis.url, [f"b{i}" for i in range(45)], "time.time", closing)
     per_job = (many - few) / 40
     assert per_job <= 5, per_job
     client = queue.connection
@@ -109,15 +110,17 @@ def test_a_trivial_job_costs_the_worker_at_most_five_round_trips(private_redis: 
     assert queue.get_job_ids() == [] and client.llen(queue.intermediate_queue_key) == 0
 
 
-def test_a_failing_job_still_lands_in_rqs_failed_registry(private_redis: RedisServer) -> None:
-    _, queue = _round_trips(private_redis.url, ["bad"], "os.abort_not_a_function")
+def test_a_failing_job_still_lands_in_rqs_failed_registry(private_redis: RedisServer, closing: Closing) -> None:
+    _, queue = _round_trips(private_redis.url, ["bad"], "os.abort_not_a_function", closing)
     assert queue.failed_job_registry.get_job_ids() == ["bad"]
     assert queue.started_job_registry.get_job_ids() == []
 
 
-def test_a_worker_killed_mid_job_leaves_the_job_in_rqs_started_registry(private_redis: RedisServer) -> None:
+def test_a_worker_killed_mid_job_leaves_the_job_in_rqs_started_registry(
+    private_redis: RedisServer, closing: Closing
+) -> None:
     """RQ's own crash detection stays intact: the started registry still names the job."""
-    proc, queue = _worker_on_one_job(private_redis.url, "time.sleep", 30, "slow")
+    proc, queue = _worker_on_one_job(private_redis.url, "time.sleep", 30, "slow", closing)
     try:
         proc.kill()
         proc.communicate(timeout=10)
@@ -128,13 +131,15 @@ def test_a_worker_killed_mid_job_leaves_the_job_in_rqs_started_registry(private_
         proc.communicate()
 
 
-def _run_parkway_jobs(url: str, runs: list[str] | None = None) -> tuple[Parkway, list[str], list[bytes]]:
+def _run_parkway_jobs(
+    url: str, closing: Closing, runs: list[str] | None = None
+) -> tuple[Parkway, list[str], list[bytes]]:
     """Start runs of flows.loop (or use ``runs``), then work them with a burst ParkwayWorker,
     recording what each of the worker's round trips sent."""
     settings = Settings(redis_url=url, secret=SECRET)
-    pw = Parkway(settings)
+    pw = closing(Parkway(settings))
     run_ids = runs if runs is not None else [pw.start(flows.loop, {}) for _ in range(5)]
-    client = redis.Redis.from_url(url)
+    client = closing(redis.Redis.from_url(url))
     jobs.install(settings)
     queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
     with sent_commands() as sent:
@@ -144,41 +149,45 @@ def _run_parkway_jobs(url: str, runs: list[str] | None = None) -> tuple[Parkway,
     return pw, run_ids, sent
 
 
-def test_a_parkway_job_begins_inside_rqs_start_transaction(private_redis: RedisServer) -> None:
+def test_a_parkway_job_begins_inside_rqs_start_transaction(private_redis: RedisServer, closing: Closing) -> None:
     begin = jobs.install(Settings(redis_url=private_redis.url, secret=SECRET)).store._scripts["begin"]
-    redis.Redis.from_url(private_redis.url).script_load(begin.script)
-    pw, run_ids, sent = _run_parkway_jobs(private_redis.url)
+    with redis.Redis.from_url(private_redis.url) as client:
+        client.script_load(begin.script)
+    pw, run_ids, sent = _run_parkway_jobs(private_redis.url, closing)
     assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 5
     with_begin = [s for s in sent if begin.sha.encode() in s]
     assert len(with_begin) == 5, len(with_begin)
     assert all(b"MULTI" in s and b"rq:job:" in s for s in with_begin)
 
 
-def test_a_stale_parkway_job_still_ends_cleanly_for_rq(private_redis: RedisServer) -> None:
+def test_a_stale_parkway_job_still_ends_cleanly_for_rq(private_redis: RedisServer, closing: Closing) -> None:
     """A job whose fence the run has moved past is dropped by parkway and finished by RQ."""
     settings = Settings(redis_url=private_redis.url, secret=SECRET)
-    pw = Parkway(settings)
+    pw = closing(Parkway(settings))
     run_id = pw.start(flows.loop, {})
     pw.backend.dispatcher.enqueue(run_id, 0, 7)  # a job for a fence the run never reaches
-    _, _, _ = _run_parkway_jobs(private_redis.url, runs=[run_id])
+    _, _, _ = _run_parkway_jobs(private_redis.url, closing, runs=[run_id])
     assert pw.get_run(run_id).status is RunStatus.COMPLETED
     queue = pw.backend.dispatcher.queue  # type: ignore[attr-defined]
     assert queue.failed_job_registry.get_job_ids() == []
     assert queue.started_job_registry.get_job_ids() == []
 
 
-def test_begin_falls_back_to_its_own_call_after_script_flush(private_redis: RedisServer) -> None:
+def test_begin_falls_back_to_its_own_call_after_script_flush(private_redis: RedisServer, closing: Closing) -> None:
     settings = Settings(redis_url=private_redis.url, secret=SECRET)
-    pw = Parkway(settings)
+    pw = closing(Parkway(settings))
     run_ids = [pw.start(flows.loop, {}) for _ in range(3)]
-    redis.Redis.from_url(private_redis.url).script_flush()
-    pw2, _, _ = _run_parkway_jobs(private_redis.url, runs=run_ids)
+    with redis.Redis.from_url(private_redis.url) as client:
+        client.script_flush()
+    pw2, _, _ = _run_parkway_jobs(private_redis.url, closing, runs=run_ids)
     assert [pw2.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 3
 
 
-def test_a_stop_signal_mid_job_lets_the_job_finish_then_the_worker_exits(private_redis: RedisServer) -> None:
+def test_a_stop_signal_mid_job_lets_the_job_finish_then_the_worker_exits(
+    private_redis: RedisServer, closing: Closing
+) -> None:
     """RQ's warm shutdown: SIGTERM while busy waits for the job, success bookkeeping included."""
-    proc, queue = _worker_on_one_job(private_redis.url, "time.sleep", 1, "nap")
+    proc, queue = _worker_on_one_job(private_redis.url, "time.sleep", 1, "nap", closing)
     try:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
@@ -192,24 +201,26 @@ def test_a_stop_signal_mid_job_lets_the_job_finish_then_the_worker_exits(private
         proc.communicate()
 
 
-def test_a_malformed_parkway_job_fails_in_rq_and_the_worker_goes_on(private_redis: RedisServer) -> None:
+def test_a_malformed_parkway_job_fails_in_rq_and_the_worker_goes_on(
+    private_redis: RedisServer, closing: Closing
+) -> None:
     """A job naming parkway's entrypoint with the wrong arguments lands in RQ's failed registry;
     the worker keeps working (a run's real job after it completes)."""
     settings = Settings(redis_url=private_redis.url, secret=SECRET)
-    pw = Parkway(settings)
+    pw = closing(Parkway(settings))
     queue = pw.backend.dispatcher.queue  # type: ignore[attr-defined]
     queue.enqueue_call(jobs.EXECUTE_JOB, args=("only-one-argument",), job_id="odd", result_ttl=0)
     run_id = pw.start(flows.loop, {})
-    _run_parkway_jobs(private_redis.url, runs=[run_id])
+    _run_parkway_jobs(private_redis.url, closing, runs=[run_id])
     assert queue.failed_job_registry.get_job_ids() == ["odd"]
     assert pw.get_run(run_id).status is RunStatus.COMPLETED
 
 
 def test_a_parkway_job_without_parkway_settings_fails_in_rq_and_the_worker_goes_on(
-    private_redis: RedisServer,
+    private_redis: RedisServer, closing: Closing
 ) -> None:
     """A bare ParkwayWorker (no PARKWAY_REDIS_URL): parkway's job fails as RQ fails any job."""
-    client = redis.Redis.from_url(private_redis.url)
+    client = closing(redis.Redis.from_url(private_redis.url))
     queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
     queue.enqueue_call(jobs.EXECUTE_JOB, args=("run_nowhere", 0, 0), job_id="orphan", result_ttl=0)
     queue.enqueue_call("time.time", job_id="after", result_ttl=0)

@@ -125,8 +125,9 @@ def client(redis_client: redis.Redis) -> redis.Redis:
 
 
 @pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Parkway:
-    return Parkway(Settings(redis_url=redis_url, secret=SECRET))
+def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
+        yield client
 
 
 @pytest.fixture

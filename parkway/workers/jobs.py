@@ -132,19 +132,33 @@ def serving(rt: WorkerRuntime) -> Iterator[None]:
 
 
 def install(settings: Settings) -> WorkerRuntime:
-    """Prepare this process to run jobs (the worker calls it; see ``worker_runtime`` for the rest)."""
+    """Prepare this process to run jobs (the worker calls it; see ``worker_runtime`` for the rest).
+    The runtime it replaces, if this process installed one, has its connections closed."""
     global _runtime
     if settings.redis_url is None:
         raise RuntimeError("parkway workers need PARKWAY_REDIS_URL")
     client = connect(settings.redis_url)
-    dispatcher = RQDispatcher(client, settings)
-    # a child run's start, and its parent's resume when it ends, enqueue their jobs in their scripts
-    store = RedisStore(client, settings.limits, dispatcher.next_job)
-    options = executor.Options(
-        secret=token_key(settings.secret, store.client), loader=settings.modules.load, lease_ms=settings.lease_ms
-    )
+    try:
+        dispatcher = RQDispatcher(client, settings)
+        # a child run's start, and its parent's resume when it ends, enqueue their jobs in their scripts
+        store = RedisStore(client, settings.limits, dispatcher.next_job)
+        secret = token_key(settings.secret, store.client)
+    except BaseException:
+        client.close()
+        raise
+    options = executor.Options(secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms)
+    uninstall()
     _runtime = WorkerRuntime(os.getpid(), settings, store, options, dispatcher)
     return _runtime
+
+
+def uninstall() -> None:
+    """Close the connections of the runtime this process installed, if any (a forked child leaves
+    its parent's alone); the next job installs one again."""
+    global _runtime
+    old, _runtime = _runtime, None
+    if old is not None and old.pid == os.getpid():
+        old.store.client.close()
 
 
 def worker_runtime() -> WorkerRuntime:
