@@ -123,6 +123,40 @@ def test_a_client_with_another_key_is_refused_at_start(
     closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))  # the same key is welcome
 
 
+def _connections(client: redis.Redis) -> int:
+    """Connections open on the client's database (other databases belong to other test sessions)."""
+    db = str(client.connection_pool.connection_kwargs.get("db", 0))
+    return sum(1 for c in client.client_list() if str(c["db"]) == db)
+
+
+def test_a_client_refused_at_start_leaves_no_connection_open(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """A Parkway refused for another key closes the connection it opened to find out, even while the
+    error (and everything its traceback holds) is still alive."""
+    closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
+    before = _connections(redis_client)
+    with pytest.raises(ConfigError) as refused:
+        Parkway(Settings(redis_url=redis_url, secret="another-secret-" + "y" * 32))
+    assert refused.traceback and _connections(redis_client) == before
+
+
+def test_installing_a_worker_runtime_again_closes_the_one_it_replaces(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """jobs.install twice in one process leaves one runtime's connections open, not two."""
+    from parkway.workers import jobs
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    first = jobs.install(settings)
+    first.store.client.ping()
+    before = _connections(redis_client)
+    jobs.install(settings).store.client.ping()
+    assert _connections(redis_client) == before
+    jobs.uninstall()
+    assert _connections(redis_client) == before - 1
+
+
 @pytest.mark.slow
 def test_a_worker_with_another_key_refuses_to_start(
     redis_url: str, redis_client: redis.Redis, closing: Closing
