@@ -7,6 +7,7 @@ Every JSON it prints has the events' shape: camelCase keys (``runId``, ``resumeT
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, TextIO, TypeAlias
+from typing import Any, NoReturn, TextIO, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from . import logs
@@ -527,7 +528,25 @@ def cmd_show(args: argparse.Namespace) -> int:
             if cancellation:
                 extra["cancellation"] = cancellation
         _show_run(run, sys.stdout, extra)
+        print(_run_in_words(run, _now_ms()), file=sys.stderr)
         return 0
+
+
+def _run_in_words(run: Run, now: int) -> str:
+    """One line for people beside show's JSON: status, node, readable times, when its interrupt expires."""
+    at = f" at node {run.node} (step {run.step})" if run.node else ""
+    started = f"started {_span(now - run.created_at)} ago ({_when(run.created_at)})"
+    line = f"run {run.run_id} is {run.status.value}{at}, {started}"
+    if run.status.finished:
+        line += f", ended {_span(now - run.updated_at)} ago ({_when(run.updated_at)})"
+    elif run.interrupt is not None:
+        left = run.interrupt.expires_at - now
+        line += (
+            f"; its interrupt {run.interrupt.request_id} has waited {_span(now - run.interrupt.created_at)} and "
+            + (f"expires in {_span(left)}" if left > 0 else f"expired {_span(-left)} ago")
+            + f" ({_when(run.interrupt.expires_at)})"
+        )
+    return line
 
 
 def _stored_events(pw: Parkway, run_id: str, after: str = "0") -> Iterator[StoredEvent]:
@@ -678,7 +697,7 @@ def _demo(pw: Parkway) -> int:
 
 # --- the parser ----------------------------------------------------------------------
 
-Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"  # what add_subparsers() returns
+Subcommands: TypeAlias = "argparse._SubParsersAction[_Parser]"  # what add_subparsers() returns
 
 REDIS_REQUIRED = "the Redis parkway runs on (required; default $PARKWAY_REDIS_URL)"
 
@@ -688,8 +707,35 @@ Workers and clients must share PARKWAY_SECRET (32+ characters): resume tokens ar
 JSON output is camelCase, times in epoch milliseconds. `parkway COMMAND --help` says more."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, which also suggests the nearest command to a mistyped one."""
+
+    def error(self, message: str) -> NoReturn:
+        typo = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if typo:
+            choices = re.findall(r"'([^']*)'", typo.group(2))
+            near = difflib.get_close_matches(typo.group(1), choices, n=1)
+            if near:
+                message += f"; did you mean {near[0]!r}?"
+        super().error(message)
+
+
+def _unknown_options(p: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> NoReturn:
+    """Refuse what the command did not recognise in that command's own usage, naming the nearest
+    option to each mistyped one."""
+    action = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    command: argparse.ArgumentParser = action.choices[args.command]
+    known = [option for a in command._actions for option in a.option_strings]
+    hints = []
+    for word in extra:
+        near = difflib.get_close_matches(word.split("=")[0], known, n=1) if word.startswith("-") else []
+        if near:
+            hints.append(f"did you mean {near[0]}?")
+    command.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="parkway",
         description="Durable human-in-the-loop workflows on Redis.",
         epilog=MAIN_EPILOG,
@@ -850,7 +896,8 @@ def _add_show(sub: Subcommands) -> None:
         cmd_show,
         "Prints the run: runId, workflow, status (queued, running, waiting, completed, failed, cancelled,\n"
         "expired), node, data, output, error, its pending interrupt, times in epoch ms; a cancelled run\n"
-        "also shows its cancellation (reason, responder) while its events are kept.\n"
+        "also shows its cancellation (reason, responder) while its events are kept. On stderr, one line in\n"
+        "words: its status and node, UTC times, how soon its pending interrupt expires.\n"
         "exit status: 0, 1 error (no such run, Redis unreachable)",
     )
     sh.add_argument("run_id", metavar="RUN", help="the run's id (as `parkway run` printed it)")
@@ -969,7 +1016,10 @@ def _extend_path(dirs: Sequence[str] | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra:
+        _unknown_options(p, args, extra)
     logs.configure("INFO" if args.verbose else "WARNING")
     _extend_path(getattr(args, "path", None))
     try:

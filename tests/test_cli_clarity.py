@@ -89,6 +89,20 @@ def test_verbose_is_accepted_after_the_subcommand() -> None:
     assert cli.parser().parse_args(["show", "run_x"]).verbose is False
 
 
+def test_a_mistyped_command_or_option_gets_the_nearest_one_suggested(capsys: pytest.CaptureFixture[str]) -> None:
+    """`parkway shw` suggests show; `parkway resume T --selct x` is refused by resume's own usage,
+    suggesting --select; both are usage errors (exit 2)."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["shw", "run_x"])
+    assert exited.value.code == 2
+    assert "did you mean 'show'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["resume", "tok", "--selct", "red"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: parkway resume" in err and "--selct" in err and "did you mean --select?" in err, err
+
+
 # --- the prompt ------------------------------------------------------------
 
 
@@ -243,6 +257,18 @@ def test_json_outputs_are_camel_case(pw: Parkway, redis_url: str) -> None:
 
 
 # --- readable times --------------------------------------------------------
+
+
+def test_show_says_in_words_what_the_run_is_doing_and_when_its_interrupt_expires(pw: Parkway, redis_url: str) -> None:
+    """`parkway show` prints the run as JSON on stdout and, on stderr, one line for people: its
+    status and node, UTC times, and how soon its pending interrupt expires."""
+    run_id, _ = _waiting(pw, redis_url)
+    done = parkway("show", run_id, "--redis-url", redis_url)
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "waiting"
+    line = done.stderr.strip()
+    assert line.startswith(f"run {run_id} is waiting at node choose") and "\n" not in line, line
+    assert re.search(r"expires in 1[45]m \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)", line), line
+    assert re.search(r"started \d+s ago \(\d{4}-", line), line
 
 
 def test_interrupts_show_times_readably() -> None:
