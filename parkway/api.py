@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -232,16 +233,28 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI:
+def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_client: bool = False) -> FastAPI:
     """The app for one deployment; ``keys`` maps key hashes to callers (None: no authentication,
-    for a server only the machine it runs on can reach)."""
+    for a server only the machine it runs on can reach). Shutting the app down closes the connections
+    it opened itself, and ``pw`` too with ``close_client`` (else its owner closes it)."""
+    events = _EventReader(pw)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await events.close()
+            if close_client:
+                await anyio.to_thread.run_sync(pw.close)
+
     app = FastAPI(
         title="parkway",
         version="1",
         description="Durable, human-in-the-loop workflows: start runs, follow their events, answer their pauses.",
+        lifespan=lifespan,
     )
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-    events = _EventReader(pw)
     app.state.keys = keys
     refused = Refused()
     registry = CollectorRegistry(auto_describe=False)  # the app's own: the global one stays untouched
@@ -452,6 +465,10 @@ class _EventReader:
                 out.append(codec.event_from(entry_id.decode(), fields[b"t"].decode(), fields[b"d"]))
         return out
 
+    async def close(self) -> None:
+        if self._async is not None:
+            await self._async.aclose()
+
     async def sse(self, run_id: str, after: str, *, with_tokens: bool = True) -> AsyncIterator[bytes]:
         """``id``/``event``/``data`` frames until ``done``; a comment on every idle read keeps proxies
         from closing the connection. Interrupt events carry their resume token ``with_tokens``."""
@@ -481,5 +498,5 @@ def app_from_env() -> FastAPI:
             "parkway serve needs PARKWAY_API_KEYS (see parkway.api), or PARKWAY_API_NO_AUTH=1 for a server "
             "only this machine can reach"
         )
-    return create_app(Parkway(settings), parse_keys(raw) if raw else None)
+    return create_app(Parkway(settings), parse_keys(raw) if raw else None, close_client=True)
 

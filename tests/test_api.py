@@ -18,6 +18,7 @@ import redis
 
 from parkway import links
 from parkway.api import hash_key
+from tests import flows
 from tests.conftest import SECRET, Closing
 from tests.procs import ROOT, Worker, free_port, wait_for
 
@@ -81,11 +82,16 @@ def _api(srv: Server, key: str = KEY) -> httpx.Client:
     return client
 
 
+def close_api_clients() -> None:
+    """Close the clients ``_api`` opened (each module that calls it closes them after every test)."""
+    while _clients:
+        _clients.pop().close()
+
+
 @pytest.fixture(autouse=True)
 def _close_clients() -> Iterator[None]:
     yield
-    while _clients:
-        _clients.pop().close()
+    close_api_clients()
 
 
 def _wait_status(api: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
@@ -226,6 +232,29 @@ def test_cancel_and_the_openapi_document(server: Server) -> None:
     assert api.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled"
     paths = set(api.get("/openapi.json").json()["paths"])
     assert {"/v1/runs", "/v1/runs/{run_id}", "/v1/runs/{run_id}/events", "/v1/interrupts", "/v1/resume"} <= paths
+
+
+def test_the_app_closes_its_own_redis_connections_when_it_shuts_down(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """The connection an event stream read through goes when the app shuts down; the Parkway the app
+    was given stays open (its owner closes it)."""
+    from starlette.testclient import TestClient
+
+    from parkway import Parkway, Settings
+    from parkway.api import create_app
+    from tests.test_hardening import _connections
+
+    pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
+    run_id = pw.start(flows.one_choice, {})
+    pw.cancel(run_id)  # its stream ends at done
+    before = _connections(redis_client)
+    with TestClient(create_app(pw)) as app:
+        body = app.get(f"/v1/runs/{run_id}/events").text
+        assert "event: done" in body
+        assert _connections(redis_client) == before + 1
+    assert _connections(redis_client) == before
+    assert pw.get_run(run_id).status.value == "cancelled"
 
 
 def test_tokens_never_reach_the_server_log(redis_url: str, redis_client: redis.Redis) -> None:

@@ -16,7 +16,13 @@ from parkway.workers.reconciler import reconcile_once
 from tests import flows
 from tests.conftest import SECRET, Harness
 from tests.procs import Worker, wait_for
-from tests.test_api import Server, _api, _sse, _token, _wait_status
+from tests.test_api import Server, _api, _sse, _token, _wait_status, close_api_clients
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    close_api_clients()
 
 
 @pytest.fixture
