@@ -45,6 +45,7 @@ from .runtime.store import (
     StoredEvent,
 )
 from .runtime.workflow import Workflow
+from .sessions import Sessions
 
 log = get_logger()
 
@@ -79,17 +80,7 @@ class Parkway:
         ttl_ms: int | None = None,
     ) -> str:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
-        if isinstance(workflow, Workflow):
-            workflow.validate()
-            if self.backend.workflows is not None:  # embedded: defined anywhere, even in __main__
-                wf, ref = workflow, self.backend.workflows.register(workflow)
-            else:
-                wf, ref = workflow, workflow.ref()
-                self.settings.modules.check(split_ref(ref)[0])  # workers would refuse it: say so now
-        elif isinstance(workflow, str):
-            wf, ref = self.settings.modules.load(workflow), workflow
-        else:
-            raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
+        wf, ref = self._workflow_ref(workflow)
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
@@ -100,6 +91,24 @@ class Parkway:
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name)
         return run_id
+
+    def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
+        """The workflow and the reference workers find it by; refused now if workers would refuse it."""
+        if isinstance(workflow, Workflow):
+            workflow.validate()
+            if self.backend.workflows is not None:  # embedded: defined anywhere, even in __main__
+                return workflow, self.backend.workflows.register(workflow)
+            ref = workflow.ref()
+            self.settings.modules.check(split_ref(ref)[0])  # workers would refuse it: say so now
+            return workflow, ref
+        if isinstance(workflow, str):
+            return self.settings.modules.load(workflow), workflow
+        raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
+
+    @property
+    def sessions(self) -> Sessions:
+        """Sessions: trees of messages answered by an agent workflow (:mod:`parkway.sessions`)."""
+        return Sessions(self)
 
     def get_run(self, run_id: str) -> Run:
         """The run's current state; ``expired`` once its records are past the TTL."""

@@ -277,8 +277,35 @@ class Tallies:
     pending: dict[str, int]
 
 
+class SessionTransitions(Protocol):
+    """What a branch run's hooks need of a session (``parkway.runtime.agents``); the Redis store's
+    ``sessions`` has these and the session transitions clients use (``parkway.sessions``)."""
+
+    def settle(
+        self,
+        session_id: str,
+        run_id: str,
+        fence: int,
+        step: int,
+        mode: str,
+        journal_field: str,
+        entry: JournalEntry,
+        message: Mapping[str, Any] | None,
+        now: int,
+    ) -> str:
+        """Record a settled hook value unless the branch is parked and ``mode`` is ``void``; hold
+        the run when the branch is parked. Returns ``ok``, ``held`` or ``voided``."""
+
+    def leaf(self, session_id: str, run_id: str) -> str:
+        """The message a live branch run is at ('' when it is not one)."""
+
+
 class Store(Protocol):
     """The atomic transitions of a run; implemented by the Redis store (on a server, or in-process)."""
+
+    @property
+    def sessions(self) -> SessionTransitions:
+        """The session transitions branch runs use."""
 
     def create_run(self, run: NewRun) -> bool:
         """Write a queued run with its summary, first events and outbox entry; the run id must be new.
