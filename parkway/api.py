@@ -17,6 +17,9 @@ route                                       what it does
                                             ``{token, requestId?, cancel: true, reason?}``
 ``GET  /a/{link}``, ``POST /a/{link}``      a one-click answer link (``Parkway.answer_links``): the
                                             GET shows a confirmation page, only its POST answers
+``/v1/sessions...``                         sessions: open, read, events, messages, edit, switch,
+                                            raise and resume interrupts, answer deferred tools
+                                            (see ``parkway.session_api``)
 ==========================================  ===================================================
 
 A resume answers with a status that says what happened: 200 accepted, 422 an
@@ -41,7 +44,6 @@ import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from html import escape
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -53,7 +55,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from . import links
+from . import links, session_api
 from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import Settings
 from .metrics import ParkwayCollector, Refused
@@ -65,6 +67,9 @@ from .runtime.errors import (
     MalformedResume,
     ParkwayError,
     RunNotFound,
+    SessionDenied,
+    SessionError,
+    SessionNotFound,
     StoreUnavailable,
     ValidationError,
     WorkflowError,
@@ -78,6 +83,7 @@ from .runtime.protocol import (
     Run,
     check_id,
 )
+from .runtime.sessions import Caller
 
 ROLES = ("system", "machine", "user")
 STREAM_BLOCK_MS = 4000
@@ -99,21 +105,9 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who calls: a role, and for a user the owner and tenant (for sessions' privilege rules)."""
-
-    role: Literal["system", "machine", "user"]
-    owner: str | None = None
-    tenant: str | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}:{self.owner}" if self.owner else self.role
-
-
 def parse_keys(text: str) -> dict[str, Caller]:
-    """``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``, comma-separated."""
+    """``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``, comma-separated; a user
+    needs both, a machine or system key bound to a tenant leaves the owner empty (``machine::acme``)."""
     out: dict[str, Caller] = {}
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -125,9 +119,13 @@ def parse_keys(text: str) -> dict[str, Caller]:
                 "PARKWAY_API_KEYS entries look like <sha256 hex of the key>=<system|machine|user>[:owner[:tenant]]"
             )
         for extra in parts[1:]:
-            check_id(extra, "API key owner or tenant")
+            if extra:  # empty: none (a machine bound to a tenant is machine::<tenant>)
+                check_id(extra, "API key owner or tenant")
         role: Any = parts[0]
-        out[digest] = Caller(role, *(parts[1:3]))
+        try:
+            out[digest] = Caller(role, *(part or None for part in parts[1:3]))
+        except ValidationError as exc:
+            raise ConfigError(f"PARKWAY_API_KEYS: {exc.message} (<hash>=user:<owner>:<tenant>)") from None
     return out
 
 
@@ -251,6 +249,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
     async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
         if isinstance(exc, StoreUnavailable):
             return _problem(503, exc)
+        if isinstance(exc, SessionDenied):
+            return _problem(403, exc)
+        if isinstance(exc, SessionNotFound):
+            return _problem(404, exc)
+        if isinstance(exc, SessionError):  # a parked or busy branch, a session id taken
+            return _problem(409, exc)
         if isinstance(exc, RunNotFound):
             return _problem(404, exc)
         if isinstance(exc, ValidationError | WorkflowError):
@@ -382,6 +386,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         refused.add(result.outcome.value)
         return _page(*_LINK_OUTCOMES[result.outcome])
 
+    session_api.add_routes(app, pw, _caller)
     return app
 
 

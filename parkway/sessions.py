@@ -121,6 +121,43 @@ class SessionView:
     def children(self, message_id: str) -> list[str]:
         return [m.id for m in self.messages.values() if m.parent == message_id]
 
+    def public(self) -> dict[str, Any]:
+        """The session as JSON (camelCase), as the CLI and the HTTP API show it."""
+        return {
+            "sessionId": self.session_id,
+            "owner": self.owner,
+            "tenant": self.tenant,
+            "agent": self.agent,
+            "head": self.head,
+            "parkedBy": self.parked_by(),
+            "messages": [
+                {
+                    "id": m.id,
+                    "parent": m.parent,
+                    "role": m.role,
+                    "content": m.content,
+                    "runId": m.run_id,
+                    "parkedBy": self.parked_by(m.id),
+                }
+                for m in self.messages.values()
+            ],
+            "interrupts": [
+                {
+                    "id": i.id,
+                    "reason": i.reason,
+                    "status": i.status,
+                    "scope": i.scope,
+                    "anchor": i.anchor,
+                    "origin": i.origin,
+                    "payload": i.payload,
+                    "runId": i.run_id,
+                    "clearedBy": i.cleared_by,
+                }
+                for i in self.interrupts
+            ],
+            "liveRuns": self.live_runs,
+        }
+
     def tree(self) -> str:
         """The tree as text: one line per message, the head marked ``*``, parked messages ``⏸``."""
         lines: list[str] = [f"session {self.session_id} (owner {self.owner}, tenant {self.tenant})"]
