@@ -159,7 +159,8 @@ class SessionView:
         }
 
     def tree(self) -> str:
-        """The tree as text: one line per message, the head marked ``*``, parked messages ``⏸``."""
+        """The tree as text: one line per message (``-``, the head ``*``), indented below its parent,
+        with ``⏸`` lines under the messages interrupts are anchored at."""
         lines: list[str] = [f"session {self.session_id} (owner {self.owner}, tenant {self.tenant})"]
         anchors: dict[str, list[str]] = {}
         for i in self.open_interrupts:
@@ -170,7 +171,7 @@ class SessionView:
 
         def walk(mid: str, depth: int) -> None:
             m = self.messages[mid]
-            mark = "*" if mid == self.head else " "
+            mark = "*" if mid == self.head else "-"
             content = m.content if len(m.content) <= 60 else m.content[:57] + "..."
             extra = f"  [run {live_at[mid]} {self.run_status.get(live_at[mid], '')}]" if mid in live_at else ""
             lines.append(f"{'  ' * depth}{mark} {mid} {m.role}: {content}{extra}")
