@@ -243,7 +243,8 @@ class Parkway:
         ``cancelled`` at once (a job still executing it can no longer commit); a
         finished run is left alone (``already_finished``). A run waiting on a child run
         (``use_workflow``) has the child cancelled the same way, down the tree: the outcome is the
-        child's, and the run's ``use_workflow`` then raises ChildFailed (status ``cancelled``).
+        child's, and the run's ``use_workflow`` then raises ChildFailed (status ``cancelled``). A
+        session's branch run held while its branch is parked ends ``cancelled`` at once.
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)
@@ -261,7 +262,7 @@ class Parkway:
                 if child.outcome is CancelOutcome.ALREADY_FINISHED:
                     continue  # the child ended meanwhile: this run moves on; read it again
                 return CancelResult(outcome=child.outcome, run_id=run_id, status=RunStatus.WAITING)
-            if record.status is RunStatus.WAITING and record.waiting_on:
+            if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on != "session":
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
                     result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder)

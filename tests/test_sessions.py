@@ -95,6 +95,25 @@ def test_two_interrupts_on_two_branches_resume_in_either_order(harness: Harness,
     assert replies == sorted(f"account {s.message_id}" for s in (one, two))
 
 
+def test_a_branch_parked_twice_stays_parked_until_both_are_cleared(harness: Harness) -> None:
+    sid = _open(harness, sf.asking)
+    sent = harness.pw.sessions.send(sid, "pay", caller=ADA)
+    harness.run_jobs()
+    asked = harness.pw.sessions.get(sid).open_interrupts[0].id
+    audit = harness.pw.sessions.raise_interrupt(sid, "audit first", caller=MACHINE)  # same anchor
+    first = harness.pw.sessions.resume_interrupt(sid, asked, "ACC-7", caller=ADA)
+    assert (first.outcome, first.parked_by) == ("still_parked", (audit,))
+    harness.run_jobs()  # the run takes the answer, and is held before its follow-on
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING
+    assert len(_messages(harness, sid)) == 1
+    with pytest.raises(BranchParked):
+        harness.pw.sessions.send(sid, "hello?", caller=ADA)
+    assert harness.pw.sessions.resume_interrupt(sid, audit, "ok", caller=MACHINE).outcome == "resumed"
+    harness.run_jobs()
+    view = harness.pw.sessions.get(sid)
+    assert view.messages[view.head].content == "account ACC-7"
+
+
 def test_clearing_an_interrupt_of_an_abandoned_branch_delivers_nothing_until_switched_back(harness: Harness) -> None:
     sid = _open(harness, sf.asking)
     one = harness.pw.sessions.send(sid, "one", caller=ADA)
@@ -291,7 +310,7 @@ def live_harness(redis_client: Any, redis_url: str) -> Any:
     from parkway import Parkway, Settings
 
     settings = Settings(redis_url=redis_url, secret=SECRET)
-    worker = Worker(redis_url, SECRET)
+    worker = Worker(redis_url, SECRET, "--workers", "2")  # two branches' calls in flight at once
     with Parkway(settings) as pw:
         yield pw
     worker.stop()
@@ -324,20 +343,25 @@ def test_a_model_call_in_flight_on_a_parked_branch_is_voided_and_replayed_after_
     pw = live_harness
     path = _hold_dir()
     sid = pw.sessions.open(sf.slow_model, owner="ada", tenant="acme")
-    sent = pw.sessions.send(sid, path, caller=ADA)
-    wait_for(lambda: _count(path, "model-calls") == 1, 20, "the model call to start")
-    other = pw.sessions.open(sf.echo, owner="ada", tenant="acme")  # another session's model calls go on
-    iid = pw.sessions.raise_interrupt(sid, "hold on", caller=ADA)
-    pw.sessions.send(other, "still here", caller=ADA)
+    first = pw.sessions.send(sid, path, caller=ADA)
+    wait_for(lambda: _count(path, "model-calls") == 1, 20, "the first branch's model call")
+    sibling = pw.sessions.edit(sid, first.message_id, path, caller=ADA)  # a branch whose call keeps going
+    wait_for(lambda: _count(path, "model-calls") == 2, 20, "the sibling's model call")
+    iid = pw.sessions.raise_interrupt(sid, "hold on", caller=ADA, anchor=first.message_id)
     os.remove(os.path.join(path, "hold"))
-    wait_for(lambda: pw.get_run(sent.run_id).status is RunStatus.WAITING, 20, "the run to be held")
-    wait_for(lambda: len(pw.sessions.get(other).messages) == 2, 20, "the other session's reply")
-    assert len(pw.sessions.get(sid).messages) == 1  # the voided reply was never committed
-    assert pw.sessions.resume_interrupt(sid, iid, None, caller=ADA).outcome == "resumed"
-    wait_for(lambda: pw.get_run(sent.run_id).status is RunStatus.COMPLETED, 20, "the run to finish")
+    wait_for(lambda: pw.get_run(first.run_id).status is RunStatus.WAITING, 20, "the first branch's run to be held")
+    wait_for(lambda: pw.get_run(sibling.run_id).status is RunStatus.COMPLETED, 20, "the sibling to finish")
     view = pw.sessions.get(sid)
-    assert view.messages[view.head].content == "call 2"  # the model was called again
-    assert _count(path, "model-calls") == 2
+    assert view.children(first.message_id) == []  # the voided reply was never committed
+    assert [view.messages[m].content for m in view.children(sibling.message_id)] == ["call 2"]
+    pw.sessions.switch(sid, first.message_id, caller=ADA)
+    assert pw.sessions.resume_interrupt(sid, iid, None, caller=ADA).outcome == "resumed"
+    wait_for(lambda: pw.get_run(first.run_id).status is RunStatus.COMPLETED, 20, "the first branch's run to finish")
+    view = pw.sessions.get(sid)
+    assert view.messages[view.head].content == "call 3"  # the model was called again, after the resume
+    assert _count(path, "model-calls") == 3
+    types = [e.type for e in pw.stream(first.run_id, timeout=5)]
+    assert types.index("run.held") < types.index("interrupt.resumed") < types.index("run.completed")
 
 
 def test_a_session_rebuilds_from_its_events(harness: Harness) -> None:
@@ -350,6 +374,20 @@ def test_a_session_rebuilds_from_its_events(harness: Harness) -> None:
     _assert_rebuilds(harness, sid)
     harness.pw.sessions.resume_interrupt(sid, iid, caller=MACHINE)
     _assert_rebuilds(harness, sid)
+
+
+def test_a_held_run_can_be_cancelled(live_harness: Any) -> None:
+    pw = live_harness
+    path = _hold_dir()
+    sid = pw.sessions.open(sf.slow_tool_flow, owner="ada", tenant="acme")
+    sent = pw.sessions.send(sid, path, caller=ADA)
+    wait_for(lambda: _count(path, "tool-calls") == 1, 20, "the tool to start")
+    pw.sessions.raise_interrupt(sid, "hold on", caller=MACHINE)
+    os.remove(os.path.join(path, "hold"))
+    wait_for(lambda: pw.get_run(sent.run_id).status is RunStatus.WAITING, 20, "the run to be held")
+    assert pw.cancel(sent.run_id, reason="never mind").status is RunStatus.CANCELLED
+    assert pw.get_run(sent.run_id).status is RunStatus.CANCELLED
+    assert pw.sessions.get(sid).live_runs == {}
 
 
 def _assert_rebuilds(h: Harness, sid: str) -> None:
