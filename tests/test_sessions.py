@@ -396,3 +396,71 @@ def _assert_rebuilds(h: Harness, sid: str) -> None:
     assert state.head == view.head
     assert state.parents == {m.id: m.parent for m in view.messages.values()}
     assert state.open == {i.id: i.anchor for i in view.open_interrupts if i.scope == "session"}
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, sid: s.send(sid + "\n", "hi"),
+        lambda s, sid: s.send(sid, ""),
+        lambda s, sid: s.send(sid, "x" * 100_001),
+        lambda s, sid: s.edit(sid, "m_1\n", "hi"),
+        lambda s, sid: s.switch(sid, "{m}"),
+        lambda s, sid: s.raise_interrupt(sid, ""),
+        lambda s, sid: s.raise_interrupt(sid, "why", interrupt_id="int_forged"),
+        lambda s, sid: s.raise_interrupt(sid, "why", {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}),
+        lambda s, sid: s.resume_interrupt(sid, "x:y"),
+        lambda s, sid: s.resume(sid, {"type": "interrupt.resume"}),
+        lambda s, sid: s.resume(sid, '{"type": "interrupt.resume", "interrupt_id": "a b"}'),
+        lambda s, sid: s.answer_tool(sid, "lk\n", 1),
+        lambda s, sid: s.open(sf.echo, owner="ada\n", tenant="acme"),
+        lambda s, sid: s.open(sf.echo, owner="ada", tenant="acme", session_id="a--b"),
+        lambda s, sid: s.open(sf.echo, owner="ada", tenant="acme", session_id="s" * 47),
+        lambda s, sid: s.open(sf.echo, owner="ada", tenant="acme", session_id=sid),  # taken
+        lambda s, sid: s.open("os:system", owner="ada", tenant="acme"),
+    ],
+)
+def test_bad_session_input_is_refused_with_nothing_written(harness: Harness, call: Any) -> None:
+    from parkway import ParkwayError
+
+    sid = _open(harness, sf.echo)
+    before = harness.pw.sessions.events(sid)
+    with pytest.raises(ParkwayError):
+        call(harness.pw.sessions, sid)
+    assert harness.pw.sessions.events(sid) == before
+
+
+def test_an_unknown_session_is_not_found(harness: Harness) -> None:
+    from parkway import SessionNotFound
+
+    for call in (lambda: harness.pw.sessions.get("nope"), lambda: harness.pw.sessions.send("nope", "hi"),
+                 lambda: harness.pw.sessions.resume_interrupt("nope", "x")):
+        with pytest.raises(SessionNotFound):
+            call()
+
+
+def test_a_run_posing_as_a_branch_run_cannot_write_into_the_session(harness: Harness) -> None:
+    """A run started by hand with a branch run's id shape and the session in its input is not one of
+    the session's live runs: its session hooks fail the run, and the session is untouched."""
+    sid = _open(harness, sf.echo)
+    before = harness.pw.sessions.events(sid)
+    forged = harness.pw.start(sf.echo, {"session": sid, "messages": [{"role": "user", "content": "x"}]},
+                              run_id=f"{sid}--forged")
+    harness.run_jobs()
+    run = harness.pw.get_run(forged)
+    assert run.status is RunStatus.FAILED and "not a live branch run" in (run.error.message if run.error else "")
+    assert harness.pw.sessions.events(sid) == before
+    assert harness.pw.sessions.get(sid).messages == {}
+
+
+def test_a_session_and_its_runs_live_by_its_ttl(harness: Harness) -> None:
+    """Every key of the session and its branch runs expires with the session's TTL (the runs'
+    summaries outlive them by the retention, as every run's does)."""
+    sid = harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme", ttl_ms=30_000)
+    harness.pw.sessions.send(sid, "hi", caller=ADA)
+    harness.run_jobs()
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    found = [k for k in client.keys(f"pw:{{{sid}}}:*") if not k.endswith(b":sum")]
+    assert len(found) > 5
+    for key in found:
+        assert 0 < client.pttl(key) <= 30_000, key
