@@ -386,7 +386,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         refused.add(result.outcome.value)
         return _page(*_LINK_OUTCOMES[result.outcome])
 
-    session_api.add_routes(app, pw, _caller)
+    session_api.add_routes(app, pw, _caller, events.session_sse)
     return app
 
 
@@ -444,13 +444,16 @@ class _EventReader:
                 pw.settings.redis_url, socket_timeout=5, socket_connect_timeout=2, max_connections=MAX_STREAMS
             )
 
-    async def _read(self, run_id: str, after: str) -> list[Any]:
-        if self._async is None:
-            return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
+    async def _read(self, run_id: str, after: str, *, session: bool = False) -> list[Any]:
         from .adapters import codec
         from .adapters.redis import keys
 
-        reply = await self._async.xread({keys.events(run_id): after}, count=100, block=STREAM_BLOCK_MS)
+        if self._async is None:
+            if session:
+                return await anyio.to_thread.run_sync(self.pw.store.sessions.events, run_id, after, 1000, 100)
+            return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
+        key = keys.session_events(run_id) if session else keys.events(run_id)
+        reply = await self._async.xread({key: after}, count=100, block=STREAM_BLOCK_MS)
         out = []
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
@@ -473,6 +476,18 @@ class _EventReader:
                 yield frame.encode()
                 if ends_stream(event.type, "done"):
                     return
+
+    async def session_sse(self, session_id: str, after: str) -> AsyncIterator[bytes]:
+        """A session's events as SSE frames, for as long as the client listens (a session never ends)."""
+        while True:
+            batch = await self._read(session_id, after, session=True)
+            if not batch:
+                yield b": waiting\n\n"
+                continue
+            for stored in batch:
+                after = stored.id
+                data = {"eventId": stored.id, "ts": stored.ts, **stored.data}
+                yield f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n".encode()
 
 
 def app_from_env() -> FastAPI:

@@ -11,6 +11,8 @@ route                                               what it does
                                                     opens its own: owner and tenant from the key)
 ``GET  /v1/sessions/{id}``                          the tree, head, interrupts, live runs
 ``GET  /v1/sessions/{id}/events``                   its events (``?after=``), oldest first
+``GET  /v1/sessions/{id}/stream``                   the same as server-sent events, live;
+                                                    ``Last-Event-ID`` picks up after a drop
 ``POST /v1/sessions/{id}/messages``                 ``{content}`` at the head -> 201
                                                     ``{messageId, runId}``; 409 parked or busy
 ``POST /v1/sessions/{id}/messages/{mid}/edit``      ``{content}``: a sibling branch -> 201
@@ -27,12 +29,12 @@ route                                               what it does
 403 when the caller may not (another tenant, not the owner, an interrupt of a higher origin).
 """
 
-
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI
-from fastapi.responses import JSONResponse
+import anyio
+from fastapi import Depends, FastAPI, Header
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -92,8 +94,14 @@ class ToolBody(_Body):
     error: str | None = Field(default=None, max_length=1000)
 
 
-def add_routes(app: FastAPI, pw: Parkway, caller: Callable[..., Caller]) -> None:
-    """Mount the session routes; ``caller`` is the app's dependency that authenticates a request."""
+def add_routes(
+    app: FastAPI,
+    pw: Parkway,
+    caller: Callable[..., Caller],
+    sse: Callable[[str, str], AsyncIterator[bytes]],
+) -> None:
+    """Mount the session routes; ``caller`` is the app's dependency that authenticates a request,
+    ``sse(session_id, after)`` yields a session's events as server-sent event frames."""
     sessions = pw.sessions
     Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
 
@@ -122,6 +130,26 @@ def add_routes(app: FastAPI, pw: Parkway, caller: Callable[..., Caller]) -> None
             {"type": e.type, "eventId": e.id, "ts": e.ts, **e.data}
             for e in sessions.events(session_id, after=after, caller=who)
         ]
+
+    @app.get("/v1/sessions/{session_id}/stream", tags=["sessions"], response_class=StreamingResponse)
+    async def session_stream(
+        session_id: str,
+        who: Who,
+        after: str = "0",
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> StreamingResponse:
+        """The session's events as server-sent events, live; reconnect with ``Last-Event-ID``."""
+        from .cli import EVENT_ID
+
+        start_at = last_event_id or after
+        if not EVENT_ID.fullmatch(start_at):
+            raise ValidationError("after / Last-Event-ID must be an event id such as 1700000000000-0")
+        await anyio.to_thread.run_sync(lambda: sessions.get(session_id, caller=who))  # 403/404 before it opens
+        return StreamingResponse(
+            sse(session_id, start_at),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
 
     @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"])
     def send(session_id: str, body: MessageBody, who: Who) -> dict[str, Any]:

@@ -86,3 +86,28 @@ def test_session_requests_are_checked(api: dict[str, httpx.Client]) -> None:
     assert cleared.status_code == 200 and cleared.json()["outcome"] == "cleared"
     assert ana.post(f"/v1/sessions/{sid}/messages", json={"content": "hi"}).status_code == 201
     _wait_for_head(ana, sid, "you said hi")
+
+
+def test_a_session_streams_its_events_live_and_picks_up_after_a_drop(api: dict[str, httpx.Client]) -> None:
+    ana = api["ana"]
+    sid = ana.post("/v1/sessions", json={"agent": "tests.session_flows:echo"}).json()["sessionId"]
+    assert api["bob"].get(f"/v1/sessions/{sid}/stream").status_code == 403
+    seen: list[tuple[str, str]] = []
+    with ana.stream("GET", f"/v1/sessions/{sid}/stream") as response:
+        assert response.status_code == 200
+        ana.post(f"/v1/sessions/{sid}/messages", json={"content": "hi"})
+        event_id = kind = ""
+        for line in response.iter_lines():
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                seen.append((event_id, kind))
+                if kind == "message.added" and len([k for _, k in seen if k == "message.added"]) == 2:
+                    break  # the user's message and the agent's reply, live
+    assert [k for _, k in seen][:3] == ["session.opened", "message.added", "run.dispatched"]
+    # a dropped connection picks up after the last event it saw
+    with ana.stream("GET", f"/v1/sessions/{sid}/stream", headers={"Last-Event-ID": seen[0][0]}) as response:
+        first = next(line for line in response.iter_lines() if line.startswith("id: "))
+    assert first == f"id: {seen[1][0]}"

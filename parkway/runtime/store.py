@@ -299,6 +299,9 @@ class SessionTransitions(Protocol):
     def leaf(self, session_id: str, run_id: str) -> str:
         """The message a live branch run is at ('' when it is not one)."""
 
+    def events(self, session_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        """The session's events after ``after`` (waiting up to ``block_ms`` for one, if given)."""
+
 
 class Store(Protocol):
     """The atomic transitions of a run; implemented by the Redis store (on a server, or in-process)."""
