@@ -398,6 +398,13 @@ def _assert_rebuilds(h: Harness, sid: str) -> None:
     assert state.open == {i.id: i.anchor for i in view.open_interrupts if i.scope == "session"}
 
 
+def _deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return {"a": value}
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -408,7 +415,7 @@ def _assert_rebuilds(h: Harness, sid: str) -> None:
         lambda s, sid: s.switch(sid, "{m}"),
         lambda s, sid: s.raise_interrupt(sid, ""),
         lambda s, sid: s.raise_interrupt(sid, "why", interrupt_id="int_forged"),
-        lambda s, sid: s.raise_interrupt(sid, "why", {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}),
+        lambda s, sid: s.raise_interrupt(sid, "why", _deep(40)),
         lambda s, sid: s.resume_interrupt(sid, "x:y"),
         lambda s, sid: s.resume(sid, {"type": "interrupt.resume"}),
         lambda s, sid: s.resume(sid, '{"type": "interrupt.resume", "interrupt_id": "a b"}'),
