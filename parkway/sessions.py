@@ -234,9 +234,10 @@ class Sessions:
             if state.get("status") == "waiting" and waiting.startswith("int_") and waiting not in known:
                 found = self.pw.store.get_interrupt(run_id, waiting)
                 request = found.request if found else {}
+                named = (request.get("meta") or {}).get("interruptId")
                 interrupts.append(
                     SessionInterrupt(
-                        id=waiting,
+                        id=str(named or waiting),
                         reason=str(request.get("question", "")),
                         status="open",
                         scope="run",
@@ -496,7 +497,7 @@ class Sessions:
             resumed = self.pw.resume(token, value=payload, responder=caller.name)
             if resumed.outcome is ResumeOutcome.ACCEPTED:
                 self._store.note(session_id, request_id, run_id, record, now, keep=False)
-                others = [i for i in view.parked_by() if i != request_id]
+                others = [i for i in view.parked_by() if i not in (request_id, interrupt_id)]
                 return Cleared("still_parked" if others else "resumed", request_id, run_id, tuple(others))
             mapped: dict[ResumeOutcome, ClearOutcome] = {
                 ResumeOutcome.ALREADY_RESOLVED: "already_cleared",
@@ -506,7 +507,8 @@ class Sessions:
         raise ValidationError(f"session {session_id} kept changing; try again")
 
     def _run_interrupt(self, rec: SessionRecords, interrupt_id: str) -> tuple[str, str] | None:
-        """The live run waiting on ``interrupt_id`` (its request id, or the name a policy gave it)."""
+        """The live run waiting on ``interrupt_id``: its request id, the id the policy gave it, or the
+        ``use_interrupt`` id of node code."""
         for run_id, state in rec.runs.items():
             waiting = state.get("waiting", "")
             if state.get("status") != "waiting" or not waiting.startswith("int_"):
@@ -514,7 +516,8 @@ class Sessions:
             if waiting == interrupt_id:
                 return run_id, waiting
             found = self.pw.store.get_interrupt(run_id, waiting)
-            if found is not None and found.hook_name == interrupt_id:
+            meta = (found.request.get("meta") or {}) if found is not None else {}
+            if found is not None and interrupt_id in (found.hook_name, meta.get("interruptId")):
                 return run_id, waiting
         return None
 

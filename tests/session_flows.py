@@ -153,3 +153,27 @@ def mixed_reply(data: dict[str, Any]) -> None:
         return
     turn = use_model(ECHO_MODEL, data["messages"], id="turn")
     add_message(turn["answer"], id="reply")
+
+
+def guard(trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> Any:
+    """Asks before an expensive message is answered, and after a lookup returns a large result."""
+    if trigger["type"] == "session.start":
+        effects_seen.append("session.start")
+    if trigger["type"] == "user.message" and "expensive" in (trigger.get("content") or ""):
+        return [{"type": "interrupt", "reason": "this will cost money", "interrupt_id": "budget"}]
+    if trigger["type"] == "tool.results" and trigger.get("result", 0) > 100:
+        return [{"type": "interrupt", "reason": "review the result", "payload": {"result": trigger["result"]}}]
+    return proposed
+
+
+effects_seen: list[str] = []
+guarded = Workflow("session-guarded", tools={"size": lambda n: n * 10}, decide=guard)
+
+
+@guarded.node(start=True)
+def measure(data: dict[str, Any]) -> None:
+    if _trigger_reply(data):
+        return
+    last = data["messages"][-1]["content"]
+    n = int(last.split()[-1]) if last.split()[-1].isdigit() else 1
+    add_message(f"size {use_tool('size', {'n': n}, id='size')}", id="reply")

@@ -471,3 +471,27 @@ def test_a_session_and_its_runs_live_by_its_ttl(harness: Harness) -> None:
     assert len(found) > 5
     for key in found:
         assert 0 < client.pttl(key) <= 30_000, key
+
+
+def test_the_policy_sees_each_trigger_and_may_park_on_it(harness: Harness) -> None:
+    """decide() is asked on session.start, user.message and tool.results too; an interrupt action
+    there parks the branch before the node runs on (and is not asked again after the resume)."""
+    sid = _open(harness, sf.guarded)
+    first = harness.pw.sessions.send(sid, "expensive 3", caller=ADA)
+    harness.run_jobs()
+    view = harness.pw.sessions.get(sid)
+    assert [(i.reason, i.anchor) for i in view.open_interrupts] == [("this will cost money", first.message_id)]
+    assert len(view.messages) == 1  # the node has not run
+    assert harness.pw.sessions.resume_interrupt(sid, "budget", "ok", caller=ADA).outcome == "resumed"  # its name
+    harness.run_jobs()
+    view = harness.pw.sessions.get(sid)
+    assert view.messages[view.head].content == "size 30"
+    harness.pw.sessions.send(sid, "big 20", caller=ADA)  # 200 > 100: reviewed after the tool's result
+    harness.run_jobs()
+    [review] = harness.pw.sessions.get(sid).open_interrupts
+    assert (review.reason, review.payload) == ("review the result", {"result": 200})
+    harness.pw.sessions.resume_interrupt(sid, review.id, "fine", caller=ADA)
+    harness.run_jobs()
+    view = harness.pw.sessions.get(sid)
+    assert view.messages[view.head].content == "size 200"
+    assert [m.role for m in view.messages.values()].count("tool") == 2  # each tool ran once

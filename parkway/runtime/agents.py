@@ -172,6 +172,8 @@ def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str |
         actions = _actions_for(ctx, name, args, call_id, field)
         entry = _act(ctx, name, args, call_id, field, actions)
     value = entry.value if isinstance(entry.value, Mapping) else {}
+    results = {"type": "tool.results", "tool_call_id": call_id, "name": name, **value}
+    consult(ctx, results, f"i:results:{call_id}")
     if value.get("error") is not None:
         raise ToolError(f"tool {name!r} failed: {value['error']}", tool=name, tool_call_id=call_id)
     return value.get("result")
@@ -186,7 +188,7 @@ def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str
             return [{"type": "tool.error", "error": "the approval was cancelled"}]
         trigger = {
             "type": "interrupt.resumed",
-            "interrupt_id": approval.name or request_id_for("int_", ctx.run_id, ctx.step, f"i:tool:{call_id}"),
+            "interrupt_id": _interrupt_id(ctx, f"i:tool:{call_id}"),
             "payload": approval.value,
             "tool_call_id": call_id,
             "name": name,
@@ -209,28 +211,63 @@ def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str
     return _decide(ctx, trigger, [{"type": "tool.run"}])
 
 
+def _ask(ctx: NodeContext, action: Mapping[str, Any], ask_field: str, meta: Mapping[str, Any]) -> BaseException:
+    """The pause an ``interrupt`` action raises: a session interrupt (reason, free payload) parked
+    under a request id that is the same on every replay."""
+    request_id = request_id_for("int_", ctx.run_id, ctx.step, ask_field)
+    interrupt_id = action.get("interrupt_id") or request_id
+    request = InterruptRequest.model_validate(
+        {
+            "kind": "contract",
+            "question": action["reason"],
+            "schemaId": SESSION_INTERRUPT.schema_id,
+            "schemaVersion": SESSION_INTERRUPT.version,
+            "contractRef": SESSION_INTERRUPT.ref(),
+            "payload": SESSION_INTERRUPT.check_request({"reason": action["reason"], "payload": action.get("payload")}),
+            "meta": {**meta, "interruptId": interrupt_id},
+        }
+    )
+    return pause_for(request, ask_field, action.get("interrupt_id") or "", SESSION_INTERRUPT, request_id)
+
+
+def _interrupt_id(ctx: NodeContext, ask_field: str) -> str:
+    """The id a session interrupt was raised under (the policy's, else its request id)."""
+    request_id = request_id_for("int_", ctx.run_id, ctx.step, ask_field)
+    record = ctx.store.get_interrupt(ctx.run_id, request_id)
+    meta = (record.request.get("meta") or {}) if record is not None else {}
+    return str(meta.get("interruptId") or request_id)
+
+
+def consult(ctx: NodeContext, trigger: Mapping[str, Any], ask_field: str) -> None:
+    """Show the policy a trigger with nothing proposed (``session.start``, ``user.message``,
+    ``tool.results``); an ``interrupt`` action parks the run there, once: after the resume the
+    policy is not asked again for it (``interrupt.resumed`` goes to the run's stream)."""
+    if ctx.definition is None or ctx.definition.decide is None or ask_field in ctx.journal:
+        return
+    for action in _decide(ctx, dict(trigger), []):
+        if action["type"] == "interrupt":
+            raise _ask(ctx, action, ask_field, {"trigger": trigger["type"]})
+
+
+def consult_start(ctx: NodeContext, data: Mapping[str, Any]) -> None:
+    """At the start of a branch run: ``session.start`` for the session's first message, then the
+    run's own trigger (``user.message``); called by the executor before the first node."""
+    trigger = data.get("trigger") if isinstance(data.get("trigger"), Mapping) else None
+    messages = data.get("messages") or []
+    if trigger is None or trigger.get("type") != "user.message":
+        return
+    if len(messages) == 1:
+        consult(ctx, {"type": "session.start", "session": ctx.session}, "i:policy:start")
+    consult(ctx, {**trigger, "content": messages[-1].get("content") if messages else None}, "i:policy:message")
+
+
 def _act(
     ctx: NodeContext, name: str, args: dict[str, Any], call_id: str, field: str, actions: list[dict[str, Any]]
 ) -> JournalEntry:
     for action in actions:
         kind = action["type"]
         if kind == "interrupt":
-            ask_field = f"i:tool:{call_id}"
-            request = InterruptRequest.model_validate(
-                {
-                    "kind": "contract",
-                    "question": action["reason"],
-                    "schemaId": SESSION_INTERRUPT.schema_id,
-                    "schemaVersion": SESSION_INTERRUPT.version,
-                    "contractRef": SESSION_INTERRUPT.ref(),
-                    "payload": SESSION_INTERRUPT.check_request(
-                        {"reason": action["reason"], "payload": action.get("payload")}
-                    ),
-                    "meta": {"toolCallId": call_id, "tool": name},
-                }
-            )
-            request_id = request_id_for("int_", ctx.run_id, ctx.step, ask_field)
-            raise pause_for(request, ask_field, action.get("interrupt_id") or "", SESSION_INTERRUPT, request_id)
+            raise _ask(ctx, action, f"i:tool:{call_id}", {"toolCallId": call_id, "tool": name})
         if kind == "tool.defer":
             ask_field = f"i:defer:{call_id}"
             request = InterruptRequest.model_validate(
@@ -262,6 +299,7 @@ def _act(
                 "tool_call_id": call_id,
             }
             _settle(ctx, field, entry, "keep", message if ctx.session else None)
+            ctx.journal[field] = entry
             return entry
     raise ToolError(f"the policy gave no action for tool {name!r}", tool=name, tool_call_id=call_id)
 

@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from . import tokens
-from .agents import Held
+from .agents import Held, consult_start
 from .clock import now_ms
 from .errors import (
     ChildFailed,
@@ -195,6 +195,8 @@ def _attempt(
         ctx.position = 0
         token = activate(ctx)
         try:
+            if ctx.session is not None and ctx.step == 0:
+                consult_start(ctx, data)  # the policy sees the run's trigger before the node runs
             value = spec.fn(copy.deepcopy(data))
             if inspect.isawaitable(value):
                 value = _run_async(value)
