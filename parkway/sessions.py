@@ -352,23 +352,9 @@ class Sessions:
     def _branch_run(
         self, rec: SessionRecords, run_id: str, leaf: str, trigger: dict[str, Any], new: dict[str, Any] | None
     ) -> NewRun:
-        """The run a branch dispatches: the agent, with the session, its leaf, the trigger and the
-        path's messages as input."""
-        path: list[dict[str, Any]] = []
-        at = leaf
-        while at:
-            m = rec.messages[at]
-            path.append({"id": at, "role": m.get("role"), "content": m.get("content")})
-            at = m.get("parent", "")
-        path.reverse()
-        if new is not None:
-            path.append({"id": new["id"], "role": new["role"], "content": new["content"]})
-        data = {
-            "session": rec.session_id,
-            "leaf": new["id"] if new is not None else leaf,
-            "trigger": trigger,
-            "messages": path,
-        }
+        """The run a branch dispatches: the agent, with the session, its leaf and the trigger as
+        input (its node gets ``messages``, the path to the leaf, read when it runs)."""
+        data = {"session": rec.session_id, "leaf": new["id"] if new is not None else leaf, "trigger": trigger}
         check_depth(data, "session run input")
         wf = self.pw.backend.options.loader(rec.fields["agent"])
         assert wf.start is not None

@@ -177,3 +177,11 @@ def measure(data: dict[str, Any]) -> None:
     last = data["messages"][-1]["content"]
     n = int(last.split()[-1]) if last.split()[-1].isdigit() else 1
     add_message(f"size {use_tool('size', {'n': n}, id='size')}", id="reply")
+
+
+poser = Workflow("session-poser")
+
+
+@poser.node(start=True)
+def pose(data: dict[str, Any]) -> None:
+    add_message("written by a run the session never dispatched", id="reply")

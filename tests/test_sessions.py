@@ -451,7 +451,7 @@ def test_a_run_posing_as_a_branch_run_cannot_write_into_the_session(harness: Har
     the session's live runs: its session hooks fail the run, and the session is untouched."""
     sid = _open(harness, sf.echo)
     before = harness.pw.sessions.events(sid)
-    forged = harness.pw.start(sf.echo, {"session": sid, "messages": [{"role": "user", "content": "x"}]},
+    forged = harness.pw.start(sf.poser, {"session": sid, "leaf": ""},
                               run_id=f"{sid}--forged")
     harness.run_jobs()
     run = harness.pw.get_run(forged)

@@ -119,7 +119,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock,
             session=_session_of(run), definition=workflow,
         )
-        outcome = _attempt(workflow, ctx, data)
+        outcome = _attempt(workflow, ctx, _with_path(store, ctx, data))
         if isinstance(outcome, Held):
             log.info("run_held", reason=str(outcome))  # the session script committed the hold
             return JobEnd.WAITING
@@ -152,6 +152,15 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             log.info("run_completed")
             return JobEnd.COMPLETED
         node, step, journal = next_node, step + 1, {}
+
+
+def _with_path(store: Store, ctx: NodeContext, data: dict[str, Any]) -> dict[str, Any]:
+    """What a branch run's node receives: its data with ``messages``, the path to its leaf, read
+    from the session (messages never change, so every attempt reads the same path). The run keeps
+    only the leaf: a long conversation's path is not copied into each of its runs."""
+    if ctx.session is None:
+        return data
+    return {**data, "messages": store.sessions.path(ctx.session, str(data.get("leaf") or ""))}
 
 
 def _session_of(run: RunRecord) -> str | None:

@@ -122,6 +122,17 @@ class SessionStore:
             value = self.store.client.hget(keys.session_live(session_id), run_id)
         return _text(value) if value is not None else ""
 
+    def path(self, session_id: str, leaf: str) -> list[dict[str, Any]]:
+        """The messages from the first to ``leaf`` (``{id, role, content}``), oldest first."""
+        reply = self.store._call(
+            "session_path", None, [keys.session_up(session_id), keys.session_messages(session_id)], [leaf]
+        )
+        out = []
+        for i in range(0, len(reply), 2):
+            message = self._decode(reply[i + 1], "session message") if reply[i + 1] else {}
+            out.append({"id": _text(reply[i]), "role": message.get("role"), "content": message.get("content")})
+        return out
+
     def events(self, session_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
 
         with translated():

@@ -77,6 +77,7 @@ _SCRIPTS = (
     "session_note",
     "session_switch",
     "session_delivered",
+    "session_path",
 )
 
 
