@@ -15,6 +15,7 @@ from .config import Settings, check_ttl
 from .runtime import tokens
 from .runtime.clock import now_ms
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
+from .runtime.hooks import CHILD_SEPARATOR
 from .runtime.loading import split_ref
 from .runtime.logger import get_logger
 from .runtime.protocol import (
@@ -85,6 +86,8 @@ class Parkway:
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
         run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
+        if CHILD_SEPARATOR in run_id:
+            raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
         if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms())):

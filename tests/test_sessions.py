@@ -446,13 +446,22 @@ def test_an_unknown_session_is_not_found(harness: Harness) -> None:
             call()
 
 
-def test_a_run_posing_as_a_branch_run_cannot_write_into_the_session(harness: Harness) -> None:
-    """A run started by hand with a branch run's id shape and the session in its input is not one of
-    the session's live runs: its session hooks fail the run, and the session is untouched."""
+def test_a_run_posing_as_a_branch_run_can_neither_read_nor_write_the_session(harness: Harness) -> None:
+    """start() refuses a branch run's id shape; a run written with one anyway (and the session in
+    its input) is not one of the session's live runs: it fails before its node reads a message,
+    and the session is untouched."""
     sid = _open(harness, sf.echo)
     before = harness.pw.sessions.events(sid)
-    forged = harness.pw.start(sf.poser, {"session": sid, "leaf": ""},
-                              run_id=f"{sid}--forged")
+    with pytest.raises(ValidationError, match="may not contain"):
+        harness.pw.start(sf.poser, {"session": sid, "leaf": ""}, run_id=f"{sid}--forged")
+    # one written straight into Redis (by whoever has its access) gets nothing from the session either
+    from parkway.runtime.store import NewRun
+
+    forged = f"{sid}--forged"
+    ref = harness.pw._workflow_ref(sf.poser)[1]
+    if not harness.pw.store.create_run(NewRun(forged, "session-poser", ref, "pose", {"session": sid, "leaf": ""},
+                                              60_000, 1)):
+        harness.pw._dispatch(forged, 0, 0)
     harness.run_jobs()
     run = harness.pw.get_run(forged)
     assert run.status is RunStatus.FAILED and "not a live branch run" in (run.error.message if run.error else "")

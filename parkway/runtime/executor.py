@@ -30,6 +30,8 @@ from .errors import (
     InterruptCancelled,
     ParkwayError,
     StaleFence,
+    StoreError,
+    StoreUnavailable,
     ValidationError,
     WorkflowError,
     WorkflowUnavailable,
@@ -119,7 +121,13 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock,
             session=_session_of(run), definition=workflow,
         )
-        outcome = _attempt(workflow, ctx, _with_path(store, ctx, data))
+        try:
+            view = _with_path(store, ctx, data)
+        except StoreError as exc:
+            if isinstance(exc, StoreUnavailable):
+                raise
+            return _fail(store, options, run.run_id, fence, exc, node)  # not one of the session's runs
+        outcome = _attempt(workflow, ctx, view)
         if isinstance(outcome, Held):
             log.info("run_held", reason=str(outcome))  # the session script committed the hold
             return JobEnd.WAITING
@@ -160,7 +168,7 @@ def _with_path(store: Store, ctx: NodeContext, data: dict[str, Any]) -> dict[str
     only the leaf: a long conversation's path is not copied into each of its runs."""
     if ctx.session is None:
         return data
-    return {**data, "messages": store.sessions.path(ctx.session, str(data.get("leaf") or ""))}
+    return {**data, "messages": store.sessions.path(ctx.session, str(data.get("leaf") or ""), ctx.run_id)}
 
 
 def _session_of(run: RunRecord) -> str | None:

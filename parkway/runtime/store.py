@@ -299,8 +299,9 @@ class SessionTransitions(Protocol):
     def leaf(self, session_id: str, run_id: str) -> str:
         """The message a live branch run is at ('' when it is not one)."""
 
-    def path(self, session_id: str, leaf: str) -> list[dict[str, Any]]:
-        """The messages from the session's first to ``leaf`` (``{id, role, content}``), oldest first."""
+    def path(self, session_id: str, leaf: str, run_id: str) -> list[dict[str, Any]]:
+        """The messages from the session's first to ``leaf`` (``{id, role, content}``), oldest
+        first, for the live branch run ``run_id`` (refused for any other run)."""
 
     def events(self, session_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """The session's events after ``after`` (waiting up to ``block_ms`` for one, if given)."""

@@ -1,5 +1,23 @@
 -- Shared by the session scripts (prepended after _common.lua). A session's keys share its hash
 -- tag with its branch runs (run ids ``<session id>--<hex>``), so a script may read and move both.
+-- Every session script takes the session's eight keys first, in this order (KEYS[1..8]), then its
+-- own; each transition renews all eight, so a session's records expire together.
+local S = {s = KEYS[1], m = KEYS[2], up = KEYS[3], open = KEYS[4], i = KEYS[5], dl = KEYS[6],
+  live = KEYS[7], sev = KEYS[8]}
+local SESSION_KEYS = 8
+
+-- The session's TTL (nil when the session is gone).
+local function session_ttl()
+  local ttl = redis.call('HGET', S.s, 'ttl')
+  if ttl then return ttl end
+  return nil
+end
+
+-- Renew every key of the session, and note the time of this transition.
+local function touch(ttl, now)
+  if now then redis.call('HSET', S.s, 'updated', now) end
+  expire_all(ttl, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]})
+end
 
 local ENDED = {completed = true, failed = true, cancelled = true, expired = true}
 

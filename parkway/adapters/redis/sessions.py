@@ -56,6 +56,17 @@ class SessionStore:
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
 
+    def _all(self, s: str) -> list[str]:
+        """The session's eight keys, in the order every session script takes them first."""
+        k = self._keys(s)
+        return [k["s"], k["m"], k["up"], k["open"], k["i"], k["dl"], k["live"], k["sev"]]
+
+    def _queues(self, run_id: str) -> tuple[list[str], list[Any]]:
+        """hand_off's keys and arguments; two stand-in keys when the store enqueues no jobs, so the
+        keys after them stay where the scripts read them."""
+        hand_keys, hand_args = self.store._hand_off(run_id)
+        return (hand_keys or [keys.outbox(), keys.outbox()]), hand_args
+
     def _keys(self, s: str) -> dict[str, str]:
         return {
             "s": keys.session(s),
@@ -122,11 +133,10 @@ class SessionStore:
             value = self.store.client.hget(keys.session_live(session_id), run_id)
         return _text(value) if value is not None else ""
 
-    def path(self, session_id: str, leaf: str) -> list[dict[str, Any]]:
-        """The messages from the first to ``leaf`` (``{id, role, content}``), oldest first."""
-        reply = self.store._call(
-            "session_path", None, [keys.session_up(session_id), keys.session_messages(session_id)], [leaf]
-        )
+    def path(self, session_id: str, leaf: str, run_id: str) -> list[dict[str, Any]]:
+        """The messages from the first to ``leaf`` (``{id, role, content}``), oldest first, for the
+        live branch run ``run_id`` (StoreError for any other run)."""
+        reply = self.store._call("session_path", run_id, self._all(session_id), [leaf, run_id])
         out = []
         for i in range(0, len(reply), 2):
             message = self._decode(reply[i + 1], "session message") if reply[i + 1] else {}
@@ -158,13 +168,12 @@ class SessionStore:
     def open(
         self, session_id: str, agent_ref: str, workflow: str, owner: str, tenant: str, ttl_ms: int, now: int
     ) -> None:
-        k = self._keys(session_id)
         event = {"sessionId": session_id, "owner": owner, "tenant": tenant, "workflow": workflow}
         try:
             self.store._call(
                 "session_open",
                 None,
-                [k["s"], k["sev"]],
+                self._all(session_id),
                 [agent_ref, workflow, owner, tenant, ttl_ms, now, self._maxlen(), self._event(event)],
             )
         except ValidationError:
@@ -183,9 +192,8 @@ class SessionStore:
     ) -> list[str]:
         """``session_send.lua``'s reply: ``ok``, ``retry``, ``parked`` + ids, ``busy`` + run id,
         ``no_message``, ``gone``."""
-        k = self._keys(session_id)
         run_keys, run_args = self.store.new_run(run)
-        hand_keys, hand_args = self.store._hand_off(run.run_id)
+        hand_keys, hand_args = self._queues(run.run_id)
         body = {key: value for key, value in message.items() if key != "id"}
         added = {"id": message["id"], "parent": parent, **body}
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
@@ -193,14 +201,7 @@ class SessionStore:
             "session_send",
             run.run_id,
             [
-                k["s"],
-                k["up"],
-                k["m"],
-                k["open"],
-                k["dl"],
-                k["live"],
-                k["sev"],
-                k["i"],
+                *self._all(session_id),
                 *run_keys,
                 *hand_keys,
                 *(keys.run(r) for r in live),
@@ -236,7 +237,6 @@ class SessionStore:
         message: Mapping[str, Any] | None,
         now: int,
     ) -> str:
-        k = self._keys(session_id)
         r = run_id
         blob = codec.entry_to_blob(entry, self.store.limits.max_payload_bytes)
         if message is not None:
@@ -252,25 +252,12 @@ class SessionStore:
         reply = self.store._call(
             "session_settle",
             r,
-            [
-                keys.run(r),
-                keys.journal(r, step),
-                keys.events(r),
-                keys.leases(),
-                k["s"],
-                k["up"],
-                k["open"],
-                k["live"],
-                k["sev"],
-                k["m"],
-                k["dl"],
-            ],
+            [*self._all(session_id), keys.run(r), keys.journal(r, step), keys.events(r), keys.leases()],
             [fence, step, r, mode, journal_field, blob, message_id, message_blob, now, self._maxlen(), added, held],
         )
         return _text(reply)
 
     def raise_(self, session_id: str, interrupt_id: str, anchor: str, record: Mapping[str, Any], now: int) -> str:
-        k = self._keys(session_id)
         event = {
             "interruptId": interrupt_id,
             "anchor": anchor,
@@ -280,7 +267,7 @@ class SessionStore:
         reply = self.store._call(
             "session_raise",
             None,
-            [k["s"], k["up"], k["open"], k["i"], k["sev"]],
+            self._all(session_id),
             [
                 interrupt_id,
                 anchor,
@@ -305,9 +292,8 @@ class SessionStore:
     ) -> list[str]:
         """``session_clear.lua``'s reply: ``resumed`` + run id, ``dispatched`` + run id, ``cleared``,
         ``still_parked`` + ids, ``already_cleared``, ``unknown``, ``retry``, ``gone``."""
-        k = self._keys(session_id)
         run_keys, run_args = self.store.new_run(run)
-        hand_keys, hand_args = self.store._hand_off(run.run_id)
+        hand_keys, hand_args = self._queues(run.run_id)
         blocks = [self.store._hand_off(r)[1] for r in live]
         live_keys = [key for r in live for key in (keys.run(r), keys.events(r))]
         cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
@@ -316,13 +302,7 @@ class SessionStore:
             "session_clear",
             None,
             [
-                k["s"],
-                k["up"],
-                k["open"],
-                k["i"],
-                k["dl"],
-                k["live"],
-                k["sev"],
+                *self._all(session_id),
                 run_keys[3],
                 run_keys[0],
                 run_keys[1],
@@ -351,17 +331,25 @@ class SessionStore:
         return [_text(x) for x in reply]
 
     def note(
-        self, session_id: str, request_id: str, run_id: str, record: Mapping[str, Any], now: int, *, keep: bool
+        self,
+        session_id: str,
+        request_id: str,
+        run_id: str,
+        record: Mapping[str, Any],
+        now: int,
+        *,
+        keep: bool,
+        leaf: str = "",
     ) -> str:
-        """Record the clearing of a run's interrupt; ``keep``: its branch is abandoned, keep the
-        answer for delivery when it is active again."""
-        k = self._keys(session_id)
+        """Record the clearing of a run's interrupt: ``cleared``, ``already_cleared``, ``gone``, or
+        ``active`` (``keep``: its branch was abandoned, but the run's ``leaf`` is on the active path
+        now; nothing was written)."""
         event = {"interruptId": request_id, "clearedBy": record.get("clearedBy"), "delivered": not keep}
         return _text(
             self.store._call(
                 "session_note",
                 run_id,
-                [k["s"], k["dl"], k["i"], k["sev"]],
+                self._all(session_id),
                 [
                     request_id,
                     run_id,
@@ -370,28 +358,27 @@ class SessionStore:
                     now,
                     self._maxlen(),
                     "1" if keep else "0",
+                    leaf,
                 ],
             )
         )
 
     def switch(self, session_id: str, head: str, now: int) -> str:
-        k = self._keys(session_id)
         return _text(
             self.store._call(
                 "session_switch",
                 None,
-                [k["s"], k["up"], k["sev"]],
+                self._all(session_id),
                 [head, now, self._maxlen(), self._event({"head": head})],
             )
         )
 
     def delivered(self, session_id: str, request_id: str, run_id: str) -> bool:
-        k = self._keys(session_id)
         return bool(
             self.store._call(
                 "session_delivered",
                 run_id,
-                [k["dl"], k["sev"]],
+                self._all(session_id),
                 [request_id, self._maxlen(), self._event({"interruptId": request_id, "runId": run_id})],
             )
         )
