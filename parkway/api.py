@@ -281,10 +281,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
 
     @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
     def get_run(run_id: str, who: Auth) -> dict[str, Any]:
+        pw.sessions.check_run(run_id, who)  # a session's runs are its owner's and tenant's
         return _dump(pw.get_run(run_id))
 
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"])
     def cancel(run_id: str, body: CancelBody, who: Auth) -> dict[str, Any]:
+        pw.sessions.check_run(run_id, who)
         return _dump(pw.cancel(run_id, reason=body.reason, responder=who.name))
 
     @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse)
@@ -298,6 +300,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         start_at = last_event_id or after
         if not _stream_position(start_at):
             raise ValidationError("after / Last-Event-ID must be a stream position such as 1700000000000-0")
+        await anyio.to_thread.run_sync(pw.sessions.check_run, run_id, who)
         await anyio.to_thread.run_sync(pw.get_run, run_id)  # 404 before the stream opens
         # resume tokens go to system and machine callers; a person answers through an application or a link
         stream = events.sse(run_id, start_at, with_tokens=who.role != "user")
@@ -320,6 +323,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         # a waiting listing holds one of the thread pool's threads while it waits
         page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
                                   include_tokens=tokens, wait_ms=wait_ms)
+        # a session's interrupts only to callers of its tenant (and, for a user, its owner)
+        page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
         return _dump(page)
 
     @app.post(
@@ -332,6 +337,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
     def resume(body: ResumeBody, who: Auth) -> JSONResponse:
         # a person answers as themselves; a system or machine caller may name who it answers for
         responder = who.name if who.role == "user" else (body.responder or who.name)
+        try:
+            pw.sessions.check_run(tokens.run_id_of(body.token), who)  # another tenant's session: 403
+        except MalformedResume as exc:
+            refused.add("invalid")
+            return _problem(422, exc)
         try:
             if body.cancel:
                 result = pw.cancel_interrupt(body.token, reason=body.reason, responder=responder,

@@ -27,7 +27,7 @@ from .runtime import tokens
 from .runtime.clock import now_ms
 from .runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
 from .runtime.hooks import MAX_ROOT_ID
-from .runtime.protocol import ResumeOutcome, ResumeResult, check_depth, check_id
+from .runtime.protocol import ID_PATTERN, ResumeOutcome, ResumeResult, check_depth, check_id
 from .runtime.sessions import SYSTEM, Caller, check_access, check_may_clear, check_text, parse_resume
 from .runtime.store import NewRun, StoredEvent
 
@@ -204,6 +204,35 @@ class Sessions:
         records = self._store.read(session_id)
         check_access(caller, records.fields["owner"], records.fields["tenant"])
         return records
+
+    def check_run(self, run_id: str, caller: Caller) -> None:
+        """Raise SessionDenied unless ``caller`` may see the run ``run_id``: a session's branch run
+        (and any child of one) belongs to the session, and is the session's owner's and tenant's."""
+        root, sep, _ = run_id.partition("--")
+        if not sep or (caller.role == "system" and caller.tenant is None):
+            return
+        found = self._store.owner(root) if ID_PATTERN.fullmatch(root) else None
+        if found is not None:
+            check_access(caller, *found)
+
+    def visible(self, items: list[Any], caller: Caller) -> list[Any]:
+        """The listed interrupts ``caller`` may see (those of sessions it may not are left out)."""
+        if caller.role == "system" and caller.tenant is None:
+            return items
+        allowed: dict[str, bool] = {}
+        out = []
+        for item in items:
+            run_id = item.run_id
+            root = run_id.partition("--")[0] if "--" in run_id else ""
+            if root and root not in allowed:
+                try:
+                    self.check_run(run_id, caller)
+                    allowed[root] = True
+                except SessionDenied:
+                    allowed[root] = False
+            if not root or allowed[root]:
+                out.append(item)
+        return out
 
     def get(self, session_id: str, *, caller: Caller = SYSTEM) -> SessionView:
         """The session: its messages, head, interrupts (open and cleared) and live branch runs."""

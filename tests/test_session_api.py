@@ -16,15 +16,18 @@ from tests.procs import Worker, wait_for
 from tests.test_api import KEY, USER_KEY, Server
 
 OTHER_USER = "other-user-key-" + "o" * 24
+EVE = "eve-user-key-" + "e" * 24
 FOREIGN = "foreign-key-" + "f" * 24
 
 
 @pytest.fixture
 def api(redis_url: str, redis_client: redis.Redis) -> Iterator[dict[str, httpx.Client]]:
-    srv = Server(redis_url, f",{hash_key(OTHER_USER)}=user:bob:acme,{hash_key(FOREIGN)}=machine::other")
+    extra = f",{hash_key(OTHER_USER)}=user:bob:acme,{hash_key(FOREIGN)}=machine::other,{hash_key(EVE)}=user:ana:other"
+    srv = Server(redis_url, extra)
     worker = Worker(redis_url, SECRET)
     clients = {name: httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {key}"}, timeout=15)
-               for name, key in (("machine", KEY), ("ana", USER_KEY), ("bob", OTHER_USER), ("foreign", FOREIGN))}
+               for name, key in (("machine", KEY), ("ana", USER_KEY), ("bob", OTHER_USER), ("foreign", FOREIGN),
+                                 ("eve", EVE))}
     try:
         yield clients
     finally:
@@ -111,3 +114,25 @@ def test_a_session_streams_its_events_live_and_picks_up_after_a_drop(api: dict[s
     with ana.stream("GET", f"/v1/sessions/{sid}/stream", headers={"Last-Event-ID": seen[0][0]}) as response:
         first = next(line for line in response.iter_lines() if line.startswith("id: "))
     assert first == f"id: {seen[1][0]}"
+
+
+def test_a_sessions_runs_and_interrupts_stay_in_its_tenant(api: dict[str, httpx.Client]) -> None:
+    """The run and interrupt routes apply the session's rules to its branch runs: another tenant
+    (or another owner) neither lists its interrupts nor reads, streams, cancels or answers its runs."""
+    ana = api["ana"]
+    sid = ana.post("/v1/sessions", json={"agent": "tests.session_flows:mail"}).json()["sessionId"]
+    run_id = ana.post(f"/v1/sessions/{sid}/messages", json={"content": "mail bob"}).json()["runId"]
+    wait_for(lambda: ana.get(f"/v1/sessions/{sid}").json()["parkedBy"], 20, "the approval")
+    assert [i["runId"] for i in api["machine"].get("/v1/interrupts").json()["items"]] == [run_id]
+    assert [i["runId"] for i in ana.get("/v1/interrupts").json()["items"]] == [run_id]
+    token = api["machine"].get("/v1/interrupts", params={"tokens": "true"}).json()["items"][0]["resumeToken"]
+    for name in ("eve", "bob", "foreign"):
+        other = api[name]
+        assert other.get("/v1/interrupts").json()["items"] == [], name
+        assert other.get(f"/v1/runs/{run_id}").status_code == 403, name
+        assert other.get(f"/v1/runs/{run_id}/events").status_code == 403, name
+        assert other.post(f"/v1/runs/{run_id}/cancel", json={}).status_code == 403, name
+    assert api["foreign"].get("/v1/interrupts", params={"tokens": "true"}).json()["items"] == []
+    answered = api["foreign"].post("/v1/resume", json={"token": token, "value": {"approved": True}})
+    assert answered.status_code == 403  # even holding the token
+    assert ana.get(f"/v1/runs/{run_id}").json()["status"] == "waiting"

@@ -127,6 +127,12 @@ class SessionStore:
             raise CorruptRecord(f"{what} is not a map")
         return value
 
+    def owner(self, session_id: str) -> tuple[str, str] | None:
+        """The session's owner and tenant, or None when there is no such session."""
+        with translated():
+            owner, tenant = self.store.client.hmget(keys.session(session_id), "owner", "tenant")
+        return (_text(owner), _text(tenant)) if owner is not None and tenant is not None else None
+
     def leaf(self, session_id: str, run_id: str) -> str:
 
         with translated(run_id):
