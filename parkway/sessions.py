@@ -17,7 +17,7 @@ the agent's node code uses.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,9 +27,10 @@ from .runtime import tokens
 from .runtime.clock import now_ms
 from .runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
 from .runtime.hooks import MAX_ROOT_ID
-from .runtime.protocol import ID_PATTERN, ResumeOutcome, ResumeResult, check_depth, check_id
+from .runtime.protocol import ID_PATTERN, InterruptRequest, ResumeOutcome, ResumeResult, check_depth, check_id
+from .runtime.resume import validate_answer
 from .runtime.sessions import SYSTEM, Caller, check_access, check_may_clear, check_text, parse_resume
-from .runtime.store import NewRun, StoredEvent
+from .runtime.store import InterruptRecord, NewRun, StoredEvent
 
 if TYPE_CHECKING:
     from .adapters.redis.sessions import SessionRecords
@@ -289,10 +290,15 @@ class Sessions:
         )
 
     def events(self, session_id: str, *, after: str = "0", caller: Caller = SYSTEM) -> list[StoredEvent]:
-        """The session's events after ``after`` (oldest first, up to 1000): enough to rebuild it
-        (``parkway.runtime.sessions.rebuild``)."""
+        """The session's events after ``after``, oldest first: enough to rebuild it
+        (``parkway.runtime.sessions.rebuild``) while the stream holds them all (it keeps the last
+        ``max_events``, like a run's)."""
         self._read(session_id, caller)
-        return self._store.events(session_id, after, None, 1000)
+        out: list[StoredEvent] = []
+        while batch := self._store.events(session_id, after, None, 1000):
+            out += batch
+            after = batch[-1].id
+        return out
 
     # --- transitions ----------------------------------------------------------------------------
 
@@ -406,9 +412,12 @@ class Sessions:
         on = set(view.path(head))
         for request_id, run_id in rec.deliveries.items():
             if view.live_runs.get(run_id) in on:
-                answer = rec.interrupts.get(request_id, {}).get("answer")
+                kept = rec.interrupts.get(request_id, {})
+                interrupt = self.pw.store.get_interrupt(run_id, request_id)
                 token = tokens.mint(self.pw.backend.options.secret, run_id, request_id)
-                self.pw.resume(token, value=answer, responder="session")
+                if interrupt is not None:
+                    who = (kept.get("clearedBy") or {}).get("role", "session")
+                    self.pw.resume(token, responder=str(who), **self._answer(interrupt, kept.get("answer")))
                 self._store.delivered(session_id, request_id, run_id)
         return view
 
@@ -430,6 +439,8 @@ class Sessions:
         check_depth(payload, "interrupt payload")
         if scope not in ("branch", "session"):
             raise ValidationError("scope is 'branch' or 'session'")
+        if anchor == "":
+            scope = "session"  # no anchor: every branch, as a session-wide interrupt
         if scope == "session" and caller.role != "system":
             raise SessionDenied("only a system caller raises a session-wide interrupt", reason="privilege")
         if interrupt_id is not None:
@@ -484,32 +495,40 @@ class Sessions:
                 if result is not None:
                     return result
                 continue
-            if interrupt_id in rec.interrupts:
-                check_may_clear(caller, rec.interrupts[interrupt_id].get("origin", "system"), owner, tenant)
-                return Cleared("already_cleared", interrupt_id)
+            done = rec.interrupts.get(interrupt_id) or next(
+                (r for r in rec.interrupts.values() if r.get("name") == interrupt_id and r.get("scope") == "run"), None
+            )
             found = self._run_interrupt(rec, interrupt_id)
+            if found is None and done is not None:
+                check_may_clear(caller, done.get("origin", "system"), owner, tenant)
+                return Cleared("already_cleared", interrupt_id)
             if found is None:
                 return Cleared("unknown", interrupt_id)
-            run_id, request_id = found
+            run_id, request_id, interrupt = found
             check_may_clear(caller, "frontend", owner, tenant)
+            answer = self._answer(interrupt, payload)  # InvalidAnswer now, not when delivered
             now = now_ms()
+            leaf = rec.live.get(run_id, "")
             record = {
                 "id": request_id,
+                "name": interrupt_id,
                 "reason": "",
                 "origin": "frontend",
                 "scope": "run",
                 "runId": run_id,
-                "anchor": rec.live.get(run_id, ""),
+                "anchor": leaf,
                 "answer": payload,
                 "clearedBy": caller.public(),
                 "clearedAt": now,
             }
             view = self._view(rec)
-            if rec.live.get(run_id) not in set(view.path(view.head)):
-                outcome = self._store.note(session_id, request_id, run_id, record, now, keep=True)
+            if leaf not in set(view.path(view.head)):
+                outcome = self._store.note(session_id, request_id, run_id, record, now, keep=True, leaf=leaf)
+                if outcome == "active":
+                    continue  # the branch became active meanwhile: deliver now
                 return Cleared("cleared" if outcome == "cleared" else "already_cleared", request_id, run_id)
             token = tokens.mint(self.pw.backend.options.secret, run_id, request_id)
-            resumed = self.pw.resume(token, value=payload, responder=caller.name)
+            resumed = self.pw.resume(token, responder=caller.name, **answer)
             if resumed.outcome is ResumeOutcome.ACCEPTED:
                 self._store.note(session_id, request_id, run_id, record, now, keep=False)
                 others = [i for i in view.parked_by() if i not in (request_id, interrupt_id)]
@@ -521,20 +540,49 @@ class Sessions:
             return Cleared(mapped.get(resumed.outcome, "unknown"), request_id, run_id)
         raise ValidationError(f"session {session_id} kept changing; try again")
 
-    def _run_interrupt(self, rec: SessionRecords, interrupt_id: str) -> tuple[str, str] | None:
-        """The live run waiting on ``interrupt_id``: its request id, the id the policy gave it, or the
-        ``use_interrupt`` id of node code."""
+    def _run_interrupt(self, rec: SessionRecords, interrupt_id: str) -> tuple[str, str, InterruptRecord] | None:
+        """The live run waiting on ``interrupt_id`` (its request id, the id the policy gave it, or
+        the ``use_interrupt`` id of node code), with the interrupt. A name several branches wait on
+        means the one on the active path, else it is ambiguous (ValidationError: use the request id)."""
+        return self._waiting(
+            rec,
+            "int_",
+            lambda record: (
+                interrupt_id
+                in (record.request_id, record.hook_name, (record.request.get("meta") or {}).get("interruptId"))
+            ),
+        )
+
+    def _waiting(
+        self, rec: SessionRecords, prefix: str, matches: Callable[[InterruptRecord], bool]
+    ) -> tuple[str, str, InterruptRecord] | None:
+        found: list[tuple[str, str, InterruptRecord]] = []
         for run_id, state in rec.runs.items():
             waiting = state.get("waiting", "")
-            if state.get("status") != "waiting" or not waiting.startswith("int_"):
+            if state.get("status") != "waiting" or not waiting.startswith(prefix):
                 continue
-            if waiting == interrupt_id:
-                return run_id, waiting
-            found = self.pw.store.get_interrupt(run_id, waiting)
-            meta = (found.request.get("meta") or {}) if found is not None else {}
-            if found is not None and interrupt_id in (found.hook_name, meta.get("interruptId")):
-                return run_id, waiting
-        return None
+            record = self.pw.store.get_interrupt(run_id, waiting)
+            if record is not None and matches(record):
+                found.append((run_id, waiting, record))
+        if len(found) <= 1:
+            return found[0] if found else None
+        on = set(self._view(rec).path(rec.fields.get("head", "")))
+        active = [f for f in found if rec.live.get(f[0]) in on]
+        if len(active) == 1:
+            return active[0]
+        raise ValidationError(
+            f"{len(found)} branches of session {rec.session_id} wait on that name; use the request id "
+            f"({', '.join(f[1] for f in found)})"
+        )
+
+    def _answer(self, interrupt: InterruptRecord, payload: Any) -> dict[str, Any]:
+        """``resume``'s answer arguments for ``payload``, checked against the interrupt's request
+        (a choice takes it as ``selected``, the others as ``value``); raises InvalidAnswer."""
+        request = InterruptRequest.model_validate(interrupt.request)
+        contract = self.pw.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
+        answer = {"selected": payload} if request.kind in ("choice", "multi-choice") else {"value": payload}
+        validate_answer(request, contract=contract, **answer)
+        return answer
 
     def _clear(self, rec: SessionRecords, interrupt_id: str, payload: Any, caller: Caller) -> Cleared | None:
         record = rec.interrupts[interrupt_id]
@@ -577,15 +625,14 @@ class Sessions:
         check_depth(result, "tool result")
         rec = self._read(session_id, caller)
         check_may_clear(caller, "frontend", rec.fields["owner"], rec.fields["tenant"])
-        for run_id, state in rec.runs.items():
-            waiting = state.get("waiting", "")
-            if state.get("status") != "waiting" or not waiting.startswith("tool_"):
-                continue
-            found = self.pw.store.get_interrupt(run_id, waiting)
-            if found is not None and (found.request.get("meta") or {}).get("toolCallId") == tool_call_id:
-                token = tokens.mint(self.pw.backend.options.secret, run_id, waiting)
-                value = {"error": error} if error is not None else {"result": result}
-                return self.pw.resume(token, value=value, responder=caller.name)
+        found = self._waiting(
+            rec, "tool_", lambda record: (record.request.get("meta") or {}).get("toolCallId") == tool_call_id
+        )
+        if found is not None:
+            run_id, waiting, _ = found
+            token = tokens.mint(self.pw.backend.options.secret, run_id, waiting)
+            value = {"error": error} if error is not None else {"result": result}
+            return self.pw.resume(token, value=value, responder=caller.name)
         return ResumeResult(outcome=ResumeOutcome.UNKNOWN, request_id=None)
 
 

@@ -185,3 +185,40 @@ poser = Workflow("session-poser")
 @poser.node(start=True)
 def pose(data: dict[str, Any]) -> None:
     add_message("written by a run the session never dispatched", id="reply")
+
+
+gate_asks: list[int] = []
+
+
+def flaky_gate(trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> Any:
+    """Lets the first user.message through and would stop every later one: a replay must not ask again."""
+    if trigger["type"] == "user.message":
+        gate_asks.append(1)
+        if len(gate_asks) > 1:
+            return [{"type": "interrupt", "reason": "over budget"}]
+    if trigger["type"] == "tool.execute" and trigger["name"] == "lookup":
+        return [{"type": "tool.defer"}]
+    return proposed
+
+
+gated = Workflow("session-gated", decide=flaky_gate)
+
+
+@gated.node(start=True)
+def gated_lookup(data: dict[str, Any]) -> None:
+    add_message(f"found {use_tool('lookup', {}, id='lk')}", id="reply")
+
+
+counted = Workflow("session-counted")
+
+
+@counted.node(start=True)
+def counted_reply(data: dict[str, Any]) -> None:
+    """Counts model calls on disk (the first message is a directory), never waits."""
+    if _trigger_reply(data):
+        return
+    path = str(data["messages"][0]["content"])
+    with open(os.path.join(path, "model-calls"), "a") as f:
+        f.write("x")
+    turn = use_model(ECHO_MODEL, data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")

@@ -504,3 +504,96 @@ def test_the_policy_sees_each_trigger_and_may_park_on_it(harness: Harness) -> No
     view = harness.pw.sessions.get(sid)
     assert view.messages[view.head].content == "size 200"
     assert [m.role for m in view.messages.values()].count("tool") == 2  # each tool ran once
+
+
+def test_nothing_is_called_on_a_parked_branch(harness: Harness) -> None:
+    """A run that starts (or is released) while its branch is parked is held before its node calls
+    a model or a tool: a budget stop stops the spending, not only the commits."""
+    path = tempfile.mkdtemp(prefix="pw-session-")
+    sid = _open(harness, sf.slow_model)  # its model counts calls on disk (and waits on no hold file)
+    sent = harness.pw.sessions.send(sid, path, caller=ADA)
+    stop = harness.pw.sessions.raise_interrupt(sid, "budget stop", caller=SYSTEM, scope="session")
+    harness.run_jobs()
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING
+    assert _count(path, "model-calls") == 0
+    assert harness.pw.sessions.resume_interrupt(sid, stop, caller=SYSTEM).outcome == "resumed"
+    harness.run_jobs()
+    assert _count(path, "model-calls") == 1
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.COMPLETED
+
+
+def test_a_name_two_branches_wait_on_answers_the_active_one(harness: Harness) -> None:
+    sid = _open(harness, sf.guarded)
+    one = harness.pw.sessions.send(sid, "expensive 1", caller=ADA)
+    two = harness.pw.sessions.edit(sid, one.message_id, "expensive 2", caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.sessions.resume_interrupt(sid, "budget", "ok", caller=ADA).run_id == two.run_id  # the head's
+    harness.run_jobs()
+    assert harness.pw.get_run(two.run_id).status is RunStatus.COMPLETED
+    assert harness.pw.get_run(one.run_id).status is RunStatus.WAITING
+    # a duplicate by name is a no-op that says so, not unknown
+    again = harness.pw.sessions.resume_interrupt(sid, "budget", "ok", caller=ADA)
+    assert (again.outcome, again.run_id) == ("cleared", one.run_id)  # the other branch's, kept for it
+    assert harness.pw.sessions.resume_interrupt(sid, "budget", "ok", caller=ADA).outcome == "already_cleared"
+
+
+def test_a_deferred_tool_name_two_branches_wait_on_answers_the_active_one(harness: Harness) -> None:
+    sid = _open(harness, sf.deferred)
+    one = harness.pw.sessions.send(sid, "a", caller=ADA)
+    two = harness.pw.sessions.edit(sid, one.message_id, "b", caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.sessions.answer_tool(sid, "lk", "for b", caller=ADA).accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(two.run_id).status is RunStatus.COMPLETED
+    assert harness.pw.get_run(one.run_id).status is RunStatus.WAITING
+    harness.pw.sessions.switch(sid, "", caller=ADA)  # neither branch active: the one call left takes it
+    assert harness.pw.sessions.answer_tool(sid, "lk", "for a", caller=ADA).accepted
+
+
+def test_the_policy_is_not_asked_again_on_replay(harness: Harness) -> None:
+    sf.gate_asks.clear()
+    sid = _open(harness, sf.gated)
+    sent = harness.pw.sessions.send(sid, "q", caller=ADA)
+    harness.run_jobs()  # the gate lets it through; the node then waits on its deferred tool
+    assert harness.pw.sessions.answer_tool(sid, "lk", 7, caller=ADA).accepted
+    harness.run_jobs()  # the replay does not ask the gate again (it would now say "over budget")
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.COMPLETED
+    assert sf.gate_asks == [1]
+
+
+def test_an_answer_kept_for_an_abandoned_branch_is_checked_first(harness: Harness) -> None:
+    from parkway import InvalidAnswer
+
+    sid = _open(harness, sf.asking)
+    one = harness.pw.sessions.send(sid, "one", caller=ADA)
+    harness.run_jobs()
+    iid = harness.pw.sessions.get(sid).open_interrupts[0].id
+    harness.pw.sessions.edit(sid, one.message_id, "two", caller=ADA)
+    with pytest.raises(InvalidAnswer):
+        harness.pw.sessions.resume_interrupt(sid, iid, {"not": "text"}, caller=ADA)
+    assert harness.pw.sessions.resume_interrupt(sid, iid, "fine", caller=ADA).outcome == "cleared"
+
+
+def test_a_user_cannot_raise_an_unanchored_interrupt_once_messages_exist(harness: Harness) -> None:
+    sid = _open(harness, sf.echo)
+    harness.pw.sessions.send(sid, "hi", caller=ADA)
+    with pytest.raises(SessionDenied):
+        harness.pw.sessions.raise_interrupt(sid, "stop all", caller=ADA, anchor="")
+
+
+def test_every_session_transition_renews_all_its_keys(harness: Harness) -> None:
+    sid = harness.pw.sessions.open(sf.asking, owner="ada", tenant="acme", ttl_ms=60_000)
+    one = harness.pw.sessions.send(sid, "one", caller=ADA)
+    harness.run_jobs()
+    harness.pw.sessions.edit(sid, one.message_id, "two", caller=ADA)
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    session_keys = [k for k in client.keys(f"pw:{{{sid}}}:*") if b"--" not in k]
+    for key in session_keys:  # age them: only what a transition renews gets its TTL back
+        client.pexpire(key, 5_000)
+    iid = harness.pw.sessions.raise_interrupt(sid, "x", caller=MACHINE)
+    ttls = {k: client.pttl(k) for k in session_keys}
+    assert min(ttls.values()) > 50_000, ttls
+    for key in session_keys:
+        client.pexpire(key, 5_000)
+    harness.pw.sessions.resume_interrupt(sid, iid, caller=MACHINE)
+    assert min(client.pttl(k) for k in session_keys) > 50_000

@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, Field, RootModel
 
 from .contracts import Contract
-from .errors import ToolError, ValidationError
+from .errors import InterruptCancelled, ToolError, ValidationError
 from .hooks import NodeContext, current, pause_for
 from .protocol import InterruptRequest, check_id
 from .reasoning import Message, ModelProvider
@@ -105,6 +105,19 @@ def _settle(ctx: NodeContext, field: str, entry: JournalEntry, mode: str, messag
     ctx.journal[field] = entry
 
 
+def hold_if_parked(ctx: NodeContext) -> None:
+    """In a branch run, before calling out (a model, a tool) or starting an attempt: hold the run
+    now if its branch is parked, so nothing is called while parked."""
+    if ctx.session is None:
+        return
+    check = JournalEntry("check", "", None)
+    if (
+        ctx.store.sessions.settle(ctx.session, ctx.run_id, ctx.fence, ctx.step, "check", "", check, None, ctx.clock())
+        == "held"
+    ):
+        raise Held(f"run {ctx.run_id} held: its branch is parked")
+
+
 def use_model(
     model: ModelProvider,
     messages: Sequence[Message],
@@ -121,6 +134,7 @@ def use_model(
     entry = ctx.replayed(field, "model", id or "")
     if entry is not None:
         return dict(entry.value)
+    hold_if_parked(ctx)
     turn = model.complete(list(messages), list(tools))
     if not isinstance(turn, Mapping):
         raise ValidationError(f"a model turn is a dict, not {type(turn).__name__}")
@@ -242,11 +256,20 @@ def consult(ctx: NodeContext, trigger: Mapping[str, Any], ask_field: str) -> Non
     """Show the policy a trigger with nothing proposed (``session.start``, ``user.message``,
     ``tool.results``); an ``interrupt`` action parks the run there, once: after the resume the
     policy is not asked again for it (``interrupt.resumed`` goes to the run's stream)."""
-    if ctx.definition is None or ctx.definition.decide is None or ask_field in ctx.journal:
+    if ctx.definition is None or ctx.definition.decide is None:
         return
+    asked = ctx.journal.get(ask_field)
+    if asked is not None and asked.status == "cancelled":
+        raise InterruptCancelled(
+            f"the policy's interrupt on {trigger['type']} was cancelled", run_id=ctx.run_id, node=ctx.node
+        )
+    decided = ctx.journal.get(ask_field + ":decided")
+    if asked is not None or decided is not None:
+        return  # answered, or let through: a replay does not ask again
     for action in _decide(ctx, dict(trigger), []):
         if action["type"] == "interrupt":
             raise _ask(ctx, action, ask_field, {"trigger": trigger["type"]})
+    ctx.write(ask_field + ":decided", JournalEntry("policy", str(trigger["type"]), None))
 
 
 def consult_start(ctx: NodeContext, data: Mapping[str, Any]) -> None:
@@ -305,6 +328,7 @@ def _act(
 
 
 def _run_tool(ctx: NodeContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    hold_if_parked(ctx)
     tools = ctx.definition.tools if ctx.definition is not None else {}
     fn = tools.get(name)
     if fn is None:

@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from . import tokens
-from .agents import Held, consult_start
+from .agents import Held, consult_start, hold_if_parked
 from .clock import now_ms
 from .errors import (
     ChildFailed,
@@ -212,8 +212,10 @@ def _attempt(
         ctx.position = 0
         token = activate(ctx)
         try:
-            if ctx.session is not None and ctx.step == 0:
-                consult_start(ctx, data)  # the policy sees the run's trigger before the node runs
+            if ctx.session is not None:
+                hold_if_parked(ctx)  # a run released onto a parked branch waits before it does anything
+                if ctx.step == 0:
+                    consult_start(ctx, data)  # the policy sees the run's trigger before the node runs
             value = spec.fn(copy.deepcopy(data))
             if inspect.isawaitable(value):
                 value = _run_async(value)
