@@ -7,6 +7,9 @@ one slot and a script may touch a parent's keys and a child's together (the
 spawn that parks a parent and creates its child; the end of a child that
 records its outcome in the parent and queues it). ``T`` is the run's TTL
 (refreshed by every write; while the run waits it is the interrupt's TTL).
+A session's keys carry its id as hash tag ``{S}``, and its branch runs are
+``<S>--<hex>``: a script may move a session and its runs together. ``S``
+below is the session's TTL, refreshed by its transitions.
 Below, ``pw:{R}:...`` stands for ``pw:{R}:<run id>:...`` for a child run.
 
 ==========================  ======  ========  ===============================================
@@ -43,6 +46,19 @@ key                         type    TTL       holds
                                               and ``wait:sum_ms`` (resume); a few dozen fields
 ``pw:workflows``            set     none      names of workflows that ever parked (park): the
                                               per-workflow indexes /metrics counts
+``pw:{S}:s``                 hash    S         a session: agent (workflow ref), wf, owner, tenant, head
+                                              (active message id), ttl, created, updated
+``pw:{S}:m``                 hash    S         message id -> message (role, content, run, at)
+``pw:{S}:up``                hash    S         message id -> parent message id ('' for a first message)
+``pw:{S}:open``              hash    S         open session-level interrupt id -> anchor message ('' =
+                                              global: parks every branch)
+``pw:{S}:i``                 hash    S         interrupt id -> record (raised and cleared, with who and when)
+``pw:{S}:dl``                hash    S         request id -> run id: a run's interrupt cleared while its
+                                              branch was abandoned; the answer waits for a switch back
+``pw:{S}:live``              hash    S         branch run id (``<S>--<hex>``) -> its leaf message; runs
+                                              that ended leave it at the next session transition
+``pw:{S}:sev``               stream  S         the session's events (messages, dispatches, interrupts,
+                                              holds, switches): the session can be rebuilt from them
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused
@@ -132,3 +148,39 @@ def metrics() -> str:
 def workflows() -> str:
     """The workflows that ever parked an interrupt (whose pending interrupts /metrics counts)."""
     return f"{PREFIX}:workflows"
+
+
+def _session(session_id: str, part: str) -> str:
+    return f"{PREFIX}:{{{session_id}}}:{part}"
+
+
+def session(session_id: str) -> str:
+    return _session(session_id, "s")
+
+
+def session_messages(session_id: str) -> str:
+    return _session(session_id, "m")
+
+
+def session_up(session_id: str) -> str:
+    return _session(session_id, "up")
+
+
+def session_open(session_id: str) -> str:
+    return _session(session_id, "open")
+
+
+def session_interrupts(session_id: str) -> str:
+    return _session(session_id, "i")
+
+
+def session_deliveries(session_id: str) -> str:
+    return _session(session_id, "dl")
+
+
+def session_live(session_id: str) -> str:
+    return _session(session_id, "live")
+
+
+def session_events(session_id: str) -> str:
+    return _session(session_id, "sev")
