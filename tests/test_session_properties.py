@@ -38,10 +38,9 @@ def _parked_messages(view: Any) -> set[str]:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(step, min_size=1, max_size=14))
 def test_random_session_histories_keep_the_invariants(redis_url: str, steps: list[tuple[Any, ...]]) -> None:
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
     config = Settings(redis_url=redis_url, secret=SECRET)
-    with Parkway(config) as pw:
+    with redis.Redis.from_url(redis_url) as client, Parkway(config) as pw:
+        client.flushdb()
         h = Harness("redis", pw, config, client)
         sid = pw.sessions.open(sf.mixed, owner="ada", tenant="acme")
         for op in steps:
