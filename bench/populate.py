@@ -144,8 +144,6 @@ def shape(r: Any, run_id: str) -> dict[str, Any]:
         key = raw.decode()
         kind = r.type(raw).decode()
         name = key.split("}", 1)[1]
-        if name.startswith(":p:"):
-            name = ":p:<token hash>"
         if kind == "hash":
             fields = sorted(f.decode() for f in r.hkeys(raw))
             fields = [
@@ -194,8 +192,8 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     request_id = run.interrupt.request_id
     secret = pw.backend.options.secret
     token_hash = tokens.hash_token(tokens.mint(secret, template, request_id))
-    if not any(token_hash in k for call in calls for k in call.keys):
-        raise RuntimeError("the template's token hash is not in its keys: the token scheme changed")
+    if not any(isinstance(a, str) and token_hash[:48] in a for call in calls for a in call.args):
+        raise RuntimeError("the template's token hash is not in its arguments: the token scheme changed")
 
     def substitute(value: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
         if isinstance(value, str):
@@ -206,7 +204,23 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
                 value = value.replace(bold, bnew)
         return value
 
+    from parkway.adapters import codec
+    from parkway.adapters.redis import keys as pwkeys
     from parkway.adapters.redis.store import ScriptCall
+
+    def args_of(call: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> list[Any]:
+        """The call's arguments for the new ids; the interrupt record's parts (a 64-byte split may
+        cut an id in two) are joined, substituted, and split again."""
+        prefix = pwkeys.record_field(request_id, 0)[:-1]
+        parts = [i for i in range(len(call.args) - 1) if str(call.args[i]).startswith(prefix) and i % 2 == 1]
+        args = [substitute(a, pairs, bpairs) for a in call.args[: parts[0]]] if parts else []
+        if not parts:
+            return [substitute(a, pairs, bpairs) for a in call.args]
+        blob = substitute(b"".join(call.args[i + 1] for i in parts), pairs, bpairs)
+        new_req = substitute(request_id, pairs, bpairs)
+        for n, part in enumerate(codec.split(blob, pwkeys.PART_BYTES)):
+            args += [pwkeys.record_field(new_req, n), part]
+        return args + [substitute(a, pairs, bpairs) for a in call.args[parts[-1] + 2 :]]
 
     pipe = store.client.pipeline(transaction=False)
     last = template
@@ -214,13 +228,13 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
         for _ in range(first, min(count, first + batch)):
             rid, req = "run_" + uuid.uuid4().hex, "int_" + os.urandom(12).hex()
             new_hash = tokens.hash_token(tokens.mint(secret, rid, req))
-            pairs = [(template, rid), (request_id, req), (token_hash, new_hash)]
+            pairs = [(template, rid), (request_id, req), (token_hash, new_hash), (token_hash[:48], new_hash[:48])]
             if any(len(a) != len(b) for a, b in pairs):
                 raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")
             bpairs = [(a.encode(), b.encode()) for a, b in pairs]
             for call in calls:
                 keys_ = [substitute(k, pairs, bpairs) for k in call.keys]
-                args = [substitute(a, pairs, bpairs) for a in call.args]
+                args = args_of(call, pairs, bpairs)
                 store.queue_script(pipe, ScriptCall(call.name, rid, keys_, args))
             last = rid
         for reply in pipe.execute(raise_on_error=False):

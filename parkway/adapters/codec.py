@@ -53,16 +53,41 @@ def entry_from_blob(blob: bytes) -> JournalEntry:
     return JournalEntry(*raw)
 
 
+_INTERRUPT_FIELDS = (
+    "request_id",
+    "workflow",
+    "node",
+    "step",
+    "journal_field",
+    "request",
+    "created_at",
+    "expires_at",
+    "token_hash",
+    "on_expire",
+    "root_run_id",
+    "parent_run_id",
+)
+"""an interrupt record's fields in the order its stored array holds them (the run id is the key's)"""
+
+
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
-    return encode(vars(record), what="interrupt")  # shallow: asdict would deep-copy the request
+    """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, no run id."""
+    return encode([getattr(record, name) for name in _INTERRUPT_FIELDS], what="interrupt")
 
 
-def interrupt_from_blob(blob: bytes) -> InterruptRecord:
+def interrupt_from_blob(run_id: str, blob: bytes) -> InterruptRecord:
     raw = decode(blob, what="interrupt")
+    if not isinstance(raw, list) or len(raw) != len(_INTERRUPT_FIELDS):
+        raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
     try:
-        return InterruptRecord(**raw)
+        return InterruptRecord(run_id=run_id, **dict(zip(_INTERRUPT_FIELDS, raw, strict=True)))
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def split(blob: bytes, size: int) -> list[bytes]:
+    """``blob`` in parts of at most ``size`` bytes (at least one part)."""
+    return [blob[i : i + size] for i in range(0, len(blob), size)] or [b""]
 
 
 def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:

@@ -9,6 +9,12 @@ records its outcome in the parent and queues it). ``T`` is the run's TTL
 (refreshed by every write; while the run waits it is the interrupt's TTL).
 Below, ``pw:{R}:...`` stands for ``pw:{R}:<run id>:...`` for a child run.
 
+An interrupt has no key of its own: it lives in its run's hash, every field name and value at most
+64 bytes (the record split into parts), so the hash keeps Redis's compact listpack encoding
+(``hash-max-listpack-value``) where one longer value would turn it into a hash table several times
+its size. Its status field is the exactly-once point of a resume: the resume script answers only
+an interrupt it finds ``pending`` before the run's ``expires``, and flips it in the same step.
+
 ==========================  ======  ========  ===============================================
 key                         type    TTL       holds
 ==========================  ======  ========  ===============================================
@@ -17,15 +23,17 @@ key                         type    TTL       holds
                                               waiting (request id, or ``child:<run id>``);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
-                                              each ancestor, parent first)
+                                              each ancestor, parent first);
+                                              and each interrupt of the run (see below):
+                                              ``t:<token hash, 48 hex>`` -> req,
+                                              ``s:<req>`` status (pending until ``expires``,
+                                              resolved, cancelled, expired), ``r:<req>:<i>``
+                                              the record's parts of <= 64 bytes
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
-``pw:{R}:int``              hash    T         ``r:<req>`` record, ``s:<req>`` status,
-                                              ``t:<token hash>`` -> req
-``pw:{R}:p:<token hash>``   string  interrupt exists while the interrupt can be answered
 ``pw:ix:<order>[:<wf>]``    zset    none      pending interrupts, lex-ordered members
                                               (order: newest | expiring), pruned on expiry
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
@@ -86,12 +94,27 @@ def events(run_id: str) -> str:
     return f"{_tag(run_id)}:ev"
 
 
-def interrupts(run_id: str) -> str:
-    return f"{_tag(run_id)}:int"
+TOKEN_FIELD_HEX = 48
+"""hex digits of a token's SHA-256 its field keeps (192 bits): with ``t:``, a field of 50 bytes"""
+STATUS_PREFIX = "s:"
+RECORD_PREFIX = "r:"
+PART_BYTES = 64
+"""the longest part of an interrupt record in the run hash (``hash-max-listpack-value``'s default)"""
 
 
-def pending(run_id: str, token_hash: str) -> str:
-    return f"{_tag(run_id)}:p:{token_hash}"
+def token_field(token_hash: str) -> str:
+    """The run-hash field that maps a token (by its hash) to its interrupt's request id."""
+    return "t:" + token_hash[:TOKEN_FIELD_HEX]
+
+
+def status_field(request_id: str) -> str:
+    """The run-hash field holding an interrupt's status."""
+    return STATUS_PREFIX + request_id
+
+
+def record_field(request_id: str, part: int) -> str:
+    """The run-hash field holding part ``part`` (from 0) of an interrupt's record."""
+    return f"{RECORD_PREFIX}{request_id}:{part}"
 
 
 def index(order: str, workflow: str | None = None) -> str:

@@ -303,8 +303,6 @@ class RedisStore:
                     keys.journal(r, step),
                     keys.workflow_state(r),
                     keys.events(r),
-                    keys.interrupts(r),
-                    keys.pending(r, rec.token_hash),
                     *self._index_keys(rec.workflow),
                     keys.leases(),
                     keys.summary(r),
@@ -316,8 +314,8 @@ class RedisStore:
                     fence,
                     step,
                     rec.request_id,
-                    rec.token_hash,
-                    codec.interrupt_to_blob(rec),
+                    keys.token_field(rec.token_hash),
+                    keys.status_field(rec.request_id),
                     commit.ttl_ms,
                     commit.now,
                     rec.expires_at,
@@ -330,9 +328,17 @@ class RedisStore:
                     self.limits.retention_ms,
                     rec.workflow,
                     keys.PAUSE_FEED_MAXLEN,
+                    *self._record_parts(rec),
                 ],
             )
         )
+
+    def _record_parts(self, record: InterruptRecord) -> list[Any]:
+        """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
+        out: list[Any] = []
+        for i, part in enumerate(codec.split(codec.interrupt_to_blob(record), keys.PART_BYTES)):
+            out += [keys.record_field(record.request_id, i), part]
+        return out
 
     def finish(
         self,
@@ -479,12 +485,15 @@ class RedisStore:
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         r = run_id
         reply = self._call(
-            "lookup", r, [keys.run(r), keys.interrupts(r), keys.pending(r, token_hash), keys.summary(r)], [token_hash]
+            "lookup",
+            r,
+            [keys.run(r), keys.summary(r)],
+            [keys.token_field(token_hash), now, keys.STATUS_PREFIX, keys.RECORD_PREFIX],
         )
         status = _text(reply[0])
-        if len(reply) == 1:
+        if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
-        return Lookup(status, codec.interrupt_from_blob(reply[1]))  # type: ignore[arg-type]
+        return Lookup(status, codec.interrupt_from_blob(r, b"".join(reply[2:])))  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
@@ -496,8 +505,6 @@ class RedisStore:
             r,
             [
                 keys.run(r),
-                keys.interrupts(r),
-                keys.pending(r, answer.token_hash),
                 keys.journal(r, rec.step),
                 keys.workflow_state(r),
                 keys.events(r),
@@ -508,7 +515,7 @@ class RedisStore:
                 *hand_keys,
             ],
             [
-                answer.token_hash,
+                keys.token_field(answer.token_hash),
                 answer.request_id or "",
                 rec.journal_field,
                 codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
@@ -522,6 +529,8 @@ class RedisStore:
                 event,
                 self.limits.retention_ms,
                 _WAIT_BUCKETS_ARG,
+                keys.STATUS_PREFIX,
+                rec.created_at,
                 *hand_args,
             ],
         )
@@ -566,7 +575,6 @@ class RedisStore:
         r = entry.run_id
         with translated(r):
             record = self.get_interrupt(r, entry.request_id)
-        pending = keys.pending(r, record.token_hash) if record else keys.pending(r, "none")
         policy = (record.on_expire if record else None) or {"action": "expire"}
         action = str(policy.get("action", "expire"))
         journal_blob, error_blob, failed_blob = b"", b"", b""
@@ -594,8 +602,6 @@ class RedisStore:
             r,
             [
                 keys.run(r),
-                keys.interrupts(r),
-                pending,
                 keys.events(r),
                 keys.summary(r),
                 *self._index_keys(entry.workflow),
@@ -620,6 +626,7 @@ class RedisStore:
                 error_blob,
                 failed_blob,
                 r,
+                keys.status_field(entry.request_id),
                 *parent_args,
             ],
         )
@@ -683,8 +690,8 @@ class RedisStore:
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         with translated(run_id):
-            blob = self.client.hget(keys.interrupts(run_id), f"r:{request_id}")
-        return codec.interrupt_from_blob(blob) if blob else None
+            fields = self.client.hgetall(keys.run(run_id))
+        return _interrupt_in(run_id, request_id, fields)
 
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
         after = codec.parse_cursor(query.cursor, query.order)
@@ -696,9 +703,10 @@ class RedisStore:
             entries = [codec.parse_member(m, query.order) for m in members[: query.limit]]
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
-                pipe.hget(keys.interrupts(e.run_id), f"r:{e.request_id}")
-            blobs = pipe.execute() if entries else []
-        items = [codec.interrupt_from_blob(b) for b in blobs if b is not None]
+                pipe.hgetall(keys.run(e.run_id))
+            runs = pipe.execute() if entries else []
+        found = (_interrupt_in(e.run_id, e.request_id, f) for e, f in zip(entries, runs, strict=True))
+        items = [record for record in found if record is not None]
         more = len(members) > query.limit
         cursor = codec.make_cursor(members[query.limit - 1], query.order) if more else None
         return InterruptListing(items, cursor, feed)
@@ -776,6 +784,14 @@ class RedisStore:
         return Tallies(
             {_text(k): int(v) for k, v in counters.items()}, WAIT_BUCKETS_S, dict(zip(workflows, counts, strict=True))
         )
+
+
+def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
+    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none."""
+    parts: list[bytes] = []
+    while (part := fields.get(keys.record_field(request_id, len(parts)).encode())) is not None:
+        parts.append(part)
+    return codec.interrupt_from_blob(run_id, b"".join(parts)) if parts else None
 
 
 MAX_TREE_DEPTH = 16
