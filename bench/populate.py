@@ -163,7 +163,7 @@ def shape(r: Any, run_id: str) -> dict[str, Any]:
             what = kind
         out[name] = (kind, what, r.pttl(raw) > 0)
     for raw in r.scan_iter(match="pw:ix:*", count=1000):
-        found = [m for m in r.zrangebylex(raw, "-", "+") if f":{run_id}:".encode() in m]
+        found = [m for m in r.zrangebylex(raw, "-", "+") if m.endswith(run_id.encode())]
         if found:
             out[raw.decode()] = ("zset", len(found), False)
     return out

@@ -386,7 +386,7 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
 def _global_keys(workflows: tuple[str, ...]) -> set[str]:
     """The keys keys.py names outside any run: those its argument-less functions build, and the
     interrupt indexes (of every order, and of each of ``workflows``)."""
-    found = {keys.index(order, wf) for order in ("newest", "expiring") for wf in (None, *workflows)}
+    found = {keys.index(order, wf) for order in ("newest", "expiring") for wf in workflows}
     for name, fn in inspect.getmembers(keys, inspect.isfunction):
         required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
         if fn.__module__ == keys.__name__ and not name.startswith("_") and not required:

@@ -230,7 +230,8 @@ class IndexEntry:
     expires_at: int
     workflow: str
     run_id: str
-    request_id: str
+    request_id: str = ""
+    """"" when read from an index (its members name the run, which waits on one interrupt at a time)"""
 
 
 @dataclass(frozen=True)

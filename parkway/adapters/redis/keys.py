@@ -34,8 +34,11 @@ key                         type    TTL       holds
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
-``pw:ix:<order>[:<wf>]``    zset    none      pending interrupts, lex-ordered members
-                                              (order: newest | expiring), pruned on expiry
+``pw:ix:<order>:<wf>``      zset    none      a workflow's pending interrupts (order: newest |
+                                              expiring), one member each: two times (6 bytes,
+                                              big-endian) and the run id (see codec.member);
+                                              pruned on expiry. No index spans workflows: a
+                                              listing of all merges the workflows' (``pw:workflows``)
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on
@@ -49,8 +52,9 @@ key                         type    TTL       holds
                                               ``recovered`` (recover), ``deferred`` (release),
                                               ``resumes:accepted``, ``wait:<le seconds | +Inf>``
                                               and ``wait:sum_ms`` (resume); a few dozen fields
-``pw:workflows``            set     none      names of workflows that ever parked (park): the
-                                              per-workflow indexes /metrics counts
+``pw:workflows``            set     none      names of workflows that ever parked (park): whose
+                                              indexes a listing of all workflows merges, the
+                                              reconciler scans and /metrics counts
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused
@@ -117,8 +121,9 @@ def record_field(request_id: str, part: int) -> str:
     return f"{RECORD_PREFIX}{request_id}:{part}"
 
 
-def index(order: str, workflow: str | None = None) -> str:
-    return f"{PREFIX}:ix:{order}" + (f":{workflow}" if workflow else "")
+def index(order: str, workflow: str) -> str:
+    """A workflow's index of pending interrupts in ``order`` (newest | expiring)."""
+    return f"{PREFIX}:ix:{order}:{workflow}"
 
 
 def pauses() -> str:

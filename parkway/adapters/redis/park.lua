@@ -4,9 +4,8 @@
 -- it, its status field says whether it can still be answered (with the run's `expires`), and its
 -- record is split into fields of at most 64 bytes so the hash keeps Redis's compact encoding.
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
--- KEYS: 1 run, 2 journal, 3 workflow state, 4 events,
---       5 index newest, 6 index expiring, 7 index newest of workflow, 8 index expiring of workflow,
---       9 leases, 10 summary, 11 workflows with interrupts, 12 pause feed, 13... five keys per ancestor
+-- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 the workflow's index newest, 6 its index expiring,
+--       7 leases, 8 summary, 9 workflows with interrupts, 10 pause feed, 11... five keys per ancestor
 --       of a child run: events, run, journal of the step waiting, workflow state, summary (the
 --       interrupt shows on their streams too, and their records live at least as long as it does)
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
@@ -17,16 +16,14 @@ if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
 redis.call('ZADD', KEYS[5], 0, ARGV[9])
 redis.call('ZADD', KEYS[6], 0, ARGV[10])
-redis.call('ZADD', KEYS[7], 0, ARGV[9])
-redis.call('ZADD', KEYS[8], 0, ARGV[10])
-redis.call('SADD', KEYS[11], ARGV[16])
-redis.call('ZREM', KEYS[9], ARGV[14])
+redis.call('SADD', KEYS[9], ARGV[16])
+redis.call('ZREM', KEYS[7], ARGV[14])
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
   'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 18))
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
-for i = 13, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
-redis.call('XADD', KEYS[12], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
+for i = 11, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
+redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
 -- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
 -- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
 local stream = redis.call('DUMP', KEYS[4])
@@ -34,8 +31,8 @@ redis.call('DEL', KEYS[4])
 redis.call('RESTORE', KEYS[4], 0, stream)
 local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
-keep_summary(KEYS[10], held, ARGV[15])
-for i = 13, #KEYS, 5 do
+keep_summary(KEYS[8], held, ARGV[15])
+for i = 11, #KEYS, 5 do
   if redis.call('PTTL', KEYS[i + 1]) < held then
     expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
     keep_summary(KEYS[i + 4], held, ARGV[15])

@@ -2,9 +2,8 @@
 -- bump the fence, write the outbox, unindex, publish the event. The status field in the run hash
 -- is the exactly-once point: of N concurrent calls, only the first finds it pending (scripts run
 -- one at a time); an interrupt past the run's `expires` at `now` can no longer be answered.
--- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 summary, 6 outbox, 7 index newest,
---       8 index expiring, 9 index newest of workflow, 10 index expiring of workflow, 11 metrics,
---       12-13 the next job's queues (see hand_off)
+-- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 summary, 6 outbox, 7 the workflow's index newest,
+--       8 its index expiring, 9 metrics, 10-11 the next job's queues (see hand_off)
 -- ARGV: 1 token field, 2 expected request id ('' = any), 3 journal field, 4 entry blob,
 --       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
 --       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms,
@@ -30,8 +29,6 @@ redis.call('HSET', KEYS[1], sfield, ARGV[11], 'status', 'queued', 'waiting', '',
 redis.call('ZADD', KEYS[6], ARGV[6], ARGV[9] .. ':' .. step .. ':' .. fence)
 redis.call('ZREM', KEYS[7], ARGV[7])
 redis.call('ZREM', KEYS[8], ARGV[8])
-redis.call('ZREM', KEYS[9], ARGV[7])
-redis.call('ZREM', KEYS[10], ARGV[8])
 xadd(KEYS[4], ARGV[10], ARGV[12], ARGV[5])
 local ttl = redis.call('HGET', KEYS[1], 'ttl')
 expire_all(ttl, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
@@ -42,7 +39,7 @@ local bucket = '+Inf'
 for bound in string.gmatch(ARGV[14], '%S+') do
   if waited <= tonumber(bound) * 1000 then bucket = bound break end
 end
-redis.call('HINCRBY', KEYS[11], 'resumes:accepted', 1)
-redis.call('HINCRBY', KEYS[11], 'wait:' .. bucket, 1)
-redis.call('HINCRBY', KEYS[11], 'wait:sum_ms', waited)
-return {'accepted', req, step, fence, hand_off({KEYS[12], KEYS[13]}, ARGV, 17, step, fence)}
+redis.call('HINCRBY', KEYS[9], 'resumes:accepted', 1)
+redis.call('HINCRBY', KEYS[9], 'wait:' .. bucket, 1)
+redis.call('HINCRBY', KEYS[9], 'wait:sum_ms', waited)
+return {'accepted', req, step, fence, hand_off({KEYS[10], KEYS[11]}, ARGV, 17, step, fence)}

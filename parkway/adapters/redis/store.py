@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -118,6 +118,8 @@ class RedisStore:
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
+        self._workflows: list[str] | None = None
+        """the workflows with an index, as the last listing across them read them"""
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
@@ -163,12 +165,9 @@ class RedisStore:
         return [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)]
 
     def _index_keys(self, workflow: str) -> list[str]:
-        return [
-            keys.index("newest"),
-            keys.index("expiring"),
-            keys.index("newest", workflow),
-            keys.index("expiring", workflow),
-        ]
+        """The workflow's two indexes of pending interrupts (there is no index across workflows: a
+        listing of every workflow merges theirs)."""
+        return [keys.index("newest", workflow), keys.index("expiring", workflow)]
 
     # --- transitions ----------------------------------------------------
 
@@ -574,7 +573,10 @@ class RedisStore:
     def expire(self, entry: IndexEntry, now: int) -> Expiry:
         r = entry.run_id
         with translated(r):
-            record = self.get_interrupt(r, entry.request_id)
+            fields = self.client.hgetall(keys.run(r))
+        request_id = entry.request_id or _text(fields.get(b"waiting", b""))
+        record = _interrupt_in(r, request_id, fields) if request_id else None
+        entry = replace(entry, request_id=request_id)
         policy = (record.on_expire if record else None) or {"action": "expire"}
         action = str(policy.get("action", "expire"))
         journal_blob, error_blob, failed_blob = b"", b"", b""
@@ -627,6 +629,7 @@ class RedisStore:
                 failed_blob,
                 r,
                 keys.status_field(entry.request_id),
+                entry.expires_at,
                 *parent_args,
             ],
         )
@@ -636,17 +639,26 @@ class RedisStore:
         return Expiry("expired", _text(reply[1]), int(reply[2]), int(reply[3]))
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
+        """Two round trips: leases, outbox and the workflows' names, then each workflow's expiring
+        index up to now (expired interrupts sort first there)."""
         with translated():
             pipe = self.client.pipeline(transaction=False)
             pipe.zrangebyscore(keys.leases(), "-inf", now, start=0, num=limit)
             pipe.zrangebyscore(keys.outbox(), "-inf", now - outbox_age_ms, start=0, num=limit)
-            pipe.zrangebylex(keys.index("expiring"), "-", f"({codec.time_floor(now)}", start=0, num=limit)
-            leases, outbox, expired = pipe.execute()
+            pipe.smembers(keys.workflows())
+            leases, outbox, names = pipe.execute()
+            workflows = sorted(_text(n) for n in names)
+            pipe = self.client.pipeline(transaction=False)
+            for wf in workflows:
+                pipe.zrangebylex(keys.index("expiring", wf), "-", b"(" + codec.time_floor(now), start=0, num=limit)
+            found = pipe.execute() if workflows else []
         stale = []
         for m in outbox:
             run_id, step, fence = _text(m).rsplit(":", 2)
             stale.append((run_id, int(step), int(fence)))
-        return Due([_text(m) for m in leases], stale, [codec.parse_member(_text(m), "expiring") for m in expired])
+        expired = [codec.parse_member(m, "expiring", wf) for wf, ms in zip(workflows, found, strict=True) for m in ms]
+        expired.sort(key=lambda e: e.expires_at)
+        return Due([_text(m) for m in leases], stale, expired[:limit])
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         with translated():
@@ -700,55 +712,95 @@ class RedisStore:
                 items, feed = self._waiting_interrupt(query)
                 return InterruptListing(items, None, feed)
             members, feed = self._page(query, after)
-            entries = [codec.parse_member(m, query.order) for m in members[: query.limit]]
+            entries = [codec.parse_member(m, query.order, wf) for wf, m in members[: query.limit]]
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
                 pipe.hgetall(keys.run(e.run_id))
             runs = pipe.execute() if entries else []
-        found = (_interrupt_in(e.run_id, e.request_id, f) for e, f in zip(entries, runs, strict=True))
+        found = (_pending_in(e, f) for e, f in zip(entries, runs, strict=True))
         items = [record for record in found if record is not None]
         more = len(members) > query.limit
-        cursor = codec.make_cursor(members[query.limit - 1], query.order) if more else None
+        cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
         return InterruptListing(items, cursor, feed)
 
-    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], Any]) -> tuple[Any, str | None]:
-        """``read(client)``'s reply. When the query watches: with the pause feed's last id read just
-        before it, in the same round trip (a pause ``read`` misses is after that id); when it waits,
-        after an XREAD BLOCK on the feed, in that round trip too (Redis runs a connection's commands
-        in order: the ones behind a blocked one run when it returns, woken or timed out)."""
-        if not query.watch and query.wait_after is None:
-            return read(self.client), None
+    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], None]) -> tuple[list[Any], str | None]:
+        """The replies of the commands ``read(pipeline)`` queues, in one round trip. When the query
+        watches: with the pause feed's last id read just before them (a pause they miss is after
+        that id); when it waits, after an XREAD BLOCK on the feed, in that round trip too (Redis
+        runs a connection's commands in order: the ones behind a blocked one run when it returns,
+        woken or timed out)."""
         pipe = self.client.pipeline(transaction=False)
+        watching = query.watch or query.wait_after is not None
         if query.wait_after is not None:
             pipe.xread({keys.pauses(): query.wait_after}, count=1, block=max(1, query.wait_ms))
-        pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+        if watching:
+            pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+        skip = (query.wait_after is not None) + watching
         read(pipe)
-        *_, last, reply = pipe.execute()
-        return reply, _text(last[0][0]) if last else "0-0"
+        replies = pipe.execute()
+        if not watching:
+            return replies, None
+        last = replies[skip - 1]
+        return replies[skip:], _text(last[0][0]) if last else "0-0"
 
-    def _page(self, query: InterruptQuery, after: str | None) -> tuple[list[str], str | None]:
-        """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler),
-        and the pause feed's position if the query watches."""
-        key, want = keys.index(query.order, query.workflow), query.limit + 1
-        if query.order == "expiring":  # the order itself puts expired members first: start past them
-            floor = codec.time_floor(query.now + 1)
-            low = f"({after}" if after and after > floor else f"[{floor}"
-            reply, feed = self._with_feed(query, lambda c: c.zrangebylex(key, low, "+", start=0, num=want))
-            return [_text(m) for m in reply], feed
-        high = f"({after}" if after else "+"
-        reply, feed = self._with_feed(query, lambda c: c.zrevrangebylex(key, high, "-", start=0, num=want))
-        out: list[str] = []
+    def _page(self, query: InterruptQuery, after: bytes | None) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Up to limit+1 unexpired (workflow, member) after the cursor, in order (expired members await
+        the reconciler), and the pause feed's position if the query watches. Without a workflow, the
+        workflows' indexes are merged: each gives its first limit+1, read together in one round trip
+        with the set of workflows (a workflow new to this store is read in one more)."""
+        want, newest = query.limit + 1, query.order == "newest"
+        floor = codec.time_floor(query.now + 1)
+
+        def first(pipe: Any, wf: str) -> None:
+            key = keys.index(query.order, wf)
+            if newest:
+                pipe.zrevrangebylex(key, b"(" + after if after else "+", "-", start=0, num=want)
+            else:  # the order itself puts expired members first: start past them
+                low = b"(" + after if after and after > floor else b"[" + floor
+                pipe.zrangebylex(key, low, "+", start=0, num=want)
+
+        if query.workflow is not None:
+            names = [query.workflow]
+        elif self._workflows is None:
+            names = self._workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
+        else:
+            names = self._workflows
+
+        def read(pipe: Any) -> None:
+            for wf in names:
+                first(pipe, wf)
+            if query.workflow is None:
+                pipe.smembers(keys.workflows())
+
+        replies, feed = self._with_feed(query, read)
+        batches = dict(zip(names, replies, strict=False))
+        if query.workflow is None:
+            known = sorted(_text(n) for n in replies[-1])
+            if new := [wf for wf in known if wf not in batches]:
+                pipe = self.client.pipeline(transaction=False)
+                for wf in new:
+                    first(pipe, wf)
+                batches.update(zip(new, pipe.execute(), strict=True))
+            self._workflows = known
+        out: list[tuple[str, bytes]] = []
+        for wf, batch in batches.items():
+            out += [(wf, m) for m in (self._unexpired(query, wf, batch, want) if newest else batch)]
+        out.sort(key=lambda pair: pair[1], reverse=newest)
+        return out[:want], feed
+
+    def _unexpired(self, query: InterruptQuery, wf: str, batch: list[bytes], want: int) -> list[bytes]:
+        """From a ``newest`` batch on, the first ``want`` members of ``wf``'s index not yet expired."""
+        key, out = keys.index("newest", wf), []
         while True:
-            batch = [_text(m) for m in reply]
-            out += [m for m in batch if codec.parse_member(m, "newest").expires_at > query.now]
+            out += [m for m in batch if codec.parse_member(m, "newest", wf).expires_at > query.now]
             if len(out) >= want or len(batch) < want:
-                return out[:want], feed
-            reply = self.client.zrevrangebylex(key, f"({batch[-1]}", "-", start=0, num=want)
+                return out[:want]
+            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], "-", start=0, num=want)
 
     def _waiting_interrupt(self, query: InterruptQuery) -> tuple[list[InterruptRecord], str | None]:
         r = query.run_id or ""
-        raw, feed = self._with_feed(query, lambda c: c.hget(keys.run(r), "waiting"))
-        waiting = _text(raw or b"")
+        replies, feed = self._with_feed(query, lambda pipe: pipe.hget(keys.run(r), "waiting"))
+        waiting = _text(replies[0] or b"")
         for _ in range(MAX_TREE_DEPTH):  # a run waiting on a child: the interrupt down its tree
             if not waiting.startswith("child:"):
                 break
@@ -779,11 +831,20 @@ class RedisStore:
             workflows = sorted(_text(n) for n in names)
             pipe = self.client.pipeline(transaction=False)
             for wf in workflows:
-                pipe.zlexcount(keys.index("expiring", wf), f"[{codec.time_floor(now + 1)}", "+")
+                pipe.zlexcount(keys.index("expiring", wf), b"[" + codec.time_floor(now + 1), "+")
             counts = pipe.execute() if workflows else []
         return Tallies(
             {_text(k): int(v) for k, v in counters.items()}, WAIT_BUCKETS_S, dict(zip(workflows, counts, strict=True))
         )
+
+
+def _pending_in(entry: IndexEntry, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
+    """The interrupt an index entry stands for, from its run's hash: the one the run waits on, if
+    its expiry is the entry's (else the entry is stale: the run moved on)."""
+    waiting = _text(fields.get(b"waiting", b""))
+    if not waiting or waiting.startswith("child:") or fields.get(b"expires") != str(entry.expires_at).encode():
+        return None
+    return _interrupt_in(entry.run_id, waiting, fields)
 
 
 def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
