@@ -174,6 +174,8 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     import os
     import uuid
 
+    from parkway.adapters import codec
+    from parkway.adapters.redis import keys as pwkeys
     from parkway.runtime import tokens
 
     _noting(pw)
@@ -192,7 +194,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     request_id = run.interrupt.request_id
     secret = pw.backend.options.secret
     token_hash = tokens.hash_token(tokens.mint(secret, template, request_id))
-    if not any(isinstance(a, str) and token_hash[:48] in a for call in calls for a in call.args):
+    if not any(isinstance(a, str) and token_hash[: pwkeys.TOKEN_FIELD_HEX] in a for call in calls for a in call.args):
         raise RuntimeError("the template's token hash is not in its arguments: the token scheme changed")
 
     def substitute(value: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
@@ -204,23 +206,23 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
                 value = value.replace(bold, bnew)
         return value
 
-    from parkway.adapters import codec
-    from parkway.adapters.redis import keys as pwkeys
     from parkway.adapters.redis.store import ScriptCall
 
     def args_of(call: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> list[Any]:
-        """The call's arguments for the new ids; the interrupt record's parts (a 64-byte split may
-        cut an id in two) are joined, substituted, and split again."""
-        prefix = pwkeys.record_field(request_id, 0)[:-1]
-        parts = [i for i in range(len(call.args) - 1) if str(call.args[i]).startswith(prefix) and i % 2 == 1]
-        args = [substitute(a, pairs, bpairs) for a in call.args[: parts[0]]] if parts else []
-        if not parts:
+        """The call's arguments for the new ids. park's end with the interrupt record in parts (rq, its
+        request id, rn, its count, then each part: a 64-byte split may cut an id in two): joined,
+        substituted, split again."""
+        if call.name != "park":
             return [substitute(a, pairs, bpairs) for a in call.args]
-        blob = substitute(b"".join(call.args[i + 1] for i in parts), pairs, bpairs)
-        new_req = substitute(request_id, pairs, bpairs)
-        for n, part in enumerate(codec.split(blob, pwkeys.PART_BYTES)):
-            args += [pwkeys.record_field(new_req, n), part]
-        return args + [substitute(a, pairs, bpairs) for a in call.args[parts[-1] + 2 :]]
+        head, tail = call.args[:17], call.args[17:]
+        if tail[0] != pwkeys.RECORD_HELD or tail[2] != "rn":
+            raise RuntimeError("park's arguments changed shape: the bulk writer needs updating")
+        blob = substitute(b"".join(tail[5::2]), pairs, bpairs)
+        parts = codec.split(blob, pwkeys.PART_BYTES)
+        record = [pwkeys.RECORD_HELD, substitute(tail[1], pairs, bpairs), "rn", len(parts)]
+        for n, part in enumerate(parts):
+            record += [pwkeys.record_field(n), part]
+        return [substitute(a, pairs, bpairs) for a in head] + record
 
     pipe = store.client.pipeline(transaction=False)
     last = template
@@ -228,7 +230,8 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
         for _ in range(first, min(count, first + batch)):
             rid, req = "run_" + uuid.uuid4().hex, "int_" + os.urandom(12).hex()
             new_hash = tokens.hash_token(tokens.mint(secret, rid, req))
-            pairs = [(template, rid), (request_id, req), (token_hash, new_hash), (token_hash[:48], new_hash[:48])]
+            cut = pwkeys.TOKEN_FIELD_HEX
+            pairs = [(template, rid), (request_id, req), (token_hash[:cut], new_hash[:cut])]
             if any(len(a) != len(b) for a, b in pairs):
                 raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")
             bpairs = [(a.encode(), b.encode()) for a, b in pairs]

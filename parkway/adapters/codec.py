@@ -55,32 +55,32 @@ def entry_from_blob(blob: bytes) -> JournalEntry:
 
 _INTERRUPT_FIELDS = (
     "request_id",
-    "workflow",
     "node",
     "step",
     "journal_field",
     "request",
     "created_at",
     "expires_at",
-    "token_hash",
     "on_expire",
     "root_run_id",
     "parent_run_id",
 )
-"""an interrupt record's fields in the order its stored array holds them (the run id is the key's)"""
+"""an interrupt record's fields in the order its stored array holds them; the run id, the workflow
+and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it)"""
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
-    """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, no run id."""
+    """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run holds."""
     return encode([getattr(record, name) for name in _INTERRUPT_FIELDS], what="interrupt")
 
 
-def interrupt_from_blob(run_id: str, blob: bytes) -> InterruptRecord:
+def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes) -> InterruptRecord:
     raw = decode(blob, what="interrupt")
     if not isinstance(raw, list) or len(raw) != len(_INTERRUPT_FIELDS):
         raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
     try:
-        return InterruptRecord(run_id=run_id, **dict(zip(_INTERRUPT_FIELDS, raw, strict=True)))
+        fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=True))
+        return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
 

@@ -24,11 +24,12 @@ key                         type    TTL       holds
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
-                                              and each interrupt of the run (see below):
-                                              ``t:<token hash, 48 hex>`` -> req,
+                                              and of each interrupt of the run (see below):
+                                              ``t:<token hash, 32 hex>`` -> req,
                                               ``s:<req>`` status (pending until ``expires``,
-                                              resolved, cancelled, expired), ``r:<req>:<i>``
-                                              the record's parts of <= 64 bytes
+                                              resolved, cancelled, expired); of its latest:
+                                              rq (its req), rn, r0..r<rn-1> (the record's
+                                              parts of <= 64 bytes)
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
@@ -98,10 +99,11 @@ def events(run_id: str) -> str:
     return f"{_tag(run_id)}:ev"
 
 
-TOKEN_FIELD_HEX = 48
-"""hex digits of a token's SHA-256 its field keeps (192 bits): with ``t:``, a field of 50 bytes"""
+TOKEN_FIELD_HEX = 32
+"""hex digits of a token's SHA-256 its field keeps (128 bits, within one run's hash)"""
 STATUS_PREFIX = "s:"
-RECORD_PREFIX = "r:"
+RECORD_HELD = "rq"
+"""the run-hash field naming the interrupt whose record the run holds (its latest)"""
 PART_BYTES = 64
 """the longest part of an interrupt record in the run hash (``hash-max-listpack-value``'s default)"""
 
@@ -116,9 +118,9 @@ def status_field(request_id: str) -> str:
     return STATUS_PREFIX + request_id
 
 
-def record_field(request_id: str, part: int) -> str:
-    """The run-hash field holding part ``part`` (from 0) of an interrupt's record."""
-    return f"{RECORD_PREFIX}{request_id}:{part}"
+def record_field(part: int) -> str:
+    """The run-hash field holding part ``part`` (from 0) of the record of the run's latest interrupt."""
+    return f"r{part}"
 
 
 def index(order: str, workflow: str) -> str:

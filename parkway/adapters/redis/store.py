@@ -334,9 +334,10 @@ class RedisStore:
 
     def _record_parts(self, record: InterruptRecord) -> list[Any]:
         """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
-        out: list[Any] = []
-        for i, part in enumerate(codec.split(codec.interrupt_to_blob(record), keys.PART_BYTES)):
-            out += [keys.record_field(record.request_id, i), part]
+        parts = codec.split(codec.interrupt_to_blob(record), keys.PART_BYTES)
+        out: list[Any] = [keys.RECORD_HELD, record.request_id, "rn", len(parts)]
+        for i, part in enumerate(parts):
+            out += [keys.record_field(i), part]
         return out
 
     def finish(
@@ -487,12 +488,13 @@ class RedisStore:
             "lookup",
             r,
             [keys.run(r), keys.summary(r)],
-            [keys.token_field(token_hash), now, keys.STATUS_PREFIX, keys.RECORD_PREFIX],
+            [keys.token_field(token_hash), now, keys.STATUS_PREFIX],
         )
         status = _text(reply[0])
         if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
-        return Lookup(status, codec.interrupt_from_blob(r, b"".join(reply[2:])))  # type: ignore[arg-type]
+        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[3:]))
+        return Lookup(status, record)  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
@@ -848,11 +850,14 @@ def _pending_in(entry: IndexEntry, fields: Mapping[bytes, bytes]) -> InterruptRe
 
 
 def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
-    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none."""
-    parts: list[bytes] = []
-    while (part := fields.get(keys.record_field(request_id, len(parts)).encode())) is not None:
-        parts.append(part)
-    return codec.interrupt_from_blob(run_id, b"".join(parts)) if parts else None
+    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if the run does
+    not hold its record (the run holds its latest interrupt's)."""
+    if _text(fields.get(keys.RECORD_HELD.encode(), b"")) != request_id:
+        return None
+    parts = [fields.get(keys.record_field(i).encode(), b"") for i in range(int(fields.get(b"rn", 0)))]
+    req = request_id.encode()
+    token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == req), "")
+    return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts))
 
 
 MAX_TREE_DEPTH = 16
