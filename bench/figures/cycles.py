@@ -157,6 +157,13 @@ def measure(plan: Plan, url: str) -> Section:
                 med(redis_ms) <= TARGETS["redis_cpu_ms"],
             )
         )
+        floor_ms = [r["redis_cpu_ms"] for r in res.get(floors()[0], [])]
+        if med(redis_ms) > TARGETS["redis_cpu_ms"] and floor_ms:
+            sec.notes.append(
+                f"Redis CPU per cycle: the RQ floor alone (two trivial jobs, {FLOOR_NAMES[floors()[0]]}) takes "
+                f"{fmt(med(floor_ms), 2)} ms; parkway's share is the difference. A Redis at ≤ 0.5 ms per cycle "
+                "needs RQ's per-job bookkeeping cut below the floor's (see figure 3's commands by owner)"
+            )
     for what, values, target, bound, sense in ratios:
         if not values:
             continue
