@@ -8,8 +8,11 @@ the node replays with its hooks returning what they recorded.
 from .aio import AsyncParkway
 from .client import Parkway
 from .config import Settings
+from .runtime.agents import add_message, use_model, use_tool
 from .runtime.contracts import Contract
 from .runtime.errors import (
+    BranchBusy,
+    BranchParked,
     ChildFailed,
     ConfigError,
     CorruptRecord,
@@ -21,9 +24,13 @@ from .runtime.errors import (
     ParkwayError,
     PayloadTooLarge,
     RunNotFound,
+    SessionDenied,
+    SessionError,
+    SessionNotFound,
     StaleFence,
     StoreError,
     StoreUnavailable,
+    ToolError,
     ValidationError,
     WaitTimeout,
     WorkflowError,
@@ -57,13 +64,19 @@ from .runtime.protocol import (
 )
 from .runtime.reasoning import ModelProvider, ScriptedModel, use_reason
 from .runtime.resume import parse_resume_metadata
+from .runtime.sessions import Caller
 from .runtime.workflow import Result, Retry, Workflow
+from .sessions import Cleared, Sent, SessionView
 
 __all__ = [
     "AsyncParkway",
+    "BranchBusy",
+    "BranchParked",
+    "Caller",
     "CancelOutcome",
     "CancelResult",
     "ChildFailed",
+    "Cleared",
     "ConfigError",
     "Contract",
     "CorruptRecord",
@@ -90,25 +103,34 @@ __all__ = [
     "RunNotFound",
     "RunStatus",
     "ScriptedModel",
+    "Sent",
+    "SessionDenied",
+    "SessionError",
+    "SessionNotFound",
+    "SessionView",
     "Settings",
     "StaleFence",
     "StoreError",
     "StoreUnavailable",
+    "ToolError",
     "ValidationError",
     "WaitTimeout",
     "Workflow",
     "WorkflowError",
     "WorkflowUnavailable",
+    "add_message",
     "complete_response",
     "emit",
     "idempotency_key",
     "parse_resume_metadata",
     "use_interrupt",
+    "use_model",
     "use_node_state",
     "use_now",
     "use_reason",
     "use_stable_id",
     "use_step",
+    "use_tool",
     "use_workflow",
     "use_workflow_state",
 ]

@@ -17,6 +17,9 @@ route                                       what it does
                                             ``{token, requestId?, cancel: true, reason?}``
 ``GET  /a/{link}``, ``POST /a/{link}``      a one-click answer link (``Parkway.answer_links``): the
                                             GET shows a confirmation page, only its POST answers
+``/v1/sessions...``                         sessions: open, read, events, messages, edit, switch,
+                                            raise and resume interrupts, answer deferred tools
+                                            (see ``parkway.session_api``)
 ==========================================  ===================================================
 
 A resume answers with a status that says what happened: 200 accepted, 422 an
@@ -41,7 +44,6 @@ import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from html import escape
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -53,7 +55,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from . import links
+from . import links, session_api
 from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import Settings
 from .metrics import ParkwayCollector, Refused
@@ -65,6 +67,9 @@ from .runtime.errors import (
     MalformedResume,
     ParkwayError,
     RunNotFound,
+    SessionDenied,
+    SessionError,
+    SessionNotFound,
     StoreUnavailable,
     ValidationError,
     WorkflowError,
@@ -78,6 +83,7 @@ from .runtime.protocol import (
     Run,
     check_id,
 )
+from .runtime.sessions import Caller
 
 ROLES = ("system", "machine", "user")
 STREAM_BLOCK_MS = 4000
@@ -99,21 +105,9 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who calls: a role, and for a user the owner and tenant (for sessions' privilege rules)."""
-
-    role: Literal["system", "machine", "user"]
-    owner: str | None = None
-    tenant: str | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}:{self.owner}" if self.owner else self.role
-
-
 def parse_keys(text: str) -> dict[str, Caller]:
-    """``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``, comma-separated."""
+    """``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``, comma-separated; a user
+    needs both, a machine or system key bound to a tenant leaves the owner empty (``machine::acme``)."""
     out: dict[str, Caller] = {}
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -125,9 +119,13 @@ def parse_keys(text: str) -> dict[str, Caller]:
                 "PARKWAY_API_KEYS entries look like <sha256 hex of the key>=<system|machine|user>[:owner[:tenant]]"
             )
         for extra in parts[1:]:
-            check_id(extra, "API key owner or tenant")
+            if extra:  # empty: none (a machine bound to a tenant is machine::<tenant>)
+                check_id(extra, "API key owner or tenant")
         role: Any = parts[0]
-        out[digest] = Caller(role, *(parts[1:3]))
+        try:
+            out[digest] = Caller(role, *(part or None for part in parts[1:3]))
+        except ValidationError as exc:
+            raise ConfigError(f"PARKWAY_API_KEYS: {exc.message} (<hash>=user:<owner>:<tenant>)") from None
     return out
 
 
@@ -251,6 +249,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
     async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
         if isinstance(exc, StoreUnavailable):
             return _problem(503, exc)
+        if isinstance(exc, SessionDenied):
+            return _problem(403, exc)
+        if isinstance(exc, SessionNotFound):
+            return _problem(404, exc)
+        if isinstance(exc, SessionError):  # a parked or busy branch, a session id taken
+            return _problem(409, exc)
         if isinstance(exc, RunNotFound):
             return _problem(404, exc)
         if isinstance(exc, ValidationError | WorkflowError):
@@ -277,10 +281,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
 
     @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
     def get_run(run_id: str, who: Auth) -> dict[str, Any]:
+        pw.sessions.check_run(run_id, who)  # a session's runs are its owner's and tenant's
         return _dump(pw.get_run(run_id))
 
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"])
     def cancel(run_id: str, body: CancelBody, who: Auth) -> dict[str, Any]:
+        pw.sessions.check_run(run_id, who)
         return _dump(pw.cancel(run_id, reason=body.reason, responder=who.name))
 
     @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse)
@@ -294,6 +300,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         start_at = last_event_id or after
         if not _stream_position(start_at):
             raise ValidationError("after / Last-Event-ID must be a stream position such as 1700000000000-0")
+        await anyio.to_thread.run_sync(pw.sessions.check_run, run_id, who)
         await anyio.to_thread.run_sync(pw.get_run, run_id)  # 404 before the stream opens
         # resume tokens go to system and machine callers; a person answers through an application or a link
         stream = events.sse(run_id, start_at, with_tokens=who.role != "user")
@@ -316,6 +323,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         # a waiting listing holds one of the thread pool's threads while it waits
         page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
                                   include_tokens=tokens, wait_ms=wait_ms)
+        # a session's interrupts only to callers of its tenant (and, for a user, its owner)
+        page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
         return _dump(page)
 
     @app.post(
@@ -328,6 +337,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
     def resume(body: ResumeBody, who: Auth) -> JSONResponse:
         # a person answers as themselves; a system or machine caller may name who it answers for
         responder = who.name if who.role == "user" else (body.responder or who.name)
+        try:
+            pw.sessions.check_run(tokens.run_id_of(body.token), who)  # another tenant's session: 403
+        except MalformedResume as exc:
+            refused.add("invalid")
+            return _problem(422, exc)
         try:
             if body.cancel:
                 result = pw.cancel_interrupt(body.token, reason=body.reason, responder=responder,
@@ -382,6 +396,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None) -> FastAPI
         refused.add(result.outcome.value)
         return _page(*_LINK_OUTCOMES[result.outcome])
 
+    session_api.add_routes(app, pw, _caller, events.session_sse)
     return app
 
 
@@ -439,13 +454,16 @@ class _EventReader:
                 pw.settings.redis_url, socket_timeout=5, socket_connect_timeout=2, max_connections=MAX_STREAMS
             )
 
-    async def _read(self, run_id: str, after: str) -> list[Any]:
-        if self._async is None:
-            return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
+    async def _read(self, run_id: str, after: str, *, session: bool = False) -> list[Any]:
         from .adapters import codec
         from .adapters.redis import keys
 
-        reply = await self._async.xread({keys.events(run_id): after}, count=100, block=STREAM_BLOCK_MS)
+        if self._async is None:
+            if session:
+                return await anyio.to_thread.run_sync(self.pw.store.sessions.events, run_id, after, 1000, 100)
+            return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
+        key = keys.session_events(run_id) if session else keys.events(run_id)
+        reply = await self._async.xread({key: after}, count=100, block=STREAM_BLOCK_MS)
         out = []
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
@@ -468,6 +486,18 @@ class _EventReader:
                 yield frame.encode()
                 if ends_stream(event.type, "done"):
                     return
+
+    async def session_sse(self, session_id: str, after: str) -> AsyncIterator[bytes]:
+        """A session's events as SSE frames, for as long as the client listens (a session never ends)."""
+        while True:
+            batch = await self._read(session_id, after, session=True)
+            if not batch:
+                yield b": waiting\n\n"
+                continue
+            for stored in batch:
+                after = stored.id
+                data = {"eventId": stored.id, "ts": stored.ts, **stored.data}
+                yield f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n".encode()
 
 
 def app_from_env() -> FastAPI:

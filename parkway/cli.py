@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import logs
+from . import logs, session_cli
 from .client import Parkway
 from .config import DEFAULT_TTL_MS, Settings
 from .runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
@@ -607,6 +607,7 @@ def parser() -> argparse.ArgumentParser:
     for add in (_add_worker, _add_run, _add_interrupts, _add_resume, _add_show, _add_events, _add_cancel,
                 _add_replay, _add_serve, _add_reconcile, _add_demo):
         add(sub)
+    session_cli.add(sub, _command)
     return p
 
 

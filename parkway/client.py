@@ -15,6 +15,7 @@ from .config import Settings, check_ttl
 from .runtime import tokens
 from .runtime.clock import now_ms
 from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
+from .runtime.hooks import CHILD_SEPARATOR
 from .runtime.loading import split_ref
 from .runtime.logger import get_logger
 from .runtime.protocol import (
@@ -45,6 +46,7 @@ from .runtime.store import (
     StoredEvent,
 )
 from .runtime.workflow import Workflow
+from .sessions import Sessions
 
 log = get_logger()
 
@@ -79,27 +81,37 @@ class Parkway:
         ttl_ms: int | None = None,
     ) -> str:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
-        if isinstance(workflow, Workflow):
-            workflow.validate()
-            if self.backend.workflows is not None:  # embedded: defined anywhere, even in __main__
-                wf, ref = workflow, self.backend.workflows.register(workflow)
-            else:
-                wf, ref = workflow, workflow.ref()
-                self.settings.modules.check(split_ref(ref)[0])  # workers would refuse it: say so now
-        elif isinstance(workflow, str):
-            wf, ref = self.settings.modules.load(workflow), workflow
-        else:
-            raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
+        wf, ref = self._workflow_ref(workflow)
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
         run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
+        if CHILD_SEPARATOR in run_id:
+            raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
         if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms())):
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name)
         return run_id
+
+    def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
+        """The workflow and the reference workers find it by; refused now if workers would refuse it."""
+        if isinstance(workflow, Workflow):
+            workflow.validate()
+            if self.backend.workflows is not None:  # embedded: defined anywhere, even in __main__
+                return workflow, self.backend.workflows.register(workflow)
+            ref = workflow.ref()
+            self.settings.modules.check(split_ref(ref)[0])  # workers would refuse it: say so now
+            return workflow, ref
+        if isinstance(workflow, str):
+            return self.settings.modules.load(workflow), workflow
+        raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
+
+    @property
+    def sessions(self) -> Sessions:
+        """Sessions: trees of messages answered by an agent workflow (:mod:`parkway.sessions`)."""
+        return Sessions(self)
 
     def get_run(self, run_id: str) -> Run:
         """The run's current state; ``expired`` once its records are past the TTL."""
@@ -234,7 +246,8 @@ class Parkway:
         ``cancelled`` at once (a job still executing it can no longer commit); a
         finished run is left alone (``already_finished``). A run waiting on a child run
         (``use_workflow``) has the child cancelled the same way, down the tree: the outcome is the
-        child's, and the run's ``use_workflow`` then raises ChildFailed (status ``cancelled``).
+        child's, and the run's ``use_workflow`` then raises ChildFailed (status ``cancelled``). A
+        session's branch run held while its branch is parked ends ``cancelled`` at once.
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)
@@ -252,7 +265,7 @@ class Parkway:
                 if child.outcome is CancelOutcome.ALREADY_FINISHED:
                     continue  # the child ended meanwhile: this run moves on; read it again
                 return CancelResult(outcome=child.outcome, run_id=run_id, status=RunStatus.WAITING)
-            if record.status is RunStatus.WAITING and record.waiting_on:
+            if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on != "session":
                 interrupt = self.store.get_interrupt(run_id, record.waiting_on)
                 if interrupt is not None:
                     result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder)

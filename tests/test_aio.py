@@ -66,3 +66,28 @@ def test_streams_time_out_without_blocking_the_loop(harness: Harness) -> None:
         assert 0.9 <= time.monotonic() - started < 3 and ticks >= 10
 
     asyncio.run(scenario())
+
+
+def test_sessions_awaited(harness: Harness) -> None:
+    """The session surface, awaited: the same outcomes and refusals as the sync client's."""
+    from parkway import BranchParked, Caller
+    from tests import session_flows
+
+    ada = Caller("user", "ada", "acme")
+
+    async def scenario() -> None:
+        pw = AsyncParkway(client=harness.pw)
+        sid = await pw.sessions.open(session_flows.mail, owner="ada", tenant="acme")
+        sent = await pw.sessions.send(sid, "mail bob", caller=ada)
+        harness.run_jobs()  # (RQ's worker wants the main thread)
+        view = await pw.sessions.get(sid, caller=ada)
+        with pytest.raises(BranchParked):
+            await pw.sessions.send(sid, "and?", caller=ada)
+        resume = {"type": "interrupt.resume", "interrupt_id": view.parked_by()[0], "payload": {"approved": True}}
+        assert (await pw.sessions.resume(sid, resume, caller=ada)).outcome == "resumed"
+        harness.run_jobs()
+        view = await pw.sessions.get(sid)
+        assert view.messages[view.head].content == "done: sent" and view.messages[view.head].run_id == sent.run_id
+        assert [e.type for e in await pw.sessions.events(sid)][0] == "session.opened"
+
+    asyncio.run(scenario())

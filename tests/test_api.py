@@ -28,12 +28,12 @@ USER_KEY = "user-key-" + "u" * 24
 class Server:
     """`uvicorn --factory parkway.api:app_from_env` in a process of its own."""
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, extra_keys: str = "") -> None:
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-               "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine,{hash_key(USER_KEY)}=user:ana:acme"}
+               "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine,{hash_key(USER_KEY)}=user:ana:acme{extra_keys}"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(self.port),
              "--host", "127.0.0.1"],

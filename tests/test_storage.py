@@ -48,12 +48,14 @@ def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness)
     assert _client(harness).object("encoding", keys.run(run_id)) == b"listpack"
 
 
-def test_a_run_holds_its_latest_record_and_an_earlier_token_reads_already_resolved(harness: Harness) -> None:
-    """A second pause of the run replaces the first's record in the run hash (no part left over);
-    the first token still reads already_resolved, the second resumes."""
+def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness: Harness) -> None:
+    """A second pause of the run takes the short part names (r0, r1, ...; none left over from the
+    first); the first record moves under names of its own and still reads by request id; the first
+    token reads already_resolved, the second resumes."""
     client = _client(harness)
     run_id = harness.start_and_run(flows.two_questions)
     first = harness.token(run_id)
+    first_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
     assert harness.pw.resume(first, selected="red").accepted
     harness.run_jobs()
     second = harness.token(run_id)
@@ -62,6 +64,8 @@ def test_a_run_holds_its_latest_record_and_an_earlier_token_reads_already_resolv
     parts = int(fields[b"rn"])
     assert fields[keys.RECORD_HELD.encode()] == held.request_id.encode()
     assert not [f for f in fields if f.startswith(b"r") and f[1:].isdigit() and int(f[1:]) >= parts]
+    earlier = harness.pw.store.get_interrupt(run_id, first_id)
+    assert earlier is not None and earlier.request_id == first_id and earlier.request["question"]
     assert harness.pw.resume(first, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
     assert harness.pw.lookup(second).request_id == held.request_id  # type: ignore[union-attr]
 

@@ -16,6 +16,12 @@
     ├── ChildFailed              raised by use_workflow when the child run failed, was cancelled or expired
     ├── StaleFence               a commit from an attempt that is no longer current
     ├── RunNotFound              no run (and no summary) under that id
+    ├── ToolError                raised by use_tool when the tool (or the policy) answered with an error
+    ├── SessionError             a session transition refused; nothing was written
+    │   ├── SessionNotFound      no session under that id
+    │   ├── BranchParked         the path a message would extend is parked by an interrupt
+    │   ├── BranchBusy           a run is live at the head a message would extend
+    │   └── SessionDenied        the caller may not do this to this session
     ├── WaitTimeout              wait()/stream() gave up
     └── StoreError               the store failed or holds something unreadable
         ├── StoreUnavailable     the connection to Redis is lost
@@ -113,6 +119,34 @@ class StaleFence(ParkwayError):
 
 class RunNotFound(ParkwayError):
     """No run and no run summary under that id."""
+
+
+class ToolError(ParkwayError):
+    """``use_tool`` got an error for its call (from the tool, or from the session's policy, e.g. a
+    declined approval). Fields: ``tool``, ``tool_call_id``."""
+
+
+class SessionError(ParkwayError):
+    """A session transition was refused; nothing was written."""
+
+
+class SessionNotFound(SessionError):
+    """No session under that id (never opened, or past its TTL)."""
+
+
+class BranchParked(SessionError):
+    """The path a message would extend is parked: ``interrupts`` lists the ids parking it (answer
+    or clear them, or branch off above their anchors with ``edit``)."""
+
+
+class BranchBusy(SessionError):
+    """A run is still live at the head a message would extend (one live run per branch):
+    ``run_id`` names it."""
+
+
+class SessionDenied(SessionError):
+    """The caller may not do this: another tenant, not the session's owner, or an interrupt raised
+    with more privilege than the caller has."""
 
 
 class WaitTimeout(ParkwayError):

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from . import tokens
+from .agents import Held, consult_start, hold_if_parked
 from .clock import now_ms
 from .errors import (
     ChildFailed,
@@ -29,11 +30,13 @@ from .errors import (
     InterruptCancelled,
     ParkwayError,
     StaleFence,
+    StoreError,
+    StoreUnavailable,
     ValidationError,
     WorkflowError,
     WorkflowUnavailable,
 )
-from .hooks import NodeContext, Pause, SpawnChild, activate, deactivate, expiry_policy
+from .hooks import CHILD_SEPARATOR, NodeContext, Pause, SpawnChild, activate, deactivate, expiry_policy
 from .loading import WorkflowModules
 from .logger import get_logger
 from .store import Advance, Attempt, InterruptRecord, JournalEntry, NewRun, Park, RunRecord, Spawn, Store
@@ -115,9 +118,19 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
     while True:
         structlog.contextvars.bind_contextvars(node=node, step=step)
         ctx = NodeContext(
-            store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock
+            store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock,
+            session=_session_of(run), definition=workflow,
         )
-        outcome = _attempt(workflow, ctx, data)
+        try:
+            view = _with_path(store, ctx, data)
+        except StoreError as exc:
+            if isinstance(exc, StoreUnavailable):
+                raise
+            return _fail(store, options, run.run_id, fence, exc, node)  # not one of the session's runs
+        outcome = _attempt(workflow, ctx, view)
+        if isinstance(outcome, Held):
+            log.info("run_held", reason=str(outcome))  # the session script committed the hold
+            return JobEnd.WAITING
         if isinstance(outcome, Pause):
             _park(store, options, ctx, outcome, run, workflow.on_expire)
             return JobEnd.WAITING
@@ -149,6 +162,24 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         node, step, journal = next_node, step + 1, {}
 
 
+def _with_path(store: Store, ctx: NodeContext, data: dict[str, Any]) -> dict[str, Any]:
+    """What a branch run's node receives: its data with ``messages``, the path to its leaf, read
+    from the session (messages never change, so every attempt reads the same path). The run keeps
+    only the leaf: a long conversation's path is not copied into each of its runs."""
+    if ctx.session is None:
+        return data
+    return {**data, "messages": store.sessions.path(ctx.session, str(data.get("leaf") or ""), ctx.run_id)}
+
+
+def _session_of(run: RunRecord) -> str | None:
+    """The session whose branch run this is (its id is ``<session>--<hex>`` and its input names
+    the session), else None. The session scripts check the run is one of the session's."""
+    session = run.data.get("session") if isinstance(run.data, dict) else None
+    if isinstance(session, str) and run.run_id.startswith(session + CHILD_SEPARATOR):
+        return session
+    return None
+
+
 def _cancelled(outcome: object) -> bool:
     """An uncaught cancellation ends the run cancelled: its own interrupt's, or its child's."""
     if isinstance(outcome, ChildFailed):
@@ -173,7 +204,7 @@ def _fail(store: Store, options: Options, run_id: str, fence: int, exc: BaseExce
 
 def _attempt(
     workflow: Workflow, ctx: NodeContext, data: dict[str, Any]
-) -> Result | Pause | SpawnChild | BaseException:
+) -> Result | Pause | SpawnChild | Held | BaseException:
     """Run the node, retrying per its policy; return its result, its pause, or its final error."""
     spec = workflow.nodes[ctx.node]
     attempts = spec.retry.attempts if spec.retry else 1
@@ -181,11 +212,15 @@ def _attempt(
         ctx.position = 0
         token = activate(ctx)
         try:
+            if ctx.session is not None:
+                hold_if_parked(ctx)  # a run released onto a parked branch waits before it does anything
+                if ctx.step == 0:
+                    consult_start(ctx, data)  # the policy sees the run's trigger before the node runs
             value = spec.fn(copy.deepcopy(data))
             if inspect.isawaitable(value):
                 value = _run_async(value)
             return as_result(value, ctx.node)
-        except (Pause, SpawnChild) as pause:
+        except (Pause, SpawnChild, Held) as pause:
             return pause
         except ParkwayError as exc:
             return exc  # nondeterminism, stale fence, invalid state: retrying cannot help
@@ -230,11 +265,16 @@ def _park(
 ) -> None:
     run_ttl_ms = run.ttl_ms
     now = options.clock()
+    if ctx.session is not None:  # listings show a session's interrupts with the session and anchor
+        sessions = store.sessions
+        anchor = sessions.leaf(ctx.session, ctx.run_id)
+        meta = {**pause.request.meta, "session": ctx.session, "anchor": anchor, "branchRun": ctx.run_id}
+        pause.request = pause.request.model_copy(update={"meta": meta})
     policy = pause.on_expire
     if policy is None and default_on_expire is not None:
         policy = expiry_policy(pause.request, default_on_expire, pause.contract)
     on_expire = _expiry_record(pause, policy)
-    request_id = "int_" + os.urandom(12).hex()
+    request_id = pause.request_id or "int_" + os.urandom(12).hex()
     token = tokens.mint(options.secret, ctx.run_id, request_id)
     ttl_ms = pause.ttl_ms or run_ttl_ms
     interrupt = InterruptRecord(

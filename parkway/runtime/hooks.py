@@ -55,9 +55,12 @@ class Pause(BaseException):
         ttl_ms: int | None,
         on_expire: dict[str, Any] | None = None,
         contract: Contract[Any, Any] | None = None,
+        request_id: str | None = None,
     ):
         if key is not _PAUSE_KEY:
             raise TypeError("Pause is raised by use_interrupt only")
+        self.request_id = request_id
+        """the request id to park under (session interrupts, deferred tools); None: a random one"""
         super().__init__(f"paused at {name!r}")
         self.request = request
         self.journal_field = journal_field
@@ -82,6 +85,13 @@ class SpawnChild(BaseException):
         self.journal_field = f"w:{name}"
 
 
+def pause_for(
+    request: InterruptRequest, journal_field: str, name: str, contract: Contract[Any, Any], request_id: str
+) -> Pause:
+    """A pause under a chosen request id, for the session hooks (``parkway.runtime.agents``)."""
+    return Pause(_PAUSE_KEY, request, journal_field, name, None, None, contract, request_id)
+
+
 @dataclass
 class NodeContext:
     """The state of one node attempt; hooks find it through a contextvar."""
@@ -96,6 +106,10 @@ class NodeContext:
     workflow_state: dict[str, Any]
     clock: Callable[[], int]
     position: int = 0
+    session: str | None = None
+    """the session id when this run is a session's branch run (``parkway.runtime.agents``)"""
+    definition: Workflow | None = None
+    """the running workflow (its tools and policy, for ``use_tool``)"""
 
     def next_position(self) -> str:
         field_name = f"@{self.position}"

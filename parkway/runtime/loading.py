@@ -36,8 +36,8 @@ from .errors import WorkflowError, WorkflowUnavailable
 from .workflow import Workflow
 
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-ALWAYS_ALLOWED = ("parkway.demo",)
-"""parkway's own workflows, importable whatever the allow-list says"""
+ALWAYS_ALLOWED = ("parkway.demo", "parkway.runtime.agents")
+"""parkway's own workflows and contracts, importable whatever the allow-list says"""
 
 
 def split_ref(ref: object) -> tuple[str, str]:

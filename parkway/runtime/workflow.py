@@ -70,6 +70,12 @@ class Workflow:
     """what happens to this workflow's interrupts at expiry unless ``use_interrupt(on_expire=)`` says
     otherwise: ``"expire"`` (the default: the run ends expired), ``"fail"``, ``"cancel"`` or
     ``{"answer": value}``"""
+    tools: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    """the tools ``use_tool`` may run, by name (called with the call's arguments as keywords)"""
+    decide: Callable[[dict[str, Any], list[dict[str, Any]]], Any] | None = None
+    """a session policy, ``decide(trigger, proposed) -> actions``: consulted by ``use_tool`` on
+    ``tool.execute`` and ``interrupt.resumed`` (see :mod:`parkway.runtime.agents`); None: the
+    proposed actions (run the tool)"""
     _module: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:

@@ -56,11 +56,11 @@ end
 -- (see parkway/workers/rq_internals.py for the format and the test that holds it to RQ's).
 -- `keys`: the queue, RQ's set of queues. `args` from `at` on ('' = enqueue nothing): the job key
 -- prefix, the job id prefix, the job data up to the step and fence, the description up to the
--- step, the enqueue time, then the job hash's fixed field/value pairs.
+-- step, the enqueue time, then the job hash's fixed field/value pairs (up to `last`, else to the end).
 -- The job key is the one key name built here, from the prefix and the fence: it depends on a value
 -- only this script knows (the fence it wrote). RQ's job keys carry no hash tag, as the queue does
 -- not: the hand-off is single-instance Redis only.
-local function hand_off(keys, args, at, step, fence)
+local function hand_off(keys, args, at, step, fence, last)
   if args[at] == '' then return 0 end
   local id = args[at + 1] .. fence
   local job = args[at] .. id
@@ -68,7 +68,7 @@ local function hand_off(keys, args, at, step, fence)
     -- the data: msgpack of (function, nil, (run id, step, fence), {}); RQ reads it uncompressed
     redis.call('HSET', job, 'data', args[at + 2] .. mp_uint(step) .. mp_uint(fence) .. '\128',
       'description', args[at + 3] .. step, 'created_at', args[at + 4], 'enqueued_at', args[at + 4],
-      unpack(args, at + 5))
+      unpack(args, at + 5, last))
     redis.call('RPUSH', keys[1], id)
   end
   redis.call('SADD', keys[2], keys[1])
@@ -96,4 +96,23 @@ local function notify_parent(kat, at)
   expire_all(ttl, {prun, KEYS[kat + 1], KEYS[kat + 2], KEYS[kat + 3]})
   keep_summary(KEYS[kat + 4], ttl, ARGV[at + 8])
   return hand_off({KEYS[kat + 6], KEYS[kat + 7]}, ARGV, at + 9, cur[3], fence)
+end
+
+-- Create a queued run with its summary, first events and outbox entry, and queue its first job;
+-- nil when the run id is taken. `k`: run, summary, events, outbox, then the job's queues (see
+-- hand_off). From A[a]: workflow, ref, start node, input blob, ttl ms, now, retention ms, maxlen,
+-- run.started blob, node.started blob, outbox member; the job's args from A[job_at] (to
+-- A[job_last], else to the end).
+local function create_run(k, A, a, job_at, job_last)
+  if redis.call('EXISTS', k[1]) == 1 or redis.call('EXISTS', k[2]) == 1 then return nil end
+  redis.call('HSET', k[1], 'wf', A[a], 'ref', A[a + 1], 'status', 'queued', 'node', A[a + 2],
+    'step', 0, 'fence', 0, 'input', A[a + 3], 'data', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
+    'ttl', A[a + 4])
+  redis.call('HSET', k[2], 'wf', A[a], 'status', 'queued', 'created', A[a + 5], 'updated', A[a + 5])
+  keep_summary(k[2], A[a + 4], A[a + 6])
+  xadd(k[3], A[a + 7], 'run.started', A[a + 8])
+  xadd(k[3], A[a + 7], 'node.started', A[a + 9])
+  redis.call('ZADD', k[4], A[a + 5], A[a + 10])
+  expire_all(A[a + 4], {k[1], k[3]})
+  return hand_off({k[5], k[6]}, A, job_at, 0, 0, job_last)
 end

@@ -1,4 +1,5 @@
--- End a queued or running run as failed or cancelled.
+-- End a queued or running run (or a session's branch run held on its parked branch) as failed or
+-- cancelled.
 -- KEYS: 1 run, 2 workflow state, 3 events, 4 summary, 5 leases, 6 metrics, 7... the parent's (see notify_parent)
 -- ARGV: 1 fence ('' = whatever is current), 2 status, 3 error blob ('' = none), 4 now,
 --       5 retention ms, 6 maxlen, 7 event type, 8 event blob, 9 done blob, 10 run id,
@@ -6,7 +7,10 @@
 local cur = redis.call('HMGET', KEYS[1], 'fence', 'status')
 if not cur[1] then return stale('run is gone') end
 if ARGV[1] ~= '' and cur[1] ~= ARGV[1] then return stale('run is at fence ' .. cur[1]) end
-if cur[2] ~= 'queued' and cur[2] ~= 'running' then return stale('run is ' .. cur[2]) end
+if cur[2] ~= 'queued' and cur[2] ~= 'running'
+    and not (cur[2] == 'waiting' and redis.call('HGET', KEYS[1], 'waiting') == 'session') then
+  return stale('run is ' .. cur[2])
+end
 redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'updated', ARGV[4])
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[3]) end

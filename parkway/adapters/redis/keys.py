@@ -7,6 +7,9 @@ one slot and a script may touch a parent's keys and a child's together (the
 spawn that parks a parent and creates its child; the end of a child that
 records its outcome in the parent and queues it). ``T`` is the run's TTL
 (refreshed by every write; while the run waits it is the interrupt's TTL).
+A session's keys carry its id as hash tag ``{S}``, and its branch runs are
+``<S>--<hex>``: a script may move a session and its runs together. ``S``
+below is the session's TTL, refreshed by its transitions.
 Below, ``pw:{R}:...`` stands for ``pw:{R}:<run id>:...`` for a child run.
 
 An interrupt has no key of its own: it lives in its run's hash, every field name and value at most
@@ -29,7 +32,8 @@ key                         type    TTL       holds
                                               ``s:<req>`` status (pending until ``expires``,
                                               resolved, cancelled, expired); of its latest:
                                               rq (its req), rn, r0..r<rn-1> (the record's
-                                              parts of <= 64 bytes)
+                                              parts of <= 64 bytes); of an earlier one:
+                                              ``r:<req>:<i>`` (its parts)
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
@@ -56,6 +60,19 @@ key                         type    TTL       holds
 ``pw:workflows``            set     none      names of workflows that ever parked (park): whose
                                               indexes a listing of all workflows merges, the
                                               reconciler scans and /metrics counts
+``pw:{S}:s``                 hash    S         a session: agent (workflow ref), wf, owner, tenant, head
+                                              (active message id), ttl, created, updated
+``pw:{S}:m``                 hash    S         message id -> message (role, content, run, at)
+``pw:{S}:up``                hash    S         message id -> parent message id ('' for a first message)
+``pw:{S}:open``              hash    S         open session-level interrupt id -> anchor message ('' =
+                                              global: parks every branch)
+``pw:{S}:i``                 hash    S         interrupt id -> record (raised and cleared, with who and when)
+``pw:{S}:dl``                hash    S         request id -> run id: a run's interrupt cleared while its
+                                              branch was abandoned; the answer waits for a switch back
+``pw:{S}:live``              hash    S         branch run id (``<S>--<hex>``) -> its leaf message; runs
+                                              that ended leave it at the next session transition
+``pw:{S}:sev``               stream  S         the session's events (messages, dispatches, interrupts,
+                                              holds, switches): the session can be rebuilt from them
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused
@@ -123,6 +140,12 @@ def record_field(part: int) -> str:
     return f"r{part}"
 
 
+def earlier_record_field(request_id: str, part: int) -> str:
+    """The run-hash field holding part ``part`` of the record of an earlier interrupt of the run
+    (park moves the record it held there when the run pauses again)."""
+    return f"r:{request_id}:{part}"
+
+
 def index(order: str, workflow: str) -> str:
     """A workflow's index of pending interrupts in ``order`` (newest | expiring)."""
     return f"{PREFIX}:ix:{order}:{workflow}"
@@ -162,3 +185,39 @@ def metrics() -> str:
 def workflows() -> str:
     """The workflows that ever parked an interrupt (whose pending interrupts /metrics counts)."""
     return f"{PREFIX}:workflows"
+
+
+def _session(session_id: str, part: str) -> str:
+    return f"{PREFIX}:{{{session_id}}}:{part}"
+
+
+def session(session_id: str) -> str:
+    return _session(session_id, "s")
+
+
+def session_messages(session_id: str) -> str:
+    return _session(session_id, "m")
+
+
+def session_up(session_id: str) -> str:
+    return _session(session_id, "up")
+
+
+def session_open(session_id: str) -> str:
+    return _session(session_id, "open")
+
+
+def session_interrupts(session_id: str) -> str:
+    return _session(session_id, "i")
+
+
+def session_deliveries(session_id: str) -> str:
+    return _session(session_id, "dl")
+
+
+def session_live(session_id: str) -> str:
+    return _session(session_id, "live")
+
+
+def session_events(session_id: str) -> str:
+    return _session(session_id, "sev")

@@ -2,8 +2,8 @@
 -- `expires` (the interrupt's) has passed at `now`.
 -- KEYS: 1 run, 2 summary
 -- ARGV: 1 token field, 2 now, 3 prefix of the status field
--- Returns {status}, {status, request id}, or, when the run holds the interrupt's record (its
--- latest interrupt's), {status, request id, workflow, the record's parts in order}.
+-- Returns {status}, {status, request id}, or, when the run holds the interrupt's record,
+-- {status, request id, workflow, the record's parts in order}.
 local req = redis.call('HGET', KEYS[1], ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 then return {'expired'} end
@@ -12,7 +12,17 @@ end
 local cur = redis.call('HMGET', KEYS[1], ARGV[3] .. req, 'expires', 'rq', 'rn', 'wf')
 local status = cur[1]
 if status == 'pending' and tonumber(ARGV[2]) >= (tonumber(cur[2]) or 0) then status = 'expired' end
-if cur[3] ~= req then return {status, req} end
 local out = {status, req, cur[5]}
-for i = 0, tonumber(cur[4]) - 1 do out[#out + 1] = redis.call('HGET', KEYS[1], 'r' .. i) end
+if cur[3] == req then
+  for i = 0, tonumber(cur[4]) - 1 do out[#out + 1] = redis.call('HGET', KEYS[1], 'r' .. i) end
+else  -- an earlier interrupt of the run: its parts under names of its own
+  local i = 0
+  while true do
+    local part = redis.call('HGET', KEYS[1], 'r:' .. req .. ':' .. i)
+    if not part then break end
+    out[#out + 1] = part
+    i = i + 1
+  end
+end
+if #out == 3 then return {status, req} end
 return out

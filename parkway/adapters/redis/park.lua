@@ -2,8 +2,7 @@
 -- publish the interrupt event, note the pause on the pause feed (what waiting listings block on).
 -- The interrupt lives in the run hash (no key of its own, no pending key): its token field names
 -- it, its status field says whether it can still be answered (with the run's `expires`), and its
--- record (the run holds its latest interrupt's) is split into fields of at most 64 bytes so the
--- hash keeps Redis's compact encoding.
+-- record is split into fields of at most 64 bytes so the hash keeps Redis's compact encoding.
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 the workflow's index newest, 6 its index expiring,
 --       7 leases, 8 summary, 9 workflows with interrupts, 10 pause feed, 11... five keys per ancestor
@@ -12,7 +11,7 @@
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
 --       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18... the record's fields as pairs:
---       rq and its request id, rn and its number of parts (ARGV[21]), then each part's field and part
+--       rq and its request id, rn and its number of parts, then each part's field and part
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -21,11 +20,17 @@ redis.call('ZADD', KEYS[6], 0, ARGV[10])
 redis.call('SADD', KEYS[9], ARGV[16])
 redis.call('ZREM', KEYS[7], ARGV[14])
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
-local held_parts = tonumber(redis.call('HGET', KEYS[1], 'rn') or '0')
+-- the record the run held (its interrupt before this one, answered or expired) keeps its parts
+-- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...
+local held = redis.call('HMGET', KEYS[1], 'rq', 'rn')
+if held[1] then
+  for i = 0, tonumber(held[2]) - 1 do
+    redis.call('HSET', KEYS[1], 'r:' .. held[1] .. ':' .. i, redis.call('HGET', KEYS[1], 'r' .. i))
+    redis.call('HDEL', KEYS[1], 'r' .. i)
+  end
+end
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
   'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 18))
--- the run holds its latest interrupt's record only: drop the parts of the one before left over
-for i = tonumber(ARGV[21]), held_parts - 1 do redis.call('HDEL', KEYS[1], 'r' .. i) end
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
 for i = 11, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])

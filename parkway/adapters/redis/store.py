@@ -49,6 +49,7 @@ from .. import codec
 from ..limits import Limits
 from . import keys
 from .errors import translated
+from .sessions import SessionStore
 
 T = TypeVar("T")
 WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
@@ -68,13 +69,23 @@ _SCRIPTS = (
     "expire",
     "release",
     "spawn",
+    "session_open",
+    "session_send",
+    "session_settle",
+    "session_raise",
+    "session_clear",
+    "session_note",
+    "session_switch",
+    "session_delivered",
+    "session_path",
 )
 
 
 @functools.cache
 def _source(name: str) -> str:
     folder = resources.files(__package__)
-    return folder.joinpath("_common.lua").read_text() + "\n" + folder.joinpath(f"{name}.lua").read_text()
+    shared = ["_common.lua", "_session.lua"] if name.startswith("session_") else ["_common.lua"]
+    return "\n".join(folder.joinpath(part).read_text() for part in [*shared, f"{name}.lua"])
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,8 @@ class RedisStore:
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
         self._workflows: list[str] | None = None
         """the workflows with an index, as the last listing across them read them"""
+        self.sessions = SessionStore(self)
+        """the session transitions, on the same client and scripts"""
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
@@ -172,29 +185,28 @@ class RedisStore:
     # --- transitions ----------------------------------------------------
 
     def create_run(self, run: NewRun) -> bool:
+        run_keys, run_args = self.new_run(run)
+        hand_keys, hand_args = self._hand_off(run.run_id)
+        return bool(self._call("create", run.run_id, [*run_keys, *hand_keys], [*run_args, *hand_args]))
+
+    def new_run(self, run: NewRun) -> tuple[list[str], list[Any]]:
+        """``create_run``'s keys (run, summary, events, outbox) and arguments (see ``_common.lua``),
+        for the scripts that create a run as part of their transition (a session's send)."""
         blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
         r = run.run_id
-        hand_keys, hand_args = self._hand_off(r)
-        handed = self._call(
-            "create",
-            r,
-            [keys.run(r), keys.summary(r), keys.events(r), keys.outbox(), *hand_keys],
-            [
-                run.workflow,
-                run.ref,
-                run.start_node,
-                blob,
-                run.ttl_ms,
-                run.now,
-                self.limits.retention_ms,
-                self.limits.max_events,
-                self._event({"workflow": run.workflow, "input": run.input}),
-                self._event({"node": run.start_node, "step": 0}),
-                f"{r}:0:0",
-                *hand_args,
-            ],
-        )
-        return bool(handed)
+        return [keys.run(r), keys.summary(r), keys.events(r), keys.outbox()], [
+            run.workflow,
+            run.ref,
+            run.start_node,
+            blob,
+            run.ttl_ms,
+            run.now,
+            self.limits.retention_ms,
+            self.limits.max_events,
+            self._event({"workflow": run.workflow, "input": run.input}),
+            self._event({"node": run.start_node, "step": 0}),
+            f"{r}:0:0",
+        ]
 
     def _begin_call(self, r: str, step: int, fence: int, now: int, lease_until: int) -> tuple[list[str], list[Any]]:
         return (
@@ -850,11 +862,16 @@ def _pending_in(entry: IndexEntry, fields: Mapping[bytes, bytes]) -> InterruptRe
 
 
 def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
-    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if the run does
-    not hold its record (the run holds its latest interrupt's)."""
-    if _text(fields.get(keys.RECORD_HELD.encode(), b"")) != request_id:
-        return None
-    parts = [fields.get(keys.record_field(i).encode(), b"") for i in range(int(fields.get(b"rn", 0)))]
+    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none:
+    the latest interrupt's parts are r0, r1, ...; an earlier one's r:<req>:0, r:<req>:1, ..."""
+    if _text(fields.get(keys.RECORD_HELD.encode(), b"")) == request_id:
+        parts = [fields.get(keys.record_field(i).encode(), b"") for i in range(int(fields.get(b"rn", 0)))]
+    else:
+        parts = []
+        while (part := fields.get(keys.earlier_record_field(request_id, len(parts)).encode())) is not None:
+            parts.append(part)
+        if not parts:
+            return None
     req = request_id.encode()
     token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == req), "")
     return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts))

@@ -1,0 +1,390 @@
+"""The session transitions on Redis: one script each (``session_*.lua``), over the session's keys
+and its branch runs' (they share the session's hash tag). Reads are one pipeline.
+
+Scripts that must see the session's live runs get them from the caller (their run keys cannot be
+named inside a script): the caller reads the live set, and the script answers ``retry`` when the
+set changed meanwhile; the caller then reads again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...runtime.errors import CorruptRecord, SessionError, SessionNotFound, ValidationError
+from ...runtime.store import JournalEntry, NewRun, StoredEvent
+from .. import codec
+from . import keys
+from .errors import translated
+
+if TYPE_CHECKING:
+    from .store import RedisStore
+
+RETRIES = 20
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class SessionRecords:
+    """Everything a session holds, read at once."""
+
+    session_id: str
+    fields: dict[str, str]
+    messages: dict[str, dict[str, Any]]
+    """message id -> message (role, content, run, at, ...), with its ``parent``"""
+    open: dict[str, str]
+    interrupts: dict[str, dict[str, Any]]
+    deliveries: dict[str, str]
+    live: dict[str, str]
+    runs: dict[str, dict[str, str]] = field(default_factory=dict)
+    """live run id -> its status and waiting"""
+
+
+class SessionStore:
+    """The session transitions of a RedisStore (``store.sessions``)."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.store = store
+
+    def _maxlen(self) -> int:
+        return self.store.limits.max_events
+
+    def _event(self, data: Mapping[str, Any]) -> bytes:
+        return codec.encode(dict(data), what="event")
+
+    def _all(self, s: str) -> list[str]:
+        """The session's eight keys, in the order every session script takes them first."""
+        k = self._keys(s)
+        return [k["s"], k["m"], k["up"], k["open"], k["i"], k["dl"], k["live"], k["sev"]]
+
+    def _queues(self, run_id: str) -> tuple[list[str], list[Any]]:
+        """hand_off's keys and arguments; two stand-in keys when the store enqueues no jobs, so the
+        keys after them stay where the scripts read them."""
+        hand_keys, hand_args = self.store._hand_off(run_id)
+        return (hand_keys or [keys.outbox(), keys.outbox()]), hand_args
+
+    def _keys(self, s: str) -> dict[str, str]:
+        return {
+            "s": keys.session(s),
+            "m": keys.session_messages(s),
+            "up": keys.session_up(s),
+            "open": keys.session_open(s),
+            "i": keys.session_interrupts(s),
+            "dl": keys.session_deliveries(s),
+            "live": keys.session_live(s),
+            "sev": keys.session_events(s),
+        }
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def read(self, session_id: str) -> SessionRecords:
+        k = self._keys(session_id)
+        pipe = self.store.client.pipeline(transaction=True)
+        pipe.hgetall(k["s"])
+        pipe.hgetall(k["m"])
+        pipe.hgetall(k["up"])
+        pipe.hgetall(k["open"])
+        pipe.hgetall(k["i"])
+        pipe.hgetall(k["dl"])
+        pipe.hgetall(k["live"])
+
+        with translated():
+            fields, messages, up, open_, interrupts, deliveries, live = pipe.execute()
+        if not fields:
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        runs: dict[str, dict[str, str]] = {}
+        if live:
+            pipe = self.store.client.pipeline(transaction=False)
+            ids = [_text(r) for r in live]
+            for r in ids:
+                pipe.hmget(keys.run(r), "status", "waiting")
+            with translated():
+                for r, (status, waiting) in zip(ids, pipe.execute(), strict=True):
+                    runs[r] = {"status": _text(status) if status else "gone", "waiting": _text(waiting or b"")}
+        decoded = {}
+        for mid, blob in messages.items():
+            message = self._decode(blob, "session message")
+            message["parent"] = _text(up.get(mid, b""))
+            decoded[_text(mid)] = message
+        return SessionRecords(
+            session_id,
+            {_text(a): _text(b) for a, b in fields.items()},
+            decoded,
+            {_text(a): _text(b) for a, b in open_.items()},
+            {_text(a): self._decode(b, "session interrupt") for a, b in interrupts.items()},
+            {_text(a): _text(b) for a, b in deliveries.items()},
+            {_text(a): _text(b) for a, b in live.items()},
+            runs,
+        )
+
+    def _decode(self, blob: bytes, what: str) -> dict[str, Any]:
+        value = codec.decode(blob, what=what)
+        if not isinstance(value, dict):
+            raise CorruptRecord(f"{what} is not a map")
+        return value
+
+    def owner(self, session_id: str) -> tuple[str, str] | None:
+        """The session's owner and tenant, or None when there is no such session."""
+        with translated():
+            owner, tenant = self.store.client.hmget(keys.session(session_id), "owner", "tenant")
+        return (_text(owner), _text(tenant)) if owner is not None and tenant is not None else None
+
+    def leaf(self, session_id: str, run_id: str) -> str:
+
+        with translated(run_id):
+            value = self.store.client.hget(keys.session_live(session_id), run_id)
+        return _text(value) if value is not None else ""
+
+    def path(self, session_id: str, leaf: str, run_id: str) -> list[dict[str, Any]]:
+        """The messages from the first to ``leaf`` (``{id, role, content}``), oldest first, for the
+        live branch run ``run_id`` (StoreError for any other run)."""
+        reply = self.store._call("session_path", run_id, self._all(session_id), [leaf, run_id])
+        out = []
+        for i in range(0, len(reply), 2):
+            message = self._decode(reply[i + 1], "session message") if reply[i + 1] else {}
+            out.append({"id": _text(reply[i]), "role": message.get("role"), "content": message.get("content")})
+        return out
+
+    def events(self, session_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+
+        with translated():
+            if block_ms is None:
+                rows = self.store.client.xrange(
+                    keys.session_events(session_id), min=f"({after}" if after != "0" else "-", count=count
+                )
+            else:
+                reply = self.store.client.xread({keys.session_events(session_id): after}, count=count, block=block_ms)
+                rows = reply[0][1] if reply else []
+        out = []
+        for event_id, data in rows:
+            fields = {_text(a): b for a, b in data.items()}
+            eid = _text(event_id)
+            data = codec.decode(fields["d"], what="event")
+            out.append(
+                StoredEvent(eid, _text(fields["t"]), int(eid.split("-")[0]), data if isinstance(data, dict) else {})
+            )
+        return out
+
+    # --- transitions -------------------------------------------------------------------------
+
+    def open(
+        self, session_id: str, agent_ref: str, workflow: str, owner: str, tenant: str, ttl_ms: int, now: int
+    ) -> None:
+        event = {"sessionId": session_id, "owner": owner, "tenant": tenant, "workflow": workflow}
+        try:
+            self.store._call(
+                "session_open",
+                None,
+                self._all(session_id),
+                [agent_ref, workflow, owner, tenant, ttl_ms, now, self._maxlen(), self._event(event)],
+            )
+        except ValidationError:
+            raise SessionError(f"session id {session_id!r} is taken", session_id=session_id) from None
+
+    def send(
+        self,
+        session_id: str,
+        mode: str,
+        edited: str,
+        parent: str,
+        message: Mapping[str, Any],
+        run: NewRun,
+        live: Sequence[str],
+        now: int,
+    ) -> list[str]:
+        """``session_send.lua``'s reply: ``ok``, ``retry``, ``parked`` + ids, ``busy`` + run id,
+        ``no_message``, ``gone``."""
+        run_keys, run_args = self.store.new_run(run)
+        hand_keys, hand_args = self._queues(run.run_id)
+        body = {key: value for key, value in message.items() if key != "id"}
+        added = {"id": message["id"], "parent": parent, **body}
+        dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
+        reply = self.store._call(
+            "session_send",
+            run.run_id,
+            [
+                *self._all(session_id),
+                *run_keys,
+                *hand_keys,
+                *(keys.run(r) for r in live),
+            ],
+            [
+                mode,
+                edited,
+                parent,
+                message["id"],
+                codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
+                now,
+                self._maxlen(),
+                self._event(added),
+                self._event(dispatched),
+                run.run_id,
+                len(live),
+                *run_args,
+                *live,
+                *hand_args,
+            ],
+        )
+        return [_text(x) for x in reply]
+
+    def settle(
+        self,
+        session_id: str,
+        run_id: str,
+        fence: int,
+        step: int,
+        mode: str,
+        journal_field: str,
+        entry: JournalEntry,
+        message: Mapping[str, Any] | None,
+        now: int,
+    ) -> str:
+        r = run_id
+        blob = codec.entry_to_blob(entry, self.store.limits.max_payload_bytes)
+        if message is not None:
+            body = {key: value for key, value in message.items() if key != "id"} | {"at": now}
+            message_id, message_blob = (
+                message["id"],
+                codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
+            )
+            added = self._event({"id": message_id, **body})
+        else:
+            message_id, message_blob, added = "", b"", b""
+        held = self._event({"runId": r, "reason": "the branch is parked", "voided": mode == "void"})
+        reply = self.store._call(
+            "session_settle",
+            r,
+            [*self._all(session_id), keys.run(r), keys.journal(r, step), keys.events(r), keys.leases()],
+            [fence, step, r, mode, journal_field, blob, message_id, message_blob, now, self._maxlen(), added, held],
+        )
+        return _text(reply)
+
+    def raise_(self, session_id: str, interrupt_id: str, anchor: str, record: Mapping[str, Any], now: int) -> str:
+        event = {
+            "interruptId": interrupt_id,
+            "anchor": anchor,
+            "scope": "session",
+            **{key: record[key] for key in ("reason", "payload", "origin", "raisedBy") if key in record},
+        }
+        reply = self.store._call(
+            "session_raise",
+            None,
+            self._all(session_id),
+            [
+                interrupt_id,
+                anchor,
+                codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
+                self._event(event),
+                now,
+                self._maxlen(),
+            ],
+        )
+        return _text(reply)
+
+    def clear(
+        self,
+        session_id: str,
+        interrupt_id: str,
+        record: Mapping[str, Any],
+        head: str,
+        live: Sequence[str],
+        run: NewRun,
+        trigger: Mapping[str, Any],
+        now: int,
+    ) -> list[str]:
+        """``session_clear.lua``'s reply: ``resumed`` + run id, ``dispatched`` + run id, ``cleared``,
+        ``still_parked`` + ids, ``already_cleared``, ``unknown``, ``retry``, ``gone``."""
+        run_keys, run_args = self.store.new_run(run)
+        hand_keys, hand_args = self._queues(run.run_id)
+        blocks = [self.store._hand_off(r)[1] for r in live]
+        live_keys = [key for r in live for key in (keys.run(r), keys.events(r))]
+        cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
+        dispatched = {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
+        reply = self.store._call(
+            "session_clear",
+            None,
+            [
+                *self._all(session_id),
+                run_keys[3],
+                run_keys[0],
+                run_keys[1],
+                run_keys[2],
+                *hand_keys,
+                *live_keys,
+            ],
+            [
+                interrupt_id,
+                codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
+                now,
+                self._maxlen(),
+                self._event(cleared),
+                self._event(dict(trigger)),
+                head,
+                len(live),
+                len(hand_args),
+                run.run_id,
+                self._event(dispatched),
+                *run_args,
+                *live,
+                *hand_args,
+                *(a for b in blocks for a in b),
+            ],
+        )
+        return [_text(x) for x in reply]
+
+    def note(
+        self,
+        session_id: str,
+        request_id: str,
+        run_id: str,
+        record: Mapping[str, Any],
+        now: int,
+        *,
+        keep: bool,
+        leaf: str = "",
+    ) -> str:
+        """Record the clearing of a run's interrupt: ``cleared``, ``already_cleared``, ``gone``, or
+        ``active`` (``keep``: its branch was abandoned, but the run's ``leaf`` is on the active path
+        now; nothing was written)."""
+        event = {"interruptId": request_id, "clearedBy": record.get("clearedBy"), "delivered": not keep}
+        return _text(
+            self.store._call(
+                "session_note",
+                run_id,
+                self._all(session_id),
+                [
+                    request_id,
+                    run_id,
+                    codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
+                    self._event(event),
+                    now,
+                    self._maxlen(),
+                    "1" if keep else "0",
+                    leaf,
+                ],
+            )
+        )
+
+    def switch(self, session_id: str, head: str, now: int) -> str:
+        return _text(
+            self.store._call(
+                "session_switch",
+                None,
+                self._all(session_id),
+                [head, now, self._maxlen(), self._event({"head": head})],
+            )
+        )
+
+    def delivered(self, session_id: str, request_id: str, run_id: str) -> bool:
+        return bool(
+            self.store._call(
+                "session_delivered",
+                run_id,
+                self._all(session_id),
+                [request_id, self._maxlen(), self._event({"interruptId": request_id, "runId": run_id})],
+            )
+        )

@@ -1,0 +1,339 @@
+"""Hooks for agents: model calls, tool calls under a policy, and the messages a branch run adds.
+
+Inside a session's branch run (see :mod:`parkway.runtime.sessions`) these
+hooks commit through the session: a model reply that settles while the
+branch is parked is *voided* (never recorded; the call is made again after
+the resume), a tool result that settles while parked is recorded, and in
+both cases the run is *held* — it ends its job and waits, without compute,
+until the interrupts parking its branch are cleared; the resume is then
+delivered first (``interrupt.resumed`` on the run's stream) and the node
+replays to its follow-on. Outside a session they record like ``use_step``.
+
+``use_tool`` asks the workflow's policy, ``decide(trigger, proposed)``::
+
+    def decide(trigger, proposed):
+        if trigger["type"] == "tool.execute" and trigger["name"] == "send_email":
+            return {"actions": [{"type": "interrupt", "reason": "confirm",
+                                 "payload": {"message": "Send the email?"}}]}
+        if trigger["type"] == "interrupt.resumed":
+            if (trigger.get("payload") or {}).get("approved"):
+                return {"actions": [{"type": "tool.result", "result": "sent"}]}
+            return {"actions": [{"type": "tool.error", "error": "declined"}]}
+        return proposed
+
+On ``tool.execute`` the proposal is ``[{"type": "tool.run"}]`` (run the
+workflow's tool of that name); the policy may keep it, answer at once
+(``tool.result`` / ``tool.error``), hold the call as a *deferred tool*
+(``tool.defer``: the run waits on that call until ``answer_tool``), or raise
+an ``interrupt`` (an approval, anchored at the branch's head). On
+``interrupt.resumed`` it answers the held call with ``tool.result`` or
+``tool.error``. ``use_tool`` returns the result or raises :class:`ToolError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field, RootModel
+
+from .contracts import Contract
+from .errors import InterruptCancelled, ToolError, ValidationError
+from .hooks import NodeContext, current, pause_for
+from .protocol import InterruptRequest, check_id
+from .reasoning import Message, ModelProvider
+from .sessions import check_text, parse_actions
+from .store import JournalEntry
+
+
+class Held(BaseException):
+    """The session held the run (its branch is parked): the job ends, the run waits. Raised by the
+    session hooks only; out of reach of ``except Exception`` like a pause."""
+
+
+class SessionAsk(BaseModel):
+    """What a session interrupt asks: the seed's ``reason`` and free ``payload``."""
+
+    reason: str = Field(min_length=1, max_length=1000)
+    payload: Any = None
+
+
+class AnyAnswer(RootModel[Any]):
+    """A session interrupt's answer: the free ``payload`` of ``interrupt.resume``."""
+
+
+SESSION_INTERRUPT: Contract[SessionAsk, AnyAnswer] = Contract(
+    "parkway.session-interrupt", 1, request=SessionAsk, response=AnyAnswer
+)
+
+
+class ToolCall(BaseModel):
+    """A deferred tool call, as its answerer sees it."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    tool_call_id: str
+
+
+class ToolAnswer(BaseModel):
+    """The answer to a deferred tool call: a result, or an error."""
+
+    result: Any = None
+    error: str | None = Field(default=None, max_length=1000)
+
+
+DEFERRED_TOOL: Contract[ToolCall, ToolAnswer] = Contract(
+    "parkway.deferred-tool", 1, request=ToolCall, response=ToolAnswer, question="A tool call waits for its result"
+)
+
+
+def request_id_for(prefix: str, run_id: str, step: int, field: str) -> str:
+    """The request id a session pause parks under: the same on every replay of the call."""
+    return prefix + hashlib.sha256(f"{run_id}:{step}:{field}".encode()).hexdigest()[:24]
+
+
+def _settle(ctx: NodeContext, field: str, entry: JournalEntry, mode: str, message: Mapping[str, Any] | None) -> None:
+    if ctx.session is None:
+        ctx.write(field, entry)
+        return
+    outcome = ctx.store.sessions.settle(
+        ctx.session, ctx.run_id, ctx.fence, ctx.step, mode, field, entry, message, ctx.clock()
+    )
+    if outcome in ("voided", "held"):
+        raise Held(f"run {ctx.run_id} held: its branch is parked ({outcome})")
+    ctx.journal[field] = entry
+
+
+def hold_if_parked(ctx: NodeContext) -> None:
+    """In a branch run, before calling out (a model, a tool) or starting an attempt: hold the run
+    now if its branch is parked, so nothing is called while parked."""
+    if ctx.session is None:
+        return
+    check = JournalEntry("check", "", None)
+    if (
+        ctx.store.sessions.settle(ctx.session, ctx.run_id, ctx.fence, ctx.step, "check", "", check, None, ctx.clock())
+        == "held"
+    ):
+        raise Held(f"run {ctx.run_id} held: its branch is parked")
+
+
+def use_model(
+    model: ModelProvider,
+    messages: Sequence[Message],
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    id: str | None = None,
+) -> dict[str, Any]:
+    """One model turn (``model.complete(messages, tools)``), recorded; replays return the record.
+
+    In a branch run, a reply that arrives while the branch is parked is voided and the run held:
+    after the resume the node replays and the model is called again."""
+    ctx = current()
+    field = f"m:{check_id(id, 'model call id')}" if id is not None else ctx.next_position()
+    entry = ctx.replayed(field, "model", id or "")
+    if entry is not None:
+        return dict(entry.value)
+    hold_if_parked(ctx)
+    turn = model.complete(list(messages), list(tools))
+    if not isinstance(turn, Mapping):
+        raise ValidationError(f"a model turn is a dict, not {type(turn).__name__}")
+    _settle(ctx, field, JournalEntry("model", id or "", dict(turn)), "void", None)
+    return dict(turn)
+
+
+def add_message(content: str, *, role: str = "assistant", id: str | None = None) -> str:
+    """Add a message below this branch run's leaf (once; replays do not add it again) and return
+    its id. The session's head follows when it was at the leaf. On a parked branch the run is held
+    and the message is added after the resume."""
+    ctx = current()
+    if ctx.session is None:
+        raise ValidationError("add_message works in a session's branch run only")
+    check_text(content, "a message's content")
+    if role not in ("assistant", "tool"):
+        raise ValidationError("a branch run adds assistant or tool messages")
+    field = f"a:{check_id(id, 'message id')}" if id is not None else ctx.next_position()
+    entry = ctx.replayed(field, "message", role)
+    if entry is not None:
+        return str(entry.value)
+    message_id = request_id_for("m_", ctx.run_id, ctx.step, field)[:16]
+    message = {"id": message_id, "role": role, "content": content, "run": ctx.run_id}
+    _settle(ctx, field, JournalEntry("message", role, message_id), "void", message)
+    return message_id
+
+
+def _decide(ctx: NodeContext, trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    policy = ctx.definition.decide if ctx.definition is not None else None
+    if policy is None:
+        return proposed
+    return parse_actions(policy(dict(trigger), [dict(p) for p in proposed]))
+
+
+def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str | None = None) -> Any:
+    """Call the tool ``name`` under the workflow's policy; return its result or raise ToolError.
+
+    ``id`` names the call (its ``tool_call_id``); without one, calls are matched by order."""
+    ctx = current()
+    if not isinstance(name, str) or not name or len(name) > 200:
+        raise ValidationError("a tool name is a non-empty string of at most 200 characters")
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise ValidationError("a tool's arguments are a dict")
+    args = dict(arguments or {})
+    field = f"t:{check_id(id, 'tool call id')}" if id is not None else ctx.next_position()
+    call_id = id or request_id_for("call_", ctx.run_id, ctx.step, field)
+    entry = ctx.replayed(field, "tool", name)
+    if entry is None:
+        actions = _actions_for(ctx, name, args, call_id, field)
+        entry = _act(ctx, name, args, call_id, field, actions)
+    value = entry.value if isinstance(entry.value, Mapping) else {}
+    results = {"type": "tool.results", "tool_call_id": call_id, "name": name, **value}
+    consult(ctx, results, f"i:results:{call_id}")
+    if value.get("error") is not None:
+        raise ToolError(f"tool {name!r} failed: {value['error']}", tool=name, tool_call_id=call_id)
+    return value.get("result")
+
+
+def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str, field: str) -> list[dict[str, Any]]:
+    """What settles the call now: an answered approval's policy decision, a deferred answer, or
+    the policy's decision on the call."""
+    approval = ctx.journal.get(f"i:tool:{call_id}")
+    if approval is not None:
+        if approval.status == "cancelled":
+            return [{"type": "tool.error", "error": "the approval was cancelled"}]
+        trigger = {
+            "type": "interrupt.resumed",
+            "interrupt_id": _interrupt_id(ctx, f"i:tool:{call_id}"),
+            "payload": approval.value,
+            "tool_call_id": call_id,
+            "name": name,
+        }
+        actions = _decide(ctx, trigger, [])
+        if not any(a["type"] in ("tool.result", "tool.error") for a in actions):
+            return [
+                {"type": "tool.error", "error": "the policy gave no tool.result or tool.error for the resumed call"}
+            ]
+        return actions
+    deferred = ctx.journal.get(f"i:defer:{call_id}")
+    if deferred is not None:
+        if deferred.status == "cancelled":
+            return [{"type": "tool.error", "error": "the deferred call was cancelled"}]
+        answer = deferred.value if isinstance(deferred.value, Mapping) else {}
+        if answer.get("error") is not None:
+            return [{"type": "tool.error", "error": answer["error"]}]
+        return [{"type": "tool.result", "result": answer.get("result")}]
+    trigger = {"type": "tool.execute", "name": name, "arguments": args, "tool_call_id": call_id}
+    return _decide(ctx, trigger, [{"type": "tool.run"}])
+
+
+def _ask(ctx: NodeContext, action: Mapping[str, Any], ask_field: str, meta: Mapping[str, Any]) -> BaseException:
+    """The pause an ``interrupt`` action raises: a session interrupt (reason, free payload) parked
+    under a request id that is the same on every replay."""
+    request_id = request_id_for("int_", ctx.run_id, ctx.step, ask_field)
+    interrupt_id = action.get("interrupt_id") or request_id
+    request = InterruptRequest.model_validate(
+        {
+            "kind": "contract",
+            "question": action["reason"],
+            "schemaId": SESSION_INTERRUPT.schema_id,
+            "schemaVersion": SESSION_INTERRUPT.version,
+            "contractRef": SESSION_INTERRUPT.ref(),
+            "payload": SESSION_INTERRUPT.check_request({"reason": action["reason"], "payload": action.get("payload")}),
+            "meta": {**meta, "interruptId": interrupt_id},
+        }
+    )
+    return pause_for(request, ask_field, action.get("interrupt_id") or "", SESSION_INTERRUPT, request_id)
+
+
+def _interrupt_id(ctx: NodeContext, ask_field: str) -> str:
+    """The id a session interrupt was raised under (the policy's, else its request id)."""
+    request_id = request_id_for("int_", ctx.run_id, ctx.step, ask_field)
+    record = ctx.store.get_interrupt(ctx.run_id, request_id)
+    meta = (record.request.get("meta") or {}) if record is not None else {}
+    return str(meta.get("interruptId") or request_id)
+
+
+def consult(ctx: NodeContext, trigger: Mapping[str, Any], ask_field: str) -> None:
+    """Show the policy a trigger with nothing proposed (``session.start``, ``user.message``,
+    ``tool.results``); an ``interrupt`` action parks the run there, once: after the resume the
+    policy is not asked again for it (``interrupt.resumed`` goes to the run's stream)."""
+    if ctx.definition is None or ctx.definition.decide is None:
+        return
+    asked = ctx.journal.get(ask_field)
+    if asked is not None and asked.status == "cancelled":
+        raise InterruptCancelled(
+            f"the policy's interrupt on {trigger['type']} was cancelled", run_id=ctx.run_id, node=ctx.node
+        )
+    decided = ctx.journal.get(ask_field + ":decided")
+    if asked is not None or decided is not None:
+        return  # answered, or let through: a replay does not ask again
+    for action in _decide(ctx, dict(trigger), []):
+        if action["type"] == "interrupt":
+            raise _ask(ctx, action, ask_field, {"trigger": trigger["type"]})
+    ctx.write(ask_field + ":decided", JournalEntry("policy", str(trigger["type"]), None))
+
+
+def consult_start(ctx: NodeContext, data: Mapping[str, Any]) -> None:
+    """At the start of a branch run: ``session.start`` for the session's first message, then the
+    run's own trigger (``user.message``); called by the executor before the first node."""
+    trigger = data.get("trigger") if isinstance(data.get("trigger"), Mapping) else None
+    messages = data.get("messages") or []
+    if trigger is None or trigger.get("type") != "user.message":
+        return
+    if len(messages) == 1:
+        consult(ctx, {"type": "session.start", "session": ctx.session}, "i:policy:start")
+    consult(ctx, {**trigger, "content": messages[-1].get("content") if messages else None}, "i:policy:message")
+
+
+def _act(
+    ctx: NodeContext, name: str, args: dict[str, Any], call_id: str, field: str, actions: list[dict[str, Any]]
+) -> JournalEntry:
+    for action in actions:
+        kind = action["type"]
+        if kind == "interrupt":
+            raise _ask(ctx, action, f"i:tool:{call_id}", {"toolCallId": call_id, "tool": name})
+        if kind == "tool.defer":
+            ask_field = f"i:defer:{call_id}"
+            request = InterruptRequest.model_validate(
+                {
+                    "kind": "contract",
+                    "question": f"tool {name} waits for its result",
+                    "schemaId": DEFERRED_TOOL.schema_id,
+                    "schemaVersion": DEFERRED_TOOL.version,
+                    "contractRef": DEFERRED_TOOL.ref(),
+                    "payload": DEFERRED_TOOL.check_request({"tool": name, "arguments": args, "tool_call_id": call_id}),
+                    "meta": {"toolCallId": call_id, "tool": name},
+                }
+            )
+            raise pause_for(
+                request, ask_field, "", DEFERRED_TOOL, request_id_for("tool_", ctx.run_id, ctx.step, ask_field)
+            )
+        if kind in ("tool.result", "tool.error", "tool.run"):
+            outcome = _run_tool(ctx, name, args) if kind == "tool.run" else action
+            value = (
+                {"error": outcome["error"]} if outcome.get("error") is not None else {"result": outcome.get("result")}
+            )
+            entry = JournalEntry("tool", name, value)
+            message = {
+                "id": request_id_for("m_", ctx.run_id, ctx.step, field)[:16],
+                "role": "tool",
+                "content": f"{name}: "
+                + (f"error: {value['error']}" if "error" in value else repr(value["result"])[:2000]),
+                "run": ctx.run_id,
+                "tool_call_id": call_id,
+            }
+            _settle(ctx, field, entry, "keep", message if ctx.session else None)
+            ctx.journal[field] = entry
+            return entry
+    raise ToolError(f"the policy gave no action for tool {name!r}", tool=name, tool_call_id=call_id)
+
+
+def _run_tool(ctx: NodeContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    hold_if_parked(ctx)
+    tools = ctx.definition.tools if ctx.definition is not None else {}
+    fn = tools.get(name)
+    if fn is None:
+        return {"error": f"no tool {name!r} (the workflow has {sorted(tools)})"}
+    try:
+        return {"result": fn(**args)}
+    except Exception as exc:  # a tool's failure is the call's result: the node sees ToolError
+        return {"error": f"{type(exc).__name__}: {exc}"[:1000]}

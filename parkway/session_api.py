@@ -1,0 +1,195 @@
+"""Sessions over HTTP (mounted by :func:`parkway.api.create_app`), acting as the key's caller.
+
+(No ``from __future__ import annotations`` here: FastAPI reads the routes' annotations, and the
+caller dependency is local to ``add_routes``.)
+
+==================================================  ===========================================
+route                                               what it does
+==================================================  ===========================================
+``POST /v1/sessions``                               open: ``{agent, owner?, tenant?, sessionId?,
+                                                    ttlMs?}`` -> 201 ``{sessionId}`` (a user's key
+                                                    opens its own: owner and tenant from the key)
+``GET  /v1/sessions/{id}``                          the tree, head, interrupts, live runs
+``GET  /v1/sessions/{id}/events``                   its events (``?after=``), oldest first
+``GET  /v1/sessions/{id}/stream``                   the same as server-sent events, live;
+                                                    ``Last-Event-ID`` picks up after a drop
+``POST /v1/sessions/{id}/messages``                 ``{content}`` at the head -> 201
+                                                    ``{messageId, runId}``; 409 parked or busy
+``POST /v1/sessions/{id}/messages/{mid}/edit``      ``{content}``: a sibling branch -> 201
+``POST /v1/sessions/{id}/switch``                   ``{head}``
+``POST /v1/sessions/{id}/interrupts``               raise: ``{reason, payload?, interruptId?,
+                                                    anchor?, scope?}`` -> 201 ``{interruptId}``
+``POST /v1/sessions/{id}/resume``                   the seed's ``{type: "interrupt.resume",
+                                                    interrupt_id, payload?}``: 200 delivered or
+                                                    cleared, 409 already cleared, 404 unknown,
+                                                    410 expired
+``POST /v1/sessions/{id}/tools/{call}``             answer a deferred tool: ``{result?, error?}``
+==================================================  ===========================================
+
+403 when the caller may not (another tenant, not the owner, an interrupt of a higher origin).
+"""
+
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal
+
+import anyio
+from fastapi import Depends, FastAPI, Header
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .client import Parkway
+from .runtime.errors import ValidationError
+from .runtime.protocol import ResumeOutcome
+from .runtime.sessions import Caller
+
+_CLEARED_STATUS = {"already_cleared": 409, "unknown": 404, "expired": 410}
+_TOOL_STATUS = {
+    ResumeOutcome.ACCEPTED: 200,
+    ResumeOutcome.ALREADY_RESOLVED: 409,
+    ResumeOutcome.EXPIRED: 410,
+    ResumeOutcome.UNKNOWN: 404,
+}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+
+
+class OpenSession(_Body):
+    agent: str = Field(description="'module:attribute' of the agent workflow", max_length=300)
+    owner: str | None = None
+    tenant: str | None = None
+    session_id: str | None = None
+    ttl_ms: int | None = None
+
+
+class MessageBody(_Body):
+    content: str = Field(min_length=1, max_length=100_000)
+
+
+class SwitchBody(_Body):
+    head: str = Field(max_length=64)
+
+
+class RaiseBody(_Body):
+    reason: str = Field(min_length=1, max_length=1000)
+    payload: Any = None
+    interrupt_id: str | None = None
+    anchor: str | None = None
+    scope: Literal["branch", "session"] = "branch"
+
+
+class ResumeInput(BaseModel):
+    """The seed's client input, as it spells it."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["interrupt.resume"]
+    interrupt_id: str = Field(max_length=64)
+    payload: Any = None
+
+
+class ToolBody(_Body):
+    result: Any = None
+    error: str | None = Field(default=None, max_length=1000)
+
+
+def add_routes(
+    app: FastAPI,
+    pw: Parkway,
+    caller: Callable[..., Caller],
+    sse: Callable[[str, str], AsyncIterator[bytes]],
+) -> None:
+    """Mount the session routes; ``caller`` is the app's dependency that authenticates a request,
+    ``sse(session_id, after)`` yields a session's events as server-sent event frames."""
+    sessions = pw.sessions
+    Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
+
+    @app.post("/v1/sessions", status_code=201, tags=["sessions"])
+    def open_session(body: OpenSession, who: Who) -> dict[str, Any]:
+        owner = body.owner or (who.owner if who.role == "user" else None)
+        tenant = body.tenant or who.tenant
+        if owner is None or tenant is None:
+            raise ValidationError("a session needs an owner and a tenant (from the body, or a user's key)")
+        sid = sessions.open(
+            body.agent, owner=owner, tenant=tenant, session_id=body.session_id, ttl_ms=body.ttl_ms, caller=who
+        )
+        return {"sessionId": sid}
+
+    @app.get("/v1/sessions/{session_id}", tags=["sessions"])
+    def get_session(session_id: str, who: Who) -> dict[str, Any]:
+        return sessions.get(session_id, caller=who).public()
+
+    @app.get("/v1/sessions/{session_id}/events", tags=["sessions"])
+    def session_events(session_id: str, who: Who, after: str = "0") -> list[dict[str, Any]]:
+        from .cli import EVENT_ID
+
+        if not EVENT_ID.fullmatch(after):
+            raise ValidationError("after must be an event id such as 1700000000000-0")
+        return [
+            {"type": e.type, "eventId": e.id, "ts": e.ts, **e.data}
+            for e in sessions.events(session_id, after=after, caller=who)
+        ]
+
+    @app.get("/v1/sessions/{session_id}/stream", tags=["sessions"], response_class=StreamingResponse)
+    async def session_stream(
+        session_id: str,
+        who: Who,
+        after: str = "0",
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> StreamingResponse:
+        """The session's events as server-sent events, live; reconnect with ``Last-Event-ID``."""
+        from .cli import EVENT_ID
+
+        start_at = last_event_id or after
+        if not EVENT_ID.fullmatch(start_at):
+            raise ValidationError("after / Last-Event-ID must be an event id such as 1700000000000-0")
+        await anyio.to_thread.run_sync(lambda: sessions.get(session_id, caller=who))  # 403/404 before it opens
+        return StreamingResponse(
+            sse(session_id, start_at),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"])
+    def send(session_id: str, body: MessageBody, who: Who) -> dict[str, Any]:
+        sent = sessions.send(session_id, body.content, caller=who)
+        return {"messageId": sent.message_id, "runId": sent.run_id}
+
+    @app.post("/v1/sessions/{session_id}/messages/{message_id}/edit", status_code=201, tags=["sessions"])
+    def edit(session_id: str, message_id: str, body: MessageBody, who: Who) -> dict[str, Any]:
+        sent = sessions.edit(session_id, message_id, body.content, caller=who)
+        return {"messageId": sent.message_id, "runId": sent.run_id}
+
+    @app.post("/v1/sessions/{session_id}/switch", tags=["sessions"])
+    def switch(session_id: str, body: SwitchBody, who: Who) -> dict[str, Any]:
+        return sessions.switch(session_id, body.head, caller=who).public()
+
+    @app.post("/v1/sessions/{session_id}/interrupts", status_code=201, tags=["sessions"])
+    def raise_interrupt(session_id: str, body: RaiseBody, who: Who) -> dict[str, Any]:
+        iid = sessions.raise_interrupt(
+            session_id,
+            body.reason,
+            body.payload,
+            caller=who,
+            interrupt_id=body.interrupt_id,
+            anchor=body.anchor,
+            scope=body.scope,
+        )
+        return {"interruptId": iid}
+
+    @app.post("/v1/sessions/{session_id}/resume", tags=["sessions"])
+    def resume(session_id: str, body: ResumeInput, who: Who) -> JSONResponse:
+        cleared = sessions.resume_interrupt(session_id, body.interrupt_id, body.payload, caller=who)
+        data = {
+            "outcome": cleared.outcome,
+            "interruptId": cleared.interrupt_id,
+            "runId": cleared.run_id,
+            "parkedBy": list(cleared.parked_by),
+        }
+        return JSONResponse(data, status_code=_CLEARED_STATUS.get(cleared.outcome, 200))
+
+    @app.post("/v1/sessions/{session_id}/tools/{tool_call_id}", tags=["sessions"])
+    def answer_tool(session_id: str, tool_call_id: str, body: ToolBody, who: Who) -> JSONResponse:
+        result = sessions.answer_tool(session_id, tool_call_id, body.result, error=body.error, caller=who)
+        return JSONResponse(result.model_dump(mode="json", by_alias=True), status_code=_TOOL_STATUS[result.outcome])

@@ -1,0 +1,645 @@
+"""Sessions, as applications use them: ``pw.sessions``.
+
+::
+
+    pw = Parkway()
+    sid = pw.sessions.open(agent, owner="ada", tenant="acme")
+    sent = pw.sessions.send(sid, "Email Bob the report")      # dispatches the agent's branch run
+    view = pw.sessions.get(sid)                                # tree, head, interrupts, parked paths
+    pw.sessions.resume_interrupt(sid, view.open_interrupts[0].id, {"approved": True}, caller=user)
+
+Every call takes the authenticated ``caller`` (:class:`~parkway.runtime.sessions.Caller`);
+Python code in the deployment defaults to the system caller. See
+:mod:`parkway.runtime.sessions` for the rules and :mod:`parkway.runtime.agents` for the hooks
+the agent's node code uses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .adapters.redis.sessions import SessionStore as RedisSessions
+from .config import check_ttl
+from .runtime import tokens
+from .runtime.clock import now_ms
+from .runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
+from .runtime.hooks import MAX_ROOT_ID
+from .runtime.protocol import ID_PATTERN, InterruptRequest, ResumeOutcome, ResumeResult, check_depth, check_id
+from .runtime.resume import validate_answer
+from .runtime.sessions import SYSTEM, Caller, check_access, check_may_clear, check_text, parse_resume
+from .runtime.store import InterruptRecord, NewRun, StoredEvent
+
+if TYPE_CHECKING:
+    from .adapters.redis.sessions import SessionRecords
+    from .client import Parkway
+    from .runtime.workflow import Workflow
+
+RETRIES = 20
+_ENDED = ("completed", "failed", "cancelled", "expired", "gone")
+ClearOutcome = Literal["resumed", "dispatched", "cleared", "still_parked", "already_cleared", "unknown", "expired"]
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A message added and the branch run dispatched for it."""
+
+    message_id: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class Cleared:
+    """What ``resume_interrupt`` did. ``resumed``: the branch's run got the answer (or was woken
+    with the ``interrupt.resumed`` trigger); ``dispatched``: no run was live at the head, one was
+    dispatched for the trigger; ``cleared``: recorded, nothing delivered (an abandoned branch, or
+    no branch); ``still_parked``: cleared, but other interrupts (``parked_by``) still park the
+    head; ``already_cleared``, ``unknown``, ``expired``: nothing changed."""
+
+    outcome: ClearOutcome
+    interrupt_id: str
+    run_id: str | None = None
+    parked_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SessionInterrupt:
+    id: str
+    reason: str
+    status: Literal["open", "cleared"]
+    scope: Literal["session", "run"]
+    """``session``: raised by a caller; ``run``: raised by a branch run (node code or the policy)"""
+    anchor: str
+    """the message it is anchored at; '' = global (parks every branch)"""
+    origin: str
+    payload: Any = None
+    run_id: str | None = None
+    cleared_by: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SessionMessage:
+    id: str
+    parent: str
+    role: str
+    content: str
+    run_id: str | None = None
+
+
+@dataclass
+class SessionView:
+    """A session as one read saw it."""
+
+    session_id: str
+    owner: str
+    tenant: str
+    agent: str
+    head: str
+    messages: dict[str, SessionMessage]
+    interrupts: list[SessionInterrupt]
+    live_runs: dict[str, str]
+    """live branch run id -> its leaf message"""
+    run_status: dict[str, str] = field(default_factory=dict)
+
+    def path(self, leaf: str) -> list[str]:
+        out: list[str] = []
+        while leaf:
+            out.append(leaf)
+            leaf = self.messages[leaf].parent if leaf in self.messages else ""
+        return out[::-1]
+
+    @property
+    def open_interrupts(self) -> list[SessionInterrupt]:
+        return [i for i in self.interrupts if i.status == "open"]
+
+    def parked_by(self, leaf: str | None = None) -> list[str]:
+        """The open interrupts parking the path that ends at ``leaf`` (default: the head)."""
+        on = set(self.path(self.head if leaf is None else leaf))
+        return [i.id for i in self.open_interrupts if i.anchor == "" or i.anchor in on]
+
+    def children(self, message_id: str) -> list[str]:
+        return [m.id for m in self.messages.values() if m.parent == message_id]
+
+    def public(self) -> dict[str, Any]:
+        """The session as JSON (camelCase), as the CLI and the HTTP API show it."""
+        return {
+            "sessionId": self.session_id,
+            "owner": self.owner,
+            "tenant": self.tenant,
+            "agent": self.agent,
+            "head": self.head,
+            "parkedBy": self.parked_by(),
+            "messages": [
+                {
+                    "id": m.id,
+                    "parent": m.parent,
+                    "role": m.role,
+                    "content": m.content,
+                    "runId": m.run_id,
+                    "parkedBy": self.parked_by(m.id),
+                }
+                for m in self.messages.values()
+            ],
+            "interrupts": [
+                {
+                    "id": i.id,
+                    "reason": i.reason,
+                    "status": i.status,
+                    "scope": i.scope,
+                    "anchor": i.anchor,
+                    "origin": i.origin,
+                    "payload": i.payload,
+                    "runId": i.run_id,
+                    "clearedBy": i.cleared_by,
+                }
+                for i in self.interrupts
+            ],
+            "liveRuns": self.live_runs,
+        }
+
+    def tree(self) -> str:
+        """The tree as text: one line per message (``-``, the head ``*``), indented below its parent,
+        with ``⏸`` lines under the messages interrupts are anchored at."""
+        lines: list[str] = [f"session {self.session_id} (owner {self.owner}, tenant {self.tenant})"]
+        anchors: dict[str, list[str]] = {}
+        for i in self.open_interrupts:
+            anchors.setdefault(i.anchor, []).append(f"{i.id}: {i.reason}")
+        for text in anchors.get("", []):
+            lines.append(f"  ⏸ global interrupt {text}")
+        live_at = {leaf: run for run, leaf in self.live_runs.items()}
+
+        def walk(mid: str, depth: int) -> None:
+            m = self.messages[mid]
+            mark = "*" if mid == self.head else "-"
+            content = m.content if len(m.content) <= 60 else m.content[:57] + "..."
+            extra = f"  [run {live_at[mid]} {self.run_status.get(live_at[mid], '')}]" if mid in live_at else ""
+            lines.append(f"{'  ' * depth}{mark} {mid} {m.role}: {content}{extra}")
+            for text in anchors.get(mid, []):
+                lines.append(f"{'  ' * depth}    ⏸ parked by {text}")
+            for child in self.children(mid):
+                walk(child, depth + 1)
+
+        for root in self.children(""):
+            walk(root, 1)
+        return "\n".join(lines)
+
+
+class Sessions:
+    """The session operations of a :class:`~parkway.client.Parkway` (``pw.sessions``)."""
+
+    def __init__(self, pw: Parkway) -> None:
+        self.pw = pw
+
+    @property
+    def _store(self) -> RedisSessions:
+        store = self.pw.store.sessions
+        assert isinstance(store, RedisSessions)
+        return store
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def _read(self, session_id: str, caller: Caller) -> SessionRecords:
+        check_id(session_id, "session id")
+        records = self._store.read(session_id)
+        check_access(caller, records.fields["owner"], records.fields["tenant"])
+        return records
+
+    def check_run(self, run_id: str, caller: Caller) -> None:
+        """Raise SessionDenied unless ``caller`` may see the run ``run_id``: a session's branch run
+        (and any child of one) belongs to the session, and is the session's owner's and tenant's."""
+        root, sep, _ = run_id.partition("--")
+        if not sep or (caller.role == "system" and caller.tenant is None):
+            return
+        found = self._store.owner(root) if ID_PATTERN.fullmatch(root) else None
+        if found is not None:
+            check_access(caller, *found)
+
+    def visible(self, items: list[Any], caller: Caller) -> list[Any]:
+        """The listed interrupts ``caller`` may see (those of sessions it may not are left out)."""
+        if caller.role == "system" and caller.tenant is None:
+            return items
+        allowed: dict[str, bool] = {}
+        out = []
+        for item in items:
+            run_id = item.run_id
+            root = run_id.partition("--")[0] if "--" in run_id else ""
+            if root and root not in allowed:
+                try:
+                    self.check_run(run_id, caller)
+                    allowed[root] = True
+                except SessionDenied:
+                    allowed[root] = False
+            if not root or allowed[root]:
+                out.append(item)
+        return out
+
+    def get(self, session_id: str, *, caller: Caller = SYSTEM) -> SessionView:
+        """The session: its messages, head, interrupts (open and cleared) and live branch runs."""
+        return self._view(self._read(session_id, caller))
+
+    def _view(self, rec: SessionRecords) -> SessionView:
+        messages = {
+            mid: SessionMessage(mid, m.get("parent", ""), m.get("role", ""), m.get("content", ""), m.get("run"))
+            for mid, m in rec.messages.items()
+        }
+        interrupts = [
+            SessionInterrupt(
+                id=iid,
+                reason=r.get("reason", ""),
+                status="open" if iid in rec.open else "cleared",
+                scope=r.get("scope", "session"),
+                anchor=r.get("anchor", ""),
+                origin=r.get("origin", "frontend"),
+                payload=r.get("payload"),
+                run_id=r.get("runId"),
+                cleared_by=r.get("clearedBy"),
+            )
+            for iid, r in rec.interrupts.items()
+        ]
+        known = {i.id for i in interrupts}
+        for run_id, state in rec.runs.items():
+            waiting = state.get("waiting", "")
+            if state.get("status") == "waiting" and waiting.startswith("int_") and waiting not in known:
+                found = self.pw.store.get_interrupt(run_id, waiting)
+                request = found.request if found else {}
+                named = (request.get("meta") or {}).get("interruptId")
+                interrupts.append(
+                    SessionInterrupt(
+                        id=str(named or waiting),
+                        reason=str(request.get("question", "")),
+                        status="open",
+                        scope="run",
+                        anchor=rec.live.get(run_id, ""),
+                        origin="frontend",
+                        payload=(request.get("payload") or {}).get("payload") if request.get("payload") else None,
+                        run_id=run_id,
+                    )
+                )
+        return SessionView(
+            rec.session_id,
+            rec.fields["owner"],
+            rec.fields["tenant"],
+            rec.fields.get("agent", ""),
+            rec.fields.get("head", ""),
+            messages,
+            interrupts,
+            {r: leaf for r, leaf in rec.live.items() if rec.runs.get(r, {}).get("status") not in _ENDED},
+            {r: s["status"] + (f" ({s['waiting']})" if s.get("waiting") else "") for r, s in rec.runs.items()},
+        )
+
+    def events(self, session_id: str, *, after: str = "0", caller: Caller = SYSTEM) -> list[StoredEvent]:
+        """The session's events after ``after``, oldest first: enough to rebuild it
+        (``parkway.runtime.sessions.rebuild``) while the stream holds them all (it keeps the last
+        ``max_events``, like a run's)."""
+        self._read(session_id, caller)
+        out: list[StoredEvent] = []
+        while batch := self._store.events(session_id, after, None, 1000):
+            out += batch
+            after = batch[-1].id
+        return out
+
+    # --- transitions ----------------------------------------------------------------------------
+
+    def open(
+        self,
+        agent: Workflow | str,
+        *,
+        owner: str,
+        tenant: str,
+        session_id: str | None = None,
+        ttl_ms: int | None = None,
+        caller: Caller = SYSTEM,
+    ) -> str:
+        """Open a session whose messages the workflow ``agent`` answers; return its id."""
+        check_id(owner, "session owner")
+        check_id(tenant, "session tenant")
+        check_access(caller, owner, tenant)
+        session_id = check_id(session_id, "session id") if session_id is not None else "s_" + uuid.uuid4().hex[:20]
+        if len(session_id) > MAX_ROOT_ID or "--" in session_id:
+            raise ValidationError(f"a session id is at most {MAX_ROOT_ID} characters, without '--'")
+        wf, ref = self.pw._workflow_ref(agent)
+        ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.pw.settings.ttl_ms
+        self._store.open(session_id, ref, wf.name, owner, tenant, ttl, now_ms())
+        return session_id
+
+    def send(self, session_id: str, content: str, *, caller: Caller = SYSTEM) -> Sent:
+        """Add a user message at the head and dispatch the agent for it.
+
+        Raises BranchParked (an interrupt parks the head's path) or BranchBusy (a run is still live
+        at the head); nothing is written then."""
+        check_text(content, "a message")
+        return self._add(session_id, "send", "", content, caller)
+
+    def edit(self, session_id: str, message_id: str, content: str, *, caller: Caller = SYSTEM) -> Sent:
+        """Fork a sibling of the user message ``message_id`` with ``content`` (a new branch below
+        its parent), make it the head and dispatch the agent for it."""
+        check_id(message_id, "message id")
+        check_text(content, "a message")
+        return self._add(session_id, "edit", message_id, content, caller)
+
+    def _add(self, session_id: str, mode: str, edited: str, content: str, caller: Caller) -> Sent:
+        for _ in range(RETRIES):
+            rec = self._read(session_id, caller)
+            if mode == "edit":
+                message = rec.messages.get(edited)
+                if message is None:
+                    raise ValidationError(f"session {session_id} has no message {edited!r}")
+                if message.get("role") != "user":
+                    raise ValidationError("only a user's message can be edited")
+                parent = message.get("parent", "")
+            else:
+                parent = rec.fields.get("head", "")
+            message_id = "m_" + uuid.uuid4().hex[:14]
+            run_id = f"{session_id}--{uuid.uuid4().hex[:16]}"
+            new = {"id": message_id, "role": "user", "content": content, "at": now_ms(), "run": run_id}
+            run = self._branch_run(rec, run_id, parent, {"type": "user.message", "message_id": message_id}, new)
+            reply = self._store.send(session_id, mode, edited, parent, new, run, list(rec.live), now_ms())
+            if reply[0] == "ok":
+                if reply[1] == "0":
+                    self.pw._dispatch(run_id, 0, 0)
+                return Sent(message_id, run_id)
+            self._refused(session_id, reply)
+        raise ValidationError(f"session {session_id} kept changing; try again")
+
+    def _refused(self, session_id: str, reply: list[str]) -> None:
+        if reply[0] == "parked":
+            raise BranchParked(
+                f"session {session_id}: the branch is parked by {', '.join(reply[1:])}; resume or clear "
+                "those interrupts, or edit a message above their anchor",
+                session_id=session_id,
+                interrupts=tuple(reply[1:]),
+            )
+        if reply[0] == "busy":
+            raise BranchBusy(
+                f"session {session_id}: run {reply[1]} is still live on this branch; wait for it",
+                session_id=session_id,
+                run_id=reply[1],
+            )
+        if reply[0] == "gone":
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        if reply[0] == "no_message":
+            raise ValidationError(f"session {session_id} has no such message")
+        if reply[0] != "retry":
+            raise ValidationError(f"session {session_id}: unexpected reply {reply!r}")
+
+    def _branch_run(
+        self, rec: SessionRecords, run_id: str, leaf: str, trigger: dict[str, Any], new: dict[str, Any] | None
+    ) -> NewRun:
+        """The run a branch dispatches: the agent, with the session, its leaf and the trigger as
+        input (its node gets ``messages``, the path to the leaf, read when it runs)."""
+        data = {"session": rec.session_id, "leaf": new["id"] if new is not None else leaf, "trigger": trigger}
+        check_depth(data, "session run input")
+        wf = self.pw.backend.options.loader(rec.fields["agent"])
+        assert wf.start is not None
+        return NewRun(run_id, wf.name, rec.fields["agent"], wf.start, data, int(rec.fields["ttl"]), now_ms())
+
+    def switch(self, session_id: str, head: str, *, caller: Caller = SYSTEM) -> SessionView:
+        """Make ``head`` (a message id; '' = before the first message) the active head.
+
+        Switching back to a parked branch re-enters its parked state. An answer given to a run's
+        interrupt while its branch was abandoned is delivered to the run now."""
+        if head != "":
+            check_id(head, "message id")
+        rec = self._read(session_id, caller)
+        reply = self._store.switch(session_id, head, now_ms())
+        if reply == "no_message":
+            raise ValidationError(f"session {session_id} has no message {head!r}")
+        if reply == "gone":
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        view = self._view(self._store.read(session_id))
+        on = set(view.path(head))
+        for request_id, run_id in rec.deliveries.items():
+            if view.live_runs.get(run_id) in on:
+                kept = rec.interrupts.get(request_id, {})
+                interrupt = self.pw.store.get_interrupt(run_id, request_id)
+                token = tokens.mint(self.pw.backend.options.secret, run_id, request_id)
+                if interrupt is not None:
+                    who = (kept.get("clearedBy") or {}).get("role", "session")
+                    self.pw.resume(token, responder=str(who), **self._answer(interrupt, kept.get("answer")))
+                self._store.delivered(session_id, request_id, run_id)
+        return view
+
+    def raise_interrupt(
+        self,
+        session_id: str,
+        reason: str,
+        payload: Any = None,
+        *,
+        caller: Caller = SYSTEM,
+        interrupt_id: str | None = None,
+        anchor: str | None = None,
+        scope: Literal["branch", "session"] = "branch",
+    ) -> str:
+        """Raise an interrupt from outside the agent: anchored at ``anchor`` (default: the head) it
+        parks every path through it; ``scope="session"`` (system callers only), or a session with no
+        message yet, parks every branch. Returns its id (minted when not given)."""
+        check_text(reason, "an interrupt's reason", 1000)
+        check_depth(payload, "interrupt payload")
+        if scope not in ("branch", "session"):
+            raise ValidationError("scope is 'branch' or 'session'")
+        if anchor == "":
+            scope = "session"  # no anchor: every branch, as a session-wide interrupt
+        if scope == "session" and caller.role != "system":
+            raise SessionDenied("only a system caller raises a session-wide interrupt", reason="privilege")
+        if interrupt_id is not None:
+            check_id(interrupt_id, "interrupt id")
+            if interrupt_id.startswith(("int_", "tool_")):
+                raise ValidationError("an interrupt id may not start with 'int_' or 'tool_'")
+        rec = self._read(session_id, caller)
+        iid = interrupt_id or "si_" + uuid.uuid4().hex[:16]
+        where = "" if scope == "session" else (anchor if anchor is not None else rec.fields.get("head", ""))
+        if where:
+            check_id(where, "anchor message id")
+        now = now_ms()
+        record = {
+            "id": iid,
+            "reason": reason,
+            "payload": payload,
+            "origin": caller.origin,
+            "raisedBy": caller.public(),
+            "anchor": where,
+            "scope": "session",
+            "raisedAt": now,
+        }
+        reply = self._store.raise_(session_id, iid, where, record, now)
+        if reply == "exists":
+            raise ValidationError(f"session {session_id} already has an interrupt {iid!r}")
+        if reply == "no_anchor":
+            raise ValidationError(f"session {session_id} has no message {where!r} to anchor at")
+        if reply == "gone":
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        return iid
+
+    def resume(self, session_id: str, resume_input: Any, *, caller: Caller = SYSTEM) -> Cleared:
+        """The seed's client input, ``{"type": "interrupt.resume", "interrupt_id": ..., "payload": ...}``
+        (a dict or its JSON)."""
+        interrupt_id, payload = parse_resume(resume_input)
+        return self.resume_interrupt(session_id, interrupt_id, payload, caller=caller)
+
+    def resume_interrupt(
+        self, session_id: str, interrupt_id: str, payload: Any = None, *, caller: Caller = SYSTEM
+    ) -> Cleared:
+        """Clear the interrupt ``interrupt_id`` with ``payload``, exactly once (see :class:`Cleared`).
+
+        Raises SessionDenied when the caller may not (another tenant, not the owner, or an
+        interrupt of a higher origin); an unknown, stale or duplicate id is a no-op outcome."""
+        check_id(interrupt_id, "interrupt id")
+        check_depth(payload, "resume payload")
+        for _ in range(RETRIES):
+            rec = self._read(session_id, caller)
+            owner, tenant = rec.fields["owner"], rec.fields["tenant"]
+            if interrupt_id in rec.open:
+                result = self._clear(rec, interrupt_id, payload, caller)
+                if result is not None:
+                    return result
+                continue
+            done = rec.interrupts.get(interrupt_id) or next(
+                (r for r in rec.interrupts.values() if r.get("name") == interrupt_id and r.get("scope") == "run"), None
+            )
+            found = self._run_interrupt(rec, interrupt_id)
+            if found is None and done is not None:
+                check_may_clear(caller, done.get("origin", "system"), owner, tenant)
+                return Cleared("already_cleared", interrupt_id)
+            if found is None:
+                return Cleared("unknown", interrupt_id)
+            run_id, request_id, interrupt = found
+            check_may_clear(caller, "frontend", owner, tenant)
+            answer = self._answer(interrupt, payload)  # InvalidAnswer now, not when delivered
+            now = now_ms()
+            leaf = rec.live.get(run_id, "")
+            record = {
+                "id": request_id,
+                "name": interrupt_id,
+                "reason": "",
+                "origin": "frontend",
+                "scope": "run",
+                "runId": run_id,
+                "anchor": leaf,
+                "answer": payload,
+                "clearedBy": caller.public(),
+                "clearedAt": now,
+            }
+            view = self._view(rec)
+            if leaf not in set(view.path(view.head)):
+                outcome = self._store.note(session_id, request_id, run_id, record, now, keep=True, leaf=leaf)
+                if outcome == "active":
+                    continue  # the branch became active meanwhile: deliver now
+                return Cleared("cleared" if outcome == "cleared" else "already_cleared", request_id, run_id)
+            token = tokens.mint(self.pw.backend.options.secret, run_id, request_id)
+            resumed = self.pw.resume(token, responder=caller.name, **answer)
+            if resumed.outcome is ResumeOutcome.ACCEPTED:
+                self._store.note(session_id, request_id, run_id, record, now, keep=False)
+                others = [i for i in view.parked_by() if i not in (request_id, interrupt_id)]
+                return Cleared("still_parked" if others else "resumed", request_id, run_id, tuple(others))
+            mapped: dict[ResumeOutcome, ClearOutcome] = {
+                ResumeOutcome.ALREADY_RESOLVED: "already_cleared",
+                ResumeOutcome.EXPIRED: "expired",
+            }
+            return Cleared(mapped.get(resumed.outcome, "unknown"), request_id, run_id)
+        raise ValidationError(f"session {session_id} kept changing; try again")
+
+    def _run_interrupt(self, rec: SessionRecords, interrupt_id: str) -> tuple[str, str, InterruptRecord] | None:
+        """The live run waiting on ``interrupt_id`` (its request id, the id the policy gave it, or
+        the ``use_interrupt`` id of node code), with the interrupt. A name several branches wait on
+        means the one on the active path, else it is ambiguous (ValidationError: use the request id)."""
+        return self._waiting(
+            rec,
+            "int_",
+            lambda record: (
+                interrupt_id
+                in (record.request_id, record.hook_name, (record.request.get("meta") or {}).get("interruptId"))
+            ),
+        )
+
+    def _waiting(
+        self, rec: SessionRecords, prefix: str, matches: Callable[[InterruptRecord], bool]
+    ) -> tuple[str, str, InterruptRecord] | None:
+        found: list[tuple[str, str, InterruptRecord]] = []
+        for run_id, state in rec.runs.items():
+            waiting = state.get("waiting", "")
+            if state.get("status") != "waiting" or not waiting.startswith(prefix):
+                continue
+            record = self.pw.store.get_interrupt(run_id, waiting)
+            if record is not None and matches(record):
+                found.append((run_id, waiting, record))
+        if len(found) <= 1:
+            return found[0] if found else None
+        on = set(self._view(rec).path(rec.fields.get("head", "")))
+        active = [f for f in found if rec.live.get(f[0]) in on]
+        if len(active) == 1:
+            return active[0]
+        raise ValidationError(
+            f"{len(found)} branches of session {rec.session_id} wait on that name; use the request id "
+            f"({', '.join(f[1] for f in found)})"
+        )
+
+    def _answer(self, interrupt: InterruptRecord, payload: Any) -> dict[str, Any]:
+        """``resume``'s answer arguments for ``payload``, checked against the interrupt's request
+        (a choice takes it as ``selected``, the others as ``value``); raises InvalidAnswer."""
+        request = InterruptRequest.model_validate(interrupt.request)
+        contract = self.pw.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
+        answer = {"selected": payload} if request.kind in ("choice", "multi-choice") else {"value": payload}
+        validate_answer(request, contract=contract, **answer)
+        return answer
+
+    def _clear(self, rec: SessionRecords, interrupt_id: str, payload: Any, caller: Caller) -> Cleared | None:
+        record = rec.interrupts[interrupt_id]
+        check_may_clear(caller, record.get("origin", "system"), rec.fields["owner"], rec.fields["tenant"])
+        now = now_ms()
+        cleared = {**record, "answer": payload, "clearedBy": caller.public(), "clearedAt": now}
+        head = rec.fields.get("head", "")
+        trigger = {"type": "interrupt.resumed", "interrupt_id": interrupt_id, "payload": payload}
+        run_id = f"{rec.session_id}--{uuid.uuid4().hex[:16]}"
+        run = self._branch_run(rec, run_id, head, trigger, None)
+        reply = self._store.clear(rec.session_id, interrupt_id, cleared, head, list(rec.live), run, trigger, now)
+        outcome = reply[0]
+        if outcome == "retry":
+            return None
+        if outcome == "gone":
+            raise SessionNotFound(f"no session {rec.session_id!r}", session_id=rec.session_id)
+        if outcome == "dispatched":
+            if self.pw.store.next_job is None:  # type: ignore[attr-defined]
+                self.pw._dispatch(run_id, 0, 0)
+            return Cleared("dispatched", interrupt_id, run_id)
+        if outcome == "resumed":
+            return Cleared("resumed", interrupt_id, reply[1])
+        if outcome == "still_parked":
+            return Cleared("still_parked", interrupt_id, None, tuple(reply[1:]))
+        if outcome in ("cleared", "already_cleared", "unknown"):
+            return Cleared(outcome, interrupt_id)  # type: ignore[arg-type]
+        raise ValidationError(f"unexpected reply {reply!r}")
+
+    def answer_tool(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        result: Any = None,
+        *,
+        error: str | None = None,
+        caller: Caller = SYSTEM,
+    ) -> ResumeResult:
+        """Answer a deferred tool call (the policy's ``tool.defer``) with ``result`` or ``error``."""
+        check_id(tool_call_id, "tool call id")
+        check_depth(result, "tool result")
+        rec = self._read(session_id, caller)
+        check_may_clear(caller, "frontend", rec.fields["owner"], rec.fields["tenant"])
+        found = self._waiting(
+            rec, "tool_", lambda record: (record.request.get("meta") or {}).get("toolCallId") == tool_call_id
+        )
+        if found is not None:
+            run_id, waiting, _ = found
+            token = tokens.mint(self.pw.backend.options.secret, run_id, waiting)
+            value = {"error": error} if error is not None else {"result": result}
+            return self.pw.resume(token, value=value, responder=caller.name)
+        return ResumeResult(outcome=ResumeOutcome.UNKNOWN, request_id=None)
+
+
+def as_caller(value: Caller | Mapping[str, Any]) -> Caller:
+    """A Caller from itself or ``{"role": ..., "owner": ..., "tenant": ...}``."""
+    if isinstance(value, Caller):
+        return value
+    if isinstance(value, Mapping):
+        return Caller(value.get("role"), value.get("owner"), value.get("tenant"))  # type: ignore[arg-type]
+    raise ValidationError("caller must be a Caller or {'role', 'owner', 'tenant'}")

@@ -1,0 +1,224 @@
+"""Agent workflows for the session tests (module level, so workers find them)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from parkway import ScriptedModel, ToolError, Workflow, add_message, use_interrupt, use_model, use_tool
+
+
+def _answer(messages: Sequence[Mapping[str, Any]], tools: Any = ()) -> dict[str, Any]:
+    return {"answer": f"you said {messages[-1]['content']}"}
+
+
+ECHO_MODEL = ScriptedModel([_answer] * 50)
+
+
+def _trigger_reply(data: dict[str, Any]) -> bool:
+    """A run dispatched for a cleared interrupt says so and ends."""
+    trigger = data.get("trigger") or {}
+    if trigger.get("type") == "interrupt.resumed":
+        add_message(f"resumed {trigger['interrupt_id']} with {trigger.get('payload')!r}", id="resumed")
+        return True
+    return False
+
+
+echo = Workflow("session-echo")
+
+
+@echo.node(start=True)
+def reply(data: dict[str, Any]) -> None:
+    if _trigger_reply(data):
+        return
+    turn = use_model(ECHO_MODEL, data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")
+
+
+asking = Workflow("session-asking")
+
+
+@asking.node(start=True)
+def ask(data: dict[str, Any]) -> None:
+    if _trigger_reply(data):
+        return
+    answer = use_interrupt({"kind": "text", "question": "Which account?"}, id="account")
+    add_message(f"account {answer}", id="reply")
+
+
+def send_email(to: str, subject: str = "") -> str:
+    return f"mail to {to}"
+
+
+def decide(trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> Any:
+    """The seed's policy, in Python."""
+    if trigger["type"] == "tool.execute" and trigger["name"] == "send_email":
+        return {"actions": [{"type": "interrupt", "reason": "confirm", "payload": {"message": "Send the email?"}}]}
+    if trigger["type"] == "tool.execute" and trigger["name"] == "lookup":
+        return {"actions": [{"type": "tool.defer"}]}
+    if trigger["type"] == "interrupt.resumed":
+        if (trigger.get("payload") or {}).get("approved"):
+            return {"actions": [{"type": "tool.result", "result": "sent"}]}
+        return {"actions": [{"type": "tool.error", "error": "declined"}]}
+    return proposed
+
+
+mail = Workflow("session-mail", tools={"send_email": send_email}, decide=decide)
+
+
+@mail.node(start=True)
+def mailer(data: dict[str, Any]) -> None:
+    if _trigger_reply(data):
+        return
+    try:
+        result = use_tool("send_email", {"to": "bob"}, id="mail")
+        add_message(f"done: {result}", id="reply")
+    except ToolError as exc:
+        add_message(f"not sent: {exc}", id="reply")
+
+
+@mail.node
+def unused(data: dict[str, Any]) -> None:  # pragma: no cover - a second node, never reached
+    return None
+
+
+deferred = Workflow("session-deferred", decide=decide)
+
+
+@deferred.node(start=True)
+def look(data: dict[str, Any]) -> None:
+    result = use_tool("lookup", {"q": data["messages"][-1]["content"]}, id="lk")
+    add_message(f"found {result}", id="reply")
+
+
+def _slow(path: str, name: str) -> int:
+    """Count a call in ``path/name`` and wait while ``path/hold`` exists (the test lifts it)."""
+    with open(os.path.join(path, name), "a") as f:
+        f.write("x")
+    deadline = time.time() + 30
+    while os.path.exists(os.path.join(path, "hold")) and time.time() < deadline:
+        time.sleep(0.02)
+    with open(os.path.join(path, name)) as f:
+        return len(f.read())
+
+
+class SlowModel:
+    """A model whose every call is counted on disk and waits for the test to let it finish."""
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> dict[str, Any]:
+        calls = _slow(str(messages[0]["content"]), "model-calls")
+        return {"answer": f"call {calls}"}
+
+
+slow_model = Workflow("session-slow-model")
+
+
+@slow_model.node(start=True)
+def think(data: dict[str, Any]) -> None:
+    if _trigger_reply(data):
+        return
+    turn = use_model(SlowModel(), data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")
+
+
+def slow_tool(path: str) -> str:
+    return f"tool call {_slow(path, 'tool-calls')}"
+
+
+slow_tool_flow = Workflow("session-slow-tool", tools={"slow": slow_tool})
+
+
+@slow_tool_flow.node(start=True)
+def work(data: dict[str, Any]) -> None:
+    if _trigger_reply(data):
+        return
+    result = use_tool("slow", {"path": data["messages"][0]["content"]}, id="slow")
+    add_message(f"after {result}", id="reply")
+
+
+mixed = Workflow("session-mixed")
+
+
+@mixed.node(start=True)
+def mixed_reply(data: dict[str, Any]) -> None:
+    """Asks when the message starts with '?', else answers through the model."""
+    if _trigger_reply(data):
+        return
+    last = data["messages"][-1]["content"]
+    if last.startswith("?"):
+        answer = use_interrupt({"kind": "text", "question": last}, id="ask")
+        add_message(f"noted {answer}", id="reply")
+        return
+    turn = use_model(ECHO_MODEL, data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")
+
+
+def guard(trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> Any:
+    """Asks before an expensive message is answered, and after a lookup returns a large result."""
+    if trigger["type"] == "session.start":
+        effects_seen.append("session.start")
+    if trigger["type"] == "user.message" and "expensive" in (trigger.get("content") or ""):
+        return [{"type": "interrupt", "reason": "this will cost money", "interrupt_id": "budget"}]
+    if trigger["type"] == "tool.results" and trigger.get("result", 0) > 100:
+        return [{"type": "interrupt", "reason": "review the result", "payload": {"result": trigger["result"]}}]
+    return proposed
+
+
+effects_seen: list[str] = []
+guarded = Workflow("session-guarded", tools={"size": lambda n: n * 10}, decide=guard)
+
+
+@guarded.node(start=True)
+def measure(data: dict[str, Any]) -> None:
+    if _trigger_reply(data):
+        return
+    last = data["messages"][-1]["content"]
+    n = int(last.split()[-1]) if last.split()[-1].isdigit() else 1
+    add_message(f"size {use_tool('size', {'n': n}, id='size')}", id="reply")
+
+
+poser = Workflow("session-poser")
+
+
+@poser.node(start=True)
+def pose(data: dict[str, Any]) -> None:
+    add_message("written by a run the session never dispatched", id="reply")
+
+
+gate_asks: list[int] = []
+
+
+def flaky_gate(trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> Any:
+    """Lets the first user.message through and would stop every later one: a replay must not ask again."""
+    if trigger["type"] == "user.message":
+        gate_asks.append(1)
+        if len(gate_asks) > 1:
+            return [{"type": "interrupt", "reason": "over budget"}]
+    if trigger["type"] == "tool.execute" and trigger["name"] == "lookup":
+        return [{"type": "tool.defer"}]
+    return proposed
+
+
+gated = Workflow("session-gated", decide=flaky_gate)
+
+
+@gated.node(start=True)
+def gated_lookup(data: dict[str, Any]) -> None:
+    add_message(f"found {use_tool('lookup', {}, id='lk')}", id="reply")
+
+
+counted = Workflow("session-counted")
+
+
+@counted.node(start=True)
+def counted_reply(data: dict[str, Any]) -> None:
+    """Counts model calls on disk (the first message is a directory), never waits."""
+    if _trigger_reply(data):
+        return
+    path = str(data["messages"][0]["content"])
+    with open(os.path.join(path, "model-calls"), "a") as f:
+        f.write("x")
+    turn = use_model(ECHO_MODEL, data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")
