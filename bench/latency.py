@@ -7,7 +7,8 @@ client starts the run, reads its event stream until the ``interrupt`` event (whi
 the token), sleeps ``idle_s`` so the worker is back in its blocking dequeue, then calls
 ``resume()``. The node's first line appends ``time.time()`` to ``bench:lat:<i>`` on each
 attempt; after the run completes the client reads the replay's timestamp. Latency =
-that timestamp - the time ``resume()`` returned (also reported: - the time it was called).
+that timestamp - the time taken just before ``resume()`` is called (``from_call``, what the
+target compares with the hand-off); also reported: - the time it returned (``from_return``).
 
 handoff: a second process blocks in ``BLPOP``; the client sleeps ``idle_s``, takes
 ``time.time()`` and ``LPUSH``es it; the other process subtracts it from ``time.time()``

@@ -59,14 +59,18 @@ def bulk(url: str, count: int, procs: int = 2, check: bool = False) -> float:
     return time.perf_counter() - t0
 
 
+NEWEST = "pw:ix:newest:bench_cycle"
+"""the newest index of the one workflow the fill parks (parkway keeps one index per workflow)"""
+
+
 def middle_cursor(r: redis.Redis, n: int) -> tuple[str, str]:
-    """The cursor of a page ending at rank n/2 of the newest index, and the member after it."""
+    """The cursor of a page ending at rank n/2 of the newest index, and the run id after it."""
     from parkway.adapters import codec
 
     rank = n // 2
-    members = r.zrevrange("pw:ix:newest", rank - 1, rank)
-    member, after = members[0].decode(), members[1].decode()
-    return codec.make_cursor(member, "newest"), after
+    members = r.zrevrange(NEWEST, rank - 1, rank)
+    after = codec.parse_member(members[1], "newest", "bench_cycle").run_id
+    return codec.make_cursor(members[0], "newest"), after
 
 
 def timed(fn: Any, q: int) -> dict[str, float]:
@@ -95,12 +99,12 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
             from .populate import park_runs
 
             park_runs(pw, fill)
-        n = int(r.zcard("pw:ix:newest"))
+        n = int(r.zcard(NEWEST))
         have = n
         cursor, after = middle_cursor(r, n)
         deep = pw.list_interrupts(cursor=cursor)
-        first_member = f"{deep.items[0].run_id}:{deep.items[0].request_id}"
-        if not after.endswith(first_member) or len(deep.items) != 50:
+        first_member = deep.items[0].run_id
+        if after != first_member or len(deep.items) != 50:
             raise RuntimeError(f"the middle cursor is off: page starts at {first_member}, expected {after}")
         first = pw.list_interrupts()
         if len(first.items) != 50 or first.next_cursor is None:

@@ -144,8 +144,6 @@ def shape(r: Any, run_id: str) -> dict[str, Any]:
         key = raw.decode()
         kind = r.type(raw).decode()
         name = key.split("}", 1)[1]
-        if name.startswith(":p:"):
-            name = ":p:<token hash>"
         if kind == "hash":
             fields = sorted(f.decode() for f in r.hkeys(raw))
             fields = [
@@ -165,7 +163,7 @@ def shape(r: Any, run_id: str) -> dict[str, Any]:
             what = kind
         out[name] = (kind, what, r.pttl(raw) > 0)
     for raw in r.scan_iter(match="pw:ix:*", count=1000):
-        found = [m for m in r.zrangebylex(raw, "-", "+") if f":{run_id}:".encode() in m]
+        found = [m for m in r.zrangebylex(raw, "-", "+") if m.endswith(run_id.encode())]
         if found:
             out[raw.decode()] = ("zset", len(found), False)
     return out
@@ -176,6 +174,8 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     import os
     import uuid
 
+    from parkway.adapters import codec
+    from parkway.adapters.redis import keys as pwkeys
     from parkway.runtime import tokens
 
     _noting(pw)
@@ -194,8 +194,8 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     request_id = run.interrupt.request_id
     secret = pw.backend.options.secret
     token_hash = tokens.hash_token(tokens.mint(secret, template, request_id))
-    if not any(token_hash in k for call in calls for k in call.keys):
-        raise RuntimeError("the template's token hash is not in its keys: the token scheme changed")
+    if not any(isinstance(a, str) and token_hash[: pwkeys.TOKEN_FIELD_HEX] in a for call in calls for a in call.args):
+        raise RuntimeError("the template's token hash is not in its arguments: the token scheme changed")
 
     def substitute(value: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
         if isinstance(value, str):
@@ -208,19 +208,36 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
 
     from parkway.adapters.redis.store import ScriptCall
 
+    def args_of(call: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> list[Any]:
+        """The call's arguments for the new ids. park's end with the interrupt record in parts (rq, its
+        request id, rn, its count, then each part: a 64-byte split may cut an id in two): joined,
+        substituted, split again."""
+        if call.name != "park":
+            return [substitute(a, pairs, bpairs) for a in call.args]
+        head, tail = call.args[:17], call.args[17:]
+        if tail[0] != pwkeys.RECORD_HELD or tail[2] != "rn":
+            raise RuntimeError("park's arguments changed shape: the bulk writer needs updating")
+        blob = substitute(b"".join(tail[5::2]), pairs, bpairs)
+        parts = codec.split(blob, pwkeys.PART_BYTES)
+        record = [pwkeys.RECORD_HELD, substitute(tail[1], pairs, bpairs), "rn", len(parts)]
+        for n, part in enumerate(parts):
+            record += [pwkeys.record_field(n), part]
+        return [substitute(a, pairs, bpairs) for a in head] + record
+
     pipe = store.client.pipeline(transaction=False)
     last = template
     for first in range(0, count, batch):
         for _ in range(first, min(count, first + batch)):
             rid, req = "run_" + uuid.uuid4().hex, "int_" + os.urandom(12).hex()
             new_hash = tokens.hash_token(tokens.mint(secret, rid, req))
-            pairs = [(template, rid), (request_id, req), (token_hash, new_hash)]
+            cut = pwkeys.TOKEN_FIELD_HEX
+            pairs = [(template, rid), (request_id, req), (token_hash[:cut], new_hash[:cut])]
             if any(len(a) != len(b) for a, b in pairs):
                 raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")
             bpairs = [(a.encode(), b.encode()) for a, b in pairs]
             for call in calls:
                 keys_ = [substitute(k, pairs, bpairs) for k in call.keys]
-                args = [substitute(a, pairs, bpairs) for a in call.args]
+                args = args_of(call, pairs, bpairs)
                 store.queue_script(pipe, ScriptCall(call.name, rid, keys_, args))
             last = rid
         for reply in pipe.execute(raise_on_error=False):

@@ -3,15 +3,15 @@
 ``python -m bench.weight '{"url": ..., "via": "workers"|"executor"|"pipelined", "count": N}'``
 
 On the benchmark's own redis-server, emptied first: ``used_memory`` (INFO memory) before
-and after parking, divided by the number of pending interrupts (ZCARD of the global
-index). Runs are ``bench.flows:cycle`` with parkway-chosen run ids, parked by
+and after parking, divided by the number of pending interrupts (ZCARD of the newest
+index of the one workflow). Runs are ``bench.flows:cycle`` with parkway-chosen run ids, parked by
 
 * ``workers``: ``Parkway.start`` and a real ``parkway worker`` process (memory read while
   the worker is still registered, so RQ's per-worker keys are in both readings);
 * ``executor``: ``Parkway.start`` + the worker's job body in-process (bench.populate);
 * ``pipelined``: the same with script calls pipelined (bench.populate), two processes.
 
-Also reported: ``MEMORY USAGE`` of each key of one parked run, and the four listing
+Also reported: ``MEMORY USAGE`` of each key of one parked run, and the two listing
 indexes' bytes per member, so the total can be read by key.
 """
 
@@ -32,7 +32,7 @@ HOURS6 = 6 * 3600 * 1000
 
 
 def pending(r: redis.Redis) -> int:
-    return int(r.zcard("pw:ix:newest"))
+    return int(r.zcard("pw:ix:newest:bench_cycle"))  # one index per workflow; the runs are all bench_cycle
 
 
 def used(r: redis.Redis) -> int:

@@ -2,7 +2,7 @@
 hooks would otherwise pass unnoticed.
 
 Grouped by behaviour: what each transition puts under a TTL (invariant 5); what a run reads as
-once its records are gone (5); a pending key that is gone (2, 3); replay (emit and the journal's
+once its records are gone (5); an interrupt past its expiry (2, 3); replay (emit and the journal's
 names); the answer bound (3); the fence a resume moves the run to (1, 2); persist, then publish (4).
 """
 
@@ -195,11 +195,12 @@ def _interrupt_of(harness: Harness, run_id: str) -> tuple[str, InterruptRecord]:
     return token, lookup.interrupt
 
 
-def _drop_pending_key(harness: Harness, run_id: str) -> None:
-    """Delete the run's pending-request key by hand (as its TTL would), leaving its records."""
+def _lapse(harness: Harness, run_id: str) -> None:
+    """Move the waiting run's ``expires`` into the past by hand (as the clock passing it would),
+    leaving its records: its interrupt can no longer be answered."""
     client = harness.pw.store.client  # the real or the in-process Redis
-    found = client.keys(keys.pending(run_id, "*"))
-    assert len(found) == 1 and client.delete(*found) == 1
+    assert client.hget(keys.run(run_id), "status") == b"waiting"
+    client.hset(keys.run(run_id), "expires", 1)
 
 
 def _stranger() -> tuple[str, str, InterruptRecord]:
@@ -244,8 +245,8 @@ _ERROR = {"message": "gone", "type": "tests.Gone", "traceback": "", "node": "fir
 class Scene:
     """One run driven transition by transition through a Store."""
 
-    def __init__(self, store: Any, clock: Callable[[], int], lapse: Callable[[Scene], object]) -> None:
-        self.store, self.clock, self._lapse = store, clock, lapse
+    def __init__(self, store: Any, clock: Callable[[], int]) -> None:
+        self.store, self.clock = store, clock
         self.run_id = "run_" + uuid.uuid4().hex
         self.step = 0
         self.fence = 0
@@ -322,8 +323,9 @@ class Scene:
         self.fence = self.store.release(self.run_id, self.fence, self.step, {"step": self.step}, self.clock())
 
     def lapse(self) -> None:
-        """The pause's TTL passes (its pending key goes; the records stay for the grace)."""
-        self._lapse(self)
+        """The pause's TTL passes (the clock moves past it; the records stay for the grace)."""
+        clock = self.clock
+        self.clock = lambda: clock() + P
 
     def expire(self) -> None:
         assert self.interrupt is not None
@@ -360,7 +362,7 @@ ANY = None
 def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
     """Every key of the run after ``target``, with the TTL ``target`` must have given it."""
     r = s.run_id
-    run, ev, ws, summ, ints = keys.run(r), keys.events(r), keys.workflow_state(r), keys.summary(r), keys.interrupts(r)
+    run, ev, ws, summ = keys.run(r), keys.events(r), keys.workflow_state(r), keys.summary(r)
     j0, j1, held = keys.journal(r, 0), keys.journal(r, 1), P + G
     kept = T + R  # the summary outlives the records by the retention
     table: dict[str, dict[str, int | None]] = {
@@ -371,16 +373,14 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
         "record_workflow": {run: T, ev: T, j0: T, ws: T, summ: kept},
         "advance": {run: T, ev: T, ws: T, summ: kept},
         "record_next": {run: T, ev: T, ws: T, j1: T, summ: kept},
-        "park": {
-            run: held, ev: held, ws: held, j1: held, ints: held, keys.pending(r, s.token_hash): P, summ: held + R
-        },
-        "resume": {run: T, ev: T, ws: T, j1: T, ints: T, summ: kept},
-        "complete": {run: T, ev: T, ws: T, ints: ANY, summ: kept},
+        "park": {run: held, ev: held, ws: held, j1: held, summ: held + R},
+        "resume": {run: T, ev: T, ws: T, j1: T, summ: kept},
+        "complete": {run: T, ev: T, ws: T, summ: kept},
         "finish": {run: T, ev: T, ws: T, j0: ANY, summ: kept},
         "recover": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
         "recover_fails": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
         "release": {run: T, ev: T, ws: ANY, j0: ANY, summ: kept},
-        "expire": {run: ANY, ev: ANY, ws: ANY, j1: ANY, ints: ANY, summ: ANY},
+        "expire": {run: ANY, ev: ANY, ws: ANY, j1: ANY, summ: ANY},
     }
     return table[target]
 
@@ -388,7 +388,7 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
 def _global_keys(workflows: tuple[str, ...]) -> set[str]:
     """The keys keys.py names outside any run: those its argument-less functions build, and the
     interrupt indexes (of every order, and of each of ``workflows``)."""
-    found = {keys.index(order, wf) for order in ("newest", "expiring") for wf in (None, *workflows)}
+    found = {keys.index(order, wf) for order in ("newest", "expiring") for wf in workflows}
     for name, fn in inspect.getmembers(keys, inspect.isfunction):
         required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
         if fn.__module__ == keys.__name__ and not name.startswith("_") and not required:
@@ -408,15 +408,13 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
     request: pytest.FixtureRequest, server: str, target: str
 ) -> None:
     """After each transition every key of the run has a TTL, and each key it writes has the one that
-    protects it: the run's TTL, the pause's for the pending key, the pause's plus the grace for the
-    records of a waiting run, the retention for the summary; on Redis and on the in-process one."""
+    protects it: the run's TTL, the pause's plus the grace for the records of a waiting run (the
+    interrupt is in the run's hash), the retention for the summary; on Redis and on the in-process one."""
     if server == "redis":
         redis_client: Any = request.getfixturevalue("redis_client")
     else:
         redis_client = embedded.client(embedded.server())
-    scene = Scene(
-        RedisStore(redis_client, LIMITS), _now, lambda s: redis_client.delete(keys.pending(s.run_id, s.token_hash))
-    )
+    scene = Scene(RedisStore(redis_client, LIMITS), _now)
     *before, transition = PATHS[target]
     for name in before:
         getattr(scene, name)()
@@ -438,17 +436,16 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
 
 def test_a_real_run_leaves_no_key_of_its_own_without_a_ttl(harness: Harness) -> None:
     """A run that writes workflow state, node state, an event and a pause, then completes, has every
-    key under a TTL at each stop: while it waits, the pending key lives for the pause and the rest
-    for the pause plus the grace."""
+    key under a TTL at each stop: while it waits, its records (the interrupt in the run's hash) live
+    for the pause plus the grace, and no key of the interrupt's own is left."""
     client: Any = harness.pw.store.client  # the real Redis, or the in-process one
 
     run_id = harness.start_and_run(every_hook, {"ttl_ms": 30_000})
     pattern = keys.run(run_id).removesuffix(":run") + "*"
     grace = harness.settings.limits.expiry_grace_ms
     waiting = {k.decode(): client.pttl(k) for k in client.keys(pattern)}
-    pending = [k for k in waiting if k.startswith(keys.pending(run_id, ""))]
-    assert len(pending) == 1 and 30_000 - SLACK <= waiting.pop(pending[0]) <= 30_000
     waiting.pop(keys.summary(run_id))
+    assert keys.run(run_id) in waiting
     assert waiting and all(30_000 + grace - SLACK <= ttl <= 30_000 + grace for ttl in waiting.values()), waiting
     _assert_only_global_keys_persist(client, (every_hook.name,))
 
@@ -502,7 +499,7 @@ def test_past_ttl_and_grace_a_run_reads_expired_and_one_never_seen_reads_unknown
 
 
 def test_past_its_pause_ttl_an_invalid_answer_reads_expired(harness: Harness) -> None:
-    """Past the pause's TTL but within the grace (records kept, pending key gone), even an answer
+    """Past the pause's TTL but within the grace (records kept, the interrupt past its expiry), even an answer
     that would be refused reads expired: there is nothing left to validate it against."""
     run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})
     token, record = _interrupt_of(harness, run_id)
@@ -547,16 +544,16 @@ def test_a_pause_longer_than_the_retention_still_reads_expired_once_its_records_
     assert h.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
 
 
-# --- 3. a pending key that is gone (invariants 2, 3) -------------------------------------------
+# --- 3. an interrupt past its expiry (invariants 2, 3) -------------------------------------------
 
 
-def test_a_resume_that_finds_the_pending_key_gone_says_expired(harness: Harness) -> None:
-    """A resume that looked the token up while it was pending, and finds its pending key gone when it
+def test_a_resume_that_finds_the_interrupt_past_its_expiry_says_expired(harness: Harness) -> None:
+    """A resume that looked the token up while it was pending, and finds it past its expiry when it
     commits (expired in between) says expired, not already_resolved, and changes nothing."""
     run_id = harness.start_and_run(flows.one_choice)
     token, record = _pending_lookup(harness, run_id)
     fence, events = _fence(harness, run_id), _event_types(harness, run_id)
-    _drop_pending_key(harness, run_id)
+    _lapse(harness, run_id)
 
     commit = harness.pw.store.resume(run_id, _answer(record, tokens.hash_token(token)))
     assert commit.outcome is ResumeOutcome.EXPIRED and commit.request_id == record.request_id
@@ -574,19 +571,19 @@ def test_a_resume_of_a_resolved_interrupt_says_already_resolved_even_at_the_stor
     assert harness.pw.store.resume(run_id, answer).outcome is ResumeOutcome.ALREADY_RESOLVED
 
 
-def test_a_token_whose_pending_key_is_gone_reads_expired_before_its_answer_is_checked(harness: Harness) -> None:
-    """A valid token whose pending key is gone reads expired, even with an answer that would be
-    refused: lookup says expired before anything validates the answer."""
+def test_a_token_past_its_expiry_reads_expired_before_its_answer_is_checked(harness: Harness) -> None:
+    """A valid token whose interrupt is past its expiry reads expired, even with an answer that would
+    be refused: lookup says expired before anything validates the answer."""
     run_id = harness.start_and_run(flows.one_choice)
     token, record = _pending_lookup(harness, run_id)
-    _drop_pending_key(harness, run_id)
+    _lapse(harness, run_id)
     assert harness.pw.store.lookup(run_id, tokens.hash_token(token), _now()).outcome == "expired"
     assert harness.pw.resume(token, selected="green").outcome is ResumeOutcome.EXPIRED
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
     assert harness.pw.cancel_interrupt(token).outcome is ResumeOutcome.EXPIRED
 
 
-def test_with_its_pending_key_in_place_an_invalid_answer_is_refused(harness: Harness) -> None:
+def test_before_its_expiry_an_invalid_answer_is_refused(harness: Harness) -> None:
     """The control for the test above: the same invalid answer on a live token raises InvalidAnswer."""
     run_id = harness.start_and_run(flows.one_choice)
     with pytest.raises(InvalidAnswer):

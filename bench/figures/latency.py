@@ -27,18 +27,18 @@ def measure(plan: Plan, url: str) -> Section:
     if pk:
         sec.rows.append(
             [
-                "parkway: resume() returned → node's first line",
-                cell([r["from_return"]["p50_ms"] for r in pk], 2),
-                cell([r["from_return"]["p99_ms"] for r in pk], 2),
-                cell([r["from_return"]["max_ms"] for r in pk], 1),
-            ]
-        )
-        sec.rows.append(
-            [
                 "parkway: resume() called → node's first line",
                 cell([r["from_call"]["p50_ms"] for r in pk], 2),
                 cell([r["from_call"]["p99_ms"] for r in pk], 2),
                 cell([r["from_call"]["max_ms"] for r in pk], 1),
+            ]
+        )
+        sec.rows.append(
+            [
+                "parkway: resume() returned → node's first line",
+                cell([r["from_return"]["p50_ms"] for r in pk], 2),
+                cell([r["from_return"]["p99_ms"] for r in pk], 2),
+                cell([r["from_return"]["max_ms"] for r in pk], 1),
             ]
         )
     if ho:
@@ -51,24 +51,39 @@ def measure(plan: Plan, url: str) -> Section:
             ]
         )
     if pk and ho:
-        p99 = [a["from_return"]["p99_ms"] / b["from_call"]["p99_ms"] for a, b in zip(pk, ho, strict=False)]
-        p50 = [a["from_return"]["p50_ms"] / b["from_call"]["p50_ms"] for a, b in zip(pk, ho, strict=False)]
-        sec.notes.append(f"ratio parkway/hand-off p99: {cell(p99, 2)}; p50: {cell(p50, 2)}")
+        p99 = [a["from_call"]["p99_ms"] / b["from_call"]["p99_ms"] for a, b in zip(pk, ho, strict=False)]
+        p50 = [a["from_call"]["p50_ms"] / b["from_call"]["p50_ms"] for a, b in zip(pk, ho, strict=False)]
+        ret99 = [a["from_return"]["p99_ms"] / b["from_call"]["p99_ms"] for a, b in zip(pk, ho, strict=False)]
+        sec.notes.append(
+            f"ratio parkway (resume() called → first line) / hand-off (LPUSH issued → BLPOP returned), p99: "
+            f"{cell(p99, 2)}; p50: {cell(p50, 2)}"
+        )
+        sec.notes.append(f"for comparison, from resume() returned, p99: {cell(ret99, 2)}")
         sec.targets.append(
             (
-                f"resume p99 < {TARGETS['latency']}x LPUSH→BLPOP p99",
+                f"resume p99 (resume() called → node's first line) < {TARGETS['latency']}x LPUSH issued → BLPOP "
+                "returned p99",
                 fmt(med(p99), 2) + "x",
                 med(p99) < TARGETS["latency"],
             )
         )
+        if med(p99) >= TARGETS["latency"]:
+            sec.notes.append(
+                "what the target would take: resume() makes two round trips (the lookup, then the commit, with "
+                "the answer validated between them against the stored request) and the worker three before the "
+                "node's first line (RQ's dequeue, the job hash, the start-of-job transaction carrying begin); "
+                "under 3x the hand-off needs the lookup folded into the commit (the request known to the client "
+                "beforehand) and the job's start in the dequeue's round trip"
+            )
         early = sum(r["node_before_return"] for r in pk)
         sec.notes.append(f"resumes whose node started before resume() returned: {early}")
     sec.extra += [
         f"{plan.latency_n} resumes per run (after 20 warm-up), {plan.runs} runs. One parkway worker; for each run "
         "of `bench.flows:timed` the client starts it, reads its event stream up to the `interrupt` event, sleeps "
         "10 ms (the worker is back in its blocking dequeue), then calls `resume()`. The node's first line "
-        "RPUSHes `time.time()` to a Redis list on every attempt; the replay's timestamp minus the time "
-        "`resume()` returned is the latency (same clock, same machine).",
+        "RPUSHes `time.time()` to a Redis list on every attempt; the replay's timestamp minus the time taken just "
+        "before `resume()` is called is the latency (same clock, same machine): both ends match the hand-off's, "
+        "whose clock starts before `LPUSH` is issued. The time from `resume()` returning is shown beside it.",
         "Hand-off: a second process waits in `BLPOP`; the client sleeps 10 ms, then `LPUSH`es `time.time()`; "
         "the other side subtracts it from `time.time()` when BLPOP returns. Same redis-py + hiredis on both "
         "sides, measured in the same run.",

@@ -53,16 +53,41 @@ def entry_from_blob(blob: bytes) -> JournalEntry:
     return JournalEntry(*raw)
 
 
+_INTERRUPT_FIELDS = (
+    "request_id",
+    "node",
+    "step",
+    "journal_field",
+    "request",
+    "created_at",
+    "expires_at",
+    "on_expire",
+    "root_run_id",
+    "parent_run_id",
+)
+"""an interrupt record's fields in the order its stored array holds them; the run id, the workflow
+and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it)"""
+
+
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
-    return encode(vars(record), what="interrupt")  # shallow: asdict would deep-copy the request
+    """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run holds."""
+    return encode([getattr(record, name) for name in _INTERRUPT_FIELDS], what="interrupt")
 
 
-def interrupt_from_blob(blob: bytes) -> InterruptRecord:
+def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes) -> InterruptRecord:
     raw = decode(blob, what="interrupt")
+    if not isinstance(raw, list) or len(raw) != len(_INTERRUPT_FIELDS):
+        raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
     try:
-        return InterruptRecord(**raw)
+        fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=True))
+        return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def split(blob: bytes, size: int) -> list[bytes]:
+    """``blob`` in parts of at most ``size`` bytes (at least one part)."""
+    return [blob[i : i + size] for i in range(0, len(blob), size)] or [b""]
 
 
 def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
@@ -134,47 +159,57 @@ def event_from(entry_id: str, kind: str, data_blob: bytes) -> StoredEvent:
 
 # --- index members and cursors ----------------------------------------------
 
-_MEMBER = re.compile(r"([0-9]{13}):([0-9]{13}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64}):([A-Za-z0-9_-]{1,64})")
+_TIME_BYTES = 6
+"""a time in an index member: epoch ms, big-endian (6 bytes reach the year 10889)"""
+_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_CURSOR = re.compile(r"([0-9]{13}):([0-9]{13}):([A-Za-z0-9_-]{1,64})")
 
 
 def entry_of(record: InterruptRecord) -> IndexEntry:
     return IndexEntry(record.created_at, record.expires_at, record.workflow, record.run_id, record.request_id)
 
 
-def parse_member(member: str, order: str) -> IndexEntry:
-    m = _MEMBER.fullmatch(member)
-    if m is None:
-        raise CorruptRecord(f"interrupt index member {member!r} is malformed")
-    first, second = int(m.group(1)), int(m.group(2))
-    created, expires = (first, second) if order == "newest" else (second, first)
-    return IndexEntry(created, expires, m.group(3), m.group(4), m.group(5))
+def _time(ms: int) -> bytes:
+    return int(ms).to_bytes(_TIME_BYTES, "big")
 
 
-def member(entry: IndexEntry, order: str) -> str:
-    """Members sort lexicographically by time (13-digit epoch ms), so a page is a
-    ZRANGEBYLEX from the cursor: O(log N + page), no gaps, no repeats."""
+def member(entry: IndexEntry, order: str) -> bytes:
+    """A pending interrupt in one index of its workflow (the key names the workflow): its two times,
+    6 bytes each, big-endian, the order's first (``newest``: created, then expires; ``expiring``:
+    the reverse), then its run id (a run waits on one interrupt at a time). Members sort bytewise by
+    time, so a page is a ZRANGEBYLEX from the cursor: O(log N + page), no gaps, no repeats. 48 bytes
+    for a run id of 36: Redis keeps it in a 64-byte allocation."""
     first, second = (entry.created_at, entry.expires_at) if order == "newest" else (entry.expires_at, entry.created_at)
-    return f"{first:013d}:{second:013d}:{entry.workflow}:{entry.run_id}:{entry.request_id}"
+    return _time(first) + _time(second) + entry.run_id.encode()
 
 
-def placements(entry: IndexEntry) -> list[tuple[str, str | None, str]]:
-    """(order, workflow or None, member) for each index an entry lives in."""
-    return [(o, wf, member(entry, o)) for o in ("newest", "expiring") for wf in (None, entry.workflow)]
+def parse_member(raw: bytes, order: str, workflow: str) -> IndexEntry:
+    """The entry a member of ``workflow``'s index stands for (its request id is the run's to say: "")."""
+    run_id = raw[2 * _TIME_BYTES :].decode("ascii", "replace")
+    if len(raw) <= 2 * _TIME_BYTES or not _RUN_ID.fullmatch(run_id):
+        raise CorruptRecord(f"interrupt index member {raw!r} is malformed")
+    first, second = int.from_bytes(raw[:_TIME_BYTES], "big"), int.from_bytes(raw[_TIME_BYTES : 2 * _TIME_BYTES], "big")
+    created, expires = (first, second) if order == "newest" else (second, first)
+    return IndexEntry(created, expires, workflow, run_id)
 
 
-def parse_cursor(cursor: str | None, order: str) -> str | None:
+def parse_cursor(cursor: str | None, order: str) -> bytes | None:
+    """The member a cursor names (a page starts after it)."""
     if cursor is None:
         return None
     prefix = order[0] + "."
-    if not isinstance(cursor, str) or not cursor.startswith(prefix) or not _MEMBER.fullmatch(cursor[2:]):
+    m = _CURSOR.fullmatch(cursor[2:]) if isinstance(cursor, str) and cursor.startswith(prefix) else None
+    if m is None:
         raise ValidationError(f"invalid cursor for order={order!r}")
-    return cursor[2:]
+    return _time(int(m.group(1))) + _time(int(m.group(2))) + m.group(3).encode()
 
 
-def make_cursor(member: str, order: str) -> str:
-    return order[0] + "." + member
+def make_cursor(raw: bytes, order: str) -> str:
+    """A cursor after member ``raw``: its times in 13 digits and its run id, readable in a URL."""
+    first, second = int.from_bytes(raw[:_TIME_BYTES], "big"), int.from_bytes(raw[_TIME_BYTES : 2 * _TIME_BYTES], "big")
+    return f"{order[0]}.{first:013d}:{second:013d}:{raw[2 * _TIME_BYTES :].decode()}"
 
 
-def time_floor(now: int) -> str:
-    """Lexicographic bound: members whose leading time is < ``now`` sort below it."""
-    return f"{now:013d}"
+def time_floor(now: int) -> bytes:
+    """Bytewise bound: members whose leading time is < ``now`` sort below it."""
+    return _time(now)

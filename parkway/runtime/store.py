@@ -232,7 +232,8 @@ class IndexEntry:
     expires_at: int
     workflow: str
     run_id: str
-    request_id: str
+    request_id: str = ""
+    """"" when read from an index (its members name the run, which waits on one interrupt at a time)"""
 
 
 @dataclass(frozen=True)
@@ -373,7 +374,8 @@ class Store(Protocol):
         """Read the interrupt a token hash names, without changing anything."""
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
-        """Release the pending key, record the answer (or cancellation), bump the fence, write the outbox
+        """Answer the interrupt if still pending before its expiry at ``answer.now`` (exactly once),
+        record the answer (or cancellation), bump the fence, write the outbox
         (and, if the store can and ``answer.dispatch``, enqueue the job for the new fence: ``handed_off``)."""
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:

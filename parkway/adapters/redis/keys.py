@@ -12,6 +12,12 @@ A session's keys carry its id as hash tag ``{S}``, and its branch runs are
 below is the session's TTL, refreshed by its transitions.
 Below, ``pw:{R}:...`` stands for ``pw:{R}:<run id>:...`` for a child run.
 
+An interrupt has no key of its own: it lives in its run's hash, every field name and value at most
+64 bytes (the record split into parts), so the hash keeps Redis's compact listpack encoding
+(``hash-max-listpack-value``) where one longer value would turn it into a hash table several times
+its size. Its status field is the exactly-once point of a resume: the resume script answers only
+an interrupt it finds ``pending`` before the run's ``expires``, and flips it in the same step.
+
 ==========================  ======  ========  ===============================================
 key                         type    TTL       holds
 ==========================  ======  ========  ===============================================
@@ -20,17 +26,24 @@ key                         type    TTL       holds
                                               waiting (request id, or ``child:<run id>``);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
-                                              each ancestor, parent first)
+                                              each ancestor, parent first);
+                                              and of each interrupt of the run (see below):
+                                              ``t:<token hash, 32 hex>`` -> req,
+                                              ``s:<req>`` status (pending until ``expires``,
+                                              resolved, cancelled, expired); of its latest:
+                                              rq (its req), rn, r0..r<rn-1> (the record's
+                                              parts of <= 64 bytes); of an earlier one:
+                                              ``r:<req>:<i>`` (its parts)
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
-``pw:{R}:int``              hash    T         ``r:<req>`` record, ``s:<req>`` status,
-                                              ``t:<token hash>`` -> req
-``pw:{R}:p:<token hash>``   string  interrupt exists while the interrupt can be answered
-``pw:ix:<order>[:<wf>]``    zset    none      pending interrupts, lex-ordered members
-                                              (order: newest | expiring), pruned on expiry
+``pw:ix:<order>:<wf>``      zset    none      a workflow's pending interrupts (order: newest |
+                                              expiring), one member each: two times (6 bytes,
+                                              big-endian) and the run id (see codec.member);
+                                              pruned on expiry. No index spans workflows: a
+                                              listing of all merges the workflows' (``pw:workflows``)
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on
@@ -44,8 +57,9 @@ key                         type    TTL       holds
                                               ``recovered`` (recover), ``deferred`` (release),
                                               ``resumes:accepted``, ``wait:<le seconds | +Inf>``
                                               and ``wait:sum_ms`` (resume); a few dozen fields
-``pw:workflows``            set     none      names of workflows that ever parked (park): the
-                                              per-workflow indexes /metrics counts
+``pw:workflows``            set     none      names of workflows that ever parked (park): whose
+                                              indexes a listing of all workflows merges, the
+                                              reconciler scans and /metrics counts
 ``pw:{S}:s``                 hash    S         a session: agent (workflow ref), wf, owner, tenant, head
                                               (active message id), ttl, created, updated
 ``pw:{S}:m``                 hash    S         message id -> message (role, content, run, at)
@@ -102,16 +116,39 @@ def events(run_id: str) -> str:
     return f"{_tag(run_id)}:ev"
 
 
-def interrupts(run_id: str) -> str:
-    return f"{_tag(run_id)}:int"
+TOKEN_FIELD_HEX = 32
+"""hex digits of a token's SHA-256 its field keeps (128 bits, within one run's hash)"""
+STATUS_PREFIX = "s:"
+RECORD_HELD = "rq"
+"""the run-hash field naming the interrupt whose record the run holds (its latest)"""
+PART_BYTES = 64
+"""the longest part of an interrupt record in the run hash (``hash-max-listpack-value``'s default)"""
 
 
-def pending(run_id: str, token_hash: str) -> str:
-    return f"{_tag(run_id)}:p:{token_hash}"
+def token_field(token_hash: str) -> str:
+    """The run-hash field that maps a token (by its hash) to its interrupt's request id."""
+    return "t:" + token_hash[:TOKEN_FIELD_HEX]
 
 
-def index(order: str, workflow: str | None = None) -> str:
-    return f"{PREFIX}:ix:{order}" + (f":{workflow}" if workflow else "")
+def status_field(request_id: str) -> str:
+    """The run-hash field holding an interrupt's status."""
+    return STATUS_PREFIX + request_id
+
+
+def record_field(part: int) -> str:
+    """The run-hash field holding part ``part`` (from 0) of the record of the run's latest interrupt."""
+    return f"r{part}"
+
+
+def earlier_record_field(request_id: str, part: int) -> str:
+    """The run-hash field holding part ``part`` of the record of an earlier interrupt of the run
+    (park moves the record it held there when the run pauses again)."""
+    return f"r:{request_id}:{part}"
+
+
+def index(order: str, workflow: str) -> str:
+    """A workflow's index of pending interrupts in ``order`` (newest | expiring)."""
+    return f"{PREFIX}:ix:{order}:{workflow}"
 
 
 def pauses() -> str:

@@ -1,40 +1,48 @@
--- Commit a pause: store and index the interrupt, open its pending key, release the lease,
+-- Commit a pause: store the interrupt in the run's own record, index it, release the lease,
 -- publish the interrupt event, note the pause on the pause feed (what waiting listings block on).
+-- The interrupt lives in the run hash (no key of its own, no pending key): its token field names
+-- it, its status field says whether it can still be answered (with the run's `expires`), and its
+-- record is split into fields of at most 64 bytes so the hash keeps Redis's compact encoding.
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
--- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 interrupts, 6 pending,
---       7 index newest, 8 index expiring, 9 index newest of workflow, 10 index expiring of workflow,
---       11 leases, 12 summary, 13 workflows with interrupts, 14 pause feed, 15... five keys per ancestor
+-- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 the workflow's index newest, 6 its index expiring,
+--       7 leases, 8 summary, 9 workflows with interrupts, 10 pause feed, 11... five keys per ancestor
 --       of a child run: events, run, journal of the step waiting, workflow state, summary (the
 --       interrupt shows on their streams too, and their records live at least as long as it does)
--- ARGV: 1 fence, 2 step, 3 request id, 4 token hash, 5 record blob, 6 ttl ms, 7 now, 8 expires at,
+-- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
---       15 retention ms, 16 workflow name, 17 pause feed maxlen
+--       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18... the record's fields as pairs:
+--       rq and its request id, rn and its number of parts, then each part's field and part
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
-redis.call('HSET', KEYS[5], 'r:' .. ARGV[3], ARGV[5], 's:' .. ARGV[3], 'pending', 't:' .. ARGV[4], ARGV[3])
-redis.call('SET', KEYS[6], ARGV[3], 'PX', ARGV[6])
-redis.call('ZADD', KEYS[7], 0, ARGV[9])
-redis.call('ZADD', KEYS[8], 0, ARGV[10])
-redis.call('ZADD', KEYS[9], 0, ARGV[9])
-redis.call('ZADD', KEYS[10], 0, ARGV[10])
-redis.call('SADD', KEYS[13], ARGV[16])
-redis.call('ZREM', KEYS[11], ARGV[14])
+redis.call('ZADD', KEYS[5], 0, ARGV[9])
+redis.call('ZADD', KEYS[6], 0, ARGV[10])
+redis.call('SADD', KEYS[9], ARGV[16])
+redis.call('ZREM', KEYS[7], ARGV[14])
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
+-- the record the run held (its interrupt before this one, answered or expired) keeps its parts
+-- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...
+local held = redis.call('HMGET', KEYS[1], 'rq', 'rn')
+if held[1] then
+  for i = 0, tonumber(held[2]) - 1 do
+    redis.call('HSET', KEYS[1], 'r:' .. held[1] .. ':' .. i, redis.call('HGET', KEYS[1], 'r' .. i))
+    redis.call('HDEL', KEYS[1], 'r' .. i)
+  end
+end
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
-  'crashes', 0)
+  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 18))
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
-for i = 15, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
-redis.call('XADD', KEYS[14], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
+for i = 11, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
+redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
 -- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
 -- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
 local stream = redis.call('DUMP', KEYS[4])
 redis.call('DEL', KEYS[4])
 redis.call('RESTORE', KEYS[4], 0, stream)
 local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
-expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]})
-keep_summary(KEYS[12], held, ARGV[15])
-for i = 15, #KEYS, 5 do
+expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
+keep_summary(KEYS[8], held, ARGV[15])
+for i = 11, #KEYS, 5 do
   if redis.call('PTTL', KEYS[i + 1]) < held then
     expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
     keep_summary(KEYS[i + 4], held, ARGV[15])

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -129,6 +129,8 @@ class RedisStore:
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
+        self._workflows: list[str] | None = None
+        """the workflows with an index, as the last listing across them read them"""
         self.sessions = SessionStore(self)
         """the session transitions, on the same client and scripts"""
 
@@ -176,12 +178,9 @@ class RedisStore:
         return [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)]
 
     def _index_keys(self, workflow: str) -> list[str]:
-        return [
-            keys.index("newest"),
-            keys.index("expiring"),
-            keys.index("newest", workflow),
-            keys.index("expiring", workflow),
-        ]
+        """The workflow's two indexes of pending interrupts (there is no index across workflows: a
+        listing of every workflow merges theirs)."""
+        return [keys.index("newest", workflow), keys.index("expiring", workflow)]
 
     # --- transitions ----------------------------------------------------
 
@@ -322,8 +321,6 @@ class RedisStore:
                     keys.journal(r, step),
                     keys.workflow_state(r),
                     keys.events(r),
-                    keys.interrupts(r),
-                    keys.pending(r, rec.token_hash),
                     *self._index_keys(rec.workflow),
                     keys.leases(),
                     keys.summary(r),
@@ -335,8 +332,8 @@ class RedisStore:
                     fence,
                     step,
                     rec.request_id,
-                    rec.token_hash,
-                    codec.interrupt_to_blob(rec),
+                    keys.token_field(rec.token_hash),
+                    keys.status_field(rec.request_id),
                     commit.ttl_ms,
                     commit.now,
                     rec.expires_at,
@@ -349,9 +346,18 @@ class RedisStore:
                     self.limits.retention_ms,
                     rec.workflow,
                     keys.PAUSE_FEED_MAXLEN,
+                    *self._record_parts(rec),
                 ],
             )
         )
+
+    def _record_parts(self, record: InterruptRecord) -> list[Any]:
+        """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
+        parts = codec.split(codec.interrupt_to_blob(record), keys.PART_BYTES)
+        out: list[Any] = [keys.RECORD_HELD, record.request_id, "rn", len(parts)]
+        for i, part in enumerate(parts):
+            out += [keys.record_field(i), part]
+        return out
 
     def finish(
         self,
@@ -497,12 +503,16 @@ class RedisStore:
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         r = run_id
         reply = self._call(
-            "lookup", r, [keys.run(r), keys.interrupts(r), keys.pending(r, token_hash), keys.summary(r)], [token_hash]
+            "lookup",
+            r,
+            [keys.run(r), keys.summary(r)],
+            [keys.token_field(token_hash), now, keys.STATUS_PREFIX],
         )
         status = _text(reply[0])
-        if len(reply) == 1:
+        if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
-        return Lookup(status, codec.interrupt_from_blob(reply[1]))  # type: ignore[arg-type]
+        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[3:]))
+        return Lookup(status, record)  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
@@ -514,8 +524,6 @@ class RedisStore:
             r,
             [
                 keys.run(r),
-                keys.interrupts(r),
-                keys.pending(r, answer.token_hash),
                 keys.journal(r, rec.step),
                 keys.workflow_state(r),
                 keys.events(r),
@@ -526,7 +534,7 @@ class RedisStore:
                 *hand_keys,
             ],
             [
-                answer.token_hash,
+                keys.token_field(answer.token_hash),
                 answer.request_id or "",
                 rec.journal_field,
                 codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
@@ -540,6 +548,8 @@ class RedisStore:
                 event,
                 self.limits.retention_ms,
                 _WAIT_BUCKETS_ARG,
+                keys.STATUS_PREFIX,
+                rec.created_at,
                 *hand_args,
             ],
         )
@@ -583,8 +593,10 @@ class RedisStore:
     def expire(self, entry: IndexEntry, now: int) -> Expiry:
         r = entry.run_id
         with translated(r):
-            record = self.get_interrupt(r, entry.request_id)
-        pending = keys.pending(r, record.token_hash) if record else keys.pending(r, "none")
+            fields = self.client.hgetall(keys.run(r))
+        request_id = entry.request_id or _text(fields.get(b"waiting", b""))
+        record = _interrupt_in(r, request_id, fields) if request_id else None
+        entry = replace(entry, request_id=request_id)
         policy = (record.on_expire if record else None) or {"action": "expire"}
         action = str(policy.get("action", "expire"))
         journal_blob, error_blob, failed_blob = b"", b"", b""
@@ -612,8 +624,6 @@ class RedisStore:
             r,
             [
                 keys.run(r),
-                keys.interrupts(r),
-                pending,
                 keys.events(r),
                 keys.summary(r),
                 *self._index_keys(entry.workflow),
@@ -638,6 +648,8 @@ class RedisStore:
                 error_blob,
                 failed_blob,
                 r,
+                keys.status_field(entry.request_id),
+                entry.expires_at,
                 *parent_args,
             ],
         )
@@ -647,17 +659,26 @@ class RedisStore:
         return Expiry("expired", _text(reply[1]), int(reply[2]), int(reply[3]))
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
+        """Two round trips: leases, outbox and the workflows' names, then each workflow's expiring
+        index up to now (expired interrupts sort first there)."""
         with translated():
             pipe = self.client.pipeline(transaction=False)
             pipe.zrangebyscore(keys.leases(), "-inf", now, start=0, num=limit)
             pipe.zrangebyscore(keys.outbox(), "-inf", now - outbox_age_ms, start=0, num=limit)
-            pipe.zrangebylex(keys.index("expiring"), "-", f"({codec.time_floor(now)}", start=0, num=limit)
-            leases, outbox, expired = pipe.execute()
+            pipe.smembers(keys.workflows())
+            leases, outbox, names = pipe.execute()
+            workflows = sorted(_text(n) for n in names)
+            pipe = self.client.pipeline(transaction=False)
+            for wf in workflows:
+                pipe.zrangebylex(keys.index("expiring", wf), "-", b"(" + codec.time_floor(now), start=0, num=limit)
+            found = pipe.execute() if workflows else []
         stale = []
         for m in outbox:
             run_id, step, fence = _text(m).rsplit(":", 2)
             stale.append((run_id, int(step), int(fence)))
-        return Due([_text(m) for m in leases], stale, [codec.parse_member(_text(m), "expiring") for m in expired])
+        expired = [codec.parse_member(m, "expiring", wf) for wf, ms in zip(workflows, found, strict=True) for m in ms]
+        expired.sort(key=lambda e: e.expires_at)
+        return Due([_text(m) for m in leases], stale, expired[:limit])
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         with translated():
@@ -701,8 +722,8 @@ class RedisStore:
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         with translated(run_id):
-            blob = self.client.hget(keys.interrupts(run_id), f"r:{request_id}")
-        return codec.interrupt_from_blob(blob) if blob else None
+            fields = self.client.hgetall(keys.run(run_id))
+        return _interrupt_in(run_id, request_id, fields)
 
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
         after = codec.parse_cursor(query.cursor, query.order)
@@ -711,54 +732,95 @@ class RedisStore:
                 items, feed = self._waiting_interrupt(query)
                 return InterruptListing(items, None, feed)
             members, feed = self._page(query, after)
-            entries = [codec.parse_member(m, query.order) for m in members[: query.limit]]
+            entries = [codec.parse_member(m, query.order, wf) for wf, m in members[: query.limit]]
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
-                pipe.hget(keys.interrupts(e.run_id), f"r:{e.request_id}")
-            blobs = pipe.execute() if entries else []
-        items = [codec.interrupt_from_blob(b) for b in blobs if b is not None]
+                pipe.hgetall(keys.run(e.run_id))
+            runs = pipe.execute() if entries else []
+        found = (_pending_in(e, f) for e, f in zip(entries, runs, strict=True))
+        items = [record for record in found if record is not None]
         more = len(members) > query.limit
-        cursor = codec.make_cursor(members[query.limit - 1], query.order) if more else None
+        cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
         return InterruptListing(items, cursor, feed)
 
-    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], Any]) -> tuple[Any, str | None]:
-        """``read(client)``'s reply. When the query watches: with the pause feed's last id read just
-        before it, in the same round trip (a pause ``read`` misses is after that id); when it waits,
-        after an XREAD BLOCK on the feed, in that round trip too (Redis runs a connection's commands
-        in order: the ones behind a blocked one run when it returns, woken or timed out)."""
-        if not query.watch and query.wait_after is None:
-            return read(self.client), None
+    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], None]) -> tuple[list[Any], str | None]:
+        """The replies of the commands ``read(pipeline)`` queues, in one round trip. When the query
+        watches: with the pause feed's last id read just before them (a pause they miss is after
+        that id); when it waits, after an XREAD BLOCK on the feed, in that round trip too (Redis
+        runs a connection's commands in order: the ones behind a blocked one run when it returns,
+        woken or timed out)."""
         pipe = self.client.pipeline(transaction=False)
+        watching = query.watch or query.wait_after is not None
         if query.wait_after is not None:
             pipe.xread({keys.pauses(): query.wait_after}, count=1, block=max(1, query.wait_ms))
-        pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+        if watching:
+            pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+        skip = (query.wait_after is not None) + watching
         read(pipe)
-        *_, last, reply = pipe.execute()
-        return reply, _text(last[0][0]) if last else "0-0"
+        replies = pipe.execute()
+        if not watching:
+            return replies, None
+        last = replies[skip - 1]
+        return replies[skip:], _text(last[0][0]) if last else "0-0"
 
-    def _page(self, query: InterruptQuery, after: str | None) -> tuple[list[str], str | None]:
-        """Up to limit+1 unexpired members after the cursor (expired ones await the reconciler),
-        and the pause feed's position if the query watches."""
-        key, want = keys.index(query.order, query.workflow), query.limit + 1
-        if query.order == "expiring":  # the order itself puts expired members first: start past them
-            floor = codec.time_floor(query.now + 1)
-            low = f"({after}" if after and after > floor else f"[{floor}"
-            reply, feed = self._with_feed(query, lambda c: c.zrangebylex(key, low, "+", start=0, num=want))
-            return [_text(m) for m in reply], feed
-        high = f"({after}" if after else "+"
-        reply, feed = self._with_feed(query, lambda c: c.zrevrangebylex(key, high, "-", start=0, num=want))
-        out: list[str] = []
+    def _page(self, query: InterruptQuery, after: bytes | None) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Up to limit+1 unexpired (workflow, member) after the cursor, in order (expired members await
+        the reconciler), and the pause feed's position if the query watches. Without a workflow, the
+        workflows' indexes are merged: each gives its first limit+1, read together in one round trip
+        with the set of workflows (a workflow new to this store is read in one more)."""
+        want, newest = query.limit + 1, query.order == "newest"
+        floor = codec.time_floor(query.now + 1)
+
+        def first(pipe: Any, wf: str) -> None:
+            key = keys.index(query.order, wf)
+            if newest:
+                pipe.zrevrangebylex(key, b"(" + after if after else "+", "-", start=0, num=want)
+            else:  # the order itself puts expired members first: start past them
+                low = b"(" + after if after and after > floor else b"[" + floor
+                pipe.zrangebylex(key, low, "+", start=0, num=want)
+
+        if query.workflow is not None:
+            names = [query.workflow]
+        elif self._workflows is None:
+            names = self._workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
+        else:
+            names = self._workflows
+
+        def read(pipe: Any) -> None:
+            for wf in names:
+                first(pipe, wf)
+            if query.workflow is None:
+                pipe.smembers(keys.workflows())
+
+        replies, feed = self._with_feed(query, read)
+        batches = dict(zip(names, replies, strict=False))
+        if query.workflow is None:
+            known = sorted(_text(n) for n in replies[-1])
+            if new := [wf for wf in known if wf not in batches]:
+                pipe = self.client.pipeline(transaction=False)
+                for wf in new:
+                    first(pipe, wf)
+                batches.update(zip(new, pipe.execute(), strict=True))
+            self._workflows = known
+        out: list[tuple[str, bytes]] = []
+        for wf, batch in batches.items():
+            out += [(wf, m) for m in (self._unexpired(query, wf, batch, want) if newest else batch)]
+        out.sort(key=lambda pair: pair[1], reverse=newest)
+        return out[:want], feed
+
+    def _unexpired(self, query: InterruptQuery, wf: str, batch: list[bytes], want: int) -> list[bytes]:
+        """From a ``newest`` batch on, the first ``want`` members of ``wf``'s index not yet expired."""
+        key, out = keys.index("newest", wf), []
         while True:
-            batch = [_text(m) for m in reply]
-            out += [m for m in batch if codec.parse_member(m, "newest").expires_at > query.now]
+            out += [m for m in batch if codec.parse_member(m, "newest", wf).expires_at > query.now]
             if len(out) >= want or len(batch) < want:
-                return out[:want], feed
-            reply = self.client.zrevrangebylex(key, f"({batch[-1]}", "-", start=0, num=want)
+                return out[:want]
+            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], "-", start=0, num=want)
 
     def _waiting_interrupt(self, query: InterruptQuery) -> tuple[list[InterruptRecord], str | None]:
         r = query.run_id or ""
-        raw, feed = self._with_feed(query, lambda c: c.hget(keys.run(r), "waiting"))
-        waiting = _text(raw or b"")
+        replies, feed = self._with_feed(query, lambda pipe: pipe.hget(keys.run(r), "waiting"))
+        waiting = _text(replies[0] or b"")
         for _ in range(MAX_TREE_DEPTH):  # a run waiting on a child: the interrupt down its tree
             if not waiting.startswith("child:"):
                 break
@@ -789,11 +851,36 @@ class RedisStore:
             workflows = sorted(_text(n) for n in names)
             pipe = self.client.pipeline(transaction=False)
             for wf in workflows:
-                pipe.zlexcount(keys.index("expiring", wf), f"[{codec.time_floor(now + 1)}", "+")
+                pipe.zlexcount(keys.index("expiring", wf), b"[" + codec.time_floor(now + 1), "+")
             counts = pipe.execute() if workflows else []
         return Tallies(
             {_text(k): int(v) for k, v in counters.items()}, WAIT_BUCKETS_S, dict(zip(workflows, counts, strict=True))
         )
+
+
+def _pending_in(entry: IndexEntry, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
+    """The interrupt an index entry stands for, from its run's hash: the one the run waits on, if
+    its expiry is the entry's (else the entry is stale: the run moved on)."""
+    waiting = _text(fields.get(b"waiting", b""))
+    if not waiting or waiting.startswith("child:") or fields.get(b"expires") != str(entry.expires_at).encode():
+        return None
+    return _interrupt_in(entry.run_id, waiting, fields)
+
+
+def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
+    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none:
+    the latest interrupt's parts are r0, r1, ...; an earlier one's r:<req>:0, r:<req>:1, ..."""
+    if _text(fields.get(keys.RECORD_HELD.encode(), b"")) == request_id:
+        parts = [fields.get(keys.record_field(i).encode(), b"") for i in range(int(fields.get(b"rn", 0)))]
+    else:
+        parts = []
+        while (part := fields.get(keys.earlier_record_field(request_id, len(parts)).encode())) is not None:
+            parts.append(part)
+        if not parts:
+            return None
+    req = request_id.encode()
+    token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == req), "")
+    return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts))
 
 
 MAX_TREE_DEPTH = 16

@@ -1,0 +1,89 @@
+"""How a parked run is laid out in Redis (issue 9): its interrupt in its run's hash (no key of its
+own), that hash in Redis's compact encoding, one pair of index members per pause in its workflow's
+indexes, and listings across workflows merged from theirs, in order, with cursors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from parkway import ResumeOutcome
+from parkway.adapters.redis import keys
+from tests import flows
+from tests.conftest import Harness
+
+
+def _client(harness: Harness) -> Any:
+    return harness.pw.store.client  # type: ignore[attr-defined]  # the real Redis or the in-process one
+
+
+def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(harness: Harness) -> None:
+    """While it waits, a run has its hash, its events and its summary, no key for its interrupt;
+    its workflow's two indexes hold one member each for it, and no index spans workflows."""
+    client = _client(harness)
+    run_id = harness.start_and_run(flows.one_choice)
+    tag = keys.run(run_id).removesuffix(":run")
+    assert sorted(k.decode() for k in client.keys(tag + "*")) == sorted(
+        [keys.run(run_id), keys.events(run_id), keys.summary(run_id)]
+    )
+    fields = client.hgetall(keys.run(run_id))
+    request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
+    assert fields[keys.status_field(request_id).encode()] == b"pending"
+    assert fields[keys.RECORD_HELD.encode()] == request_id.encode()
+    assert all(len(f) <= keys.PART_BYTES and len(v) <= keys.PART_BYTES for f, v in fields.items())
+    assert sorted(k.decode() for k in client.keys("pw:ix:*")) == [
+        keys.index("expiring", "one_choice"),
+        keys.index("newest", "one_choice"),
+    ]
+    assert [client.zcard(keys.index(o, "one_choice")) for o in ("newest", "expiring")] == [1, 1]
+
+
+def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness) -> None:
+    """On Redis, the run hash of a parked run with a 200-byte request stays a listpack (one value
+    over 64 bytes would make it a hash table several times its size)."""
+    if harness.kind != "redis":
+        pytest.skip("fakeredis does not model Redis's encodings")
+    run_id = harness.start_and_run(flows.one_choice)
+    assert _client(harness).object("encoding", keys.run(run_id)) == b"listpack"
+
+
+def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness: Harness) -> None:
+    """A second pause of the run takes the short part names (r0, r1, ...; none left over from the
+    first); the first record moves under names of its own and still reads by request id; the first
+    token reads already_resolved, the second resumes."""
+    client = _client(harness)
+    run_id = harness.start_and_run(flows.two_questions)
+    first = harness.token(run_id)
+    first_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
+    assert harness.pw.resume(first, selected="red").accepted
+    harness.run_jobs()
+    second = harness.token(run_id)
+    held = harness.pw.list_interrupts(run_id=run_id).items[0]
+    fields = client.hgetall(keys.run(run_id))
+    parts = int(fields[b"rn"])
+    assert fields[keys.RECORD_HELD.encode()] == held.request_id.encode()
+    assert not [f for f in fields if f.startswith(b"r") and f[1:].isdigit() and int(f[1:]) >= parts]
+    earlier = harness.pw.store.get_interrupt(run_id, first_id)
+    assert earlier is not None and earlier.request_id == first_id and earlier.request["question"]
+    assert harness.pw.resume(first, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+    assert harness.pw.lookup(second).request_id == held.request_id  # type: ignore[union-attr]
+
+
+def test_a_listing_of_every_workflow_merges_theirs_in_order_with_cursors(harness: Harness) -> None:
+    """Pauses of three workflows, listed without a filter two at a time in both orders: each once,
+    in order, across the workflows' indexes; a workflow first seen after a listing is in the next."""
+    made = [harness.start_and_run(wf) for wf in (flows.one_choice, flows.two_questions, flows.kinds) * 3]
+    for order in ("newest", "expiring"):
+        seen, times, cursor = [], [], None
+        while True:
+            page = harness.pw.list_interrupts(order=order, limit=2, cursor=cursor)
+            seen += [i.run_id for i in page.items]
+            times += [i.created_at if order == "newest" else i.expires_at for i in page.items]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert sorted(seen) == sorted(made)
+        assert times == sorted(times, reverse=order == "newest")
+    late = harness.start_and_run(flows.denial)
+    assert late in [i.run_id for i in harness.pw.list_interrupts(limit=100).items]
