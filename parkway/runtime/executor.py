@@ -311,7 +311,7 @@ def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, 
     now = options.clock()
     new = NewRun(spawn.child_run_id, child.name, ref, child.start, spawn.input, run.ttl_ms, now)
     event = {"childRunId": spawn.child_run_id, "workflow": child.name, "id": spawn.name, "node": ctx.node}
-    commit = Spawn(new, spawn.journal_field, ((run.run_id, ctx.step), *run.lineage), event)
+    commit = Spawn(new, spawn.journal_field, ((run.run_id, ctx.step), *run.lineage), event, spawn.asked)
     store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("child_started", child_run_id=spawn.child_run_id, child_workflow=child.name)
 

@@ -164,6 +164,9 @@ class Spawn:
     """the child's ancestors, its parent first and the root last"""
     event: Mapping[str, Any]
     """the parent's ``child.started`` event"""
+    asked: JournalEntry = JournalEntry("child", "", "")
+    """what the parent asked for (``c:<id>`` in its journal: the child's workflow and a hash of its
+    input), which a replay of ``use_workflow`` must ask for again"""
 
 
 @dataclass(frozen=True)

@@ -427,6 +427,8 @@ class RedisStore:
                     self._event({"node": child.start_node, "step": 0}),
                     commit.journal_field,
                     codec.lineage_field(commit.lineage),
+                    f"c:{commit.journal_field.removeprefix('w:')}",
+                    codec.entry_to_blob(commit.asked, self.limits.max_payload_bytes),
                     *hand_args,
                 ],
             )
