@@ -114,6 +114,9 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         return _defer(store, options, run.run_id, fence, run.step, exc)
     except WorkflowError as exc:
         return _fail(store, options, run.run_id, fence, exc, run.node)
+    if run.node not in workflow.nodes:  # code deployed without the node the run is at: maybe rolled back
+        missing = WorkflowUnavailable(f"workflow {run.ref!r} has no node {run.node!r} (the run is at it)")
+        return _defer(store, options, run.run_id, fence, run.step, missing)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
     while True:
         structlog.contextvars.bind_contextvars(node=node, step=step)
@@ -189,7 +192,9 @@ def _cancelled(outcome: object) -> bool:
 
 def _defer(store: Store, options: Options, run_id: str, fence: int, step: int, exc: WorkflowUnavailable) -> JobEnd:
     """This process cannot load the run's workflow (a worker started elsewhere, a missing --path, an
-    allow-list): give the activation back, queued, for the reconciler to enqueue again in a few seconds."""
+    allow-list, a module whose import raises, a workflow or node renamed by a deploy): give the
+    activation back, queued, for the reconciler to enqueue again in a few seconds. A resume's answer
+    stays in the journal: the replay finds it once a worker can load the workflow."""
     store.release(run_id, fence, step, {"step": step, "reason": exc.message}, options.clock())
     log.error("workflow_unavailable", error=exc.message, retry="the run stays queued and is enqueued again")
     return JobEnd.DEFERRED
