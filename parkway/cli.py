@@ -374,7 +374,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         kwargs["value"] = _parse_json(args.value, "--value")
     elif args.text is not None:
         kwargs["value"] = args.text
+    if args.input is not None and not args.or_start:
+        raise ParkwayError("--input goes with --or-start (the input of the run it starts if the interrupt expired)")
     try:
+        if args.or_start:
+            started = pw.resume_or_start(args.token, request_id=args.request_id, responder=args.responder,
+                                         input=_parse_json(args.input, "--input") if args.input else None, **kwargs)
+            print(_json(_dump(started)))
+            return {"resumed": 0, "started": 0, "already_resolved": 3, "expired": 4}.get(started.outcome, 5)
         result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
     except InvalidAnswer as exc:
         raise ParkwayError(_cli_words(exc.message)) from None
@@ -745,6 +752,10 @@ def _add_resume(sub: Subcommands) -> None:
                    help="the request id the person saw: refused (exit 1) if the token is for another request")
     s.add_argument("--responder", metavar="WHO",
                    help="who answers (recorded in the interrupt.resumed event; at most 200 characters)")
+    s.add_argument("--or-start", action="store_true",
+                   help="if the interrupt expired, start its workflow again as a new run (resume_or_start): prints "
+                        "{outcome: resumed | started, runId, restartedFrom}; exit 0 for either")
+    s.add_argument("--input", metavar="JSON", help="with --or-start: the new run's input (default: the expired run's)")
 
 
 def _add_show(sub: Subcommands) -> None:

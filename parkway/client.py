@@ -25,6 +25,7 @@ from .runtime.protocol import (
     Interrupt,
     InterruptPage,
     InterruptRequest,
+    ResumeOrStartResult,
     ResumeOutcome,
     ResumeResult,
     Run,
@@ -81,6 +82,16 @@ class Parkway:
         ttl_ms: int | None = None,
     ) -> str:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
+        return self._start(workflow, input, run_id, ttl_ms, None)
+
+    def _start(
+        self,
+        workflow: Workflow | str,
+        input: Mapping[str, Any] | None,
+        run_id: str | None,
+        ttl_ms: int | None,
+        restarted_from: str | None,
+    ) -> str:
         wf, ref = self._workflow_ref(workflow)
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
@@ -90,9 +101,10 @@ class Parkway:
             raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
-        if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms())):
+        new = NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms(), restarted_from)
+        if not self.store.create_run(new):
             self._dispatch(run_id, 0, 0)
-        log.info("run_started", run_id=run_id, workflow=wf.name)
+        log.info("run_started", run_id=run_id, workflow=wf.name, restarted_from=restarted_from)
         return run_id
 
     def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
@@ -216,6 +228,57 @@ class Parkway:
         entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
         return self._commit(record, token_hash, request_id, entry, event)
+
+    def resume_or_start(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        workflow: Workflow | str | None = None,
+    ) -> ResumeOrStartResult:
+        """Answer the interrupt ``token`` names, or, if it expired, start the run again.
+
+        While the interrupt can be answered this is ``resume`` (``resumed``; an answer that does not
+        fit raises InvalidAnswer). When the answer gets ``expired``, a new run of the same workflow
+        starts from the same input (``input=`` replaces it), with the old run's TTL; its
+        ``run.started`` event carries ``restartedFrom`` (the old run id): it was started, not
+        resumed, and asks its questions again (the answer is not carried over). Returns ``started``
+        with the new ``run_id``. Once the old run's records are past their TTL only its summary is
+        left, without workflow or input: pass ``workflow=`` and ``input=`` then. A child run's
+        expired interrupt is not started again as a root: the outcome stays ``expired``.
+        ``already_resolved`` and ``unknown`` start nothing.
+        """
+        if input is not None and not isinstance(input, Mapping):
+            raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
+        result = self.resume(token, selected=selected, value=value, request_id=request_id, responder=responder)
+        if result.outcome is not ResumeOutcome.EXPIRED or result.run_id is None or CHILD_SEPARATOR in result.run_id:
+            outcome = "resumed" if result.accepted else result.outcome.value
+            return ResumeOrStartResult.model_validate(
+                {"outcome": outcome, "run_id": result.run_id, "request_id": result.request_id}
+            )
+        old = result.run_id
+        record = self.store.get_run(old, now_ms())
+        kept = record is not None and bool(record.ref)  # the run's records, not only its summary
+        target = workflow if workflow is not None else (self._workflow_of(record.ref) if record and kept else None)
+        start_input = input if input is not None else (record.input if record and kept else None)
+        if target is None or start_input is None:
+            raise ValidationError(
+                f"run {old} expired and its records are gone (only its summary is kept): "
+                "pass workflow= and input= to start it again",
+                run_id=old,
+            )
+        run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old)
+        log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
+        return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
+
+    def _workflow_of(self, ref: str) -> Workflow:
+        """The workflow a run records by ``ref``, found as workers find it (embedded: also one
+        registered in this process)."""
+        return self.backend.options.loader(ref)
 
     def cancel_interrupt(
         self,

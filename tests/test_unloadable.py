@@ -21,8 +21,8 @@ flow = Workflow("deployed")
 
 @flow.node(start=True)
 def ask(data):
-    return {"color": use_interrupt({"kind": "choice", "question": "Color?",
-                                    "options": [{"id": "red", "label": "Red"}, {"id": "blue", "label": "Blue"}]}, id="color")}
+    options = [{"id": "red", "label": "Red"}, {"id": "blue", "label": "Blue"}]
+    return {"color": use_interrupt({"kind": "choice", "question": "Color?", "options": options}, id="color")}
 """
 
 BROKEN = {

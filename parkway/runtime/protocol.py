@@ -257,6 +257,22 @@ class ResumeResult(_Model):
         return self.outcome is ResumeOutcome.ACCEPTED
 
 
+class ResumeOrStartResult(_Model):
+    """What ``resume_or_start`` did: ``resumed`` (the answer was accepted), ``started`` (the
+    interrupt had expired: a new run ``run_id`` started, ``restarted_from`` the old one), or the
+    resume's own outcome when it did neither (``already_resolved``, ``unknown``; ``expired`` for a
+    child run's interrupt, which is never started again as a root)."""
+
+    outcome: Literal["resumed", "started", "already_resolved", "expired", "unknown"]
+    run_id: str | None = None
+    request_id: str | None = None
+    restarted_from: str | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.outcome == "started"
+
+
 class CancelResult(_Model):
     outcome: CancelOutcome
     run_id: str

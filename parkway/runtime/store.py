@@ -35,6 +35,8 @@ class NewRun:
     input: Any
     ttl_ms: int
     now: int
+    restarted_from: str | None = None
+    """the run whose expired interrupt this one was started in place of (``resume_or_start``)"""
 
 
 @dataclass(frozen=True)

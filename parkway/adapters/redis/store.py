@@ -203,7 +203,10 @@ class RedisStore:
             run.now,
             self.limits.retention_ms,
             self.limits.max_events,
-            self._event({"workflow": run.workflow, "input": run.input}),
+            self._event(
+                {"workflow": run.workflow, "input": run.input}
+                | ({"restartedFrom": run.restarted_from} if run.restarted_from else {})
+            ),
             self._event({"node": run.start_node, "step": 0}),
             f"{r}:0:0",
         ]
