@@ -22,6 +22,7 @@ from rq import Queue
 from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
 
+from ..adapters.redis import keys
 from ..adapters.redis.errors import translated
 from ..adapters.redis.store import RedisStore, connect
 from ..adapters.redis.token_key import token_key
@@ -40,7 +41,7 @@ _PENDING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 def _heads(run_id: str) -> tuple[str, str]:
     """The job id and the description of ``run_id``'s jobs up to the fence and the step (the
     store's scripts append them when they write the job)."""
-    return f"pw-{run_id}-", f"parkway {run_id} step "
+    return f"{keys.PREFIX}-{run_id}-", f"parkway {run_id} step "
 
 
 def job_id(run_id: str, fence: int) -> str:
