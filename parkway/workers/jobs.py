@@ -1,11 +1,12 @@
 """The one RQ job parkway runs, and how it is enqueued.
 
 Every job is ``execute_job(run_id, step, fence)`` with the deterministic id
-``pw-<run_id>-<fence>`` and ``unique=True``: enqueuing the same transition
-twice is a no-op. Results are not kept (``result_ttl=0``); what a job did is
-in the run's records. The job a start or a resume calls for is written by the
-store's script that commits it, for the fence it wrote (``RQDispatcher.next_job``);
-the others, and that one when a store cannot, are enqueued by ``RQDispatcher``.
+``<prefix>-<run_id>-<fence>`` (``pw-`` by default, see ``keys.PREFIX``) and
+``unique=True``: enqueuing the same transition twice is a no-op. Results are
+not kept (``result_ttl=0``); what a job did is in the run's records. The job a
+start or a resume calls for is written by the store's script that commits it,
+for the fence it wrote (``RQDispatcher.next_job``); the others, and that one
+when a store cannot, are enqueued by ``RQDispatcher``.
 """
 
 from __future__ import annotations
