@@ -70,7 +70,7 @@ def test_when_only_the_summary_is_left_workflow_and_input_are_needed(harness: Ha
     start with both given."""
     old, token = _expired(harness)
     client = harness.pw.store.client  # type: ignore[attr-defined]
-    client.delete(keys.run(old), keys.events(old), keys.interrupts(old))  # what the TTL does
+    client.delete(keys.run(old), keys.events(old))  # what the TTL does (the interrupt lives in the run hash)
     with pytest.raises(ValidationError, match="pass workflow= and input="):
         harness.pw.resume_or_start(token, selected="blue")
     result = harness.pw.resume_or_start(token, selected="blue", workflow=flows.expiring, input={"policy": None})
