@@ -14,7 +14,16 @@ from .backend import Backend, build_backend
 from .config import Settings, check_ttl
 from .runtime import tokens
 from .runtime.clock import now_ms
-from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
+from .runtime.errors import (
+    InvalidAnswer,
+    ParkwayError,
+    RunNotFound,
+    StaleFence,
+    ValidationError,
+    WaitTimeout,
+    WorkflowError,
+)
+from .runtime.executor import check_version
 from .runtime.hooks import CHILD_SEPARATOR
 from .runtime.loading import split_ref
 from .runtime.logger import get_logger
@@ -222,6 +231,7 @@ class Parkway:
         if isinstance(found, ResumeResult):
             return found
         record, token_hash = found
+        self._check_version(record)
         request = InterruptRequest.model_validate(record.request)
         contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
         answer = validate_answer(request, selected=selected, value=value, contract=contract)
@@ -274,6 +284,25 @@ class Parkway:
         run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old)
         log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
         return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
+
+    def _check_version(self, record: InterruptRecord) -> None:
+        """Before an answer is committed: compare the version the interrupt was made under with the
+        workflow's code here, if this process can load it (else the worker that replays checks).
+        A difference is logged; a version the code does not replay raises VersionNotReplayed, and
+        the token is not spent."""
+        if not record.version:
+            return
+        run = self.store.get_run(record.run_id, now_ms())
+        if run is None or not run.ref:
+            return
+        try:
+            workflow = self._workflow_of(run.ref)
+        except WorkflowError:
+            return
+        if record.node in workflow.nodes:
+            refused = check_version(workflow, record.run_id, record.node, record.version, "resume")
+            if refused is not None:
+                raise refused
 
     def _workflow_of(self, ref: str) -> Workflow:
         """The workflow a run records by ``ref``, found as workers find it (embedded: also one
@@ -547,6 +576,7 @@ class Parkway:
             resume_token=token,
             root_run_id=record.root_run_id,
             parent_run_id=record.parent_run_id,
+            version=record.version,
         )
 
 

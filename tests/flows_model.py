@@ -1,4 +1,4 @@
-"""Workflows for the tests of escalation, resume_or_start, code versions and checked child calls;
+"""Workflows for the tests of resume_or_start, code versions and checked child calls;
 module-level so workers import them as ``tests.flows_model:NAME``."""
 
 from __future__ import annotations
@@ -39,3 +39,19 @@ def call_then_ask(data: dict[str, Any]) -> dict[str, Any]:
     total = use_workflow(child, nested if knobs["depth"] > 1 else {"a": knobs["a"], "b": 1}, id="calc")
     color = use_interrupt(COLORS, id="color")
     return {"sum": total["sum"], "color": color}
+
+
+versioned = Workflow("versioned", version="v1")
+
+
+@versioned.node(start=True)
+def ask_versioned(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_interrupt(COLORS, id="color")}
+
+
+unversioned = Workflow("unversioned")
+
+
+@unversioned.node(start=True)
+def ask_unversioned(data: dict[str, Any]) -> dict[str, Any]:
+    return {"color": use_interrupt(COLORS, id="color")}

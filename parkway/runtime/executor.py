@@ -33,6 +33,7 @@ from .errors import (
     StoreError,
     StoreUnavailable,
     ValidationError,
+    VersionNotReplayed,
     WorkflowError,
     WorkflowUnavailable,
 )
@@ -117,6 +118,10 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
     if run.node not in workflow.nodes:  # code deployed without the node the run is at: maybe rolled back
         missing = WorkflowUnavailable(f"workflow {run.ref!r} has no node {run.node!r} (the run is at it)")
         return _defer(store, options, run.run_id, fence, run.step, missing)
+    if run.paused_version is not None:
+        refused = check_version(workflow, run.run_id, run.node or "", run.paused_version, "replay")
+        if refused is not None:  # a worker running that version may take it (a rolling deploy)
+            return _defer(store, options, run.run_id, fence, run.step, refused)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
     while True:
         structlog.contextvars.bind_contextvars(node=node, step=step)
@@ -135,7 +140,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             log.info("run_held", reason=str(outcome))  # the session script committed the hold
             return JobEnd.WAITING
         if isinstance(outcome, Pause):
-            _park(store, options, ctx, outcome, run, workflow.on_expire)
+            _park(store, options, ctx, outcome, run, workflow)
             return JobEnd.WAITING
         if isinstance(outcome, SpawnChild):
             try:
@@ -181,6 +186,28 @@ def _session_of(run: RunRecord) -> str | None:
     if isinstance(session, str) and run.run_id.startswith(session + CHILD_SEPARATOR):
         return session
     return None
+
+
+def check_version(workflow: Workflow, run_id: str, node: str, recorded: str, when: str) -> VersionNotReplayed | None:
+    """Compare the version a pause of ``node`` was made under with this code's: a difference is
+    logged (``version_mismatch``, with both); one this code does not replay (``Workflow.replays``)
+    is returned as the error to refuse with (None when it may go on)."""
+    current = workflow.version_of(node)
+    if recorded == current:
+        return None
+    replayed = workflow.replays_version(recorded, node)
+    log.warning("version_mismatch", run_id=run_id, node=node, recorded=recorded, current=current, at=when,
+                replayed=replayed)
+    if replayed:
+        return None
+    return VersionNotReplayed(
+        f"run {run_id} paused at node {node!r} under version {recorded!r}; this code is version {current!r} "
+        f"and replays {list(workflow.replays or ())}: resume it where version {recorded!r} runs, or add it to replays",
+        run_id=run_id,
+        node=node,
+        recorded=recorded,
+        current=current,
+    )
 
 
 def _cancelled(outcome: object) -> bool:
@@ -266,7 +293,7 @@ def _park(
     ctx: NodeContext,
     pause: Pause,
     run: RunRecord,
-    default_on_expire: str | dict[str, Any] | None = None,
+    workflow: Workflow,
 ) -> None:
     run_ttl_ms = run.ttl_ms
     now = options.clock()
@@ -276,8 +303,9 @@ def _park(
         meta = {**pause.request.meta, "session": ctx.session, "anchor": anchor, "branchRun": ctx.run_id}
         pause.request = pause.request.model_copy(update={"meta": meta})
     policy = pause.on_expire
-    if policy is None and default_on_expire is not None:
-        policy = expiry_policy(pause.request, default_on_expire, pause.contract)
+    if policy is None and workflow.on_expire is not None:
+        policy = expiry_policy(pause.request, workflow.on_expire, pause.contract)
+    version = workflow.version_of(ctx.node)
     on_expire = _expiry_record(pause, policy)
     request_id = pause.request_id or "int_" + os.urandom(12).hex()
     token = tokens.mint(options.secret, ctx.run_id, request_id)
@@ -296,10 +324,11 @@ def _park(
         on_expire=on_expire,
         root_run_id=run.lineage[-1][0] if run.lineage else None,
         parent_run_id=run.lineage[0][0] if run.lineage else None,
+        version=version,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
     event = interrupt_event(interrupt, pause.request.public())
-    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage)
+    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version)
     store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
 

@@ -210,6 +210,8 @@ class Interrupt(_Model):
     resume_token: str | None = None
     root_run_id: str | None = Field(default=None, description="for a child run's interrupt: the root of its tree")
     parent_run_id: str | None = Field(default=None, description="for a child run's interrupt: the run waiting on it")
+    version: str | None = Field(default=None, description="the workflow's version when it paused (declared, "
+                                "or code-<digest of the node's code>)")
 
 
 class RunError(_Model):

@@ -63,6 +63,8 @@ class RunRecord:
     waits on a child run"""
     lineage: tuple[Ancestor, ...] = ()
     """a child run's ancestors, its parent first and the root last; () for a root run"""
+    paused_version: str | None = None
+    """the workflow's version when the current activation last paused (None if it did not)"""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,8 @@ class InterruptRecord:
     """for an interrupt of a child run: the root of its tree"""
     parent_run_id: str | None = None
     """for an interrupt of a child run: the run waiting on it"""
+    version: str | None = None
+    """the workflow's version when it paused (``Workflow.version_of``)"""
 
     @property
     def hook_name(self) -> str:
@@ -151,6 +155,8 @@ class Park:
     lineage: tuple[Ancestor, ...] = ()
     """a child run's ancestors: the interrupt event goes to their streams too, and their records
     are kept at least as long as the interrupt's"""
+    version: str | None = None
+    """the code's version, kept on the run (with the step) for the replay to compare"""
 
 
 @dataclass(frozen=True)

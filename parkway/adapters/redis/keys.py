@@ -27,7 +27,8 @@ key                         type    TTL       holds
 ==========================  ======  ========  ===============================================
 ``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
                                               output, error, created, updated, ttl, expires,
-                                              waiting (request id, or ``child:<run id>``);
+                                              waiting (request id, or ``child:<run id>``),
+                                              paused (``<step> <code version>`` of the last pause);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);

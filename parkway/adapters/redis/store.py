@@ -342,6 +342,7 @@ class RedisStore:
                     self.limits.retention_ms,
                     rec.workflow,
                     keys.PAUSE_FEED_MAXLEN,
+                    f"{step} {commit.version}" if commit.version else "",
                     *self._record_parts(rec),
                 ],
             )
