@@ -227,11 +227,11 @@ class Parkway:
         An answer that does not fit the request raises InvalidAnswer and the
         interrupt stays open with the same token.
         """
-        found = self._lookup(token, request_id, responder)
+        found = self._lookup_with_ref(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash = found
-        self._check_version(record)
+        record, token_hash, ref = found
+        self._check_version(record, ref)
         request = InterruptRequest.model_validate(record.request)
         contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
         answer = validate_answer(request, selected=selected, value=value, contract=contract)
@@ -285,18 +285,15 @@ class Parkway:
         log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
         return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
 
-    def _check_version(self, record: InterruptRecord) -> None:
+    def _check_version(self, record: InterruptRecord, ref: str) -> None:
         """Before an answer is committed: compare the version the interrupt was made under with the
         workflow's code here, if this process can load it (else the worker that replays checks).
         A difference is logged; a version the code does not replay raises VersionNotReplayed, and
         the token is not spent."""
-        if not record.version:
-            return
-        run = self.store.get_run(record.run_id, now_ms())
-        if run is None or not run.ref:
+        if not record.version or not ref:
             return
         try:
-            workflow = self._workflow_of(run.ref)
+            workflow = self._workflow_of(ref)
         except WorkflowError:
             return
         if record.node in workflow.nodes:
@@ -512,6 +509,13 @@ class Parkway:
         self, token: str, request_id: str | None, responder: str | None
     ) -> tuple[InterruptRecord, str] | ResumeResult:
         """The pending interrupt a token names (and the token's hash), or the outcome that says why there is none."""
+        found = self._lookup_with_ref(token, request_id, responder)
+        return found if isinstance(found, ResumeResult) else found[:2]
+
+    def _lookup_with_ref(
+        self, token: str, request_id: str | None, responder: str | None
+    ) -> tuple[InterruptRecord, str, str] | ResumeResult:
+        """As ``_lookup``, with the run's workflow reference ('' if unknown) third."""
         parsed = tokens.parse(token)
         run_id = parsed.run_id
         if request_id is not None:
@@ -530,7 +534,7 @@ class Parkway:
             return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash
+        return record, token_hash, lookup.ref
 
     def _cancel_interrupt(
         self,

@@ -201,6 +201,8 @@ class Lookup:
 
     outcome: Literal["pending", "resolved", "cancelled", "expired", "unknown"]
     interrupt: InterruptRecord | None = None
+    ref: str = ""
+    """the run's workflow reference ('' once its records are gone)"""
 
 
 @dataclass(frozen=True)

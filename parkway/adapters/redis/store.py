@@ -511,8 +511,8 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
-        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[3:]))
-        return Lookup(status, record)  # type: ignore[arg-type]
+        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[4:]))
+        return Lookup(status, record, _text(reply[3]))  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
