@@ -38,10 +38,12 @@ from .runtime.errors import (
     WorkflowUnavailable,
 )
 from .runtime.hooks import (
+    First,
     ParkwayWarning,
     complete_response,
     emit,
     idempotency_key,
+    use_first,
     use_interrupt,
     use_node_state,
     use_now,
@@ -83,6 +85,7 @@ __all__ = [
     "Contract",
     "CorruptRecord",
     "Event",
+    "First",
     "Interrupt",
     "InterruptCancelled",
     "InterruptPage",
@@ -127,6 +130,7 @@ __all__ = [
     "emit",
     "idempotency_key",
     "parse_resume_metadata",
+    "use_first",
     "use_interrupt",
     "use_model",
     "use_node_state",

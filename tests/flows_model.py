@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import Workflow, use_interrupt, use_workflow
+from parkway import Workflow, use_first, use_interrupt, use_workflow
 from tests.flows import COLORS, adder
 
 knobs: dict[str, Any] = {}
@@ -55,3 +55,12 @@ unversioned = Workflow("unversioned")
 @unversioned.node(start=True)
 def ask_unversioned(data: dict[str, Any]) -> dict[str, Any]:
     return {"color": use_interrupt(COLORS, id="color")}
+
+
+races = Workflow("races")
+
+
+@races.node(start=True)
+def answer_or_timeout(data: dict[str, Any]) -> dict[str, Any]:
+    first = use_first(COLORS, timer_ms=data.get("timer", 2000), id="pick")
+    return {"kind": first.kind, "value": first.value}

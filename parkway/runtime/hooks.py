@@ -198,6 +198,55 @@ def use_interrupt(
     cancelled (``InterruptCancelled``, reason ``"expired"``); ``{"answer": value}`` replays it
     with ``value`` as the answer (checked now, like any answer).
     """
+    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False)
+    return contract_.answer(entry.value) if contract_ is not None else entry.value
+
+
+@dataclass(frozen=True)
+class First:
+    """What :func:`use_first` waited for: which came first (``kind``) and its value."""
+
+    kind: str
+    """``"interrupt"`` (answered; ``value`` is the answer) or ``"timer"`` (``value`` is None)"""
+    value: Any = None
+
+
+def use_first(
+    interrupt: InterruptRequest | Mapping[str, Any] | BaseModel | None = None,
+    *,
+    timer_ms: int,
+    id: str,
+    contract: Contract[Any, Any] | None = None,
+) -> First:
+    """Pause until the first of an answer to ``interrupt`` and a timer of ``timer_ms`` (at least
+    1000); on replay, return which came first: ``First("interrupt", answer)`` or
+    ``First("timer")``.
+
+    The loser is cancelled cleanly: once the timer fired, the interrupt's token reads
+    ``already_resolved`` (the interrupt is recorded cancelled, reason ``"timer"``) and answers
+    nothing; once the interrupt is answered, the timer (the interrupt's deadline) is gone and never
+    fires. The reconciler fires the timer (within about a second of it). A cancelled interrupt
+    (``cancel_interrupt``) raises InterruptCancelled, as with ``use_interrupt``.
+    """
+    if isinstance(timer_ms, bool) or not isinstance(timer_ms, int) or timer_ms < 1000:
+        raise ValidationError("use_first timer_ms must be an integer of at least 1000")
+    entry, contract_ = _ask(interrupt, id, timer_ms, contract, None, timer=True)
+    if entry.status == "timer":
+        return First("timer")
+    return First("interrupt", contract_.answer(entry.value) if contract_ is not None else entry.value)
+
+
+def _ask(
+    request: InterruptRequest | Mapping[str, Any] | BaseModel | None,
+    id: str | None,
+    ttl_ms: int | None,
+    contract: Contract[Any, Any] | None,
+    on_expire: str | Mapping[str, Any] | None,
+    *,
+    timer: bool,
+) -> tuple[JournalEntry, Contract[Any, Any] | None]:
+    """The interrupt's journal entry on replay (raising InterruptCancelled for a cancelled one), or
+    the Pause; ``timer``: the interrupt races a timer (its TTL), see ``use_first``."""
     ctx = current()
     if contract is not None:
         req = InterruptRequest.model_validate(
@@ -224,7 +273,7 @@ def use_interrupt(
             f"use_interrupt without id= in node {ctx.node!r}: answers are matched by call order; "
             "give each interrupt a stable id",
             ParkwayWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         field_name, name = ctx.next_position(), ""
     else:
@@ -239,8 +288,10 @@ def use_interrupt(
             reason=reason,
         )
     if entry is not None:
-        return contract.answer(entry.value) if contract is not None else entry.value
+        return entry, contract
     policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
+    if timer:
+        policy = {"action": "timer"}  # at the deadline the reconciler records the timer's win
     raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract)
 
 

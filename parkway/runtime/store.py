@@ -116,7 +116,8 @@ class InterruptRecord:
     token_hash: str
     on_expire: dict[str, Any] | None = None
     """what the reconciler does at expiry (see ``hooks.use_interrupt``): None ends the run expired;
-    ``{"action": "fail"}``, ``{"action": "cancel"}``, or ``{"action": "answer", "entry": <journal entry>}``"""
+    ``{"action": "fail"}``, ``{"action": "cancel"}``, ``{"action": "answer", "entry": <journal entry>}``
+    or ``{"action": "timer"}`` (``use_first``)"""
     root_run_id: str | None = None
     """for an interrupt of a child run: the root of its tree"""
     parent_run_id: str | None = None

@@ -604,6 +604,9 @@ class RedisStore:
             journal_blob = codec.entry_to_blob(JournalEntry(*policy["entry"]), self.limits.max_answer_bytes)
         elif action == "cancel" and record is not None:
             journal_blob = codec.entry_to_blob(record.cancellation("expired"), self.limits.max_answer_bytes)
+        elif action == "timer" and record is not None:  # use_first: the timer came first
+            won = JournalEntry("interrupt", record.hook_name, None, record.request.get("kind", ""), "timer")
+            journal_blob = codec.entry_to_blob(won, self.limits.max_answer_bytes)
         elif action == "fail":
             error = {
                 "message": f"interrupt {entry.request_id} expired unanswered",
