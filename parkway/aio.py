@@ -21,6 +21,7 @@ from .runtime.protocol import (
     Event,
     Interrupt,
     InterruptPage,
+    ResumeOrStartResult,
     ResumeResult,
     Run,
     check_id,
@@ -123,6 +124,30 @@ class AsyncParkway:
     ) -> ResumeResult:
         result: ResumeResult = await self._call(
             self.sync.resume, token, selected=selected, value=value, request_id=request_id, responder=responder
+        )
+        return result
+
+    async def resume_or_start(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        workflow: Workflow | str | None = None,
+    ) -> ResumeOrStartResult:
+        """As :meth:`parkway.Parkway.resume_or_start`."""
+        result: ResumeOrStartResult = await self._call(
+            self.sync.resume_or_start,
+            token,
+            selected=selected,
+            value=value,
+            request_id=request_id,
+            responder=responder,
+            input=input,
+            workflow=workflow,
         )
         return result
 

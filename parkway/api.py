@@ -15,6 +15,9 @@ route                                       what it does
                                             (up to 30,000): an empty page waits that long for a pause
 ``POST /v1/resume``                         answer: ``{token, requestId?, selected?|value?}``, or
                                             ``{token, requestId?, cancel: true, reason?}``
+``POST /v1/resume-or-start``                answer as ``/v1/resume``, or if the interrupt expired
+                                            start the run again (``{..., input?, workflow?}``): 200
+                                            ``resumed``, 201 ``started`` (a new ``runId``, ``restartedFrom``)
 ``GET  /a/{link}``, ``POST /a/{link}``      a one-click answer link (``Parkway.answer_links``): the
                                             GET shows a confirmation page, only its POST answers
 ``/v1/sessions...``                         sessions: open, read, events, messages, edit, switch,
@@ -79,6 +82,7 @@ from .runtime.protocol import (
     CancelResult,
     Interrupt,
     InterruptPage,
+    ResumeOrStartResult,
     ResumeOutcome,
     ResumeResult,
     Run,
@@ -153,6 +157,18 @@ class ResumeBody(_Body):
     responder: str | None = Field(default=None, max_length=200)
     cancel: bool = False
     reason: str | None = Field(default=None, max_length=1000)
+
+
+class ResumeOrStartBody(_Body):
+    token: str = Field(max_length=tokens.MAX_TOKEN_LENGTH)
+    request_id: str | None = None
+    selected: Any = None
+    value: Any = None
+    responder: str | None = Field(default=None, max_length=200)
+    input: dict[str, Any] | None = Field(default=None, description="the new run's input, if it starts one "
+                                         "(default: the expired run's)")
+    workflow: str | None = Field(default=None, max_length=300,
+                                 description="'module:attribute', needed once the expired run's records are gone")
 
 
 class CancelBody(_Body):
@@ -368,6 +384,26 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         if not result.accepted:
             refused.add(result.outcome.value)
         return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
+
+    @app.post(
+        "/v1/resume-or-start",
+        response_model=ResumeOrStartResult,
+        tags=["interrupts"],
+        responses={201: {"model": ResumeOrStartResult}, 409: {"model": ResumeOrStartResult},
+                   410: {"model": ResumeOrStartResult}, 404: {"model": ResumeOrStartResult},
+                   422: {"model": Problem}},
+    )
+    def resume_or_start(body: ResumeOrStartBody, who: Auth) -> JSONResponse:
+        responder = who.name if who.role == "user" else (body.responder or who.name)
+        try:
+            result = pw.resume_or_start(body.token, selected=body.selected, value=body.value,
+                                        request_id=body.request_id, responder=responder, input=body.input,
+                                        workflow=body.workflow)
+        except (InvalidAnswer, MalformedResume, ValidationError, WorkflowError) as exc:
+            refused.add("invalid")
+            return _problem(422, exc)
+        status = {"resumed": 200, "started": 201, "already_resolved": 409, "expired": 410}.get(result.outcome, 404)
+        return JSONResponse(_dump(result), status_code=status)
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)

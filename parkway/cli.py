@@ -468,6 +468,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         print("usage: parkway resume TOKEN (--select ID... | --text TEXT | --value JSON)\nparkway resume: error: "
               "give one of --select, --text or --value (at a terminal, without one, it asks)", file=sys.stderr)
         return 2
+    if args.input is not None and not args.or_start:
+        raise ParkwayError("--input goes with --or-start (the input of the run it starts if the interrupt expired)")
     with _client(args) as pw:
         if not kwargs:
             found = pw.lookup(args.token)
@@ -479,6 +481,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
                           "and the token still works", file=sys.stderr)
                     return 130
         try:
+            if args.or_start:
+                started = pw.resume_or_start(args.token, request_id=args.request_id, responder=args.responder,
+                                             input=_parse_json(args.input, "--input") if args.input else None,
+                                             **kwargs)
+                print(_json(_dump(started)))
+                return {"resumed": 0, "started": 0, "already_resolved": 3, "expired": 4}.get(started.outcome, 5)
             result = pw.resume(args.token, request_id=args.request_id, responder=args.responder, **kwargs)
         except InvalidAnswer as exc:
             raise ParkwayError(_cli_words(exc.message)) from None
@@ -887,6 +895,10 @@ def _add_resume(sub: Subcommands) -> None:
                    help="the request id the person saw: refused (exit 1) if the token is for another request")
     s.add_argument("--responder", metavar="WHO",
                    help="who answers (recorded in the interrupt.resumed event; at most 200 characters)")
+    s.add_argument("--or-start", action="store_true",
+                   help="if the interrupt expired, start its workflow again as a new run (resume_or_start): prints "
+                        "{outcome: resumed | started, runId, restartedFrom}; exit 0 for either")
+    s.add_argument("--input", metavar="JSON", help="with --or-start: the new run's input (default: the expired run's)")
 
 
 def _add_show(sub: Subcommands) -> None:

@@ -14,7 +14,16 @@ from .backend import Backend, build_backend
 from .config import Settings, check_ttl
 from .runtime import tokens
 from .runtime.clock import now_ms
-from .runtime.errors import InvalidAnswer, ParkwayError, RunNotFound, StaleFence, ValidationError, WaitTimeout
+from .runtime.errors import (
+    InvalidAnswer,
+    ParkwayError,
+    RunNotFound,
+    StaleFence,
+    ValidationError,
+    WaitTimeout,
+    WorkflowError,
+)
+from .runtime.executor import check_version
 from .runtime.hooks import CHILD_SEPARATOR
 from .runtime.loading import split_ref
 from .runtime.logger import get_logger
@@ -25,6 +34,7 @@ from .runtime.protocol import (
     Interrupt,
     InterruptPage,
     InterruptRequest,
+    ResumeOrStartResult,
     ResumeOutcome,
     ResumeResult,
     Run,
@@ -81,6 +91,16 @@ class Parkway:
         ttl_ms: int | None = None,
     ) -> str:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
+        return self._start(workflow, input, run_id, ttl_ms, None)
+
+    def _start(
+        self,
+        workflow: Workflow | str,
+        input: Mapping[str, Any] | None,
+        run_id: str | None,
+        ttl_ms: int | None,
+        restarted_from: str | None,
+    ) -> str:
         wf, ref = self._workflow_ref(workflow)
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
@@ -90,9 +110,10 @@ class Parkway:
             raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
-        if not self.store.create_run(NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms())):
+        new = NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms(), restarted_from)
+        if not self.store.create_run(new):
             self._dispatch(run_id, 0, 0)
-        log.info("run_started", run_id=run_id, workflow=wf.name)
+        log.info("run_started", run_id=run_id, workflow=wf.name, restarted_from=restarted_from)
         return run_id
 
     def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
@@ -206,16 +227,84 @@ class Parkway:
         An answer that does not fit the request raises InvalidAnswer and the
         interrupt stays open with the same token.
         """
-        found = self._lookup(token, request_id, responder)
+        found = self._lookup_with_ref(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash = found
+        record, token_hash, ref = found
+        self._check_version(record, ref)
         request = InterruptRequest.model_validate(record.request)
         contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
         answer = validate_answer(request, selected=selected, value=value, contract=contract)
         entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
         return self._commit(record, token_hash, request_id, entry, event)
+
+    def resume_or_start(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+        input: Mapping[str, Any] | None = None,
+        workflow: Workflow | str | None = None,
+    ) -> ResumeOrStartResult:
+        """Answer the interrupt ``token`` names, or, if it expired, start the run again.
+
+        While the interrupt can be answered this is ``resume`` (``resumed``; an answer that does not
+        fit raises InvalidAnswer). When the answer gets ``expired``, a new run of the same workflow
+        starts from the same input (``input=`` replaces it), with the old run's TTL; its
+        ``run.started`` event carries ``restartedFrom`` (the old run id): it was started, not
+        resumed, and asks its questions again (the answer is not carried over). Returns ``started``
+        with the new ``run_id``. Once the old run's records are past their TTL only its summary is
+        left, without workflow or input: pass ``workflow=`` and ``input=`` then. A child run's
+        expired interrupt is not started again as a root: the outcome stays ``expired``.
+        ``already_resolved`` and ``unknown`` start nothing.
+        """
+        if input is not None and not isinstance(input, Mapping):
+            raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
+        result = self.resume(token, selected=selected, value=value, request_id=request_id, responder=responder)
+        if result.outcome is not ResumeOutcome.EXPIRED or result.run_id is None or CHILD_SEPARATOR in result.run_id:
+            outcome = "resumed" if result.accepted else result.outcome.value
+            return ResumeOrStartResult.model_validate(
+                {"outcome": outcome, "run_id": result.run_id, "request_id": result.request_id}
+            )
+        old = result.run_id
+        record = self.store.get_run(old, now_ms())
+        kept = record is not None and bool(record.ref)  # the run's records, not only its summary
+        target = workflow if workflow is not None else (self._workflow_of(record.ref) if record and kept else None)
+        start_input = input if input is not None else (record.input if record and kept else None)
+        if target is None or start_input is None:
+            raise ValidationError(
+                f"run {old} expired and its records are gone (only its summary is kept): "
+                "pass workflow= and input= to start it again",
+                run_id=old,
+            )
+        run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old)
+        log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
+        return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
+
+    def _check_version(self, record: InterruptRecord, ref: str) -> None:
+        """Before an answer is committed: compare the version the interrupt was made under with the
+        workflow's code here, if this process can load it (else the worker that replays checks).
+        A difference is logged; a version the code does not replay raises VersionNotReplayed, and
+        the token is not spent."""
+        if not record.version or not ref:
+            return
+        try:
+            workflow = self._workflow_of(ref)
+        except WorkflowError:
+            return
+        if record.node in workflow.nodes:
+            refused = check_version(workflow, record.run_id, record.node, record.version, "resume")
+            if refused is not None:
+                raise refused
+
+    def _workflow_of(self, ref: str) -> Workflow:
+        """The workflow a run records by ``ref``, found as workers find it (embedded: also one
+        registered in this process)."""
+        return self.backend.options.loader(ref)
 
     def cancel_interrupt(
         self,
@@ -417,6 +506,13 @@ class Parkway:
         self, token: str, request_id: str | None, responder: str | None
     ) -> tuple[InterruptRecord, str] | ResumeResult:
         """The pending interrupt a token names (and the token's hash), or the outcome that says why there is none."""
+        found = self._lookup_with_ref(token, request_id, responder)
+        return found if isinstance(found, ResumeResult) else found[:2]
+
+    def _lookup_with_ref(
+        self, token: str, request_id: str | None, responder: str | None
+    ) -> tuple[InterruptRecord, str, str] | ResumeResult:
+        """As ``_lookup``, with the run's workflow reference ('' if unknown) third."""
         parsed = tokens.parse(token)
         run_id = parsed.run_id
         if request_id is not None:
@@ -435,7 +531,7 @@ class Parkway:
             return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash
+        return record, token_hash, lookup.ref
 
     def _cancel_interrupt(
         self,
@@ -487,6 +583,7 @@ class Parkway:
             resume_token=token,
             root_run_id=record.root_run_id,
             parent_run_id=record.parent_run_id,
+            version=record.version,
         )
 
 

@@ -11,7 +11,9 @@ variable               meaning
 ``PARKWAY_REDIS_URL``  Redis to use; unset means embedded (an in-process Redis and worker)
 ``PARKWAY_TTL_MS``     default TTL of a run's records and pauses (ms)
 ``PARKWAY_SECRET``     key that derives resume tokens (>= 32 characters)
-``PARKWAY_QUEUE``      RQ queue name (default ``parkway``)
+``PARKWAY_QUEUE``      RQ queue name (default ``parkway``, or ``<prefix>-parkway`` with a key prefix)
+``PARKWAY_KEY_PREFIX`` first part of every Redis key (default ``pw``): applications that share a Redis
+                       each set their own (read once per process, when parkway is imported)
 ``PARKWAY_JOB_TIMEOUT`` seconds one job (node attempts until a pause) may run
 ``PARKWAY_LEASE_MS``   a worker silent this long has lost its attempt (default 5000)
 ``PARKWAY_MAX_LOST_ATTEMPTS`` attempts lost with their worker before the run fails (3)
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .adapters.limits import Limits
+from .adapters.redis import keys
 from .runtime.errors import ConfigError, WorkflowError
 from .runtime.loading import WorkflowModules, parse_modules
 from .runtime.protocol import check_id
@@ -36,6 +39,11 @@ from .runtime.protocol import check_id
 DEFAULT_TTL_MS = 15 * 60 * 1000
 MIN_TTL_MS = 1000
 MIN_SECRET_LENGTH = 32
+
+
+def default_queue() -> str:
+    """``parkway``, or ``<prefix>-parkway`` under a key prefix of its own (its jobs stay apart too)."""
+    return "parkway" if keys.PREFIX == "pw" else f"{keys.PREFIX}-parkway"
 
 
 def check_ttl(value: Any, what: str = "ttl_ms") -> int:
@@ -49,7 +57,7 @@ class Settings:
     redis_url: str | None = None
     ttl_ms: int = DEFAULT_TTL_MS
     secret: str | None = field(default=None, repr=False)
-    queue: str = "parkway"
+    queue: str = field(default_factory=default_queue)
     job_timeout: int = 3600
     lease_ms: int = 5000
     """a worker silent this long has lost its attempt; the reconciler replays it elsewhere"""

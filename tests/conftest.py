@@ -170,3 +170,17 @@ def _quiet_logs() -> Iterator[None]:
     with open(os.devnull, "w") as sink:
         logs.configure("DEBUG", json=True, file=sink)
         yield
+
+
+@pytest.fixture
+def api_server(redis_url: str, redis_client: redis.Redis) -> Iterator[Any]:
+    """The HTTP API in a process of its own (``tests.test_api.Server``), with a worker process."""
+    from tests.procs import Worker
+    from tests.test_api import Server
+
+    srv, worker = Server(redis_url), Worker(redis_url, SECRET)
+    try:
+        yield srv
+    finally:
+        worker.stop()
+        srv.stop()

@@ -64,6 +64,7 @@ _INTERRUPT_FIELDS = (
     "on_expire",
     "root_run_id",
     "parent_run_id",
+    "version",
 )
 """an interrupt record's fields in the order its stored array holds them; the run id, the workflow
 and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it)"""
@@ -111,9 +112,16 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
             expires_at=int(f["expires"]) if f.get("expires") else None,
             waiting_on=_s(f.get("waiting")) or None,
             lineage=_lineage(_s(f.get("lineage"))),
+            paused_version=_paused(_s(f.get("paused")), int(f["step"])),
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def _paused(text: str, step: int) -> str | None:
+    """The code version of the current activation's last pause (``paused`` is ``<step> <version>``)."""
+    at, _, version = text.partition(" ")
+    return version if version and at == str(step) else None
 
 
 def lineage_field(lineage: Sequence[tuple[str, int]]) -> str:

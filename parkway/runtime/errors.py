@@ -11,6 +11,7 @@
     │   └── MalformedResume      a resume token or metadata that cannot be parsed
     ├── WorkflowError            a workflow definition or reference that cannot work
     │   └── WorkflowUnavailable  a workflow module not found, or not allowed (PARKWAY_WORKFLOWS)
+    │       └── VersionNotReplayed  the code does not replay the version a pause was made under
     ├── NondeterminismError      a replay asked a hook for something else than the journal holds
     ├── InterruptCancelled       raised by use_interrupt when its interrupt was cancelled
     ├── ChildFailed              raised by use_workflow when the child run failed, was cancelled or expired
@@ -87,6 +88,14 @@ class WorkflowUnavailable(WorkflowError):
     """A workflow this process cannot load: its module is not found, or not allowed.
 
     A worker leaves such a run queued for a worker that can load it."""
+
+
+class VersionNotReplayed(WorkflowUnavailable):
+    """The workflow declares the older versions it replays (``replays=``), and the version a pause was
+    made under is not one of them. A resume is refused before the token is spent; a worker that
+    meets such an activation gives it back queued, for a worker running that version.
+
+    Fields: ``run_id``, ``node``, ``recorded`` (the pause's version), ``current``."""
 
 
 class NondeterminismError(ParkwayError):

@@ -33,6 +33,7 @@ from .errors import (
     StoreError,
     StoreUnavailable,
     ValidationError,
+    VersionNotReplayed,
     WorkflowError,
     WorkflowUnavailable,
 )
@@ -114,6 +115,13 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         return _defer(store, options, run.run_id, fence, run.step, exc)
     except WorkflowError as exc:
         return _fail(store, options, run.run_id, fence, exc, run.node)
+    if run.node not in workflow.nodes:  # code deployed without the node the run is at: maybe rolled back
+        missing = WorkflowUnavailable(f"workflow {run.ref!r} has no node {run.node!r} (the run is at it)")
+        return _defer(store, options, run.run_id, fence, run.step, missing)
+    if run.paused_version is not None:
+        refused = check_version(workflow, run.run_id, run.node or "", run.paused_version, "replay")
+        if refused is not None:  # a worker running that version may take it (a rolling deploy)
+            return _defer(store, options, run.run_id, fence, run.step, refused)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
     while True:
         structlog.contextvars.bind_contextvars(node=node, step=step)
@@ -132,7 +140,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             log.info("run_held", reason=str(outcome))  # the session script committed the hold
             return JobEnd.WAITING
         if isinstance(outcome, Pause):
-            _park(store, options, ctx, outcome, run, workflow.on_expire)
+            _park(store, options, ctx, outcome, run, workflow)
             return JobEnd.WAITING
         if isinstance(outcome, SpawnChild):
             try:
@@ -180,6 +188,28 @@ def _session_of(run: RunRecord) -> str | None:
     return None
 
 
+def check_version(workflow: Workflow, run_id: str, node: str, recorded: str, when: str) -> VersionNotReplayed | None:
+    """Compare the version a pause of ``node`` was made under with this code's: a difference is
+    logged (``version_mismatch``, with both); one this code does not replay (``Workflow.replays``)
+    is returned as the error to refuse with (None when it may go on)."""
+    current = workflow.version_of(node)
+    if recorded == current:
+        return None
+    replayed = workflow.replays_version(recorded, node)
+    log.warning("version_mismatch", run_id=run_id, node=node, recorded=recorded, current=current, at=when,
+                replayed=replayed)
+    if replayed:
+        return None
+    return VersionNotReplayed(
+        f"run {run_id} paused at node {node!r} under version {recorded!r}; this code is version {current!r} "
+        f"and replays {list(workflow.replays or ())}: resume it where version {recorded!r} runs, or add it to replays",
+        run_id=run_id,
+        node=node,
+        recorded=recorded,
+        current=current,
+    )
+
+
 def _cancelled(outcome: object) -> bool:
     """An uncaught cancellation ends the run cancelled: its own interrupt's, or its child's."""
     if isinstance(outcome, ChildFailed):
@@ -189,7 +219,9 @@ def _cancelled(outcome: object) -> bool:
 
 def _defer(store: Store, options: Options, run_id: str, fence: int, step: int, exc: WorkflowUnavailable) -> JobEnd:
     """This process cannot load the run's workflow (a worker started elsewhere, a missing --path, an
-    allow-list): give the activation back, queued, for the reconciler to enqueue again in a few seconds."""
+    allow-list, a module whose import raises, a workflow or node renamed by a deploy): give the
+    activation back, queued, for the reconciler to enqueue again in a few seconds. A resume's answer
+    stays in the journal: the replay finds it once a worker can load the workflow."""
     store.release(run_id, fence, step, {"step": step, "reason": exc.message}, options.clock())
     log.error("workflow_unavailable", error=exc.message, retry="the run stays queued and is enqueued again")
     return JobEnd.DEFERRED
@@ -262,7 +294,7 @@ def _park(
     ctx: NodeContext,
     pause: Pause,
     run: RunRecord,
-    default_on_expire: str | dict[str, Any] | None = None,
+    workflow: Workflow,
 ) -> None:
     run_ttl_ms = run.ttl_ms
     now = options.clock()
@@ -272,8 +304,9 @@ def _park(
         meta = {**pause.request.meta, "session": ctx.session, "anchor": anchor, "branchRun": ctx.run_id}
         pause.request = pause.request.model_copy(update={"meta": meta})
     policy = pause.on_expire
-    if policy is None and default_on_expire is not None:
-        policy = expiry_policy(pause.request, default_on_expire, pause.contract)
+    if policy is None and workflow.on_expire is not None:
+        policy = expiry_policy(pause.request, workflow.on_expire, pause.contract)
+    version = workflow.version_of(ctx.node)
     on_expire = _expiry_record(pause, policy)
     request_id = pause.request_id or "int_" + os.urandom(12).hex()
     token = tokens.mint(options.secret, ctx.run_id, request_id)
@@ -292,10 +325,11 @@ def _park(
         on_expire=on_expire,
         root_run_id=run.lineage[-1][0] if run.lineage else None,
         parent_run_id=run.lineage[0][0] if run.lineage else None,
+        version=version,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
     event = interrupt_event(interrupt, pause.request.public())
-    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage)
+    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version)
     store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
 
@@ -312,7 +346,7 @@ def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, 
     now = options.clock()
     new = NewRun(spawn.child_run_id, child.name, ref, child.start, spawn.input, run.ttl_ms, now)
     event = {"childRunId": spawn.child_run_id, "workflow": child.name, "id": spawn.name, "node": ctx.node}
-    commit = Spawn(new, spawn.journal_field, ((run.run_id, ctx.step), *run.lineage), event)
+    commit = Spawn(new, spawn.journal_field, ((run.run_id, ctx.step), *run.lineage), event, spawn.asked)
     store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("child_started", child_run_id=spawn.child_run_id, child_workflow=child.name)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import json
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ from pydantic import BaseModel
 
 from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
-from .protocol import InterruptRequest
+from .protocol import InterruptRequest, check_depth
 from .store import JournalEntry, Store
 from .workflow import Workflow
 
@@ -74,7 +75,9 @@ class SpawnChild(BaseException):
     """Raised by ``use_workflow`` to end the attempt and park the run on a child run; like
     :class:`Pause`, built by parkway only and out of reach of ``except Exception``."""
 
-    def __init__(self, key: object, child_run_id: str, workflow: str | Workflow, input: dict[str, Any], name: str):
+    def __init__(
+        self, key: object, child_run_id: str, workflow: str | Workflow, input: dict[str, Any], name: str, detail: str
+    ):
         if key is not _PAUSE_KEY:
             raise TypeError("SpawnChild is raised by use_workflow only")
         super().__init__(f"waiting on child {child_run_id}")
@@ -83,6 +86,8 @@ class SpawnChild(BaseException):
         self.input = input
         self.name = name
         self.journal_field = f"w:{name}"
+        self.asked = JournalEntry("child", name, child_run_id, detail)
+        """recorded at ``c:<name>`` when the child starts; a replay must ask for the same child"""
 
 
 def pause_for(
@@ -193,6 +198,55 @@ def use_interrupt(
     cancelled (``InterruptCancelled``, reason ``"expired"``); ``{"answer": value}`` replays it
     with ``value`` as the answer (checked now, like any answer).
     """
+    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False)
+    return contract_.answer(entry.value) if contract_ is not None else entry.value
+
+
+@dataclass(frozen=True)
+class First:
+    """What :func:`use_first` waited for: which came first (``kind``) and its value."""
+
+    kind: str
+    """``"interrupt"`` (answered; ``value`` is the answer) or ``"timer"`` (``value`` is None)"""
+    value: Any = None
+
+
+def use_first(
+    interrupt: InterruptRequest | Mapping[str, Any] | BaseModel | None = None,
+    *,
+    timer_ms: int,
+    id: str,
+    contract: Contract[Any, Any] | None = None,
+) -> First:
+    """Pause until the first of an answer to ``interrupt`` and a timer of ``timer_ms`` (at least
+    1000); on replay, return which came first: ``First("interrupt", answer)`` or
+    ``First("timer")``.
+
+    The loser is cancelled cleanly: once the timer fired, the interrupt's token reads
+    ``already_resolved`` (the interrupt is recorded cancelled, reason ``"timer"``) and answers
+    nothing; once the interrupt is answered, the timer (the interrupt's deadline) is gone and never
+    fires. The reconciler fires the timer (within about a second of it). A cancelled interrupt
+    (``cancel_interrupt``) raises InterruptCancelled, as with ``use_interrupt``.
+    """
+    if isinstance(timer_ms, bool) or not isinstance(timer_ms, int) or timer_ms < 1000:
+        raise ValidationError("use_first timer_ms must be an integer of at least 1000")
+    entry, contract_ = _ask(interrupt, id, timer_ms, contract, None, timer=True)
+    if entry.status == "timer":
+        return First("timer")
+    return First("interrupt", contract_.answer(entry.value) if contract_ is not None else entry.value)
+
+
+def _ask(
+    request: InterruptRequest | Mapping[str, Any] | BaseModel | None,
+    id: str | None,
+    ttl_ms: int | None,
+    contract: Contract[Any, Any] | None,
+    on_expire: str | Mapping[str, Any] | None,
+    *,
+    timer: bool,
+) -> tuple[JournalEntry, Contract[Any, Any] | None]:
+    """The interrupt's journal entry on replay (raising InterruptCancelled for a cancelled one), or
+    the Pause; ``timer``: the interrupt races a timer (its TTL), see ``use_first``."""
     ctx = current()
     if contract is not None:
         req = InterruptRequest.model_validate(
@@ -219,7 +273,7 @@ def use_interrupt(
             f"use_interrupt without id= in node {ctx.node!r}: answers are matched by call order; "
             "give each interrupt a stable id",
             ParkwayWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         field_name, name = ctx.next_position(), ""
     else:
@@ -234,8 +288,10 @@ def use_interrupt(
             reason=reason,
         )
     if entry is not None:
-        return contract.answer(entry.value) if contract is not None else entry.value
+        return entry, contract
     policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
+    if timer:
+        policy = {"action": "timer"}  # at the deadline the reconciler records the timer's win
     raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract)
 
 
@@ -284,7 +340,9 @@ def use_workflow(workflow: Workflow | str, input: Mapping[str, Any] | None = Non
     then replays and the call returns the child's output. The child's interrupts show on this
     run's stream (and its root's) and are answered with their own tokens. Raises
     :class:`ChildFailed` when the child failed, was cancelled or expired. ``id`` names the
-    child within this activation: the same id never starts a second child.
+    child within this activation: the same id never starts a second child. A replay that asks
+    under the same id for another child workflow or another input than was recorded raises
+    :class:`NondeterminismError`. The input has run input's bounds (size and nesting).
     """
     ctx = current()
     name = _name(id, "child workflow id")
@@ -293,14 +351,17 @@ def use_workflow(workflow: Workflow | str, input: Mapping[str, Any] | None = Non
         raise ValidationError("use_workflow takes a Workflow or 'module:attribute'")
     if input is not None and not isinstance(input, Mapping):
         raise ValidationError(f"child workflow input must be a dict, not {type(input).__name__}")
+    check_depth(input, "child workflow input")  # its size is bounded where it is encoded, as a run's
     root = ctx.run_id.split(CHILD_SEPARATOR, 1)[0]
     if len(root) > MAX_ROOT_ID:
         raise ValidationError(f"a run that starts child workflows needs a run id of at most {MAX_ROOT_ID} characters")
     child = child_run_id(ctx.run_id, ctx.step, name)
     detail = workflow if isinstance(workflow, str) else workflow.name
+    asked = f"{detail}, input {_digest(input or {})}"
+    ctx.replayed(f"c:{name}", "child", name, asked)  # the same child as recorded, or nondeterminism
     entry = ctx.replayed(f"w:{name}", "workflow", name)
     if entry is None:
-        raise SpawnChild(_PAUSE_KEY, child, workflow, dict(input or {}), name)
+        raise SpawnChild(_PAUSE_KEY, child, workflow, dict(input or {}), name, asked)
     if entry.status:
         error = (entry.value or {}).get("error") if isinstance(entry.value, dict) else None
         message = error.get("message", "") if isinstance(error, dict) else ""
@@ -312,6 +373,12 @@ def use_workflow(workflow: Workflow | str, input: Mapping[str, Any] | None = Non
             error_message=message,
         )
     return entry.value
+
+
+def _digest(value: Any) -> str:
+    """A short digest of plain data (run input): the same for equal values, whatever the key order."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def use_node_state(initial: T, *, key: str | None = None) -> tuple[T, Callable[[T | Callable[[T], T]], None]]:

@@ -12,9 +12,10 @@ write a run record, so the reference is checked before anything is imported:
   not in site-packages), found on the path without importing it, plus
   parkway's own demo. ``this``, ``os`` or an installed package never are.
 
-A module that cannot be imported, or is not allowed, raises
-:class:`WorkflowUnavailable`: a worker leaves such a run queued for a worker
-that can load it, instead of failing it.
+A module that cannot be imported (missing, or its code raising), is not
+allowed, or has no such attribute, raises :class:`WorkflowUnavailable`: a
+worker leaves such a run queued for a worker that can load it, instead of
+failing it (an answer already recorded waits in the journal, not lost).
 """
 
 from __future__ import annotations
@@ -143,6 +144,11 @@ class WorkflowModules:
     def load(self, ref: str) -> Workflow:
         """Check, import ``module:attribute`` and return the Workflow found there."""
         target = self.find(ref)
+        if target is None:  # a deploy that renamed it, or one half done: a worker may find it later
+            raise WorkflowUnavailable(
+                f"{ref!r} is not a parkway Workflow: its module has no {split_ref(ref)[1]!r}",
+                module=split_ref(ref)[0],
+            )
         if not isinstance(target, Workflow):
             raise WorkflowError(f"{ref!r} is not a parkway Workflow")
         target.validate()
@@ -164,6 +170,10 @@ class WorkflowModules:
         except ImportError as exc:
             raise WorkflowUnavailable(
                 f"cannot import {module_name!r} for workflow {ref!r}: {exc}{_path_hint()}", module=module_name
+            ) from exc
+        except Exception as exc:  # the module's own code failed (a half-done deploy): maybe not for long
+            raise WorkflowUnavailable(
+                f"importing {module_name!r} for workflow {ref!r} raised {type(exc).__name__}: {exc}", module=module_name
             ) from exc
         target: Any = module
         for part in attr.split("."):

@@ -209,6 +209,8 @@ class Interrupt(_Model):
     resume_token: str | None = None
     root_run_id: str | None = Field(default=None, description="for a child run's interrupt: the root of its tree")
     parent_run_id: str | None = Field(default=None, description="for a child run's interrupt: the run waiting on it")
+    version: str | None = Field(default=None, description="the workflow's version when it paused (declared, "
+                                "or code-<digest of the node's code>)")
 
 
 class RunError(_Model):
@@ -254,6 +256,22 @@ class ResumeResult(_Model):
     @property
     def accepted(self) -> bool:
         return self.outcome is ResumeOutcome.ACCEPTED
+
+
+class ResumeOrStartResult(_Model):
+    """What ``resume_or_start`` did: ``resumed`` (the answer was accepted), ``started`` (the
+    interrupt had expired: a new run ``run_id`` started, ``restarted_from`` the old one), or the
+    resume's own outcome when it did neither (``already_resolved``, ``unknown``; ``expired`` for a
+    child run's interrupt, which is never started again as a root)."""
+
+    outcome: Literal["resumed", "started", "already_resolved", "expired", "unknown"]
+    run_id: str | None = None
+    request_id: str | None = None
+    restarted_from: str | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.outcome == "started"
 
 
 class CancelResult(_Model):

@@ -35,6 +35,8 @@ class NewRun:
     input: Any
     ttl_ms: int
     now: int
+    restarted_from: str | None = None
+    """the run whose expired interrupt this one was started in place of (``resume_or_start``)"""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class RunRecord:
     waits on a child run"""
     lineage: tuple[Ancestor, ...] = ()
     """a child run's ancestors, its parent first and the root last; () for a root run"""
+    paused_version: str | None = None
+    """the workflow's version when the current activation last paused (None if it did not)"""
 
 
 @dataclass(frozen=True)
@@ -112,11 +116,14 @@ class InterruptRecord:
     token_hash: str
     on_expire: dict[str, Any] | None = None
     """what the reconciler does at expiry (see ``hooks.use_interrupt``): None ends the run expired;
-    ``{"action": "fail"}``, ``{"action": "cancel"}``, or ``{"action": "answer", "entry": <journal entry>}``"""
+    ``{"action": "fail"}``, ``{"action": "cancel"}``, ``{"action": "answer", "entry": <journal entry>}``
+    or ``{"action": "timer"}`` (``use_first``)"""
     root_run_id: str | None = None
     """for an interrupt of a child run: the root of its tree"""
     parent_run_id: str | None = None
     """for an interrupt of a child run: the run waiting on it"""
+    version: str | None = None
+    """the workflow's version when it paused (``Workflow.version_of``)"""
 
     @property
     def hook_name(self) -> str:
@@ -149,6 +156,8 @@ class Park:
     lineage: tuple[Ancestor, ...] = ()
     """a child run's ancestors: the interrupt event goes to their streams too, and their records
     are kept at least as long as the interrupt's"""
+    version: str | None = None
+    """the code's version, kept on the run (with the step) for the replay to compare"""
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,9 @@ class Spawn:
     """the child's ancestors, its parent first and the root last"""
     event: Mapping[str, Any]
     """the parent's ``child.started`` event"""
+    asked: JournalEntry = JournalEntry("child", "", "")
+    """what the parent asked for (``c:<id>`` in its journal: the child's workflow and a hash of its
+    input), which a replay of ``use_workflow`` must ask for again"""
 
 
 @dataclass(frozen=True)
@@ -192,6 +204,8 @@ class Lookup:
 
     outcome: Literal["pending", "resolved", "cancelled", "expired", "unknown"]
     interrupt: InterruptRecord | None = None
+    ref: str = ""
+    """the run's workflow reference ('' once its records are gone)"""
 
 
 @dataclass(frozen=True)

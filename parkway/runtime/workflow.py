@@ -11,9 +11,12 @@ Workers find a workflow by import path (``"package.module:attribute"``);
 
 from __future__ import annotations
 
+import hashlib
+import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any, TypeVar, Union, overload
 
 from .errors import WorkflowError
@@ -70,6 +73,11 @@ class Workflow:
     """what happens to this workflow's interrupts at expiry unless ``use_interrupt(on_expire=)`` says
     otherwise: ``"expire"`` (the default: the run ends expired), ``"fail"``, ``"cancel"`` or
     ``{"answer": value}``"""
+    version: str | None = None
+    """the code's version, recorded on each pause (None: a digest of the pausing node's code)"""
+    replays: tuple[str, ...] | None = None
+    """the older versions this code still replays: a pause made under another one is refused at
+    resume (None: any version replays, a different one is only logged)"""
     tools: dict[str, Callable[..., Any]] = field(default_factory=dict)
     """the tools ``use_tool`` may run, by name (called with the call's arguments as keywords)"""
     decide: Callable[[dict[str, Any], list[dict[str, Any]]], Any] | None = None
@@ -80,6 +88,13 @@ class Workflow:
 
     def __post_init__(self) -> None:
         check_id(self.name, "workflow name")
+        if self.version is not None and not _VERSION.fullmatch(str(self.version)):
+            raise WorkflowError(f"workflow {self.name!r}: version {self.version!r} must be 1-64 of A-Z a-z 0-9 . _ -")
+        if self.replays is not None:
+            self.replays = tuple(self.replays)
+            for old in self.replays:
+                if not isinstance(old, str) or not _VERSION.fullmatch(old):
+                    raise WorkflowError(f"workflow {self.name!r}: replays holds {old!r}, not a version")
         if not self._module:
             self._module = sys._getframe(2).f_globals.get("__name__", "")
 
@@ -145,9 +160,40 @@ class Workflow:
             return None
         return targets.get(None)
 
+    def version_of(self, node: str) -> str:
+        """The version a pause of ``node`` records: the declared one, else ``code-`` and a digest of
+        the node function's code (its bytecode, constants and names, nested functions included)."""
+        if self.version is not None:
+            return self.version
+        fn = self.nodes[node].fn
+        code = getattr(fn, "__code__", None)
+        if code is None:  # a callable object: its class's name is what we can tell apart
+            return "code-" + hashlib.sha256(type(fn).__qualname__.encode()).hexdigest()[:12]
+        digest = hashlib.sha256()
+        _feed(digest, code)
+        return "code-" + digest.hexdigest()[:12]
+
+    def replays_version(self, recorded: str, node: str) -> bool:
+        """Whether this code may replay an activation paused under version ``recorded``."""
+        return self.replays is None or recorded == self.version_of(node) or recorded in self.replays
+
     def ref(self) -> str:
         """The import path workers use to find this workflow (``module:attribute``)."""
         return module_ref(self, self._module, f"workflow {self.name!r}", "workers")
+
+
+_VERSION = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _feed(digest: Any, code: CodeType) -> None:
+    """Feed ``code`` into ``digest``: what stays the same across processes (no addresses)."""
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            _feed(digest, const)
+        else:
+            digest.update(repr(const).encode())
 
 
 def module_ref(obj: object, module_name: str, what: str, who: str) -> str:

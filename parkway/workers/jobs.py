@@ -1,11 +1,12 @@
 """The one RQ job parkway runs, and how it is enqueued.
 
 Every job is ``execute_job(run_id, step, fence)`` with the deterministic id
-``pw-<run_id>-<fence>`` and ``unique=True``: enqueuing the same transition
-twice is a no-op. Results are not kept (``result_ttl=0``); what a job did is
-in the run's records. The job a start or a resume calls for is written by the
-store's script that commits it, for the fence it wrote (``RQDispatcher.next_job``);
-the others, and that one when a store cannot, are enqueued by ``RQDispatcher``.
+``<prefix>-<run_id>-<fence>`` (``pw-`` by default, see ``keys.PREFIX``) and
+``unique=True``: enqueuing the same transition twice is a no-op. Results are
+not kept (``result_ttl=0``); what a job did is in the run's records. The job a
+start or a resume calls for is written by the store's script that commits it,
+for the fence it wrote (``RQDispatcher.next_job``); the others, and that one
+when a store cannot, are enqueued by ``RQDispatcher``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rq import Queue
 from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
 
+from ..adapters.redis import keys
 from ..adapters.redis.errors import translated
 from ..adapters.redis.store import RedisStore, connect
 from ..adapters.redis.token_key import token_key
@@ -40,7 +42,7 @@ _PENDING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 def _heads(run_id: str) -> tuple[str, str]:
     """The job id and the description of ``run_id``'s jobs up to the fence and the step (the
     store's scripts append them when they write the job)."""
-    return f"pw-{run_id}-", f"parkway {run_id} step "
+    return f"{keys.PREFIX}-{run_id}-", f"parkway {run_id} step "
 
 
 def job_id(run_id: str, fence: int) -> str:

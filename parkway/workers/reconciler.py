@@ -85,7 +85,7 @@ def reconcile_once(
         if expiry.outcome == "expired":
             report.expired.append(entry.run_id)
             log.info("interrupt_expired", run_id=entry.run_id, request_id=entry.request_id, action=expiry.action)
-            if expiry.action in ("cancel", "answer"):  # the run goes on: its node replays
+            if expiry.action in ("cancel", "answer", "timer"):  # the run goes on: its node replays
                 dispatcher.enqueue(entry.run_id, expiry.step, expiry.fence)
     return report
 

@@ -2,15 +2,16 @@
 -- run that waited on it. 'expire' (the default) and 'fail' end the run (interrupt.expired, then
 -- run.failed for 'fail', and done); 'cancel' and 'answer' write the journal entry a cancel or an
 -- answer would have written and queue the run at a new fence, so the node replays (its outbox
--- entry is the caller's to enqueue, and the reconciler's if that is lost). An interrupt still
--- pending before the run's `expires` at `now` is left alone; a member whose expiry is not the
--- run's (`expires at`: the run moved on) is only removed.
+-- entry is the caller's to enqueue, and the reconciler's if that is lost); 'timer' (use_first) does
+-- the same with the timer's win, and records the interrupt cancelled (its token then answers nothing).
+-- An interrupt still pending before the run's `expires` at `now` is left alone; a member whose
+-- expiry is not the run's (`expires at`: the run moved on) is only removed.
 -- KEYS: 1 run, 2 events, 3 summary, 4 the workflow's index newest, 5 its index expiring,
 --       6 journal of the interrupt's step, 7 workflow state, 8 outbox, 9 metrics,
 --       10... the parent's (see notify_parent)
 -- ARGV: 1 request id, 2 now, 3 member newest, 4 member expiring, 5 retention ms, 6 maxlen,
---       7 interrupt.expired blob, 8 done blob, 9 action (expire | fail | cancel | answer),
---       10 journal field, 11 journal entry blob ('' unless cancel/answer), 12 error blob ('' unless fail),
+--       7 interrupt.expired blob, 8 done blob, 9 action (expire | fail | cancel | answer | timer),
+--       10 journal field, 11 journal entry blob ('' unless cancel/answer/timer), 12 error blob ('' unless fail),
 --       13 run.failed blob ('' unless fail), 14 run id, 15 status field, 16 expires at,
 --       17... the parent's (see notify_parent)
 local state = redis.call('HMGET', KEYS[1], ARGV[15], 'expires')
@@ -19,13 +20,13 @@ if current and state[1] == 'pending' and tonumber(ARGV[2]) < (tonumber(state[2])
 redis.call('ZREM', KEYS[4], ARGV[3])
 redis.call('ZREM', KEYS[5], ARGV[4])
 if state[1] ~= 'pending' or not current then return {'gone'} end
-redis.call('HSET', KEYS[1], ARGV[15], 'expired')
+redis.call('HSET', KEYS[1], ARGV[15], ARGV[9] == 'timer' and 'cancelled' or 'expired')
 local cur = redis.call('HMGET', KEYS[1], 'status', 'waiting', 'step')
 if cur[1] ~= 'waiting' or cur[2] ~= ARGV[1] then return {'expired', ''} end
 local action = ARGV[9]
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 xadd(KEYS[2], ARGV[6], 'interrupt.expired', ARGV[7])
-if action == 'cancel' or action == 'answer' then
+if action == 'cancel' or action == 'answer' or action == 'timer' then
   redis.call('HSET', KEYS[6], ARGV[10], ARGV[11])
   redis.call('HSET', KEYS[1], 'status', 'queued', 'waiting', '', 'expires', '', 'updated', ARGV[2])
   redis.call('ZADD', KEYS[8], ARGV[2], ARGV[14] .. ':' .. cur[3] .. ':' .. fence)

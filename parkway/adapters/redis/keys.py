@@ -18,12 +18,17 @@ An interrupt has no key of its own: it lives in its run's hash, every field name
 its size. Its status field is the exactly-once point of a resume: the resume script answers only
 an interrupt it finds ``pending`` before the run's ``expires``, and flips it in the same step.
 
+``pw`` is the key prefix: ``PARKWAY_KEY_PREFIX`` (default ``pw``), read from the environment once,
+when this module is imported, so several applications can share one Redis (each process has one
+prefix; the default RQ queue and the job ids carry it too, see ``parkway.config``).
+
 ==========================  ======  ========  ===============================================
 key                         type    TTL       holds
 ==========================  ======  ========  ===============================================
 ``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
                                               output, error, created, updated, ttl, expires,
-                                              waiting (request id, or ``child:<run id>``);
+                                              waiting (request id, or ``child:<run id>``),
+                                              paused (``<step> <code version>`` of the last pause);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
@@ -81,7 +86,26 @@ key                         type    TTL       holds
 
 from __future__ import annotations
 
-PREFIX = "pw"
+import os
+import re
+
+from ...runtime.errors import ConfigError
+
+_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
+
+
+def _prefix(value: str | None) -> str:
+    if not value:
+        return "pw"
+    if not _PREFIX_PATTERN.fullmatch(value):
+        raise ConfigError(
+            f"PARKWAY_KEY_PREFIX {value!r} must be 1-32 letters, digits, '_' or '-', starting with a letter or digit"
+        )
+    return value
+
+
+PREFIX = _prefix(os.environ.get("PARKWAY_KEY_PREFIX"))
+"""every key's first part (``PARKWAY_KEY_PREFIX``, default ``pw``)"""
 PAUSE_FEED_MAXLEN = 2000
 """the pause feed's cap (``XADD MAXLEN ~``: Redis trims whole nodes, so it may hold ~100 more)"""
 

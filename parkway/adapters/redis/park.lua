@@ -10,7 +10,8 @@
 --       interrupt shows on their streams too, and their records live at least as long as it does)
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
---       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18... the record's fields as pairs:
+--       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18 the step and the code's version
+--       ("<step> <version>", the run's 'paused'; '' = none), 19... the record's fields as pairs:
 --       rq and its request id, rn and its number of parts, then each part's field and part
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
@@ -19,6 +20,7 @@ redis.call('ZADD', KEYS[5], 0, ARGV[9])
 redis.call('ZADD', KEYS[6], 0, ARGV[10])
 redis.call('SADD', KEYS[9], ARGV[16])
 redis.call('ZREM', KEYS[7], ARGV[14])
+if ARGV[18] ~= '' then redis.call('HSET', KEYS[1], 'paused', ARGV[18]) end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 -- the record the run held (its interrupt before this one, answered or expired) keeps its parts
 -- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...
@@ -30,7 +32,7 @@ if held[1] then
   end
 end
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
-  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 18))
+  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 19))
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
 for i = 11, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])

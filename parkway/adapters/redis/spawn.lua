@@ -7,9 +7,7 @@
 --       11-12 the child's first job's queues (see hand_off)
 -- ARGV: 1 fence, 2 step, 3 now, 4 parent run id, 5 child run id, 6 child.started blob, 7 maxlen,
 --       8 retention ms, 9 grace ms, 10 child workflow, 11 child ref, 12 child start node,
---       13 child input blob, 14 child ttl ms, 15 child run.started blob, 16 journal field in the parent,
---       17 lineage (ancestors as run:step, parent first, space-separated), 18... the child's first job
---       (see hand_off; the child's node.started is its job's, as for any run: begin.lua)
+hand_off({KEYS[11], KEYS[12]}, ARGV, 20, 0, 0)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -18,6 +16,7 @@ redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', 'child:' .. ARGV[5],
   'updated', ARGV[3], 'crashes', 0)
 redis.call('ZREM', KEYS[6], ARGV[4])
 xadd(KEYS[4], ARGV[7], 'child.started', ARGV[6])
+redis.call('HSET', KEYS[2], ARGV[18], ARGV[19])
 -- the parent outlives its child's records (the child has the parent's TTL from now)
 local held = tonumber(redis.call('HGET', KEYS[1], 'ttl')) + tonumber(ARGV[9])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
@@ -33,5 +32,5 @@ keep_summary(KEYS[8], ARGV[14], ARGV[8])
 xadd(KEYS[9], ARGV[7], 'run.started', ARGV[15])
 redis.call('ZADD', KEYS[10], ARGV[3], ARGV[5] .. ':0:0')
 expire_all(ARGV[14], {KEYS[7], KEYS[9]})
-hand_off({KEYS[11], KEYS[12]}, ARGV, 18, 0, 0)
+hand_off({KEYS[11], KEYS[12]}, ARGV, 20, 0, 0)
 return fence

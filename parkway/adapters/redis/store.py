@@ -203,7 +203,10 @@ class RedisStore:
             run.now,
             self.limits.retention_ms,
             self.limits.max_events,
-            self._event({"workflow": run.workflow, "input": run.input}),
+            self._event(
+                {"workflow": run.workflow, "input": run.input}
+                | ({"restartedFrom": run.restarted_from} if run.restarted_from else {})
+            ),
             f"{r}:0:0",
         ]
 
@@ -346,6 +349,7 @@ class RedisStore:
                     self.limits.retention_ms,
                     rec.workflow,
                     keys.PAUSE_FEED_MAXLEN,
+                    f"{step} {commit.version}" if commit.version else "",
                     *self._record_parts(rec),
                 ],
             )
@@ -433,6 +437,8 @@ class RedisStore:
                     self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
                     commit.journal_field,
                     codec.lineage_field(commit.lineage),
+                    f"c:{commit.journal_field.removeprefix('w:')}",
+                    codec.entry_to_blob(commit.asked, self.limits.max_payload_bytes),
                     *hand_args,
                 ],
             )
@@ -511,8 +517,8 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
-        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[3:]))
-        return Lookup(status, record)  # type: ignore[arg-type]
+        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[4:]))
+        return Lookup(status, record, _text(reply[3]))  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         r, rec = run_id, answer.interrupt
@@ -604,6 +610,9 @@ class RedisStore:
             journal_blob = codec.entry_to_blob(JournalEntry(*policy["entry"]), self.limits.max_answer_bytes)
         elif action == "cancel" and record is not None:
             journal_blob = codec.entry_to_blob(record.cancellation("expired"), self.limits.max_answer_bytes)
+        elif action == "timer" and record is not None:  # use_first: the timer came first
+            won = JournalEntry("interrupt", record.hook_name, None, record.request.get("kind", ""), "timer")
+            journal_blob = codec.entry_to_blob(won, self.limits.max_answer_bytes)
         elif action == "fail":
             error = {
                 "message": f"interrupt {entry.request_id} expired unanswered",
