@@ -510,7 +510,7 @@ def test_nothing_is_called_on_a_parked_branch(harness: Harness) -> None:
     """A run that starts (or is released) while its branch is parked is held before its node calls
     a model or a tool: a budget stop stops the spending, not only the commits."""
     path = tempfile.mkdtemp(prefix="pw-session-")
-    sid = _open(harness, sf.slow_model)  # its model counts calls on disk (and waits on no hold file)
+    sid = _open(harness, sf.counted)  # counts its attempts on disk before it calls the model
     sent = harness.pw.sessions.send(sid, path, caller=ADA)
     stop = harness.pw.sessions.raise_interrupt(sid, "budget stop", caller=SYSTEM, scope="session")
     harness.run_jobs()
@@ -597,3 +597,20 @@ def test_every_session_transition_renews_all_its_keys(harness: Harness) -> None:
         client.pexpire(key, 5_000)
     harness.pw.sessions.resume_interrupt(sid, iid, caller=MACHINE)
     assert min(client.pttl(k) for k in session_keys) > 50_000
+
+
+def test_a_stale_attempt_settles_nothing(harness: Harness) -> None:
+    """A branch run's hook result from an attempt that is no longer current (another fence, or a
+    run not running) is refused and writes neither the journal nor a message."""
+    from parkway import StaleFence
+    from parkway.runtime.store import JournalEntry
+
+    sid = _open(harness, sf.echo)
+    sent = harness.pw.sessions.send(sid, "hi", caller=ADA)  # queued: no worker has begun it
+    message = {"id": "m_stale", "role": "assistant", "content": "late", "run": sent.run_id}
+    for fence in (0, 7):
+        with pytest.raises(StaleFence):
+            harness.pw.store.sessions.settle(
+                sid, sent.run_id, fence, 0, "keep", "@0", JournalEntry("model", "", {}), message, 1
+            )
+    assert set(_messages(harness, sid)) == {sent.message_id}
