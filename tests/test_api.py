@@ -239,7 +239,7 @@ def test_the_app_closes_its_own_redis_connections_when_it_shuts_down(
 ) -> None:
     """The connection an event stream read through goes when the app shuts down; the Parkway the app
     was given stays open (its owner closes it)."""
-    from starlette.testclient import TestClient
+    import asyncio
 
     from parkway import Parkway, Settings
     from parkway.api import create_app
@@ -249,10 +249,18 @@ def test_the_app_closes_its_own_redis_connections_when_it_shuts_down(
     run_id = pw.start(flows.one_choice, {})
     pw.cancel(run_id)  # its stream ends at done
     before = _connections(redis_client)
-    with TestClient(create_app(pw)) as app:
-        body = app.get(f"/v1/runs/{run_id}/events").text
-        assert "event: done" in body
-        assert _connections(redis_client) == before + 1
+
+    async def serve_one_stream() -> None:
+        # the app's lifespan, driven as a server drives it, around one request through ASGI
+        app = create_app(pw)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://parkway") as client:
+                body = (await client.get(f"/v1/runs/{run_id}/events")).text
+            assert "event: done" in body
+            assert _connections(redis_client) == before + 1
+
+    asyncio.run(serve_one_stream())
     assert _connections(redis_client) == before
     assert pw.get_run(run_id).status.value == "cancelled"
 
