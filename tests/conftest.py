@@ -7,6 +7,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pytest
@@ -18,6 +19,7 @@ from parkway.adapters.redis.store import RedisStore
 from parkway.workers import jobs
 from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
+from tests.procs import RedisServer
 
 T = TypeVar("T")
 C = TypeVar("C", bound="SupportsClose")
@@ -183,4 +185,15 @@ def api_server(redis_url: str, redis_client: redis.Redis) -> Iterator[Any]:
         yield srv
     finally:
         worker.stop()
+        srv.stop()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of the test's own (AOF on), for tests that kill, restart or persist it."""
+    srv = RedisServer(tmp_path)
+    srv.start()
+    try:
+        yield srv
+    finally:
         srv.stop()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -17,26 +15,19 @@ from tests.procs import RedisServer, Worker, wait_for
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path)
-    srv.start()
-    yield srv
-    srv.stop()
-
 
 def _client(url: str) -> Parkway:
     return Parkway(Settings(redis_url=url, secret=SECRET, lease_ms=1000))
 
 
 def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_once(
-    server: RedisServer, closing: Closing
+    private_redis: RedisServer, closing: Closing
 ) -> None:
     """SIGKILL of the worker mid-node: another worker replays it within seconds; use_step ran once."""
-    pw, r = closing(_client(server.url)), closing(redis.Redis.from_url(server.url))
-    env = {"PARKWAY_EFFECTS_URL": server.url}
+    pw, r = closing(_client(private_redis.url)), closing(redis.Redis.from_url(private_redis.url))
+    env = {"PARKWAY_EFFECTS_URL": private_redis.url}
     r.set("test:block:k", 1)
-    first = Worker(server.url, SECRET, env=env)
+    first = Worker(private_redis.url, SECRET, env=env)
     try:
         run_id = pw.start(flows.blocking, {"tag": "k"})
         wait_for(lambda: r.exists("test:inside:k"), 15, "the node to start")
@@ -45,7 +36,7 @@ def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_o
         first.stop()
     assert pw.get_run(run_id).status is RunStatus.RUNNING
     r.delete("test:block:k")
-    second = Worker(server.url, SECRET, env={**env, "PARKWAY_LEASE_MS": "1000"})
+    second = Worker(private_redis.url, SECRET, env={**env, "PARKWAY_LEASE_MS": "1000"})
     try:
         run = pw.wait(run_id, timeout=20)
     finally:
@@ -56,16 +47,16 @@ def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_o
     assert events.count("node.recovered") == 1
 
 
-def test_two_hundred_parked_runs_survive_a_redis_sigkill(server: RedisServer, closing: Closing) -> None:
+def test_two_hundred_parked_runs_survive_a_redis_sigkill(private_redis: RedisServer, closing: Closing) -> None:
     """With AOF, 200 parked runs survive SIGKILL of redis-server and all resume and complete."""
-    pw = closing(_client(server.url))
-    worker = Worker(server.url, SECRET)
+    pw = closing(_client(private_redis.url))
+    worker = Worker(private_redis.url, SECRET)
     try:
         run_ids = [pw.start(flows.one_choice, {}) for _ in range(200)]
         wait_for(lambda: all(pw.get_run(r).status is RunStatus.WAITING for r in run_ids), 60, "200 parked runs")
         tokens = {r: pw.list_interrupts(run_id=r, include_tokens=True).items[0].resume_token for r in run_ids}
-        server.kill()
-        server.start()  # same port, same directory: replays the AOF
+        private_redis.kill()
+        private_redis.start()  # same port, same directory: replays the AOF
         # the client reconnects by itself; so does the worker
         outcomes = [pw.resume(tokens[r] or "", selected="red").outcome for r in run_ids]
         assert outcomes == [ResumeOutcome.ACCEPTED] * 200
@@ -76,15 +67,15 @@ def test_two_hundred_parked_runs_survive_a_redis_sigkill(server: RedisServer, cl
     assert {pw.get_run(r).output["painted"] for r in run_ids} == {"red"}
 
 
-def test_a_clean_redis_restart_keeps_parked_runs(server: RedisServer, closing: Closing) -> None:
+def test_a_clean_redis_restart_keeps_parked_runs(private_redis: RedisServer, closing: Closing) -> None:
     """SHUTDOWN and restart: a parked run is still waiting, with its interrupt listed, and resumes."""
-    pw = closing(_client(server.url))
-    worker = Worker(server.url, SECRET)
+    pw = closing(_client(private_redis.url))
+    worker = Worker(private_redis.url, SECRET)
     try:
         run_id = pw.start(flows.one_choice, {})
         assert pw.wait(run_id, timeout=15).status is RunStatus.WAITING
-        server.stop()
-        server.start()
+        private_redis.stop()
+        private_redis.start()
         page = pw.list_interrupts(include_tokens=True)
         assert [i.run_id for i in page.items] == [run_id]
         assert pw.resume(page.items[0].resume_token or "", selected="blue").accepted
@@ -93,27 +84,27 @@ def test_a_clean_redis_restart_keeps_parked_runs(server: RedisServer, closing: C
         worker.stop()
 
 
-def test_lost_connection_is_a_clear_error_not_a_hang(server: RedisServer, closing: Closing) -> None:
+def test_lost_connection_is_a_clear_error_not_a_hang(private_redis: RedisServer, closing: Closing) -> None:
     """With Redis down, a client call raises StoreUnavailable after its bounded retries."""
     from parkway import StoreUnavailable
 
-    pw = closing(_client(server.url))
-    server.stop()
+    pw = closing(_client(private_redis.url))
+    private_redis.stop()
     with pytest.raises(StoreUnavailable, match="unreachable"):
         pw.get_run("run_x")
 
 
-def test_fifty_threads_resuming_one_token_continue_once(server: RedisServer, closing: Closing) -> None:
+def test_fifty_threads_resuming_one_token_continue_once(private_redis: RedisServer, closing: Closing) -> None:
     """50 threads with their own clients resume one token: one accepted, one continuation."""
-    pw = closing(_client(server.url))
-    worker = Worker(server.url, SECRET)
+    pw = closing(_client(private_redis.url))
+    worker = Worker(private_redis.url, SECRET)
     try:
         run_id = pw.start(flows.guarded, {"tag": "fifty"})
         assert pw.wait(run_id, timeout=15).status is RunStatus.WAITING
         token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token or ""
         barrier = threading.Barrier(50)
         outcomes: list[ResumeOutcome] = []
-        clients = [closing(_client(server.url)) for _ in range(50)]
+        clients = [closing(_client(private_redis.url)) for _ in range(50)]
 
         def go(c: Parkway) -> None:
             barrier.wait()

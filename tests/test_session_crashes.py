@@ -4,8 +4,6 @@ Redis SIGKILLed and restarted from its AOF with branches parked and held."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,19 +17,12 @@ pytestmark = pytest.mark.slow
 ADA = Caller("user", "ada", "acme")
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path)
-    srv.start()
-    yield srv
-    srv.stop()
 
-
-def test_a_worker_killed_mid_model_call_leaves_one_reply(server: RedisServer) -> None:
+def test_a_worker_killed_mid_model_call_leaves_one_reply(private_redis: RedisServer) -> None:
     path = _hold_dir()
-    with Parkway(Settings(redis_url=server.url, secret=SECRET, lease_ms=1000)) as pw:
+    with Parkway(Settings(redis_url=private_redis.url, secret=SECRET, lease_ms=1000)) as pw:
         sid = pw.sessions.open(sf.slow_model, owner="ada", tenant="acme")
-        first = Worker(server.url, SECRET)
+        first = Worker(private_redis.url, SECRET)
         try:
             sent = pw.sessions.send(sid, path, caller=ADA)
             wait_for(lambda: _count(path, "model-calls") == 1, 20, "the model call")
@@ -39,7 +30,7 @@ def test_a_worker_killed_mid_model_call_leaves_one_reply(server: RedisServer) ->
         finally:
             first.stop()
         os.remove(os.path.join(path, "hold"))
-        second = Worker(server.url, SECRET, env={"PARKWAY_LEASE_MS": "1000"})
+        second = Worker(private_redis.url, SECRET, env={"PARKWAY_LEASE_MS": "1000"})
         try:
             wait_for(lambda: pw.get_run(sent.run_id).status is RunStatus.COMPLETED, 30, "the run on the new worker")
         finally:
@@ -50,10 +41,10 @@ def test_a_worker_killed_mid_model_call_leaves_one_reply(server: RedisServer) ->
         assert [e.type for e in pw.stream(sent.run_id, timeout=5)].count("node.recovered") == 1
 
 
-def test_parked_and_held_branches_survive_a_redis_sigkill(server: RedisServer) -> None:
+def test_parked_and_held_branches_survive_a_redis_sigkill(private_redis: RedisServer) -> None:
     path = _hold_dir()
-    with Parkway(Settings(redis_url=server.url, secret=SECRET)) as pw:
-        worker = Worker(server.url, SECRET, "--workers", "2")
+    with Parkway(Settings(redis_url=private_redis.url, secret=SECRET)) as pw:
+        worker = Worker(private_redis.url, SECRET, "--workers", "2")
         try:
             mail = pw.sessions.open(sf.mail, owner="ada", tenant="acme")
             asked = pw.sessions.send(mail, "mail bob", caller=ADA)
@@ -64,8 +55,8 @@ def test_parked_and_held_branches_survive_a_redis_sigkill(server: RedisServer) -
             os.remove(os.path.join(path, "hold"))
             wait_for(lambda: pw.get_run(held.run_id).status is RunStatus.WAITING, 20, "the held run")
             wait_for(lambda: pw.sessions.get(mail).parked_by(), 20, "the approval")
-            server.kill()
-            server.start()  # same port, same directory: replays the AOF
+            private_redis.kill()
+            private_redis.start()  # same port, same directory: replays the AOF
             approval = pw.sessions.get(mail).parked_by()[0]
             assert pw.sessions.resume_interrupt(mail, approval, {"approved": True}, caller=ADA).outcome == "resumed"
             assert pw.sessions.resume_interrupt(tool, pause, caller=ADA).outcome == "resumed"
