@@ -24,6 +24,7 @@ from .runtime.protocol import (
     ResumeOrStartResult,
     ResumeResult,
     Run,
+    check_event_id,
     check_id,
 )
 from .runtime.store import StoredEvent
@@ -204,6 +205,7 @@ class AsyncParkway:
     ) -> AsyncIterator[Event]:
         """The run's events from ``after``, as :meth:`parkway.Parkway.stream` yields them."""
         check_id(run_id, "run id")
+        check_event_id(after)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             block = read_window(run_id, deadline, timeout)

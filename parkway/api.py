@@ -86,6 +86,7 @@ from .runtime.protocol import (
     ResumeOutcome,
     ResumeResult,
     Run,
+    check_event_id,
     check_id,
 )
 from .runtime.sessions import Caller
@@ -326,9 +327,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         last_event_id: Annotated[str | None, Header()] = None,
     ) -> StreamingResponse:
         check_id(run_id, "run id")
-        start_at = last_event_id or after
-        if not _stream_position(start_at):
-            raise ValidationError("after / Last-Event-ID must be a stream position such as 1700000000000-0")
+        start_at = check_event_id(last_event_id or after, "after / Last-Event-ID")
         await anyio.to_thread.run_sync(pw.sessions.check_run, run_id, who)
         await anyio.to_thread.run_sync(pw.get_run, run_id)  # 404 before the stream opens
         # resume tokens go to system and machine callers; a person answers through an application or a link
@@ -480,11 +479,6 @@ def _link_state(pw: Parkway, text: str) -> tuple[Interrupt, links.AnswerLink] | 
     if isinstance(found, ResumeResult):
         return _page(*_LINK_OUTCOMES[found.outcome])
     return found, answer
-
-
-def _stream_position(text: str) -> bool:
-    first, sep, second = text.partition("-")
-    return text == "0" or (bool(sep) and first.isdigit() and second.isdigit() and first.isascii() and len(text) < 40)
 
 
 class _EventReader:

@@ -31,6 +31,7 @@ from .runtime.protocol import (
     ResumeOutcome,
     Run,
     RunStatus,
+    check_event_id,
 )
 from .runtime.resume import validate_answer
 from .runtime.store import StoredEvent
@@ -585,12 +586,8 @@ def _cancellation(events: Iterator[StoredEvent]) -> dict[str, Any]:
     return out
 
 
-EVENT_ID = re.compile(r"\d{1,20}(-\d{1,20})?")
-
-
 def cmd_events(args: argparse.Namespace) -> int:
-    if not EVENT_ID.fullmatch(args.after):
-        raise ParkwayError(f"--after must be an event id such as 1700000000000-0, got {args.after!r}")
+    check_event_id(args.after, "--after")
     with _client(args) as pw:
         pw.get_run(args.run_id)  # an unknown run is an error, not an empty list
         events = _events_to_the_end if args.follow else _events_so_far

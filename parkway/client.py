@@ -41,6 +41,7 @@ from .runtime.protocol import (
     RunError,
     RunStatus,
     check_depth,
+    check_event_id,
     check_id,
 )
 from .runtime.replay import ReplayReport, replay
@@ -193,6 +194,7 @@ class Parkway:
         stops answering (within 15 s, as ``wait``). Interrupt events carry their ``resumeToken``.
         """
         check_id(run_id, "run id")
+        check_event_id(after)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             for stored in self.store.read_events(run_id, after, read_window(run_id, deadline, timeout), 100):

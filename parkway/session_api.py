@@ -40,7 +40,7 @@ from pydantic.alias_generators import to_camel
 
 from .client import Parkway
 from .runtime.errors import ValidationError
-from .runtime.protocol import ResumeOutcome
+from .runtime.protocol import ResumeOutcome, check_event_id
 from .runtime.sessions import Caller
 
 _CLEARED_STATUS = {"already_cleared": 409, "unknown": 404, "expired": 410}
@@ -122,10 +122,7 @@ def add_routes(
 
     @app.get("/v1/sessions/{session_id}/events", tags=["sessions"])
     def session_events(session_id: str, who: Who, after: str = "0") -> list[dict[str, Any]]:
-        from .cli import EVENT_ID
-
-        if not EVENT_ID.fullmatch(after):
-            raise ValidationError("after must be an event id such as 1700000000000-0")
+        check_event_id(after)
         return [
             {"type": e.type, "eventId": e.id, "ts": e.ts, **e.data}
             for e in sessions.events(session_id, after=after, caller=who)
@@ -139,11 +136,7 @@ def add_routes(
         last_event_id: Annotated[str | None, Header()] = None,
     ) -> StreamingResponse:
         """The session's events as server-sent events, live; reconnect with ``Last-Event-ID``."""
-        from .cli import EVENT_ID
-
-        start_at = last_event_id or after
-        if not EVENT_ID.fullmatch(start_at):
-            raise ValidationError("after / Last-Event-ID must be an event id such as 1700000000000-0")
+        start_at = check_event_id(last_event_id or after, "after / Last-Event-ID")
         await anyio.to_thread.run_sync(lambda: sessions.get(session_id, caller=who))  # 403/404 before it opens
         return StreamingResponse(
             sse(session_id, start_at),

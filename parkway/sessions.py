@@ -27,7 +27,15 @@ from .runtime import tokens
 from .runtime.clock import now_ms
 from .runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
 from .runtime.hooks import MAX_ROOT_ID
-from .runtime.protocol import ID_PATTERN, InterruptRequest, ResumeOutcome, ResumeResult, check_depth, check_id
+from .runtime.protocol import (
+    ID_PATTERN,
+    InterruptRequest,
+    ResumeOutcome,
+    ResumeResult,
+    check_depth,
+    check_event_id,
+    check_id,
+)
 from .runtime.resume import validate_answer
 from .runtime.sessions import SYSTEM, Caller, check_access, check_may_clear, check_text, parse_resume
 from .runtime.store import InterruptRecord, NewRun, StoredEvent
@@ -293,6 +301,7 @@ class Sessions:
         """The session's events after ``after``, oldest first: enough to rebuild it
         (``parkway.runtime.sessions.rebuild``) while the stream holds them all (it keeps the last
         ``max_events``, like a run's)."""
+        check_event_id(after)
         self._read(session_id, caller)
         out: list[StoredEvent] = []
         while batch := self._store.events(session_id, after, None, 1000):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from parkway import AsyncParkway, InvalidAnswer, ResumeOutcome, RunStatus, WaitTimeout
+from parkway import AsyncParkway, InvalidAnswer, ResumeOutcome, RunStatus, ValidationError, WaitTimeout
 from tests import flows
 from tests.conftest import Harness
 
@@ -90,5 +90,18 @@ def test_sessions_awaited(harness: Harness) -> None:
         view = await pw.sessions.get(sid)
         assert view.messages[view.head].content == "done: sent" and view.messages[view.head].run_id == sent.run_id
         assert [e.type for e in await pw.sessions.events(sid)][0] == "session.opened"
+
+    asyncio.run(scenario())
+
+
+
+def test_stream_validates_its_position(harness: Harness) -> None:
+    """A malformed ``after`` is refused awaited too, before any read."""
+
+    async def scenario() -> None:
+        pw = AsyncParkway(client=harness.pw)
+        with pytest.raises(ValidationError, match="event id"):
+            async for _ in pw.stream("run-1", after="not-an-id", timeout=1):
+                pass
 
     asyncio.run(scenario())

@@ -209,3 +209,14 @@ def test_malformed_tokens_are_refused_before_any_lookup(token: object) -> None:
 def test_a_token_of_exactly_the_signature_length_parses() -> None:
     """The length check is exact: 32 base64url characters pass (the cases above fail by one)."""
     assert tokens.parse("run_1.int_a." + "A" * 32).request_id == "int_a"
+
+
+@pytest.mark.parametrize("bad", ["abc", "1-", "-1", "1-2-3", "1 ", "１", "9" * 21, "", 7, None])
+def test_event_positions_are_validated_before_a_read(harness: Harness, bad: object) -> None:
+    """A malformed ``after`` is the caller's error (ValidationError), never a Redis refusal."""
+    run_id = harness.pw.start(flows.one_choice, {})
+    with pytest.raises(ValidationError, match="event id"):
+        list(harness.pw.stream(run_id, after=bad, timeout=1))  # type: ignore[arg-type]
+    session = harness.pw.sessions.open("tests.session_flows:echo", owner="ada", tenant="acme")
+    with pytest.raises(ValidationError, match="event id"):
+        harness.pw.sessions.events(session, after=bad)  # type: ignore[arg-type]

@@ -35,6 +35,18 @@ def check_id(value: object, what: str = "id") -> str:
     return value
 
 
+EVENT_ID_PATTERN = re.compile(r"[0-9]{1,20}(-[0-9]{1,20})?")
+"""A position in an event stream: a Redis stream id (``<ms>-<seq>``, or ``<ms>``); ``0`` = the start."""
+
+
+def check_event_id(value: object, what: str = "after") -> str:
+    """Return ``value`` if it is an event id (a stream position), else raise :class:`ValidationError`."""
+    if not isinstance(value, str) or not EVENT_ID_PATTERN.fullmatch(value):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise ValidationError(f"{what} must be an event id such as 1700000000000-0 (or 0 for the start), not {shown}")
+    return value
+
+
 MAX_DEPTH = 32
 """How deeply lists and dicts may nest in what crosses the public API (run input, answers, metadata)."""
 
