@@ -517,3 +517,33 @@ calls_nowhere = Workflow("calls_nowhere")
 @calls_nowhere.node(start=True)
 def call_missing(data: dict[str, Any]) -> None:
     use_workflow("tests.flows:no_such_workflow", {}, id="missing")
+
+
+relay = Workflow("relay")
+
+
+@relay.node(start=True)
+def relay_first(data: dict[str, Any]) -> Result:
+    emit("progress", {"part": 1})
+    emit("progress", {"part": 2})
+    return Result(data={"first": True})
+
+
+@relay.node
+def relay_second(data: dict[str, Any]) -> dict[str, Any]:
+    """Emits, then blocks while test:block:<tag> exists (a test kills the worker here)."""
+    import time
+
+    import redis
+
+    emit("progress", {"part": 3})
+    with redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"]) as client:
+        client.set(f"test:inside:{data['tag']}", 1)
+        deadline = time.time() + 60
+        while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
+            time.sleep(0.05)
+    emit("progress", {"part": 4})
+    return {"parts": 4}
+
+
+relay.edge("relay_first", "relay_second")

@@ -121,3 +121,40 @@ def test_fifty_threads_resuming_one_token_continue_once(private_redis: RedisServ
         assert events.count("interrupt.resumed") == 1 and events.count("node.completed") == 1
     finally:
         worker.stop()
+
+
+def test_a_stream_reattaches_mid_run_across_a_worker_killed_and_replaced(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """A client reads a running run's stream, goes away at a middle event; the worker is SIGKILLed
+    mid-node and another takes over; re-attaching after that event yields every later event once,
+    to run.completed and done (the killed attempt's uncommitted emit is not among them)."""
+    pw, r = closing(_client(private_redis.url)), closing(redis.Redis.from_url(private_redis.url))
+    env = {"PARKWAY_EFFECTS_URL": private_redis.url}
+    r.set("test:block:m", 1)
+    first = Worker(private_redis.url, SECRET, env=env)
+    try:
+        run_id = pw.start(flows.relay, {"tag": "m"})
+        seen = []
+        for event in pw.stream(run_id, timeout=15):  # the client, while the run runs
+            seen.append(event)
+            if event.type == "data" and event.data["data"] == {"part": 2}:
+                break  # ... and goes away here
+        wait_for(lambda: r.exists("test:inside:m"), 15, "the second node to start")
+        assert pw.get_run(run_id).status is RunStatus.RUNNING
+        first.kill()
+    finally:
+        first.stop()
+    r.delete("test:block:m")
+    second = Worker(private_redis.url, SECRET, env={**env, "PARKWAY_LEASE_MS": "1000"})
+    try:
+        rest = list(pw.stream(run_id, after=seen[-1].id, timeout=30))
+    finally:
+        second.stop()
+    everything = list(pw.stream(run_id, timeout=5))
+    assert [e.id for e in everything] == [e.id for e in seen] + [e.id for e in rest]
+    parts = [e.data["data"]["part"] for e in rest if e.type == "data"]
+    assert parts == [3, 4]  # once each: the killed attempt committed nothing
+    assert [e.type for e in rest][-2:] == ["run.completed", "done"]
+    assert "node.recovered" in [e.type for e in rest]
+    assert pw.get_run(run_id).output["parts"] == 4
