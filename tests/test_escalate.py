@@ -1,0 +1,190 @@
+"""Escalation: at expiry the reconciler asks the same question again, under the same token, of
+another audience with a new TTL, a bounded number of times, then applies the policy's ``then``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from parkway import Interrupt, ResumeOutcome, RunStatus, ValidationError
+from parkway.runtime.hooks import expiry_policy
+from parkway.runtime.protocol import InterruptRequest
+from parkway.runtime.store import IndexEntry
+from parkway.workers.reconciler import reconcile_once
+from tests import flows_escalate as fe
+from tests.conftest import Harness, all_at_once
+from tests.flows import COLORS
+
+
+def _events(harness: Harness, run_id: str, kind: str | None = None) -> list[Any]:
+    found = harness.pw.store.read_events(run_id, "0", None, 1000)
+    return [e for e in found if kind is None or e.type == kind]
+
+
+def _past_deadline(harness: Harness, run_id: str) -> Any:
+    """Wait out the interrupt's current TTL, then one reconciler pass; its report."""
+    expires = harness.pw.get_run(run_id).expires_at
+    assert expires is not None
+    time.sleep(max(0.0, expires / 1000 - time.time()) + 0.05)
+    report = reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
+    harness.run_jobs()
+    return report
+
+
+def _settle(harness: Harness, run_id: str) -> None:
+    deadline = time.time() + 10
+    while harness.pw.get_run(run_id).status in (RunStatus.QUEUED, RunStatus.RUNNING):
+        assert time.time() < deadline
+        time.sleep(0.05)
+        harness.run_jobs()
+
+
+def _audiences(harness: Harness, audience: str) -> list[str]:
+    return [i.run_id for i in harness.pw.list_interrupts(audience=audience).items]
+
+
+TWO_STEPS = {"escalate": {"to": ["team:leads", "user:cto"], "ttl_ms": 1000, "then": "fail"}}
+
+
+def test_a_two_step_escalation_moves_the_question_then_applies_then(harness: Harness) -> None:
+    """team:ops -> team:leads -> user:cto, each a fresh interrupt event and an interrupt.expired
+    saying the step, the audience and the new expiry; after the last, ``then`` ("fail") ends the run."""
+    run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS})
+    first = harness.interrupt_event(run_id)
+    assert first["audience"] == "team:ops"
+    assert _audiences(harness, "team:ops") == [run_id] and _audiences(harness, "team:leads") == []
+
+    report = _past_deadline(harness, run_id)
+    assert report.escalated == [run_id] or harness.kind == "embedded"  # (the embedded worker may be first)
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.WAITING and run.interrupt is not None
+    assert run.interrupt.audience == "team:leads" and run.interrupt.request_id == first["requestId"]
+    assert run.interrupt.expires_at > first["expiresAt"]
+    assert _audiences(harness, "team:ops") == [] and _audiences(harness, "team:leads") == [run_id]
+    expired = _events(harness, run_id, "interrupt.expired")
+    assert [e.data["action"] for e in expired] == ["escalate"]
+    assert expired[0].data["escalation"] == 1 and expired[0].data["audience"] == "team:leads"
+    assert expired[0].data["from"] == "team:ops" and expired[0].data["newExpiresAt"] == run.interrupt.expires_at
+    fresh = _events(harness, run_id, "interrupt")
+    assert len(fresh) == 2 and fresh[-1].data["audience"] == "team:leads" and fresh[-1].data["escalation"] == 1
+    assert fresh[-1].data["requestId"] == first["requestId"]
+
+    _past_deadline(harness, run_id)
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.WAITING and run.interrupt is not None and run.interrupt.audience == "user:cto"
+    assert _audiences(harness, "team:leads") == [] and _audiences(harness, "user:cto") == [run_id]
+
+    _past_deadline(harness, run_id)
+    _settle(harness, run_id)
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.FAILED, run
+    actions = [e.data["action"] for e in _events(harness, run_id, "interrupt.expired")]
+    assert actions == ["escalate", "escalate", "fail"]
+    assert _audiences(harness, "user:cto") == []
+    assert harness.pw.resume(first["resumeToken"], selected="red").outcome is ResumeOutcome.EXPIRED
+
+
+def test_the_same_token_answers_the_escalated_interrupt(harness: Harness) -> None:
+    """After one escalation the token the first audience had still answers, once."""
+    run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS})
+    token = harness.interrupt_event(run_id)["resumeToken"]
+    _past_deadline(harness, run_id)
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+    assert harness.pw.resume(token, selected="blue").outcome is ResumeOutcome.ACCEPTED
+    harness.run_jobs()
+    _settle(harness, run_id)
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED and run.output["picked"] == "blue"
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+    assert _audiences(harness, "team:leads") == [] and _audiences(harness, "team:ops") == []
+
+
+def test_a_workflow_default_escalates_then_applies_its_then(harness: Harness) -> None:
+    """Workflow(on_expire={"escalate": ...}) escalates its interrupts, then fails the run."""
+    run_id = harness.start_and_run(fe.escalates_by_default)
+    _past_deadline(harness, run_id)
+    run = harness.pw.get_run(run_id)
+    assert run.interrupt is not None and run.interrupt.audience == "team:leads"
+    _past_deadline(harness, run_id)
+    _settle(harness, run_id)
+    assert harness.pw.get_run(run_id).status is RunStatus.FAILED
+
+
+@pytest.mark.parametrize("first", ["resume", "escalate"])
+def test_an_answer_and_an_escalation_in_either_order_answer_once(harness: Harness, first: str) -> None:
+    """An answer read before the escalation and committed after it answers the escalated interrupt
+    (resume.lua says 'moved', the store reads it again); an answer committed first leaves nothing
+    to escalate. Never both, never lost: one interrupt.resumed, the answer in the output."""
+    run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS, "ttl_ms": 60_000})
+    event = harness.interrupt_event(run_id)
+    store = harness.pw.store
+    index_entry = IndexEntry(event["createdAt"], event["expiresAt"], "escalating", run_id)
+    if first == "escalate":
+        found = harness.pw.lookup(event["resumeToken"])  # the answer reads the interrupt first
+        assert isinstance(found, Interrupt) and found.audience == "team:ops"
+        assert store.expire(index_entry, event["expiresAt"]).outcome == "escalated"
+        assert harness.pw.resume(event["resumeToken"], selected="red").outcome is ResumeOutcome.ACCEPTED
+    else:
+        assert harness.pw.resume(event["resumeToken"], selected="red").outcome is ResumeOutcome.ACCEPTED
+        assert store.expire(index_entry, event["expiresAt"]).outcome == "gone"
+    harness.run_jobs()
+    _settle(harness, run_id)
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED and run.output["picked"] == "red"
+    assert len(_events(harness, run_id, "interrupt.resumed")) == 1
+    assert harness.pw.list_interrupts(audience="team:leads").items == ()
+    assert harness.pw.list_interrupts(workflow="escalating").items == ()
+
+
+def test_a_resume_racing_the_escalation_answers_exactly_once(harness: Harness) -> None:
+    """Twenty answers and twenty reconciler passes at once: one answer accepted, the run completes
+    once with it, no index keeps a member of it."""
+    run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS, "ttl_ms": 60_000})
+    event = harness.interrupt_event(run_id)
+    index_entry = IndexEntry(event["createdAt"], event["expiresAt"], "escalating", run_id)
+    token = event["resumeToken"]
+
+    def one(i: int) -> str:
+        if i % 2:
+            return harness.pw.resume(token, selected="blue").outcome.value
+        return harness.pw.store.expire(index_entry, event["expiresAt"]).outcome
+
+    outcomes = all_at_once(one, 20)
+    assert outcomes.count("accepted") == 1, outcomes
+    assert outcomes.count("escalated") <= 1, outcomes
+    harness.run_jobs()
+    _settle(harness, run_id)
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED and run.output["picked"] == "blue"
+    assert len(_events(harness, run_id, "interrupt.resumed")) == 1
+    for audience in ("team:ops", "team:leads", "user:cto"):
+        assert harness.pw.list_interrupts(audience=audience).items == ()
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"escalate": {}}, "takes"),
+        ({"escalate": {"to": []}}, "'to'"),
+        ({"escalate": {"to": "team ops"}}, "audience"),
+        ({"escalate": {"to": "a", "times": 0}}, "'times'"),
+        ({"escalate": {"to": ["a", "b"], "times": 1}}, "'times'"),
+        ({"escalate": {"to": "a", "times": 11}}, "'times'"),
+        ({"escalate": {"to": "a", "ttl_ms": 5}}, "'ttl_ms'"),
+        ({"escalate": {"to": "a", "then": {"escalate": {"to": "b"}}}}, "cannot escalate again"),
+        ({"escalate": {"to": "a", "then": "later"}}, "on_expire must be"),
+        ({"escalate": {"to": "a", "also": 1}}, "takes"),
+    ],
+)
+def test_a_bad_escalation_is_refused_clearly(spec: Any, message: str) -> None:
+    """Each malformed escalate spec raises ValidationError saying what is wrong."""
+    with pytest.raises(ValidationError, match=message):
+        expiry_policy(InterruptRequest.model_validate(COLORS), spec)
+
+
+def test_times_repeats_the_last_audience() -> None:
+    """times beyond the audiences given asks the last one again; then defaults to expire."""
+    policy = expiry_policy(InterruptRequest.model_validate(COLORS), {"escalate": {"to": ["a", "b"], "times": 4}})
+    assert policy == {"action": "escalate", "to": ["a", "b", "b", "b"], "ttl_ms": None, "then": {"action": "expire"}}
