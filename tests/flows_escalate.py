@@ -25,13 +25,13 @@ def ask_up_the_chain(data: dict[str, Any]) -> dict[str, Any]:
 
 
 escalates_by_default = Workflow(
-    "escalates_by_default", on_expire={"escalate": {"to": "team:leads", "ttl_ms": 1000, "then": "fail"}}
+    "escalates_by_default", on_expire={"escalate": {"to": "team:leads", "ttl_ms": 2000, "then": "fail"}}
 )
 
 
 @escalates_by_default.node(start=True)
 def ask_ops(data: dict[str, Any]) -> dict[str, Any]:
-    return {"picked": use_interrupt(COLORS, id="color", ttl_ms=1000, audience="team:ops")}
+    return {"picked": use_interrupt(COLORS, id="color", ttl_ms=2000, audience="team:ops")}
 
 
 asks_audience = Workflow("asks_audience")

@@ -4,14 +4,18 @@ another audience with a new TTL, a bounded number of times, then applies the pol
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from parkway import Interrupt, ResumeOutcome, RunStatus, ValidationError
+from parkway.adapters.redis import keys
 from parkway.runtime.hooks import expiry_policy
 from parkway.runtime.protocol import InterruptRequest
-from parkway.runtime.store import IndexEntry
+from parkway.runtime import tokens
+from parkway.runtime.clock import now_ms
+from parkway.runtime.store import Answer, IndexEntry, JournalEntry
 from parkway.workers.reconciler import reconcile_once
 from tests import flows_escalate as fe
 from tests.conftest import Harness, all_at_once
@@ -41,17 +45,23 @@ def _settle(harness: Harness, run_id: str) -> None:
         harness.run_jobs()
 
 
+def _index_members(harness: Harness) -> int:
+    """How many members all the listing indexes hold (workflows' and filters')."""
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    return sum(client.zcard(k) for k in client.keys(keys.PREFIX + ":ix:*"))
+
+
 def _audiences(harness: Harness, audience: str) -> list[str]:
     return [i.run_id for i in harness.pw.list_interrupts(audience=audience).items]
 
 
-TWO_STEPS = {"escalate": {"to": ["team:leads", "user:cto"], "ttl_ms": 1000, "then": "fail"}}
+TWO_STEPS = {"escalate": {"to": ["team:leads", "user:cto"], "ttl_ms": 2000, "then": "fail"}}
 
 
 def test_a_two_step_escalation_moves_the_question_then_applies_then(harness: Harness) -> None:
     """team:ops -> team:leads -> user:cto, each a fresh interrupt event and an interrupt.expired
     saying the step, the audience and the new expiry; after the last, ``then`` ("fail") ends the run."""
-    run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS})
+    run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS, "ttl_ms": 2000})
     first = harness.interrupt_event(run_id)
     assert first["audience"] == "team:ops"
     assert _audiences(harness, "team:ops") == [run_id] and _audiences(harness, "team:leads") == []
@@ -82,7 +92,7 @@ def test_a_two_step_escalation_moves_the_question_then_applies_then(harness: Har
     assert run.status is RunStatus.FAILED, run
     actions = [e.data["action"] for e in _events(harness, run_id, "interrupt.expired")]
     assert actions == ["escalate", "escalate", "fail"]
-    assert _audiences(harness, "user:cto") == []
+    assert _audiences(harness, "user:cto") == [] and _index_members(harness) == 0
     assert harness.pw.resume(first["resumeToken"], selected="red").outcome is ResumeOutcome.EXPIRED
 
 
@@ -112,55 +122,77 @@ def test_a_workflow_default_escalates_then_applies_its_then(harness: Harness) ->
     assert harness.pw.get_run(run_id).status is RunStatus.FAILED
 
 
-@pytest.mark.parametrize("first", ["resume", "escalate"])
-def test_an_answer_and_an_escalation_in_either_order_answer_once(harness: Harness, first: str) -> None:
-    """An answer read before the escalation and committed after it answers the escalated interrupt
-    (resume.lua says 'moved', the store reads it again); an answer committed first leaves nothing
-    to escalate. Never both, never lost: one interrupt.resumed, the answer in the output."""
+def _answer_read_now(harness: Harness, run_id: str, token: str) -> Callable[[], ResumeOutcome]:
+    """Read the interrupt as a resume does (lookup), and return the commit of the answer "red"
+    against what was read, to run later: the store's own resume, as ``Parkway.resume`` calls it."""
+    store, token_hash = harness.pw.store, tokens.hash_token(token)
+    read = store.lookup(run_id, token_hash, now_ms()).interrupt
+    assert read is not None
+
+    def commit() -> ResumeOutcome:
+        answer = Answer(read, token_hash, None, JournalEntry("interrupt", "color", "red", "choice"),
+                        {"requestId": read.request_id}, now_ms())
+        done = store.resume(run_id, answer)
+        if done.outcome is ResumeOutcome.ACCEPTED and not done.handed_off:
+            harness.pw.backend.dispatcher.enqueue(run_id, done.step, done.fence)
+        return done.outcome
+
+    return commit
+
+
+def _parked(harness: Harness) -> tuple[str, dict[str, Any], IndexEntry]:
+    """A run of ``escalating`` parked for a minute, its interrupt event and its index entry."""
     run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS, "ttl_ms": 60_000})
     event = harness.interrupt_event(run_id)
-    store = harness.pw.store
-    index_entry = IndexEntry(event["createdAt"], event["expiresAt"], "escalating", run_id)
-    if first == "escalate":
-        found = harness.pw.lookup(event["resumeToken"])  # the answer reads the interrupt first
-        assert isinstance(found, Interrupt) and found.audience == "team:ops"
-        assert store.expire(index_entry, event["expiresAt"]).outcome == "escalated"
-        assert harness.pw.resume(event["resumeToken"], selected="red").outcome is ResumeOutcome.ACCEPTED
-    else:
-        assert harness.pw.resume(event["resumeToken"], selected="red").outcome is ResumeOutcome.ACCEPTED
-        assert store.expire(index_entry, event["expiresAt"]).outcome == "gone"
+    return run_id, event, IndexEntry(event["createdAt"], event["expiresAt"], "escalating", run_id)
+
+
+def _answered_once(harness: Harness, run_id: str) -> None:
     harness.run_jobs()
     _settle(harness, run_id)
     run = harness.pw.get_run(run_id)
-    assert run.status is RunStatus.COMPLETED and run.output["picked"] == "red"
+    assert run.status is RunStatus.COMPLETED and run.output["picked"] == "red", run
     assert len(_events(harness, run_id, "interrupt.resumed")) == 1
     assert harness.pw.list_interrupts(audience="team:leads").items == ()
-    assert harness.pw.list_interrupts(workflow="escalating").items == ()
+    assert _index_members(harness) == 0  # the escalated interrupt's members went with the answer
 
 
-def test_a_resume_racing_the_escalation_answers_exactly_once(harness: Harness) -> None:
-    """Twenty answers and twenty reconciler passes at once: one answer accepted, the run completes
-    once with it, no index keeps a member of it."""
-    run_id = harness.start_and_run(fe.escalating, {"audience": "team:ops", "policy": TWO_STEPS, "ttl_ms": 60_000})
-    event = harness.interrupt_event(run_id)
-    index_entry = IndexEntry(event["createdAt"], event["expiresAt"], "escalating", run_id)
-    token = event["resumeToken"]
+def test_an_answer_read_before_an_escalation_answers_the_escalated_one(harness: Harness) -> None:
+    """An answer that read the interrupt before the reconciler escalated it, and commits after,
+    answers the escalated interrupt: resume.lua says 'moved', the store reads it again and commits
+    once (with the new audience's index member removed)."""
+    run_id, event, entry = _parked(harness)
+    commit = _answer_read_now(harness, run_id, event["resumeToken"])
+    assert harness.pw.store.expire(entry, event["expiresAt"]).outcome == "escalated"
+    assert commit() is ResumeOutcome.ACCEPTED
+    _answered_once(harness, run_id)
+    assert [e.data["action"] for e in _events(harness, run_id, "interrupt.expired")] == ["escalate"]
+
+
+def test_an_answer_committed_first_leaves_nothing_to_escalate(harness: Harness) -> None:
+    """The reconciler's pass after an answer finds nothing pending: no escalation, no event."""
+    run_id, event, entry = _parked(harness)
+    assert _answer_read_now(harness, run_id, event["resumeToken"])() is ResumeOutcome.ACCEPTED
+    assert harness.pw.store.expire(entry, event["expiresAt"]).outcome == "gone"
+    _answered_once(harness, run_id)
+    assert _events(harness, run_id, "interrupt.expired") == []
+
+
+def test_answers_racing_escalations_answer_exactly_once(harness: Harness) -> None:
+    """Ten answers read before and ten reconciler passes, all at once: one answer accepted, at most
+    one escalation, the run completes once with the answer, no index keeps a member of it."""
+    run_id, event, entry = _parked(harness)
+    commits = [_answer_read_now(harness, run_id, event["resumeToken"]) for _ in range(10)]
 
     def one(i: int) -> str:
         if i % 2:
-            return harness.pw.resume(token, selected="blue").outcome.value
-        return harness.pw.store.expire(index_entry, event["expiresAt"]).outcome
+            return commits[i // 2]().value
+        return harness.pw.store.expire(entry, event["expiresAt"]).outcome
 
     outcomes = all_at_once(one, 20)
     assert outcomes.count("accepted") == 1, outcomes
     assert outcomes.count("escalated") <= 1, outcomes
-    harness.run_jobs()
-    _settle(harness, run_id)
-    run = harness.pw.get_run(run_id)
-    assert run.status is RunStatus.COMPLETED and run.output["picked"] == "blue"
-    assert len(_events(harness, run_id, "interrupt.resumed")) == 1
-    for audience in ("team:ops", "team:leads", "user:cto"):
-        assert harness.pw.list_interrupts(audience=audience).items == ()
+    _answered_once(harness, run_id)
 
 
 @pytest.mark.parametrize(
