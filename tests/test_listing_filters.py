@@ -3,6 +3,7 @@ cursor-paged read of an index of its own; bad filters are refused clearly."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -150,6 +151,24 @@ def test_a_bad_audience_or_tenant_fails_at_its_source(harness: Harness) -> None:
         harness.pw.start(fe.asks_audience, {}, tenant="a b")
 
 
+def test_the_async_client_takes_the_same_filters(harness: Harness) -> None:
+    """AsyncParkway.start(tenant=) and list_interrupts(audience=, tenant=, created_after=) awaited,
+    with the same validation."""
+    from parkway import AsyncParkway
+
+    async def scenario() -> None:
+        pw = AsyncParkway(client=harness.pw)
+        run_id = await pw.start(fe.asks_audience, {"audience": "team:ops"}, tenant="acme")
+        harness.run_jobs()
+        await pw.wait(run_id, timeout=10)
+        page = await pw.list_interrupts(audience="team:ops", tenant="acme", created_after=0)
+        assert [i.run_id for i in page.items] == [run_id]
+        with pytest.raises(ValidationError, match="invalid audience"):
+            await pw.list_interrupts(audience="team ops")
+
+    asyncio.run(scenario())
+
+
 # --- HTTP ------------------------------------------------------------------------------------
 
 
@@ -190,3 +209,37 @@ def test_a_tenant_bound_key_sees_only_its_tenants_interrupts(tenant_server: Serv
     assert admin.get("/v1/interrupts", params={"createdBefore": "soon"}).status_code == 422
     created = item["createdAt"]
     assert listed(admin, audience="team:ops", createdAfter=created, createdBefore=created + 1) == [mine]
+
+
+# --- CLI -------------------------------------------------------------------------------------
+
+
+def test_the_cli_starts_with_a_tenant_and_lists_by_each_filter(redis_client: redis.Redis, redis_url: str) -> None:
+    """`parkway run --tenant` and `parkway interrupts --audience/--tenant/--older-than/--newer-than`;
+    a bad audience is one error line (exit 1), a bad age a usage error (exit 2)."""
+    from tests.test_cli import parkway
+
+    url = ["--redis-url", redis_url]
+    flow = "tests.flows_escalate:asks_audience"
+    started = parkway("run", flow, "--input", '{"audience": "team:ops"}', "--tenant", "acme", "--detach", *url)
+    assert started.returncode == 0, started.stderr
+    other = parkway("run", flow, "--input", '{"audience": "user:ann"}', "--detach", *url)
+    assert other.returncode == 0, other.stderr
+    assert parkway("worker", "--burst", *url).returncode == 0
+
+    def listed(*flags: str) -> list[dict[str, Any]]:
+        done = parkway("interrupts", "--json", *flags, *url)
+        assert done.returncode == 0, done.stderr
+        items: list[dict[str, Any]] = json.loads(done.stdout)["items"]
+        return items
+
+    (ops,) = listed("--audience", "team:ops")
+    assert ops["audience"] == "team:ops" and ops["tenant"] == "acme"
+    assert [i["audience"] for i in listed("--tenant", "acme")] == ["team:ops"]
+    assert [i["audience"] for i in listed("--audience", "user:ann")] == ["user:ann"]
+    assert len(listed("--newer-than", "1h")) == 2 and listed("--older-than", "1h") == []
+    human = parkway("interrupts", "--audience", "team:ops", *url)
+    assert "asks team:ops, tenant acme" in human.stdout
+    bad = parkway("interrupts", "--audience", "team ops", *url)
+    assert bad.returncode == 1 and "invalid audience" in bad.stderr
+    assert parkway("interrupts", "--older-than", "soon", *url).returncode == 2
