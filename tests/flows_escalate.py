@@ -41,3 +41,14 @@ asks_audience = Workflow("asks_audience")
 def ask_someone(data: dict[str, Any]) -> dict[str, Any]:
     """Ask ``data["audience"]`` (or nobody in particular) with a long TTL."""
     return {"picked": use_interrupt(COLORS, id="color", audience=data.get("audience"))}
+
+
+parent_of_escalating = Workflow("parent_of_escalating")
+
+
+@parent_of_escalating.node(start=True)
+def call_escalating(data: dict[str, Any]) -> dict[str, Any]:
+    from parkway import use_workflow
+
+    child = use_workflow(escalating, {"audience": "team:ops", "ttl_ms": 2000, "policy": data["policy"]}, id="kid")
+    return {"child_picked": child["picked"]}

@@ -116,6 +116,28 @@ def test_the_same_token_answers_the_escalated_interrupt(harness: Harness) -> Non
     assert _audiences(harness, "team:leads") == [] and _audiences(harness, "team:ops") == []
 
 
+def test_a_child_runs_escalation_shows_on_its_parents_stream(harness: Harness) -> None:
+    """A child run's escalated interrupt is announced on its parent's stream too, listed under the
+    parent's run id with its new audience, and answered by the same token; outputs flow up."""
+    parent = harness.start_and_run(fe.parent_of_escalating, {"policy": TWO_STEPS})
+    token = harness.interrupt_event(parent)["resumeToken"]
+    child = harness.pw.list_interrupts(run_id=parent).items[0].run_id
+    assert child != parent
+    _past_deadline(harness, child)
+    (listed,) = harness.pw.list_interrupts(run_id=parent).items
+    assert listed.audience == "team:leads" and listed.run_id == child
+    asked = [e.data for e in _events(harness, parent, "interrupt")]
+    assert [e.get("audience") for e in asked] == ["team:ops", "team:leads"] and asked[-1]["rootRunId"] == parent
+    assert harness.pw.resume(token, selected="blue").outcome is ResumeOutcome.ACCEPTED
+    harness.run_jobs()
+    _settle(harness, child)
+    _settle(harness, parent)
+    harness.run_jobs()
+    _settle(harness, parent)
+    run = harness.pw.get_run(parent)
+    assert run.status is RunStatus.COMPLETED and run.output["child_picked"] == "blue", run
+
+
 def test_a_workflow_default_escalates_then_applies_its_then(harness: Harness) -> None:
     """Workflow(on_expire={"escalate": ...}) escalates its interrupts, then fails the run."""
     run_id = harness.start_and_run(fe.escalates_by_default)

@@ -41,10 +41,5 @@ redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[19], '*', 'w', ARGV[16], 'r', AR
 local held = tonumber(ARGV[13]) + tonumber(ARGV[14])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[6], KEYS[7]})
 keep_summary(KEYS[3], held, ARGV[15])
-for i = ancestors, #KEYS, 5 do
-  if redis.call('PTTL', KEYS[i + 1]) < held then
-    expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
-    keep_summary(KEYS[i + 4], held, ARGV[15])
-  end
-end
+keep_ancestors(ancestors, held, ARGV[15])
 return {'escalated', fence}

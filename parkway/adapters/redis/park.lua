@@ -47,10 +47,5 @@ redis.call('RESTORE', KEYS[4], 0, stream)
 local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
 keep_summary(KEYS[8], held, ARGV[15])
-for i = anc, #KEYS, 5 do
-  if redis.call('PTTL', KEYS[i + 1]) < held then
-    expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
-    keep_summary(KEYS[i + 4], held, ARGV[15])
-  end
-end
+keep_ancestors(anc, held, ARGV[15])
 return fence
