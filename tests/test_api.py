@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -62,15 +63,22 @@ class Server:
         return out
 
 
-@pytest.fixture
-def server(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
-    srv = Server(redis_url)
+@contextmanager
+def serving(redis_url: str, extra_keys: str = "") -> Iterator[Server]:
+    """An API server process (with ``extra_keys`` besides KEY and USER_KEY) and a worker process."""
+    srv = Server(redis_url, extra_keys)
     worker = Worker(redis_url, SECRET)
     try:
         yield srv
     finally:
         worker.stop()
         srv.stop()
+
+
+@pytest.fixture
+def server(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
+    with serving(redis_url) as srv:
+        yield srv
 
 
 _clients: list[httpx.Client] = []

@@ -17,9 +17,9 @@ from parkway.adapters.redis import keys
 from parkway.api import hash_key
 from tests import flows_escalate as fe
 from tests import session_flows as sf
-from tests.conftest import SECRET, Harness
-from tests.procs import Worker, wait_for
-from tests.test_api import KEY, Server, _api
+from tests.conftest import Harness
+from tests.procs import wait_for
+from tests.test_api import KEY, Server, _api, serving
 
 ACME_KEY = "acme-machine-" + "a" * 24
 OTHER_KEY = "other-machine-" + "o" * 24
@@ -174,13 +174,8 @@ def test_the_async_client_takes_the_same_filters(harness: Harness) -> None:
 
 @pytest.fixture
 def tenant_server(redis_url: str, redis_client: redis.Redis) -> Any:
-    srv = Server(redis_url, f",{hash_key(ACME_KEY)}=machine::acme,{hash_key(OTHER_KEY)}=machine::other")
-    worker = Worker(redis_url, SECRET)
-    try:
+    with serving(redis_url, f",{hash_key(ACME_KEY)}=machine::acme,{hash_key(OTHER_KEY)}=machine::other") as srv:
         yield srv
-    finally:
-        worker.stop()
-        srv.stop()
 
 
 def test_a_tenant_bound_key_sees_only_its_tenants_interrupts(tenant_server: Server) -> None:
