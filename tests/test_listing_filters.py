@@ -62,6 +62,11 @@ def test_an_audience_listing_pages_through_its_own_index(harness: Harness) -> No
     assert harness.interrupt_event(ann[0])["audience"] == "user:ann"
     assert "audience" not in harness.interrupt_event(nobody[0])
     assert harness.pw.list_interrupts(run_id=nobody[0]).items[0].audience is None
+    # a listing by run id applies the filters too
+    assert [i.run_id for i in harness.pw.list_interrupts(run_id=ann[0], audience="user:ann").items] == [ann[0]]
+    assert harness.pw.list_interrupts(run_id=ann[0], audience="team:ops").items == ()
+    assert harness.pw.list_interrupts(run_id=ann[0], tenant="acme").items == ()
+    assert harness.pw.list_interrupts(run_id=ann[0], created_before=0).items == ()
 
 
 def test_an_answered_interrupt_leaves_its_audience_listing_and_index(harness: Harness) -> None:

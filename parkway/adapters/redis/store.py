@@ -981,7 +981,7 @@ class RedisStore:
             r = waiting.removeprefix("child:")
             waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
         record = self.get_interrupt(r, waiting) if waiting and not waiting.startswith("child:") else None
-        if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
+        if record is None or record.expires_at <= query.now or not _matches(record, query):
             return [], feed
         return [record], feed
 
@@ -1025,7 +1025,11 @@ def _created_bounds(query: InterruptQuery, after: bytes | None) -> tuple[bytes |
 
 
 def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:
-    """Whether a record read from one filter index matches the query's other filters too."""
+    """Whether a record (read from one filter index, or by run id) matches every filter of the query."""
+    if query.created_after is not None and record.created_at < query.created_after:
+        return False
+    if query.created_before is not None and record.created_at >= query.created_before:
+        return False
     wanted = (
         (query.workflow, record.workflow),
         (query.audience, record.audience),
