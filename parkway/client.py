@@ -289,7 +289,8 @@ class Parkway:
                 "pass workflow= and input= to start it again",
                 run_id=old,
             )
-        run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old)
+        tenant = record.tenant if record and kept else None  # the new run stays in the old one's tenant
+        run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old, tenant)
         log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
         return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
 

@@ -110,6 +110,17 @@ def test_a_tenant_listing_shows_its_runs_and_their_children(harness: Harness) ->
     assert _all_pages(harness, 5, tenant="acme", audience="team:ops") == []
 
 
+def test_a_run_started_again_after_an_expired_answer_keeps_its_tenant(harness: Harness) -> None:
+    """resume_or_start's new run is in the old run's tenant (its interrupt lists under it)."""
+    old = harness.start_and_run(fe.escalating, {"ttl_ms": 1000}, tenant="acme")
+    token = harness.interrupt_event(old)["resumeToken"]
+    time.sleep(max(0.0, harness.pw.get_run(old).expires_at / 1000 - time.time()) + 0.05)  # type: ignore[operator]
+    started = harness.pw.resume_or_start(token, selected="red")
+    assert started.outcome == "started" and started.run_id != old
+    harness.run_jobs()
+    assert started.run_id in [i.run_id for i in harness.pw.list_interrupts(tenant="acme").items]
+
+
 def test_a_session_listing_shows_its_branch_runs_interrupts(harness: Harness) -> None:
     """list_interrupts(session=) lists the session's interrupts (and they carry its tenant)."""
     sids = [harness.pw.sessions.open(sf.asking, owner="ada", tenant="acme") for _ in range(3)]
