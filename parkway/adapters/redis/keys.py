@@ -28,7 +28,9 @@ key                         type    TTL       holds
 ``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
                                               output, error, created, updated, ttl, expires,
                                               waiting (request id, or ``child:<run id>``),
-                                              paused (``<step> <code version>`` of the last pause);
+                                              paused (``<step> <code version>`` of the last pause),
+                                              tenant (``start(tenant=)``, a child's root's, a branch
+                                              run's session's; absent for none);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
