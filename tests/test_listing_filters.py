@@ -254,3 +254,16 @@ def test_the_cli_starts_with_a_tenant_and_lists_by_each_filter(redis_client: red
     bad = parkway("interrupts", "--audience", "team ops", *url)
     assert bad.returncode == 1 and "invalid audience" in bad.stderr
     assert parkway("interrupts", "--older-than", "soon", *url).returncode == 2
+
+
+def test_a_record_written_before_audience_and_tenant_reads_them_as_none() -> None:
+    """An interrupt record of the shape before this change (two fields fewer) still decodes; a
+    shorter one is corrupt."""
+    from parkway.adapters import codec
+    from parkway.runtime.errors import CorruptRecord
+
+    old = ["int_1", "ask", 0, "i:color", {"kind": "text", "question": "?"}, 1, 2, None, None, None, "v1"]
+    record = codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old))
+    assert (record.audience, record.tenant, record.version) == (None, None, "v1")
+    with pytest.raises(CorruptRecord):
+        codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old[:-1]))
