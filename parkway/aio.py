@@ -102,8 +102,9 @@ class AsyncParkway:
         *,
         run_id: str | None = None,
         ttl_ms: int | None = None,
+        tenant: str | None = None,
     ) -> str:
-        result: str = await self._call(self.sync.start, workflow, input, run_id=run_id, ttl_ms=ttl_ms)
+        result: str = await self._call(self.sync.start, workflow, input, run_id=run_id, ttl_ms=ttl_ms, tenant=tenant)
         return result
 
     async def get_run(self, run_id: str) -> Run:
@@ -176,6 +177,11 @@ class AsyncParkway:
         cursor: str | None = None,
         include_tokens: bool = False,
         wait_ms: int = 0,
+        audience: str | None = None,
+        tenant: str | None = None,
+        session: str | None = None,
+        created_after: int | None = None,
+        created_before: int | None = None,
     ) -> InterruptPage:
         """As :meth:`parkway.Parkway.list_interrupts`; a wait (``wait_ms``) holds a worker thread,
         not the event loop, and runs its course even if the awaiting task is cancelled."""
@@ -188,6 +194,11 @@ class AsyncParkway:
             cursor=cursor,
             include_tokens=include_tokens,
             wait_ms=wait_ms,
+            audience=audience,
+            tenant=tenant,
+            session=session,
+            created_after=created_after,
+            created_before=created_before,
         )
         return result
 

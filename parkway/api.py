@@ -5,14 +5,18 @@ route                                       what it does
 ==========================================  ===================================================
 ``GET  /healthz``                           200 when Redis answers, 503 when not (no key needed)
 ``GET  /metrics``                           Prometheus text (see ``parkway.metrics``); needs a key
-``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?}`` -> 201
+``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?, tenant?}``
+                                            -> 201 (a tenant-bound key: its own tenant)
 ``GET  /v1/runs/{run_id}``                  the run
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
                                             (or ``?after=``) resumes after a dropped connection
 ``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
 ``GET  /v1/interrupts``                     pending interrupts: ``workflow``, ``runId``, ``order``,
                                             ``limit``, ``cursor``, ``tokens`` -> a page; ``waitMs``
-                                            (up to 30,000): an empty page waits that long for a pause
+                                            (up to 30,000): an empty page waits that long for a pause;
+                                            filters ``audience``, ``tenant``, ``session``,
+                                            ``createdAfter``, ``createdBefore`` (epoch ms). A key
+                                            bound to a tenant sees its tenant's interrupts only
 ``POST /v1/resume``                         answer: ``{token, requestId?, selected?|value?}``, or
                                             ``{token, requestId?, cancel: true, reason?}``
 ``POST /v1/resume-or-start``                answer as ``/v1/resume``, or if the interrupt expired
@@ -144,6 +148,8 @@ class StartRun(_Body):
     input: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = None
     ttl_ms: int | None = None
+    tenant: str | None = Field(default=None, description="the tenant the run belongs to (a key bound to a "
+                               "tenant starts runs of its own tenant only, the default for it)")
 
 
 class Started(_Body):
@@ -191,6 +197,14 @@ _RESUME_STATUS = {
 
 def _problem(status: int, exc: ParkwayError) -> JSONResponse:
     return JSONResponse({"error": type(exc).__name__, "detail": exc.message}, status_code=status)
+
+
+def _own_tenant(who: Caller, asked: str | None) -> str | None:
+    """The tenant a call acts in: a key bound to a tenant acts in its own (403 for another);
+    an unbound key in the one it names, if any."""
+    if who.tenant is not None and asked not in (None, who.tenant):
+        raise HTTPException(403, f"this key is bound to tenant {who.tenant!r}")
+    return who.tenant or asked
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
@@ -306,7 +320,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
 
     @app.post("/v1/runs", status_code=201, response_model=Started, tags=["runs"])
     def start(body: StartRun, who: Auth) -> dict[str, Any]:
-        run_id = pw.start(body.workflow, body.input, run_id=body.run_id, ttl_ms=body.ttl_ms)
+        tenant = _own_tenant(who, body.tenant)
+        run_id = pw.start(body.workflow, body.input, run_id=body.run_id, ttl_ms=body.ttl_ms, tenant=tenant)
         return {"runId": run_id}
 
     @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
@@ -345,12 +360,22 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         cursor: str | None = None,
         tokens: bool = False,
         wait_ms: Annotated[int, Query(alias="waitMs", ge=0, le=MAX_WAIT_MS)] = 0,
+        audience: str | None = None,
+        tenant: str | None = None,
+        session: str | None = None,
+        created_after: Annotated[int | None, Query(alias="createdAfter")] = None,
+        created_before: Annotated[int | None, Query(alias="createdBefore")] = None,
     ) -> dict[str, Any]:
         if tokens and who.role == "user":
             raise HTTPException(403, "a user's key cannot read resume tokens (system and machine keys can)")
+        # a key bound to a tenant lists its tenant's interrupts only (its runs', its sessions')
+        tenant = _own_tenant(who, tenant)
         # a waiting listing holds one of the thread pool's threads while it waits
         page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
-                                  include_tokens=tokens, wait_ms=wait_ms)
+                                  include_tokens=tokens, wait_ms=wait_ms, audience=audience, tenant=tenant,
+                                  session=session, created_after=created_after, created_before=created_before)
+        if who.tenant is not None:  # (a listing by run id reads the run, not the tenant's index)
+            page = page.model_copy(update={"items": [i for i in page.items if i.tenant == who.tenant]})
         # a session's interrupts only to callers of its tenant (and, for a user, its owner)
         page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
         return _dump(page)

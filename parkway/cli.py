@@ -107,6 +107,9 @@ def _describe(interrupt: Interrupt, out: TextIO, now: int | None = None) -> None
     req = interrupt.request
     out.write(f"- {interrupt.request_id}  run {interrupt.run_id}  {interrupt.workflow}/{interrupt.node}\n")
     out.write(f"  {req.kind}: {req.question}\n")
+    if interrupt.audience or interrupt.tenant:
+        asked = [f"asks {interrupt.audience}"] if interrupt.audience else []
+        out.write("  " + ", ".join(asked + ([f"tenant {interrupt.tenant}"] if interrupt.tenant else [])) + "\n")
     if req.kind == "text":
         out.write(f"    (text, at most {req.max_length} characters)\n")
     for option in req.options:
@@ -348,7 +351,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--detach {NEEDS_REDIS}")
     with _client(args, redis_only=False) as pw:
         data = _parse_json(args.input, "--input")
-        run_id = pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms)
+        run_id = pw.start(args.workflow, data, run_id=args.run_id, ttl_ms=args.ttl_ms, tenant=args.tenant)
         if args.detach:
             print(run_id)
             return 0
@@ -443,6 +446,11 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
             limit=args.limit,
             cursor=args.cursor,
             include_tokens=args.tokens,
+            audience=args.audience,
+            tenant=args.tenant,
+            session=args.session,
+            created_before=_ago(args.older_than),
+            created_after=_ago(args.newer_than),
         )
         if args.json:
             print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
@@ -455,6 +463,23 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
         if page.next_cursor:
             print(f"more: --cursor {page.next_cursor}")
         return 0
+
+
+_AGE = re.compile(r"([0-9]{1,9})([smhd]?)")
+_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _age(text: str) -> int:
+    """An age as --older-than / --newer-than take it (``90``, ``90s``, ``15m``, ``2h``, ``7d``), in seconds."""
+    m = _AGE.fullmatch(text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an age such as 90s, 15m, 2h or 7d")
+    return int(m.group(1)) * _AGE_UNITS[m.group(2)]
+
+
+def _ago(seconds: int | None) -> int | None:
+    """The creation time an age bound stands for (epoch ms), or None."""
+    return None if seconds is None else _now_ms() - seconds * 1000
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -837,6 +862,8 @@ def _add_run(sub: Subcommands) -> None:
     r.add_argument("--ttl-ms", type=int, default=None, metavar="MS",
                    help="how long the run's records and each of its pauses live, in milliseconds, at least 1000 "
                    f"(default $PARKWAY_TTL_MS or {DEFAULT_TTL_MS}, {DEFAULT_TTL_MS // 60_000} minutes)")
+    r.add_argument("--tenant", default=None, metavar="ID",
+                   help="the tenant the run belongs to (its interrupts list under it: interrupts --tenant)")
     r.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="stop following after this many seconds, exit 1 (the run goes on); "
                    "default: follow until it pauses or ends")
@@ -863,6 +890,15 @@ def _add_interrupts(sub: Subcommands) -> None:
                    help="the next page: the cursor a previous page printed ('more: --cursor ...' or nextCursor)")
     i.add_argument("--tokens", action="store_true",
                    help="include resume tokens (whoever holds one can answer the interrupt)")
+    i.add_argument("--audience", metavar="WHO",
+                   help="only the interrupts asking this audience now, e.g. team:ops or user:ann "
+                   "(escalations move them)")
+    i.add_argument("--tenant", metavar="ID", help="only the interrupts of runs started with this tenant")
+    i.add_argument("--session", metavar="ID", help="only the interrupts of this session's branch runs")
+    i.add_argument("--older-than", type=_age, metavar="AGE",
+                   help="only interrupts created at least AGE ago: 90s, 15m, 2h, 7d (newest order)")
+    i.add_argument("--newer-than", type=_age, metavar="AGE",
+                   help="only interrupts created at most AGE ago (newest order)")
     i.add_argument("--json", action="store_true",
                    help="print the page as one JSON object: items (camelCase, times in epoch ms) and nextCursor "
                    "(null on the last page)")

@@ -40,6 +40,7 @@ from .runtime.protocol import (
     Run,
     RunError,
     RunStatus,
+    check_audience,
     check_depth,
     check_event_id,
     check_id,
@@ -90,9 +91,13 @@ class Parkway:
         *,
         run_id: str | None = None,
         ttl_ms: int | None = None,
+        tenant: str | None = None,
     ) -> str:
-        """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id."""
-        return self._start(workflow, input, run_id, ttl_ms, None)
+        """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id.
+
+        ``tenant`` (an id) marks the run as one tenant's: its interrupts carry it, a listing filters
+        on it (``list_interrupts(tenant=)``), and over HTTP a key bound to a tenant sees only its own."""
+        return self._start(workflow, input, run_id, ttl_ms, None, tenant)
 
     def _start(
         self,
@@ -101,6 +106,7 @@ class Parkway:
         run_id: str | None,
         ttl_ms: int | None,
         restarted_from: str | None,
+        tenant: str | None = None,
     ) -> str:
         wf, ref = self._workflow_ref(workflow)
         if input is not None and not isinstance(input, Mapping):
@@ -110,8 +116,10 @@ class Parkway:
         if CHILD_SEPARATOR in run_id:
             raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
+        if tenant is not None:
+            check_id(tenant, "tenant")
         assert wf.start is not None
-        new = NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms(), restarted_from)
+        new = NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms(), restarted_from, tenant)
         if not self.store.create_run(new):
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name, restarted_from=restarted_from)
@@ -283,7 +291,8 @@ class Parkway:
                 "pass workflow= and input= to start it again",
                 run_id=old,
             )
-        run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old)
+        tenant = record.tenant if record and kept else None  # the new run stays in the old one's tenant
+        run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old, tenant)
         log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
         return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
 
@@ -400,8 +409,19 @@ class Parkway:
         cursor: str | None = None,
         include_tokens: bool = False,
         wait_ms: int = 0,
+        audience: str | None = None,
+        tenant: str | None = None,
+        session: str | None = None,
+        created_after: int | None = None,
+        created_before: int | None = None,
     ) -> InterruptPage:
         """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on).
+
+        Filters: ``audience`` (who is asked now: escalations move an interrupt between audiences),
+        ``tenant`` (of the run, ``start(tenant=)``), ``session`` (a session's branch runs), each read
+        from an index of its own; ``created_after`` / ``created_before`` (epoch ms: created at or
+        after, strictly before) bound the interrupts' creation time. Filters combine; with
+        ``audience``, ``tenant`` or ``session`` the order is ``newest``.
 
         With ``wait_ms`` (up to 30,000), a page that would be empty waits instead, up to that long,
         for a run matching ``workflow`` and ``run_id`` to pause, then lists again: no polling. It
@@ -419,7 +439,10 @@ class Parkway:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
         if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= MAX_WAIT_MS:
             raise ValidationError(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
-        query = InterruptQuery(workflow, run_id, order, limit, cursor, now_ms(), watch=wait_ms > 0)
+        query = InterruptQuery(
+            workflow, run_id, order, limit, cursor, now_ms(), watch=wait_ms > 0,
+            **listing_filters(order, audience, tenant, session, created_after, created_before),
+        )
         listing = self.store.list_interrupts(query)
         if wait_ms and not listing.items:
             listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000)
@@ -586,7 +609,39 @@ class Parkway:
             root_run_id=record.root_run_id,
             parent_run_id=record.parent_run_id,
             version=record.version,
+            audience=record.audience,
+            tenant=record.tenant,
         )
+
+
+def listing_filters(
+    order: str,
+    audience: str | None,
+    tenant: str | None,
+    session: str | None,
+    created_after: int | None,
+    created_before: int | None,
+) -> dict[str, Any]:
+    """``list_interrupts``' filters, checked (a clear ValidationError for each bad one)."""
+    if audience is not None:
+        check_audience(audience)
+    if tenant is not None:
+        check_id(tenant, "tenant")
+    if session is not None:
+        check_id(session, "session id")
+    for name, value in (("created_after", created_after), ("created_before", created_before)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 48):
+            raise ValidationError(f"{name} must be a time in epoch milliseconds (a non-negative integer)")
+    filtered = audience is not None or tenant is not None or session is not None
+    if order != "newest" and (filtered or created_after is not None or created_before is not None):
+        raise ValidationError("audience, tenant, session and created_after/created_before list in order 'newest'")
+    return {
+        "audience": audience,
+        "tenant": tenant,
+        "session": session,
+        "created_after": created_after,
+        "created_before": created_before,
+    }
 
 
 def read_window(run_id: str, deadline: float | None, timeout: float | None) -> int:

@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -62,15 +63,22 @@ class Server:
         return out
 
 
-@pytest.fixture
-def server(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
-    srv = Server(redis_url)
+@contextmanager
+def serving(redis_url: str, extra_keys: str = "") -> Iterator[Server]:
+    """An API server process (with ``extra_keys`` besides KEY and USER_KEY) and a worker process."""
+    srv = Server(redis_url, extra_keys)
     worker = Worker(redis_url, SECRET)
     try:
         yield srv
     finally:
         worker.stop()
         srv.stop()
+
+
+@pytest.fixture
+def server(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
+    with serving(redis_url) as srv:
+        yield srv
 
 
 _clients: list[httpx.Client] = []
@@ -383,7 +391,8 @@ def test_a_user_key_never_reads_resume_tokens(server: Server) -> None:
     """A user's key may list interrupts and follow a run, but gets no resume token: 403 for
     tokens=true, and interrupt events without resumeToken."""
     api, person = _api(server), _api(server, USER_KEY)
-    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    started = {"workflow": "tests.flows:one_choice", "input": {}, "tenant": "acme"}  # (the person's tenant)
+    run_id = api.post("/v1/runs", json=started).json()["runId"]
     _wait_status(api, run_id, "waiting")
     assert person.get("/v1/interrupts", params={"tokens": "true"}).status_code == 403
     listed = person.get("/v1/interrupts", params={"runId": run_id}).json()["items"][0]

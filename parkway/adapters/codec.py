@@ -65,9 +65,13 @@ _INTERRUPT_FIELDS = (
     "root_run_id",
     "parent_run_id",
     "version",
+    "audience",
+    "tenant",
 )
 """an interrupt record's fields in the order its stored array holds them; the run id, the workflow
 and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it)"""
+_OPTIONAL_TAIL = 2
+"""the last fields (audience, tenant), which records written before them lack (they read as None)"""
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
@@ -77,10 +81,10 @@ def interrupt_to_blob(record: InterruptRecord) -> bytes:
 
 def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes) -> InterruptRecord:
     raw = decode(blob, what="interrupt")
-    if not isinstance(raw, list) or len(raw) != len(_INTERRUPT_FIELDS):
+    if not isinstance(raw, list) or not len(_INTERRUPT_FIELDS) - _OPTIONAL_TAIL <= len(raw) <= len(_INTERRUPT_FIELDS):
         raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
     try:
-        fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=True))
+        fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=False))
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
@@ -111,8 +115,9 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
             ttl_ms=int(f["ttl"]),
             expires_at=int(f["expires"]) if f.get("expires") else None,
             waiting_on=_s(f.get("waiting")) or None,
-            lineage=_lineage(_s(f.get("lineage"))),
+            lineage=lineage_from(_s(f.get("lineage"))),
             paused_version=_paused(_s(f.get("paused")), int(f["step"])),
+            tenant=_s(f.get("tenant")) or None,
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
@@ -129,7 +134,8 @@ def lineage_field(lineage: Sequence[tuple[str, int]]) -> str:
     return " ".join(f"{run_id}:{step}" for run_id, step in lineage)
 
 
-def _lineage(text: str) -> tuple[tuple[str, int], ...]:
+def lineage_from(text: str) -> tuple[tuple[str, int], ...]:
+    """A child run's ancestors from its record's ``lineage`` field (see ``lineage_field``)."""
     out = []
     for word in text.split():
         run_id, _, step = word.rpartition(":")

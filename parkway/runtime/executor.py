@@ -307,10 +307,10 @@ def _park(
     if policy is None and workflow.on_expire is not None:
         policy = expiry_policy(pause.request, workflow.on_expire, pause.contract)
     version = workflow.version_of(ctx.node)
-    on_expire = _expiry_record(pause, policy)
+    ttl_ms = pause.ttl_ms or run_ttl_ms
+    on_expire = _expiry_record(pause, policy, ttl_ms)
     request_id = pause.request_id or "int_" + os.urandom(12).hex()
     token = tokens.mint(options.secret, ctx.run_id, request_id)
-    ttl_ms = pause.ttl_ms or run_ttl_ms
     interrupt = InterruptRecord(
         request_id=request_id,
         run_id=ctx.run_id,
@@ -326,6 +326,8 @@ def _park(
         root_run_id=run.lineage[-1][0] if run.lineage else None,
         parent_run_id=run.lineage[0][0] if run.lineage else None,
         version=version,
+        audience=pause.audience,
+        tenant=run.tenant,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
     event = interrupt_event(interrupt, pause.request.public())
@@ -361,11 +363,20 @@ def presentation(public_request: dict[str, Any]) -> str:
     return "static-options" if public_request.get("options") else "dynamic-picker"
 
 
-def _expiry_record(pause: Pause, policy: dict[str, Any] | None) -> dict[str, Any] | None:
+def _expiry_record(pause: Pause, policy: dict[str, Any] | None, ttl_ms: int) -> dict[str, Any] | None:
     """The policy as the reconciler applies it: for a default answer, the journal entry a resume
-    would have written (so the replay finds it where an answer goes)."""
+    would have written (so the replay finds it where an answer goes); for an escalation, the
+    audiences still to ask, their TTL, how many were asked (``step``) and the record of its ``then``."""
     if policy is None or policy["action"] == "expire":
         return None
+    if policy["action"] == "escalate":
+        return {
+            "action": "escalate",
+            "to": policy["to"],
+            "ttl_ms": policy["ttl_ms"] or ttl_ms,
+            "step": 0,
+            "then": _expiry_record(pause, policy["then"], ttl_ms),
+        }
     if policy["action"] != "answer":
         return {"action": policy["action"]}
     entry = JournalEntry("interrupt", pause.name, policy["value"], pause.request.kind)
@@ -384,7 +395,7 @@ def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) 
         "input": public_request,
         "createdAt": interrupt.created_at,
         "expiresAt": interrupt.expires_at,
-    } | (
+    } | ({"audience": interrupt.audience} if interrupt.audience else {}) | (
         {"runId": interrupt.run_id, "rootRunId": interrupt.root_run_id, "parentRunId": interrupt.parent_run_id}
         if interrupt.root_run_id
         else {}

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
-from .protocol import InterruptRequest, check_depth
+from .protocol import InterruptRequest, check_audience, check_depth
 from .store import JournalEntry, Store
 from .workflow import Workflow
 
@@ -57,9 +57,12 @@ class Pause(BaseException):
         on_expire: dict[str, Any] | None = None,
         contract: Contract[Any, Any] | None = None,
         request_id: str | None = None,
+        audience: str | None = None,
     ):
         if key is not _PAUSE_KEY:
             raise TypeError("Pause is raised by use_interrupt only")
+        self.audience = audience
+        """who is asked (``use_interrupt(audience=)``), None for nobody in particular"""
         self.request_id = request_id
         """the request id to park under (session interrupts, deferred tools); None: a random one"""
         super().__init__(f"paused at {name!r}")
@@ -181,6 +184,7 @@ def use_interrupt(
     ttl_ms: int | None = None,
     contract: Contract[Any, Any] | None = None,
     on_expire: str | Mapping[str, Any] | None = None,
+    audience: str | None = None,
 ) -> Any:
     """Pause the run until a person answers ``request``; on replay, return the answer.
 
@@ -196,9 +200,16 @@ def use_interrupt(
     (default: the workflow's ``on_expire``, else ``"expire"``): ``"expire"`` ends the run
     expired; ``"fail"`` ends it failed; ``"cancel"`` replays the node with this interrupt
     cancelled (``InterruptCancelled``, reason ``"expired"``); ``{"answer": value}`` replays it
-    with ``value`` as the answer (checked now, like any answer).
+    with ``value`` as the answer (checked now, like any answer); ``{"escalate": {...}}`` asks
+    again, the same question under the same token, to another audience with a new TTL, a bounded
+    number of times, then applies its ``then`` (see :func:`expiry_policy`).
+
+    ``audience`` says who is asked: a tag or an assignee, one concept (``"team:ops"``,
+    ``"user:ann"``, see ``protocol.AUDIENCE_PATTERN``); listings filter on it.
     """
-    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False)
+    if audience is not None:
+        check_audience(audience)
+    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False, audience=audience)
     return contract_.answer(entry.value) if contract_ is not None else entry.value
 
 
@@ -244,6 +255,7 @@ def _ask(
     on_expire: str | Mapping[str, Any] | None,
     *,
     timer: bool,
+    audience: str | None = None,
 ) -> tuple[JournalEntry, Contract[Any, Any] | None]:
     """The interrupt's journal entry on replay (raising InterruptCancelled for a cancelled one), or
     the Pause; ``timer``: the interrupt races a timer (its TTL), see ``use_first``."""
@@ -292,16 +304,28 @@ def _ask(
     policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
     if timer:
         policy = {"action": "timer"}  # at the deadline the reconciler records the timer's win
-    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract)
+    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract, audience=audience)
 
 
 EXPIRY_ACTIONS = ("expire", "fail", "cancel")
+MAX_ESCALATIONS = 10
+"""the most times an ``escalate`` policy asks again"""
+_ESCALATE_KEYS = {"to", "ttl_ms", "times", "then"}
 
 
 def expiry_policy(
     request: InterruptRequest, on_expire: str | Mapping[str, Any], contract: Contract[Any, Any] | None = None
 ) -> dict[str, Any]:
-    """``on_expire`` checked against the request: ``{"action": ...}``, with ``value`` for an answer."""
+    """``on_expire`` checked against the request: ``{"action": ...}``, with ``value`` for an answer.
+
+    ``{"escalate": {"to": audience | [audience, ...], "ttl_ms": N, "times": K, "then": policy}}``
+    asks again K times (default: one per audience in ``to``; the last audience repeats when K is
+    larger), escalation i to ``to[i]``, each with a TTL of ``ttl_ms`` (at least 1000; default: the
+    interrupt's own), then applies ``then`` (any other policy; default ``"expire"``). Returns
+    ``{"action": "escalate", "to": [one audience per escalation], "ttl_ms": N | None, "then": policy}``.
+    """
+    if isinstance(on_expire, Mapping) and set(on_expire) == {"escalate"}:
+        return _escalation(request, on_expire["escalate"], contract)
     if isinstance(on_expire, str):
         if on_expire not in EXPIRY_ACTIONS:
             raise ValidationError(f"on_expire must be one of {EXPIRY_ACTIONS} or {{'answer': value}}")
@@ -315,7 +339,32 @@ def expiry_policy(
         else:
             value = validate_answer(request, selected=given)
         return {"action": "answer", "value": value}
-    raise ValidationError(f"on_expire must be one of {EXPIRY_ACTIONS} or {{'answer': value}}, not {on_expire!r}")
+    raise ValidationError(
+        f"on_expire must be one of {EXPIRY_ACTIONS}, {{'answer': value}} or {{'escalate': {{...}}}}, not {on_expire!r}"
+    )
+
+
+def _escalation(request: InterruptRequest, spec: Any, contract: Contract[Any, Any] | None) -> dict[str, Any]:
+    """An ``escalate`` policy's spec, checked (see :func:`expiry_policy`)."""
+    if not isinstance(spec, Mapping) or not set(spec) <= _ESCALATE_KEYS or "to" not in spec:
+        raise ValidationError(f"on_expire escalate takes {{'to': ..., 'ttl_ms'?, 'times'?, 'then'?}}, not {spec!r}")
+    to = spec["to"]
+    audiences = [to] if isinstance(to, str) else to
+    if not isinstance(audiences, list) or not audiences or len(audiences) > MAX_ESCALATIONS:
+        raise ValidationError(f"on_expire escalate 'to' must be an audience or a list of 1-{MAX_ESCALATIONS}")
+    audiences = [check_audience(a, "on_expire escalate audience") for a in audiences]
+    times = spec.get("times", len(audiences))
+    if isinstance(times, bool) or not isinstance(times, int) or not len(audiences) <= times <= MAX_ESCALATIONS:
+        raise ValidationError(f"on_expire escalate 'times' must be an integer from {len(audiences)} "
+                              f"(the audiences given) to {MAX_ESCALATIONS}")
+    ttl_ms = spec.get("ttl_ms")
+    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1000):
+        raise ValidationError("on_expire escalate 'ttl_ms' must be an integer of at least 1000")
+    then = spec.get("then", "expire")
+    if isinstance(then, Mapping) and "escalate" in then:
+        raise ValidationError("on_expire escalate 'then' cannot escalate again: list the audiences in 'to'")
+    steps = audiences + [audiences[-1]] * (times - len(audiences))
+    return {"action": "escalate", "to": steps, "ttl_ms": ttl_ms, "then": expiry_policy(request, then, contract)}
 
 
 CHILD_SEPARATOR = "--"

@@ -47,6 +47,23 @@ def check_event_id(value: object, what: str = "after") -> str:
     return value
 
 
+AUDIENCE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}(:[A-Za-z0-9][A-Za-z0-9_.@-]{0,63})?")
+"""Who an interrupt asks: one string, a tag and an assignee alike, conventionally ``<kind>:<name>``
+(``team:ops``, ``user:ann``, ``role:approver``) or a bare name; letters, digits, '_', '.', '@' and
+'-', at most one ':'. It names a listing index key, so nothing else may reach it."""
+
+
+def check_audience(value: object, what: str = "audience") -> str:
+    """Return ``value`` if it is a valid audience, else raise :class:`ValidationError`."""
+    if not isinstance(value, str) or not AUDIENCE_PATTERN.fullmatch(value):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise ValidationError(
+            f"invalid {what} {shown}: use '<kind>:<name>' such as 'team:ops' or 'user:ann' (each part 1-64 "
+            "letters, digits, '_', '.', '@' or '-', starting with a letter or digit)"
+        )
+    return value
+
+
 MAX_DEPTH = 32
 """How deeply lists and dicts may nest in what crosses the public API (run input, answers, metadata)."""
 
@@ -223,6 +240,9 @@ class Interrupt(_Model):
     parent_run_id: str | None = Field(default=None, description="for a child run's interrupt: the run waiting on it")
     version: str | None = Field(default=None, description="the workflow's version when it paused (declared, "
                                 "or code-<digest of the node's code>)")
+    audience: str | None = Field(default=None, description="who is asked (e.g. team:ops, user:ann); an "
+                                 "escalation changes it")
+    tenant: str | None = Field(default=None, description="the tenant of the run (start(tenant=))")
 
 
 class RunError(_Model):

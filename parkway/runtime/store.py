@@ -37,6 +37,8 @@ class NewRun:
     now: int
     restarted_from: str | None = None
     """the run whose expired interrupt this one was started in place of (``resume_or_start``)"""
+    tenant: str | None = None
+    """the tenant a root run belongs to (``start(tenant=)``): its interrupts are listed under it"""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class RunRecord:
     """a child run's ancestors, its parent first and the root last; () for a root run"""
     paused_version: str | None = None
     """the workflow's version when the current activation last paused (None if it did not)"""
+    tenant: str | None = None
+    """the tenant given at ``start`` (None for none)"""
 
 
 @dataclass(frozen=True)
@@ -116,14 +120,26 @@ class InterruptRecord:
     token_hash: str
     on_expire: dict[str, Any] | None = None
     """what the reconciler does at expiry (see ``hooks.use_interrupt``): None ends the run expired;
-    ``{"action": "fail"}``, ``{"action": "cancel"}``, ``{"action": "answer", "entry": <journal entry>}``
-    or ``{"action": "timer"}`` (``use_first``)"""
+    ``{"action": "fail"}``, ``{"action": "cancel"}``, ``{"action": "answer", "entry": <journal entry>}``,
+    ``{"action": "timer"}`` (``use_first``) or ``{"action": "escalate", "to": [audience, ...], "ttl_ms": N,
+    "step": done so far, "then": <one of these, or None>}`` (the next escalation's audience first)"""
     root_run_id: str | None = None
     """for an interrupt of a child run: the root of its tree"""
     parent_run_id: str | None = None
     """for an interrupt of a child run: the run waiting on it"""
     version: str | None = None
     """the workflow's version when it paused (``Workflow.version_of``)"""
+    audience: str | None = None
+    """who is asked (``use_interrupt(audience=)``, e.g. ``team:ops``); an escalation changes it"""
+    tenant: str | None = None
+    """its run's tenant (``start(tenant=)``)"""
+
+    @property
+    def session(self) -> str | None:
+        """The session of a session branch run's interrupt (``request.meta.session``), else None."""
+        meta = self.request.get("meta")
+        value = meta.get("session") if isinstance(meta, dict) else None
+        return value if isinstance(value, str) else None
 
     @property
     def hook_name(self) -> str:
@@ -139,7 +155,7 @@ class InterruptRecord:
 class Expiry:
     """What the reconciler did with an interrupt past its TTL, and the job to enqueue if the run goes on."""
 
-    outcome: Literal["expired", "pending", "gone"]
+    outcome: Literal["expired", "escalated", "pending", "gone"]
     action: str = ""
     step: int = 0
     fence: int = 0
@@ -272,6 +288,20 @@ class InterruptQuery:
     """first wait up to ``wait_ms`` for a pause after this position of the pause feed (any pause:
     the listing filters), then list, in one round trip; implies ``watch``"""
     wait_ms: int = 0
+    audience: str | None = None
+    tenant: str | None = None
+    session: str | None = None
+    """with any of these three: read from that attribute's index (audience first, then session,
+    then tenant) and keep only the interrupts matching the others (newest order only)"""
+    created_after: int | None = None
+    """only interrupts created at or after this time (epoch ms)"""
+    created_before: int | None = None
+    """only interrupts created before this time (epoch ms)"""
+
+    @property
+    def filtered(self) -> bool:
+        """Whether the listing reads a filter index (audience, session or tenant) instead of the workflows'."""
+        return self.audience is not None or self.tenant is not None or self.session is not None
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ One pass looks at what the store says is due and acts:
 - an *outbox* entry older than a few seconds whose job is no longer pending
   (a resume accepted but never enqueued, a job lost with its worker before it
   began) -> move the run to a new fence and enqueue it;
-- an interrupt past its TTL -> record ``interrupt.expired`` and end its run
-  ``expired``.
+- an interrupt past its TTL -> record ``interrupt.expired`` and apply its
+  ``on_expire`` policy: end its run ``expired`` (the default) or ``failed``, queue
+  its node with a cancellation or a default answer, or escalate it (ask again,
+  under the same token, another audience with a new TTL: the run keeps waiting).
 
 Every worker runs it in a background thread, one worker at a time (by lock);
 ``parkway reconcile`` runs one pass by hand.
@@ -39,9 +41,10 @@ class Report:
     failed: list[str] = field(default_factory=list)
     redispatched: list[str] = field(default_factory=list)
     expired: list[str] = field(default_factory=list)
+    escalated: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.recovered or self.failed or self.redispatched or self.expired)
+        return bool(self.recovered or self.failed or self.redispatched or self.expired or self.escalated)
 
 
 def reconcile_once(
@@ -82,6 +85,9 @@ def reconcile_once(
             log.warning("job_redispatched", run_id=run_id, step=step, reason="job not begun")
     for entry in due.expired_interrupts:
         expiry = store.expire(entry, now)
+        if expiry.outcome == "escalated":
+            report.escalated.append(entry.run_id)
+            log.info("interrupt_escalated", run_id=entry.run_id, request_id=entry.request_id)
         if expiry.outcome == "expired":
             report.expired.append(entry.run_id)
             log.info("interrupt_expired", run_id=entry.run_id, request_id=entry.request_id, action=expiry.action)

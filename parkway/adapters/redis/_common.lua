@@ -29,6 +29,17 @@ local function records_left(run_key)
   return left
 end
 
+-- A child run's interrupt keeps its ancestors' records at least `held` ms: from KEYS[at] on, five
+-- keys per ancestor (events, run, journal of the step waiting, workflow state, summary).
+local function keep_ancestors(at, held, retention)
+  for i = at, #KEYS, 5 do
+    if redis.call('PTTL', KEYS[i + 1]) < held then
+      expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
+      keep_summary(KEYS[i + 4], held, retention)
+    end
+  end
+end
+
 local function xadd(stream, maxlen, kind, blob)
   return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob)
 end

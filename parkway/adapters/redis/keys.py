@@ -28,7 +28,9 @@ key                         type    TTL       holds
 ``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
                                               output, error, created, updated, ttl, expires,
                                               waiting (request id, or ``child:<run id>``),
-                                              paused (``<step> <code version>`` of the last pause);
+                                              paused (``<step> <code version>`` of the last pause),
+                                              tenant (``start(tenant=)``, a child's root's, a branch
+                                              run's session's; absent for none);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
@@ -49,6 +51,13 @@ key                         type    TTL       holds
                                               big-endian) and the run id (see codec.member);
                                               pruned on expiry. No index spans workflows: a
                                               listing of all merges the workflows' (``pw:workflows``)
+``pw:ix:aud:<audience>``    zset    none      pending interrupts asked of one audience (``use_interrupt(audience=)``,
+                                              moved by an escalation), across workflows; members as
+                                              the ``newest`` index's (created first); written only for an
+                                              interrupt with an audience, removed by the scripts that
+                                              remove its workflow's members (resume, expire, escalate)
+``pw:ix:tenant:<tenant>``   zset    none      the same for the interrupts of runs started with a tenant
+``pw:ix:session:<session>`` zset    none      the same for the interrupts of a session's branch runs
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on
@@ -173,6 +182,18 @@ def earlier_record_field(request_id: str, part: int) -> str:
 def index(order: str, workflow: str) -> str:
     """A workflow's index of pending interrupts in ``order`` (newest | expiring)."""
     return f"{PREFIX}:ix:{order}:{workflow}"
+
+
+FILTERS = ("aud", "tenant", "session")
+"""the attributes a pending interrupt is indexed by besides its workflow (``filter_index``)"""
+
+
+def filter_index(kind: str, value: str) -> str:
+    """The pending interrupts whose attribute ``kind`` (one of ``FILTERS``) is ``value``, newest order.
+    ``value`` is an audience (``protocol.check_audience``) or an id (``check_id``), never free text."""
+    if kind not in FILTERS:
+        raise ValueError(f"no filter index {kind!r}")
+    return f"{PREFIX}:ix:{kind}:{value}"
 
 
 def pauses() -> str:

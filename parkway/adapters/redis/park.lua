@@ -5,19 +5,22 @@
 -- record is split into fields of at most 64 bytes so the hash keeps Redis's compact encoding.
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 the workflow's index newest, 6 its index expiring,
---       7 leases, 8 summary, 9 workflows with interrupts, 10 pause feed, 11... five keys per ancestor
+--       7 leases, 8 summary, 9 workflows with interrupts, 10 pause feed, 11... ARGV[19] filter indexes
+--       (audience, tenant, session: each given only when the interrupt has it), then five keys per ancestor
 --       of a child run: events, run, journal of the step waiting, workflow state, summary (the
 --       interrupt shows on their streams too, and their records live at least as long as it does)
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
 --       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18 the step and the code's version
---       ("<step> <version>", the run's 'paused'; '' = none), 19... the record's fields as pairs:
+--       ("<step> <version>", the run's 'paused'; '' = none), 19 number of filter indexes, 20... the record's fields as pairs:
 --       rq and its request id, rn and its number of parts, then each part's field and part
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
 redis.call('ZADD', KEYS[5], 0, ARGV[9])
 redis.call('ZADD', KEYS[6], 0, ARGV[10])
+local anc = 11 + tonumber(ARGV[19])  -- the first ancestor key
+for i = 11, anc - 1 do redis.call('ZADD', KEYS[i], 0, ARGV[9]) end
 redis.call('SADD', KEYS[9], ARGV[16])
 redis.call('ZREM', KEYS[7], ARGV[14])
 if ARGV[18] ~= '' then redis.call('HSET', KEYS[1], 'paused', ARGV[18]) end
@@ -32,9 +35,9 @@ if held[1] then
   end
 end
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
-  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 19))
+  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 20))
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
-for i = 11, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
+for i = anc, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
 -- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
 -- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
@@ -44,10 +47,5 @@ redis.call('RESTORE', KEYS[4], 0, stream)
 local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
 keep_summary(KEYS[8], held, ARGV[15])
-for i = 11, #KEYS, 5 do
-  if redis.call('PTTL', KEYS[i + 1]) < held then
-    expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
-    keep_summary(KEYS[i + 4], held, ARGV[15])
-  end
-end
+keep_ancestors(anc, held, ARGV[15])
 return fence

@@ -2,13 +2,16 @@
 -- bump the fence, write the outbox, unindex, publish the event. The status field in the run hash
 -- is the exactly-once point: of N concurrent calls, only the first finds it pending (scripts run
 -- one at a time); an interrupt past the run's `expires` at `now` can no longer be answered.
+-- An interrupt escalated since the caller read it (its expiry is not ARGV 17's) gets 'moved': the
+-- caller reads it again (its filter indexes changed) and retries.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 summary, 6 outbox, 7 the workflow's index newest,
---       8 its index expiring, 9 metrics, 10-11 the next job's queues (see hand_off)
+--       8 its index expiring, 9 metrics, 10... ARGV[18] filter indexes, then the next job's queues (see hand_off)
 -- ARGV: 1 token field, 2 expected request id ('' = any), 3 journal field, 4 entry blob,
 --       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
 --       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms,
 --       14 wait buckets (upper bounds in seconds, ascending, space-separated), 15 prefix of the status
---       field, 16 created at (ms), 17... the next job (see hand_off)
+--       field, 16 created at (ms), 17 expires at (ms) as read, 18 number of filter indexes,
+--       19... the next job (see hand_off)
 local req = redis.call('HGET', KEYS[1], ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'expired'} end
@@ -22,6 +25,9 @@ if cur[1] ~= 'pending' then
   return {'already_resolved', req}
 end
 if tonumber(ARGV[6]) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
+if cur[2] ~= ARGV[17] then return {'moved', req} end
+local hand = 10 + tonumber(ARGV[18])  -- the first of the next job's keys
+for i = 10, hand - 1 do redis.call('ZREM', KEYS[i], ARGV[7]) end
 local step = cur[3]
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
@@ -42,4 +48,4 @@ end
 redis.call('HINCRBY', KEYS[9], 'resumes:accepted', 1)
 redis.call('HINCRBY', KEYS[9], 'wait:' .. bucket, 1)
 redis.call('HINCRBY', KEYS[9], 'wait:sum_ms', waited)
-return {'accepted', req, step, fence, hand_off({KEYS[10], KEYS[11]}, ARGV, 17, step, fence)}
+return {'accepted', req, step, fence, hand_off({KEYS[hand], KEYS[hand + 1]}, ARGV, 19, step, fence)}

@@ -57,6 +57,7 @@ end
 local handed = create_run({KEYS[10], KEYS[11], KEYS[12], KEYS[9], KEYS[13], KEYS[14]}, ARGV, 12, 22 + count,
   22 + count + jl - 1)
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
+redis.call('HSET', KEYS[10], 'tenant', redis.call('HGET', S.s, 'tenant') or '')  -- its interrupts list under it
 redis.call('HSET', S.live, ARGV[10], head)
 xadd(S.sev, ARGV[4], 'run.dispatched', ARGV[11])
 touch(ttl)

@@ -22,7 +22,8 @@ from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
 from ...runtime.errors import ValidationError
-from ...runtime.protocol import ResumeOutcome
+from ...runtime.executor import interrupt_event
+from ...runtime.protocol import InterruptRequest, ResumeOutcome
 from ...runtime.store import (
     Advance,
     Answer,
@@ -67,6 +68,7 @@ _SCRIPTS = (
     "recover",
     "redispatch",
     "expire",
+    "escalate",
     "release",
     "spawn",
     "session_open",
@@ -182,12 +184,18 @@ class RedisStore:
         listing of every workflow merges theirs)."""
         return [keys.index("newest", workflow), keys.index("expiring", workflow)]
 
+    def _filter_keys(self, record: InterruptRecord) -> list[str]:
+        """The filter indexes an interrupt is in: one per attribute it has (audience, tenant, session)."""
+        values = zip(keys.FILTERS, (record.audience, record.tenant, record.session), strict=True)
+        return [keys.filter_index(kind, value) for kind, value in values if value]
+
     # --- transitions ----------------------------------------------------
 
     def create_run(self, run: NewRun) -> bool:
         run_keys, run_args = self.new_run(run)
         hand_keys, hand_args = self._hand_off(run.run_id)
-        return bool(self._call("create", run.run_id, [*run_keys, *hand_keys], [*run_args, *hand_args]))
+        args = [*run_args, run.tenant or "", *hand_args]
+        return bool(self._call("create", run.run_id, [*run_keys, *hand_keys], args))
 
     def new_run(self, run: NewRun) -> tuple[list[str], list[Any]]:
         """``create_run``'s keys (run, summary, events, outbox) and arguments (see ``_common.lua``),
@@ -206,6 +214,7 @@ class RedisStore:
             self._event(
                 {"workflow": run.workflow, "input": run.input}
                 | ({"restartedFrom": run.restarted_from} if run.restarted_from else {})
+                | ({"tenant": run.tenant} if run.tenant else {})
             ),
             f"{r}:0:0",
         ]
@@ -329,6 +338,7 @@ class RedisStore:
                     keys.summary(r),
                     keys.workflows(),
                     keys.pauses(),
+                    *self._filter_keys(rec),
                     *self._ancestor_keys(commit.lineage),
                 ],
                 [
@@ -350,6 +360,7 @@ class RedisStore:
                     rec.workflow,
                     keys.PAUSE_FEED_MAXLEN,
                     f"{step} {commit.version}" if commit.version else "",
+                    len(self._filter_keys(rec)),
                     *self._record_parts(rec),
                 ],
             )
@@ -521,11 +532,33 @@ class RedisStore:
         return Lookup(status, record, _text(reply[3]))  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
+        for _ in range(MAX_MOVES):
+            reply = self._resume(run_id, answer)
+            if _text(reply[0]) != "moved":
+                break
+            # escalated since it was read: answer the escalated one (the same question, moved)
+            found = self.lookup(run_id, answer.token_hash, answer.now)
+            if found.interrupt is None or found.interrupt.request_id != answer.interrupt.request_id:
+                break
+            answer = replace(answer, interrupt=found.interrupt)
+        outcome = _text(reply[0])
+        request_id = _text(reply[1]) if len(reply) > 1 else None
+        if outcome == "moved":
+            outcome = "already_resolved"  # moved on again and again: taken as answered elsewhere
+        if outcome == "mismatch":
+            raise ValidationError(
+                f"requestId {answer.request_id!r} does not match the token's interrupt", request_id=request_id
+            )
+        if outcome != "accepted":
+            return ResumeCommit(ResumeOutcome(outcome), request_id=request_id)
+        return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id, bool(reply[4]))
+
+    def _resume(self, run_id: str, answer: Answer) -> Any:
         r, rec = run_id, answer.interrupt
         hand_keys, hand_args = self._hand_off(r) if answer.dispatch else ([], [""])
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
-        reply = self._call(
+        return self._call(
             "resume",
             r,
             [
@@ -537,6 +570,7 @@ class RedisStore:
                 keys.outbox(),
                 *self._index_keys(rec.workflow),
                 keys.metrics(),
+                *self._filter_keys(rec),
                 *hand_keys,
             ],
             [
@@ -556,18 +590,11 @@ class RedisStore:
                 _WAIT_BUCKETS_ARG,
                 keys.STATUS_PREFIX,
                 rec.created_at,
+                rec.expires_at,
+                len(self._filter_keys(rec)),
                 *hand_args,
             ],
         )
-        outcome = _text(reply[0])
-        request_id = _text(reply[1]) if len(reply) > 1 else None
-        if outcome == "mismatch":
-            raise ValidationError(
-                f"requestId {answer.request_id!r} does not match the token's interrupt", request_id=request_id
-            )
-        if outcome != "accepted":
-            return ResumeCommit(ResumeOutcome(outcome), request_id=request_id)
-        return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id, bool(reply[4]))
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         r = run_id
@@ -605,6 +632,8 @@ class RedisStore:
         entry = replace(entry, request_id=request_id)
         policy = (record.on_expire if record else None) or {"action": "expire"}
         action = str(policy.get("action", "expire"))
+        if action == "escalate" and record is not None:
+            return self._escalate(record, policy, entry, now, codec.lineage_from(_text(fields.get(b"lineage", b""))))
         journal_blob, error_blob, failed_blob = b"", b"", b""
         if action == "answer":
             journal_blob = codec.entry_to_blob(JournalEntry(*policy["entry"]), self.limits.max_answer_bytes)
@@ -640,6 +669,7 @@ class RedisStore:
                 keys.workflow_state(r),
                 keys.outbox(),
                 keys.metrics(),
+                *(filters := self._filter_keys(record) if record else []),
                 *parent_keys,
             ],
             [
@@ -659,6 +689,7 @@ class RedisStore:
                 r,
                 keys.status_field(entry.request_id),
                 entry.expires_at,
+                len(filters),
                 *parent_args,
             ],
         )
@@ -666,6 +697,83 @@ class RedisStore:
         if outcome != "expired" or len(reply) < 4:
             return Expiry(outcome, _text(reply[1]) if len(reply) > 1 else "")  # type: ignore[arg-type]
         return Expiry("expired", _text(reply[1]), int(reply[2]), int(reply[3]))
+
+    def _escalate(
+        self,
+        record: InterruptRecord,
+        policy: Mapping[str, Any],
+        entry: IndexEntry,
+        now: int,
+        lineage: Sequence[tuple[str, int]],
+    ) -> Expiry:
+        """Ask ``record``'s question again of the policy's next audience (escalate.lua); a child
+        run's ``lineage`` gets the new interrupt event too, as at its park."""
+        r, to, step = record.run_id, list(policy["to"]), int(policy.get("step", 0)) + 1
+        ttl_ms = int(policy["ttl_ms"])
+        rest = {**policy, "to": to[1:], "step": step}
+        moved = replace(
+            record,
+            expires_at=now + ttl_ms,
+            audience=to[0],
+            on_expire=rest if to[1:] else policy.get("then"),  # the last escalation: then its `then`
+        )
+        new_entry = codec.entry_of(moved)
+        expired = {
+            "requestId": record.request_id,
+            "expiresAt": record.expires_at,
+            "action": "escalate",
+            "escalation": step,
+            "audience": moved.audience,
+            "from": record.audience,
+            "newExpiresAt": moved.expires_at,
+        }
+        public = InterruptRequest.model_validate(record.request).public()
+        event = interrupt_event(moved, public) | {"escalation": step}
+        left, joined = self._filter_keys(record), self._filter_keys(moved)
+        parts = self._record_parts(moved)[2:]  # (rq stays: the run holds this interrupt's record)
+        reply = self._call(
+            "escalate",
+            r,
+            [
+                keys.run(r),
+                keys.events(r),
+                keys.summary(r),
+                *self._index_keys(record.workflow),
+                keys.journal(r, record.step),
+                keys.workflow_state(r),
+                keys.pauses(),
+                *left,
+                *joined,
+                *self._ancestor_keys(lineage),
+            ],
+            [
+                record.request_id,
+                now,
+                codec.member(entry, "newest"),
+                codec.member(entry, "expiring"),
+                codec.member(new_entry, "newest"),
+                codec.member(new_entry, "expiring"),
+                keys.status_field(record.request_id),
+                entry.expires_at,
+                moved.expires_at,
+                self.limits.max_events,
+                self._event(expired),
+                self._event(event),
+                ttl_ms,
+                self.limits.expiry_grace_ms,
+                self.limits.retention_ms,
+                record.workflow,
+                len(left),
+                len(joined),
+                keys.PAUSE_FEED_MAXLEN,
+                r,
+                *parts,
+            ],
+        )
+        outcome = _text(reply[0])
+        if outcome != "escalated":
+            return Expiry(outcome)  # type: ignore[arg-type]
+        return Expiry("escalated", "escalate", record.step, int(reply[1]))
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
         """Two round trips: leases, outbox and the workflows' names, then each workflow's expiring
@@ -740,6 +848,8 @@ class RedisStore:
             if query.run_id is not None:
                 items, feed = self._waiting_interrupt(query)
                 return InterruptListing(items, None, feed)
+            if query.filtered:
+                return self._filtered(query, after)
             members, feed = self._page(query, after)
             entries = [codec.parse_member(m, query.order, wf) for wf, m in members[: query.limit]]
             pipe = self.client.pipeline(transaction=False)
@@ -780,13 +890,15 @@ class RedisStore:
         want, newest = query.limit + 1, query.order == "newest"
         floor = codec.time_floor(query.now + 1)
 
+        high, low = _created_bounds(query, after)
+
         def first(pipe: Any, wf: str) -> None:
             key = keys.index(query.order, wf)
             if newest:
-                pipe.zrevrangebylex(key, b"(" + after if after else "+", "-", start=0, num=want)
+                pipe.zrevrangebylex(key, high, low, start=0, num=want)
             else:  # the order itself puts expired members first: start past them
-                low = b"(" + after if after and after > floor else b"[" + floor
-                pipe.zrangebylex(key, low, "+", start=0, num=want)
+                start = b"(" + after if after and after > floor else b"[" + floor
+                pipe.zrangebylex(key, start, "+", start=0, num=want)
 
         if query.workflow is not None:
             names = [query.workflow]
@@ -813,18 +925,51 @@ class RedisStore:
             self._workflows = known
         out: list[tuple[str, bytes]] = []
         for wf, batch in batches.items():
-            out += [(wf, m) for m in (self._unexpired(query, wf, batch, want) if newest else batch)]
+            out += [(wf, m) for m in (self._unexpired(query, wf, batch, want, low) if newest else batch)]
         out.sort(key=lambda pair: pair[1], reverse=newest)
         return out[:want], feed
 
-    def _unexpired(self, query: InterruptQuery, wf: str, batch: list[bytes], want: int) -> list[bytes]:
-        """From a ``newest`` batch on, the first ``want`` members of ``wf``'s index not yet expired."""
+    def _unexpired(
+        self, query: InterruptQuery, wf: str, batch: list[bytes], want: int, low: bytes | str = "-"
+    ) -> list[bytes]:
+        """From a ``newest`` batch on, the first ``want`` members of ``wf``'s index not yet expired
+        (down to ``low``, the created-after bound)."""
         key, out = keys.index("newest", wf), []
         while True:
             out += [m for m in batch if codec.parse_member(m, "newest", wf).expires_at > query.now]
             if len(out) >= want or len(batch) < want:
                 return out[:want]
-            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], "-", start=0, num=want)
+            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=want)
+
+    def _filtered(self, query: InterruptQuery, after: bytes | None) -> InterruptListing:
+        """A page from one filter index (audience, else session, else tenant), newest first, of the
+        pending interrupts that also match the query's other filters. Each batch of members is
+        checked against the runs' hashes (one round trip): a member whose interrupt was answered or
+        moved in the meantime is skipped. O(log N + page) with one filter; with more, the first's
+        members that fail the others are read too."""
+        kind, value = next(
+            (k, v) for k, v in (("aud", query.audience), ("session", query.session), ("tenant", query.tenant)) if v
+        )
+        key, want = keys.filter_index(kind, value), query.limit + 1
+        high, low = _created_bounds(query, after)
+        replies, feed = self._with_feed(query, lambda pipe: pipe.zrevrangebylex(key, high, low, start=0, num=want))
+        batch: list[bytes] = replies[0]
+        found: list[tuple[bytes, InterruptRecord]] = []
+        while batch:
+            entries = [codec.parse_member(m, "newest", "") for m in batch]
+            pipe = self.client.pipeline(transaction=False)
+            for e in entries:
+                pipe.hgetall(keys.run(e.run_id))
+            for m, e, fields in zip(batch, entries, pipe.execute(), strict=True):
+                record = _pending_in(e, fields)
+                if record is not None and e.expires_at > query.now and _matches(record, query):
+                    found.append((m, record))
+            if len(batch) < want or len(found) >= want:
+                break
+            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=want)
+        more = len(found) > query.limit
+        cursor = codec.make_cursor(found[query.limit - 1][0], "newest") if more else None
+        return InterruptListing([r for _, r in found[: query.limit]], cursor, feed)
 
     def _waiting_interrupt(self, query: InterruptQuery) -> tuple[list[InterruptRecord], str | None]:
         r = query.run_id or ""
@@ -836,7 +981,7 @@ class RedisStore:
             r = waiting.removeprefix("child:")
             waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
         record = self.get_interrupt(r, waiting) if waiting and not waiting.startswith("child:") else None
-        if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
+        if record is None or record.expires_at <= query.now or not _matches(record, query):
             return [], feed
         return [record], feed
 
@@ -867,6 +1012,33 @@ class RedisStore:
         )
 
 
+def _created_bounds(query: InterruptQuery, after: bytes | None) -> tuple[bytes | str, bytes | str]:
+    """The lex range of a ``newest`` page (members lead with their creation time): below the cursor
+    and ``created_before``, from ``created_after`` on."""
+    high: bytes | str = b"(" + after if after else "+"
+    if query.created_before is not None:
+        before = codec.time_floor(query.created_before)
+        if after is None or before <= after:
+            high = b"(" + before
+    low: bytes | str = b"[" + codec.time_floor(query.created_after) if query.created_after is not None else "-"
+    return high, low
+
+
+def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:
+    """Whether a record (read from one filter index, or by run id) matches every filter of the query."""
+    if query.created_after is not None and record.created_at < query.created_after:
+        return False
+    if query.created_before is not None and record.created_at >= query.created_before:
+        return False
+    wanted = (
+        (query.workflow, record.workflow),
+        (query.audience, record.audience),
+        (query.tenant, record.tenant),
+        (query.session, record.session),
+    )
+    return all(want is None or want == have for want, have in wanted)
+
+
 def _pending_in(entry: IndexEntry, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
     """The interrupt an index entry stands for, from its run's hash: the one the run waits on, if
     its expiry is the entry's (else the entry is stale: the run moved on)."""
@@ -892,6 +1064,8 @@ def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -
     return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts))
 
 
+MAX_MOVES = 5
+"""how many escalations one resume follows before it gives up (each one is a reconciler's pass)"""
 MAX_TREE_DEPTH = 16
 """how far down a tree of child runs a listing by run id looks for the interrupt it waits on"""
 
