@@ -47,6 +47,7 @@ from .runtime.replay import ReplayReport, replay
 from .runtime.resume import parse_resume_metadata, validate_answer
 from .runtime.store import (
     Answer,
+    ForkOutcome,
     InterruptListing,
     InterruptQuery,
     InterruptRecord,
@@ -105,9 +106,7 @@ class Parkway:
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
-        run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
-        if CHILD_SEPARATOR in run_id:
-            raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
+        run_id = _new_run_id(run_id)
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         assert wf.start is not None
         new = NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms(), restarted_from)
@@ -115,6 +114,45 @@ class Parkway:
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name, restarted_from=restarted_from)
         return run_id
+
+    def fork(
+        self,
+        run_id: str,
+        *,
+        step: int,
+        new_run_id: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Re-open activation ``step`` of run ``run_id`` as a new run; return the new run's id.
+
+        The new run starts at the node that step ran (0 is the first), with the data the step
+        started with (``input=`` lays values over it), and runs on from there as any run does: its
+        pauses get tokens of their own. Its ``run.started`` event records ``forkedFrom`` (the old
+        run and step). The old run is only read: its tokens keep answering it, and die with it.
+        Workflow state (``use_workflow_state``) is not carried over. Refused with a clear error: an
+        unknown run (RunNotFound), one whose records expired (only its summary is left), a child
+        run (fork its root), a step the run has not reached, a taken ``new_run_id``.
+        """
+        check_id(run_id, "run id")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValidationError(f"fork step must be a non-negative integer, not {step!r}", run_id=run_id)
+        if input is not None and not isinstance(input, Mapping):
+            raise ValidationError(f"fork input must be a dict, not {type(input).__name__}", run_id=run_id)
+        check_depth(input, "fork input")
+        new_id = _new_run_id(new_run_id)
+        record = self.store.get_run(run_id, now_ms())
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        data = self.store.fork_point(run_id, step) if record.ref else None  # what the script re-checks
+        data = {**(data or {}), **(input or {})}
+        new = NewRun(new_id, record.workflow, record.ref, "", data, record.ttl_ms, now_ms(), forked_from=(run_id, step))
+        done = self.store.fork(new, step)
+        if done.outcome != "forked":
+            raise _fork_refused(done, run_id, step, new_id)
+        if not done.handed:
+            self._dispatch(new_id, 0, 0)
+        log.info("run_forked", run_id=new_id, forked_from=run_id, step=step)
+        return new_id
 
     def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
         """The workflow and the reference workers find it by; refused now if workers would refuse it."""
@@ -585,6 +623,30 @@ class Parkway:
             parent_run_id=record.parent_run_id,
             version=record.version,
         )
+
+
+def _new_run_id(run_id: str | None) -> str:
+    """A new root run's id: the one given, checked, or a random one."""
+    if run_id is None:
+        return "run_" + uuid.uuid4().hex
+    check_id(run_id, "run id")
+    if CHILD_SEPARATOR in run_id:
+        raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
+    return run_id
+
+
+def _fork_refused(done: ForkOutcome, run_id: str, step: int, new_id: str) -> ParkwayError:
+    """The error for a fork the store refused."""
+    if done.outcome == "unknown":
+        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    reason = {
+        "expired": f"run {run_id} expired: only its summary is kept, and a fork needs its records",
+        "child": f"run {run_id} is a child run: fork its root run instead",
+        "range": f"run {run_id} has no step {step}: it can be forked at steps 0 to {done.current_step}",
+        "lost": f"run {run_id} no longer holds the data its step {step} started with",
+        "exists": f"run {new_id} already exists",
+    }[done.outcome]
+    return ValidationError(reason, run_id=run_id, step=step)
 
 
 def read_window(run_id: str, deadline: float | None, timeout: float | None) -> int:

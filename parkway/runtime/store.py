@@ -37,6 +37,19 @@ class NewRun:
     now: int
     restarted_from: str | None = None
     """the run whose expired interrupt this one was started in place of (``resume_or_start``)"""
+    forked_from: tuple[str, int] | None = None
+    """the run and step this one re-opens (``fork``)"""
+
+
+@dataclass(frozen=True)
+class ForkOutcome:
+    """What ``Store.fork`` did: ``forked``, or why not (see ``fork.lua``)."""
+
+    outcome: Literal["forked", "unknown", "expired", "child", "range", "lost", "exists"]
+    handed: bool = False
+    """the new run's first job was enqueued with it"""
+    current_step: int | None = None
+    """for ``range``: the old run's step (the last that can be forked)"""
 
 
 @dataclass(frozen=True)
@@ -335,6 +348,14 @@ class Store(Protocol):
         """Write a queued run with its summary, first events and outbox entry; the run id must be new.
         Returns whether the run's first job was enqueued in the same atomic step (a store may enqueue
         the job that carries a transition on; when it does not, the caller enqueues it)."""
+
+    def fork(self, new: NewRun, step: int) -> ForkOutcome:
+        """Create ``new`` re-opening activation ``step`` of the run ``new.forked_from`` names, at
+        the node that step ran; refused (nothing written) for an unknown, expired or child run,
+        a step past the run's, or a new run id that is taken."""
+
+    def fork_point(self, run_id: str, step: int) -> Any:
+        """The data activation ``step`` of ``run_id`` started with, or None if there is none."""
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         """Mark the run running under a lease, drop its outbox entry, return the activation's journal."""

@@ -30,6 +30,7 @@ from ...runtime.store import (
     Due,
     EventSpec,
     Expiry,
+    ForkOutcome,
     IndexEntry,
     InterruptListing,
     InterruptQuery,
@@ -69,6 +70,7 @@ _SCRIPTS = (
     "expire",
     "release",
     "spawn",
+    "fork",
     "session_open",
     "session_send",
     "session_settle",
@@ -206,6 +208,7 @@ class RedisStore:
             self._event(
                 {"workflow": run.workflow, "input": run.input}
                 | ({"restartedFrom": run.restarted_from} if run.restarted_from else {})
+                | ({"forkedFrom": {"runId": run.forked_from[0], "step": run.forked_from[1]}} if run.forked_from else {})
             ),
             f"{r}:0:0",
         ]
@@ -307,7 +310,7 @@ class RedisStore:
             self._call(
                 "advance",
                 r,
-                [*self._ending_keys(r, step), keys.leases(), keys.metrics(), *parent_keys],
+                [*self._ending_keys(r, step), keys.leases(), keys.metrics(), keys.snapshots(r), *parent_keys],
                 [*args, *parent_args],
             )
         )
@@ -330,6 +333,7 @@ class RedisStore:
                     keys.workflows(),
                     keys.pauses(),
                     *self._ancestor_keys(commit.lineage),
+                    keys.snapshots(r),
                 ],
                 [
                     fence,
@@ -417,6 +421,7 @@ class RedisStore:
                     keys.summary(c),
                     keys.events(c),
                     keys.outbox(),
+                    keys.snapshots(r),
                     *hand_keys,
                 ],
                 [
@@ -443,6 +448,35 @@ class RedisStore:
                 ],
             )
         )
+
+    def fork(self, new: NewRun, step: int) -> ForkOutcome:
+        """Create ``new``, re-opening activation ``step`` of ``new.forked_from``'s run (``fork.lua``):
+        the new run starts at the node that step ran, with ``new.input`` as its data."""
+        assert new.forked_from is not None
+        old = new.forked_from[0]
+        run_keys, run_args = self.new_run(new)
+        hand_keys, hand_args = self._hand_off(new.run_id)
+        run_args[2] = ""  # the step's node: the script reads it
+        reply = self._call(
+            "fork",
+            old,
+            [keys.run(old), keys.summary(old), keys.snapshots(old), *run_keys, *hand_keys],
+            [step, *run_args, *hand_args],
+        )
+        outcome = _text(reply[0])
+        if outcome == "forked":
+            return ForkOutcome("forked", handed=bool(reply[1]))
+        return ForkOutcome(outcome, current_step=int(reply[1]) if len(reply) > 1 else None)  # type: ignore[arg-type]
+
+    def fork_point(self, run_id: str, step: int) -> Any:
+        """The data activation ``step`` of ``run_id`` started with (its input for step 0, else its
+        snapshot; None when there is none), read only: a snapshot never changes once written."""
+        with translated(run_id):
+            if step == 0:
+                blob = self.client.hget(keys.run(run_id), "input")
+            else:
+                blob = self.client.hget(keys.snapshots(run_id), str(step))
+        return None if blob is None else codec.decode(blob, what="run data")
 
     def _ancestor_keys(self, lineage: Sequence[tuple[str, int]]) -> list[str]:
         """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state, summary."""
