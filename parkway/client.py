@@ -134,6 +134,9 @@ class Parkway:
         run (fork its root), a step the run has not reached, a taken ``new_run_id``.
         """
         check_id(run_id, "run id")
+        if CHILD_SEPARATOR in run_id:
+            raise ValidationError(f"run {run_id} is a child run (or a session's): fork its root run instead",
+                                  run_id=run_id)
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValidationError(f"fork step must be a non-negative integer, not {step!r}", run_id=run_id)
         if input is not None and not isinstance(input, Mapping):

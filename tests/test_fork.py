@@ -139,3 +139,15 @@ def test_snapshots_live_under_the_run_ttl_and_only_for_steps_after_the_first(har
     old = harness.start_and_run(flows_fork.three, START)
     ttl = client.pttl(keys.snapshots(old))
     assert 0 < ttl and abs(ttl - client.pttl(keys.run(old))) < 2000
+
+
+def test_a_fork_inside_a_loop_starts_from_that_pass(harness: Harness) -> None:
+    """A node entered again and again: forking at its fourth activation starts with n = 3 and loops on."""
+    old = harness.start_and_run(flows_fork.counter, {"steps": 6})
+    new = harness.pw.fork(old, step=3)
+    assert harness.pw.get_run(new).input == {"steps": 6, "n": 3}
+    harness.run_jobs()
+    run = harness.pw.get_run(new)
+    assert run.status is RunStatus.COMPLETED and run.output == {"steps": 6, "n": 6, "done": True}
+    steps = [e.data["step"] for e in harness.pw.store.read_events(new, "0", None, 100) if e.type == "node.started"]
+    assert steps == [0, 1, 2, 3]  # the fork's activations are its own: 3, 4, 5 of the old run, then done
