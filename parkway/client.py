@@ -13,12 +13,12 @@ from . import links
 from .backend import Backend, build_backend
 from .config import Settings, check_ttl
 from .runtime import tokens
+from .runtime.cancel import cancel_run
 from .runtime.clock import now_ms
 from .runtime.errors import (
     InvalidAnswer,
     ParkwayError,
     RunNotFound,
-    StaleFence,
     ValidationError,
     WaitTimeout,
     WorkflowError,
@@ -375,46 +375,18 @@ class Parkway:
         waiting run has its interrupt cancelled (its token then reads ``already_resolved``) and ends
         with it: its node does not replay, so nothing catches the cancellation (to let the node
         decide, cancel the interrupt instead: ``cancel_interrupt``). A run waiting on a child run
-        (``use_workflow``) has the child cancelled the same way, down the tree, then ends too. A
+        (``use_workflow``), or on an interrupt a child run races (``use_first(child=...)``), has the
+        child cancelled the same way, down the tree, then ends too. A
         session's branch run held while its branch is parked ends ``cancelled`` at once. A finished
         run is left alone (``already_finished``, with its status).
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)
         _check_text(responder, "responder", 200)
-        for _ in range(10):  # the run may move on between the read and the write: read again
-            record = self.store.get_run(run_id, now_ms())
-            if record is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-            if record.status.finished:
-                return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
-            if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on.startswith("child:"):
-                # down the tree first: the child's end queues this run, which the next pass ends
-                self.cancel(record.waiting_on.removeprefix("child:"), reason=reason, responder=responder)
-                continue
-            if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on != "session":
-                interrupt = self.store.get_interrupt(run_id, record.waiting_on)
-                if interrupt is not None:
-                    # the interrupt goes (listing, token), the run is queued with no job: the next pass ends it
-                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder, dispatch=False)
-                    if result.outcome is ResumeOutcome.EXPIRED:
-                        return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id,
-                                            status=RunStatus.EXPIRED)
-                continue
-            try:
-                self.store.finish(
-                    run_id,
-                    None,
-                    "cancelled",
-                    None,
-                    ("run.cancelled", {"reason": reason, "responder": responder}),
-                    now_ms(),
-                )
-            except StaleFence:
-                continue
+        result = cancel_run(self.store, run_id, reason, responder, now_ms)
+        if result.outcome is CancelOutcome.CANCELLED:
             log.info("run_cancelled", run_id=run_id, responder=responder)
-            return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)
-        raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
+        return result
 
     def resume_message(self, message: Mapping[str, Any], *, responder: str | None = None) -> ResumeResult:
         """Resume from a chat message's ``metadata.resume``: ``{token, requestId, selected | choice |

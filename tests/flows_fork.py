@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import Result, Workflow, use_interrupt, use_workflow
+from parkway import Result, Workflow, use_first, use_interrupt, use_workflow
 
 COLORS = {
     "kind": "choice",
@@ -58,3 +58,46 @@ def done(data: dict[str, Any]) -> dict[str, Any]:
 
 
 counter.edge("count", "count", when="again").edge("count", "done", when="stop")
+
+
+# --- use_first with a child run ------------------------------------------------------
+
+quick = Workflow("first_quick")
+"""a child that completes at once"""
+
+
+@quick.node(start=True)
+def quick_sum(data: dict[str, Any]) -> dict[str, Any]:
+    return {"sum": data["a"] + data["b"]}
+
+
+asking = Workflow("first_asking")
+"""a child that waits on a person of its own"""
+
+
+@asking.node(start=True)
+def child_asks(data: dict[str, Any]) -> dict[str, Any]:
+    return {"sum": data["a"] + data["b"], "color": use_interrupt(COLORS, id="child-color")}
+
+
+failing = Workflow("first_failing")
+
+
+@failing.node(start=True)
+def child_fails(data: dict[str, Any]) -> dict[str, Any]:
+    raise RuntimeError("the child broke")
+
+
+CHILDREN = {"quick": quick, "asking": asking, "failing": failing}
+knobs: dict[str, Any] = {}
+"""what a test changes between attempts (``a``: the child's input), to make a replay ask for another child"""
+
+racer = Workflow("racer")
+"""races a color question, a timer and a child run (``child`` names which)"""
+
+
+@racer.node(start=True)
+def race(data: dict[str, Any]) -> dict[str, Any]:
+    child = (CHILDREN[data["child"]], {"a": knobs.get("a", 1), "b": 2})
+    first = use_first(COLORS, timer_ms=data.get("timer", 60_000), id="pick", child=child)
+    return {"kind": first.kind, "value": first.value}

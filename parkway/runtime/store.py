@@ -78,6 +78,9 @@ class RunRecord:
     """a child run's ancestors, its parent first and the root last; () for a root run"""
     paused_version: str | None = None
     """the workflow's version when the current activation last paused (None if it did not)"""
+    racing: str | None = None
+    """the child run racing the interrupt the run waits on (``use_first(child=...)``), while that
+    interrupt is pending"""
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,8 @@ class Park:
     are kept at least as long as the interrupt's"""
     version: str | None = None
     """the code's version, kept on the run (with the step) for the replay to compare"""
+    child: Spawn | None = None
+    """``use_first``'s child contender: created in the same step, racing the interrupt"""
 
 
 @dataclass(frozen=True)

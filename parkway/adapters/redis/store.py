@@ -62,6 +62,7 @@ _SCRIPTS = (
     "record",
     "advance",
     "park",
+    "first",
     "finish",
     "lookup",
     "resume",
@@ -83,11 +84,16 @@ _SCRIPTS = (
 )
 
 
+_FOLLOWED_BY = {"first": "park.lua"}
+"""scripts made of a prelude and another transition's body: first.lua parks as park.lua does"""
+
+
 @functools.cache
 def _source(name: str) -> str:
     folder = resources.files(__package__)
     shared = ["_common.lua", "_session.lua"] if name.startswith("session_") else ["_common.lua"]
-    return "\n".join(folder.joinpath(part).read_text() for part in [*shared, f"{name}.lua"])
+    parts = [*shared, f"{name}.lua", *([_FOLLOWED_BY[name]] if name in _FOLLOWED_BY else [])]
+    return "\n".join(folder.joinpath(part).read_text() for part in parts)
 
 
 @dataclass(frozen=True)
@@ -318,9 +324,10 @@ class RedisStore:
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
         r, rec = run_id, commit.interrupt
         entry = codec.entry_of(rec)
+        child_keys, child_args = self._racing_child(r, step, commit.child) if commit.child else ([], [])
         return int(
             self._call(
-                "park",
+                "first" if commit.child else "park",
                 r,
                 [
                     keys.run(r),
@@ -334,6 +341,7 @@ class RedisStore:
                     keys.pauses(),
                     *self._ancestor_keys(commit.lineage),
                     keys.snapshots(r),
+                    *child_keys,
                 ],
                 [
                     fence,
@@ -355,9 +363,29 @@ class RedisStore:
                     keys.PAUSE_FEED_MAXLEN,
                     f"{step} {commit.version}" if commit.version else "",
                     *self._record_parts(rec),
+                    *child_args,
                 ],
             )
         )
+
+    def _racing_child(self, run_id: str, step: int, spawn: Spawn) -> tuple[list[str], list[Any]]:
+        """``first.lua``'s keys and arguments for the child that races the interrupt (after park's)."""
+        child = spawn.child
+        run_keys, run_args = self.new_run(child)
+        # its run.started names its parent, as spawn's does
+        run_args[8] = self._event({"workflow": child.workflow, "input": child.input, "parentRunId": run_id})
+        hand_keys, hand_args = self._hand_off(child.run_id)
+        args = [
+            child.run_id,
+            f"c:{spawn.journal_field.removeprefix('w:')}",
+            codec.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+            self._event(spawn.event),
+            codec.lineage_field(spawn.lineage),
+            spawn.journal_field,
+            *run_args,
+            *hand_args,
+        ]
+        return [*run_keys, *hand_keys], [*args, len(args), len(hand_keys)]
 
     def _record_parts(self, record: InterruptRecord) -> list[Any]:
         """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
