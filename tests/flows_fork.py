@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import Result, Workflow, use_first, use_interrupt, use_workflow
+from parkway import Workflow, use_first, use_interrupt, use_workflow
 
 COLORS = {
     "kind": "choice",
@@ -41,24 +41,6 @@ tree_flow = Workflow("forks_children")
 @tree_flow.node(start=True)
 def call_child(data: dict[str, Any]) -> dict[str, Any]:
     return {"child": use_workflow(three, {"trail": []}, id="three")}
-
-counter = Workflow("fork_counter")
-"""one node entered again until ``n`` reaches ``steps``: each activation is a step of its own"""
-
-
-@counter.node(start=True)
-def count(data: dict[str, Any]) -> Result:
-    n = data.get("n", 0) + 1
-    return Result(data={"n": n}, condition="again" if n < data["steps"] else "stop")
-
-
-@counter.node()
-def done(data: dict[str, Any]) -> dict[str, Any]:
-    return {"done": True}
-
-
-counter.edge("count", "count", when="again").edge("count", "done", when="stop")
-
 
 # --- use_first with a child run ------------------------------------------------------
 

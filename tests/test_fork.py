@@ -6,7 +6,7 @@ import pytest
 
 from parkway import ResumeOutcome, RunNotFound, RunStatus, ValidationError
 from parkway.adapters.redis import keys
-from tests import flows_fork
+from tests import flows, flows_fork
 from tests.conftest import Harness
 
 START = {"trail": ["in"]}
@@ -142,12 +142,12 @@ def test_snapshots_live_under_the_run_ttl_and_only_for_steps_after_the_first(har
 
 
 def test_a_fork_inside_a_loop_starts_from_that_pass(harness: Harness) -> None:
-    """A node entered again and again: forking at its fourth activation starts with n = 3 and loops on."""
-    old = harness.start_and_run(flows_fork.counter, {"steps": 6})
-    new = harness.pw.fork(old, step=3)
-    assert harness.pw.get_run(new).input == {"steps": 6, "n": 3}
+    """A node entered again and again: forking at its third activation starts with n = 2 and loops on."""
+    old = harness.start_and_run(flows.loop, {})
+    new = harness.pw.fork(old, step=2)
+    assert harness.pw.get_run(new).input == {"n": 2}
     harness.run_jobs()
     run = harness.pw.get_run(new)
-    assert run.status is RunStatus.COMPLETED and run.output == {"steps": 6, "n": 6, "done": True}
+    assert run.status is RunStatus.COMPLETED and run.output == {"n": 3, "done": True}, run
     steps = [e.data["step"] for e in harness.pw.store.read_events(new, "0", None, 100) if e.type == "node.started"]
-    assert steps == [0, 1, 2, 3]  # the fork's activations are its own: 3, 4, 5 of the old run, then done
+    assert steps == [0, 1]  # the fork's activations are its own: count_up as the old run's step 2, then finish
