@@ -11,8 +11,9 @@ import redis
 
 from parkway import Parkway, ResumeOutcome, RunStatus, Settings, ValidationError, use_first
 from parkway.adapters.redis import keys
+from parkway.runtime.errors import RunNotFound, StaleFence
 from parkway.runtime.hooks import child_run_id
-from parkway.runtime.store import Answer, JournalEntry
+from parkway.runtime.store import Answer, JournalEntry, NewRun, Park, Spawn
 from parkway.workers.reconciler import reconcile_once
 from tests import flows_fork
 from tests.conftest import SECRET, Harness
@@ -208,3 +209,23 @@ def test_a_worker_killed_while_the_parent_races_changes_nothing(redis_client: re
             assert "Traceback" not in output
     finally:
         first.stop()
+
+
+def test_a_stale_spawn_or_race_queues_no_child_job(harness: Harness) -> None:
+    """A commit that starts a child (use_workflow's spawn, use_first's park) from a stale attempt is
+    refused before anything is written: no child run, and no job of the child's in the queue."""
+    run_id = harness.start_and_run(flows_fork.racer, {"child": "asking"})
+    record = harness.pw.store.get_run(run_id, 0)
+    assert record is not None
+    ghost = f"{run_id}--ghost"
+    spawn = Spawn(NewRun(ghost, "first_quick", "tests.flows_fork:quick", "quick_sum", {}, 60_000, 1), "w:ghost",
+                  ((run_id, 0),), {})
+    with pytest.raises(StaleFence):
+        harness.pw.store.spawn(run_id, record.fence - 1, 0, spawn)
+    interrupt = harness.pw.store.get_interrupt(run_id, _request_id(harness, run_id))
+    assert interrupt is not None
+    with pytest.raises(StaleFence):
+        harness.pw.store.park(run_id, record.fence - 1, 0, Park(interrupt, 60_000, {}, 1, child=spawn))
+    assert not harness.pw.backend.dispatcher.is_pending(ghost, 0)
+    with pytest.raises(RunNotFound):
+        harness.pw.get_run(ghost)
