@@ -229,3 +229,13 @@ def test_a_stale_spawn_or_race_queues_no_child_job(harness: Harness) -> None:
     assert not harness.pw.backend.dispatcher.is_pending(ghost, 0)
     with pytest.raises(RunNotFound):
         harness.pw.get_run(ghost)
+
+
+def test_a_cancelled_interrupt_ends_the_race_and_cancels_the_child(harness: Harness) -> None:
+    """cancel_interrupt on the raced interrupt: use_first raises InterruptCancelled (uncaught, the run
+    ends cancelled) and the child run is cancelled with it, not left running."""
+    run_id = harness.start_and_run(flows_fork.racer, {"child": "asking"})
+    assert harness.pw.cancel_interrupt(_parent_token(harness, run_id), reason="no").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
+    assert harness.pw.get_run(_child(run_id)).status is RunStatus.CANCELLED

@@ -348,11 +348,15 @@ def _park(
                   child=child)
     store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
+    if child is not None:
+        log.info("child_started", child_run_id=child.child.run_id, child_workflow=child.child.workflow)
 
 
 def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, run: RunRecord) -> None:
     """Park the run on its child and create the child (with its first job), in one store call."""
-    store.spawn(ctx.run_id, ctx.fence, ctx.step, _new_child(options, ctx, spawn.child, run))
+    commit = _new_child(options, ctx, spawn.child, run)
+    store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
+    log.info("child_started", child_run_id=commit.child.run_id, child_workflow=commit.child.workflow)
 
 
 def _new_child(options: Options, ctx: NodeContext, ask: ChildAsk, run: RunRecord) -> Spawn:
@@ -367,7 +371,6 @@ def _new_child(options: Options, ctx: NodeContext, ask: ChildAsk, run: RunRecord
     now = options.clock()
     new = NewRun(ask.run_id, child.name, ref, child.start, ask.input, run.ttl_ms, now)
     event = {"childRunId": ask.run_id, "workflow": child.name, "id": ask.name, "node": ctx.node}
-    log.info("child_started", child_run_id=ask.run_id, child_workflow=child.name)
     return Spawn(new, ask.journal_field, ((run.run_id, ctx.step), *run.lineage), event, ask.asked)
 
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from .cancel import cancel_run
 from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, RunNotFound, ValidationError
 from .protocol import InterruptRequest, check_depth
@@ -255,7 +256,12 @@ def use_first(
         if not isinstance(child, tuple) or len(child) != 2:
             raise ValidationError("use_first child= takes a (workflow, input) pair")
         ask = _child_ask(child[0], child[1], _name(id, "use_first id") or "", "use_first child")
-    entry, contract_ = _ask(interrupt, id, timer_ms, contract, None, timer=True, child=ask)
+    try:
+        entry, contract_ = _ask(interrupt, id, timer_ms, contract, None, timer=True, child=ask)
+    except InterruptCancelled:
+        if ask is not None:  # the race is over: the node takes its "cancelled" path, or the run ends
+            _cancel_loser(ask, "the interrupt's cancellation")
+        raise
     if ask is not None and entry.kind == "workflow":
         return First("child", _child_output(ask, entry))
     if ask is not None:
@@ -271,8 +277,6 @@ def _cancel_loser(ask: ChildAsk, winner: str) -> None:
     field_name = f"x:{ask.name}"
     if ctx.replayed(field_name, "cancelled", ask.name) is not None:
         return
-    from .cancel import cancel_run  # cancel imports the store's records; hooks stay importable alone
-
     try:
         cancel_run(ctx.store, ask.run_id, f"use_first {ask.name!r}: {winner} came first", None, ctx.clock)
     except RunNotFound:

@@ -32,6 +32,9 @@ key                         type    TTL       holds
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
+                                              rc, rs: the child run racing an
+                                              interrupt (``use_first(child=)``)
+                                              and that interrupt's status field;
                                               and of each interrupt of the run (see below):
                                               ``t:<token hash, 32 hex>`` -> req,
                                               ``s:<req>`` status (pending until ``expires``,
