@@ -107,6 +107,18 @@ class AsyncParkway:
         result: str = await self._call(self.sync.start, workflow, input, run_id=run_id, ttl_ms=ttl_ms, tenant=tenant)
         return result
 
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        step: int,
+        new_run_id: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> str:
+        """As :meth:`parkway.Parkway.fork`."""
+        result: str = await self._call(self.sync.fork, run_id, step=step, new_run_id=new_run_id, input=input)
+        return result
+
     async def get_run(self, run_id: str) -> Run:
         result: Run = await self._call(self.sync.get_run, run_id)
         return result

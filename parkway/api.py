@@ -11,6 +11,8 @@ route                                       what it does
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
                                             (or ``?after=``) resumes after a dropped connection
 ``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
+``POST /v1/runs/{run_id}/fork``             re-open step N as a new run: ``{step, runId?, input?}``
+                                            -> 201 ``{runId, forkedFrom: {runId, step}}``
 ``GET  /v1/interrupts``                     pending interrupts: ``workflow``, ``runId``, ``order``,
                                             ``limit``, ``cursor``, ``tokens`` -> a page; ``waitMs``
                                             (up to 30,000): an empty page waits that long for a pause;
@@ -178,6 +180,22 @@ class ResumeOrStartBody(_Body):
                                  description="'module:attribute', needed once the expired run's records are gone")
 
 
+class ForkBody(_Body):
+    step: int = Field(ge=0, description="the activation to re-open: 0 is the run's first node")
+    run_id: str | None = Field(default=None, description="the new run's id (default: a random one)")
+    input: dict[str, Any] | None = Field(default=None, description="laid over the data the step started with")
+
+
+class ForkedFrom(_Body):
+    run_id: str
+    step: int
+
+
+class Forked(_Body):
+    run_id: str
+    forked_from: ForkedFrom
+
+
 class CancelBody(_Body):
     reason: str | None = Field(default=None, max_length=1000)
 
@@ -333,6 +351,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     def cancel(run_id: str, body: CancelBody, who: Auth) -> dict[str, Any]:
         pw.sessions.check_run(run_id, who)
         return _dump(pw.cancel(run_id, reason=body.reason, responder=who.name))
+
+    @app.post("/v1/runs/{run_id}/fork", status_code=201, response_model=Forked, tags=["runs"])
+    def fork(run_id: str, body: ForkBody, who: Auth) -> dict[str, Any]:
+        pw.sessions.check_run(run_id, who)
+        new = pw.fork(run_id, step=body.step, new_run_id=body.run_id, input=body.input)
+        return {"runId": new, "forkedFrom": {"runId": run_id, "step": body.step}}
 
     @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse)
     async def stream(

@@ -550,6 +550,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         return CANCEL_EXIT[cancelled.outcome]
 
 
+# --- fork --------------------------------------------------------------------------
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    with _client(args) as pw:
+        data = _parse_json(args.input, "--input") if args.input is not None else None
+        new = pw.fork(args.run_id, step=args.step, new_run_id=args.new_run_id, input=data)
+        print(_json({"runId": new, "forkedFrom": {"runId": args.run_id, "step": args.step}}))
+        return 0
+
+
 # --- show, events ------------------------------------------------------------------
 
 
@@ -776,7 +787,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
 
     for add in (_add_worker, _add_run, _add_interrupts, _add_resume, _add_show, _add_events, _add_cancel,
-                _add_replay, _add_serve, _add_reconcile, _add_demo):
+                _add_fork, _add_replay, _add_serve, _add_reconcile, _add_demo):
         add(sub)
     session_cli.add(sub, _command)
     return p
@@ -987,6 +998,27 @@ def _add_cancel(sub: Subcommands) -> None:
     c.add_argument("--reason", metavar="TEXT",
                    help="why (recorded in the run's events; `parkway show` prints it; at most 1000 characters)")
     c.add_argument("--responder", metavar="WHO", help="who cancels (recorded with the reason; at most 200 characters)")
+
+
+def _add_fork(sub: Subcommands) -> None:
+    f = _command(
+        sub,
+        "fork",
+        "re-open a run at an earlier step as a new run (the old run is left as it is)",
+        cmd_fork,
+        "The new run starts at the node step N ran (0 is the first), with the data that step started with,\n"
+        "and runs on from there on the workers; its pauses get tokens of their own, while the old run's\n"
+        "tokens keep answering the old run. Its run.started event records forkedFrom {runId, step}.\n"
+        "Prints {runId, forkedFrom} as JSON. A child run cannot be forked (fork its root), nor a run whose\n"
+        "records expired (only its summary is kept), nor a step the run has not reached.\n"
+        "exit status: 0 forked, 1 error (no such run, step out of range, expired, bad input)",
+    )
+    f.add_argument("run_id", metavar="RUN_ID", help="the run to fork")
+    f.add_argument("--step", type=int, required=True, metavar="N",
+                   help="the activation to re-open: 0 is the run's first node, each node entered after is one more")
+    f.add_argument("--run-id", dest="new_run_id", metavar="ID", help="the new run's id (default: a random one)")
+    f.add_argument("--input", metavar="JSON",
+                   help="a JSON object laid over the data the step started with (default: that data as it was)")
 
 
 def _add_replay(sub: Subcommands) -> None:

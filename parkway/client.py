@@ -13,12 +13,12 @@ from . import links
 from .backend import Backend, build_backend
 from .config import Settings, check_ttl
 from .runtime import tokens
+from .runtime.cancel import cancel_run
 from .runtime.clock import now_ms
 from .runtime.errors import (
     InvalidAnswer,
     ParkwayError,
     RunNotFound,
-    StaleFence,
     ValidationError,
     WaitTimeout,
     WorkflowError,
@@ -49,6 +49,7 @@ from .runtime.replay import ReplayReport, replay
 from .runtime.resume import parse_resume_metadata, validate_answer
 from .runtime.store import (
     Answer,
+    ForkOutcome,
     InterruptListing,
     InterruptQuery,
     InterruptRecord,
@@ -112,9 +113,7 @@ class Parkway:
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
-        run_id = check_id(run_id, "run id") if run_id is not None else "run_" + uuid.uuid4().hex
-        if CHILD_SEPARATOR in run_id:
-            raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
+        run_id = _new_run_id(run_id)
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         if tenant is not None:
             check_id(tenant, "tenant")
@@ -124,6 +123,51 @@ class Parkway:
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name, restarted_from=restarted_from)
         return run_id
+
+    def fork(
+        self,
+        run_id: str,
+        *,
+        step: int,
+        new_run_id: str | None = None,
+        input: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Re-open activation ``step`` of run ``run_id`` as a new run; return the new run's id.
+
+        The new run starts at the node that step ran (0 is the first), with the data the step
+        started with (``input=`` lays values over it), and runs on from there as any run does: its
+        pauses get tokens of their own. Its ``run.started`` event records ``forkedFrom`` (the old
+        run and step). The old run is only read: its tokens keep answering it, and die with it.
+        Workflow state (``use_workflow_state``) is not carried over. Refused with a clear error: an
+        unknown run (RunNotFound), one whose records expired (only its summary is left), a child
+        run (fork its root), a step the run has not reached, a taken ``new_run_id``.
+        """
+        check_id(run_id, "run id")
+        if CHILD_SEPARATOR in run_id:
+            raise ValidationError(f"run {run_id} is a child run (or a session's): fork its root run instead",
+                                  run_id=run_id)
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValidationError(f"fork step must be a non-negative integer, not {step!r}", run_id=run_id)
+        if input is not None and not isinstance(input, Mapping):
+            raise ValidationError(f"fork input must be a dict, not {type(input).__name__}", run_id=run_id)
+        check_depth(input, "fork input")
+        new_id = _new_run_id(new_run_id)
+        record = self.store.get_run(run_id, now_ms())
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        data = self.store.fork_point(run_id, step) if record.ref else None  # what the script re-checks
+        data = {**(data or {}), **(input or {})}
+        new = NewRun(
+            new_id, record.workflow, record.ref, "", data, record.ttl_ms, now_ms(),
+            tenant=record.tenant, forked_from=(run_id, step),
+        )
+        done = self.store.fork(new, step)
+        if done.outcome != "forked":
+            raise _fork_refused(done, run_id, step, new_id)
+        if not done.handed:
+            self._dispatch(new_id, 0, 0)
+        log.info("run_forked", run_id=new_id, forked_from=run_id, step=step)
+        return new_id
 
     def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
         """The workflow and the reference workers find it by; refused now if workers would refuse it."""
@@ -345,46 +389,18 @@ class Parkway:
         waiting run has its interrupt cancelled (its token then reads ``already_resolved``) and ends
         with it: its node does not replay, so nothing catches the cancellation (to let the node
         decide, cancel the interrupt instead: ``cancel_interrupt``). A run waiting on a child run
-        (``use_workflow``) has the child cancelled the same way, down the tree, then ends too. A
+        (``use_workflow``), or on an interrupt a child run races (``use_first(child=...)``), has the
+        child cancelled the same way, down the tree, then ends too. A
         session's branch run held while its branch is parked ends ``cancelled`` at once. A finished
         run is left alone (``already_finished``, with its status).
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)
         _check_text(responder, "responder", 200)
-        for _ in range(10):  # the run may move on between the read and the write: read again
-            record = self.store.get_run(run_id, now_ms())
-            if record is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
-            if record.status.finished:
-                return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
-            if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on.startswith("child:"):
-                # down the tree first: the child's end queues this run, which the next pass ends
-                self.cancel(record.waiting_on.removeprefix("child:"), reason=reason, responder=responder)
-                continue
-            if record.status is RunStatus.WAITING and record.waiting_on and record.waiting_on != "session":
-                interrupt = self.store.get_interrupt(run_id, record.waiting_on)
-                if interrupt is not None:
-                    # the interrupt goes (listing, token), the run is queued with no job: the next pass ends it
-                    result = self._cancel_interrupt(interrupt, interrupt.token_hash, reason, responder, dispatch=False)
-                    if result.outcome is ResumeOutcome.EXPIRED:
-                        return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id,
-                                            status=RunStatus.EXPIRED)
-                continue
-            try:
-                self.store.finish(
-                    run_id,
-                    None,
-                    "cancelled",
-                    None,
-                    ("run.cancelled", {"reason": reason, "responder": responder}),
-                    now_ms(),
-                )
-            except StaleFence:
-                continue
+        result = cancel_run(self.store, run_id, reason, responder, now_ms)
+        if result.outcome is CancelOutcome.CANCELLED:
             log.info("run_cancelled", run_id=run_id, responder=responder)
-            return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)
-        raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
+        return result
 
     def resume_message(self, message: Mapping[str, Any], *, responder: str | None = None) -> ResumeResult:
         """Resume from a chat message's ``metadata.resume``: ``{token, requestId, selected | choice |
@@ -642,6 +658,30 @@ def listing_filters(
         "created_after": created_after,
         "created_before": created_before,
     }
+
+
+def _new_run_id(run_id: str | None) -> str:
+    """A new root run's id: the one given, checked, or a random one."""
+    if run_id is None:
+        return "run_" + uuid.uuid4().hex
+    check_id(run_id, "run id")
+    if CHILD_SEPARATOR in run_id:
+        raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
+    return run_id
+
+
+def _fork_refused(done: ForkOutcome, run_id: str, step: int, new_id: str) -> ParkwayError:
+    """The error for a fork the store refused."""
+    if done.outcome == "unknown":
+        return RunNotFound(f"no run {run_id!r}", run_id=run_id)
+    reason = {
+        "expired": f"run {run_id} expired: only its summary is kept, and a fork needs its records",
+        "child": f"run {run_id} is a child run: fork its root run instead",
+        "range": f"run {run_id} has no step {step}: it can be forked at steps 0 to {done.current_step}",
+        "lost": f"run {run_id} no longer holds the data its step {step} started with",
+        "exists": f"run {new_id} already exists",
+    }[done.outcome]
+    return ValidationError(reason, run_id=run_id, step=step)
 
 
 def read_window(run_id: str, deadline: float | None, timeout: float | None) -> int:

@@ -364,6 +364,7 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
     r = s.run_id
     run, ev, ws, summ = keys.run(r), keys.events(r), keys.workflow_state(r), keys.summary(r)
     j0, j1, held = keys.journal(r, 0), keys.journal(r, 1), P + G
+    snap = keys.snapshots(r)  # renewed by advance, park and spawn (fork reads it)
     kept = T + R  # the summary outlives the records by the retention
     table: dict[str, dict[str, int | None]] = {
         "create": {run: T, ev: T, summ: kept},
@@ -371,16 +372,16 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
         "redispatch": {run: ANY, ev: ANY, summ: ANY},
         "record_journal": {run: T, ev: T, j0: T, summ: kept},
         "record_workflow": {run: T, ev: T, j0: T, ws: T, summ: kept},
-        "advance": {run: T, ev: T, ws: T, summ: kept},
-        "record_next": {run: T, ev: T, ws: T, j1: T, summ: kept},
-        "park": {run: held, ev: held, ws: held, j1: held, summ: held + R},
-        "resume": {run: T, ev: T, ws: T, j1: T, summ: kept},
-        "complete": {run: T, ev: T, ws: T, summ: kept},
+        "advance": {run: T, ev: T, ws: T, snap: T, summ: kept},
+        "record_next": {run: T, ev: T, ws: T, j1: T, snap: ANY, summ: kept},
+        "park": {run: held, ev: held, ws: held, j1: held, snap: held, summ: held + R},
+        "resume": {run: T, ev: T, ws: T, j1: T, snap: ANY, summ: kept},
+        "complete": {run: T, ev: T, ws: T, snap: T, summ: kept},
         "finish": {run: T, ev: T, ws: T, j0: ANY, summ: kept},
         "recover": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
         "recover_fails": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
         "release": {run: T, ev: T, ws: ANY, j0: ANY, summ: kept},
-        "expire": {run: ANY, ev: ANY, ws: ANY, j1: ANY, summ: ANY},
+        "expire": {run: ANY, ev: ANY, ws: ANY, j1: ANY, snap: ANY, summ: ANY},
     }
     return table[target]
 

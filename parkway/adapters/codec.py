@@ -118,9 +118,16 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
             lineage=lineage_from(_s(f.get("lineage"))),
             paused_version=_paused(_s(f.get("paused")), int(f["step"])),
             tenant=_s(f.get("tenant")) or None,
+            racing=_racing(f),
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def _racing(f: dict[str, Any]) -> str | None:
+    """The child run racing the run's interrupt (``rc``), while that interrupt (status field ``rs``) is pending."""
+    status_field = _s(f.get("rs"))
+    return (_s(f.get("rc")) or None) if status_field and _s(f.get(status_field)) == "pending" else None
 
 
 def _paused(text: str, step: int) -> str | None:

@@ -37,7 +37,16 @@ from .errors import (
     WorkflowError,
     WorkflowUnavailable,
 )
-from .hooks import CHILD_SEPARATOR, NodeContext, Pause, SpawnChild, activate, deactivate, expiry_policy
+from .hooks import (
+    CHILD_SEPARATOR,
+    ChildAsk,
+    NodeContext,
+    Pause,
+    SpawnChild,
+    activate,
+    deactivate,
+    expiry_policy,
+)
 from .loading import WorkflowModules
 from .logger import get_logger
 from .store import Advance, Attempt, InterruptRecord, JournalEntry, NewRun, Park, RunRecord, Spawn, Store
@@ -140,7 +149,12 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             log.info("run_held", reason=str(outcome))  # the session script committed the hold
             return JobEnd.WAITING
         if isinstance(outcome, Pause):
-            _park(store, options, ctx, outcome, run, workflow)
+            try:
+                _park(store, options, ctx, outcome, run, workflow)
+            except (WorkflowError, ValidationError) as exc:
+                if outcome.child is None:
+                    raise
+                return _fail(store, options, run.run_id, fence, exc, node)  # use_first's child cannot start
             return JobEnd.WAITING
         if isinstance(outcome, SpawnChild):
             try:
@@ -331,26 +345,35 @@ def _park(
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
     event = interrupt_event(interrupt, pause.request.public())
-    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version)
+    child = _new_child(options, ctx, pause.child, run) if pause.child is not None else None
+    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version,
+                  child=child)
     store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
+    if child is not None:
+        log.info("child_started", child_run_id=child.child.run_id, child_workflow=child.child.workflow)
 
 
 def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, run: RunRecord) -> None:
     """Park the run on its child and create the child (with its first job), in one store call."""
-    if isinstance(spawn.workflow, str):
-        ref, child = spawn.workflow, options.loader(spawn.workflow)
+    commit = _new_child(options, ctx, spawn.child, run)
+    store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
+    log.info("child_started", child_run_id=commit.child.run_id, child_workflow=commit.child.workflow)
+
+
+def _new_child(options: Options, ctx: NodeContext, ask: ChildAsk, run: RunRecord) -> Spawn:
+    """The child run a node asked for, as the store creates it (``use_workflow``, ``use_first``)."""
+    if isinstance(ask.workflow, str):
+        ref, child = ask.workflow, options.loader(ask.workflow)
     else:
-        child = spawn.workflow
+        child = ask.workflow
         ref = options.refer(child) if options.refer is not None else child.ref()
     child.validate()
     assert child.start is not None
     now = options.clock()
-    new = NewRun(spawn.child_run_id, child.name, ref, child.start, spawn.input, run.ttl_ms, now)
-    event = {"childRunId": spawn.child_run_id, "workflow": child.name, "id": spawn.name, "node": ctx.node}
-    commit = Spawn(new, spawn.journal_field, ((run.run_id, ctx.step), *run.lineage), event, spawn.asked)
-    store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
-    log.info("child_started", child_run_id=spawn.child_run_id, child_workflow=child.name)
+    new = NewRun(ask.run_id, child.name, ref, child.start, ask.input, run.ttl_ms, now)
+    event = {"childRunId": ask.run_id, "workflow": child.name, "id": ask.name, "node": ctx.node}
+    return Spawn(new, ask.journal_field, ((run.run_id, ctx.step), *run.lineage), event, ask.asked)
 
 
 def presentation(public_request: dict[str, Any]) -> str:

@@ -27,8 +27,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from .cancel import cancel_run
 from .contracts import Contract
-from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
+from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, RunNotFound, ValidationError
 from .protocol import InterruptRequest, check_audience, check_depth
 from .store import JournalEntry, Store
 from .workflow import Workflow
@@ -58,11 +59,14 @@ class Pause(BaseException):
         contract: Contract[Any, Any] | None = None,
         request_id: str | None = None,
         audience: str | None = None,
+        child: ChildAsk | None = None,
     ):
         if key is not _PAUSE_KEY:
             raise TypeError("Pause is raised by use_interrupt only")
         self.audience = audience
         """who is asked (``use_interrupt(audience=)``), None for nobody in particular"""
+        self.child = child
+        """use_first's child contender, started in the same step as the pause"""
         self.request_id = request_id
         """the request id to park under (session interrupts, deferred tools); None: a random one"""
         super().__init__(f"paused at {name!r}")
@@ -74,23 +78,32 @@ class Pause(BaseException):
         self.contract = contract
 
 
+@dataclass(frozen=True)
+class ChildAsk:
+    """A child run a node asks for (``use_workflow``, ``use_first(child=...)``), as its parent records it."""
+
+    run_id: str
+    workflow: str | Workflow
+    input: dict[str, Any]
+    name: str
+    asked: JournalEntry
+    """recorded at ``c:<name>`` when the child starts; a replay must ask for the same child"""
+
+    @property
+    def journal_field(self) -> str:
+        """where the child's outcome goes in the parent's journal"""
+        return f"w:{self.name}"
+
+
 class SpawnChild(BaseException):
     """Raised by ``use_workflow`` to end the attempt and park the run on a child run; like
     :class:`Pause`, built by parkway only and out of reach of ``except Exception``."""
 
-    def __init__(
-        self, key: object, child_run_id: str, workflow: str | Workflow, input: dict[str, Any], name: str, detail: str
-    ):
+    def __init__(self, key: object, child: ChildAsk):
         if key is not _PAUSE_KEY:
             raise TypeError("SpawnChild is raised by use_workflow only")
-        super().__init__(f"waiting on child {child_run_id}")
-        self.child_run_id = child_run_id
-        self.workflow = workflow
-        self.input = input
-        self.name = name
-        self.journal_field = f"w:{name}"
-        self.asked = JournalEntry("child", name, child_run_id, detail)
-        """recorded at ``c:<name>`` when the child starts; a replay must ask for the same child"""
+        super().__init__(f"waiting on child {child.run_id}")
+        self.child = child
 
 
 def pause_for(
@@ -218,7 +231,8 @@ class First:
     """What :func:`use_first` waited for: which came first (``kind``) and its value."""
 
     kind: str
-    """``"interrupt"`` (answered; ``value`` is the answer) or ``"timer"`` (``value`` is None)"""
+    """``"interrupt"`` (answered; ``value`` is the answer), ``"timer"`` (``value`` is None) or
+    ``"child"`` (``value`` is the child run's output)"""
     value: Any = None
 
 
@@ -228,23 +242,57 @@ def use_first(
     timer_ms: int,
     id: str,
     contract: Contract[Any, Any] | None = None,
+    child: tuple[Workflow | str, Mapping[str, Any] | None] | None = None,
 ) -> First:
-    """Pause until the first of an answer to ``interrupt`` and a timer of ``timer_ms`` (at least
-    1000); on replay, return which came first: ``First("interrupt", answer)`` or
-    ``First("timer")``.
+    """Pause until the first of an answer to ``interrupt``, a timer of ``timer_ms`` (at least
+    1000) and, with ``child=(workflow, input)``, the end of a child run; on replay, return which
+    came first: ``First("interrupt", answer)``, ``First("timer")`` or ``First("child", output)``.
 
-    The loser is cancelled cleanly: once the timer fired, the interrupt's token reads
-    ``already_resolved`` (the interrupt is recorded cancelled, reason ``"timer"``) and answers
-    nothing; once the interrupt is answered, the timer (the interrupt's deadline) is gone and never
-    fires. The reconciler fires the timer (within about a second of it). A cancelled interrupt
-    (``cancel_interrupt``) raises InterruptCancelled, as with ``use_interrupt``.
+    The interrupt is parked and the child started in one step. The losers are cancelled cleanly
+    and never fire later: once the timer fired, the interrupt is recorded cancelled (its token
+    reads ``already_resolved`` and answers nothing); once the interrupt is answered, the timer
+    (the interrupt's deadline) is gone; once the child ended, the interrupt is recorded cancelled
+    and its token answers nothing; once the answer or the timer came first, the child run (and
+    the runs below it) is cancelled when the node replays, and its end no longer moves this run.
+    A child that failed, was cancelled or expired before the others came raises
+    :class:`ChildFailed`, as with ``use_workflow``. The reconciler fires the timer (within about
+    a second of it). A cancelled interrupt (``cancel_interrupt``) raises InterruptCancelled, as
+    with ``use_interrupt``. ``id`` names the interrupt and the child: a replay never starts a
+    second child, and one asking for another child or input raises NondeterminismError.
     """
     if isinstance(timer_ms, bool) or not isinstance(timer_ms, int) or timer_ms < 1000:
         raise ValidationError("use_first timer_ms must be an integer of at least 1000")
-    entry, contract_ = _ask(interrupt, id, timer_ms, contract, None, timer=True)
+    ask = None
+    if child is not None:
+        if not isinstance(child, tuple) or len(child) != 2:
+            raise ValidationError("use_first child= takes a (workflow, input) pair")
+        ask = _child_ask(child[0], child[1], _name(id, "use_first id") or "", "use_first child")
+    try:
+        entry, contract_ = _ask(interrupt, id, timer_ms, contract, None, timer=True, child=ask)
+    except InterruptCancelled:
+        if ask is not None:  # the race is over: the node takes its "cancelled" path, or the run ends
+            _cancel_loser(ask, "the interrupt's cancellation")
+        raise
+    if ask is not None and entry.kind == "workflow":
+        return First("child", _child_output(ask, entry))
+    if ask is not None:
+        _cancel_loser(ask, "the timer" if entry.status == "timer" else "the answer")
     if entry.status == "timer":
         return First("timer")
     return First("interrupt", contract_.answer(entry.value) if contract_ is not None else entry.value)
+
+
+def _cancel_loser(ask: ChildAsk, winner: str) -> None:
+    """Cancel the child that lost a use_first race (and its tree), once: a replay finds the record."""
+    ctx = current()
+    field_name = f"x:{ask.name}"
+    if ctx.replayed(field_name, "cancelled", ask.name) is not None:
+        return
+    try:
+        cancel_run(ctx.store, ask.run_id, f"use_first {ask.name!r}: {winner} came first", None, ctx.clock)
+    except RunNotFound:
+        pass  # its records (and its summary) are gone: nothing is left to cancel
+    ctx.write(field_name, JournalEntry("cancelled", ask.name, ask.run_id))
 
 
 def _ask(
@@ -256,9 +304,11 @@ def _ask(
     *,
     timer: bool,
     audience: str | None = None,
+    child: ChildAsk | None = None,
 ) -> tuple[JournalEntry, Contract[Any, Any] | None]:
     """The interrupt's journal entry on replay (raising InterruptCancelled for a cancelled one), or
-    the Pause; ``timer``: the interrupt races a timer (its TTL), see ``use_first``."""
+    the Pause; ``timer``: the interrupt races a timer (its TTL), and ``child`` a child run (whose
+    outcome's entry is returned if it came first), see ``use_first``."""
     ctx = current()
     if contract is not None:
         req = InterruptRequest.model_validate(
@@ -290,6 +340,8 @@ def _ask(
         field_name, name = ctx.next_position(), ""
     else:
         field_name = f"i:{name}"
+    if child is not None:  # the same child as recorded, or nondeterminism
+        ctx.replayed(f"c:{child.name}", "child", child.name, child.asked.detail)
     entry = ctx.replayed(field_name, "interrupt", name, req.kind)
     if entry is not None and entry.status == "cancelled":
         reason = entry.value if isinstance(entry.value, str) else None
@@ -301,10 +353,14 @@ def _ask(
         )
     if entry is not None:
         return entry, contract
+    if child is not None:
+        won = ctx.replayed(child.journal_field, "workflow", child.name)
+        if won is not None:
+            return won, contract
     policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
     if timer:
         policy = {"action": "timer"}  # at the deadline the reconciler records the timer's win
-    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract, audience=audience)
+    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract, audience=audience, child=child)
 
 
 EXPIRY_ACTIONS = ("expire", "fail", "cancel")
@@ -393,11 +449,22 @@ def use_workflow(workflow: Workflow | str, input: Mapping[str, Any] | None = Non
     under the same id for another child workflow or another input than was recorded raises
     :class:`NondeterminismError`. The input has run input's bounds (size and nesting).
     """
-    ctx = current()
     name = _name(id, "child workflow id")
     assert name is not None
+    ask = _child_ask(workflow, input, name, "use_workflow")
+    ctx = current()
+    ctx.replayed(f"c:{name}", "child", name, ask.asked.detail)  # the same child as recorded, or nondeterminism
+    entry = ctx.replayed(ask.journal_field, "workflow", name)
+    if entry is None:
+        raise SpawnChild(_PAUSE_KEY, ask)
+    return _child_output(ask, entry)
+
+
+def _child_ask(workflow: Workflow | str, input: Mapping[str, Any] | None, name: str, what: str) -> ChildAsk:
+    """The child run this activation asks for under ``name``, checked."""
+    ctx = current()
     if not isinstance(workflow, Workflow | str):
-        raise ValidationError("use_workflow takes a Workflow or 'module:attribute'")
+        raise ValidationError(f"{what} takes a Workflow or 'module:attribute'")
     if input is not None and not isinstance(input, Mapping):
         raise ValidationError(f"child workflow input must be a dict, not {type(input).__name__}")
     check_depth(input, "child workflow input")  # its size is bounded where it is encoded, as a run's
@@ -406,22 +473,25 @@ def use_workflow(workflow: Workflow | str, input: Mapping[str, Any] | None = Non
         raise ValidationError(f"a run that starts child workflows needs a run id of at most {MAX_ROOT_ID} characters")
     child = child_run_id(ctx.run_id, ctx.step, name)
     detail = workflow if isinstance(workflow, str) else workflow.name
-    asked = f"{detail}, input {_digest(input or {})}"
-    ctx.replayed(f"c:{name}", "child", name, asked)  # the same child as recorded, or nondeterminism
-    entry = ctx.replayed(f"w:{name}", "workflow", name)
-    if entry is None:
-        raise SpawnChild(_PAUSE_KEY, child, workflow, dict(input or {}), name, asked)
-    if entry.status:
-        error = (entry.value or {}).get("error") if isinstance(entry.value, dict) else None
-        message = error.get("message", "") if isinstance(error, dict) else ""
-        raise ChildFailed(
-            f"child run {child} ({detail}) of run {ctx.run_id} {entry.status}" + (f": {message}" if message else ""),
-            run_id=ctx.run_id,
-            child_run_id=child,
-            status=entry.status,
-            error_message=message,
-        )
-    return entry.value
+    asked = JournalEntry("child", name, child, f"{detail}, input {_digest(input or {})}")
+    return ChildAsk(child, workflow, dict(input or {}), name, asked)
+
+
+def _child_output(ask: ChildAsk, entry: JournalEntry) -> Any:
+    """The child's output from its outcome's journal entry; ChildFailed if it did not complete."""
+    if not entry.status:
+        return entry.value
+    ctx = current()
+    detail = ask.workflow if isinstance(ask.workflow, str) else ask.workflow.name
+    error = (entry.value or {}).get("error") if isinstance(entry.value, dict) else None
+    message = error.get("message", "") if isinstance(error, dict) else ""
+    raise ChildFailed(
+        f"child run {ask.run_id} ({detail}) of run {ctx.run_id} {entry.status}" + (f": {message}" if message else ""),
+        run_id=ctx.run_id,
+        child_run_id=ask.run_id,
+        status=entry.status,
+        error_message=message,
+    )
 
 
 def _digest(value: Any) -> str:

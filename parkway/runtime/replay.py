@@ -95,7 +95,8 @@ def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayRep
     except _Frontier as frontier:
         outcome, detail = "consistent", f"every recorded hook matched; new work starts at {frontier.position}"
     except (Pause, SpawnChild) as pause:
-        outcome, detail = "consistent", f"every recorded hook matched; the node pauses again at {pause.journal_field}"
+        field = pause.journal_field if isinstance(pause, Pause) else pause.child.journal_field
+        outcome, detail = "consistent", f"every recorded hook matched; the node pauses again at {field}"
     except NondeterminismError as exc:
         outcome, detail = "nondeterministic", exc.message
     except Exception as exc:  # noqa: BLE001 - the node's own error is part of the report

@@ -39,6 +39,19 @@ class NewRun:
     """the run whose expired interrupt this one was started in place of (``resume_or_start``)"""
     tenant: str | None = None
     """the tenant a root run belongs to (``start(tenant=)``): its interrupts are listed under it"""
+    forked_from: tuple[str, int] | None = None
+    """the run and step this one re-opens (``fork``)"""
+
+
+@dataclass(frozen=True)
+class ForkOutcome:
+    """What ``Store.fork`` did: ``forked``, or why not (see ``fork.lua``)."""
+
+    outcome: Literal["forked", "unknown", "expired", "child", "range", "lost", "exists"]
+    handed: bool = False
+    """the new run's first job was enqueued with it"""
+    current_step: int | None = None
+    """for ``range``: the old run's step (the last that can be forked)"""
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,9 @@ class RunRecord:
     """the workflow's version when the current activation last paused (None if it did not)"""
     tenant: str | None = None
     """the tenant given at ``start`` (None for none)"""
+    racing: str | None = None
+    """the child run racing the interrupt the run waits on (``use_first(child=...)``), while that
+    interrupt is pending"""
 
 
 @dataclass(frozen=True)
@@ -174,6 +190,8 @@ class Park:
     are kept at least as long as the interrupt's"""
     version: str | None = None
     """the code's version, kept on the run (with the step) for the replay to compare"""
+    child: Spawn | None = None
+    """``use_first``'s child contender: created in the same step, racing the interrupt"""
 
 
 @dataclass(frozen=True)
@@ -365,6 +383,14 @@ class Store(Protocol):
         """Write a queued run with its summary, first events and outbox entry; the run id must be new.
         Returns whether the run's first job was enqueued in the same atomic step (a store may enqueue
         the job that carries a transition on; when it does not, the caller enqueues it)."""
+
+    def fork(self, new: NewRun, step: int) -> ForkOutcome:
+        """Create ``new`` re-opening activation ``step`` of the run ``new.forked_from`` names, at
+        the node that step ran; refused (nothing written) for an unknown, expired or child run,
+        a step past the run's, or a new run id that is taken."""
+
+    def fork_point(self, run_id: str, step: int) -> Any:
+        """The data activation ``step`` of ``run_id`` started with, or None if there is none."""
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         """Mark the run running under a lease, drop its outbox entry, return the activation's journal."""

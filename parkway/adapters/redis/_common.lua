@@ -29,10 +29,10 @@ local function records_left(run_key)
   return left
 end
 
--- A child run's interrupt keeps its ancestors' records at least `held` ms: from KEYS[at] on, five
--- keys per ancestor (events, run, journal of the step waiting, workflow state, summary).
-local function keep_ancestors(at, held, retention)
-  for i = at, #KEYS, 5 do
+-- A child run's interrupt keeps its ancestors' records at least `held` ms: from KEYS[at] to
+-- KEYS[last], five keys per ancestor (events, run, journal of the step waiting, workflow state, summary).
+local function keep_ancestors(at, last, held, retention)
+  for i = at, last, 5 do
     if redis.call('PTTL', KEYS[i + 1]) < held then
       expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
       keep_summary(KEYS[i + 4], held, retention)
@@ -87,7 +87,7 @@ local function hand_off(keys, args, at, step, fence, last)
 end
 
 -- A child run ended: record its outcome in its parent's journal and queue the parent, exactly
--- once (only a parent still waiting on this child moves). Called by every script that ends a run
+-- once (only a parent still waiting on this child, or on the interrupt it races, moves). Called by every script that ends a run
 -- (advance, finish, recover, expire); a root run passes '' and nothing happens.
 -- KEYS from `kat`: parent run, parent journal (of the step waiting), parent workflow state,
 --   parent events, parent summary, outbox, then the parent's next job's queues (see hand_off)
@@ -96,8 +96,11 @@ end
 local function notify_parent(kat, at)
   if ARGV[at] == '' then return 0 end
   local prun = KEYS[kat]
-  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step')
-  if cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. ARGV[at + 1] then return 0 end
+  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step', 'rc', 'rs')
+  -- a child racing the interrupt the parent waits on (use_first, first.lua) wins while it is pending
+  local raced = cur[1] == 'waiting' and cur[4] == ARGV[at + 1] and redis.call('HGET', prun, cur[5]) == 'pending'
+  if not raced and (cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. ARGV[at + 1]) then return 0 end
+  if raced then redis.call('HSET', prun, cur[5], 'cancelled') end  -- its token now answers nothing
   redis.call('HSET', KEYS[kat + 1], ARGV[at + 2], ARGV[at + 3])
   local fence = redis.call('HINCRBY', prun, 'fence', 1)
   redis.call('HSET', prun, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', ARGV[at + 6])

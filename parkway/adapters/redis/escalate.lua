@@ -8,7 +8,8 @@
 -- KEYS: 1 run, 2 events, 3 summary, 4 the workflow's index newest, 5 its index expiring,
 --       6 journal of the interrupt's step, 7 workflow state, 8 pause feed,
 --       9... ARGV[17] filter indexes it leaves, then ARGV[18] it joins, then five keys per ancestor
---       of a child run: events, run, journal of the step waiting, workflow state, summary
+--       of a child run: events, run, journal of the step waiting, workflow state, summary; last: the
+--       run's snapshots (see advance.lua), kept as long as the run
 -- ARGV: 1 request id, 2 now, 3 member newest, 4 member expiring, 5 new member newest,
 --       6 new member expiring, 7 status field, 8 expires at (as read), 9 new expires at,
 --       10 maxlen, 11 interrupt.expired blob, 12 interrupt event blob, 13 new ttl ms, 14 grace ms,
@@ -36,10 +37,10 @@ local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'expires', ARGV[9], 'updated', ARGV[2], unpack(ARGV, 21))
 xadd(KEYS[2], ARGV[10], 'interrupt.expired', ARGV[11])
 xadd(KEYS[2], ARGV[10], 'interrupt', ARGV[12])
-for i = ancestors, #KEYS, 5 do xadd(KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
+for i = ancestors, #KEYS - 1, 5 do xadd(KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[19], '*', 'w', ARGV[16], 'r', ARGV[20])
 local held = tonumber(ARGV[13]) + tonumber(ARGV[14])
-expire_all(held, {KEYS[1], KEYS[2], KEYS[6], KEYS[7]})
+expire_all(held, {KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[#KEYS]})
 keep_summary(KEYS[3], held, ARGV[15])
-keep_ancestors(ancestors, held, ARGV[15])
+keep_ancestors(ancestors, #KEYS - 1, held, ARGV[15])
 return {'escalated', fence}

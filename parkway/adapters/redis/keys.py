@@ -34,6 +34,9 @@ key                         type    TTL       holds
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
+                                              rc, rs: the child run racing an
+                                              interrupt (``use_first(child=)``)
+                                              and that interrupt's status field;
                                               and of each interrupt of the run (see below):
                                               ``t:<token hash, 32 hex>`` -> req,
                                               ``s:<req>`` status (pending until ``expires``,
@@ -45,6 +48,10 @@ key                         type    TTL       holds
                                               expired run reads ``expired``, not unknown
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
+``pw:{R}:snap``             hash    T         what ``fork`` re-opens a step from, written by advance:
+                                              ``<step>`` -> the data step (>= 1) started with,
+                                              ``<step>:node`` -> the node it ran (a completed step's);
+                                              absent until the run's first node completes
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
 ``pw:ix:<order>:<wf>``      zset    none      a workflow's pending interrupts (order: newest |
                                               expiring), one member each: two times (6 bytes,
@@ -139,6 +146,11 @@ def summary(run_id: str) -> str:
 
 def journal(run_id: str, step: int) -> str:
     return f"{_tag(run_id)}:j:{int(step)}"
+
+
+def snapshots(run_id: str) -> str:
+    """The data each activation after the first started with, and the node each ran (``fork``)."""
+    return f"{_tag(run_id)}:snap"
 
 
 def workflow_state(run_id: str) -> str:

@@ -8,7 +8,8 @@
 --       7 leases, 8 summary, 9 workflows with interrupts, 10 pause feed, 11... ARGV[19] filter indexes
 --       (audience, tenant, session: each given only when the interrupt has it), then five keys per ancestor
 --       of a child run: events, run, journal of the step waiting, workflow state, summary (the
---       interrupt shows on their streams too, and their records live at least as long as it does)
+--       interrupt shows on their streams too, and their records live at least as long as it does),
+--       last: the run's snapshots (see advance.lua), kept as long as the run
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
 --       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18 the step and the code's version
@@ -37,7 +38,7 @@ end
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
   'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 20))
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
-for i = anc, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
+for i = anc, #KEYS - 1, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
 -- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
 -- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
@@ -45,7 +46,7 @@ local stream = redis.call('DUMP', KEYS[4])
 redis.call('DEL', KEYS[4])
 redis.call('RESTORE', KEYS[4], 0, stream)
 local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
-expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
+expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[#KEYS]})
 keep_summary(KEYS[8], held, ARGV[15])
-keep_ancestors(anc, held, ARGV[15])
+keep_ancestors(anc, #KEYS - 1, held, ARGV[15])
 return fence

@@ -3,11 +3,14 @@
 -- lease and no job while it waits; the child's records say where its outcome goes, and the script
 -- that ends the child records it there and queues the parent (notify_parent in _common.lua).
 -- KEYS: 1 parent run, 2 parent journal, 3 parent workflow state, 4 parent events, 5 parent summary,
---       6 leases, 7 child run, 8 child summary, 9 child events, 10 outbox,
---       11-12 the child's first job's queues (see hand_off)
+--       6 leases, 7 child run, 8 child summary, 9 child events, 10 outbox, 11 parent snapshots
+--       (see advance.lua), 12-13 the child's first job's queues (see hand_off)
 -- ARGV: 1 fence, 2 step, 3 now, 4 parent run id, 5 child run id, 6 child.started blob, 7 maxlen,
 --       8 retention ms, 9 grace ms, 10 child workflow, 11 child ref, 12 child start node,
-hand_off({KEYS[11], KEYS[12]}, ARGV, 20, 0, 0)
+--       13 child input blob, 14 child ttl ms, 15 child run.started blob, 16 journal field in the parent,
+--       17 lineage (ancestors as run:step, parent first, space-separated), 18 the child check's
+--       journal field (c:<id>), 19 its entry, 20... the child's first job (see hand_off; the child's
+--       node.started is its job's, as for any run: begin.lua)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -19,7 +22,7 @@ xadd(KEYS[4], ARGV[7], 'child.started', ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[18], ARGV[19])
 -- the parent outlives its child's records (the child has the parent's TTL from now)
 local held = tonumber(redis.call('HGET', KEYS[1], 'ttl')) + tonumber(ARGV[9])
-expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
+expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[11]})
 keep_summary(KEYS[5], held, ARGV[8])
 if redis.call('EXISTS', KEYS[7]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then
   return fence  -- the child exists already: the parent waits on it, nothing starts twice
@@ -34,5 +37,5 @@ keep_summary(KEYS[8], ARGV[14], ARGV[8])
 xadd(KEYS[9], ARGV[7], 'run.started', ARGV[15])
 redis.call('ZADD', KEYS[10], ARGV[3], ARGV[5] .. ':0:0')
 expire_all(ARGV[14], {KEYS[7], KEYS[9]})
-hand_off({KEYS[11], KEYS[12]}, ARGV, 20, 0, 0)
+hand_off({KEYS[12], KEYS[13]}, ARGV, 20, 0, 0)
 return fence

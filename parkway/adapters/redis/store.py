@@ -31,6 +31,7 @@ from ...runtime.store import (
     Due,
     EventSpec,
     Expiry,
+    ForkOutcome,
     IndexEntry,
     InterruptListing,
     InterruptQuery,
@@ -62,6 +63,7 @@ _SCRIPTS = (
     "record",
     "advance",
     "park",
+    "first",
     "finish",
     "lookup",
     "resume",
@@ -71,6 +73,7 @@ _SCRIPTS = (
     "escalate",
     "release",
     "spawn",
+    "fork",
     "session_open",
     "session_send",
     "session_settle",
@@ -83,11 +86,16 @@ _SCRIPTS = (
 )
 
 
+_FOLLOWED_BY = {"first": "park.lua"}
+"""scripts made of a prelude and another transition's body: first.lua parks as park.lua does"""
+
+
 @functools.cache
 def _source(name: str) -> str:
     folder = resources.files(__package__)
     shared = ["_common.lua", "_session.lua"] if name.startswith("session_") else ["_common.lua"]
-    return "\n".join(folder.joinpath(part).read_text() for part in [*shared, f"{name}.lua"])
+    parts = [*shared, f"{name}.lua", *([_FOLLOWED_BY[name]] if name in _FOLLOWED_BY else [])]
+    return "\n".join(folder.joinpath(part).read_text() for part in parts)
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,7 @@ class RedisStore:
                 {"workflow": run.workflow, "input": run.input}
                 | ({"restartedFrom": run.restarted_from} if run.restarted_from else {})
                 | ({"tenant": run.tenant} if run.tenant else {})
+                | ({"forkedFrom": {"runId": run.forked_from[0], "step": run.forked_from[1]}} if run.forked_from else {})
             ),
             f"{r}:0:0",
         ]
@@ -316,7 +325,7 @@ class RedisStore:
             self._call(
                 "advance",
                 r,
-                [*self._ending_keys(r, step), keys.leases(), keys.metrics(), *parent_keys],
+                [*self._ending_keys(r, step), keys.leases(), keys.metrics(), keys.snapshots(r), *parent_keys],
                 [*args, *parent_args],
             )
         )
@@ -324,9 +333,10 @@ class RedisStore:
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
         r, rec = run_id, commit.interrupt
         entry = codec.entry_of(rec)
+        child_keys, child_args = self._racing_child(r, step, commit.child) if commit.child else ([], [])
         return int(
             self._call(
-                "park",
+                "first" if commit.child else "park",
                 r,
                 [
                     keys.run(r),
@@ -340,6 +350,8 @@ class RedisStore:
                     keys.pauses(),
                     *self._filter_keys(rec),
                     *self._ancestor_keys(commit.lineage),
+                    keys.snapshots(r),
+                    *child_keys,
                 ],
                 [
                     fence,
@@ -362,9 +374,29 @@ class RedisStore:
                     f"{step} {commit.version}" if commit.version else "",
                     len(self._filter_keys(rec)),
                     *self._record_parts(rec),
+                    *child_args,
                 ],
             )
         )
+
+    def _racing_child(self, run_id: str, step: int, spawn: Spawn) -> tuple[list[str], list[Any]]:
+        """``first.lua``'s keys and arguments for the child that races the interrupt (after park's)."""
+        child = spawn.child
+        run_keys, run_args = self.new_run(child)
+        # its run.started names its parent, as spawn's does
+        run_args[8] = self._event({"workflow": child.workflow, "input": child.input, "parentRunId": run_id})
+        hand_keys, hand_args = self._hand_off(child.run_id)
+        args = [
+            child.run_id,
+            f"c:{spawn.journal_field.removeprefix('w:')}",
+            codec.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+            self._event(spawn.event),
+            codec.lineage_field(spawn.lineage),
+            spawn.journal_field,
+            *run_args,
+            *hand_args,
+        ]
+        return [*run_keys, *hand_keys], [*args, len(args), len(hand_keys)]
 
     def _record_parts(self, record: InterruptRecord) -> list[Any]:
         """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
@@ -428,6 +460,7 @@ class RedisStore:
                     keys.summary(c),
                     keys.events(c),
                     keys.outbox(),
+                    keys.snapshots(r),
                     *hand_keys,
                 ],
                 [
@@ -454,6 +487,35 @@ class RedisStore:
                 ],
             )
         )
+
+    def fork(self, new: NewRun, step: int) -> ForkOutcome:
+        """Create ``new``, re-opening activation ``step`` of ``new.forked_from``'s run (``fork.lua``):
+        the new run starts at the node that step ran, with ``new.input`` as its data."""
+        assert new.forked_from is not None
+        old = new.forked_from[0]
+        run_keys, run_args = self.new_run(new)
+        hand_keys, hand_args = self._hand_off(new.run_id)
+        run_args[2] = ""  # the step's node: the script reads it
+        reply = self._call(
+            "fork",
+            old,
+            [keys.run(old), keys.summary(old), keys.snapshots(old), *run_keys, *hand_keys],
+            [step, *run_args, *hand_args],
+        )
+        outcome = _text(reply[0])
+        if outcome == "forked":
+            return ForkOutcome("forked", handed=bool(reply[1]))
+        return ForkOutcome(outcome, current_step=int(reply[1]) if len(reply) > 1 else None)  # type: ignore[arg-type]
+
+    def fork_point(self, run_id: str, step: int) -> Any:
+        """The data activation ``step`` of ``run_id`` started with (its input for step 0, else its
+        snapshot; None when there is none), read only: a snapshot never changes once written."""
+        with translated(run_id):
+            if step == 0:
+                blob = self.client.hget(keys.run(run_id), "input")
+            else:
+                blob = self.client.hget(keys.snapshots(run_id), str(step))
+        return None if blob is None else codec.decode(blob, what="run data")
 
     def _ancestor_keys(self, lineage: Sequence[tuple[str, int]]) -> list[str]:
         """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state, summary."""
@@ -745,6 +807,7 @@ class RedisStore:
                 *left,
                 *joined,
                 *self._ancestor_keys(lineage),
+                keys.snapshots(r),
             ],
             [
                 record.request_id,

@@ -1,0 +1,62 @@
+"""Cancelling a run and the runs below it: for ``Parkway.cancel`` and for ``use_first``'s losing child.
+
+A run moves between the read and the write, so each pass reads the run again and makes one
+transition: a waiting run's interrupt is cancelled (no job replays its node), the child it waits
+on (or that races its interrupt) is cancelled down its tree, and a queued or running run ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .errors import ParkwayError, RunNotFound, StaleFence
+from .protocol import CancelOutcome, CancelResult, ResumeOutcome, RunStatus
+from .store import Answer, RunRecord, Store
+
+PASSES = 10
+"""how many times a run that keeps moving is read again before cancelling gives up"""
+
+
+def cancel_run(
+    store: Store, run_id: str, reason: str | None, responder: str | None, clock: Callable[[], int]
+) -> CancelResult:
+    """End ``run_id`` cancelled (and every run below it); see ``Parkway.cancel``."""
+    for _ in range(PASSES):
+        record = store.get_run(run_id, clock())
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        if record.status.finished:
+            return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
+        waiting = record.waiting_on if record.status is RunStatus.WAITING else None
+        if waiting and waiting.startswith("child:"):
+            # down the tree first: the child's end queues this run, which the next pass ends
+            cancel_run(store, waiting.removeprefix("child:"), reason, responder, clock)
+            continue
+        if waiting and waiting != "session":
+            if _cancel_interrupt(store, record, waiting, reason, responder, clock) is ResumeOutcome.EXPIRED:
+                return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=RunStatus.EXPIRED)
+            if record.racing:  # use_first's child: the interrupt is no longer pending, so its end moves nothing
+                cancel_run(store, record.racing, reason, responder, clock)
+            continue
+        try:
+            store.finish(
+                run_id, None, "cancelled", None, ("run.cancelled", {"reason": reason, "responder": responder}), clock()
+            )
+        except StaleFence:
+            continue
+        return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)
+    raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
+
+
+def _cancel_interrupt(
+    store: Store, record: RunRecord, request_id: str, reason: str | None, responder: str | None,
+    clock: Callable[[], int],
+) -> ResumeOutcome | None:
+    """Cancel the interrupt the run waits on, with no job to replay the node (the next pass ends
+    the run); None when the run holds no record of it."""
+    interrupt = store.get_interrupt(record.run_id, request_id)
+    if interrupt is None:
+        return None
+    event = {"requestId": interrupt.request_id, "node": interrupt.node, "responder": responder, "reason": reason}
+    answer = Answer(interrupt, interrupt.token_hash, None, interrupt.cancellation(reason), event, clock(), False)
+    return store.resume(record.run_id, answer).outcome
