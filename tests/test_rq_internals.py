@@ -181,8 +181,7 @@ def test_the_start_transaction_writes_the_worker_key_as_set_state_and_heartbeat_
 ) -> None:
     """RQ's ``set_state(BUSY)`` then ``heartbeat(ttl)`` write the fields ``state`` and
     ``last_heartbeat`` of ``self.key`` and expire it and ``self.executions_key`` after ``ttl``:
-    what ``TrimmedWorker._busy`` writes in one HSET and two EXPIREs. ``Job.ttl`` is None for a
-    job enqueued without one, whose hash then has no expiry to persist."""
+    what ``TrimmedWorker._busy`` writes in one HSET and two EXPIREs."""
     stock = SimpleWorker([_queue(redis_client)], connection=redis_client, name="stock")
     ours = TrimmedWorker([_queue(redis_client)], connection=redis_client, name="ours")
     for worker in (stock, ours):
@@ -197,9 +196,6 @@ def test_the_start_transaction_writes_the_worker_key_as_set_state_and_heartbeat_
     assert _worker_records(redis_client, stock) == _worker_records(redis_client, ours)
     assert redis_client.hget(ours.key, "state") == b"busy" and ours.get_state() == "busy"
     assert ours.last_heartbeat is not None
-    job = _queue(redis_client).enqueue_call("time.time", job_id="no-ttl")
-    assert Job.fetch(job.id, connection=redis_client, serializer=MsgpackSerializer).ttl is None
-    assert redis_client.ttl(job.key) == -1
 
 
 def test_the_success_transaction_leaves_what_rqs_cleanup_and_delete_leave(redis_client: redis.Redis) -> None:

@@ -126,15 +126,15 @@ def _commands(url: str, job_ids: list[str], func: str, closing: Closing) -> int:
     return calls
 
 
-def test_a_trivial_job_costs_the_worker_at_most_24_commands(private_redis: RedisServer, closing: Closing) -> None:
-    """Each command costs the worker redis-py's packing and parsing and Redis a dispatch: the start
-    and success transactions send each write once (RQ's worker key is written by one HSET at the
-    start, the executions registry RQ deletes anyway is not also trimmed, a job without a TTL is
-    not persisted)."""
+def test_a_trivial_job_costs_the_worker_at_most_25_commands(private_redis: RedisServer, closing: Closing) -> None:
+    """Each command costs the worker redis-py's packing and parsing and Redis a dispatch (stock
+    RQ's bookkeeping trimmed as TrimmedWorker does took 28): the start transaction writes RQ's
+    worker key in one HSET, the success transaction deletes the execution with the job and does
+    not first trim the job's execution registry, whose key it deletes."""
     few = _commands(private_redis.url, [f"a{i}" for i in range(5)], "time.time", closing)
     many = _commands(private_redis.url, [f"b{i}" for i in range(45)], "time.time", closing)
     per_job = (many - few) / 40
-    assert per_job <= 24, per_job
+    assert per_job <= 25, per_job
 
 
 def test_the_worker_hands_rq_its_serializer_as_an_instance(redis_client: redis.Redis) -> None:

@@ -33,9 +33,8 @@ function, passes the worker's begin reply (``began``).
   the job's ``begin``: ``Execution.create``, ``self.executions``, ``Job.prepare_for_execution``,
   the intermediate list; ``set_state(BUSY)`` and ``heartbeat(ttl)`` as ``_busy`` writes them: the
   fields ``state`` and ``last_heartbeat`` of ``self.key`` in one HSET, the expiry of ``self.key``
-  and ``self.executions_key``, ``self._state``, ``self.last_heartbeat``; the PERSIST of the job
-  hash only for a job with a ``Job.ttl``, the one expiry RQ gives a queued job; then
-  ``perform_job``), and ``prepare_job_execution`` made a no-op;
+  and ``self.executions_key``, ``self._state``, ``self.last_heartbeat``; then ``perform_job``), and
+  ``prepare_job_execution`` made a no-op;
 - ``handle_execution_ended`` and ``handle_job_success`` (a ``result_ttl=0`` job deleted in the
   MULTI that records its success: ``increment_successful_job_count``,
   ``increment_total_working_time``, ``cleanup_execution`` as its parts
@@ -299,8 +298,7 @@ class TrimmedWorker(SimpleWorker):
             self.executions[execution.id] = execution
             self._busy(ttl, pipe)
             job.prepare_for_execution(self.name, pipeline=pipe)  # sets last_heartbeat too: no job.heartbeat
-            if job.ttl is not None:  # the only expiry RQ gives a queued job's hash (``Job.save``)
-                pipe.persist(job.key)
+            pipe.persist(job.key)  # a job requeued from the failed registry keeps its failure TTL
             if len(self.queues) == 1:
                 pipe.lrem(intermediate_key(queue), 1, job.id)
             if begin is None:
