@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import structlog
 from structlog.testing import capture_logs
 
@@ -48,3 +50,33 @@ def executor_new_run(run_id: str, ref: str):  # type: ignore[no-untyped-def]
     from parkway.runtime.store import NewRun
 
     return NewRun(run_id, "one_choice", ref, "choose", {}, 60_000, 0)
+
+
+def test_a_line_below_the_configured_level_builds_no_logger() -> None:
+    """A worker configured at WARNING drops info lines without building a logger for each (the
+    logger factory is not called), and still writes its warnings."""
+    from parkway.logs import configure
+    from parkway.runtime.logger import get_logger
+
+    out = io.StringIO()
+    built: list[object] = []
+
+    def factory(*args: object) -> structlog.PrintLogger:
+        built.append(args)
+        return structlog.PrintLogger(out)
+
+    old = structlog.get_config()
+    was_configured = structlog.is_configured()
+    try:
+        configure("WARNING", json=True)
+        structlog.configure(logger_factory=factory)
+        log = get_logger()
+        log.info("quiet", a=1)
+        log.debug("quieter")
+        assert built == [] and out.getvalue() == ""
+        log.warning("loud", a=2)
+        assert len(built) == 1 and out.getvalue().count("\n") == 1 and '"loud"' in out.getvalue()
+    finally:
+        structlog.reset_defaults()
+        if was_configured:
+            structlog.configure(**old)

@@ -165,3 +165,63 @@ def test_the_worker_state_and_records_the_overrides_touch_are_where_they_are_rea
     assert _params(Job.prepare_for_execution) == ["self", "worker_name", "pipeline"]
     job = Job.create("time.time", connection=redis_client)
     assert job.execution_registry.key and job.dependents_key and job.dependencies_key
+
+
+def _worker_records(client: redis.Redis, worker: SimpleWorker) -> dict[str, object]:
+    """The worker key's field names and the TTLs of the worker key and its executions index."""
+    return {
+        "fields": sorted(client.hkeys(worker.key)),
+        "ttl": client.ttl(worker.key),
+        "executions ttl": client.ttl(worker.executions_key),
+    }
+
+
+def test_the_start_transaction_writes_the_worker_key_as_set_state_and_heartbeat_do(
+    redis_client: redis.Redis,
+) -> None:
+    """RQ's ``set_state(BUSY)`` then ``heartbeat(ttl)`` write the fields ``state`` and
+    ``last_heartbeat`` of ``self.key`` and expire it and ``self.executions_key`` after ``ttl``:
+    what ``TrimmedWorker._busy`` writes in one HSET and two EXPIREs."""
+    stock = SimpleWorker([_queue(redis_client)], connection=redis_client, name="stock")
+    ours = TrimmedWorker([_queue(redis_client)], connection=redis_client, name="ours")
+    for worker in (stock, ours):
+        redis_client.sadd(worker.executions_key, "x")
+    with redis_client.pipeline() as pipe:
+        stock.set_state(rq_internals.WorkerStatus.BUSY, pipeline=pipe)
+        stock.heartbeat(500, pipeline=pipe)
+        pipe.execute()
+    with redis_client.pipeline() as pipe:
+        ours._busy(500, pipe)
+        pipe.execute()
+    assert _worker_records(redis_client, stock) == _worker_records(redis_client, ours)
+    assert redis_client.hget(ours.key, "state") == b"busy" and ours.get_state() == "busy"
+    assert ours.last_heartbeat is not None
+
+
+def test_the_success_transaction_leaves_what_rqs_cleanup_and_delete_leave(redis_client: redis.Redis) -> None:
+    """RQ's ``cleanup_execution`` removes the execution (``Execution.key``), its member
+    ``composite_key`` of the started registry (``StartedJobRegistry.remove_execution``) and of the
+    worker's index (``worker_executions_key``), and its entry in the job's execution registry,
+    whose key the success transaction deletes outright."""
+    left: list[list[bytes]] = []
+    for name in ("stock", "ours"):
+        queue = _queue(redis_client)
+        job = queue.enqueue_call("time.time", job_id=f"job-{name}", result_ttl=0)
+        worker = TrimmedWorker([queue], connection=redis_client, name=name)
+        with redis_client.pipeline() as pipe:
+            execution = Execution.create(job, 500, pipeline=pipe, worker_name=worker.name)
+            pipe.execute()
+        assert execution.worker_executions_key == worker.executions_key
+        with redis_client.pipeline() as pipe:
+            if name == "stock":
+                SimpleWorker.cleanup_execution(worker, job, pipeline=pipe, execution=execution)
+                pipe.delete(job.execution_registry.key)
+            else:
+                queue.started_job_registry.remove_execution(execution, pipeline=pipe)
+                pipe.srem(execution.worker_executions_key, execution.composite_key)
+                pipe.delete(execution.key, job.execution_registry.key)
+            pipe.execute()
+        mine = [k for k in redis_client.keys("rq:*") if name.encode() in k]
+        left.append(sorted(k.replace(name.encode(), b"*") for k in mine))
+        assert redis_client.zcard(queue.started_job_registry.key) == 0
+    assert left[0] == left[1]

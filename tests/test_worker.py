@@ -15,7 +15,7 @@ from rq import Queue, SimpleWorker
 
 from parkway import Parkway, RunStatus, Settings
 from parkway.workers import jobs
-from parkway.workers.serializer import MsgpackSerializer
+from parkway.workers.serializer import MSGPACK, MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
 from tests.conftest import SECRET, Closing
@@ -77,7 +77,7 @@ def _round_trips(url: str, job_ids: list[str], func: str, closing: Closing) -> t
 
 _RAW_WORKER = (
     "import redis, sys; from rq import Queue; from parkway.workers.worker import ParkwayWorker;"
-    "from parkway.workers.serializer import MsgpackSerializer as S;"
+    "from parkway.workers.serializer import MSGPACK, MsgpackSerializer as S;"
     "c = redis.Redis.from_url(sys.argv[1]); q = Queue('rt', connection=c, serializer=S);"
     "W = type('W', (ParkwayWorker,), {'entrypoints': ParkwayWorker.entrypoints | {'time.time', 'time.sleep'}});"
     "W([q], connection=c, serializer=S).work(burst=sys.argv[2] == 'burst', with_maintenance=False)"
@@ -108,6 +108,43 @@ def test_a_trivial_job_costs_the_worker_at_most_five_round_trips(private_redis: 
     assert leftovers == [], leftovers
     assert queue.started_job_registry.get_job_ids() == []
     assert queue.get_job_ids() == [] and client.llen(queue.intermediate_queue_key) == 0
+
+
+def _commands(url: str, job_ids: list[str], func: str, closing: Closing) -> int:
+    """Run ``func`` once per job id with a burst ParkwayWorker; the commands Redis ran for it
+    (INFO commandstats: MULTI and EXEC count, as they cost Redis and redis-py a command each)."""
+    client = closing(redis.Redis.from_url(url))
+    queue = Queue("rt", connection=client, serializer=MsgpackSerializer)
+    for jid in job_ids:
+        queue.enqueue_call(func, args=(), job_id=jid, unique=True, result_ttl=0)
+    client.config_resetstat()
+    StandInWorker([queue], connection=client, serializer=MsgpackSerializer).work(
+        burst=True, logging_level="WARNING", with_maintenance=False
+    )
+    calls = sum(int(v["calls"]) for name, v in client.info("commandstats").items() if name != "cmdstat_info")
+    client.flushall()
+    return calls
+
+
+def test_a_trivial_job_costs_the_worker_at_most_25_commands(private_redis: RedisServer, closing: Closing) -> None:
+    """Each command costs the worker redis-py's packing and parsing and Redis a dispatch (stock
+    RQ's bookkeeping trimmed as TrimmedWorker does took 28): the start transaction writes RQ's
+    worker key in one HSET, the success transaction deletes the execution with the job and does
+    not first trim the job's execution registry, whose key it deletes."""
+    few = _commands(private_redis.url, [f"a{i}" for i in range(5)], "time.time", closing)
+    many = _commands(private_redis.url, [f"b{i}" for i in range(45)], "time.time", closing)
+    per_job = (many - few) / 40
+    assert per_job <= 25, per_job
+
+
+def test_the_worker_hands_rq_its_serializer_as_an_instance(redis_client: redis.Redis) -> None:
+    """RQ checks the serializer of every Job, Queue and registry it builds against a runtime
+    Protocol, three times slower for a class: given the class, the worker and its queues use
+    the instance."""
+    queue = Queue("rt", connection=redis_client, serializer=MsgpackSerializer)
+    worker = ParkwayWorker([queue], connection=redis_client, serializer=MsgpackSerializer)
+    assert worker.serializer is MSGPACK
+    assert all(q.serializer is MSGPACK for q in worker.queues)
 
 
 def test_a_failing_job_still_lands_in_rqs_failed_registry(private_redis: RedisServer, closing: Closing) -> None:

@@ -30,14 +30,18 @@ function, passes the worker's begin reply (``began``).
 **The worker** (``TrimmedWorker``, which ``ParkwayWorker`` extends), overriding SimpleWorker's:
 
 - ``execute_job`` (RQ's ``prepare_execution`` and ``prepare_job_execution`` in one MULTI with
-  the job's ``begin``: ``Execution.create``, ``self.executions``, ``set_state``, ``heartbeat``
-  with a pipeline, ``Job.prepare_for_execution``, the intermediate list; then ``perform_job``),
-  and ``prepare_job_execution`` made a no-op;
+  the job's ``begin``: ``Execution.create``, ``self.executions``, ``Job.prepare_for_execution``,
+  the intermediate list; ``set_state(BUSY)`` and ``heartbeat(ttl)`` as ``_busy`` writes them: the
+  fields ``state`` and ``last_heartbeat`` of ``self.key`` in one HSET, the expiry of ``self.key``
+  and ``self.executions_key``, ``self._state``, ``self.last_heartbeat``; then ``perform_job``), and
+  ``prepare_job_execution`` made a no-op;
 - ``handle_execution_ended`` and ``handle_job_success`` (a ``result_ttl=0`` job deleted in the
   MULTI that records its success: ``increment_successful_job_count``,
-  ``increment_total_working_time``, ``cleanup_execution``, ``Result.get_key``,
-  ``Job.execution_registry``, ``Job.dependents_key``/``dependencies_key``, ``self._state``,
-  ``Job._status``);
+  ``increment_total_working_time``, ``cleanup_execution`` as its parts
+  (``StartedJobRegistry.remove_execution``, ``Execution.key``, ``worker_executions_key`` and
+  ``composite_key``, ``self.executions``) but for its ZREM from ``Job.execution_registry``, whose
+  key the same MULTI deletes, ``Result.get_key``, ``Job.dependents_key``/``dependencies_key``,
+  ``self._state``, ``Job._status``);
 - ``heartbeat`` (sent at most every ``HEARTBEAT_EVERY``, via ``self.last_heartbeat``; raises
   ``StopRequested`` after ``stop()``, as RQ calls it whenever its wait for a job times out),
   ``check_for_suspension`` (at most once a second), ``set_state`` (unchanged state not rewritten);
@@ -53,7 +57,10 @@ function, passes the worker's begin reply (``began``).
   (``failed_job_registry.add``, ``Result.create_failure``, ``DEFAULT_FAILURE_TTL``,
   ``increment_failed_job_count``, ``validate_job_id``);
 - ``__init__``: RQ's WorkerPool gives its children queues with RQ's default serializer and job
-  class; the worker's own go to every queue it serves.
+  class; the worker's own go to every queue it serves. RQ's worker records the serializer's
+  name (``_serializer_arg``, which an instance lacks), so it is given the class, and the worker
+  then keeps the instance ``MSGPACK`` (``self.serializer``), which RQ's Protocol check on every
+  Job, Queue and registry it builds passes faster.
 """
 
 from __future__ import annotations
@@ -82,7 +89,7 @@ from rq.worker import WorkerStatus
 
 from ..adapters.redis.errors import translated
 from ..runtime.store import Attempt
-from .serializer import MsgpackSerializer
+from .serializer import MSGPACK, MsgpackSerializer
 
 log = structlog.get_logger("parkway")
 
@@ -204,6 +211,8 @@ class TrimmedWorker(SimpleWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("serializer", MsgpackSerializer)
         super().__init__(*args, **kwargs)
+        if self.serializer is MsgpackSerializer:  # RQ's worker records the class's name; use the instance
+            self.serializer = MSGPACK
         # RQ's cleanups read job hashes with their queue's serializer and job class, and RQ's
         # WorkerPool gives its children queues with RQ's defaults (pickle; a Job that imports the
         # callbacks a hash names): the worker's own go to every queue it serves
@@ -287,10 +296,9 @@ class TrimmedWorker(SimpleWorker):
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
-            self.set_state(WorkerStatus.BUSY, pipeline=pipe)
-            self.heartbeat(ttl, pipeline=pipe)
+            self._busy(ttl, pipe)
             job.prepare_for_execution(self.name, pipeline=pipe)  # sets last_heartbeat too: no job.heartbeat
-            pipe.persist(job.key)
+            pipe.persist(job.key)  # a job requeued from the failed registry keeps its failure TTL
             if len(self.queues) == 1:
                 pipe.lrem(intermediate_key(queue), 1, job.id)
             if begin is None:
@@ -307,6 +315,15 @@ class TrimmedWorker(SimpleWorker):
         with self.job_context():
             self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
+
+    def _busy(self, ttl: int, pipe: Any) -> None:
+        """RQ's ``set_state(BUSY)`` and ``heartbeat(ttl)`` on ``pipe``, the worker key's two fields
+        in one HSET."""
+        self._state = WorkerStatus.BUSY
+        self.last_heartbeat = now()
+        pipe.hset(self.key, mapping={"state": WorkerStatus.BUSY, "last_heartbeat": utcformat(self.last_heartbeat)})
+        pipe.expire(self.key, ttl)
+        pipe.expire(self.executions_key, ttl)
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
         """Nothing left to do: ``execute_job``, the only caller of ``perform_job`` in a
@@ -326,8 +343,13 @@ class TrimmedWorker(SimpleWorker):
         with self.connection.pipeline() as pipe:
             self.increment_successful_job_count(pipeline=pipe)
             self.increment_total_working_time(job.ended_at - job.started_at, pipe)
-            self.cleanup_execution(job, pipeline=pipe, execution=execution)
+            # RQ's cleanup_execution, but for its ZREM from the job's execution registry, which goes
+            # in the DEL below with the execution's own key
+            started_job_registry.remove_execution(execution, pipeline=pipe)
+            pipe.srem(execution.worker_executions_key, execution.composite_key)
+            self.executions.pop(execution.id, None)
             pipe.delete(
+                execution.key,
                 job.key,
                 job.dependents_key,
                 job.dependencies_key,

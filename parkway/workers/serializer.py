@@ -19,6 +19,12 @@ class MsgpackSerializer:
         return msgpack.unpackb(data, raw=False, strict_map_key=False)
 
 
+MSGPACK = MsgpackSerializer()
+"""The serializer as an instance, which is what parkway hands RQ: RQ checks its serializer against a
+runtime Protocol each time it builds a Job, a Queue or a registry (several times per job), and that
+check costs about three times as much for a class as for an instance."""
+
+
 def _plain(obj: Any) -> Any:
     if isinstance(obj, (tuple, set, frozenset)):
         return list(obj)
