@@ -215,14 +215,24 @@ class Sessions:
         return records
 
     def check_run(self, run_id: str, caller: Caller) -> None:
-        """Raise SessionDenied unless ``caller`` may see the run ``run_id``: a session's branch run
-        (and any child of one) belongs to the session, and is the session's owner's and tenant's."""
-        root, sep, _ = run_id.partition("--")
-        if not sep or (caller.role == "system" and caller.tenant is None):
+        """Raise SessionDenied unless ``caller`` may reach the run ``run_id``: a session's branch run
+        (and any child of one) belongs to the session, and is the session's owner's and tenant's; any
+        other run (and its children) is its tenant's (``start(tenant=)``), so a caller bound to a
+        tenant reaches only that tenant's runs, not another's nor one started without a tenant.
+        A caller bound to no tenant (system, machine) reaches every run. An unknown run passes (the
+        read that follows says so)."""
+        if caller.tenant is None and caller.role != "user":
             return
-        found = self._store.owner(root) if ID_PATTERN.fullmatch(root) else None
+        root, sep, _ = run_id.partition("--")
+        if not ID_PATTERN.fullmatch(root):
+            return  # (the id check of the call that follows refuses it)
+        found = self._store.owner(root) if sep else None
         if found is not None:
             check_access(caller, *found)
+            return
+        record = self.pw.store.get_run(root, now_ms())
+        if record is not None and record.tenant != caller.tenant:
+            raise SessionDenied("the run belongs to another tenant (or to none)", reason="tenant")
 
     def visible(self, items: list[Any], caller: Caller) -> list[Any]:
         """The listed interrupts ``caller`` may see (those of sessions it may not are left out)."""

@@ -167,9 +167,10 @@ def test_resume_says_what_happened_with_its_status_code(server: Server) -> None:
 
 
 def test_a_user_answers_as_themselves(server: Server) -> None:
-    """A user's key answers under the user's name, whatever responder the body claims."""
+    """A user's key answers (a run of its tenant) under the user's name, whatever responder the body claims."""
     api, person = _api(server), _api(server, USER_KEY)
-    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    run = {"workflow": "tests.flows:one_choice", "input": {}, "tenant": "acme"}
+    run_id = api.post("/v1/runs", json=run).json()["runId"]
     _wait_status(api, run_id, "waiting")
     token, _ = _token(api, run_id)
     answered = person.post("/v1/resume", json={"token": token, "selected": "red", "responder": "the-boss"})

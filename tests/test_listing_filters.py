@@ -222,6 +222,56 @@ def test_a_tenant_bound_key_sees_only_its_tenants_interrupts(tenant_server: Serv
     assert listed(admin, audience="team:ops", createdAfter=created, createdBefore=created + 1) == [mine]
 
 
+
+def test_a_tenant_bound_key_cannot_reach_another_tenants_run(tenant_server: Server) -> None:
+    """Runs are their tenant's: a key bound to another tenant (or a run with none) gets 403 for
+    the run, its events, a cancel, a fork and an answer by token, and nothing changes; its own
+    tenant's run it reaches as before."""
+    admin, acme, other = _api(tenant_server, KEY), _api(tenant_server, ACME_KEY), _api(tenant_server, OTHER_KEY)
+    flow = {"workflow": "tests.flows_escalate:asks_audience", "input": {"audience": "team:ops"}}
+    theirs = other.post("/v1/runs", json=flow).json()["runId"]
+    untenanted = admin.post("/v1/runs", json=flow).json()["runId"]
+    mine = acme.post("/v1/runs", json=flow).json()["runId"]
+    wait_for(lambda: all(admin.get(f"/v1/runs/{r}").json()["status"] == "waiting" for r in (theirs, untenanted, mine)),
+             20, "three pauses")
+    token = admin.get("/v1/interrupts", params={"runId": theirs, "tokens": "true"}).json()["items"][0]["resumeToken"]
+    for run_id in (theirs, untenanted):
+        assert acme.get(f"/v1/runs/{run_id}").status_code == 403
+        assert acme.get(f"/v1/runs/{run_id}/events").status_code == 403
+        assert acme.post(f"/v1/runs/{run_id}/cancel", json={}).status_code == 403
+        assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0}).status_code == 403
+    assert acme.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 403
+    assert admin.get(f"/v1/runs/{theirs}").json()["status"] == "waiting"
+    assert acme.get(f"/v1/runs/{mine}").status_code == 200
+    assert other.get(f"/v1/runs/{theirs}").status_code == 200
+
+
+
+@pytest.mark.parametrize("how", ["start", "fork", "child"])
+def test_a_runs_tenant_is_kept_in_its_summary_and_checked_after_its_records_expire(harness: Harness, how: str) -> None:
+    """A run's tenant goes into its summary as well (a fork and a child take their run's): once
+    only the summary is left, a caller of another tenant is still refused it, and its own is not."""
+    from parkway import SessionDenied
+    from parkway.runtime.clock import now_ms
+    from parkway.runtime.sessions import Caller
+
+    run_id = harness.pw.start(fe.asks_audience, {}, tenant="acme")
+    harness.run_jobs()
+    if how == "fork":
+        run_id = harness.pw.fork(run_id, step=0)
+    elif how == "child":
+        parent = harness.pw.start(fe.parent_of_escalating, {"policy": "expire"}, tenant="acme")
+        harness.run_jobs()
+        run_id = harness.pw.store.get_run(parent, now_ms()).waiting_on.removeprefix("child:")
+    client = harness.pw.store.client
+    assert client.hget(keys.summary(run_id), "tenant") == b"acme"
+    client.delete(keys.run(run_id))  # as past its TTL: only the summary is left
+    assert harness.pw.store.get_run(run_id, now_ms()).tenant == "acme"
+    with pytest.raises(SessionDenied):
+        harness.pw.sessions.check_run(run_id, Caller("machine", tenant="other"))
+    harness.pw.sessions.check_run(run_id, Caller("machine", tenant="acme"))
+
+
 # --- CLI -------------------------------------------------------------------------------------
 
 

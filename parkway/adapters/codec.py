@@ -161,6 +161,7 @@ def summary_record(run_id: str, summary: Mapping[str, Any]) -> RunRecord:
             status=RunStatus(status) if final else RunStatus.EXPIRED,
             created_at=int(summary["created"]),
             updated_at=int(summary["updated"]),
+            tenant=str(summary["tenant"]) if summary.get("tenant") else None,
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} summary is incomplete or invalid: {exc!r}", run_id=run_id) from exc

@@ -117,12 +117,18 @@ end
 -- when the run id is taken. `k`: run, summary, events, outbox, then the job's queues (see
 -- hand_off). From A[a]: workflow, ref, start node, input blob, ttl ms, now, retention ms, maxlen,
 -- run.started blob, outbox member; the job's args from A[job_at] (to A[job_last], else to the end).
-local function create_run(k, A, a, job_at, job_last)
+-- `tenant` (nil or '' = none): the tenant the run belongs to, kept in its summary too, so a caller
+-- bound to another tenant is refused the run after its records expire as well.
+local function create_run(k, A, a, job_at, job_last, tenant)
   if redis.call('EXISTS', k[1]) == 1 or redis.call('EXISTS', k[2]) == 1 then return nil end
   redis.call('HSET', k[1], 'wf', A[a], 'ref', A[a + 1], 'status', 'queued', 'node', A[a + 2],
     'step', 0, 'fence', 0, 'input', A[a + 3], 'data', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
     'ttl', A[a + 4])
   redis.call('HSET', k[2], 'wf', A[a], 'status', 'queued', 'created', A[a + 5], 'updated', A[a + 5])
+  if tenant and tenant ~= '' then
+    redis.call('HSET', k[1], 'tenant', tenant)
+    redis.call('HSET', k[2], 'tenant', tenant)
+  end
   keep_summary(k[2], A[a + 4], A[a + 6])
   xadd(k[3], A[a + 7], 'run.started', A[a + 8])
   redis.call('ZADD', k[4], A[a + 5], A[a + 9])

@@ -3,7 +3,6 @@
 -- ARGV: 1 workflow, 2 ref, 3 start node, 4 input blob, 5 ttl ms, 6 now, 7 retention ms,
 --       8 maxlen, 9 run.started blob, 10 outbox member, 11 tenant ('' = none), 12... the next job
 --       (see hand_off)
-local handed = create_run(KEYS, ARGV, 1, 12)
+local handed = create_run(KEYS, ARGV, 1, 12, nil, ARGV[11])
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
-if ARGV[11] ~= '' then redis.call('HSET', KEYS[1], 'tenant', ARGV[11]) end
 return handed

@@ -22,6 +22,7 @@ if not node or (step > 0 and redis.call('HEXISTS', KEYS[3], step) == 0) then ret
 local args = {}
 for i = 1, #ARGV do args[i] = ARGV[i] end
 args[4] = node
-local handed = create_run({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, args, 2, 12)
+local tenant = redis.call('HGET', KEYS[1], 'tenant')  -- a fork stays in its run's tenant
+local handed = create_run({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, args, 2, 12, nil, tenant)
 if handed == nil then return {'exists'} end
 return {'forked', handed}

@@ -54,10 +54,10 @@ for id, r in pairs(runs) do
     return {'resumed', id}
   end
 end
+-- a branch run is its session's tenant's: its interrupts list under it
 local handed = create_run({KEYS[10], KEYS[11], KEYS[12], KEYS[9], KEYS[13], KEYS[14]}, ARGV, 12, 22 + count,
-  22 + count + jl - 1)
+  22 + count + jl - 1, redis.call('HGET', S.s, 'tenant'))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
-redis.call('HSET', KEYS[10], 'tenant', redis.call('HGET', S.s, 'tenant') or '')  -- its interrupts list under it
 redis.call('HSET', S.live, ARGV[10], head)
 xadd(S.sev, ARGV[4], 'run.dispatched', ARGV[11])
 touch(ttl)

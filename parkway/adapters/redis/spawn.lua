@@ -30,9 +30,12 @@ end
 redis.call('HSET', KEYS[7], 'wf', ARGV[10], 'ref', ARGV[11], 'status', 'queued', 'node', ARGV[12],
   'step', 0, 'fence', 0, 'input', ARGV[13], 'data', ARGV[13], 'created', ARGV[3], 'updated', ARGV[3],
   'ttl', ARGV[14], 'parent', ARGV[4], 'pstep', ARGV[2], 'pfield', ARGV[16], 'lineage', ARGV[17])
-local tenant = redis.call('HGET', KEYS[1], 'tenant')  -- a child's interrupts list under its tree's tenant
-if tenant then redis.call('HSET', KEYS[7], 'tenant', tenant) end
 redis.call('HSET', KEYS[8], 'wf', ARGV[10], 'status', 'queued', 'created', ARGV[3], 'updated', ARGV[3])
+local tenant = redis.call('HGET', KEYS[1], 'tenant')  -- a child's interrupts list under its tree's tenant
+if tenant then
+  redis.call('HSET', KEYS[7], 'tenant', tenant)
+  redis.call('HSET', KEYS[8], 'tenant', tenant)
+end
 keep_summary(KEYS[8], ARGV[14], ARGV[8])
 xadd(KEYS[9], ARGV[7], 'run.started', ARGV[15])
 redis.call('ZADD', KEYS[10], ARGV[3], ARGV[5] .. ':0:0')
