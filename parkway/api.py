@@ -419,10 +419,10 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         if isinstance(found, HTMLResponse):
             return found
         interrupt, answer = found
-        label = next((o.label for o in interrupt.request.options if o.id == answer.option), answer.option)
+        label = next((o.label for o in interrupt.asked().options if o.id == answer.option), answer.option)
         return _page(
             "Confirm your answer",
-            f"<p>{escape(interrupt.request.question or 'Your answer')}</p>"
+            f"<p>{escape(interrupt.asked().question or 'Your answer')}</p>"
             f"<form method='post'><button type='submit'>Answer “{escape(label)}”</button></form>",
         )
 
@@ -433,7 +433,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
             return found
         interrupt, answer = found
         token = tokens.mint(pw.backend.options.secret, answer.run_id, answer.request_id)
-        selected: Any = [answer.option] if interrupt.request.multiple else answer.option
+        selected: Any = [answer.option] if interrupt.asked().multiple else answer.option
         try:
             result = pw.resume(token, selected=selected, request_id=answer.request_id,
                                responder=answer.responder or "answer-link")

@@ -103,7 +103,7 @@ def _show_run(run: Run, out: TextIO, extra: dict[str, Any] | None = None) -> Non
 def _describe(interrupt: Interrupt, out: TextIO, now: int | None = None) -> None:
     """One pending interrupt, for people: the question, its options, its times, its token if shown."""
     now = _now_ms() if now is None else now
-    req = interrupt.request
+    req = interrupt.asked()
     out.write(f"- {interrupt.request_id}  run {interrupt.run_id}  {interrupt.workflow}/{interrupt.node}\n")
     out.write(f"  {req.kind}: {req.question}\n")
     if req.kind == "text":
@@ -400,7 +400,7 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
         if not _interactive():
             print(_waiting_hint(run, pw.settings.embedded), file=sys.stderr)
             return 0
-        _answer_at_terminal(pw, run_id, run.interrupt.request)
+        _answer_at_terminal(pw, run_id, run.interrupt.asked())
 
 
 def _waiting_hint(run: Run, embedded: bool) -> str:
@@ -475,7 +475,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             found = pw.lookup(args.token)
             if isinstance(found, Interrupt):
                 try:
-                    kwargs = ask(found.request, contract=contract_of(pw, found.request))
+                    kwargs = ask(found.asked(), contract=contract_of(pw, found.asked()))
                 except KeyboardInterrupt:
                     print(f"\nnot answered: interrupt {found.request_id} of run {found.run_id} is still waiting "
                           "and the token still works", file=sys.stderr)
@@ -687,9 +687,9 @@ def _demo(pw: Parkway) -> int:
         _describe(interrupt, out)
     target = page.items[0]
     if _interactive():
-        answer = ask(target.request, out=out, contract=contract_of(pw, target.request))
+        answer = ask(target.asked(), out=out, contract=contract_of(pw, target.asked()))
     else:
-        first = target.request.options[0].id
+        first = target.asked().options[0].id
         out.write(f"\nno terminal to ask: answering with the first option {first!r}\n")
         answer = {"selected": first}
     assert target.resume_token is not None

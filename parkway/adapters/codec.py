@@ -14,9 +14,10 @@ from typing import Any
 
 import msgpack
 
+from ..runtime import telemetry
 from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
 from ..runtime.protocol import RunStatus
-from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, RunRecord, StoredEvent
+from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -65,9 +66,11 @@ _INTERRUPT_FIELDS = (
     "root_run_id",
     "parent_run_id",
     "version",
+    "capture",
 )
 """an interrupt record's fields in the order its stored array holds them; the run id, the workflow
-and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it)"""
+and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it).
+A record stored before ``capture`` was added has one field less (and captures both)."""
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
@@ -77,10 +80,11 @@ def interrupt_to_blob(record: InterruptRecord) -> bytes:
 
 def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes) -> InterruptRecord:
     raw = decode(blob, what="interrupt")
-    if not isinstance(raw, list) or len(raw) != len(_INTERRUPT_FIELDS):
+    if not isinstance(raw, list) or len(raw) not in (len(_INTERRUPT_FIELDS), len(_INTERRUPT_FIELDS) - 1):
         raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
     try:
-        fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=True))
+        fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=False))
+        fields["capture"] = tuple(fields.get("capture", ("input", "output")))
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
@@ -221,3 +225,98 @@ def make_cursor(raw: bytes, order: str) -> str:
 def time_floor(now: int) -> bytes:
     """Bytewise bound: members whose leading time is < ``now`` sort below it."""
     return _time(now)
+
+
+# --- lifecycle records and the closed interrupts' index ------------------------
+
+_CLOSED_CURSOR = re.compile(r"([0-9]{13}):([A-Za-z0-9_/-]{1,130})")
+
+
+def closed_member(ended_at: int, run_id: str, request_id: str) -> bytes:
+    """A closed interrupt in its workflow's index of that status (the key names both): its end time,
+    6 bytes big-endian, then its request id, or ``<run id>/<request id>`` for one that does not carry
+    its run id (see ``telemetry.mint_request_id``). Members sort bytewise by end time: a page is a
+    ZREVRANGEBYLEX from the cursor, O(log N + page)."""
+    tail = request_id if telemetry.run_of_request(request_id) == run_id else f"{run_id}/{request_id}"
+    return _time(ended_at) + tail.encode()
+
+
+def parse_closed_member(raw: bytes) -> tuple[int, str, str]:
+    """(end time, run id, request id) of a closed index member."""
+    tail = raw[_TIME_BYTES:].decode("ascii", "replace")
+    run_id, _, request_id = tail.rpartition("/")
+    if not run_id:
+        run_id = telemetry.run_of_request(request_id) or ""
+    if len(raw) <= _TIME_BYTES or not _RUN_ID.fullmatch(run_id) or not _RUN_ID.fullmatch(request_id):
+        raise CorruptRecord(f"closed interrupt index member {raw!r} is malformed")
+    return int.from_bytes(raw[:_TIME_BYTES], "big"), run_id, request_id
+
+
+def make_closed_cursor(raw: bytes, status: str) -> str:
+    """A cursor after closed member ``raw``: the status's letter, the end time in 13 digits, the rest."""
+    return f"{status[0]}.{int.from_bytes(raw[:_TIME_BYTES], 'big'):013d}:{raw[_TIME_BYTES:].decode()}"
+
+
+def parse_closed_cursor(cursor: str | None, status: str) -> bytes | None:
+    """The member a closed listing's cursor names (a page starts after it)."""
+    if cursor is None:
+        return None
+    prefix = status[0] + "."
+    m = _CLOSED_CURSOR.fullmatch(cursor[2:]) if isinstance(cursor, str) and cursor.startswith(prefix) else None
+    if m is None:
+        raise ValidationError(f"invalid cursor for status={status!r}")
+    return _time(int(m.group(1))) + m.group(2).encode()
+
+
+def lifecycle_blob(part: Mapping[str, Any], limit: int) -> bytes:
+    return encode(dict(part), limit=limit, what="interrupt lifecycle record")
+
+
+def lifecycle_from(request_id: str, summary: Mapping[bytes, bytes], status: str | None) -> Lifecycle | None:
+    """An interrupt's lifecycle record from its run's summary fields, or None if it has none.
+    ``status`` is its status as its run's records say (None once they are gone: then the record
+    says it, and an interrupt that never ended there expired with its run)."""
+    made = summary.get(f"i:{request_id}".encode())
+    if made is None:
+        return None
+    created = _mapping(decode(made, what="interrupt lifecycle"))
+    end = _mapping(decode(summary.get(f"e:{request_id}".encode()), what="interrupt lifecycle"))
+    failed = _mapping(decode(summary.get(f"x:{request_id}".encode()), what="interrupt lifecycle"))
+    last = _mapping(decode(summary.get(f"fl:{request_id}".encode()), what="interrupt lifecycle"))
+    outcome = end.get("o")
+    if failed:
+        outcome = "resume_failed"
+    if status is None:
+        status = {"resumed": "resolved", "resume_failed": "resolved", "cancelled": "cancelled"}.get(
+            str(outcome), "expired"
+        )
+    try:
+        return Lifecycle(
+            status=status,  # type: ignore[arg-type]
+            presentation=str(created["k"]),
+            option_count=int(created["o"]),
+            created_at=int(created["c"]),
+            capture=tuple(created.get("cap", ())),
+            schema_id=created.get("sid"),
+            schema_version=created.get("sv"),
+            outcome=outcome,
+            ended_at=failed.get("t", end.get("t")),
+            wait_ms=end.get("w"),
+            responder=end.get("r"),
+            reason=failed.get("why", end.get("why")),
+            answer=end.get("a"),
+            request=created.get("q"),
+            failures=int(summary.get(f"f:{request_id}".encode(), 0)),
+            last_failure=last.get("why"),
+            last_failure_at=last.get("t"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRecord(f"interrupt lifecycle record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CorruptRecord("interrupt lifecycle record has the wrong shape", what="interrupt")
+    return value

@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from . import tokens
+from . import telemetry, tokens
 from .agents import Held, consult_start, hold_if_parked
 from .clock import now_ms
 from .errors import (
@@ -308,7 +308,7 @@ def _park(
         policy = expiry_policy(pause.request, workflow.on_expire, pause.contract)
     version = workflow.version_of(ctx.node)
     on_expire = _expiry_record(pause, policy)
-    request_id = pause.request_id or "int_" + os.urandom(12).hex()
+    request_id = pause.request_id or telemetry.mint_request_id(ctx.run_id, ctx.fence, "int_" + os.urandom(12).hex())
     token = tokens.mint(options.secret, ctx.run_id, request_id)
     ttl_ms = pause.ttl_ms or run_ttl_ms
     interrupt = InterruptRecord(
@@ -326,10 +326,15 @@ def _park(
         root_run_id=run.lineage[-1][0] if run.lineage else None,
         parent_run_id=run.lineage[0][0] if run.lineage else None,
         version=version,
+        capture=pause.capture if pause.capture is not None else workflow.capture_content,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
-    event = interrupt_event(interrupt, pause.request.public())
-    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version)
+    public = pause.request.public()
+    event = interrupt_event(interrupt, public)
+    commit = Park(
+        interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version,
+        lifecycle=telemetry.created(interrupt, public),
+    )
     store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
 
@@ -351,16 +356,6 @@ def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, 
     log.info("child_started", child_run_id=spawn.child_run_id, child_workflow=child.name)
 
 
-def presentation(public_request: dict[str, Any]) -> str:
-    """How a client shows an interrupt: ``static-options`` (the options are embedded),
-    ``dynamic-picker`` (a schema id, the client resolves the options), ``freeform`` (text) or
-    ``contract`` (a typed request and response)."""
-    kind = public_request.get("kind")
-    if kind in ("text", "contract"):
-        return "freeform" if kind == "text" else "contract"
-    return "static-options" if public_request.get("options") else "dynamic-picker"
-
-
 def _expiry_record(pause: Pause, policy: dict[str, Any] | None) -> dict[str, Any] | None:
     """The policy as the reconciler applies it: for a default answer, the journal entry a resume
     would have written (so the replay finds it where an answer goes)."""
@@ -374,7 +369,7 @@ def _expiry_record(pause: Pause, policy: dict[str, Any] | None) -> dict[str, Any
 
 def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) -> dict[str, Any]:
     return {
-        "presentation": presentation(public_request),
+        "presentation": telemetry.presentation(public_request),
         "optionCount": len(public_request.get("options") or ()),
         "requestId": interrupt.request_id,
         "id": interrupt.hook_name or None,

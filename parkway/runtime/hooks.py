@@ -31,6 +31,7 @@ from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, ValidationError
 from .protocol import InterruptRequest, check_depth
 from .store import JournalEntry, Store
+from .telemetry import check_capture
 from .workflow import Workflow
 
 T = TypeVar("T")
@@ -57,10 +58,13 @@ class Pause(BaseException):
         on_expire: dict[str, Any] | None = None,
         contract: Contract[Any, Any] | None = None,
         request_id: str | None = None,
+        capture: tuple[str, ...] | None = None,
     ):
         if key is not _PAUSE_KEY:
             raise TypeError("Pause is raised by use_interrupt only")
         self.request_id = request_id
+        self.capture = capture
+        """what this interrupt's lifecycle record may hold; None: the workflow's ``capture_content``"""
         """the request id to park under (session interrupts, deferred tools); None: a random one"""
         super().__init__(f"paused at {name!r}")
         self.request = request
@@ -181,6 +185,7 @@ def use_interrupt(
     ttl_ms: int | None = None,
     contract: Contract[Any, Any] | None = None,
     on_expire: str | Mapping[str, Any] | None = None,
+    capture_content: tuple[str, ...] | None = None,
 ) -> Any:
     """Pause the run until a person answers ``request``; on replay, return the answer.
 
@@ -197,8 +202,12 @@ def use_interrupt(
     expired; ``"fail"`` ends it failed; ``"cancel"`` replays the node with this interrupt
     cancelled (``InterruptCancelled``, reason ``"expired"``); ``{"answer": value}`` replays it
     with ``value`` as the answer (checked now, like any answer).
+
+    ``capture_content`` (default: the workflow's) says what this interrupt's lifecycle record may
+    hold: ``("input", "output")``, one of them, or ``()`` (see :mod:`parkway.runtime.telemetry`).
     """
-    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False)
+    capture = check_capture(capture_content) if capture_content is not None else None
+    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False, capture=capture)
     return contract_.answer(entry.value) if contract_ is not None else entry.value
 
 
@@ -244,6 +253,7 @@ def _ask(
     on_expire: str | Mapping[str, Any] | None,
     *,
     timer: bool,
+    capture: tuple[str, ...] | None = None,
 ) -> tuple[JournalEntry, Contract[Any, Any] | None]:
     """The interrupt's journal entry on replay (raising InterruptCancelled for a cancelled one), or
     the Pause; ``timer``: the interrupt races a timer (its TTL), see ``use_first``."""
@@ -292,7 +302,7 @@ def _ask(
     policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
     if timer:
         policy = {"action": "timer"}  # at the deadline the reconciler records the timer's win
-    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract)
+    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract, capture=capture)
 
 
 EXPIRY_ACTIONS = ("expire", "fail", "cancel")

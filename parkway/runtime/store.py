@@ -100,6 +100,36 @@ class Advance:
     now: int
 
 
+InterruptStatus = Literal["pending", "resolved", "cancelled", "expired"]
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """An interrupt's lifecycle record, as its run's summary keeps it (``parkway.runtime.telemetry``)."""
+
+    status: InterruptStatus
+    presentation: str
+    option_count: int
+    created_at: int
+    capture: tuple[str, ...]
+    schema_id: str | None = None
+    schema_version: int | None = None
+    outcome: str | None = None
+    """resumed | resume_failed | cancelled | expired; None while it is open"""
+    ended_at: int | None = None
+    wait_ms: int | None = None
+    responder: str | None = None
+    reason: str | None = None
+    answer: Any = None
+    """the answer, if captured (``output``)"""
+    request: dict[str, Any] | None = None
+    """the request as clients saw it, if captured (``input``)"""
+    failures: int = 0
+    """answers refused while it was open"""
+    last_failure: str | None = None
+    last_failure_at: int | None = None
+
+
 @dataclass(frozen=True)
 class InterruptRecord:
     """An interrupt as stored (the token only as its hash)."""
@@ -124,6 +154,10 @@ class InterruptRecord:
     """for an interrupt of a child run: the run waiting on it"""
     version: str | None = None
     """the workflow's version when it paused (``Workflow.version_of``)"""
+    capture: tuple[str, ...] = ("input", "output")
+    """what its lifecycle record may hold (``parkway.runtime.telemetry``)"""
+    lifecycle: Lifecycle | None = None
+    """its lifecycle record, when read with it (``get_interrupt``, listings)"""
 
     @property
     def hook_name(self) -> str:
@@ -158,6 +192,8 @@ class Park:
     are kept at least as long as the interrupt's"""
     version: str | None = None
     """the code's version, kept on the run (with the step) for the replay to compare"""
+    lifecycle: Mapping[str, Any] | None = None
+    """the first part of the interrupt's lifecycle record (``telemetry.created``)"""
 
 
 @dataclass(frozen=True)
@@ -192,6 +228,8 @@ class Answer:
     now: int
     dispatch: bool = True
     """False: no job replays the node (the caller ends the run next: cancelling a waiting run)"""
+    lifecycle: Mapping[str, Any] = field(default_factory=dict)
+    """how the interrupt ended, for its lifecycle record (``telemetry.ended``)"""
 
     @property
     def cancelled(self) -> bool:
@@ -272,6 +310,9 @@ class InterruptQuery:
     """first wait up to ``wait_ms`` for a pause after this position of the pause feed (any pause:
     the listing filters), then list, in one round trip; implies ``watch``"""
     wait_ms: int = 0
+    status: InterruptStatus = "pending"
+    """pending: the open interrupts (the indexes above); else those that ended so, newest end first,
+    within the retention (``order`` is then ``newest``)"""
 
 
 @dataclass(frozen=True)
@@ -420,6 +461,14 @@ class Store(Protocol):
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         """An interrupt record by its public request id."""
+
+    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
+        """An interrupt with its lifecycle record, open or ended, while its run's records or its
+        summary last (after the run's TTL, from the lifecycle record alone)."""
+
+    def refuse(self, run_id: str, token_hash: str, error: Mapping[str, Any], now: int) -> int:
+        """Count a refused answer in the open interrupt's lifecycle record, with ``error`` (a
+        lifecycle part: ``telemetry.failure``) as the last; returns the count (0: not open)."""
 
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
         """Pending, unexpired interrupts from the index, one page at a time; with ``watch``, also the

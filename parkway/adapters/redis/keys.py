@@ -28,7 +28,8 @@ key                         type    TTL       holds
 ``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
                                               output, error, created, updated, ttl, expires,
                                               waiting (request id, or ``child:<run id>``),
-                                              paused (``<step> <code version>`` of the last pause);
+                                              paused (``<step> <code version>`` of the last pause),
+                                              ans (``<step> <req>``: the interrupt last answered);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
@@ -40,7 +41,13 @@ key                         type    TTL       holds
                                               parts of <= 64 bytes); of an earlier one:
                                               ``r:<req>:<i>`` (its parts)
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
-                                              expired run reads ``expired``, not unknown
+                                              expired run reads ``expired``, not unknown; and each
+                                              interrupt's lifecycle record (its telemetry, see
+                                              ``parkway.runtime.telemetry``): ``i:<req>`` created
+                                              (park), ``e:<req>`` how it ended (resume, cancel,
+                                              expire), ``f:<req>`` refused answers and ``fl:<req>``
+                                              the last one (refuse), ``x:<req>`` the replay after
+                                              its answer failed the run (finish)
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
@@ -49,6 +56,11 @@ key                         type    TTL       holds
                                               big-endian) and the run id (see codec.member);
                                               pruned on expiry. No index spans workflows: a
                                               listing of all merges the workflows' (``pw:workflows``)
+``pw:ic:<status>:<wf>``     zset    none      a workflow's closed interrupts by status (resolved |
+                                              cancelled | expired), one member each: the end time (6
+                                              bytes, big-endian) and the request id (``<run id>/<req>``
+                                              for one that does not carry its run id); pruned past
+                                              the retention by the scripts that add to it
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on
@@ -173,6 +185,17 @@ def earlier_record_field(request_id: str, part: int) -> str:
 def index(order: str, workflow: str) -> str:
     """A workflow's index of pending interrupts in ``order`` (newest | expiring)."""
     return f"{PREFIX}:ix:{order}:{workflow}"
+
+
+def closed_index(status: str, workflow: str) -> str:
+    """A workflow's index of interrupts that ended ``status`` (resolved | cancelled | expired)."""
+    return f"{PREFIX}:ic:{status}:{workflow}"
+
+
+def lifecycle_field(kind: str, request_id: str) -> str:
+    """The summary field holding one part of an interrupt's lifecycle record: ``i`` (created), ``e``
+    (ended), ``f`` (refused answers), ``fl`` (the last refusal), ``x`` (its replay failed the run)."""
+    return f"{kind}:{request_id}"
 
 
 def pauses() -> str:

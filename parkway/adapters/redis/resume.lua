@@ -3,12 +3,16 @@
 -- is the exactly-once point: of N concurrent calls, only the first finds it pending (scripts run
 -- one at a time); an interrupt past the run's `expires` at `now` can no longer be answered.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 summary, 6 outbox, 7 the workflow's index newest,
---       8 its index expiring, 9 metrics, 10-11 the next job's queues (see hand_off)
+--       8 its index expiring, 9 metrics, 10 the workflow's index of closed interrupts of the new
+--       status, 11-12 the next job's queues (see hand_off)
 -- ARGV: 1 token field, 2 expected request id ('' = any), 3 journal field, 4 entry blob,
 --       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
 --       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms,
 --       14 wait buckets (upper bounds in seconds, ascending, space-separated), 15 prefix of the status
---       field, 16 created at (ms), 17... the next job (see hand_off)
+--       field, 16 created at (ms), 17 the lifecycle field of its end in the summary (e:<req>),
+--       18 its blob, 19 the closed index member, 20 the oldest end time the closed index keeps
+--       (6 bytes, as members start), 21 the run's 'ans' ("<step> <req> <1 | 0: the answer's output
+--       captured>", for finish.lua; '' for a cancel), 22... the next job (see hand_off)
 local req = redis.call('HGET', KEYS[1], ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'expired'} end
@@ -42,4 +46,9 @@ end
 redis.call('HINCRBY', KEYS[9], 'resumes:accepted', 1)
 redis.call('HINCRBY', KEYS[9], 'wait:' .. bucket, 1)
 redis.call('HINCRBY', KEYS[9], 'wait:sum_ms', waited)
-return {'accepted', req, step, fence, hand_off({KEYS[10], KEYS[11]}, ARGV, 17, step, fence)}
+-- the lifecycle record: how it ended, and its place among the workflow's closed interrupts
+redis.call('HSET', KEYS[5], ARGV[17], ARGV[18])
+redis.call('ZADD', KEYS[10], 0, ARGV[19])
+redis.call('ZREMRANGEBYLEX', KEYS[10], '-', '(' .. ARGV[20])
+if ARGV[21] ~= '' then redis.call('HSET', KEYS[1], 'ans', ARGV[21]) end
+return {'accepted', req, step, fence, hand_off({KEYS[11], KEYS[12]}, ARGV, 22, step, fence)}
