@@ -209,10 +209,10 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     from parkway.adapters.redis.store import ScriptCall
 
     def args_of(call: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> list[Any]:
-        """The call's arguments for the new ids. park's (after its 20 fixed ones, the last the run's
-        ``paused`` step and version, then its lifecycle record's field and blob) end with the interrupt record in parts (rq, its
-        request id, rn, its count, then each part: a 64-byte split may cut an id in two): joined,
-        substituted, split again."""
+        """The call's arguments for the new ids. park's (after its 20 fixed ones: the 18th the run's
+        ``paused`` step and version, then its lifecycle record's field and blob) end with the
+        interrupt record in parts (rq, its request id, rn, its count, then each part: a 64-byte split
+        may cut an id in two): joined, substituted, split again."""
         if call.name != "park":
             return [substitute(a, pairs, bpairs) for a in call.args]
         head, tail = call.args[:20], call.args[20:]
