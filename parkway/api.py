@@ -63,10 +63,11 @@ from . import links, session_api
 from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import Settings
 from .metrics import ParkwayCollector, Refused
-from .runtime import tokens
+from .runtime import telemetry, tokens
 from .runtime.clock import now_ms
 from .runtime.errors import (
     ConfigError,
+    InterruptNotFound,
     InvalidAnswer,
     MalformedResume,
     ParkwayError,
@@ -284,7 +285,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
             return _problem(404, exc)
         if isinstance(exc, SessionError):  # a parked or busy branch, a session id taken
             return _problem(409, exc)
-        if isinstance(exc, RunNotFound):
+        if isinstance(exc, RunNotFound | InterruptNotFound):
             return _problem(404, exc)
         if isinstance(exc, ValidationError | WorkflowError):
             return _problem(422, exc)
@@ -346,15 +347,28 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         cursor: str | None = None,
         tokens: bool = False,
         wait_ms: Annotated[int, Query(alias="waitMs", ge=0, le=MAX_WAIT_MS)] = 0,
+        status: Literal["pending", "resolved", "cancelled", "expired"] = "pending",
     ) -> dict[str, Any]:
         if tokens and who.role == "user":
             raise HTTPException(403, "a user's key cannot read resume tokens (system and machine keys can)")
         # a waiting listing holds one of the thread pool's threads while it waits
         page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
-                                  include_tokens=tokens, wait_ms=wait_ms)
+                                  include_tokens=tokens, wait_ms=wait_ms, status=status)
         # a session's interrupts only to callers of its tenant (and, for a user, its owner)
         page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
         return _dump(page)
+
+    @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
+             tags=["interrupts"])
+    def get_interrupt(
+        request_id: str, who: Auth, run_id: Annotated[str | None, Query(alias="runId")] = None
+    ) -> dict[str, Any]:
+        """One interrupt, open or ended, with its lifecycle record (``runId`` only for a request id
+        that does not carry it)."""
+        owner = run_id or telemetry.run_of_request(request_id)
+        if owner is not None:  # a session's interrupts are its owner's and tenant's
+            pw.sessions.check_run(owner, who)
+        return _dump(pw.get_interrupt(request_id, run_id=run_id))
 
     @app.post(
         "/v1/resume",

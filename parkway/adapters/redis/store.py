@@ -941,7 +941,7 @@ class RedisStore:
                 break
             r = waiting.removeprefix("child:")
             waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
-        record = self.get_interrupt(r, waiting) if waiting and not waiting.startswith("child:") else None
+        record = self.read_interrupt(r, waiting, query.now) if waiting and not waiting.startswith("child:") else None
         if record is None or record.expires_at <= query.now or query.workflow not in (None, record.workflow):
             return [], feed
         return [record], feed
