@@ -175,6 +175,7 @@ class AsyncParkway:
         cursor: str | None = None,
         include_tokens: bool = False,
         wait_ms: int = 0,
+        status: str = "pending",
     ) -> InterruptPage:
         """As :meth:`parkway.Parkway.list_interrupts`; a wait (``wait_ms``) holds a worker thread,
         not the event loop, and runs its course even if the awaiting task is cancelled."""
@@ -187,7 +188,13 @@ class AsyncParkway:
             cursor=cursor,
             include_tokens=include_tokens,
             wait_ms=wait_ms,
+            status=status,
         )
+        return result
+
+    async def get_interrupt(self, request_id: str, *, run_id: str | None = None) -> Interrupt:
+        """As :meth:`parkway.Parkway.get_interrupt`."""
+        result: Interrupt = await self._call(self.sync.get_interrupt, request_id, run_id=run_id)
         return result
 
     async def lookup(self, token: str) -> Interrupt | ResumeResult:
