@@ -4,7 +4,11 @@ real ``parkway`` process)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,7 +17,7 @@ import redis
 from parkway import Parkway, Settings
 from tests import flows
 from tests.conftest import SECRET
-from tests.procs import wait_for
+from tests.procs import ROOT, wait_for
 from tests.test_api import Server, _api, _token, close_api_clients
 from tests.test_cli import parkway
 
@@ -73,3 +77,20 @@ def test_cli_shows_an_interrupt_and_lists_ended_ones(redis_client: redis.Redis, 
     missing = parkway("interrupt", "int_9_run_missing", *url)
     assert missing.returncode == 1 and "no interrupt 'int_9_run_missing'" in missing.stderr
     assert parkway("interrupts", "--status", "done", *url).returncode == 2
+
+
+def test_the_readme_telemetry_example_runs_as_printed(tmp_path: Path) -> None:
+    """The README's "Interrupt telemetry" example runs embedded and prints what the README says."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Interrupt telemetry"):]
+    code = section[section.index("```python\n") + len("```python\n"):]
+    code = code[: code.index("```")]
+    printed = section[section.index("prints\n\n```\n") + len("prints\n\n```\n"):]
+    printed = printed[: printed.index("```")]
+    (tmp_path / "telemetry_example.py").write_text(code)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")} | {"PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "telemetry_example.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines, expected = done.stdout.splitlines(), printed.splitlines()
+    assert lines[0].startswith(expected[0].removesuffix("…")) and lines[1:] == expected[1:]
