@@ -949,7 +949,7 @@ def _add_interrupt(sub: Subcommands) -> None:
         "after the run's records are gone. On stderr, one line in words.\n"
         "exit status: 0, 1 error (no such interrupt, a bad id, Redis unreachable)",
     )
-    i.add_argument("request_id", metavar="REQUEST", help="the request id (int_<n>_<run id> carries its run)")
+    i.add_argument("request_id", metavar="REQUEST", help="the request id (i<n>_<nonce>_<run id> carries its run)")
     i.add_argument("--run-id", metavar="RUN", help="the run, for a request id that does not carry it (a session's)")
 
 

@@ -448,7 +448,7 @@ class Parkway:
         """An interrupt by its request id, open or ended, with its lifecycle record (``lifecycle``):
         for the retention of run summaries after its run's records are gone (then ``request`` is
         None unless its input is captured). A request id parkway minted carries its run id
-        (``int_<n>_<run id>``); one it did not (a session's, or a long child run's ``int_<hex>``)
+        (``i<n>_<nonce>_<run id>``); one it did not (a session's, or a long child run's ``int_<hex>``)
         needs ``run_id=``. Raises InterruptNotFound when there is none (or no longer)."""
         check_id(request_id, "request id")
         if run_id is not None:
@@ -457,7 +457,7 @@ class Parkway:
             run_id = telemetry.run_of_request(request_id)
             if run_id is None:
                 raise ValidationError(
-                    f"request id {request_id!r} does not carry its run id (parkway's own are int_<n>_<run id>): "
+                    f"request id {request_id!r} does not carry its run id (parkway's own are i<n>_<nonce>_<run id>): "
                     "pass run_id=",
                     request_id=request_id,
                 )

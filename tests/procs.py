@@ -130,3 +130,15 @@ def sent_commands() -> Iterator[list[bytes]]:
         yield sent
     finally:
         AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+
+
+def run_readme_example(section: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run the first ```python block of the README's ``section`` (its heading) as a newcomer would:
+    a script of its own, embedded (no PARKWAY_* in the environment), parkway importable."""
+    readme = (ROOT / "README.md").read_text()
+    text = readme[readme.index(section):]
+    code = text[text.index("```python\n") + len("```python\n"):]
+    (tmp_path / "example.py").write_text(code[: code.index("```")])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")} | {"PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.procs import run_readme_example
 
 
 def test_the_readme_session_example_runs(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Sessions"):]
-    code = section[section.index("```python\n") + len("```python\n"):]
-    code = code[: code.index("```")]
-    (tmp_path / "session_example.py").write_text(code)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")} | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "session_example.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = run_readme_example("## Sessions", tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert "⏸ parked by" in lines[2] and "confirm" in lines[2]  # the first tree: the branch parked

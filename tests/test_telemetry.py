@@ -41,11 +41,11 @@ def _expire(harness: Harness, run_id: str) -> None:
 
 
 def test_a_minted_request_id_carries_its_run_id_and_reads_by_itself(harness: Harness) -> None:
-    """A request id parkway mints is int_<n>_<run id>: get_interrupt finds it with no run id given,
+    """A request id parkway mints is i<n>_<nonce>_<run id>: get_interrupt finds it with no run id given,
     pending, with its creation, presentation and option count."""
     run_id = harness.start_and_run(flows.one_choice)
     request_id, _ = _pending(harness, run_id)
-    assert request_id.startswith("int_") and request_id.endswith("_" + run_id)
+    assert request_id.startswith("i") and request_id.endswith("_" + run_id)
     assert telemetry.run_of_request(request_id) == run_id
     got = harness.pw.get_interrupt(request_id)
     life = got.lifecycle
@@ -221,7 +221,9 @@ def test_capture_off_leaves_no_content_in_the_lifecycle_records(harness: Harness
         return [c for c in content for v in values if c in v]
 
     everything = _every_value(client, run_id)
-    assert leaks(everything[keys.run(run_id)]), "the open request lives in the run's record (for validation)"
+    run = client.hgetall(keys.run(run_id))
+    record = b"".join(run[keys.record_field(i).encode()] for i in range(int(run[b"rn"])))  # its 64-byte parts
+    assert leaks([record]), "the open request lives in the run's record (for validation)"
     assert not leaks(lifecycle_values())
     with pytest.raises(InvalidAnswer):
         harness.pw.resume(token, selected=["OPEN-SESAME-99", "x"])
@@ -326,11 +328,11 @@ def test_bad_input_gets_clear_errors(harness: Harness) -> None:
     with pytest.raises(ValidationError, match="invalid cursor"):
         harness.pw.list_interrupts(status="expired", cursor="r.123")
     with pytest.raises(InvalidId):
-        harness.pw.get_interrupt("int_1_run x")
+        harness.pw.get_interrupt("i1_abcde_run x")
     with pytest.raises(ValidationError, match="pass run_id"):
         harness.pw.get_interrupt("int_" + "ab" * 12)
     with pytest.raises(InterruptNotFound):
-        harness.pw.get_interrupt("int_9_run_missing")
+        harness.pw.get_interrupt("i9_abcde_run_missing")
     with pytest.raises(InterruptNotFound):
         harness.pw.get_interrupt("int_" + "ab" * 12, run_id="run_missing")
 
@@ -357,4 +359,16 @@ def test_an_id_that_would_be_too_long_falls_back_and_reads_with_its_run_id(harne
     life = harness.pw.get_interrupt(request_id, run_id=run_id).lifecycle
     assert life is not None and life.outcome == "resumed"
     assert [i.request_id for i in harness.pw.list_interrupts(status="resolved").items] == [request_id]
-    assert ResumeOutcome.ACCEPTED
+
+
+def test_a_reused_run_id_mints_new_request_ids_and_old_tokens_answer_nothing(harness: Harness) -> None:
+    """Once a run's records and summary are gone its id may be used again: the new run's interrupt
+    gets another request id (the nonce), so the old run's token reads unknown, not accepted."""
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    run_id = harness.start_and_run(flows.one_choice, run_id="reused")
+    first, old_token = _pending(harness, run_id)
+    client.delete(*client.keys(keys.run(run_id).rsplit(":", 1)[0] + ":*"))  # past the retention
+    assert harness.start_and_run(flows.one_choice, run_id="reused") == run_id
+    second, _ = _pending(harness, run_id)
+    assert first != second and telemetry.run_of_request(second) == run_id
+    assert harness.pw.resume(old_token, selected="red").outcome is ResumeOutcome.UNKNOWN

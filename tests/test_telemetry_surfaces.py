@@ -4,9 +4,6 @@ real ``parkway`` process)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +14,7 @@ import redis
 from parkway import Parkway, Settings
 from tests import flows
 from tests.conftest import SECRET
-from tests.procs import ROOT, wait_for
+from tests.procs import ROOT, run_readme_example, wait_for
 from tests.test_api import Server, _api, _token, close_api_clients
 from tests.test_cli import parkway
 
@@ -47,7 +44,7 @@ def test_http_reads_an_interrupt_and_lists_by_status(api_server: Server) -> None
     assert [i["requestId"] for i in listed["items"]] == [request_id]
     assert api.get("/v1/interrupts", params={"status": "done"}).status_code == 422
     assert api.get("/v1/interrupts/int_" + "ab" * 12).status_code == 422  # carries no run id
-    assert api.get("/v1/interrupts/int_9_run_missing").status_code == 404
+    assert api.get("/v1/interrupts/i9_abcde_run_missing").status_code == 404
     assert api.get("/v1/interrupts/int_" + "ab" * 12, params={"runId": "run_missing"}).status_code == 404
     assert api.get("/v1/interrupts/bad%20id").status_code == 422
     with httpx.Client(base_url=api_server.url, timeout=10) as anonymous:
@@ -74,23 +71,17 @@ def test_cli_shows_an_interrupt_and_lists_ended_ones(redis_client: redis.Redis, 
     assert listed.returncode == 0 and item.request_id in listed.stdout and "resumed" in listed.stdout
     as_json = json.loads(parkway("interrupts", "--status", "resolved", "--json", *url).stdout)
     assert [i["requestId"] for i in as_json["items"]] == [item.request_id]
-    missing = parkway("interrupt", "int_9_run_missing", *url)
-    assert missing.returncode == 1 and "no interrupt 'int_9_run_missing'" in missing.stderr
+    missing = parkway("interrupt", "i9_abcde_run_missing", *url)
+    assert missing.returncode == 1 and "no interrupt 'i9_abcde_run_missing'" in missing.stderr
     assert parkway("interrupts", "--status", "done", *url).returncode == 2
 
 
 def test_the_readme_telemetry_example_runs_as_printed(tmp_path: Path) -> None:
     """The README's "Interrupt telemetry" example runs embedded and prints what the README says."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Interrupt telemetry"):]
-    code = section[section.index("```python\n") + len("```python\n"):]
-    code = code[: code.index("```")]
+    done = run_readme_example("## Interrupt telemetry", tmp_path)
+    section = (ROOT / "README.md").read_text().split("## Interrupt telemetry", 1)[1]
     printed = section[section.index("prints\n\n```\n") + len("prints\n\n```\n"):]
     printed = printed[: printed.index("```")]
-    (tmp_path / "telemetry_example.py").write_text(code)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")} | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "telemetry_example.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines, expected = done.stdout.splitlines(), printed.splitlines()
     assert lines[0].startswith(expected[0].removesuffix("…")) and lines[1:] == expected[1:]

@@ -19,6 +19,7 @@ request (a resume is validated against it) for the run's TTL, as they always do.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -113,29 +114,45 @@ def failure(at: int, kind: str, message: str, capture: tuple[str, ...]) -> dict[
     return {"t": at, "why": (message if "output" in capture else kind)[:MAX_REASON]}
 
 
-_MINTED = re.compile(r"int_([0-9a-z]{1,13})_(.+)")
-"""``int_<fence, base 36>_<run id>``: an interrupt id parkway minted, carrying its run's id"""
+_MINTED = re.compile(r"i([0-9a-z]{1,13})_([0-9a-z]{5,8})_(.+)")
+"""``i<fence>_<nonce>_<run id>``: an interrupt id parkway minted, carrying its run's id"""
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+MIN_NONCE, MAX_NONCE = 5, 8
+"""random base-36 characters a minted request id carries (as many as fit in 64, at least 5)"""
+
+
+def _base36(n: int) -> str:
+    out = ""
+    while True:
+        n, d = divmod(n, 36)
+        out = _DIGITS[d] + out
+        if n == 0:
+            return out
 
 
 def mint_request_id(run_id: str, fence: int, fallback: str) -> str:
-    """The request id a pause parks under: ``int_<fence in base 36>_<run id>`` (the run id can be read
-    back from it, so ``get_interrupt`` needs no lookup; the fence makes it unique within the run, as
-    each pause is committed at a fence of its own), or ``fallback`` when that would be longer than an
-    id may be (a long child run id)."""
-    digits, n = "", fence
-    while True:
-        n, d = divmod(n, 36)
-        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
-        if n == 0:
-            break
-    minted = f"int_{digits}_{run_id}"
+    """The request id a pause parks under: ``i<fence, base 36>_<nonce>_<run id>``, or ``fallback``
+    when that would not fit in an id's 64 characters (a long child run id).
+
+    The run id can be read back from it, so ``get_interrupt`` needs no lookup. The fence makes it
+    unique within the run (each pause commits at a fence of its own). The nonce (5 to 8 random
+    base-36 characters, as many as fit) makes it differ from the ids of an earlier run of the same
+    id (run ids may be chosen, and reused once the earlier run's summary is gone): a token is signed
+    over the run and request ids, so an old run's token must not name a new run's interrupt."""
+    head = f"i{_base36(fence)}_"
+    room = min(MAX_NONCE, 64 - len(head) - 1 - len(run_id))
+    if room < MIN_NONCE:
+        return fallback
+    nonce = "".join(_DIGITS[b % 36] for b in os.urandom(room))
+    minted = f"{head}{nonce}_{run_id}"
     return minted if ID_PATTERN.fullmatch(minted) else fallback
 
 
 def run_of_request(request_id: str) -> str | None:
     """The run id a minted request id carries (matched in full and checked as a run id), else None:
-    ids parkway did not mint (a session's ``int_<hash>`` and ``tool_<hash>``) carry none."""
+    ids parkway did not mint (a session's ``int_<hash>`` and ``tool_<hash>``, the fallback
+    ``int_<hex>``) carry none."""
     m = _MINTED.fullmatch(request_id)
-    if m is None or not ID_PATTERN.fullmatch(m.group(2)):
+    if m is None or not ID_PATTERN.fullmatch(m.group(3)):
         return None
-    return m.group(2)
+    return m.group(3)

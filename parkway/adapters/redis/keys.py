@@ -21,7 +21,7 @@ an interrupt it finds ``pending`` before the run's ``expires``, and flips it in 
 An interrupt's lifecycle record (its telemetry) lives in its run's summary, so it lasts as long as
 the summary does (the retention after the run's records), with no key of its own either; it is
 found by request id without a lookup because a request id parkway mints carries its run id,
-``int_<fence, base 36>_<run id>`` (``parkway.runtime.telemetry.mint_request_id``; other ids are read
+``i<fence, base 36>_<nonce>_<run id>`` (``parkway.runtime.telemetry.mint_request_id``; other ids are read
 with their run id given). Its values are msgpack of at most a few dozen bytes without captured
 content; with content a value may pass 64 bytes, and the summary is then a hash table.
 
