@@ -241,8 +241,8 @@ class Parkway:
             answer = validate_answer(request, selected=selected, value=value, contract=contract)
         except InvalidAnswer as exc:  # refused: the interrupt stays open, its lifecycle record counts it
             now = now_ms()
-            self.store.refuse(record.run_id, token_hash, telemetry.failure(now, "InvalidAnswer", exc.message,
-                                                                            record.capture), now)
+            failure = telemetry.failure(now, "InvalidAnswer", exc.message, record.capture)
+            self.store.refuse(record.run_id, token_hash, record.request_id, failure, now)
             raise
         entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}

@@ -372,3 +372,19 @@ def test_a_reused_run_id_mints_new_request_ids_and_old_tokens_answer_nothing(har
     second, _ = _pending(harness, run_id)
     assert first != second and telemetry.run_of_request(second) == run_id
     assert harness.pw.resume(old_token, selected="red").outcome is ResumeOutcome.UNKNOWN
+
+
+def test_the_summary_with_lifecycle_records_keeps_the_compact_encoding_on_redis(harness: Harness) -> None:
+    """On Redis, a summary holding a resolved interrupt's record (request and answer captured, a
+    refusal with its message) stays a listpack: the record's parts are at most 64 bytes, named
+    without the run id a minted request id carries."""
+    if harness.kind != "redis":
+        pytest.skip("fakeredis does not model Redis's encodings")
+    run_id = harness.start_and_run(flows.one_choice)
+    _, token = _pending(harness, run_id)
+    with pytest.raises(InvalidAnswer):
+        harness.pw.resume(token, selected="a-long-option-id-that-does-not-exist-" * 2)
+    assert harness.pw.resume(token, selected="red", responder="someone@example.com").accepted
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    assert client.object("encoding", keys.summary(run_id)) == b"listpack"
+    assert all(len(f) <= 64 and len(v) <= 64 for f, v in client.hgetall(keys.summary(run_id)).items())

@@ -18,6 +18,7 @@ from ..runtime import telemetry
 from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
 from ..runtime.protocol import RunStatus
 from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
+from .redis.keys import lifecycle_field
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -272,17 +273,18 @@ def lifecycle_blob(part: Mapping[str, Any], limit: int) -> bytes:
     return encode(dict(part), limit=limit, what="interrupt lifecycle record")
 
 
-def lifecycle_from(request_id: str, summary: Mapping[bytes, bytes], status: str | None) -> Lifecycle | None:
+def lifecycle_from(
+    run_id: str, request_id: str, summary: Mapping[bytes, bytes], status: str | None
+) -> Lifecycle | None:
     """An interrupt's lifecycle record from its run's summary fields, or None if it has none.
     ``status`` is its status as its run's records say (None once they are gone: then the record
     says it, and an interrupt that never ended there expired with its run)."""
-    made = summary.get(f"i:{request_id}".encode())
-    if made is None:
+    created = lifecycle_part(summary, "i", request_id, run_id)
+    if not created:
         return None
-    created = _mapping(decode(made, what="interrupt lifecycle"))
-    end = _mapping(decode(summary.get(f"e:{request_id}".encode()), what="interrupt lifecycle"))
-    failed = _mapping(decode(summary.get(f"x:{request_id}".encode()), what="interrupt lifecycle"))
-    last = _mapping(decode(summary.get(f"fl:{request_id}".encode()), what="interrupt lifecycle"))
+    end = lifecycle_part(summary, "e", request_id, run_id)
+    failed = lifecycle_part(summary, "x", request_id, run_id)
+    last = lifecycle_part(summary, "fl", request_id, run_id)
     outcome = end.get("o")
     if failed:
         outcome = "resume_failed"
@@ -306,12 +308,22 @@ def lifecycle_from(request_id: str, summary: Mapping[bytes, bytes], status: str 
             reason=failed.get("why", end.get("why")),
             answer=end.get("a"),
             request=created.get("q"),
-            failures=int(summary.get(f"f:{request_id}".encode(), 0)),
+            failures=int(summary.get(lifecycle_field("f", request_id, run_id).encode(), 0)),
             last_failure=last.get("why"),
             last_failure_at=last.get("t"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptRecord(f"interrupt lifecycle record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def lifecycle_part(summary: Mapping[bytes, bytes], kind: str, request_id: str, run_id: str) -> dict[str, Any]:
+    """One part of a lifecycle record ({} if none), joined from its 64-byte pieces ``<field>:<i>``
+    (``hset_parts`` in ``_common.lua``)."""
+    pieces: list[bytes] = []
+    base = lifecycle_field(kind, request_id, run_id) + ":"
+    while (piece := summary.get(f"{base}{len(pieces)}".encode())) is not None:
+        pieces.append(piece)
+    return _mapping(decode(b"".join(pieces), what="interrupt lifecycle")) if pieces else {}
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -466,7 +466,7 @@ class Store(Protocol):
         """An interrupt with its lifecycle record, open or ended, while its run's records or its
         summary last (after the run's TTL, from the lifecycle record alone)."""
 
-    def refuse(self, run_id: str, token_hash: str, error: Mapping[str, Any], now: int) -> int:
+    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
         """Count a refused answer in the open interrupt's lifecycle record, with ``error`` (a
         lifecycle part: ``telemetry.failure``) as the last; returns the count (0: not open)."""
 

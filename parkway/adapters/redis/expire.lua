@@ -23,7 +23,7 @@ redis.call('ZREM', KEYS[4], ARGV[3])
 redis.call('ZREM', KEYS[5], ARGV[4])
 if state[1] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', KEYS[1], ARGV[15], ARGV[9] == 'timer' and 'cancelled' or 'expired')
-redis.call('HSET', KEYS[3], ARGV[17], ARGV[18])
+hset_parts(KEYS[3], ARGV[17], ARGV[18])
 redis.call('ZADD', KEYS[10], 0, ARGV[19])
 redis.call('ZREMRANGEBYLEX', KEYS[10], '-', '(' .. ARGV[20])
 local cur = redis.call('HMGET', KEYS[1], 'status', 'waiting', 'step')

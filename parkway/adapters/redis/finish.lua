@@ -1,7 +1,8 @@
 -- End a queued or running run (or a session's branch run held on its parked branch) as failed or
 -- cancelled.
 -- A run failed in the activation whose interrupt was last answered (its replay with the answer
--- failed): that interrupt's lifecycle record says so (x:<req> in the summary).
+-- failed): that interrupt's lifecycle record says so (its x: field in the summary, which the run's
+-- 'ans' names).
 -- KEYS: 1 run, 2 workflow state, 3 events, 4 summary, 5 leases, 6 metrics, 7... the parent's (see notify_parent)
 -- ARGV: 1 fence ('' = whatever is current), 2 status, 3 error blob ('' = none), 4 now,
 --       5 retention ms, 6 maxlen, 7 event type, 8 event blob, 9 done blob, 10 run id,
@@ -18,8 +19,8 @@ redis.call('HINCRBY', KEYS[1], 'fence', 1)
 if ARGV[2] == 'failed' and ARGV[11] ~= '' then
   local answered = redis.call('HMGET', KEYS[1], 'ans', 'step')
   if answered[1] then
-    local step, req, output = string.match(answered[1], '^(%d+) (%S+) (%d)$')
-    if step == answered[2] then redis.call('HSET', KEYS[4], 'x:' .. req, output == '1' and ARGV[11] or ARGV[12]) end
+    local step, field, output = string.match(answered[1], '^(%d+) (%S+) (%d)$')
+    if step == answered[2] then hset_parts(KEYS[4], field, output == '1' and ARGV[11] or ARGV[12]) end
   end
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'updated', ARGV[4])

@@ -22,8 +22,9 @@ An interrupt's lifecycle record (its telemetry) lives in its run's summary, so i
 the summary does (the retention after the run's records), with no key of its own either; it is
 found by request id without a lookup because a request id parkway mints carries its run id,
 ``i<fence, base 36>_<nonce>_<run id>`` (``parkway.runtime.telemetry.mint_request_id``; other ids are read
-with their run id given). Its values are msgpack of at most a few dozen bytes without captured
-content; with content a value may pass 64 bytes, and the summary is then a hash table.
+with their run id given). Its parts are split into values of at most 64 bytes, as the run hash's
+record is, so the summary stays a listpack (for a run id of up to about 50 characters: longer ones
+make field names over 64 bytes).
 
 ``pw`` is the key prefix: ``PARKWAY_KEY_PREFIX`` (default ``pw``), read from the environment once,
 when this module is imported, so several applications can share one Redis (each process has one
@@ -50,11 +51,13 @@ key                         type    TTL       holds
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown; and each
                                               interrupt's lifecycle record (its telemetry, see
-                                              ``parkway.runtime.telemetry``): ``i:<req>`` created
+                                              ``parkway.runtime.telemetry``; <req> without its
+                                              run id if minted: ``lifecycle_field``): ``i:<req>`` created
                                               (park), ``e:<req>`` how it ended (resume, cancel,
                                               expire), ``f:<req>`` refused answers and ``fl:<req>``
                                               the last one (refuse), ``x:<req>`` the replay after
-                                              its answer failed the run (finish)
+                                              its answer failed the run (finish); each but f: as
+                                              msgpack in parts of <= 64 bytes, ``<field>:0``, ``:1``...
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
@@ -108,6 +111,7 @@ from __future__ import annotations
 import os
 import re
 
+from ...runtime import telemetry
 from ...runtime.errors import ConfigError
 
 _PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
@@ -199,10 +203,12 @@ def closed_index(status: str, workflow: str) -> str:
     return f"{PREFIX}:ic:{status}:{workflow}"
 
 
-def lifecycle_field(kind: str, request_id: str) -> str:
-    """The summary field holding one part of an interrupt's lifecycle record: ``i`` (created), ``e``
-    (ended), ``f`` (refused answers), ``fl`` (the last refusal), ``x`` (its replay failed the run)."""
-    return f"{kind}:{request_id}"
+def lifecycle_field(kind: str, request_id: str, run_id: str) -> str:
+    """The summary field (or, for those written in 64-byte pieces, the stem ``<field>:<i>`` extends)
+    of one part of an interrupt's lifecycle record: ``i`` (created), ``e`` (ended), ``f`` (refused
+    answers), ``fl`` (the last refusal), ``x`` (its replay failed the run). A minted request id is
+    named without its run id (the key has it): ``i:i3_k2j9x0ab:0``, not 50 bytes more per field."""
+    return f"{kind}:{telemetry.short_id(request_id, run_id)}"
 
 
 def pauses() -> str:

@@ -36,7 +36,7 @@ redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', 
   'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 21))
 -- a new pause: the interrupt answered before it (if any) did not fail its replay
 redis.call('HDEL', KEYS[1], 'ans')
-if ARGV[20] ~= '' then redis.call('HSET', KEYS[8], ARGV[19], ARGV[20]) end
+if ARGV[20] ~= '' then hset_parts(KEYS[8], ARGV[19], ARGV[20]) end
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
 for i = 11, #KEYS, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])

@@ -11,8 +11,9 @@
 --       14 wait buckets (upper bounds in seconds, ascending, space-separated), 15 prefix of the status
 --       field, 16 created at (ms), 17 the lifecycle field of its end in the summary (e:<req>),
 --       18 its blob, 19 the closed index member, 20 the oldest end time the closed index keeps
---       (6 bytes, as members start), 21 the run's 'ans' ("<step> <req> <1 | 0: the answer's output
---       captured>", for finish.lua; '' for a cancel), 22... the next job (see hand_off)
+--       (6 bytes, as members start), 21 the run's 'ans' ("<step> <the x: field of its lifecycle
+--       record> <1 | 0: the answer's output captured>", for finish.lua; '' for a cancel), 22... the
+--       next job (see hand_off)
 local req = redis.call('HGET', KEYS[1], ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'expired'} end
@@ -47,7 +48,7 @@ redis.call('HINCRBY', KEYS[9], 'resumes:accepted', 1)
 redis.call('HINCRBY', KEYS[9], 'wait:' .. bucket, 1)
 redis.call('HINCRBY', KEYS[9], 'wait:sum_ms', waited)
 -- the lifecycle record: how it ended, and its place among the workflow's closed interrupts
-redis.call('HSET', KEYS[5], ARGV[17], ARGV[18])
+hset_parts(KEYS[5], ARGV[17], ARGV[18])
 redis.call('ZADD', KEYS[10], 0, ARGV[19])
 redis.call('ZREMRANGEBYLEX', KEYS[10], '-', '(' .. ARGV[20])
 if ARGV[21] ~= '' then redis.call('HSET', KEYS[1], 'ans', ARGV[21]) end

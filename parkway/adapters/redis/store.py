@@ -352,7 +352,7 @@ class RedisStore:
                     rec.workflow,
                     keys.PAUSE_FEED_MAXLEN,
                     f"{step} {commit.version}" if commit.version else "",
-                    keys.lifecycle_field("i", rec.request_id),
+                    keys.lifecycle_field("i", rec.request_id, r),
                     self._lifecycle(commit.lifecycle) if commit.lifecycle is not None else "",
                     *self._record_parts(rec),
                 ],
@@ -366,7 +366,7 @@ class RedisStore:
         """The closed index and the arguments a script that ends an interrupt writes its lifecycle
         record's end with: its field, its blob, the index member, the oldest end time kept."""
         return keys.closed_index(status, entry.workflow), [
-            keys.lifecycle_field("e", entry.request_id),
+            keys.lifecycle_field("e", entry.request_id, entry.run_id),
             self._lifecycle(end),
             codec.closed_member(now, entry.run_id, entry.request_id),
             codec.time_floor(max(0, now - self.limits.retention_ms)),
@@ -553,7 +553,8 @@ class RedisStore:
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         closed, closing = self._closing(entry, status, answer.lifecycle, answer.now)
-        answered = "" if answer.cancelled else f"{rec.step} {rec.request_id} {int('output' in rec.capture)}"
+        failed = keys.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
+        answered = "" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}"
         reply = self._call(
             "resume",
             r,
@@ -782,14 +783,22 @@ class RedisStore:
             fields, summary = pipe.execute()
         return _with_lifecycle(run_id, request_id, fields, summary, now)
 
-    def refuse(self, run_id: str, token_hash: str, error: Mapping[str, Any], now: int) -> int:
-        r = run_id
+    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
+        r, req = run_id, request_id
         return int(
             self._call(
                 "refuse",
                 r,
                 [keys.run(r), keys.summary(r)],
-                [keys.token_field(token_hash), now, keys.STATUS_PREFIX, "f:", "fl:", self._lifecycle(error)],
+                [
+                    keys.token_field(token_hash),
+                    now,
+                    keys.status_field(req),
+                    req,
+                    keys.lifecycle_field("f", req, r),
+                    keys.lifecycle_field("fl", req, r),
+                    self._lifecycle(error),
+                ],
             )
         )
 
@@ -853,7 +862,8 @@ class RedisStore:
         pipe.hgetall(keys.run(r))
         pipe.hgetall(keys.summary(r))
         fields, summary = pipe.execute()
-        found = (_with_lifecycle(r, _text(k)[2:], fields, summary, query.now) for k in summary if k.startswith(b"i:"))
+        made = (telemetry.full_id(_text(k)[2:-2], r) for k in summary if k.startswith(b"i:") and k.endswith(b":0"))
+        found = (_with_lifecycle(r, request_id, fields, summary, query.now) for request_id in made)
         items = [x for x in found if x is not None and x.lifecycle is not None and x.lifecycle.status == query.status]
         items.sort(key=lambda x: (x.lifecycle.ended_at if x.lifecycle else 0) or 0, reverse=True)
         return items[: query.limit]
@@ -997,14 +1007,14 @@ def _with_lifecycle(
         status = _text(fields.get(keys.status_field(request_id).encode(), b"")) or None
         if status == "pending" and int(fields.get(b"expires") or 0) <= now:
             status = "expired"
-    lifecycle = codec.lifecycle_from(request_id, summary, status) if summary else None
+    lifecycle = codec.lifecycle_from(run_id, request_id, summary, status) if summary else None
     if record is not None:
         if lifecycle is not None and lifecycle.status != "pending" and "input" not in record.capture:
             record = replace(record, request={})  # ended: only what its lifecycle record captured shows
         return replace(record, lifecycle=lifecycle)
     if lifecycle is None:
         return None
-    made = codec.decode(summary.get(keys.lifecycle_field("i", request_id).encode()), what="interrupt lifecycle")
+    made = codec.lifecycle_part(summary, "i", request_id, run_id)
     return InterruptRecord(
         request_id=request_id,
         run_id=run_id,
