@@ -206,14 +206,20 @@ def parse_member(raw: bytes, order: str, workflow: str) -> IndexEntry:
     return IndexEntry(created, expires, workflow, run_id)
 
 
+def _cursor(cursor: object, letter: str, pattern: re.Pattern[str], what: str) -> re.Match[str]:
+    """A cursor's parts after its ``letter`` (its order's or status's first) and a dot."""
+    prefix = letter + "."
+    m = pattern.fullmatch(cursor[2:]) if isinstance(cursor, str) and cursor.startswith(prefix) else None
+    if m is None:
+        raise ValidationError(f"invalid cursor for {what}")
+    return m
+
+
 def parse_cursor(cursor: str | None, order: str) -> bytes | None:
     """The member a cursor names (a page starts after it)."""
     if cursor is None:
         return None
-    prefix = order[0] + "."
-    m = _CURSOR.fullmatch(cursor[2:]) if isinstance(cursor, str) and cursor.startswith(prefix) else None
-    if m is None:
-        raise ValidationError(f"invalid cursor for order={order!r}")
+    m = _cursor(cursor, order[0], _CURSOR, f"order={order!r}")
     return _time(int(m.group(1))) + _time(int(m.group(2))) + m.group(3).encode()
 
 
@@ -262,10 +268,7 @@ def parse_closed_cursor(cursor: str | None, status: str) -> bytes | None:
     """The member a closed listing's cursor names (a page starts after it)."""
     if cursor is None:
         return None
-    prefix = status[0] + "."
-    m = _CLOSED_CURSOR.fullmatch(cursor[2:]) if isinstance(cursor, str) and cursor.startswith(prefix) else None
-    if m is None:
-        raise ValidationError(f"invalid cursor for status={status!r}")
+    m = _cursor(cursor, status[0], _CLOSED_CURSOR, f"status={status!r}")
     return _time(int(m.group(1))) + m.group(2).encode()
 
 
