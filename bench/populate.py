@@ -18,9 +18,9 @@ and ``shape()`` compares a pipelined run's keys with a really parked run's.
 through the real path above while recording every script call the store makes (name,
 keys, arguments: create.lua, begin.lua, park.lua), then replays those calls, pipelined,
 for each new run with three values substituted: the run id (``run_`` + 32 hex, as
-parkway makes them), the request id (``int_`` + 24 hex) and the token hash (SHA-256 of the
-token minted for the new ids). The substitutes have the template's lengths, so msgpack
-blobs stay valid. Everything else (timestamps, input, request) is the template's: all
+parkway makes them), the request id (``int_<fence>_<run id>``, the run id in it substituted)
+and the token hash (SHA-256 of the token minted for the new ids). The substitutes have the
+template's lengths, so msgpack blobs stay valid. Everything else (timestamps, input, request) is the template's: all
 bulk runs were created in the same millisecond and sort by run id within it. Scripts,
 keys and members are parkway's own; ``shape()`` compares a bulk run with the template.
 
@@ -209,13 +209,13 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     from parkway.adapters.redis.store import ScriptCall
 
     def args_of(call: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> list[Any]:
-        """The call's arguments for the new ids. park's (after its 19 fixed ones, the 18th the run's
-        ``paused`` step and version, the 19th its number of filter indexes) end with the interrupt
-        record in parts (rq, its request id, rn, its count, then each part: a 64-byte split may cut
-        an id in two): joined, substituted, split again."""
+        """The call's arguments for the new ids. park's (after its 21 fixed ones: the 18th the run's
+        ``paused`` step and version, the 19th its number of filter indexes, then its lifecycle
+        record's field and blob) end with the interrupt record in parts (rq, its request id, rn, its
+        count, then each part: a 64-byte split may cut an id in two): joined, substituted, split again."""
         if call.name != "park":
             return [substitute(a, pairs, bpairs) for a in call.args]
-        head, tail = call.args[:19], call.args[19:]
+        head, tail = call.args[:21], call.args[21:]
         if tail[0] != pwkeys.RECORD_HELD or tail[2] != "rn":
             raise RuntimeError("park's arguments changed shape: the bulk writer needs updating")
         blob = substitute(b"".join(tail[5::2]), pairs, bpairs)
@@ -229,7 +229,10 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     last = template
     for first in range(0, count, batch):
         for _ in range(first, min(count, first + batch)):
-            rid, req = "run_" + uuid.uuid4().hex, "int_" + os.urandom(12).hex()
+            rid = "run_" + uuid.uuid4().hex
+            # a minted request id carries its run id (int_<fence>_<run id>): substituted with it
+            minted = template in request_id
+            req = request_id.replace(template, rid) if minted else "int_" + os.urandom(12).hex()
             new_hash = tokens.hash_token(tokens.mint(secret, rid, req))
             cut = pwkeys.TOKEN_FIELD_HEX
             pairs = [(template, rid), (request_id, req), (token_hash[:cut], new_hash[:cut])]

@@ -194,6 +194,7 @@ class AsyncParkway:
         session: str | None = None,
         created_after: int | None = None,
         created_before: int | None = None,
+        status: str = "pending",
     ) -> InterruptPage:
         """As :meth:`parkway.Parkway.list_interrupts`; a wait (``wait_ms``) holds a worker thread,
         not the event loop, and runs its course even if the awaiting task is cancelled."""
@@ -211,7 +212,13 @@ class AsyncParkway:
             session=session,
             created_after=created_after,
             created_before=created_before,
+            status=status,
         )
+        return result
+
+    async def get_interrupt(self, request_id: str, *, run_id: str | None = None) -> Interrupt:
+        """As :meth:`parkway.Parkway.get_interrupt`."""
+        result: Interrupt = await self._call(self.sync.get_interrupt, request_id, run_id=run_id)
         return result
 
     async def lookup(self, token: str) -> Interrupt | ResumeResult:

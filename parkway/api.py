@@ -69,10 +69,11 @@ from . import links, session_api
 from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import Settings
 from .metrics import ParkwayCollector, Refused
-from .runtime import tokens
+from .runtime import telemetry, tokens
 from .runtime.clock import now_ms
 from .runtime.errors import (
     ConfigError,
+    InterruptNotFound,
     InvalidAnswer,
     MalformedResume,
     ParkwayError,
@@ -317,7 +318,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
             return _problem(404, exc)
         if isinstance(exc, SessionError):  # a parked or busy branch, a session id taken
             return _problem(409, exc)
-        if isinstance(exc, RunNotFound):
+        if isinstance(exc, RunNotFound | InterruptNotFound):
             return _problem(404, exc)
         if isinstance(exc, ValidationError | WorkflowError):
             return _problem(422, exc)
@@ -389,20 +390,36 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         session: str | None = None,
         created_after: Annotated[int | None, Query(alias="createdAfter")] = None,
         created_before: Annotated[int | None, Query(alias="createdBefore")] = None,
+        status: Literal["pending", "resolved", "cancelled", "expired"] = "pending",
     ) -> dict[str, Any]:
         if tokens and who.role == "user":
             raise HTTPException(403, "a user's key cannot read resume tokens (system and machine keys can)")
         # a key bound to a tenant lists its tenant's interrupts only (its runs', its sessions')
         tenant = _own_tenant(who, tenant)
+        if status != "pending" and tenant == who.tenant:
+            tenant = None  # ended ones list by workflow or run only: the caller's tenant filters below
         # a waiting listing holds one of the thread pool's threads while it waits
         page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
                                   include_tokens=tokens, wait_ms=wait_ms, audience=audience, tenant=tenant,
-                                  session=session, created_after=created_after, created_before=created_before)
-        if who.tenant is not None:  # (a listing by run id reads the run, not the tenant's index)
+                                  session=session, created_after=created_after, created_before=created_before,
+                                  status=status)
+        if who.tenant is not None:  # (a listing by run id or of ended ones reads no tenant's index)
             page = page.model_copy(update={"items": [i for i in page.items if i.tenant == who.tenant]})
         # a session's interrupts only to callers of its tenant (and, for a user, its owner)
         page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
         return _dump(page)
+
+    @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
+             tags=["interrupts"])
+    def get_interrupt(
+        request_id: str, who: Auth, run_id: Annotated[str | None, Query(alias="runId")] = None
+    ) -> dict[str, Any]:
+        """One interrupt, open or ended, with its lifecycle record (``runId`` only for a request id
+        that does not carry it)."""
+        owner = run_id or telemetry.run_of_request(request_id)
+        if owner is not None:  # a session's interrupts are its owner's and tenant's
+            pw.sessions.check_run(owner, who)
+        return _dump(pw.get_interrupt(request_id, run_id=run_id))
 
     @app.post(
         "/v1/resume",
@@ -467,10 +484,10 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         if isinstance(found, HTMLResponse):
             return found
         interrupt, answer = found
-        label = next((o.label for o in interrupt.request.options if o.id == answer.option), answer.option)
+        label = next((o.label for o in interrupt.asked().options if o.id == answer.option), answer.option)
         return _page(
             "Confirm your answer",
-            f"<p>{escape(interrupt.request.question or 'Your answer')}</p>"
+            f"<p>{escape(interrupt.asked().question or 'Your answer')}</p>"
             f"<form method='post'><button type='submit'>Answer “{escape(label)}”</button></form>",
         )
 
@@ -481,7 +498,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
             return found
         interrupt, answer = found
         token = tokens.mint(pw.backend.options.secret, answer.run_id, answer.request_id)
-        selected: Any = [answer.option] if interrupt.request.multiple else answer.option
+        selected: Any = [answer.option] if interrupt.asked().multiple else answer.option
         try:
             result = pw.resume(token, selected=selected, request_id=answer.request_id,
                                responder=answer.responder or "answer-link")

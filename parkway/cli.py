@@ -104,7 +104,7 @@ def _show_run(run: Run, out: TextIO, extra: dict[str, Any] | None = None) -> Non
 def _describe(interrupt: Interrupt, out: TextIO, now: int | None = None) -> None:
     """One pending interrupt, for people: the question, its options, its times, its token if shown."""
     now = _now_ms() if now is None else now
-    req = interrupt.request
+    req = interrupt.asked()
     out.write(f"- {interrupt.request_id}  run {interrupt.run_id}  {interrupt.workflow}/{interrupt.node}\n")
     out.write(f"  {req.kind}: {req.question}\n")
     if interrupt.audience or interrupt.tenant:
@@ -124,6 +124,27 @@ def _describe(interrupt: Interrupt, out: TextIO, now: int | None = None) -> None
     )
     if interrupt.resume_token:
         out.write(f"  token: {interrupt.resume_token}\n")
+
+
+def _describe_ended(interrupt: Interrupt, out: TextIO) -> None:
+    """One ended interrupt, for people: how it ended, when, after how long, by whom, refusals."""
+    life = interrupt.lifecycle
+    out.write(f"- {interrupt.request_id}  run {interrupt.run_id}  {interrupt.workflow}/{interrupt.node}\n")
+    if life is None:
+        return
+    line = f"  {life.outcome or life.status}"
+    if life.ended_at is not None:
+        line += f" at {_when(life.ended_at)}"
+    if life.wait_ms is not None:
+        line += f" after {_span(life.wait_ms)}"
+    if life.responder:
+        line += f" by {life.responder}"
+    if life.reason:
+        line += f" ({life.reason})"
+    out.write(line + f"; {life.presentation}, {life.option_count} option(s)")
+    if life.schema_id:
+        out.write(f", contract {life.schema_id} v{life.schema_version}")
+    out.write(f"; {life.failures} answer(s) refused\n" if life.failures else "\n")
 
 
 def _event_json(event: Event) -> str:
@@ -404,7 +425,7 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
         if not _interactive():
             print(_waiting_hint(run, pw.settings.embedded), file=sys.stderr)
             return 0
-        _answer_at_terminal(pw, run_id, run.interrupt.request)
+        _answer_at_terminal(pw, run_id, run.interrupt.asked())
 
 
 def _waiting_hint(run: Run, embedded: bool) -> str:
@@ -451,15 +472,19 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
             session=args.session,
             created_before=_ago(args.older_than),
             created_after=_ago(args.newer_than),
+            status=args.status,
         )
         if args.json:
             print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
             return 0
         if not page.items:
-            print("no pending interrupts")
+            print(f"no {args.status} interrupts")
         now = _now_ms()
         for interrupt in page.items:
-            _describe(interrupt, sys.stdout, now)
+            if args.status == "pending":
+                _describe(interrupt, sys.stdout, now)
+            else:
+                _describe_ended(interrupt, sys.stdout)
         if page.next_cursor:
             print(f"more: --cursor {page.next_cursor}")
         return 0
@@ -501,7 +526,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             found = pw.lookup(args.token)
             if isinstance(found, Interrupt):
                 try:
-                    kwargs = ask(found.request, contract=contract_of(pw, found.request))
+                    kwargs = ask(found.asked(), contract=contract_of(pw, found.asked()))
                 except KeyboardInterrupt:
                     print(f"\nnot answered: interrupt {found.request_id} of run {found.run_id} is still waiting "
                           "and the token still works", file=sys.stderr)
@@ -562,6 +587,14 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 # --- show, events ------------------------------------------------------------------
+
+
+def cmd_interrupt(args: argparse.Namespace) -> int:
+    with _client(args) as pw:
+        interrupt = pw.get_interrupt(args.request_id, run_id=args.run_id)
+        print(_json(_dump(interrupt, exclude_none=True)))
+        _describe_ended(interrupt, sys.stderr)
+        return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -720,9 +753,9 @@ def _demo(pw: Parkway) -> int:
         _describe(interrupt, out)
     target = page.items[0]
     if _interactive():
-        answer = ask(target.request, out=out, contract=contract_of(pw, target.request))
+        answer = ask(target.asked(), out=out, contract=contract_of(pw, target.asked()))
     else:
-        first = target.request.options[0].id
+        first = target.asked().options[0].id
         out.write(f"\nno terminal to ask: answering with the first option {first!r}\n")
         answer = {"selected": first}
     assert target.resume_token is not None
@@ -785,9 +818,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log at INFO (default WARNING); also accepted after the command")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
-
-    for add in (_add_worker, _add_run, _add_interrupts, _add_resume, _add_show, _add_events, _add_cancel,
-                _add_fork, _add_replay, _add_serve, _add_reconcile, _add_demo):
+    for add in (_add_worker, _add_run, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
+                _add_cancel, _add_fork, _add_replay, _add_serve, _add_reconcile, _add_demo):
         add(sub)
     session_cli.add(sub, _command)
     return p
@@ -910,6 +942,9 @@ def _add_interrupts(sub: Subcommands) -> None:
                    help="only interrupts created at least AGE ago: 90s, 15m, 2h, 7d (newest order)")
     i.add_argument("--newer-than", type=_age, metavar="AGE",
                    help="only interrupts created at most AGE ago (newest order)")
+    i.add_argument("--status", choices=["pending", "resolved", "cancelled", "expired"], default="pending",
+                   help="pending (default), or those that ended so within the retention, newest end first, each "
+                   "with its lifecycle record (then --order newest only, no --tokens)")
     i.add_argument("--json", action="store_true",
                    help="print the page as one JSON object: items (camelCase, times in epoch ms) and nextCursor "
                    "(null on the last page)")
@@ -943,6 +978,22 @@ def _add_resume(sub: Subcommands) -> None:
                    help="if the interrupt expired, start its workflow again as a new run (resume_or_start): prints "
                         "{outcome: resumed | started, runId, restartedFrom}; exit 0 for either")
     s.add_argument("--input", metavar="JSON", help="with --or-start: the new run's input (default: the expired run's)")
+
+
+def _add_interrupt(sub: Subcommands) -> None:
+    i = _command(
+        sub,
+        "interrupt",
+        "print one interrupt, open or ended, with its lifecycle record, as JSON",
+        cmd_interrupt,
+        "Prints the interrupt: requestId, runId, workflow, node, request (null once ended if its input is\n"
+        "not captured) and lifecycle (status, presentation, optionCount, schemaId/Version, outcome, endedAt,\n"
+        "waitMs, responder, reason, answer if captured, failures). Read for the retention of run summaries\n"
+        "after the run's records are gone. On stderr, one line in words.\n"
+        "exit status: 0, 1 error (no such interrupt, a bad id, Redis unreachable)",
+    )
+    i.add_argument("request_id", metavar="REQUEST", help="the request id (i<n>_<nonce>_<run id> carries its run)")
+    i.add_argument("--run-id", metavar="RUN", help="the run, for a request id that does not carry it (a session's)")
 
 
 def _add_show(sub: Subcommands) -> None:

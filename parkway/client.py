@@ -12,10 +12,11 @@ from typing import Any, Literal
 from . import links
 from .backend import Backend, build_backend
 from .config import Settings, check_ttl
-from .runtime import tokens
+from .runtime import telemetry, tokens
 from .runtime.cancel import cancel_run
 from .runtime.clock import now_ms
 from .runtime.errors import (
+    InterruptNotFound,
     InvalidAnswer,
     ParkwayError,
     RunNotFound,
@@ -32,6 +33,7 @@ from .runtime.protocol import (
     CancelResult,
     Event,
     Interrupt,
+    InterruptLifecycle,
     InterruptPage,
     InterruptRequest,
     ResumeOrStartResult,
@@ -54,6 +56,7 @@ from .runtime.store import (
     InterruptQuery,
     InterruptRecord,
     JournalEntry,
+    Lifecycle,
     NewRun,
     RunRecord,
     StoredEvent,
@@ -288,7 +291,13 @@ class Parkway:
         self._check_version(record, ref)
         request = InterruptRequest.model_validate(record.request)
         contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
-        answer = validate_answer(request, selected=selected, value=value, contract=contract)
+        try:
+            answer = validate_answer(request, selected=selected, value=value, contract=contract)
+        except InvalidAnswer as exc:  # refused: the interrupt stays open, its lifecycle record counts it
+            now = now_ms()
+            failure = telemetry.failure(now, "InvalidAnswer", exc.message, record.capture)
+            self.store.refuse(record.run_id, token_hash, record.request_id, failure, now)
+            raise
         entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
         return self._commit(record, token_hash, request_id, entry, event)
@@ -430,6 +439,7 @@ class Parkway:
         session: str | None = None,
         created_after: int | None = None,
         created_before: int | None = None,
+        status: str = "pending",
     ) -> InterruptPage:
         """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on).
 
@@ -438,6 +448,12 @@ class Parkway:
         from an index of its own; ``created_after`` / ``created_before`` (epoch ms: created at or
         after, strictly before) bound the interrupts' creation time. Filters combine; with
         ``audience``, ``tenant`` or ``session`` the order is ``newest``.
+
+        ``status`` (default ``pending``): ``resolved``, ``cancelled`` or ``expired`` lists instead the
+        interrupts that ended so within the retention of run summaries, newest end first (``order``
+        must then be ``newest``; no ``wait_ms``; no tokens: they answer nothing; by ``workflow`` or
+        ``run_id`` only, not the filters above), each with its lifecycle record; with ``run_id``, that
+        run's.
 
         With ``wait_ms`` (up to 30,000), a page that would be empty waits instead, up to that long,
         for a run matching ``workflow`` and ``run_id`` to pause, then lists again: no polling. It
@@ -455,15 +471,45 @@ class Parkway:
             raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
         if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= MAX_WAIT_MS:
             raise ValidationError(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
+        if status not in ("pending", *telemetry.CLOSED_STATUSES):
+            raise ValidationError(f"status must be 'pending', 'resolved', 'cancelled' or 'expired', not {status!r}")
+        filters = listing_filters(order, audience, tenant, session, created_after, created_before)
+        if status != "pending" and (order != "newest" or wait_ms or include_tokens):
+            raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
+        if status != "pending" and any(value is not None for value in filters.values()):
+            raise ValidationError("a listing of ended interrupts filters by workflow or run id only")
         query = InterruptQuery(
             workflow, run_id, order, limit, cursor, now_ms(), watch=wait_ms > 0,
-            **listing_filters(order, audience, tenant, session, created_after, created_before),
+            status=status, **filters,  # type: ignore[arg-type]
         )
         listing = self.store.list_interrupts(query)
-        if wait_ms and not listing.items:
+        if wait_ms and not listing.items and status == "pending":
             listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000)
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
         return InterruptPage(items=items, next_cursor=listing.next_cursor)
+
+    def get_interrupt(self, request_id: str, *, run_id: str | None = None) -> Interrupt:
+        """An interrupt by its request id, open or ended, with its lifecycle record (``lifecycle``):
+        for the retention of run summaries after its run's records are gone (then ``request`` is
+        None unless its input is captured). A request id parkway minted carries its run id
+        (``i<n>_<nonce>_<run id>``); one it did not (a session's, or a long child run's ``int_<hex>``)
+        needs ``run_id=``. Raises InterruptNotFound when there is none (or no longer)."""
+        check_id(request_id, "request id")
+        if run_id is not None:
+            check_id(run_id, "run id")
+        else:
+            run_id = telemetry.run_of_request(request_id)
+            if run_id is None:
+                raise ValidationError(
+                    f"request id {request_id!r} does not carry its run id (parkway's own are i<n>_<nonce>_<run id>): "
+                    "pass run_id=",
+                    request_id=request_id,
+                )
+        record = self.store.read_interrupt(run_id, request_id, now_ms())
+        if record is None:
+            raise InterruptNotFound(f"no interrupt {request_id!r} in run {run_id!r} (or no longer: past the "
+                                    "retention)", request_id=request_id, run_id=run_id)
+        return self._interrupt(record, include_token=False)
 
     def lookup(self, token: str) -> Interrupt | ResumeResult:
         """The interrupt ``token`` can still answer, or the outcome a resume would get now
@@ -486,14 +532,14 @@ class Parkway:
         found = self.lookup(token)
         if isinstance(found, ResumeResult):
             raise ValidationError(f"the interrupt cannot be answered any more ({found.outcome.value})")
-        if not found.request.options:
-            raise ValidationError(f"answer links need a choice with options, not a {found.request.kind} request")
+        if not found.asked().options:
+            raise ValidationError(f"answer links need a choice with options, not a {found.asked().kind} request")
         expires = found.expires_at if ttl_ms is None else min(found.expires_at, now_ms() + check_ttl(ttl_ms))
         secret = self.backend.options.secret
         return {
             option.id: f"{base_url.rstrip('/')}/a/"
             + links.mint(secret, links.AnswerLink(found.run_id, found.request_id, option.id, expires, responder))
-            for option in found.request.options
+            for option in found.asked().options
         }
 
     def replay(self, run_id: str, against: Workflow | str) -> ReplayReport:
@@ -602,7 +648,18 @@ class Parkway:
         """Commit the answer; the job that replays the node goes with it (the store enqueues it for
         the fence its commit wrote), or, from a store that cannot, is enqueued after."""
         run_id = record.run_id
-        answer = Answer(record, token_hash, request_id, entry, event, now_ms(), dispatch)
+        now = now_ms()
+        cancelled = entry.status == "cancelled"
+        end = telemetry.ended(
+            "cancelled" if cancelled else "resumed",
+            now,
+            record.created_at,
+            record.capture,
+            responder=event.get("responder"),
+            reason=event.get("reason"),
+            answer=None if cancelled else entry.value,
+        )
+        answer = Answer(record, token_hash, request_id, entry, event, now, dispatch, end)
         commit = self.store.resume(run_id, answer)
         if commit.outcome is ResumeOutcome.ACCEPTED:
             if dispatch and not commit.handed_off:
@@ -612,13 +669,15 @@ class Parkway:
 
     def _interrupt(self, record: InterruptRecord, *, include_token: bool) -> Interrupt:
         token = tokens.mint(self.backend.options.secret, record.run_id, record.request_id) if include_token else None
+        life = record.lifecycle
         return Interrupt(
             request_id=record.request_id,
             run_id=record.run_id,
             workflow=record.workflow,
             node=record.node,
             step=record.step,
-            request=InterruptRequest.model_validate(record.request),
+            request=InterruptRequest.model_validate(record.request) if record.request else None,
+            lifecycle=_lifecycle(life) if life is not None else None,
             created_at=record.created_at,
             expires_at=record.expires_at,
             resume_token=token,
@@ -703,6 +762,11 @@ _LOOKUP_OUTCOMES = {
     "cancelled": ResumeOutcome.ALREADY_RESOLVED,
     "expired": ResumeOutcome.EXPIRED,
 }
+
+
+def _lifecycle(life: Lifecycle) -> InterruptLifecycle:
+    """The public form of a lifecycle record (its captured request is the interrupt's ``request``)."""
+    return InterruptLifecycle.model_validate({k: v for k, v in vars(life).items() if k != "request"})
 
 
 def _check_text(value: Any, what: str, limit: int) -> None:

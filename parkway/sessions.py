@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .adapters.redis.sessions import SessionStore as RedisSessions
 from .config import check_ttl
-from .runtime import tokens
+from .runtime import telemetry, tokens
 from .runtime.clock import now_ms
 from .runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
 from .runtime.hooks import MAX_ROOT_ID
@@ -279,7 +279,7 @@ class Sessions:
         known = {i.id for i in interrupts}
         for run_id, state in rec.runs.items():
             waiting = state.get("waiting", "")
-            if state.get("status") == "waiting" and waiting.startswith("int_") and waiting not in known:
+            if state.get("status") == "waiting" and _waits_on(waiting, "int_") and waiting not in known:
                 found = self.pw.store.get_interrupt(run_id, waiting)
                 request = found.request if found else {}
                 named = (request.get("meta") or {}).get("interruptId")
@@ -578,7 +578,7 @@ class Sessions:
         found: list[tuple[str, str, InterruptRecord]] = []
         for run_id, state in rec.runs.items():
             waiting = state.get("waiting", "")
-            if state.get("status") != "waiting" or not waiting.startswith(prefix):
+            if state.get("status") != "waiting" or not _waits_on(waiting, prefix):
                 continue
             record = self.pw.store.get_interrupt(run_id, waiting)
             if record is not None and matches(record):
@@ -662,3 +662,9 @@ def as_caller(value: Caller | Mapping[str, Any]) -> Caller:
     if isinstance(value, Mapping):
         return Caller(value.get("role"), value.get("owner"), value.get("tenant"))  # type: ignore[arg-type]
     raise ValidationError("caller must be a Caller or {'role', 'owner', 'tenant'}")
+
+
+def _waits_on(waiting: str, prefix: str) -> bool:
+    """Whether a run's ``waiting`` names an interrupt of the kind ``prefix`` marks: ``tool_`` a tool
+    approval, ``int_`` a question, which is also any id parkway minted (``i<n>_<nonce>_<run id>``)."""
+    return waiting.startswith(prefix) or (prefix == "int_" and telemetry.run_of_request(waiting) is not None)

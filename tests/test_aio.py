@@ -32,6 +32,9 @@ def test_start_wait_list_resume_stream_and_cancel_awaited(harness: Harness) -> N
         harness.run_jobs()  # (RQ's worker wants the main thread)
         events = [e async for e in pw.stream(run_id, timeout=10)]
         assert events[-1].type == "done" and (await pw.get_run(run_id)).output["painted"] == "red"
+        ended = await pw.get_interrupt(page.items[0].request_id)
+        assert ended.lifecycle is not None and (ended.lifecycle.outcome, ended.lifecycle.failures) == ("resumed", 1)
+        assert [i.run_id for i in (await pw.list_interrupts(status="resolved")).items] == [run_id]
         other = await pw.start(flows.denial, {})
         harness.run_jobs()  # (RQ's worker wants the main thread)
         await pw.wait(other, timeout=10)

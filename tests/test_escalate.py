@@ -3,9 +3,6 @@ another audience with a new TTL, a bounded number of times, then applies the pol
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +21,7 @@ from parkway.workers.reconciler import reconcile_once
 from tests import flows_escalate as fe
 from tests.conftest import Harness, all_at_once
 from tests.flows import COLORS
-from tests.procs import ROOT
+from tests.readme import run_readme_example
 
 
 def _events(harness: Harness, run_id: str, kind: str | None = None) -> list[Any]:
@@ -251,12 +248,5 @@ def test_times_repeats_the_last_audience() -> None:
 
 def test_the_readme_escalation_example_runs(tmp_path: Path) -> None:
     """The README's escalation example runs as printed (embedded) and prints what it says."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Escalation"):]
-    code = section[section.index("```python\n") + len("```python\n"):]
-    (tmp_path / "escalate_example.py").write_text(code[: code.index("```")])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")} | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "escalate_example.py"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[(True, 'team:leads')]", "accepted", "True", "escalate team:leads"]
+    lines = run_readme_example("### Escalation", tmp_path)
+    assert lines == ["[(True, 'team:leads')]", "accepted", "True", "escalate team:leads"]

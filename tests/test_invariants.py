@@ -40,7 +40,7 @@ from parkway import (
 from parkway.adapters.limits import Limits
 from parkway.adapters.redis import embedded, keys
 from parkway.adapters.redis.store import RedisStore
-from parkway.runtime import executor, tokens
+from parkway.runtime import executor, telemetry, tokens
 from parkway.runtime.store import (
     Advance,
     Answer,
@@ -388,8 +388,10 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
 
 def _global_keys(workflows: tuple[str, ...]) -> set[str]:
     """The keys keys.py names outside any run: those its argument-less functions build, and the
-    interrupt indexes (of every order, and of each of ``workflows``)."""
+    interrupt indexes (of every order, and of each of ``workflows``), and the indexes of closed
+    interrupts (of every status, and of each of ``workflows``)."""
     found = {keys.index(order, wf) for order in ("newest", "expiring") for wf in workflows}
+    found |= {keys.closed_index(status, wf) for status in telemetry.CLOSED_STATUSES for wf in workflows}
     for name, fn in inspect.getmembers(keys, inspect.isfunction):
         required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]
         if fn.__module__ == keys.__name__ and not name.startswith("_") and not required:

@@ -21,7 +21,7 @@ def test_a_job_logs_with_run_node_step_and_request_bound(harness: Harness) -> No
     parked = [entry for entry in logs if entry["event"] == "node_parked"]
     assert len(parked) == 1
     assert parked[0]["run_id"] == run_id and parked[0]["node"] == "choose" and parked[0]["step"] == 0
-    assert parked[0]["request_id"].startswith("int_")
+    assert parked[0]["request_id"].endswith("_" + run_id)  # a minted id carries its run
     assert structlog.contextvars.get_contextvars() == {}
 
 

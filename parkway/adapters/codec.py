@@ -14,9 +14,11 @@ from typing import Any
 
 import msgpack
 
+from ..runtime import telemetry
 from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
 from ..runtime.protocol import RunStatus
-from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, RunRecord, StoredEvent
+from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
+from .redis.keys import lifecycle_field
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -67,11 +69,13 @@ _INTERRUPT_FIELDS = (
     "version",
     "audience",
     "tenant",
+    "capture",
 )
 """an interrupt record's fields in the order its stored array holds them; the run id, the workflow
 and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it)"""
-_OPTIONAL_TAIL = 2
-"""the last fields (audience, tenant), which records written before them lack (they read as None)"""
+_OPTIONAL_TAIL = 3
+"""the last fields (audience, tenant, capture), which records written before them lack (they read as
+None, and a record without ``capture`` captures both)"""
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
@@ -85,6 +89,7 @@ def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes
         raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
     try:
         fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=False))
+        fields["capture"] = tuple(fields.get("capture", ("input", "output")))
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
@@ -215,14 +220,20 @@ def parse_member(raw: bytes, order: str, workflow: str) -> IndexEntry:
     return IndexEntry(created, expires, workflow, run_id)
 
 
+def _cursor(cursor: object, letter: str, pattern: re.Pattern[str], what: str) -> re.Match[str]:
+    """A cursor's parts after its ``letter`` (its order's or status's first) and a dot."""
+    prefix = letter + "."
+    m = pattern.fullmatch(cursor[2:]) if isinstance(cursor, str) and cursor.startswith(prefix) else None
+    if m is None:
+        raise ValidationError(f"invalid cursor for {what}")
+    return m
+
+
 def parse_cursor(cursor: str | None, order: str) -> bytes | None:
     """The member a cursor names (a page starts after it)."""
     if cursor is None:
         return None
-    prefix = order[0] + "."
-    m = _CURSOR.fullmatch(cursor[2:]) if isinstance(cursor, str) and cursor.startswith(prefix) else None
-    if m is None:
-        raise ValidationError(f"invalid cursor for order={order!r}")
+    m = _cursor(cursor, order[0], _CURSOR, f"order={order!r}")
     return _time(int(m.group(1))) + _time(int(m.group(2))) + m.group(3).encode()
 
 
@@ -235,3 +246,106 @@ def make_cursor(raw: bytes, order: str) -> str:
 def time_floor(now: int) -> bytes:
     """Bytewise bound: members whose leading time is < ``now`` sort below it."""
     return _time(now)
+
+
+# --- lifecycle records and the closed interrupts' index ------------------------
+
+_CLOSED_CURSOR = re.compile(r"([0-9]{13}):([A-Za-z0-9_/-]{1,130})")
+
+
+def closed_member(ended_at: int, run_id: str, request_id: str) -> bytes:
+    """A closed interrupt in its workflow's index of that status (the key names both): its end time,
+    6 bytes big-endian, then its request id, or ``<run id>/<request id>`` for one that does not carry
+    its run id (see ``telemetry.mint_request_id``). Members sort bytewise by end time: a page is a
+    ZREVRANGEBYLEX from the cursor, O(log N + page)."""
+    tail = request_id if telemetry.run_of_request(request_id) == run_id else f"{run_id}/{request_id}"
+    return _time(ended_at) + tail.encode()
+
+
+def parse_closed_member(raw: bytes) -> tuple[int, str, str]:
+    """(end time, run id, request id) of a closed index member."""
+    tail = raw[_TIME_BYTES:].decode("ascii", "replace")
+    run_id, _, request_id = tail.rpartition("/")
+    if not run_id:
+        run_id = telemetry.run_of_request(request_id) or ""
+    if len(raw) <= _TIME_BYTES or not _RUN_ID.fullmatch(run_id) or not _RUN_ID.fullmatch(request_id):
+        raise CorruptRecord(f"closed interrupt index member {raw!r} is malformed")
+    return int.from_bytes(raw[:_TIME_BYTES], "big"), run_id, request_id
+
+
+def make_closed_cursor(raw: bytes, status: str) -> str:
+    """A cursor after closed member ``raw``: the status's letter, the end time in 13 digits, the rest."""
+    return f"{status[0]}.{int.from_bytes(raw[:_TIME_BYTES], 'big'):013d}:{raw[_TIME_BYTES:].decode()}"
+
+
+def parse_closed_cursor(cursor: str | None, status: str) -> bytes | None:
+    """The member a closed listing's cursor names (a page starts after it)."""
+    if cursor is None:
+        return None
+    m = _cursor(cursor, status[0], _CLOSED_CURSOR, f"status={status!r}")
+    return _time(int(m.group(1))) + m.group(2).encode()
+
+
+def lifecycle_blob(part: Mapping[str, Any], limit: int) -> bytes:
+    return encode(dict(part), limit=limit, what="interrupt lifecycle record")
+
+
+def lifecycle_from(
+    run_id: str, request_id: str, summary: Mapping[bytes, bytes], status: str | None
+) -> Lifecycle | None:
+    """An interrupt's lifecycle record from its run's summary fields, or None if it has none.
+    ``status`` is its status as its run's records say (None once they are gone: then the record
+    says it, and an interrupt that never ended there expired with its run)."""
+    created = lifecycle_part(summary, "i", request_id, run_id)
+    if not created:
+        return None
+    end = lifecycle_part(summary, "e", request_id, run_id)
+    failed = lifecycle_part(summary, "x", request_id, run_id)
+    last = lifecycle_part(summary, "fl", request_id, run_id)
+    outcome = end.get("o")
+    if failed:
+        outcome = "resume_failed"
+    if status is None:
+        status = {"resumed": "resolved", "resume_failed": "resolved", "cancelled": "cancelled"}.get(
+            str(outcome), "expired"
+        )
+    try:
+        return Lifecycle(
+            status=status,  # type: ignore[arg-type]
+            presentation=str(created["k"]),
+            option_count=int(created["o"]),
+            created_at=int(created["c"]),
+            capture=tuple(created.get("cap", ())),
+            schema_id=created.get("sid"),
+            schema_version=created.get("sv"),
+            outcome=outcome,
+            ended_at=failed.get("t", end.get("t")),
+            wait_ms=end.get("w"),
+            responder=end.get("r"),
+            reason=failed.get("why", end.get("why")),
+            answer=end.get("a"),
+            request=created.get("q"),
+            failures=int(summary.get(lifecycle_field("f", request_id, run_id).encode(), 0)),
+            last_failure=last.get("why"),
+            last_failure_at=last.get("t"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRecord(f"interrupt lifecycle record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def lifecycle_part(summary: Mapping[bytes, bytes], kind: str, request_id: str, run_id: str) -> dict[str, Any]:
+    """One part of a lifecycle record ({} if none), joined from its 64-byte pieces ``<field>:<i>``
+    (``hset_parts`` in ``_common.lua``)."""
+    pieces: list[bytes] = []
+    base = lifecycle_field(kind, request_id, run_id) + ":"
+    while (piece := summary.get(f"{base}{len(pieces)}".encode())) is not None:
+        pieces.append(piece)
+    return _mapping(decode(b"".join(pieces), what="interrupt lifecycle")) if pieces else {}
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CorruptRecord("interrupt lifecycle record has the wrong shape", what="interrupt")
+    return value

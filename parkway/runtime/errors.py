@@ -17,6 +17,7 @@
     ├── ChildFailed              raised by use_workflow when the child run failed, was cancelled or expired
     ├── StaleFence               a commit from an attempt that is no longer current
     ├── RunNotFound              no run (and no summary) under that id
+    ├── InterruptNotFound        no interrupt (nor its lifecycle record) under that request id
     ├── ToolError                raised by use_tool when the tool (or the policy) answered with an error
     ├── SessionError             a session transition refused; nothing was written
     │   ├── SessionNotFound      no session under that id
@@ -128,6 +129,10 @@ class StaleFence(ParkwayError):
 
 class RunNotFound(ParkwayError):
     """No run and no run summary under that id."""
+
+
+class InterruptNotFound(ParkwayError):
+    """No interrupt under that request id: never made, or past the retention of its run's summary."""
 
 
 class ToolError(ParkwayError):

@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from . import tokens
+from . import telemetry, tokens
 from .agents import Held, consult_start, hold_if_parked
 from .clock import now_ms
 from .errors import (
@@ -323,7 +323,7 @@ def _park(
     version = workflow.version_of(ctx.node)
     ttl_ms = pause.ttl_ms or run_ttl_ms
     on_expire = _expiry_record(pause, policy, ttl_ms)
-    request_id = pause.request_id or "int_" + os.urandom(12).hex()
+    request_id = pause.request_id or telemetry.mint_request_id(ctx.run_id, ctx.fence, "int_" + os.urandom(12).hex())
     token = tokens.mint(options.secret, ctx.run_id, request_id)
     interrupt = InterruptRecord(
         request_id=request_id,
@@ -342,12 +342,16 @@ def _park(
         version=version,
         audience=pause.audience,
         tenant=run.tenant,
+        capture=pause.capture if pause.capture is not None else workflow.capture_content,
     )
     structlog.contextvars.bind_contextvars(request_id=request_id)
-    event = interrupt_event(interrupt, pause.request.public())
+    public = pause.request.public()
+    event = interrupt_event(interrupt, public)
     child = _new_child(options, ctx, pause.child, run) if pause.child is not None else None
-    commit = Park(interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version,
-                  child=child)
+    commit = Park(
+        interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version,
+        child=child, lifecycle=telemetry.created(interrupt, public),
+    )
     store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)
     if child is not None:
@@ -376,16 +380,6 @@ def _new_child(options: Options, ctx: NodeContext, ask: ChildAsk, run: RunRecord
     return Spawn(new, ask.journal_field, ((run.run_id, ctx.step), *run.lineage), event, ask.asked)
 
 
-def presentation(public_request: dict[str, Any]) -> str:
-    """How a client shows an interrupt: ``static-options`` (the options are embedded),
-    ``dynamic-picker`` (a schema id, the client resolves the options), ``freeform`` (text) or
-    ``contract`` (a typed request and response)."""
-    kind = public_request.get("kind")
-    if kind in ("text", "contract"):
-        return "freeform" if kind == "text" else "contract"
-    return "static-options" if public_request.get("options") else "dynamic-picker"
-
-
 def _expiry_record(pause: Pause, policy: dict[str, Any] | None, ttl_ms: int) -> dict[str, Any] | None:
     """The policy as the reconciler applies it: for a default answer, the journal entry a resume
     would have written (so the replay finds it where an answer goes); for an escalation, the
@@ -408,7 +402,7 @@ def _expiry_record(pause: Pause, policy: dict[str, Any] | None, ttl_ms: int) -> 
 
 def interrupt_event(interrupt: InterruptRecord, public_request: dict[str, Any]) -> dict[str, Any]:
     return {
-        "presentation": presentation(public_request),
+        "presentation": telemetry.presentation(public_request),
         "optionCount": len(public_request.get("options") or ()),
         "requestId": interrupt.request_id,
         "id": interrupt.hook_name or None,

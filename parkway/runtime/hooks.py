@@ -32,6 +32,7 @@ from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, RunNotFound, ValidationError
 from .protocol import InterruptRequest, check_audience, check_depth
 from .store import JournalEntry, Store
+from .telemetry import check_capture
 from .workflow import Workflow
 
 T = TypeVar("T")
@@ -60,6 +61,7 @@ class Pause(BaseException):
         request_id: str | None = None,
         audience: str | None = None,
         child: ChildAsk | None = None,
+        capture: tuple[str, ...] | None = None,
     ):
         if key is not _PAUSE_KEY:
             raise TypeError("Pause is raised by use_interrupt only")
@@ -69,6 +71,8 @@ class Pause(BaseException):
         """use_first's child contender, started in the same step as the pause"""
         self.request_id = request_id
         """the request id to park under (session interrupts, deferred tools); None: a random one"""
+        self.capture = capture
+        """what this interrupt's lifecycle record may hold; None: the workflow's ``capture_content``"""
         super().__init__(f"paused at {name!r}")
         self.request = request
         self.journal_field = journal_field
@@ -198,6 +202,7 @@ def use_interrupt(
     contract: Contract[Any, Any] | None = None,
     on_expire: str | Mapping[str, Any] | None = None,
     audience: str | None = None,
+    capture_content: tuple[str, ...] | None = None,
 ) -> Any:
     """Pause the run until a person answers ``request``; on replay, return the answer.
 
@@ -219,10 +224,14 @@ def use_interrupt(
 
     ``audience`` says who is asked: a tag or an assignee, one concept (``"team:ops"``,
     ``"user:ann"``, see ``protocol.AUDIENCE_PATTERN``); listings filter on it.
+
+    ``capture_content`` (default: the workflow's) says what this interrupt's lifecycle record may
+    hold: ``("input", "output")``, one of them, or ``()`` (see :mod:`parkway.runtime.telemetry`).
     """
     if audience is not None:
         check_audience(audience)
-    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False, audience=audience)
+    capture = check_capture(capture_content) if capture_content is not None else None
+    entry, contract_ = _ask(request, id, ttl_ms, contract, on_expire, timer=False, audience=audience, capture=capture)
     return contract_.answer(entry.value) if contract_ is not None else entry.value
 
 
@@ -305,6 +314,7 @@ def _ask(
     timer: bool,
     audience: str | None = None,
     child: ChildAsk | None = None,
+    capture: tuple[str, ...] | None = None,
 ) -> tuple[JournalEntry, Contract[Any, Any] | None]:
     """The interrupt's journal entry on replay (raising InterruptCancelled for a cancelled one), or
     the Pause; ``timer``: the interrupt races a timer (its TTL), and ``child`` a child run (whose
@@ -360,7 +370,9 @@ def _ask(
     policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
     if timer:
         policy = {"action": "timer"}  # at the deadline the reconciler records the timer's win
-    raise Pause(_PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract, audience=audience, child=child)
+    raise Pause(
+        _PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract, audience=audience, child=child, capture=capture
+    )
 
 
 EXPIRY_ACTIONS = ("expire", "fail", "cancel")

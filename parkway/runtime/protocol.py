@@ -224,15 +224,42 @@ class InterruptRequest(_Model):
         return out
 
 
+class InterruptLifecycle(_Model):
+    """An interrupt's lifecycle record (``parkway.runtime.telemetry``): kept with its run's summary,
+    so it reads for the retention of run summaries after the run's records are gone."""
+
+    status: Literal["pending", "resolved", "cancelled", "expired"]
+    presentation: Literal["static-options", "dynamic-picker", "freeform", "contract"]
+    option_count: int = Field(description="options the server embedded (0 for a picker, text or contract)")
+    created_at: int = Field(description="epoch milliseconds")
+    capture: tuple[str, ...] = Field(description="what the record may hold: input (the request), output (the answer)")
+    schema_id: str | None = None
+    schema_version: int | None = None
+    outcome: Literal["resumed", "resume_failed", "cancelled", "expired"] | None = Field(
+        default=None, description="how it ended; resume_failed: its answer was accepted and the node's replay "
+        "with it failed the run. None while it is open")
+    ended_at: int | None = Field(default=None, description="epoch milliseconds")
+    wait_ms: int | None = Field(default=None, description="from its creation to its end")
+    responder: str | None = None
+    reason: str | None = Field(default=None, description="a cancellation's reason, the expiry policy applied, "
+                               "or the failed replay's error (its type only when output is not captured)")
+    answer: Any = Field(default=None, description="the answer, when output is captured")
+    failures: int = Field(default=0, description="answers refused while it was open (it stayed open)")
+    last_failure: str | None = Field(default=None, description="why the last one was refused (its error's type "
+                                     "only when output is not captured)")
+    last_failure_at: int | None = None
+
+
 class Interrupt(_Model):
-    """A pending interrupt, as ``list_interrupts`` and ``get_run`` show it."""
+    """An interrupt, as ``list_interrupts``, ``get_interrupt`` and ``get_run`` show it. ``request`` is
+    None for an interrupt that ended whose lifecycle record does not capture its input."""
 
     request_id: str
     run_id: str
     workflow: str
     node: str
     step: int
-    request: InterruptRequest
+    request: InterruptRequest | None
     created_at: int = Field(description="epoch milliseconds")
     expires_at: int = Field(description="epoch milliseconds")
     resume_token: str | None = None
@@ -243,6 +270,14 @@ class Interrupt(_Model):
     audience: str | None = Field(default=None, description="who is asked (e.g. team:ops, user:ann); an "
                                  "escalation changes it")
     tenant: str | None = Field(default=None, description="the tenant of the run (start(tenant=))")
+    lifecycle: InterruptLifecycle | None = Field(default=None, description="its lifecycle record (None for an "
+                                                 "interrupt made before parkway kept them)")
+
+    def asked(self) -> InterruptRequest:
+        """Its request; ValidationError for an ended interrupt whose record does not capture it."""
+        if self.request is None:
+            raise ValidationError(f"interrupt {self.request_id} ended and its request was not captured")
+        return self.request
 
 
 class RunError(_Model):

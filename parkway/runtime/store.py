@@ -120,6 +120,36 @@ class Advance:
     now: int
 
 
+InterruptStatus = Literal["pending", "resolved", "cancelled", "expired"]
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """An interrupt's lifecycle record, as its run's summary keeps it (``parkway.runtime.telemetry``)."""
+
+    status: InterruptStatus
+    presentation: str
+    option_count: int
+    created_at: int
+    capture: tuple[str, ...]
+    schema_id: str | None = None
+    schema_version: int | None = None
+    outcome: str | None = None
+    """resumed | resume_failed | cancelled | expired; None while it is open"""
+    ended_at: int | None = None
+    wait_ms: int | None = None
+    responder: str | None = None
+    reason: str | None = None
+    answer: Any = None
+    """the answer, if captured (``output``)"""
+    request: dict[str, Any] | None = None
+    """the request as clients saw it, if captured (``input``)"""
+    failures: int = 0
+    """answers refused while it was open"""
+    last_failure: str | None = None
+    last_failure_at: int | None = None
+
+
 @dataclass(frozen=True)
 class InterruptRecord:
     """An interrupt as stored (the token only as its hash)."""
@@ -149,6 +179,10 @@ class InterruptRecord:
     """who is asked (``use_interrupt(audience=)``, e.g. ``team:ops``); an escalation changes it"""
     tenant: str | None = None
     """its run's tenant (``start(tenant=)``)"""
+    capture: tuple[str, ...] = ("input", "output")
+    """what its lifecycle record may hold (``parkway.runtime.telemetry``)"""
+    lifecycle: Lifecycle | None = None
+    """its lifecycle record, when read with it (``get_interrupt``, listings)"""
 
     @property
     def session(self) -> str | None:
@@ -192,6 +226,8 @@ class Park:
     """the code's version, kept on the run (with the step) for the replay to compare"""
     child: Spawn | None = None
     """``use_first``'s child contender: created in the same step, racing the interrupt"""
+    lifecycle: Mapping[str, Any] | None = None
+    """the first part of the interrupt's lifecycle record (``telemetry.created``)"""
 
 
 @dataclass(frozen=True)
@@ -226,6 +262,8 @@ class Answer:
     now: int
     dispatch: bool = True
     """False: no job replays the node (the caller ends the run next: cancelling a waiting run)"""
+    lifecycle: Mapping[str, Any] = field(default_factory=dict)
+    """how the interrupt ended, for its lifecycle record (``telemetry.ended``)"""
 
     @property
     def cancelled(self) -> bool:
@@ -315,6 +353,9 @@ class InterruptQuery:
     """only interrupts created at or after this time (epoch ms)"""
     created_before: int | None = None
     """only interrupts created before this time (epoch ms)"""
+    status: InterruptStatus = "pending"
+    """pending: the open interrupts (the indexes above); else those that ended so, newest end first,
+    within the retention (``order`` is then ``newest``; none of the filters above)"""
 
     @property
     def filtered(self) -> bool:
@@ -476,6 +517,14 @@ class Store(Protocol):
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         """An interrupt record by its public request id."""
+
+    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
+        """An interrupt with its lifecycle record, open or ended, while its run's records or its
+        summary last (after the run's TTL, from the lifecycle record alone)."""
+
+    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
+        """Count a refused answer in the open interrupt's lifecycle record, with ``error`` (a
+        lifecycle part: ``telemetry.failure``) as the last; returns the count (0: not open)."""
 
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
         """Pending, unexpired interrupts from the index, one page at a time; with ``watch``, also the

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any, TypeVar, Union, overload
 
-from .errors import WorkflowError
+from .errors import ValidationError, WorkflowError
 from .protocol import check_id
+from .telemetry import DEFAULT_CAPTURE, check_capture
 
 NodeReturn = Union["Result", Mapping[str, Any], None]
 NodeFn = Callable[[dict[str, Any]], NodeReturn | Awaitable[NodeReturn]]
@@ -84,6 +85,10 @@ class Workflow:
     """a session policy, ``decide(trigger, proposed) -> actions``: consulted by ``use_tool`` on
     ``tool.execute`` and ``interrupt.resumed`` (see :mod:`parkway.runtime.agents`); None: the
     proposed actions (run the tool)"""
+    capture_content: tuple[str, ...] = DEFAULT_CAPTURE
+    """what its interrupts' lifecycle records may hold: ``"input"`` (the request), ``"output"`` (the
+    answer), both (the default) or ``()`` (see :mod:`parkway.runtime.telemetry`);
+    ``use_interrupt(capture_content=)`` overrides it for one interrupt"""
     _module: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +100,10 @@ class Workflow:
             for old in self.replays:
                 if not isinstance(old, str) or not _VERSION.fullmatch(old):
                     raise WorkflowError(f"workflow {self.name!r}: replays holds {old!r}, not a version")
+        try:
+            self.capture_content = check_capture(self.capture_content)
+        except ValidationError as exc:
+            raise WorkflowError(f"workflow {self.name!r}: {exc.message}") from exc
         if not self._module:
             self._module = sys._getframe(2).f_globals.get("__name__", "")
 

@@ -40,6 +40,14 @@ local function keep_ancestors(at, last, held, retention)
   end
 end
 
+-- Write `blob` in a hash as parts of at most 64 bytes, `field:0`, `field:1`, ... (so the hash keeps
+-- Redis's compact encoding: keys.PART_BYTES), and drop the parts a longer blob written there left.
+local function hset_parts(key, field, blob)
+  local n = math.max(1, math.ceil(#blob / 64))
+  for i = 0, n - 1 do redis.call('HSET', key, field .. ':' .. i, string.sub(blob, i * 64 + 1, (i + 1) * 64)) end
+  while redis.call('HDEL', key, field .. ':' .. n) == 1 do n = n + 1 end
+end
+
 local function xadd(stream, maxlen, kind, blob)
   return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob)
 end

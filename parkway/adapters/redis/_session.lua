@@ -60,7 +60,8 @@ end
 
 -- What parks the path `on` (a set from path_of): open session-level interrupts anchored on it
 -- (or global, anchor ''), and interrupts of live runs on it still waiting for an answer
--- (request ids 'int_...'; not deferred tools, 'tool_...'; not those cleared while abandoned).
+-- (request ids 'int_...' or, minted by parkway, 'i<n>_<nonce>_<run id>': those starting with 'i';
+-- not deferred tools, 'tool_...', nor 'session' or 'child:...'; not those cleared while abandoned).
 local function parking(open_key, dl_key, runs, on)
   local by = {}
   local open = redis.call('HGETALL', open_key)
@@ -68,7 +69,7 @@ local function parking(open_key, dl_key, runs, on)
     if open[i + 1] == '' or on[open[i + 1]] then by[#by + 1] = open[i] end
   end
   for _, r in pairs(runs) do
-    if r.status == 'waiting' and r.waiting and string.sub(r.waiting, 1, 4) == 'int_' and on[r.leaf]
+    if r.status == 'waiting' and r.waiting and string.sub(r.waiting, 1, 1) == 'i' and on[r.leaf]
         and redis.call('HEXISTS', dl_key, r.waiting) == 0 then
       by[#by + 1] = r.waiting
     end

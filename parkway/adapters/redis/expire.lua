@@ -8,21 +8,28 @@
 -- expiry is not the run's (`expires at`: the run moved on) is only removed.
 -- KEYS: 1 run, 2 events, 3 summary, 4 the workflow's index newest, 5 its index expiring,
 --       6 journal of the interrupt's step, 7 workflow state, 8 outbox, 9 metrics,
---       10... ARGV[17] filter indexes of the interrupt, then the parent's (see notify_parent)
+--       10 the workflow's index of closed interrupts of the interrupt's new status (expired, or
+--       cancelled for a timer), 11... ARGV[17] filter indexes of the interrupt, then the parent's (see
+--       notify_parent)
 -- ARGV: 1 request id, 2 now, 3 member newest, 4 member expiring, 5 retention ms, 6 maxlen,
 --       7 interrupt.expired blob, 8 done blob, 9 action (expire | fail | cancel | answer | timer),
 --       10 journal field, 11 journal entry blob ('' unless cancel/answer/timer), 12 error blob ('' unless fail),
 --       13 run.failed blob ('' unless fail), 14 run id, 15 status field, 16 expires at,
---       17 number of filter indexes, 18... the parent's (see notify_parent)
+--       17 number of filter indexes, 18 the lifecycle field of its end in the summary (e:<req>), 19 its
+--       blob, 20 the closed index member, 21 the oldest end time the closed index keeps, 22... the
+--       parent's (see notify_parent)
 local state = redis.call('HMGET', KEYS[1], ARGV[15], 'expires')
 local current = state[2] == ARGV[16]
 if current and state[1] == 'pending' and tonumber(ARGV[2]) < (tonumber(state[2]) or 0) then return {'pending'} end
 redis.call('ZREM', KEYS[4], ARGV[3])
 redis.call('ZREM', KEYS[5], ARGV[4])
-local parent = 10 + tonumber(ARGV[17])  -- the parent's first key
-for i = 10, parent - 1 do redis.call('ZREM', KEYS[i], ARGV[3]) end
+local parent = 11 + tonumber(ARGV[17])  -- the parent's first key
+for i = 11, parent - 1 do redis.call('ZREM', KEYS[i], ARGV[3]) end
 if state[1] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', KEYS[1], ARGV[15], ARGV[9] == 'timer' and 'cancelled' or 'expired')
+hset_parts(KEYS[3], ARGV[18], ARGV[19])
+redis.call('ZADD', KEYS[10], 0, ARGV[20])
+redis.call('ZREMRANGEBYLEX', KEYS[10], '-', '(' .. ARGV[21])
 local cur = redis.call('HMGET', KEYS[1], 'status', 'waiting', 'step')
 if cur[1] ~= 'waiting' or cur[2] ~= ARGV[1] then return {'expired', ''} end
 local action = ARGV[9]
@@ -48,5 +55,5 @@ redis.call('HSET', KEYS[3], 'status', status, 'updated', ARGV[2])
 redis.call('HINCRBY', KEYS[9], 'runs:' .. status, 1)
 keep_summary(KEYS[3], records_left(KEYS[1]), ARGV[5])
 xadd(KEYS[2], ARGV[6], 'done', ARGV[8])
-notify_parent(parent, 18)
+notify_parent(parent, 22)
 return {'expired', action, cur[3], fence}

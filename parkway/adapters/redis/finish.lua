@@ -1,9 +1,13 @@
 -- End a queued or running run (or a session's branch run held on its parked branch) as failed or
 -- cancelled.
+-- A run failed in the activation whose interrupt was last answered (its replay with the answer
+-- failed): that interrupt's lifecycle record says so (its x: field in the summary, which the run's
+-- 'ans' names).
 -- KEYS: 1 run, 2 workflow state, 3 events, 4 summary, 5 leases, 6 metrics, 7... the parent's (see notify_parent)
 -- ARGV: 1 fence ('' = whatever is current), 2 status, 3 error blob ('' = none), 4 now,
 --       5 retention ms, 6 maxlen, 7 event type, 8 event blob, 9 done blob, 10 run id,
---       11... the parent's (see notify_parent)
+--       11 the failed replay's lifecycle blob with the error's message, 12 with its type only
+--       (for an interrupt whose output is not captured), 13... the parent's (see notify_parent)
 local cur = redis.call('HMGET', KEYS[1], 'fence', 'status')
 if not cur[1] then return stale('run is gone') end
 if ARGV[1] ~= '' and cur[1] ~= ARGV[1] then return stale('run is at fence ' .. cur[1]) end
@@ -12,6 +16,13 @@ if cur[2] ~= 'queued' and cur[2] ~= 'running'
   return stale('run is ' .. cur[2])
 end
 redis.call('HINCRBY', KEYS[1], 'fence', 1)
+if ARGV[2] == 'failed' and ARGV[11] ~= '' then
+  local answered = redis.call('HMGET', KEYS[1], 'ans', 'step')
+  if answered[1] then
+    local step, field, output = string.match(answered[1], '^(%d+) (%S+) (%d)$')
+    if step == answered[2] then hset_parts(KEYS[4], field, output == '1' and ARGV[11] or ARGV[12]) end
+  end
+end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'updated', ARGV[4])
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[3]) end
 redis.call('HSET', KEYS[4], 'status', ARGV[2], 'updated', ARGV[4])
@@ -22,5 +33,5 @@ xadd(KEYS[3], ARGV[6], 'done', ARGV[9])
 local ttl = redis.call('HGET', KEYS[1], 'ttl')
 expire_all(ttl, {KEYS[1], KEYS[2], KEYS[3]})
 keep_summary(KEYS[4], ttl, ARGV[5])
-notify_parent(7, 11)
+notify_parent(7, 13)
 return 1

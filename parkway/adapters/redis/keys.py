@@ -18,6 +18,14 @@ An interrupt has no key of its own: it lives in its run's hash, every field name
 its size. Its status field is the exactly-once point of a resume: the resume script answers only
 an interrupt it finds ``pending`` before the run's ``expires``, and flips it in the same step.
 
+An interrupt's lifecycle record (its telemetry) lives in its run's summary, so it lasts as long as
+the summary does (the retention after the run's records), with no key of its own either; it is
+found by request id without a lookup because a request id parkway mints carries its run id,
+``i<fence, base 36>_<nonce>_<run id>`` (``parkway.runtime.telemetry.mint_request_id``; other ids are read
+with their run id given). Its parts are split into values of at most 64 bytes, as the run hash's
+record is, so the summary stays a listpack (for a run id of up to about 50 characters: longer ones
+make field names over 64 bytes).
+
 ``pw`` is the key prefix: ``PARKWAY_KEY_PREFIX`` (default ``pw``), read from the environment once,
 when this module is imported, so several applications can share one Redis (each process has one
 prefix; the default RQ queue and the job ids carry it too, see ``parkway.config``).
@@ -31,6 +39,7 @@ key                         type    TTL       holds
                                               paused (``<step> <code version>`` of the last pause),
                                               tenant (``start(tenant=)``, a child's root's, a branch
                                               run's session's; absent for none);
+                                              ans (``<step> <req>``: the interrupt last answered);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
@@ -45,7 +54,15 @@ key                         type    TTL       holds
                                               parts of <= 64 bytes); of an earlier one:
                                               ``r:<req>:<i>`` (its parts)
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
-                                              expired run reads ``expired``, not unknown
+                                              expired run reads ``expired``, not unknown; and each
+                                              interrupt's lifecycle record (its telemetry, see
+                                              ``parkway.runtime.telemetry``; <req> without its
+                                              run id if minted: ``lifecycle_field``): ``i:<req>`` created
+                                              (park), ``e:<req>`` how it ended (resume, cancel,
+                                              expire), ``f:<req>`` refused answers and ``fl:<req>``
+                                              the last one (refuse), ``x:<req>`` the replay after
+                                              its answer failed the run (finish); each but f: as
+                                              msgpack in parts of <= 64 bytes, ``<field>:0``, ``:1``...
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:snap``             hash    T         what ``fork`` re-opens a step from, written by advance:
@@ -65,6 +82,11 @@ key                         type    TTL       holds
                                               remove its workflow's members (resume, expire, escalate)
 ``pw:ix:tenant:<tenant>``   zset    none      the same for the interrupts of runs started with a tenant
 ``pw:ix:session:<session>`` zset    none      the same for the interrupts of a session's branch runs
+``pw:ic:<status>:<wf>``     zset    none      a workflow's closed interrupts by status (resolved |
+                                              cancelled | expired), one member each: the end time (6
+                                              bytes, big-endian) and the request id (``<run id>/<req>``
+                                              for one that does not carry its run id); pruned past
+                                              the retention by the scripts that add to it
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on
@@ -105,6 +127,7 @@ from __future__ import annotations
 import os
 import re
 
+from ...runtime import telemetry
 from ...runtime.errors import ConfigError
 
 _PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
@@ -206,6 +229,19 @@ def filter_index(kind: str, value: str) -> str:
     if kind not in FILTERS:
         raise ValueError(f"no filter index {kind!r}")
     return f"{PREFIX}:ix:{kind}:{value}"
+
+
+def closed_index(status: str, workflow: str) -> str:
+    """A workflow's index of interrupts that ended ``status`` (resolved | cancelled | expired)."""
+    return f"{PREFIX}:ic:{status}:{workflow}"
+
+
+def lifecycle_field(kind: str, request_id: str, run_id: str) -> str:
+    """The summary field (or, for those written in 64-byte pieces, the stem ``<field>:<i>`` extends)
+    of one part of an interrupt's lifecycle record: ``i`` (created), ``e`` (ended), ``f`` (refused
+    answers), ``fl`` (the last refusal), ``x`` (its replay failed the run). A minted request id is
+    named without its run id (the key has it): ``i:i3_k2j9x0ab:0``, not 50 bytes more per field."""
+    return f"{kind}:{telemetry.short_id(request_id, run_id)}"
 
 
 def pauses() -> str:

@@ -5,13 +5,17 @@
 -- An interrupt escalated since the caller read it (its expiry is not ARGV 17's) gets 'moved': the
 -- caller reads it again (its filter indexes changed) and retries.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 summary, 6 outbox, 7 the workflow's index newest,
---       8 its index expiring, 9 metrics, 10... ARGV[18] filter indexes, then the next job's queues (see hand_off)
+--       8 its index expiring, 9 metrics, 10 the workflow's index of closed interrupts of the new
+--       status, 11... ARGV[18] filter indexes, then the next job's queues (see hand_off)
 -- ARGV: 1 token field, 2 expected request id ('' = any), 3 journal field, 4 entry blob,
 --       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
 --       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms,
 --       14 wait buckets (upper bounds in seconds, ascending, space-separated), 15 prefix of the status
 --       field, 16 created at (ms), 17 expires at (ms) as read, 18 number of filter indexes,
---       19... the next job (see hand_off)
+--       19 the lifecycle field of its end in the summary (e:<req>), 20 its blob, 21 the closed index
+--       member, 22 the oldest end time the closed index keeps (6 bytes, as members start), 23 the
+--       run's 'ans' ("<step> <the x: field of its lifecycle record> <1 | 0: the answer's output
+--       captured>", for finish.lua; '' for a cancel), 24... the next job (see hand_off)
 local req = redis.call('HGET', KEYS[1], ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'expired'} end
@@ -26,8 +30,8 @@ if cur[1] ~= 'pending' then
 end
 if tonumber(ARGV[6]) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
 if cur[2] ~= ARGV[17] then return {'moved', req} end
-local hand = 10 + tonumber(ARGV[18])  -- the first of the next job's keys
-for i = 10, hand - 1 do redis.call('ZREM', KEYS[i], ARGV[7]) end
+local hand = 11 + tonumber(ARGV[18])  -- the first of the next job's keys
+for i = 11, hand - 1 do redis.call('ZREM', KEYS[i], ARGV[7]) end
 local step = cur[3]
 redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
@@ -48,4 +52,9 @@ end
 redis.call('HINCRBY', KEYS[9], 'resumes:accepted', 1)
 redis.call('HINCRBY', KEYS[9], 'wait:' .. bucket, 1)
 redis.call('HINCRBY', KEYS[9], 'wait:sum_ms', waited)
-return {'accepted', req, step, fence, hand_off({KEYS[hand], KEYS[hand + 1]}, ARGV, 19, step, fence)}
+-- the lifecycle record: how it ended, and its place among the workflow's closed interrupts
+hset_parts(KEYS[5], ARGV[19], ARGV[20])
+redis.call('ZADD', KEYS[10], 0, ARGV[21])
+redis.call('ZREMRANGEBYLEX', KEYS[10], '-', '(' .. ARGV[22])
+if ARGV[23] ~= '' then redis.call('HSET', KEYS[1], 'ans', ARGV[23]) end
+return {'accepted', req, step, fence, hand_off({KEYS[hand], KEYS[hand + 1]}, ARGV, 24, step, fence)}

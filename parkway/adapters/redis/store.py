@@ -21,6 +21,7 @@ import redis.exceptions as rex
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
+from ...runtime import telemetry
 from ...runtime.errors import ValidationError
 from ...runtime.executor import interrupt_event
 from ...runtime.protocol import InterruptRequest, ResumeOutcome
@@ -74,6 +75,7 @@ _SCRIPTS = (
     "release",
     "spawn",
     "fork",
+    "refuse",
     "session_open",
     "session_send",
     "session_settle",
@@ -373,6 +375,8 @@ class RedisStore:
                     keys.PAUSE_FEED_MAXLEN,
                     f"{step} {commit.version}" if commit.version else "",
                     len(self._filter_keys(rec)),
+                    keys.lifecycle_field("i", rec.request_id, r),
+                    self._lifecycle(commit.lifecycle) if commit.lifecycle is not None else "",
                     *self._record_parts(rec),
                     *child_args,
                 ],
@@ -397,6 +401,18 @@ class RedisStore:
             *hand_args,
         ]
         return [*run_keys, *hand_keys], [*args, len(args), len(hand_keys)]
+    def _lifecycle(self, part: Mapping[str, Any]) -> bytes:
+        return codec.lifecycle_blob(part, self.limits.max_payload_bytes)
+
+    def _closing(self, entry: IndexEntry, status: str, end: Mapping[str, Any], now: int) -> tuple[str, list[Any]]:
+        """The closed index and the arguments a script that ends an interrupt writes its lifecycle
+        record's end with: its field, its blob, the index member, the oldest end time kept."""
+        return keys.closed_index(status, entry.workflow), [
+            keys.lifecycle_field("e", entry.request_id, entry.run_id),
+            self._lifecycle(end),
+            codec.closed_member(now, entry.run_id, entry.request_id),
+            codec.time_floor(max(0, now - self.limits.retention_ms)),
+        ]
 
     def _record_parts(self, record: InterruptRecord) -> list[Any]:
         """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
@@ -440,9 +456,19 @@ class RedisStore:
                 self._event(event[1]),
                 self._event({"status": status}),
                 r,
+                *self._failed_replay(status, error, now),
                 *parent_args,
             ],
         )
+
+    def _failed_replay(self, status: str, error: Mapping[str, Any] | None, now: int) -> list[Any]:
+        """``finish.lua``'s lifecycle blobs for a replay after an answer that failed the run: with the
+        error's message, and with its type only (for an interrupt whose output is not captured)."""
+        if status != "failed" or not error:
+            return ["", ""]
+        kind, message = str(error.get("type", "")), str(error.get("message", ""))
+        return [self._lifecycle(telemetry.failure(now, kind, message, capture))
+                for capture in (telemetry.CAPTURE_KINDS, ())]
 
     def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
         r, child = run_id, commit.child
@@ -620,6 +646,9 @@ class RedisStore:
         hand_keys, hand_args = self._hand_off(r) if answer.dispatch else ([], [""])
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
+        closed, closing = self._closing(entry, status, answer.lifecycle, answer.now)
+        failed = keys.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
+        answered = "" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}"
         return self._call(
             "resume",
             r,
@@ -632,6 +661,7 @@ class RedisStore:
                 keys.outbox(),
                 *self._index_keys(rec.workflow),
                 keys.metrics(),
+                closed,
                 *self._filter_keys(rec),
                 *hand_keys,
             ],
@@ -654,6 +684,8 @@ class RedisStore:
                 rec.created_at,
                 rec.expires_at,
                 len(self._filter_keys(rec)),
+                *closing,
+                answered,
                 *hand_args,
             ],
         )
@@ -713,6 +745,11 @@ class RedisStore:
             }
             error_blob, failed_blob = codec.encode(error, what="run error"), self._event({"error": error})
         step = record.step if record else 0
+        ended = "cancelled" if action == "timer" else "expired"
+        reason = {"timer": "timer", "expire": None}.get(action, action)
+        end = telemetry.ended(ended, now, record.created_at if record else entry.created_at,
+                              record.capture if record else (), reason=reason, reason_is_content=False)
+        closed, closing = self._closing(entry, ended, end, now)
         if action == "fail":
             parent_keys, parent_args = self._parent_tail(r, "failed", error, now)
         elif action == "expire":
@@ -731,6 +768,7 @@ class RedisStore:
                 keys.workflow_state(r),
                 keys.outbox(),
                 keys.metrics(),
+                closed,
                 *(filters := self._filter_keys(record) if record else []),
                 *parent_keys,
             ],
@@ -752,6 +790,7 @@ class RedisStore:
                 keys.status_field(entry.request_id),
                 entry.expires_at,
                 len(filters),
+                *closing,
                 *parent_args,
             ],
         )
@@ -879,8 +918,9 @@ class RedisStore:
             run, summary = pipe.execute()
         if run:
             return codec.run_from_fields(run_id, {k.decode(): v for k, v in run.items()})
-        if summary:
-            return codec.summary_record(run_id, {k.decode(): _text(v) for k, v in summary.items()})
+        if summary:  # its own fields (not the interrupts' lifecycle records, ``<kind>:<req>``)
+            fields = {k.decode(): _text(v) for k, v in summary.items() if b":" not in k}
+            return codec.summary_record(run_id, fields)
         return None
 
     def ping(self) -> None:
@@ -905,7 +945,36 @@ class RedisStore:
             fields = self.client.hgetall(keys.run(run_id))
         return _interrupt_in(run_id, request_id, fields)
 
+    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
+        with translated(run_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.run(run_id))
+            pipe.hgetall(keys.summary(run_id))
+            fields, summary = pipe.execute()
+        return _with_lifecycle(run_id, request_id, fields, summary, now)
+
+    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
+        r, req = run_id, request_id
+        return int(
+            self._call(
+                "refuse",
+                r,
+                [keys.run(r), keys.summary(r)],
+                [
+                    keys.token_field(token_hash),
+                    now,
+                    keys.status_field(req),
+                    req,
+                    keys.lifecycle_field("f", req, r),
+                    keys.lifecycle_field("fl", req, r),
+                    self._lifecycle(error),
+                ],
+            )
+        )
+
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
+        if query.status != "pending":
+            return self._closed(query)
         after = codec.parse_cursor(query.cursor, query.order)
         with translated():
             if query.run_id is not None:
@@ -918,12 +987,58 @@ class RedisStore:
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
                 pipe.hgetall(keys.run(e.run_id))
-            runs = pipe.execute() if entries else []
-        found = (_pending_in(e, f) for e, f in zip(entries, runs, strict=True))
+                pipe.hgetall(keys.summary(e.run_id))
+            replies = pipe.execute() if entries else []
+        found = (_pending_in(e, f, s, query.now) for e, f, s in zip(entries, replies[::2], replies[1::2], strict=True))
         items = [record for record in found if record is not None]
         more = len(members) > query.limit
         cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
         return InterruptListing(items, cursor, feed)
+
+    def _closed(self, query: InterruptQuery) -> InterruptListing:
+        """Interrupts that ended ``query.status``, newest end first, within the retention: each
+        workflow's closed index read from the cursor down (O(log N + page)), merged, then the runs'
+        records and summaries of the page in one round trip. Members past the retention are left
+        out (the scripts that add to an index prune it); one whose summary is gone is skipped."""
+        after = codec.parse_closed_cursor(query.cursor, query.status)
+        want, floor = query.limit + 1, codec.time_floor(max(0, query.now - self.limits.retention_ms))
+        with translated():
+            if query.run_id is not None:
+                return InterruptListing(self._closed_of_run(query), None)
+            names = [query.workflow] if query.workflow else sorted(map(_text, self.client.smembers(keys.workflows())))
+            pipe = self.client.pipeline(transaction=False)
+            for wf in names:
+                pipe.zrevrangebylex(keys.closed_index(query.status, wf), b"(" + after if after else "+",
+                                    b"[" + floor, start=0, num=want)
+            batches = pipe.execute() if names else []
+            members = sorted((m for batch in batches for m in batch), reverse=True)[:want]
+            page = [codec.parse_closed_member(m) for m in members[: query.limit]]
+            pipe = self.client.pipeline(transaction=False)
+            for _, run_id, _ in page:
+                pipe.hgetall(keys.run(run_id))
+                pipe.hgetall(keys.summary(run_id))
+            replies = pipe.execute() if page else []
+        items = []
+        for (_, run_id, request_id), fields, summary in zip(page, replies[::2], replies[1::2], strict=True):
+            record = _with_lifecycle(run_id, request_id, fields, summary, query.now)
+            if record is not None:
+                items.append(record)
+        more = len(members) > query.limit
+        cursor = codec.make_closed_cursor(members[query.limit - 1], query.status) if more else None
+        return InterruptListing(items, cursor)
+
+    def _closed_of_run(self, query: InterruptQuery) -> list[InterruptRecord]:
+        """One run's interrupts that ended ``query.status`` (its summary holds them all), newest first."""
+        r = query.run_id or ""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(keys.run(r))
+        pipe.hgetall(keys.summary(r))
+        fields, summary = pipe.execute()
+        made = (telemetry.full_id(_text(k)[2:-2], r) for k in summary if k.startswith(b"i:") and k.endswith(b":0"))
+        found = (_with_lifecycle(r, request_id, fields, summary, query.now) for request_id in made)
+        items = [x for x in found if x is not None and x.lifecycle is not None and x.lifecycle.status == query.status]
+        items.sort(key=lambda x: (x.lifecycle.ended_at if x.lifecycle else 0) or 0, reverse=True)
+        return items[: query.limit]
 
     def _with_feed(self, query: InterruptQuery, read: Callable[[Any], None]) -> tuple[list[Any], str | None]:
         """The replies of the commands ``read(pipeline)`` queues, in one round trip. When the query
@@ -1023,8 +1138,10 @@ class RedisStore:
             pipe = self.client.pipeline(transaction=False)
             for e in entries:
                 pipe.hgetall(keys.run(e.run_id))
-            for m, e, fields in zip(batch, entries, pipe.execute(), strict=True):
-                record = _pending_in(e, fields)
+                pipe.hgetall(keys.summary(e.run_id))
+            replies = pipe.execute()
+            for m, e, fields, summary in zip(batch, entries, replies[::2], replies[1::2], strict=True):
+                record = _pending_in(e, fields, summary, query.now)
                 if record is not None and e.expires_at > query.now and _matches(record, query):
                     found.append((m, record))
             if len(batch) < want or len(found) >= want:
@@ -1043,7 +1160,7 @@ class RedisStore:
                 break
             r = waiting.removeprefix("child:")
             waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
-        record = self.get_interrupt(r, waiting) if waiting and not waiting.startswith("child:") else None
+        record = self.read_interrupt(r, waiting, query.now) if waiting and not waiting.startswith("child:") else None
         if record is None or record.expires_at <= query.now or not _matches(record, query):
             return [], feed
         return [record], feed
@@ -1102,13 +1219,55 @@ def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:
     return all(want is None or want == have for want, have in wanted)
 
 
-def _pending_in(entry: IndexEntry, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
-    """The interrupt an index entry stands for, from its run's hash: the one the run waits on, if
-    its expiry is the entry's (else the entry is stale: the run moved on)."""
+def _pending_in(
+    entry: IndexEntry, fields: Mapping[bytes, bytes], summary: Mapping[bytes, bytes], now: int
+) -> InterruptRecord | None:
+    """The interrupt an index entry stands for, from its run's hash (with its lifecycle record, from
+    the run's summary): the one the run waits on, if its expiry is the entry's (else the entry is
+    stale: the run moved on)."""
     waiting = _text(fields.get(b"waiting", b""))
     if not waiting or waiting.startswith("child:") or fields.get(b"expires") != str(entry.expires_at).encode():
         return None
-    return _interrupt_in(entry.run_id, waiting, fields)
+    return _with_lifecycle(entry.run_id, waiting, fields, summary, now)
+
+
+def _with_lifecycle(
+    run_id: str, request_id: str, fields: Mapping[bytes, bytes], summary: Mapping[bytes, bytes], now: int
+) -> InterruptRecord | None:
+    """The interrupt ``request_id`` with its lifecycle record: from its run's hash while the run's
+    records last (its status there: pending until the run's ``expires``), else from the lifecycle
+    record alone (its request only if captured). None if neither knows it."""
+    record = _interrupt_in(run_id, request_id, fields) if fields else None
+    status: str | None = None
+    if record is not None:
+        status = _text(fields.get(keys.status_field(request_id).encode(), b"")) or None
+        if status == "pending" and int(fields.get(b"expires") or 0) <= now:
+            status = "expired"
+    lifecycle = codec.lifecycle_from(run_id, request_id, summary, status) if summary else None
+    if record is not None:
+        if lifecycle is not None and lifecycle.status != "pending" and "input" not in record.capture:
+            record = replace(record, request={})  # ended: only what its lifecycle record captured shows
+        return replace(record, lifecycle=lifecycle)
+    if lifecycle is None:
+        return None
+    made = codec.lifecycle_part(summary, "i", request_id, run_id)
+    return InterruptRecord(
+        request_id=request_id,
+        run_id=run_id,
+        workflow=_text(summary.get(b"wf", b"")),
+        node=str(made.get("n", "")),
+        step=int(made.get("s", 0)),
+        journal_field="",
+        request=lifecycle.request or {},
+        created_at=lifecycle.created_at,
+        expires_at=int(made.get("x", 0)),
+        token_hash="",
+        root_run_id=made.get("rr"),
+        parent_run_id=made.get("pr"),
+        version=made.get("v"),
+        capture=lifecycle.capture,
+        lifecycle=lifecycle,
+    )
 
 
 def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:

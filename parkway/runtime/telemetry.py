@@ -1,0 +1,172 @@
+"""Interrupt lifecycle telemetry: what each interrupt's record keeps, and what capture lets into it.
+
+Every interrupt keeps a lifecycle record in its run's summary, so it outlives the run's records by
+the retention of run summaries (``parkway.adapters.redis.keys``): when it was created, how it
+presents (``static-options``, ``dynamic-picker``, ``freeform``, ``contract``) and how many options
+the server embedded, its contract's identity, the answers refused while it was open, and how it
+ended (``resumed``, ``resume_failed``, ``cancelled``, ``expired``) with when, the wait and who.
+Each part is written by the script of the transition it records (park, resume, expire, refuse,
+finish); the parts are built here, as plain dicts, so what capture leaves out is decided in one place.
+
+Capture (``capture_content``, per workflow or per ``use_interrupt``) says which application content
+the record may hold: ``"input"`` the request (question, options, payload), ``"output"`` the answer
+(and the texts that can quote it: a cancellation's reason, a refusal's message, the error of a
+failed replay; without it they are recorded by their type only). With neither, the record holds
+the lifecycle and the contract's identity and no application content. Capture governs this record
+only: the run's journal keeps the answer (the replay needs it) and the run's record keeps the open
+request (a resume is validated against it) for the run's TTL, as they always do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .errors import ValidationError
+from .protocol import ID_PATTERN
+from .store import InterruptRecord
+
+CAPTURE_KINDS = ("input", "output")
+CLOSED_STATUSES = ("resolved", "cancelled", "expired")
+"""how an interrupt can end (its status after pending)"""
+DEFAULT_CAPTURE: tuple[str, ...] = CAPTURE_KINDS
+"""capture both, unless a workflow or an interrupt says otherwise"""
+MAX_REASON = 500
+"""longest reason a lifecycle record keeps (longer ones are cut)"""
+
+
+def check_capture(value: object, what: str = "capture_content") -> tuple[str, ...]:
+    """``value`` as a capture setting: an iterable of ``"input"`` and ``"output"`` (none = capture
+    nothing). A lone string is refused: ``("input",)`` is meant, and ``"input"`` would be its letters."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValidationError(f"{what} must be a tuple of 'input' and/or 'output' (or () for none), not {value!r}")
+    kinds = tuple(value)
+    unknown = [k for k in kinds if k not in CAPTURE_KINDS]
+    if unknown:
+        raise ValidationError(f"{what} takes 'input' and 'output' only, not {unknown!r}")
+    return tuple(k for k in CAPTURE_KINDS if k in kinds)
+
+
+def presentation(public_request: Mapping[str, Any]) -> str:
+    """How a client shows an interrupt: ``static-options`` (the options are embedded),
+    ``dynamic-picker`` (a schema id, the client resolves the options), ``freeform`` (text) or
+    ``contract`` (a typed request and response)."""
+    kind = public_request.get("kind")
+    if kind in ("text", "contract"):
+        return "freeform" if kind == "text" else "contract"
+    return "static-options" if public_request.get("options") else "dynamic-picker"
+
+
+def created(record: InterruptRecord, public_request: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's first part (park): where and when, presentation, option count, contract
+    identity, capture, and the request itself only if ``input`` is captured (``record.capture``)."""
+    capture = record.capture
+    out: dict[str, Any] = {
+        "k": presentation(public_request),
+        "o": len(public_request.get("options") or ()),
+        "c": record.created_at,
+        "x": record.expires_at,
+        "n": record.node,
+        "s": record.step,
+        "cap": list(capture),
+    }
+    for key, value in (("rr", record.root_run_id), ("pr", record.parent_run_id), ("v", record.version)):
+        if value is not None:
+            out[key] = value
+    if public_request.get("schemaId") is not None:
+        out["sid"] = public_request["schemaId"]
+    if public_request.get("schemaVersion") is not None:
+        out["sv"] = public_request["schemaVersion"]
+    if "input" in capture:
+        out["q"] = dict(public_request)
+    return out
+
+
+def ended(
+    outcome: str,
+    at: int,
+    created_at: int,
+    capture: tuple[str, ...],
+    *,
+    responder: str | None = None,
+    reason: str | None = None,
+    answer: Any = None,
+    reason_is_content: bool = True,
+) -> dict[str, Any]:
+    """How the interrupt ended (resume, cancel, expire): the outcome, when, the wait from its
+    creation, who; the answer and the reason only if ``output`` is captured (a reason that is not
+    application content, say the expiry policy applied, always)."""
+    out: dict[str, Any] = {"o": outcome, "t": at, "w": max(0, at - created_at)}
+    if responder is not None:
+        out["r"] = responder
+    if reason is not None and ("output" in capture or not reason_is_content):
+        out["why"] = reason[:MAX_REASON]
+    if answer is not None and "output" in capture:
+        out["a"] = answer
+    return out
+
+
+def failure(at: int, kind: str, message: str, capture: tuple[str, ...]) -> dict[str, Any]:
+    """A refused answer (refuse) or a replay that failed the run (finish): when and why. The message
+    can quote the answer, so without ``output`` captured the reason is the error's type only."""
+    return {"t": at, "why": (message if "output" in capture else kind)[:MAX_REASON]}
+
+
+_MINTED = re.compile(r"i([0-9a-z]{1,13})_([0-9a-z]{5,8})_(.+)")
+"""``i<fence>_<nonce>_<run id>``: an interrupt id parkway minted, carrying its run's id"""
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+MIN_NONCE, MAX_NONCE = 5, 8
+"""random base-36 characters a minted request id carries (as many as fit in 64, at least 5)"""
+
+
+def _base36(n: int) -> str:
+    out = ""
+    while True:
+        n, d = divmod(n, 36)
+        out = _DIGITS[d] + out
+        if n == 0:
+            return out
+
+
+def mint_request_id(run_id: str, fence: int, fallback: str) -> str:
+    """The request id a pause parks under: ``i<fence, base 36>_<nonce>_<run id>``, or ``fallback``
+    when that would not fit in an id's 64 characters (a long child run id).
+
+    The run id can be read back from it, so ``get_interrupt`` needs no lookup. The fence makes it
+    unique within the run (each pause commits at a fence of its own). The nonce (5 to 8 random
+    base-36 characters, as many as fit) makes it differ from the ids of an earlier run of the same
+    id (run ids may be chosen, and reused once the earlier run's summary is gone): a token is signed
+    over the run and request ids, so an old run's token must not name a new run's interrupt."""
+    head = f"i{_base36(fence)}_"
+    room = min(MAX_NONCE, 64 - len(head) - 1 - len(run_id))
+    if room < MIN_NONCE:
+        return fallback
+    nonce = "".join(_DIGITS[b % 36] for b in os.urandom(room))
+    minted = f"{head}{nonce}_{run_id}"
+    return minted if ID_PATTERN.fullmatch(minted) else fallback
+
+
+_SHORT = re.compile(r"i[0-9a-z]{1,13}_[0-9a-z]{5,8}")
+
+
+def short_id(request_id: str, run_id: str) -> str:
+    """How the run's own records name the interrupt: a minted id without its run id (``i<n>_<nonce>``,
+    unique within the run), any other id as it is."""
+    return request_id.removesuffix("_" + run_id) if run_of_request(request_id) == run_id else request_id
+
+
+def full_id(short: str, run_id: str) -> str:
+    """The request id ``short_id`` shortened."""
+    return f"{short}_{run_id}" if _SHORT.fullmatch(short) else short
+
+
+def run_of_request(request_id: str) -> str | None:
+    """The run id a minted request id carries (matched in full and checked as a run id), else None:
+    ids parkway did not mint (a session's ``int_<hash>`` and ``tool_<hash>``, the fallback
+    ``int_<hex>``) carry none."""
+    m = _MINTED.fullmatch(request_id)
+    if m is None or not ID_PATTERN.fullmatch(m.group(3)):
+        return None
+    return m.group(3)
