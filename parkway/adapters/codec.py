@@ -291,12 +291,18 @@ def lifecycle_blob(part: Mapping[str, Any], limit: int) -> bytes:
 
 
 def lifecycle_from(
-    run_id: str, request_id: str, summary: Mapping[bytes, bytes], status: str | None
+    run_id: str,
+    request_id: str,
+    summary: Mapping[bytes, bytes],
+    status: str | None,
+    opened: Mapping[str, Any] | None = None,
 ) -> Lifecycle | None:
     """An interrupt's lifecycle record from its run's summary fields, or None if it has none.
     ``status`` is its status as its run's records say (None once they are gone: then the record
-    says it, and an interrupt that never ended there expired with its run)."""
-    created = lifecycle_part(summary, "i", request_id, run_id)
+    says it, and an interrupt that never ended there expired with its run). ``opened``: its first
+    part as its run's record says it (``telemetry.created``), for an interrupt still open (the
+    summary gets that part when it ends)."""
+    created = lifecycle_part(summary, "i", request_id, run_id) or dict(opened or {})
     if not created:
         return None
     end = lifecycle_part(summary, "e", request_id, run_id)

@@ -350,7 +350,7 @@ def _park(
     child = _new_child(options, ctx, pause.child, run) if pause.child is not None else None
     commit = Park(
         interrupt=interrupt, ttl_ms=ttl_ms, event=event, now=now, lineage=run.lineage, version=version,
-        child=child, lifecycle=telemetry.created(interrupt, public),
+        child=child,
     )
     store.park(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("node_parked", interrupt=pause.name or pause.journal_field)

@@ -226,8 +226,6 @@ class Park:
     """the code's version, kept on the run (with the step) for the replay to compare"""
     child: Spawn | None = None
     """``use_first``'s child contender: created in the same step, racing the interrupt"""
-    lifecycle: Mapping[str, Any] | None = None
-    """the first part of the interrupt's lifecycle record (``telemetry.created``)"""
 
 
 @dataclass(frozen=True)

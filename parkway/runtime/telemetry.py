@@ -5,8 +5,12 @@ the retention of run summaries (``parkway.adapters.redis.keys``): when it was cr
 presents (``static-options``, ``dynamic-picker``, ``freeform``, ``contract``) and how many options
 the server embedded, its contract's identity, the answers refused while it was open, and how it
 ended (``resumed``, ``resume_failed``, ``cancelled``, ``expired``) with when, the wait and who.
-Each part is written by the script of the transition it records (park, resume, expire, refuse,
-finish); the parts are built here, as plain dicts, so what capture leaves out is decided in one place.
+Each part is written by the script of the transition it records (resume, cancel and expire write
+the first part, ``created``, together with the end: while the interrupt is open its run's record
+says the same, so a parked run does not pay for it twice; refuse and finish write theirs); the
+parts are built here, as plain dicts, so what capture leaves out is decided in one place. An open
+interrupt's record is read from its run's record, and one whose run's records vanish without an
+end (the reconciler down past the expiry grace) keeps none.
 
 Capture (``capture_content``, per workflow or per ``use_interrupt``) says which application content
 the record may hold: ``"input"`` the request (question, options, payload), ``"output"`` the answer
@@ -25,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import ValidationError
-from .protocol import ID_PATTERN
+from .protocol import ID_PATTERN, InterruptRequest
 from .store import InterruptRecord
 
 CAPTURE_KINDS = ("input", "output")
@@ -57,6 +61,11 @@ def presentation(public_request: Mapping[str, Any]) -> str:
     if kind in ("text", "contract"):
         return "freeform" if kind == "text" else "contract"
     return "static-options" if public_request.get("options") else "dynamic-picker"
+
+
+def public_request(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored request (as an interrupt record keeps it) as clients see it."""
+    return InterruptRequest.model_validate(stored).public()
 
 
 def created(record: InterruptRecord, public_request: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,8 +16,9 @@
 --       10 journal field, 11 journal entry blob ('' unless cancel/answer/timer), 12 error blob ('' unless fail),
 --       13 run.failed blob ('' unless fail), 14 run id, 15 status field, 16 expires at,
 --       17 number of filter indexes, 18 the lifecycle field of its end in the summary (e:<req>), 19 its
---       blob, 20 the closed index member, 21 the oldest end time the closed index keeps, 22... the
---       parent's (see notify_parent)
+--       blob, 20 the closed index member, 21 the oldest end time the closed index keeps, 22 the
+--       lifecycle record's first part's field (i:<req>), 23 its blob ('' when the run's records are
+--       gone), 24... the parent's (see notify_parent)
 local state = redis.call('HMGET', KEYS[1], ARGV[15], 'expires')
 local current = state[2] == ARGV[16]
 if current and state[1] == 'pending' and tonumber(ARGV[2]) < (tonumber(state[2]) or 0) then return {'pending'} end
@@ -28,6 +29,7 @@ for i = 11, parent - 1 do redis.call('ZREM', KEYS[i], ARGV[3]) end
 if state[1] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', KEYS[1], ARGV[15], ARGV[9] == 'timer' and 'cancelled' or 'expired')
 hset_parts(KEYS[3], ARGV[18], ARGV[19])
+if ARGV[23] ~= '' then hset_parts(KEYS[3], ARGV[22], ARGV[23]) end
 redis.call('ZADD', KEYS[10], 0, ARGV[20])
 redis.call('ZREMRANGEBYLEX', KEYS[10], '-', '(' .. ARGV[21])
 local cur = redis.call('HMGET', KEYS[1], 'status', 'waiting', 'step')
@@ -55,5 +57,5 @@ redis.call('HSET', KEYS[3], 'status', status, 'updated', ARGV[2])
 redis.call('HINCRBY', KEYS[9], 'runs:' .. status, 1)
 keep_summary(KEYS[3], records_left(KEYS[1]), ARGV[5])
 xadd(KEYS[2], ARGV[6], 'done', ARGV[8])
-notify_parent(parent, 22)
+notify_parent(parent, 24)
 return {'expired', action, cur[3], fence}

@@ -13,10 +13,9 @@
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
 --       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18 the step and the code's version
---       ("<step> <version>", the run's 'paused'; '' = none), 19 number of filter indexes, 20 the lifecycle
---       record's field in the summary (i:<req>), 21 its blob (the interrupt's telemetry: created; '' =
---       none), 22... the record's fields as pairs: rq and its request id, rn and its number of parts, then
---       each part's field and part
+--       ("<step> <version>", the run's 'paused'; '' = none), 19 number of filter indexes, 20... the
+--       record's fields as pairs: rq and its request id, rn and its number of parts, then each part's
+--       field and part (its lifecycle record is written when it ends: see resume.lua)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
@@ -38,10 +37,9 @@ if held[1] then
   end
 end
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
-  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 22))
+  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 20))
 -- a new pause: the interrupt answered before it (if any) did not fail its replay
 redis.call('HDEL', KEYS[1], 'ans')
-if ARGV[21] ~= '' then hset_parts(KEYS[8], ARGV[20], ARGV[21]) end
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
 for i = anc, #KEYS - 1, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])

@@ -14,8 +14,10 @@
 --       field, 16 created at (ms), 17 expires at (ms) as read, 18 number of filter indexes,
 --       19 the lifecycle field of its end in the summary (e:<req>), 20 its blob, 21 the closed index
 --       member, 22 the oldest end time the closed index keeps (6 bytes, as members start), 23 the
---       run's 'ans' ("<step> <the x: field of its lifecycle record> <1 | 0: the answer's output
---       captured>", for finish.lua; '' for a cancel), 24... the next job (see hand_off)
+--       lifecycle record's first part's field (i:<req>), 24 its blob (written now, with the end:
+--       while open, the run's record says it), 25 the run's 'ans' ("<step> <the x: field of its
+--       lifecycle record> <1 | 0: the answer's output captured>", for finish.lua; '' for a cancel),
+--       26... the next job (see hand_off)
 local req = redis.call('HGET', KEYS[1], ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then return {'expired'} end
@@ -54,7 +56,8 @@ redis.call('HINCRBY', KEYS[9], 'wait:' .. bucket, 1)
 redis.call('HINCRBY', KEYS[9], 'wait:sum_ms', waited)
 -- the lifecycle record: how it ended, and its place among the workflow's closed interrupts
 hset_parts(KEYS[5], ARGV[19], ARGV[20])
+if ARGV[24] ~= '' then hset_parts(KEYS[5], ARGV[23], ARGV[24]) end
 redis.call('ZADD', KEYS[10], 0, ARGV[21])
 redis.call('ZREMRANGEBYLEX', KEYS[10], '-', '(' .. ARGV[22])
-if ARGV[23] ~= '' then redis.call('HSET', KEYS[1], 'ans', ARGV[23]) end
-return {'accepted', req, step, fence, hand_off({KEYS[hand], KEYS[hand + 1]}, ARGV, 24, step, fence)}
+if ARGV[25] ~= '' then redis.call('HSET', KEYS[1], 'ans', ARGV[25]) end
+return {'accepted', req, step, fence, hand_off({KEYS[hand], KEYS[hand + 1]}, ARGV, 26, step, fence)}

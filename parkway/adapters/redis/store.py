@@ -375,8 +375,6 @@ class RedisStore:
                     keys.PAUSE_FEED_MAXLEN,
                     f"{step} {commit.version}" if commit.version else "",
                     len(self._filter_keys(rec)),
-                    keys.lifecycle_field("i", rec.request_id, r),
-                    self._lifecycle(commit.lifecycle) if commit.lifecycle is not None else "",
                     *self._record_parts(rec),
                     *child_args,
                 ],
@@ -401,17 +399,26 @@ class RedisStore:
             *hand_args,
         ]
         return [*run_keys, *hand_keys], [*args, len(args), len(hand_keys)]
+
     def _lifecycle(self, part: Mapping[str, Any]) -> bytes:
         return codec.lifecycle_blob(part, self.limits.max_payload_bytes)
 
-    def _closing(self, entry: IndexEntry, status: str, end: Mapping[str, Any], now: int) -> tuple[str, list[Any]]:
+    def _closing(
+        self, entry: IndexEntry, record: InterruptRecord | None, status: str, end: Mapping[str, Any], now: int
+    ) -> tuple[str, list[Any]]:
         """The closed index and the arguments a script that ends an interrupt writes its lifecycle
-        record's end with: its field, its blob, the index member, the oldest end time kept."""
+        record with: its end's field and blob, the index member, the oldest end time kept, then its
+        first part's field and blob ('' when the run's records are gone). The first part is written
+        here, at the end, not at park: while the interrupt is open its run's record says the same,
+        and a parked run keeps a few hundred bytes less (``telemetry.created``)."""
+        created = telemetry.created(record, telemetry.public_request(record.request)) if record else None
         return keys.closed_index(status, entry.workflow), [
             keys.lifecycle_field("e", entry.request_id, entry.run_id),
             self._lifecycle(end),
             codec.closed_member(now, entry.run_id, entry.request_id),
             codec.time_floor(max(0, now - self.limits.retention_ms)),
+            keys.lifecycle_field("i", entry.request_id, entry.run_id),
+            self._lifecycle(created) if created is not None else "",
         ]
 
     def _record_parts(self, record: InterruptRecord) -> list[Any]:
@@ -646,7 +653,7 @@ class RedisStore:
         hand_keys, hand_args = self._hand_off(r) if answer.dispatch else ([], [""])
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
-        closed, closing = self._closing(entry, status, answer.lifecycle, answer.now)
+        closed, closing = self._closing(entry, rec, status, answer.lifecycle, answer.now)
         failed = keys.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
         answered = "" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}"
         return self._call(
@@ -749,7 +756,7 @@ class RedisStore:
         reason = {"timer": "timer", "expire": None}.get(action, action)
         end = telemetry.ended(ended, now, record.created_at if record else entry.created_at,
                               record.capture if record else (), reason=reason, reason_is_content=False)
-        closed, closing = self._closing(entry, ended, end, now)
+        closed, closing = self._closing(entry, record, ended, end, now)
         if action == "fail":
             parent_keys, parent_args = self._parent_tail(r, "failed", error, now)
         elif action == "expire":
@@ -1243,7 +1250,9 @@ def _with_lifecycle(
         status = _text(fields.get(keys.status_field(request_id).encode(), b"")) or None
         if status == "pending" and int(fields.get(b"expires") or 0) <= now:
             status = "expired"
-    lifecycle = codec.lifecycle_from(run_id, request_id, summary, status) if summary else None
+    # while its run's records last, its first part is its record's (the summary has it once it ended)
+    opened = telemetry.created(record, telemetry.public_request(record.request)) if record is not None else None
+    lifecycle = codec.lifecycle_from(run_id, request_id, summary, status, opened)
     if record is not None:
         if lifecycle is not None and lifecycle.status != "pending" and "input" not in record.capture:
             record = replace(record, request={})  # ended: only what its lifecycle record captured shows
