@@ -74,10 +74,20 @@ def test_the_child_wins_and_the_interrupt_answers_nothing(harness: Harness) -> N
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
     assert harness.pw.list_interrupts(workflow="racer").items == ()
     client = harness.pw.store.client  # type: ignore[attr-defined]
-    assert client.hget(keys.run(run_id), keys.status_field(_request_id(harness, run_id))) == b"cancelled"
+    request_id = _request_id(harness, run_id)
+    assert client.hget(keys.run(run_id), keys.status_field(request_id)) == b"cancelled"
+    # the lost interrupt left its indexes and its lifecycle record ended, as a timer's loss does
+    for order in ("newest", "expiring"):
+        assert client.zcard(keys.index(order, "racer")) == 0
+    life = harness.pw.get_interrupt(request_id).lifecycle
+    assert life is not None and (life.status, life.outcome, life.reason) == ("cancelled", "cancelled", "child")
+    assert [i.request_id for i in harness.pw.list_interrupts(status="cancelled", workflow="racer").items] == [
+        request_id
+    ]
     _later(harness)
     assert _types(harness, run_id).count("child.started") == 1
     assert harness.pw.get_run(run_id).output["kind"] == "child"
+    assert harness.pw.get_interrupt(request_id).lifecycle.ended_at == life.ended_at  # once
 
 
 def _request_id(harness: Harness, run_id: str) -> str:

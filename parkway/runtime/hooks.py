@@ -283,12 +283,25 @@ def use_first(
             _cancel_loser(ask, "the interrupt's cancellation")
         raise
     if ask is not None and entry.kind == "workflow":
+        _close_lost_interrupt(ask)
         return First("child", _child_output(ask, entry))
     if ask is not None:
         _cancel_loser(ask, "the timer" if entry.status == "timer" else "the answer")
     if entry.status == "timer":
         return First("timer")
     return First("interrupt", contract_.answer(entry.value) if contract_ is not None else entry.value)
+
+
+def _close_lost_interrupt(ask: ChildAsk) -> None:
+    """The child won: take the interrupt it raced out of the listings and end its lifecycle record
+    (cancelled, reason ``child``), as a timer's win does, once (``Store.close_raced``; a replay
+    finds the record)."""
+    ctx = current()
+    field_name = f"x:{ask.name}"
+    if ctx.replayed(field_name, "closed", ask.name) is not None:
+        return
+    ctx.store.close_raced(ctx.run_id, ctx.clock())
+    ctx.write(field_name, JournalEntry("closed", ask.name, None))
 
 
 def _cancel_loser(ask: ChildAsk, winner: str) -> None:

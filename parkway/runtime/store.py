@@ -520,6 +520,11 @@ class Store(Protocol):
         """An interrupt with its lifecycle record, open or ended, while its run's records or its
         summary last (after the run's TTL, from the lifecycle record alone)."""
 
+    def close_raced(self, run_id: str, now: int) -> bool:
+        """After a child won the ``use_first`` race of the run's latest interrupt (which its end
+        recorded cancelled): take the interrupt out of its indexes and end its lifecycle record
+        (cancelled, reason ``child``), once; False when there was nothing to do."""
+
     def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
         """Count a refused answer in the open interrupt's lifecycle record, with ``error`` (a
         lifecycle part: ``telemetry.failure``) as the last; returns the count (0: not open)."""

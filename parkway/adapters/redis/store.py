@@ -76,6 +76,7 @@ _SCRIPTS = (
     "spawn",
     "fork",
     "refuse",
+    "close_raced",
     "session_open",
     "session_send",
     "session_settle",
@@ -959,6 +960,31 @@ class RedisStore:
             pipe.hgetall(keys.summary(run_id))
             fields, summary = pipe.execute()
         return _with_lifecycle(run_id, request_id, fields, summary, now)
+
+    def close_raced(self, run_id: str, now: int) -> bool:
+        r = run_id
+        with translated(r):
+            held = self.client.hget(keys.run(r), keys.RECORD_HELD)
+        record = self.get_interrupt(r, _text(held)) if held else None
+        if record is None:
+            return False
+        entry = codec.entry_of(record)
+        end = telemetry.ended("cancelled", now, record.created_at, record.capture, reason="child",
+                              reason_is_content=False)
+        closed, closing = self._closing(entry, record, "cancelled", end, now)
+        return bool(
+            self._call(
+                "close_raced",
+                r,
+                [keys.run(r), keys.summary(r), *self._index_keys(record.workflow), closed, *self._filter_keys(record)],
+                [
+                    keys.status_field(record.request_id),
+                    codec.member(entry, "newest"),
+                    codec.member(entry, "expiring"),
+                    *closing,
+                ],
+            )
+        )
 
     def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
         r, req = run_id, request_id
