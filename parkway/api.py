@@ -461,6 +461,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     def resume_or_start(body: ResumeOrStartBody, who: Auth) -> JSONResponse:
         responder = who.name if who.role == "user" else (body.responder or who.name)
         try:
+            pw.sessions.check_run(tokens.run_id_of(body.token), who)  # another tenant's run: 403
+        except MalformedResume as exc:
+            refused.add("invalid")
+            return _problem(422, exc)
+        try:
             result = pw.resume_or_start(body.token, selected=body.selected, value=body.value,
                                         request_id=body.request_id, responder=responder, input=body.input,
                                         workflow=body.workflow)

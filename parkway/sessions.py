@@ -224,15 +224,23 @@ class Sessions:
         if caller.tenant is None and caller.role != "user":
             return
         root, sep, _ = run_id.partition("--")
-        if not ID_PATTERN.fullmatch(root):
+        if not ID_PATTERN.fullmatch(run_id):
             return  # (the id check of the call that follows refuses it)
-        found = self._store.owner(root) if sep else None
-        if found is not None:
-            check_access(caller, *found)
+        now = now_ms()
+        record = self.pw.store.get_run(run_id, now)
+        if record is None:
             return
-        record = self.pw.store.get_run(root, now_ms())
-        if record is not None and record.tenant != caller.tenant:
+        # the run's own tenant (a child's and a branch run's are copied from their root or session
+        # when created): never a session's found by id, since callers choose session ids
+        if record.tenant != caller.tenant:
             raise SessionDenied("the run belongs to another tenant (or to none)", reason="tenant")
+        if sep and caller.role == "user":  # a session's branch run (or a child of one): its owner's
+            top = record.lineage[-1][0] if record.lineage else run_id
+            branch = record if top == run_id else self.pw.store.get_run(top, now)
+            given = branch.input if branch is not None else None
+            found = self._store.owner(root) if isinstance(given, dict) and given.get("session") == root else None
+            if found is not None:
+                check_access(caller, *found)
 
     def visible(self, items: list[Any], caller: Caller) -> list[Any]:
         """The listed interrupts ``caller`` may see (those of sessions it may not are left out)."""

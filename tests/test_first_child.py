@@ -151,6 +151,23 @@ def test_the_timer_wins_and_both_others_are_cancelled(harness: Harness) -> None:
     assert harness.pw.list_interrupts().items == ()
 
 
+def test_a_child_ending_after_the_timers_deadline_loses_to_the_timer(harness: Harness) -> None:
+    """The timer's deadline passed before the child ended, and the reconciler has not swept yet:
+    the child's end moves nothing (the timer came first); the sweep then gives First("timer")."""
+    run_id = harness.start_and_run(flows_fork.racer, {"child": "asking", "timer": 1000})
+    child_token = _child_token(harness, run_id)
+    time.sleep(1.2)  # past the deadline, no reconciler pass yet
+    assert harness.pw.resume(child_token, selected="red").accepted
+    harness.run_jobs()  # the child completes after the deadline
+    assert harness.pw.get_run(_child(run_id)).status is RunStatus.COMPLETED
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    assert client.hget(keys.run(run_id), "status") == b"waiting"  # not moved by the late child
+    _later(harness)
+    harness.pw.wait(run_id, timeout=10)
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED and run.output["kind"] == "timer", run
+
+
 def test_a_failed_child_raises_like_use_workflow(harness: Harness) -> None:
     """A child that fails first: use_first raises ChildFailed; uncaught, the parent fails naming the
     child, and its interrupt answers nothing."""

@@ -241,6 +241,7 @@ def test_a_tenant_bound_key_cannot_reach_another_tenants_run(tenant_server: Serv
         assert acme.post(f"/v1/runs/{run_id}/cancel", json={}).status_code == 403
         assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0}).status_code == 403
     assert acme.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 403
+    assert acme.post("/v1/resume-or-start", json={"token": token, "selected": "red"}).status_code == 403
     assert admin.get(f"/v1/runs/{theirs}").json()["status"] == "waiting"
     assert acme.get(f"/v1/runs/{mine}").status_code == 200
     assert other.get(f"/v1/runs/{theirs}").status_code == 200
@@ -270,6 +271,26 @@ def test_a_runs_tenant_is_kept_in_its_summary_and_checked_after_its_records_expi
     with pytest.raises(SessionDenied):
         harness.pw.sessions.check_run(run_id, Caller("machine", tenant="other"))
     harness.pw.sessions.check_run(run_id, Caller("machine", tenant="acme"))
+
+
+
+def test_a_session_named_after_a_run_grants_nothing_over_the_runs_children(harness: Harness) -> None:
+    """Session ids are chosen by callers and share the hash tag space with run ids: a session named
+    after another tenant's run must not open that run's children to the session's tenant."""
+    from parkway import SessionDenied
+    from parkway.runtime.clock import now_ms
+    from parkway.runtime.sessions import Caller
+
+    parent = harness.pw.start(fe.parent_of_escalating, {"policy": "expire"}, tenant="other")
+    harness.run_jobs()
+    child = harness.pw.store.get_run(parent, now_ms()).waiting_on.removeprefix("child:")
+    acme = Caller("machine", tenant="acme")
+    with pytest.raises(SessionDenied):
+        harness.pw.sessions.check_run(child, acme)
+    harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme", session_id=parent)
+    with pytest.raises(SessionDenied):
+        harness.pw.sessions.check_run(child, acme)
+    harness.pw.sessions.check_run(child, Caller("machine", tenant="other"))
 
 
 # --- CLI -------------------------------------------------------------------------------------

@@ -104,9 +104,11 @@ end
 local function notify_parent(kat, at)
   if ARGV[at] == '' then return 0 end
   local prun = KEYS[kat]
-  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step', 'rc', 'rs')
+  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step', 'rc', 'rs', 'expires')
   -- a child racing the interrupt the parent waits on (use_first, first.lua) wins while it is pending
+  -- and before its deadline (the timer's: past it the timer came first, and the reconciler says so)
   local raced = cur[1] == 'waiting' and cur[4] == ARGV[at + 1] and redis.call('HGET', prun, cur[5]) == 'pending'
+    and tonumber(ARGV[at + 6]) < (tonumber(cur[6]) or 0)
   if not raced and (cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. ARGV[at + 1]) then return 0 end
   if raced then redis.call('HSET', prun, cur[5], 'cancelled') end  -- its token now answers nothing
   redis.call('HSET', KEYS[kat + 1], ARGV[at + 2], ARGV[at + 3])

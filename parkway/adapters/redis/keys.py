@@ -39,7 +39,9 @@ key                         type    TTL       holds
                                               paused (``<step> <code version>`` of the last pause),
                                               tenant (``start(tenant=)``, a child's root's, a branch
                                               run's session's; absent for none);
-                                              ans (``<step> <req>``: the interrupt last answered);
+                                              ans (the interrupt last answered, for finish:
+                                              ``<step> <its lifecycle x: field> <1 | 0:
+                                              output captured>``);
                                               a child's also: parent, pstep, pfield (where its
                                               outcome goes), lineage (``run:step`` of
                                               each ancestor, parent first);
