@@ -68,13 +68,17 @@ def public_request(stored: Mapping[str, Any]) -> dict[str, Any]:
     return InterruptRequest.model_validate(stored).public()
 
 
-def created(record: InterruptRecord, public_request: Mapping[str, Any]) -> dict[str, Any]:
-    """The record's first part (park): where and when, presentation, option count, contract
-    identity, capture, and the request itself only if ``input`` is captured (``record.capture``)."""
+def created(record: InterruptRecord, *, with_request: bool = True) -> dict[str, Any]:
+    """The record's first part: where and when, presentation, option count, contract identity,
+    capture, and (``with_request``) the request as clients see it, only if ``input`` is captured
+    (``record.capture``). Without ``with_request`` nothing is validated: the stored request's
+    kind, options and schema fields are read as they are (for an open interrupt, whose request
+    is its record's)."""
     capture = record.capture
+    stored = record.request
     out: dict[str, Any] = {
-        "k": presentation(public_request),
-        "o": len(public_request.get("options") or ()),
+        "k": presentation(stored),
+        "o": len(stored.get("options") or ()),
         "c": record.created_at,
         "x": record.expires_at,
         "n": record.node,
@@ -84,12 +88,12 @@ def created(record: InterruptRecord, public_request: Mapping[str, Any]) -> dict[
     for key, value in (("rr", record.root_run_id), ("pr", record.parent_run_id), ("v", record.version)):
         if value is not None:
             out[key] = value
-    if public_request.get("schemaId") is not None:
-        out["sid"] = public_request["schemaId"]
-    if public_request.get("schemaVersion") is not None:
-        out["sv"] = public_request["schemaVersion"]
-    if "input" in capture:
-        out["q"] = dict(public_request)
+    if stored.get("schemaId") is not None:
+        out["sid"] = stored["schemaId"]
+    if stored.get("schemaVersion") is not None:
+        out["sv"] = stored["schemaVersion"]
+    if with_request and "input" in capture:
+        out["q"] = public_request(stored)
     return out
 
 

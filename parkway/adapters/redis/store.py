@@ -24,7 +24,7 @@ from redis.retry import Retry
 from ...runtime import telemetry
 from ...runtime.errors import ValidationError
 from ...runtime.executor import interrupt_event
-from ...runtime.protocol import InterruptRequest, ResumeOutcome
+from ...runtime.protocol import ResumeOutcome
 from ...runtime.store import (
     Advance,
     Answer,
@@ -412,7 +412,7 @@ class RedisStore:
         first part's field and blob ('' when the run's records are gone). The first part is written
         here, at the end, not at park: while the interrupt is open its run's record says the same,
         and a parked run keeps a few hundred bytes less (``telemetry.created``)."""
-        created = telemetry.created(record, telemetry.public_request(record.request)) if record else None
+        created = telemetry.created(record) if record else None
         return keys.closed_index(status, entry.workflow), [
             keys.lifecycle_field("e", entry.request_id, entry.run_id),
             self._lifecycle(end),
@@ -836,8 +836,7 @@ class RedisStore:
             "from": record.audience,
             "newExpiresAt": moved.expires_at,
         }
-        public = InterruptRequest.model_validate(record.request).public()
-        event = interrupt_event(moved, public) | {"escalation": step}
+        event = interrupt_event(moved, telemetry.public_request(record.request)) | {"escalation": step}
         left, joined = self._filter_keys(record), self._filter_keys(moved)
         parts = self._record_parts(moved)[2:]  # (rq stays: the run holds this interrupt's record)
         reply = self._call(
@@ -1277,7 +1276,7 @@ def _with_lifecycle(
         if status == "pending" and int(fields.get(b"expires") or 0) <= now:
             status = "expired"
     # while its run's records last, its first part is its record's (the summary has it once it ended)
-    opened = telemetry.created(record, telemetry.public_request(record.request)) if record is not None else None
+    opened = telemetry.created(record, with_request=False) if record is not None else None
     lifecycle = codec.lifecycle_from(run_id, request_id, summary, status, opened)
     if record is not None:
         if lifecycle is not None and lifecycle.status != "pending" and "input" not in record.capture:
