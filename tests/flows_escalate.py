@@ -52,3 +52,20 @@ def call_escalating(data: dict[str, Any]) -> dict[str, Any]:
 
     child = use_workflow(escalating, {"audience": "team:ops", "ttl_ms": 2000, "policy": data["policy"]}, id="kid")
     return {"child_picked": child["picked"]}
+
+
+escalates_later = Workflow("escalates_later")
+
+
+@escalates_later.node(start=True)
+def prepare(data: dict[str, Any]) -> dict[str, Any]:
+    return {"prepared": True}
+
+
+@escalates_later.node
+def ask_after(data: dict[str, Any]) -> dict[str, Any]:
+    """Step 1 (so the run keeps a snapshot): ask, escalating at expiry as ``data["policy"]`` says."""
+    return {"picked": use_interrupt(COLORS, id="color", ttl_ms=1000, on_expire=data["policy"])}
+
+
+escalates_later.edge("prepare", "ask_after")

@@ -113,6 +113,21 @@ def test_the_same_token_answers_the_escalated_interrupt(harness: Harness) -> Non
     assert _audiences(harness, "team:leads") == [] and _audiences(harness, "team:ops") == []
 
 
+
+def test_an_escalation_keeps_the_runs_snapshots_as_long_as_the_run(harness: Harness) -> None:
+    """A run paused at a later step keeps the data its steps started with (fork's snapshots); an
+    escalation that asks again for longer than the first TTL and its grace keeps them as long."""
+    policy = {"escalate": {"to": "team:leads", "ttl_ms": 300_000}}
+    run_id = harness.start_and_run(fe.escalates_later, {"policy": policy})
+    harness.run_jobs()
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    assert client.hexists(keys.snapshots(run_id), "1")
+    _past_deadline(harness, run_id)
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+    assert client.pttl(keys.snapshots(run_id)) >= client.pttl(keys.run(run_id)) - 1000 > 300_000
+    assert harness.pw.fork(run_id, step=1)
+
+
 def test_a_child_runs_escalation_shows_on_its_parents_stream(harness: Harness) -> None:
     """A child run's escalated interrupt is announced on its parent's stream too, listed under the
     parent's run id with its new audience, and answered by the same token; outputs flow up."""

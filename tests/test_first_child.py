@@ -88,6 +88,10 @@ def test_the_child_wins_and_the_interrupt_answers_nothing(harness: Harness) -> N
     assert _types(harness, run_id).count("child.started") == 1
     assert harness.pw.get_run(run_id).output["kind"] == "child"
     assert harness.pw.get_interrupt(request_id).lifecycle.ended_at == life.ended_at  # once
+    # a replay whose commit was lost calls it again: it finds the record ended and changes nothing
+    assert harness.pw.store.close_raced(run_id, life.ended_at + 5000) is False
+    closed = client.zrange(keys.closed_index("cancelled", "racer"), 0, -1)
+    assert len(closed) == 1 and harness.pw.get_interrupt(request_id).lifecycle.ended_at == life.ended_at
 
 
 def _request_id(harness: Harness, run_id: str) -> str:

@@ -20,7 +20,7 @@ from parkway import (
     Workflow,
 )
 from parkway.adapters.redis import keys
-from parkway.runtime import telemetry
+from parkway.runtime import telemetry, tokens
 from parkway.workers.reconciler import reconcile_once
 from tests import flows, telemetry_flows
 from tests.conftest import SECRET, Harness
@@ -106,6 +106,23 @@ def test_a_refused_answer_is_counted_and_the_same_token_then_accepts(harness: Ha
     harness.run_jobs()
     life = harness.pw.get_interrupt(request_id).lifecycle
     assert life is not None and (life.outcome, life.failures, life.answer) == ("resumed", 2, "blue")
+
+
+
+def test_a_refusal_racing_the_answer_counts_nothing_once_the_interrupt_is_closed(harness: Harness) -> None:
+    """A refusal's count lands only on the token's open interrupt: one committed after the answer
+    won (the client read the interrupt open, then lost the race) leaves the record as it ended."""
+    from parkway.runtime.clock import now_ms
+
+    run_id = harness.start_and_run(flows.one_choice)
+    request_id, token = _pending(harness, run_id)
+    assert harness.pw.resume(token, selected="blue").accepted
+    token_hash = tokens.hash_token(token)
+    failure = telemetry.failure(now_ms(), "InvalidAnswer", "late", ("input", "output"))
+    assert harness.pw.store.refuse(run_id, token_hash, request_id, failure, now_ms()) == 0
+    assert harness.pw.store.refuse(run_id, token_hash, "i9_zzzzz_" + run_id, failure, now_ms()) == 0
+    life = harness.pw.get_interrupt(request_id).lifecycle
+    assert life is not None and life.failures == 0 and life.last_failure is None
 
 
 def test_a_contract_violation_is_counted_and_the_record_names_the_contract(harness: Harness) -> None:
