@@ -75,7 +75,7 @@ def _embedded(settings: Settings) -> Backend:
         refer=workflows.register,  # a child workflow defined anywhere, even in __main__, as start() allows
     )
     worker = WorkerThread(server, settings, options)
-    dispatcher = EmbeddedDispatcher(client, settings)
+    dispatcher = EmbeddedDispatcher(client, settings, worker.activity)
     store = RedisStore(client, settings.limits, dispatcher.next_job)
     backend = Backend(settings, store, dispatcher, options, workflows, worker.stop)
     worker.start(owner=backend)

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from parkway.workers.serializer import MSGPACK, MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
 from tests.conftest import SECRET, Closing
-from tests.procs import RedisServer, sent_commands, wait_for
+from tests.procs import RedisServer, Worker, sent_commands, wait_for
 
 STAND_INS = frozenset({"time.time", "time.sleep", "os.abort_not_a_function"})
 """the trivial jobs these tests time and kill: ParkwayWorker runs only parkway's entrypoint otherwise"""
@@ -186,7 +187,12 @@ def _run_parkway_jobs(
     return pw, run_ids, sent
 
 
-def test_a_parkway_job_begins_inside_rqs_start_transaction(private_redis: RedisServer, closing: Closing) -> None:
+def test_a_parkway_job_is_taken_and_begun_in_one_round_trip_and_leaves_no_rq_records(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """A parkway job hands its crash recovery to its lease: one round trip takes it off RQ's
+    intermediate list, deletes its hash and begins it; no execution record, started-registry
+    entry or success transaction is written, and nothing of RQ's per-job state is left."""
     begin = jobs.install(Settings(redis_url=private_redis.url, secret=SECRET)).store._scripts["begin"]
     with redis.Redis.from_url(private_redis.url) as client:
         client.script_load(begin.script)
@@ -194,7 +200,57 @@ def test_a_parkway_job_begins_inside_rqs_start_transaction(private_redis: RedisS
     assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 5
     with_begin = [s for s in sent if begin.sha.encode() in s]
     assert len(with_begin) == 5, len(with_begin)
-    assert all(b"MULTI" in s and b"rq:job:" in s for s in with_begin)
+    assert all(b"rq:job:" in s and b"LREM" in s and b"MULTI" not in s for s in with_begin)
+    queue = pw.backend.dispatcher.queue  # type: ignore[attr-defined]
+    client = queue.connection
+    assert client.keys("rq:job:*") == [] and client.keys("rq:execution*") == []
+    assert queue.started_job_registry.get_job_ids() == [] and queue.failed_job_registry.get_job_ids() == []
+    assert client.llen(queue.intermediate_queue_key) == 0
+
+
+def test_a_parkway_job_costs_the_worker_three_round_trips_besides_its_commits(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """Dequeue, fetch, take-and-begin; then the job's own commits (flows.loop advances a few
+    steps in one job). The trimmed RQ path it replaced sent four (its start and success
+    transactions), and stock RQ about 18. The worker key's heartbeat (every 5 s) and the suspension
+    check (every second) add a fraction per job, by how long the run takes."""
+    settings = Settings(redis_url=private_redis.url, secret=SECRET)
+    pw = closing(Parkway(settings))
+    begin = jobs.install(settings).store._scripts["begin"].sha.encode()
+
+    def trips(runs: int) -> int:
+        run_ids = [pw.start(flows.loop, {}) for _ in range(runs)]
+        _, _, sent = _run_parkway_jobs(private_redis.url, closing, runs=run_ids)
+        assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * runs
+        return sum(1 for s in sent if b"EVALSHA" not in s and b"EVAL" not in s or begin in s)
+
+    per_job = (trips(25) - trips(5)) / 20
+    assert per_job < 3.5, per_job
+
+
+def test_a_stop_signal_mid_parkway_job_lets_the_node_finish_then_the_worker_exits(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """RQ's warm shutdown holds for a parkway job too, though the worker key is not written busy:
+    SIGTERM mid-node waits for the node, the run completes on that attempt, the worker exits 0."""
+    pw = closing(Parkway(Settings(redis_url=private_redis.url, secret=SECRET)))
+    r = closing(redis.Redis.from_url(private_redis.url))
+    r.set("test:block:t", 1)
+    worker = Worker(private_redis.url, SECRET, env={"PARKWAY_EFFECTS_URL": private_redis.url})
+    try:
+        run_id = pw.start(flows.blocking, {"tag": "t"})
+        wait_for(lambda: r.exists("test:inside:t"), 15, "the node to start")
+        worker.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert worker.proc.poll() is None, "the worker quit mid-node"
+        r.delete("test:block:t")
+        assert worker.proc.wait(20) == 0
+    finally:
+        out = worker.stop()
+    assert "Traceback" not in out, out
+    assert pw.get_run(run_id).status is RunStatus.COMPLETED
+    assert "node.recovered" not in [e.type for e in pw.stream(run_id, timeout=5)]
 
 
 def test_a_stale_parkway_job_still_ends_cleanly_for_rq(private_redis: RedisServer, closing: Closing) -> None:

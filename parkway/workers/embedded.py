@@ -20,6 +20,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import fakeredis
@@ -69,14 +70,20 @@ class Workflows:
 
 
 class EmbeddedDispatcher(RQDispatcher):
-    """RQ's dispatcher on the in-process Redis, which can also wait for the queue to be worked off."""
+    """RQ's dispatcher on the in-process Redis, which can also wait for the queue to be worked off
+    by the worker whose ``activity`` it is given (``WorkerThread.activity``)."""
+
+    def __init__(self, connection: Any, settings: Settings, activity: Callable[[], tuple[bool, int]]) -> None:
+        super().__init__(connection, settings)
+        self.activity = activity
 
     def drain(self, timeout: float = 60.0) -> None:
         """Block until no job is queued or running; raise WaitTimeout after ``timeout`` s.
 
-        A job's hash says ``queued`` from its enqueue until its worker starts it, and is
-        deleted (or says ``failed``) only after it ends, after anything it enqueued: no
-        job falls between two looks, as one could between the queue and the worker.
+        A job is in the queue, then its hash says ``queued`` until its worker begins it, then
+        the worker is busy with it until it ends, after anything it enqueued: a look at the
+        worker (busy, and how many jobs it began), the queue, the hashes, and the worker again
+        that finds nothing, and the worker unchanged, finds nothing only when no job is left.
         """
         deadline, pause = time.monotonic() + timeout, DRAIN_POLL_S
         while self._unfinished():
@@ -86,6 +93,10 @@ class EmbeddedDispatcher(RQDispatcher):
             pause = min(pause * 2, DRAIN_POLL_MAX_S)
 
     def _unfinished(self) -> bool:
+        before = self.activity()
+        return before[0] or self._listed() or self.activity() != before
+
+    def _listed(self) -> bool:
         with translated():
             if self.queue.count:  # the cheap look first: the full one reads every job's hash
                 return True
@@ -124,6 +135,10 @@ class WorkerThread:
         self.thread = threading.Thread(
             target=self.worker.work, kwargs={"logging_level": None}, name="parkway-embedded-worker", daemon=True
         )
+
+    def activity(self) -> tuple[bool, int]:
+        """Whether the worker runs a job now, and how many it has begun."""
+        return self.worker.busy, self.worker.jobs_begun
 
     def start(self, owner: object) -> None:
         """Start working; stop (within a dequeue timeout) once ``owner`` is collected."""

@@ -83,7 +83,7 @@ from rq.executions import Execution
 from rq.job import Job, JobStatus, validate_job_id
 from rq.results import Result
 from rq.scripts import _build_hset_args
-from rq.timeouts import TimerDeathPenalty
+from rq.timeouts import JobTimeoutException, TimerDeathPenalty
 from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
@@ -204,6 +204,9 @@ class TrimmedWorker(SimpleWorker):
     """whether ``work`` ended on a stop signal, on a suspension in burst mode or on an empty queue,
     rather than on an error that RQ's loop logs and quits on"""
 
+    jobs_begun = 0
+    """the jobs this worker has begun; with ``busy``, lets another thread tell that no job began or
+    ran between two of its looks (embedded ``drain``)"""
     _suspension_checked = 0.0
     _stopped = False
     """set by ``stop()`` (RQ's own warm shutdown, by signal, sets ``_stop_requested`` only)"""
@@ -233,6 +236,11 @@ class TrimmedWorker(SimpleWorker):
     def job_context(self) -> AbstractContextManager[Any]:
         """The context the job's function runs in."""
         return nullcontext()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a job runs now (RQ's state, as this worker keeps it in memory)."""
+        return bool(getattr(self, "_state", None) == WorkerStatus.BUSY)
 
     # --- RQ's worker, trimmed -----------------------------------------------------------------
 
@@ -293,6 +301,10 @@ class TrimmedWorker(SimpleWorker):
             return
         ttl = self.get_heartbeat_ttl(job)
         begin = self.begin_command(job)
+        if begin is not None and _deleted_on_success(job, self):
+            self._run_begun(job, queue, ttl, begin)
+            return
+        self.jobs_begun += 1
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
             self.executions[execution.id] = execution
@@ -315,6 +327,44 @@ class TrimmedWorker(SimpleWorker):
         with self.job_context():
             self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
+
+    def _run_begun(
+        self, job: Job, queue: Queue, ttl: int, begin: tuple[tuple[Any, ...], Callable[[Any], Any]]
+    ) -> None:
+        """Run a job whose ``begin`` takes over its crash recovery (parkway's: the fence check and
+        the lease, which the reconciler watches) and whose result is not kept, without RQ's
+        per-job records: one round trip takes it off the intermediate list, deletes its hash and
+        begins it; nothing is written when it ends. No execution record, started-registry entry,
+        busy state in the worker key or success count is written: a worker killed mid-job leaves
+        its run's lease to lapse (the reconciler replays the node), and an error the entrypoint
+        raises is logged (the run's lease lapses the same way). The worker key's expiry is raised
+        for the job's duration, as RQ's busy state does; the state RQ's stop signal handler reads
+        is kept in memory, so a stop signal mid-job still waits for the job to end."""
+        command, read = begin
+        self._state = WorkerStatus.BUSY  # before the hash goes: a drain always sees one or the other
+        self.jobs_begun += 1
+        try:
+            with self.connection.pipeline(transaction=False) as pipe:
+                if len(self.queues) == 1:
+                    pipe.lrem(intermediate_key(queue), 1, job.id)
+                pipe.delete(job.key)
+                pipe.expire(self.key, ttl)
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                replies = pipe.execute(raise_on_error=False)
+            for reply in replies[:-1]:
+                if isinstance(reply, Exception):
+                    raise reply  # Redis's trouble, not the job's: RQ's loop deals with it, as before
+            job.began = functools.partial(read, replies[-1])  # type: ignore[attr-defined]
+            job.started_at = now()
+            penalty = self.death_penalty_class(job.timeout or ttl, JobTimeoutException, job_id=job.id)
+            try:
+                with self.job_context(), penalty:
+                    job.perform()
+            except Exception:  # noqa: BLE001 - the job's, not the worker's: its run's lease lapses
+                log.exception("job_failed", job_id=job.id, queue=queue.name)
+        finally:
+            self._state = WorkerStatus.IDLE
+            job.ended_at = now()
 
     def _busy(self, ttl: int, pipe: Any) -> None:
         """RQ's ``set_state(BUSY)`` and ``heartbeat(ttl)`` on ``pipe``, the worker key's two fields
