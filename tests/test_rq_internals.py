@@ -42,6 +42,7 @@ WORKER_OVERRIDES = {
     "request_stop": ["self", "signum", "frame"],
     "dequeue_job_and_maintain_ttl": ["self", "timeout", "max_idle_time"],
     "run_maintenance_tasks": ["self"],
+    "validate_queues": ["self"],
     "_install_signal_handlers": ["self"],
     "procline": ["self", "message"],
     "work": [
@@ -135,6 +136,31 @@ def test_a_job_rq_cannot_load_is_named_on_the_dequeue_error(redis_client: redis.
         Queue._fetch_dequeued_job(redis_client, _queue(redis_client).key, "pw-evil\n-0", serializer=MsgpackSerializer)
     assert caught.value.job_id == "pw-evil\n-0"  # type: ignore[attr-defined]
     assert caught.value.queue.name == QUEUE  # type: ignore[attr-defined]
+
+
+def test_the_dequeue_hands_over_each_popped_id_through_the_queue_class_it_is_given(
+    redis_client: redis.Redis,
+) -> None:
+    """RQ's worker dequeues with ``self.queue_class.dequeue_any``, which calls the class's
+    ``_fetch_dequeued_job`` (rq 3.0.0's parameters) with each id it pops; ``validate_queues``
+    checks the worker's queues against ``queue_class``; ``Job.refresh`` reads a job's hash. So
+    ``DeferredFetchQueue`` hands a parkway worker each job unread, and the worker reads it later."""
+    assert _params(Queue._fetch_dequeued_job) == [
+        "connection", "queue_key", "job_id", "job_class", "serializer", "death_penalty_class",
+    ]  # fmt: skip
+    assert "self.queue_class.dequeue_any(" in inspect.getsource(SimpleWorker.dequeue_job_and_maintain_ttl)
+    assert "cls._fetch_dequeued_job(" in inspect.getsource(Queue.dequeue_any)
+    assert "self.queue_class" in inspect.getsource(SimpleWorker.validate_queues)
+    queue = _queue(redis_client)
+    queue.enqueue_call("time.time", job_id="plain", result_ttl=0)
+    worker = TrimmedWorker([queue], connection=redis_client)
+    assert worker.queue_class is rq_internals.DeferredFetchQueue
+    dequeued = worker.dequeue_job_and_maintain_ttl(None)
+    assert dequeued is not None
+    job, _ = dequeued
+    assert job.id == "plain" and job.fetched is False  # type: ignore[attr-defined]
+    job.refresh()  # type: ignore[no-untyped-call]
+    assert job.func_name == "time.time"
 
 
 def test_the_worker_methods_trimmed_worker_overrides_and_calls_keep_their_parameters() -> None:

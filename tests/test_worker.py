@@ -324,3 +324,21 @@ def test_a_parkway_job_without_parkway_settings_fails_in_rq_and_the_worker_goes_
     assert done.returncode == 0, done.stderr
     assert queue.failed_job_registry.get_job_ids() == ["orphan"]
     assert client.exists("rq:job:after") == 0 and queue.get_job_ids() == []
+
+
+@pytest.mark.parametrize("run_id, fence", [("run_x", 0), ("run_x--c1f", 12), ("A-b_c", 7)])
+def test_a_parkway_job_id_names_its_run_and_fence(run_id: str, fence: int) -> None:
+    assert jobs.parse_job_id(jobs.job_id(run_id, fence)) == (run_id, fence)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "pw-run_x-012", "pw-run_x-", "pw--0", "pw-evil\n-0", "pw-run:x-1", "pw-run_x-1\u0663", "xx-run_x-1",
+        "pw-" + "r" * 65 + "-1",
+    ],  # fmt: skip
+)
+def test_any_other_id_names_no_parkway_activation(value: str) -> None:
+    """Ids parkway never writes (a fence with a leading zero or not ASCII digits, a run id that is not
+    one, another prefix) are not run by their id: the worker reads their hash like any job's."""
+    assert jobs.parse_job_id(value) is None

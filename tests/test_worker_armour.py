@@ -66,18 +66,20 @@ MISSING: dict[str | bytes, Stored] = {"pw-ghost-0": None, "pw-nodata-0": {"statu
 """jobs RQ takes for gone: it skips them, and its cleanup drops them from the intermediate list"""
 
 FAILED: dict[str | bytes, Stored] = {
-    "pw-garbage-0": {**_hash(EXECUTE_JOB), "data": b"\x00neither zlib nor msgpack\xff"},
-    "pw-shape-0": {**_hash(EXECUTE_JOB), "data": zlib.compress(MsgpackSerializer.dumps([1, 2]))},
-    "pw-status-0": _hash(EXECUTE_JOB, ["run_x", 0, 0], status="not-a-status"),
-    "pw-string-0": b"not a hash",
-    "pw-few-0": _hash(EXECUTE_JOB, ["x"]),
-    "pw-many-0": _hash(EXECUTE_JOB, [1, 2, 3, 4]),
-    "pw-types-0": _hash(EXECUTE_JOB, [1, "a", None]),
-    "pw-kwargs-0": _hash(EXECUTE_JOB, [], {"run_id": "run_x", "step": 0, "fence": 0}),
-    "pw-nofunc-0": _hash("parkway.workers.jobs.no_such_function", ["run_x", 0, 0]),
-    "pw-nomodule-0": _hash("no_such_module.anything", ["run_x", 0, 0]),
+    "job-garbage-0": {**_hash(EXECUTE_JOB), "data": b"\x00neither zlib nor msgpack\xff"},
+    "job-shape-0": {**_hash(EXECUTE_JOB), "data": zlib.compress(MsgpackSerializer.dumps([1, 2]))},
+    "job-status-0": _hash(EXECUTE_JOB, ["run_x", 0, 0], status="not-a-status"),
+    "job-string-0": b"not a hash",
+    "job-few-0": _hash(EXECUTE_JOB, ["x"]),
+    "job-many-0": _hash(EXECUTE_JOB, [1, 2, 3, 4]),
+    "job-types-0": _hash(EXECUTE_JOB, [1, "a", None]),
+    "job-kwargs-0": _hash(EXECUTE_JOB, [], {"run_id": "run_x", "step": 0, "fence": 0}),
+    "job-nofunc-0": _hash("parkway.workers.jobs.no_such_function", ["run_x", 0, 0]),
+    "job-nomodule-0": _hash("no_such_module.anything", ["run_x", 0, 0]),
 }
-"""jobs RQ can name, each malformed in its own way: failed, into RQ's failed registry"""
+"""jobs RQ can name, each malformed in its own way: failed, into RQ's failed registry (their ids are
+not parkway's: a parkway job id is judged by the run it names, see
+``test_a_parkway_job_id_runs_only_the_activation_it_names``)"""
 
 MALFORMED = {**INVALID_IDS, **MISSING, **FAILED}
 
@@ -86,13 +88,13 @@ def _foreign(directory: Path) -> dict[str | bytes, Stored]:
     """Jobs that would each leave a file in ``directory`` if anything of them ran or was imported."""
     bait = "armour_bait.run"
     return {
-        "pw-system-0": _hash("os.system", [f"touch {directory / 'system'}"]),
-        "pw-subprocess-0": _hash("subprocess.call", [["touch", str(directory / "subprocess")]]),
-        "pw-exec-0": _hash("builtins.exec", [f"open({str(directory / 'exec')!r}, 'w').close()"]),
-        "pw-import-0": _hash(bait),
-        "pw-main-0": _hash("__main__.main", [["--version"]]),
-        "pw-instance-0": _hash(EXECUTE_JOB, ["run_x", 0, 0], instance={"a": 1}),
-        "pw-callbacks-0": _hash(
+        "job-system-0": _hash("os.system", [f"touch {directory / 'system'}"]),
+        "job-subprocess-0": _hash("subprocess.call", [["touch", str(directory / "subprocess")]]),
+        "job-exec-0": _hash("builtins.exec", [f"open({str(directory / 'exec')!r}, 'w').close()"]),
+        "job-import-0": _hash(bait),
+        "job-main-0": _hash("__main__.main", [["--version"]]),
+        "job-instance-0": _hash(EXECUTE_JOB, ["run_x", 0, 0], instance={"a": 1}),
+        "job-callbacks-0": _hash(
             EXECUTE_JOB,
             ["run_x", 0, 0],
             success_callback_name=bait,
@@ -264,6 +266,33 @@ def test_the_worker_runs_only_parkways_entrypoint(
     assert not _taken(client) & _ids(foreign)
     output = proc.stop()
     assert all(f'"job_id": "{job_id!s}"' in output for job_id in foreign), output[-3000:]
+
+
+@pytest.mark.slow
+def test_a_parkway_job_id_runs_only_the_activation_it_names(
+    client: redis.Redis, pw: Parkway, redis_url: str, workers: list[Worker], tmp_path: Path
+) -> None:
+    """A job whose id is parkway's (``pw-<run>-<fence>``) is run by its id alone: its hash is never
+    read, so nothing it names (another function, an instance, callbacks, junk data) is imported or
+    called. Ids naming no run, or a fence the run is not at, are dropped and their hashes deleted;
+    one naming a real run's current activation runs that activation, whatever its hash says."""
+    junk = {
+        **{f"pw-{str(k).split('-')[1]}-0": v for k, v in FAILED.items()},
+        **{f"pw-{str(k).split('-')[1]}-0": v for k, v in _foreign(tmp_path).items()},
+    }
+    real = pw.start(flows.loop, {})  # no worker yet: its job waits, and its hash is rewritten
+    client.hset(f"rq:job:pw-{real}-0", "data", _hash("os.system", [f"touch {tmp_path / 'real'}"])["data"])
+    junk[f"pw-{real}-7"] = _hash("os.system", [f"touch {tmp_path / 'stale'}"])  # a fence it never reaches
+    _write(client, junk, _queue(client).key)
+    proc = _start(workers, redis_url, env=_bait(tmp_path))
+    assert pw.wait(real, timeout=20).status is RunStatus.COMPLETED
+    _completes(pw)
+    wait_for(lambda: not _queued(client) and not _taken(client), 10, "the queue and the taken list to empty")
+    assert proc.proc.poll() is None
+    assert {p.name for p in tmp_path.iterdir()} - {"__pycache__"} == {"armour_bait.py"}
+    assert not _failed(client)
+    assert not any(client.exists(b"rq:job:" + _bytes(job_id)) for job_id in [*junk, f"pw-{real}-0"])
+    assert "Traceback" not in proc.stop()
 
 
 @pytest.mark.slow

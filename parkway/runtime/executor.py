@@ -83,18 +83,21 @@ def execute(
     store: Store,
     options: Options,
     run_id: str,
-    step: int,
+    step: int | None,
     fence: int,
     began: Callable[[], Attempt] | None = None,
 ) -> JobEnd:
     """Carry the run from activation ``step`` until it pauses, ends or fails.
 
     ``began``, when given, returns the attempt of a ``begin`` the caller already sent (the worker
-    sends it inside its start-of-job transaction); it raises what ``Store.begin`` would."""
+    sends it in the round trip that takes the job); it raises what ``Store.begin`` would. ``step``
+    may then be None: the worker knew the job by its run and fence alone."""
     structlog.contextvars.bind_contextvars(run_id=run_id, step=step)
     try:
         if began is not None:
             attempt = began()
+        elif step is None:
+            raise ValueError("a job without its step needs the begin its worker sent")
         else:
             now = options.clock()
             attempt = store.begin(run_id, step, fence, now, now + options.lease_ms)

@@ -29,7 +29,9 @@ from ..adapters.redis.store import RedisStore, connect
 from ..adapters.redis.token_key import token_key
 from ..config import Settings
 from ..runtime import executor
+from ..runtime.errors import InvalidId
 from ..runtime.logger import get_logger
+from ..runtime.protocol import check_id
 from ..runtime.store import Attempt
 from . import rq_internals
 from .serializer import MsgpackSerializer
@@ -47,6 +49,19 @@ def _heads(run_id: str) -> tuple[str, str]:
 
 def job_id(run_id: str, fence: int) -> str:
     return f"{_heads(run_id)[0]}{fence}"
+
+
+def parse_job_id(value: str) -> tuple[str, int] | None:
+    """The run and the fence a parkway job id names, or None for any other id."""
+    head, _, fence = value.rpartition("-")
+    prefix = f"{keys.PREFIX}-"  # what ``_heads`` puts before the run id
+    if not head.startswith(prefix) or not fence.isascii() or not fence.isdigit() or fence != str(int(fence)):
+        return None
+    run_id = head[len(prefix) :]
+    try:
+        return check_id(run_id, "run id"), int(fence)
+    except InvalidId:
+        return None
 
 
 def _description(run_id: str, step: int) -> str:
@@ -177,9 +192,16 @@ def worker_runtime() -> WorkerRuntime:
 
 def execute_job(run_id: str, step: int, fence: int, began: Callable[[], Attempt] | None = None) -> str:
     """RQ entrypoint: carry the run from ``step`` until it pauses, ends or fails. ``began`` is given
-    by parkway's worker, which sent the activation's ``begin`` in its start-of-job transaction
-    (see ``ParkwayJob``): it returns the attempt, or raises what ``begin`` would."""
-    rt = worker_runtime()
+    by parkway's worker, which sent the activation's ``begin`` in the round trip that took the
+    job (see ``ParkwayJob``): it returns the attempt, or raises what ``begin`` would."""
+    return execute_with(worker_runtime(), run_id, step, fence, began)
+
+
+def execute_with(
+    rt: WorkerRuntime, run_id: str, step: int | None, fence: int, began: Callable[[], Attempt] | None = None
+) -> str:
+    """``execute_job`` with ``rt``; ``step`` None when the job is known by its id alone (parkway's
+    worker runs those without reading their hash: ``began`` is then always given)."""
     rt.current = run_id
     try:
         return executor.execute(rt.store, rt.options, run_id, step, fence, began).value

@@ -27,9 +27,22 @@ resolved: the ``success_callback``, ``failure_callback`` and ``stopped_callback`
 overridden) and ``Job.webhooks``; ``Job._execute``, which ``Job.perform`` calls to run the
 function, passes the worker's begin reply (``began``).
 
+**The queue class** (``DeferredFetchQueue``, the worker's ``queue_class``): RQ's worker dequeues
+with ``queue_class.dequeue_any``, which hands each id it pops to ``Queue._fetch_dequeued_job``;
+the override returns the job unread (RQ's own attaches ``job_id`` and ``queue`` to the error of an
+id it rejects, and so does this one), and the worker reads it with ``Job.refresh`` only when it
+cannot run it by its id alone (``claim``: parkway's jobs). ``validate_queues`` is overridden to
+accept any RQ Queue, as it checks each against ``queue_class``.
+
 **The worker** (``TrimmedWorker``, which ``ParkwayWorker`` extends), overriding SimpleWorker's:
 
-- ``execute_job`` (RQ's ``prepare_execution`` and ``prepare_job_execution`` in one MULTI with
+- ``execute_job``: a job ``claim`` names, and one read from its hash whose ``begin_command`` takes
+  over its crash recovery and whose result is not kept (``result_ttl=0``), run without RQ's
+  per-job records (``_run_begun``: one round trip takes it off the intermediate list, deletes its
+  hash, raises the worker key's expiry and begins it; RQ's state ``_state`` is set busy in memory
+  only, which RQ's stop signal handler ``_shutdown`` reads through ``get_state``, so a stop waits
+  for the job; the job runs under ``death_penalty_class`` with ``JobTimeoutException`` as RQ's
+  ``perform_job`` does); any other job: RQ's ``prepare_execution`` and ``prepare_job_execution`` in one MULTI with
   the job's ``begin``: ``Execution.create``, ``self.executions``, ``Job.prepare_for_execution``,
   the intermediate list; ``set_state(BUSY)`` and ``heartbeat(ttl)`` as ``_busy`` writes them: the
   fields ``state`` and ``last_heartbeat`` of ``self.key`` in one HSET, the expiry of ``self.key``
@@ -70,6 +83,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 from types import FrameType
 from typing import Any
@@ -168,8 +182,10 @@ class ParkwayJob(Job):
     transaction hands the entrypoint what began (``began``)."""
 
     began: Callable[[], Attempt] | None = None
-    """set by the worker that sent the activation's ``begin`` with its start transaction: reads
-    the reply (see ``RedisStore.begin_command``); passed to ``execute_job`` as its ``began``"""
+    """set by the worker that sent the activation's ``begin`` in the round trip that took the job:
+    reads the reply (see ``RedisStore.begin_command``); passed to ``execute_job`` as its ``began``"""
+    fetched = True
+    """False for a job the worker's queue handed over unread (``DeferredFetchQueue``)"""
 
     def _execute(self) -> Any:
         if self.began is None:
@@ -189,6 +205,49 @@ class ParkwayJob(Job):
         return None
 
 
+class DeferredFetchQueue(Queue):
+    """RQ's Queue, except that a job the worker dequeues is handed over unread (``fetched`` False):
+    the worker reads its hash only if it cannot run it by its id alone (``TrimmedWorker.claim``).
+    Overrides ``Queue._fetch_dequeued_job``, which ``Queue.dequeue_any`` calls with each id it pops."""
+
+    @classmethod
+    def _fetch_dequeued_job(
+        cls,
+        connection: redis.Redis,
+        queue_key: str,
+        job_id: str,
+        job_class: type[Job] | None = None,
+        serializer: Any = None,
+        death_penalty_class: Any = None,
+    ) -> tuple[Job, Queue] | None:
+        job_cls = job_class if job_class is not None else cls.job_class
+        queue = cls.from_queue_key(
+            queue_key, connection=connection, job_class=job_cls, serializer=serializer,
+            death_penalty_class=death_penalty_class,
+        )
+        try:
+            job = job_cls(job_id, connection=connection, serializer=serializer)
+        except Exception as exc:  # an id RQ rejects: named on the error, as RQ's own fetch does
+            exc.job_id, exc.queue = job_id, queue  # type: ignore[attr-defined]
+            raise
+        job.fetched = False  # type: ignore[attr-defined]
+        return job, queue
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job its worker runs by its id alone (parkway's: the id names the run and the fence)."""
+
+    command: tuple[Any, ...]
+    """the job's begin, sent in the round trip that takes the job"""
+    read: Callable[[Any], Any]
+    """turns the begin's reply into what the job begins with (raising what begin would)"""
+    run: Callable[[Callable[[], Any]], Any]
+    """runs the job, given the function that returns what it began with"""
+    timeout: int
+    """seconds the job may run"""
+
+
 def names_callbacks(job: Job) -> bool:
     """Whether ``job``'s hash names callbacks or webhooks (read from its stored fields only)."""
     return any(getattr(job, name) for name in JOB_CALLBACK_FIELDS) or bool(job.webhooks)
@@ -200,6 +259,7 @@ class TrimmedWorker(SimpleWorker):
     the hooks ``_refusal``, ``begin_command`` and ``job_context``."""
 
     job_class = ParkwayJob
+    queue_class = DeferredFetchQueue
     ended_as_asked = False
     """whether ``work`` ended on a stop signal, on a suspension in burst mode or on an empty queue,
     rather than on an error that RQ's loop logs and quits on"""
@@ -229,8 +289,12 @@ class TrimmedWorker(SimpleWorker):
         return None
 
     def begin_command(self, job: Job) -> tuple[tuple[Any, ...], Callable[[Any], Any]] | None:
-        """A command to send inside the job's start transaction and the function that reads its
+        """A command to send in the round trip that takes the job and the function that reads its
         reply (given to the job as ``began``), or None."""
+        return None
+
+    def claim(self, job_id: str) -> Claim | None:
+        """How to run the job ``job_id`` names without reading its hash, or None (it is read)."""
         return None
 
     def job_context(self) -> AbstractContextManager[Any]:
@@ -254,6 +318,13 @@ class TrimmedWorker(SimpleWorker):
         within a dequeue timeout."""
         self._stopped = True
         self._stop_requested = True  # RQ's loop checks it between jobs
+
+    def validate_queues(self) -> None:
+        """RQ's check that every queue is a ``queue_class``: any RQ Queue will do (the worker's
+        ``DeferredFetchQueue`` changes only the class method its dequeue calls)."""
+        for queue in self.queues:
+            if not isinstance(queue, Queue):
+                raise TypeError(f"{queue!r} is not an RQ Queue")
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is threading.main_thread():
@@ -291,10 +362,19 @@ class TrimmedWorker(SimpleWorker):
         super().set_state(state, pipeline)
 
     def execute_job(self, job: Job, queue: Queue) -> None:
-        """RQ's prepare_execution and prepare_job_execution, in one transaction; a job's
-        ``begin_command`` (parkway's: the store's fence check and lease) runs in the same
-        transaction, and its reply goes to the job as ``began``. A job this worker does not run is
-        failed instead (see ``_refusal``)."""
+        """A job the worker can run by its id alone (``claim``) runs without its hash being read;
+        any other is read, then refused (``_refusal``), or run lean if its ``begin_command`` takes
+        over its crash recovery and its result is not kept (``_run_begun``), or else run by RQ's
+        path: RQ's prepare_execution and prepare_job_execution in one transaction, the job's
+        ``begin_command`` in it, its reply handed to the job as ``began``."""
+        if not getattr(job, "fetched", True):
+            claim = self.claim(job.id)
+            if claim is not None:
+                job.timeout = claim.timeout
+                self._run_begun(job, queue, claim.command, claim.read, claim.run)
+                return
+            if not self._fetch(job, queue):
+                return
         reason = self._refusal(job)
         if reason is not None:
             self._refuse(job, queue, reason)
@@ -302,7 +382,7 @@ class TrimmedWorker(SimpleWorker):
         ttl = self.get_heartbeat_ttl(job)
         begin = self.begin_command(job)
         if begin is not None and _deleted_on_success(job, self):
-            self._run_begun(job, queue, ttl, begin)
+            self._run_begun(job, queue, *begin, functools.partial(_perform, job))
             return
         self.jobs_begun += 1
         with self.connection.pipeline() as pipe:
@@ -328,19 +408,40 @@ class TrimmedWorker(SimpleWorker):
             self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 
+    def _fetch(self, job: Job, queue: Queue) -> bool:
+        """Read the hash of a job handed over unread, as RQ's dequeue would have; False when there
+        is nothing to run (the hash is gone, as RQ passes over, or is set aside unreadable)."""
+        try:
+            job.refresh()  # type: ignore[no-untyped-call]
+        except NoSuchJobError:
+            return False
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # Redis's trouble, not the job's
+        except Exception as exc:
+            self._set_aside(job.id, [queue], exc)
+            return False
+        job.fetched = True  # type: ignore[attr-defined]
+        return True
+
     def _run_begun(
-        self, job: Job, queue: Queue, ttl: int, begin: tuple[tuple[Any, ...], Callable[[Any], Any]]
+        self,
+        job: Job,
+        queue: Queue,
+        command: tuple[Any, ...],
+        read: Callable[[Any], Any],
+        run: Callable[[Callable[[], Any]], Any],
     ) -> None:
-        """Run a job whose ``begin`` takes over its crash recovery (parkway's: the fence check and
-        the lease, which the reconciler watches) and whose result is not kept, without RQ's
-        per-job records: one round trip takes it off the intermediate list, deletes its hash and
-        begins it; nothing is written when it ends. No execution record, started-registry entry,
+        """Run a job whose begin ``command`` takes over its crash recovery (parkway's: the fence
+        check and the lease, which the reconciler watches) and whose result is not kept, without
+        RQ's per-job records: one round trip takes it off the intermediate list, deletes its hash
+        and begins it; ``run`` then runs it, given what ``read`` makes of the begin's reply;
+        nothing is written when it ends. No execution record, started-registry entry,
         busy state in the worker key or success count is written: a worker killed mid-job leaves
         its run's lease to lapse (the reconciler replays the node), and an error the entrypoint
         raises is logged (the run's lease lapses the same way). The worker key's expiry is raised
         for the job's duration, as RQ's busy state does; the state RQ's stop signal handler reads
         is kept in memory, so a stop signal mid-job still waits for the job to end."""
-        command, read = begin
+        ttl = self.get_heartbeat_ttl(job)
         self._state = WorkerStatus.BUSY  # before the hash goes: a drain always sees one or the other
         self.jobs_begun += 1
         try:
@@ -354,12 +455,13 @@ class TrimmedWorker(SimpleWorker):
             for reply in replies[:-1]:
                 if isinstance(reply, Exception):
                     raise reply  # Redis's trouble, not the job's: RQ's loop deals with it, as before
-            job.began = functools.partial(read, replies[-1])  # type: ignore[attr-defined]
+            began = functools.partial(read, replies[-1])
             job.started_at = now()
-            penalty = self.death_penalty_class(job.timeout or ttl, JobTimeoutException, job_id=job.id)
+            timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
+            penalty = self.death_penalty_class(timeout, JobTimeoutException, job_id=job.id)
             try:
                 with self.job_context(), penalty:
-                    job.perform()
+                    run(began)
             except Exception:  # noqa: BLE001 - the job's, not the worker's: its run's lease lapses
                 log.exception("job_failed", job_id=job.id, queue=queue.name)
         finally:
@@ -505,6 +607,12 @@ class TrimmedWorker(SimpleWorker):
             raise
         except Exception as exc:  # the stored fields do not even write back
             self._set_aside(job.id, [queue], exc)
+
+
+def _perform(job: Job, began: Callable[[], Any]) -> Any:
+    """Run a job read from its hash, handing its function what its begin began (``ParkwayJob``)."""
+    job.began = began  # type: ignore[attr-defined]
+    return job.perform()
 
 
 def _rq_id(raw_id: str | bytes) -> str | None:

@@ -3,6 +3,7 @@ no job stops it or runs anything but parkway's entrypoint."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -19,9 +20,9 @@ from rq.worker_pool import WorkerPool
 from ..adapters.redis.store import connect
 from ..config import Settings
 from ..runtime.store import Attempt
-from .jobs import EXECUTE_JOB, WorkerRuntime, install, serving, worker_runtime
+from .jobs import EXECUTE_JOB, WorkerRuntime, execute_with, install, parse_job_id, serving, worker_runtime
 from .reconciler import Maintenance
-from .rq_internals import ParkwayJob, TrimmedWorker, names_callbacks
+from .rq_internals import Claim, ParkwayJob, TrimmedWorker, names_callbacks
 from .serializer import MsgpackSerializer
 
 log = structlog.get_logger("parkway")
@@ -37,11 +38,19 @@ class ParkwayWorker(TrimmedWorker):
     Jobs run in the worker's own process (no fork per job): parkway's jobs are
     short and replay-safe, and a killed worker's attempt is replayed elsewhere.
 
-    It trims RQ's per-job bookkeeping from about 18 round trips to 4 (dequeue,
-    fetch, one transaction to start the job, one to finish it), overriding
-    worker methods of rq 3.0.x (pinned for that; the overrides are in
+    A parkway job costs it two round trips of its own besides the job's commits
+    (stock RQ: about 18): the dequeue, and one that takes the job off RQ's
+    intermediate list, deletes its hash and begins it (``claim``). Its hash is
+    never read: the id names the run and the fence, and the begin's fence check and
+    lease are its guards. No execution record, started-registry entry or success
+    transaction is written for it: a worker killed mid-job leaves the run's lease to
+    lapse, and the reconciler replays the node elsewhere. It overrides worker methods
+    of rq 3.0.x (pinned for that; the overrides are in
     :mod:`parkway.workers.rq_internals`, ``tests/test_worker.py`` holds the
-    guarantees and ``tests/test_rq_internals.py`` what they lean on):
+    guarantees and ``tests/test_rq_internals.py`` what they lean on). Any other job
+    it runs (a benchmark's stand-in) is read and takes RQ's path, trimmed from about
+    18 round trips to 4 (dequeue, fetch, one transaction to start the job, one to
+    finish it):
 
     - the worker-key heartbeat RQ sends up to three times per job, three round
       trips each, is sent at most every 5 s, pipelined (the key lives
@@ -56,16 +65,18 @@ class ParkwayWorker(TrimmedWorker):
       queues this worker serves may be a** ``depends_on`` **target** (parkway
       enqueues each next job itself).
 
-    Failures, retries, job heartbeats while a job runs, the started registry and
-    crash detection are RQ's own, unchanged: a job killed mid-run stays in the
-    started registry and is recovered as in stock RQ.
+    For such jobs, failures, retries, job heartbeats while a job runs, the started
+    registry and crash detection are RQ's own, unchanged: a job killed mid-run stays
+    in the started registry and is recovered as in stock RQ.
 
     No job stops it or runs anything but parkway's entrypoint (``tests/test_worker_armour.py``;
     the RQ internals named here are checked by ``tests/test_rq_internals.py``):
 
-    - a job runs only if it names a function in ``entrypoints`` (parkway's own) with the arguments
-      parkway gives it, and no instance, callbacks or webhooks; any other is failed into RQ's
-      failed registry from its stored fields, before anything is imported;
+    - a job whose id is parkway's runs parkway's entrypoint for the run and fence the id names,
+      whatever its hash says (it is never read); a job with any other id runs only if it names a
+      function in ``entrypoints`` (parkway's own) with the arguments parkway gives it, and no
+      instance, callbacks or webhooks; any other is failed into RQ's failed registry from its
+      stored fields, before anything is imported;
     - every queue it serves reads job hashes with msgpack and as ``ParkwayJob`` (RQ keeps the
       callbacks' names in ``JOB_CALLBACK_FIELDS``; they are never resolved), RQ's cleanups included;
     - a job RQ cannot load is set aside: off the intermediate list and, if RQ accepts its id, into
@@ -128,6 +139,23 @@ class ParkwayWorker(TrimmedWorker):
     def begin_command(self, job: Job) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]] | None:
         return _begin_command(job, self.parkway_runtime)
 
+    def claim(self, job_id: str) -> Claim | None:
+        """A parkway job is run by its id alone, which names its run and fence: its hash is
+        never read, and nothing it could say (another function, callbacks) is ever looked at;
+        the begin checks the fence as for any job. None for any other id, and when this worker
+        has no runtime (the job is then read, and RQ fails it as usual)."""
+        named = parse_job_id(job_id)
+        if named is None:
+            return None
+        run_id, fence = named
+        try:
+            rt = self.parkway_runtime()
+            clock = rt.options.clock()
+            command, read = rt.store.begin_command(run_id, None, fence, clock, clock + rt.options.lease_ms)
+        except Exception:  # noqa: BLE001 - then it is read and RQ fails it; the worker does not die of it
+            return None
+        return Claim(command, read, functools.partial(execute_with, rt, run_id, None, fence), rt.settings.job_timeout)
+
     def job_context(self) -> AbstractContextManager[Any]:
         return serving(self._parkway) if self._parkway is not None else nullcontext()
 
@@ -189,8 +217,9 @@ def _step_arguments(args: Any, kwargs: Any) -> bool:
 def _begin_command(
     job: Job, runtime: Callable[[], WorkerRuntime]
 ) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]] | None:
-    """For a parkway job, its ``begin`` as a command to send inside RQ's start transaction, and the
-    function that reads the reply (see ``RedisStore.begin_command``).
+    """For a parkway job read from its hash (one whose id is not parkway's), its ``begin`` as a
+    command to send in the round trip that takes the job, and the function that reads the reply
+    (see ``RedisStore.begin_command``).
 
     None for any other job, and for one whose runtime cannot be set up or whose run id the store
     rejects: RQ then runs (and fails) it as usual, in ``perform_job``; the worker does not die of it.

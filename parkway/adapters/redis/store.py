@@ -231,26 +231,38 @@ class RedisStore:
             f"{r}:0:0",
         ]
 
-    def _begin_call(self, r: str, step: int, fence: int, now: int, lease_until: int) -> tuple[list[str], list[Any]]:
+    def _begin_call(
+        self, r: str, step: int | None, fence: int, now: int, lease_until: int
+    ) -> tuple[list[str], list[Any]]:
         return (
             [
                 keys.run(r),
-                keys.journal(r, step),
+                "" if step is None else keys.journal(r, step),
                 keys.workflow_state(r),
                 keys.leases(),
                 keys.outbox(),
                 keys.metrics(),
                 keys.events(r),
             ],
-            [step, fence, now, lease_until, r, f"{r}:{step}:{fence}", self.limits.max_events],
+            [
+                "" if step is None else step,
+                fence,
+                now,
+                lease_until,
+                r,
+                "" if step is None else f"{r}:{step}:{fence}",
+                self.limits.max_events,
+            ],
         )
 
     def begin_command(
-        self, run_id: str, step: int, fence: int, now: int, lease_until: int
+        self, run_id: str, step: int | None, fence: int, now: int, lease_until: int
     ) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]]:
-        """This job's ``begin`` as a command for the caller to send with its own (inside the
-        worker's start-of-job transaction, saving a round trip), and the function that turns its
-        reply into the Attempt (``begin`` would return), raising what ``begin`` would raise."""
+        """This job's ``begin`` as a command for the caller to send with its own (in the worker's
+        round trip that takes the job, saving one), and the function that turns its reply into
+        the Attempt (``begin`` would return), raising what ``begin`` would raise. ``step`` None:
+        the job is known by its run and fence alone, which name one activation; the script
+        begins the run's step at that fence."""
         keys_, args = self._begin_call(run_id, step, fence, now, lease_until)
 
         def attempt(reply: Any) -> Attempt:
