@@ -16,8 +16,10 @@ outside trigger) enqueues job 2, which replays node 1 and runs node 2. So the fl
 
 ``python -m bench.floor URL`` runs one such worker on the ``floor`` queue;
 ``python -m bench.floor URL parkway`` runs parkway's own worker class (``ParkwayWorker``,
-a SimpleWorker subclass with trimmed RQ bookkeeping and parkway's maintenance thread) on
-it instead: the floor for parkway's worker as it is, not for stock RQ.
+a SimpleWorker subclass with parkway's maintenance thread) on it instead: the floor for
+parkway's worker as it is, not for stock RQ. The floor's jobs are not parkway's, so that
+worker reads them and runs them on RQ's path (trimmed to 4 round trips per job); parkway's
+own jobs skip it (run by their id alone), so parkway can cost less than this floor.
 """
 
 from __future__ import annotations
