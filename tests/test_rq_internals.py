@@ -18,7 +18,7 @@ from rq.scripts import UNIQUE_ENQUEUE_SCRIPT, _build_hset_args
 
 from parkway.workers import jobs, rq_internals
 from parkway.workers.rq_internals import JOB_CALLBACK_FIELDS, ParkwayJob, TrimmedWorker
-from parkway.workers.serializer import MsgpackSerializer
+from parkway.workers.serializer import MSGPACK, MsgpackSerializer
 
 QUEUE = "parkway"
 
@@ -157,8 +157,9 @@ def test_the_dequeue_hands_over_each_popped_id_through_the_queue_class_it_is_giv
     assert worker.queue_class is rq_internals.DeferredFetchQueue
     dequeued = worker.dequeue_job_and_maintain_ttl(None)
     assert dequeued is not None
-    job, _ = dequeued
+    job, handed = dequeued
     assert job.id == "plain" and job.fetched is False  # type: ignore[attr-defined]
+    assert job.serializer is handed.serializer is worker.serializer is MSGPACK
     job.refresh()  # type: ignore[no-untyped-call]
     assert job.func_name == "time.time"
 

@@ -221,15 +221,18 @@ class DeferredFetchQueue(Queue):
         death_penalty_class: Any = None,
     ) -> tuple[Job, Queue] | None:
         job_cls = job_class if job_class is not None else cls.job_class
+        # built without the serializer, given it after: RQ checks a serializer against a runtime
+        # Protocol on every Job and Queue it builds (about 60 us for the two, per job)
         queue = cls.from_queue_key(
-            queue_key, connection=connection, job_class=job_cls, serializer=serializer,
-            death_penalty_class=death_penalty_class,
+            queue_key, connection=connection, job_class=job_cls, death_penalty_class=death_penalty_class
         )
+        queue.serializer = serializer if serializer is not None else queue.serializer
         try:
-            job = job_cls(job_id, connection=connection, serializer=serializer)
+            job = job_cls(job_id, connection=connection)
         except Exception as exc:  # an id RQ rejects: named on the error, as RQ's own fetch does
             exc.job_id, exc.queue = job_id, queue  # type: ignore[attr-defined]
             raise
+        job.serializer = queue.serializer
         job.fetched = False  # type: ignore[attr-defined]
         return job, queue
 
