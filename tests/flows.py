@@ -547,3 +547,12 @@ def relay_second(data: dict[str, Any]) -> dict[str, Any]:
 
 
 relay.edge("relay_first", "relay_second")
+
+
+quitter = Workflow("quitter")
+
+
+@quitter.node(start=True)
+def quit_now(data: dict[str, Any]) -> None:
+    """Raises SystemExit, as a careless node might (sys.exit)."""
+    raise SystemExit(3)

@@ -326,6 +326,25 @@ def test_a_parkway_job_without_parkway_settings_fails_in_rq_and_the_worker_goes_
     assert client.exists("rq:job:after") == 0 and queue.get_job_ids() == []
 
 
+def test_a_node_that_raises_system_exit_does_not_stop_the_worker(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """As RQ's own path does, the worker takes even a SystemExit a node raises as the job's: it logs
+    it and goes on (the run's lease lapses and the reconciler deals with the run); a run started
+    after it completes on the same worker."""
+    pw = closing(Parkway(Settings(redis_url=private_redis.url, secret=SECRET)))
+    worker = Worker(private_redis.url, SECRET)
+    try:
+        quitting = pw.start(flows.quitter, {})
+        wait_for(lambda: pw.get_run(quitting).status is RunStatus.RUNNING, 15, "the node to run")
+        after = pw.start(flows.loop, {})
+        assert pw.wait(after, timeout=20).status is RunStatus.COMPLETED
+        assert worker.proc.poll() is None
+    finally:
+        out = worker.stop()
+    assert "job_failed" in out and "SystemExit" in out, out[-3000:]
+
+
 @pytest.mark.parametrize("run_id, fence", [("run_x", 0), ("run_x--c1f", 12), ("A-b_c", 7)])
 def test_a_parkway_job_id_names_its_run_and_fence(run_id: str, fence: int) -> None:
     assert jobs.parse_job_id(jobs.job_id(run_id, fence)) == (run_id, fence)

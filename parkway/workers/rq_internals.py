@@ -465,7 +465,9 @@ class TrimmedWorker(SimpleWorker):
             try:
                 with self.job_context(), penalty:
                     run(began)
-            except Exception:  # noqa: BLE001 - the job's, not the worker's: its run's lease lapses
+            except BaseException:  # noqa: BLE001 - as RQ's perform_job: even a SystemExit the job
+                # raises is the job's, not the worker's (a cold shutdown's, raised by RQ's signal
+                # handler, ends the loop there: the first signal set _stop_requested)
                 log.exception("job_failed", job_id=job.id, queue=queue.name)
         finally:
             self._state = WorkerStatus.IDLE
