@@ -10,6 +10,7 @@ import zlib
 
 import pytest
 import redis
+import rq.logutils
 from rq import Callback, Queue, SimpleWorker
 from rq.executions import Execution
 from rq.job import Job
@@ -139,7 +140,7 @@ def test_a_job_rq_cannot_load_is_named_on_the_dequeue_error(redis_client: redis.
 
 
 def test_the_dequeue_hands_over_each_popped_id_through_the_queue_class_it_is_given(
-    redis_client: redis.Redis,
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """RQ's worker dequeues with ``self.queue_class.dequeue_any``, which calls the class's
     ``_fetch_dequeued_job`` (rq 3.0.0's parameters) with each id it pops; ``validate_queues``
@@ -155,6 +156,8 @@ def test_the_dequeue_hands_over_each_popped_id_through_the_queue_class_it_is_giv
     queue.enqueue_call("time.time", job_id="plain", result_ttl=0)
     worker = TrimmedWorker([queue], connection=redis_client)
     assert worker.queue_class is rq_internals.DeferredFetchQueue
+    # RQ's dequeue logs the job's description, colored when stdout is a terminal: an unread job has one
+    monkeypatch.setattr(rq.logutils.colorizer, "notty", False)
     dequeued = worker.dequeue_job_and_maintain_ttl(None)
     assert dequeued is not None
     job, handed = dequeued

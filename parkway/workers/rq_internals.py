@@ -233,6 +233,7 @@ class DeferredFetchQueue(Queue):
             exc.job_id, exc.queue = job_id, queue  # type: ignore[attr-defined]
             raise
         job.serializer = queue.serializer
+        job.description = job_id  # RQ's dequeue logs it, colored at a terminal (None would not concatenate)
         job.fetched = False  # type: ignore[attr-defined]
         return job, queue
 
