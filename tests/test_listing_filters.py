@@ -26,13 +26,15 @@ OTHER_KEY = "other-machine-" + "o" * 24
 
 
 def _start_many(harness: Harness, n: int, **kw: Any) -> list[str]:
-    """Start n runs of asks_audience (input ``kw["data"]``), each parked, a few ms apart; their ids, oldest first."""
+    """Start n runs of asks_audience (input ``kw["data"]``), each parked, a few ms apart; their ids, oldest first.
+    An interrupt is created when its run parks: each run is parked before the next starts, so no two
+    share a millisecond (a worker parks a batch of runs well within one)."""
     data = kw.pop("data", {})
     out = []
     for _ in range(n):
         out.append(harness.pw.start(fe.asks_audience, data, **kw))
+        harness.run_jobs()
         time.sleep(0.003)  # distinct creation times
-    harness.run_jobs()
     return out
 
 
