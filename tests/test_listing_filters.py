@@ -129,8 +129,8 @@ def test_a_session_listing_shows_its_branch_runs_interrupts(harness: Harness) ->
     runs = []
     for sid in sids:
         runs.append(harness.pw.sessions.send(sid, "hello").run_id)
+        harness.run_jobs()  # parked before the next starts: creation times (the parks') never tie
         time.sleep(0.003)
-    harness.run_jobs()
     for sid, run_id in zip(sids, runs, strict=True):
         assert _all_pages(harness, 1, session=sid) == [run_id]
     assert _all_pages(harness, 2, tenant="acme") == runs[::-1]
