@@ -7,10 +7,11 @@ One worker, the figure-1 client (windowed polling) keeping it busy, and
 thread's samples count (the job thread; RQ's pub/sub listener and parkway's maintenance
 thread are left out). Each sample is put in one row and one column:
 
-rows (whose work): ``parkway job`` = inside parkway's job function ``execute_job`` (its
-executor, its Lua scripts, the node); ``RQ`` = everything else (dequeue, job load,
-registries, heartbeats, success bookkeeping; also the worker's start transaction, which
-carries parkway's ``begin``).
+rows (whose work): ``parkway job`` = inside parkway's job body ``execute_with`` (which the
+worker calls for a job it runs by its id, and RQ's entrypoint ``execute_job`` calls for one it
+read: the executor, its Lua scripts, the node); ``RQ`` = everything else (dequeue, the round
+trip that takes the job and carries parkway's ``begin``, heartbeats, and for any job read from
+its hash RQ's job load, registries and success bookkeeping).
 
 columns (what the thread was doing), by the innermost frame: ``dequeue wait`` = blocked
 in RQ's BLMOVE for the next job (idle, or the dequeue's round trip); ``redis wait`` = blocked
@@ -63,7 +64,7 @@ def classify(path: str) -> dict[str, Any]:
             continue  # not the main thread
         n = int(count)
         total += n
-        row = "parkway job" if any("execute_job (parkway/workers/jobs.py" in f for f in frames) else "RQ"
+        row = "parkway job" if any("execute_with (parkway/workers/jobs.py" in f for f in frames) else "RQ"
         leaf = frames[-1]
         if any(w in leaf for w in WAIT_LEAVES):
             col = "dequeue wait" if any("dequeue_job_and_maintain_ttl" in f for f in frames) else "redis wait"

@@ -42,9 +42,9 @@ def measure(plan: Plan, url: str) -> Section:
     ]
     labels = {
         "RQ|dequeue wait": "RQ: blocked in BLMOVE for the next job",
-        "RQ|redis wait": "RQ bookkeeping: waiting on Redis replies",
-        "RQ|redis-py": "RQ bookkeeping: redis-py packing/parsing",
-        "RQ|python": "RQ bookkeeping: RQ's own Python",
+        "RQ|redis wait": "worker loop (dequeue, take-and-begin, heartbeats): waiting on Redis replies",
+        "RQ|redis-py": "worker loop: redis-py packing/parsing",
+        "RQ|python": "worker loop: RQ's and the worker's own Python",
         "parkway job|redis wait": "job body: waiting on Redis replies",
         "parkway job|redis-py": "job body: redis-py packing/parsing",
         "parkway job|python": "job body: parkway's Python (+ msgpack, pydantic, node)",
@@ -63,7 +63,7 @@ def measure(plan: Plan, url: str) -> Section:
     sec.extra.append(
         "Method: `py-spy record --idle --format raw -r 200` on the worker process while the figure-1 "
         "client keeps it busy; main thread only. Each sample goes to a row by whether "
-        "`execute_job` (parkway's job entry) is on the stack and to a column by its innermost frame: "
+        "`execute_with` (parkway's job body) is on the stack and to a column by its innermost frame: "
         "socket read/write → waiting on Redis (hiredis parsing happens inside that call too), other "
         "redis-py frames → redis-py, anything else → Python."
     )
