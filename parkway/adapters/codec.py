@@ -72,23 +72,28 @@ _INTERRUPT_FIELDS = (
     "capture",
 )
 """an interrupt record's fields in the order its stored array holds them; the run id, the workflow
-and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it)"""
+and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it),
+and so is the request id: the array holds nil in its place (the field naming the record has it)"""
 _OPTIONAL_TAIL = 3
 """the last fields (audience, tenant, capture), which records written before them lack (they read as
 None, and a record without ``capture`` captures both)"""
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
-    """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run holds."""
-    return encode([getattr(record, name) for name in _INTERRUPT_FIELDS], what="interrupt")
+    """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run
+    holds (its request id is nil: the run hash names the record by it, ``rq``)."""
+    return encode([None, *(getattr(record, name) for name in _INTERRUPT_FIELDS[1:])], what="interrupt")
 
 
-def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes) -> InterruptRecord:
+def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes, request_id: str) -> InterruptRecord:
+    """The record ``interrupt_to_blob`` wrote, for the interrupt ``request_id`` (a record written
+    before the id was left out holds it too: that one wins)."""
     raw = decode(blob, what="interrupt")
     if not isinstance(raw, list) or not len(_INTERRUPT_FIELDS) - _OPTIONAL_TAIL <= len(raw) <= len(_INTERRUPT_FIELDS):
         raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
     try:
         fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=False))
+        fields["request_id"] = fields["request_id"] or request_id
         fields["capture"] = tuple(fields.get("capture", ("input", "output")))
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
     except TypeError as exc:
@@ -112,7 +117,7 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
             step=int(f["step"]),
             fence=int(f["fence"]),
             input=decode(f.get("input"), what="run input"),
-            data=decode(f.get("data"), what="run data") or {},
+            data=decode(f.get("data", f.get("input")), what="run data") or {},  # no data yet: the input
             output=decode(f.get("output"), what="run output"),
             error=decode(f.get("error"), what="run error"),
             created_at=int(f["created"]),

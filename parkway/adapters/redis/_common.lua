@@ -132,7 +132,7 @@ end
 local function create_run(k, A, a, job_at, job_last, tenant)
   if redis.call('EXISTS', k[1]) == 1 or redis.call('EXISTS', k[2]) == 1 then return nil end
   redis.call('HSET', k[1], 'wf', A[a], 'ref', A[a + 1], 'status', 'queued', 'node', A[a + 2],
-    'step', 0, 'fence', 0, 'input', A[a + 3], 'data', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
+    'step', 0, 'fence', 0, 'input', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
     'ttl', A[a + 4])
   redis.call('HSET', k[2], 'wf', A[a], 'status', 'queued', 'created', A[a + 5], 'updated', A[a + 5])
   if tenant and tenant ~= '' then

@@ -14,7 +14,7 @@
 --       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
 --       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18 the step and the code's version
 --       ("<step> <version>", the run's 'paused'; '' = none), 19 number of filter indexes, 20... the
---       record's fields as pairs: rq and its request id, rn and its number of parts, then each part's
+--       record's fields as pairs: rq and its name in the run hash (keys.held_id), rn and its number of parts, then each part's
 --       field and part (its lifecycle record is written when it ends: see resume.lua)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
@@ -36,8 +36,9 @@ if held[1] then
     redis.call('HDEL', KEYS[1], 'r' .. i)
   end
 end
+-- the token field names the interrupt as rq does (ARGV[21]: its request id without the run id)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
-  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 20))
+  'crashes', 0, ARGV[4], ARGV[21], ARGV[5], 'pending', unpack(ARGV, 20))
 -- a new pause: the interrupt answered before it (if any) did not fail its replay
 redis.call('HDEL', KEYS[1], 'ans')
 xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])

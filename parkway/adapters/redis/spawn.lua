@@ -28,7 +28,7 @@ if redis.call('EXISTS', KEYS[7]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then
   return fence  -- the child exists already: the parent waits on it, nothing starts twice
 end
 redis.call('HSET', KEYS[7], 'wf', ARGV[10], 'ref', ARGV[11], 'status', 'queued', 'node', ARGV[12],
-  'step', 0, 'fence', 0, 'input', ARGV[13], 'data', ARGV[13], 'created', ARGV[3], 'updated', ARGV[3],
+  'step', 0, 'fence', 0, 'input', ARGV[13], 'created', ARGV[3], 'updated', ARGV[3],
   'ttl', ARGV[14], 'parent', ARGV[4], 'pstep', ARGV[2], 'pfield', ARGV[16], 'lineage', ARGV[17])
 redis.call('HSET', KEYS[8], 'wf', ARGV[10], 'status', 'queued', 'created', ARGV[3], 'updated', ARGV[3])
 local tenant = redis.call('HGET', KEYS[1], 'tenant')  -- a child's interrupts list under its tree's tenant

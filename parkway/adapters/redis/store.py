@@ -361,7 +361,7 @@ class RedisStore:
                     step,
                     rec.request_id,
                     keys.token_field(rec.token_hash),
-                    keys.status_field(rec.request_id),
+                    keys.status_field(rec.request_id, r),
                     commit.ttl_ms,
                     commit.now,
                     rec.expires_at,
@@ -425,7 +425,7 @@ class RedisStore:
     def _record_parts(self, record: InterruptRecord) -> list[Any]:
         """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
         parts = codec.split(codec.interrupt_to_blob(record), keys.PART_BYTES)
-        out: list[Any] = [keys.RECORD_HELD, record.request_id, "rn", len(parts)]
+        out: list[Any] = [keys.RECORD_HELD, keys.held_id(record.request_id, record.run_id), "rn", len(parts)]
         for i, part in enumerate(parts):
             out += [keys.record_field(i), part]
         return out
@@ -624,7 +624,8 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
-        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[4:]))
+        request_id = telemetry.full_id(_text(reply[1]), r)  # the run hash names it without its run id
+        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[4:]), request_id)
         return Lookup(status, record, _text(reply[3]))  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
@@ -638,7 +639,7 @@ class RedisStore:
                 break
             answer = replace(answer, interrupt=found.interrupt)
         outcome = _text(reply[0])
-        request_id = _text(reply[1]) if len(reply) > 1 else None
+        request_id = telemetry.full_id(_text(reply[1]), run_id) if len(reply) > 1 else None
         if outcome == "moved":
             outcome = "already_resolved"  # moved on again and again: taken as answered elsewhere
         if outcome == "mismatch":
@@ -675,7 +676,7 @@ class RedisStore:
             ],
             [
                 keys.token_field(answer.token_hash),
-                answer.request_id or "",
+                keys.held_id(answer.request_id, r) if answer.request_id else "",
                 rec.journal_field,
                 codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
                 self._event(answer.event),
@@ -795,7 +796,7 @@ class RedisStore:
                 error_blob,
                 failed_blob,
                 r,
-                keys.status_field(entry.request_id),
+                keys.status_field(entry.request_id, r),
                 entry.expires_at,
                 len(filters),
                 *closing,
@@ -838,7 +839,7 @@ class RedisStore:
         }
         event = interrupt_event(moved, telemetry.public_request(record.request)) | {"escalation": step}
         left, joined = self._filter_keys(record), self._filter_keys(moved)
-        parts = self._record_parts(moved)[2:]  # (rq stays: the run holds this interrupt's record)
+        parts = self._record_parts(moved)  # rq and its id first: escalate.lua checks the run still holds it
         reply = self._call(
             "escalate",
             r,
@@ -862,7 +863,7 @@ class RedisStore:
                 codec.member(entry, "expiring"),
                 codec.member(new_entry, "newest"),
                 codec.member(new_entry, "expiring"),
-                keys.status_field(record.request_id),
+                keys.status_field(record.request_id, r),
                 entry.expires_at,
                 moved.expires_at,
                 self.limits.max_events,
@@ -964,7 +965,7 @@ class RedisStore:
         r = run_id
         with translated(r):
             held = self.client.hget(keys.run(r), keys.RECORD_HELD)
-        record = self.get_interrupt(r, _text(held)) if held else None
+        record = self.get_interrupt(r, telemetry.full_id(_text(held), r)) if held else None
         if record is None:
             return False
         entry = codec.entry_of(record)
@@ -977,7 +978,7 @@ class RedisStore:
                 r,
                 [keys.run(r), keys.summary(r), *self._index_keys(record.workflow), closed, *self._filter_keys(record)],
                 [
-                    keys.status_field(record.request_id),
+                    keys.status_field(record.request_id, r),
                     codec.member(entry, "newest"),
                     codec.member(entry, "expiring"),
                     *closing,
@@ -995,8 +996,8 @@ class RedisStore:
                 [
                     keys.token_field(token_hash),
                     now,
-                    keys.status_field(req),
-                    req,
+                    keys.status_field(req, r),
+                    keys.held_id(req, r),
                     keys.lifecycle_field("f", req, r),
                     keys.lifecycle_field("fl", req, r),
                     self._lifecycle(error),
@@ -1272,7 +1273,7 @@ def _with_lifecycle(
     record = _interrupt_in(run_id, request_id, fields) if fields else None
     status: str | None = None
     if record is not None:
-        status = _text(fields.get(keys.status_field(request_id).encode(), b"")) or None
+        status = _text(fields.get(keys.status_field(request_id, run_id).encode(), b"")) or None
         if status == "pending" and int(fields.get(b"expires") or 0) <= now:
             status = "expired"
     # while its run's records last, its first part is its record's (the summary has it once it ended)
@@ -1307,17 +1308,17 @@ def _with_lifecycle(
 def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
     """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none:
     the latest interrupt's parts are r0, r1, ...; an earlier one's r:<req>:0, r:<req>:1, ..."""
-    if _text(fields.get(keys.RECORD_HELD.encode(), b"")) == request_id:
+    held = keys.held_id(request_id, run_id).encode()
+    if fields.get(keys.RECORD_HELD.encode(), b"") == held:
         parts = [fields.get(keys.record_field(i).encode(), b"") for i in range(int(fields.get(b"rn", 0)))]
     else:
         parts = []
-        while (part := fields.get(keys.earlier_record_field(request_id, len(parts)).encode())) is not None:
+        while (part := fields.get(keys.earlier_record_field(request_id, run_id, len(parts)).encode())) is not None:
             parts.append(part)
         if not parts:
             return None
-    req = request_id.encode()
-    token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == req), "")
-    return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts))
+    token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == held), "")
+    return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts), request_id)
 
 
 MAX_MOVES = 5
