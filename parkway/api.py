@@ -571,6 +571,7 @@ class _EventReader:
     async def _read(self, run_id: str, after: str, *, session: bool = False) -> list[Any]:
         from .adapters import codec
         from .adapters.redis import keys
+        from .adapters.redis.store import events_from, with_interrupts
 
         if self._async is None:
             if session:
@@ -578,11 +579,11 @@ class _EventReader:
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
         key = keys.session_events(run_id) if session else keys.events(run_id)
         reply = await self._async.xread({key: after}, count=100, block=STREAM_BLOCK_MS)
-        out = []
-        for _stream, entries in reply or []:
-            for entry_id, fields in entries:
-                out.append(codec.event_from(entry_id.decode(), fields[b"t"].decode(), fields[b"d"]))
-        return out
+        out = events_from(reply)
+        if session or not any(codec.is_held_event(e) for e in out):
+            return out
+        # park's interrupt event is kept short: rebuilt from the record its run hash holds
+        return with_interrupts(run_id, out, await self._async.hgetall(keys.run(run_id)))
 
     async def close(self) -> None:
         if self._async is not None:

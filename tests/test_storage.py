@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from parkway import ResumeOutcome
+from parkway.adapters import codec
 from parkway.adapters.redis import keys
 from tests import flows
 from tests.conftest import Harness
@@ -40,6 +41,26 @@ def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(
         keys.index("newest", "one_choice"),
     ]
     assert [client.zcard(keys.index(o, "one_choice")) for o in ("newest", "expiring")] == [1, 1]
+
+
+def test_a_parked_runs_own_stream_keeps_its_interrupt_event_short_and_reads_it_whole(harness: Harness) -> None:
+    """A run's own stream keeps park's interrupt event short (its run hash has the record); read back,
+    it is the event its ancestors' streams keep whole, while it waits and after its answer."""
+    client = _client(harness)
+    root = harness.start_and_run(flows.tree, {})
+    item = harness.pw.list_interrupts().items[0]
+    leaf = item.run_id
+
+    def interrupts(run_id: str) -> list[dict[str, Any]]:
+        return [e.data for e in harness.pw.store.read_events(run_id, "0", None, 100) if e.type == "interrupt"]
+
+    stored = [codec.decode(f[b"d"]) for _id, f in client.xrange(keys.events(leaf)) if f[b"t"] == b"interrupt"]
+    assert stored == [{"held": keys.held_id(item.request_id, leaf), "expiresAt": item.expires_at}]
+    whole = interrupts(root)
+    assert interrupts(leaf) == whole and whole[0]["requestId"] == item.request_id and whole[0]["input"]["question"]
+    assert harness.pw.resume(item.resume_token or harness.token(leaf), selected="blue").accepted
+    harness.run_jobs()
+    assert interrupts(leaf) == whole == interrupts(root)
 
 
 def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness) -> None:

@@ -18,6 +18,7 @@ from ..runtime import telemetry
 from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
 from ..runtime.protocol import RunStatus
 from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
+from .redis import keys
 from .redis.keys import lifecycle_field
 
 DEFAULT_MAX_BYTES = 1 << 20
@@ -98,6 +99,20 @@ def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def held_interrupt_event(record: InterruptRecord) -> dict[str, Any]:
+    """The interrupt event as its run's own stream keeps it: the interrupt's name in the run hash
+    (``held``), its expiry and audience (an escalation changes the record's, not this event's), and
+    nothing its record holds: readers rebuild the rest from it (``store.with_interrupts``), so a
+    parked run's stream does not keep its request twice (~370 bytes less for a 200-byte request)."""
+    held = keys.held_id(record.request_id, record.run_id)
+    return {"held": held, "expiresAt": record.expires_at} | ({"audience": record.audience} if record.audience else {})
+
+
+def is_held_event(event: StoredEvent) -> bool:
+    """Whether ``event`` is an interrupt event kept short (``held_interrupt_event``)."""
+    return event.type == "interrupt" and "held" in event.data and "requestId" not in event.data
 
 
 def split(blob: bytes, size: int) -> list[bytes]:

@@ -367,7 +367,7 @@ class RedisStore:
                     rec.expires_at,
                     codec.member(entry, "newest"),
                     codec.member(entry, "expiring"),
-                    self._event(commit.event),
+                    self._event(codec.held_interrupt_event(rec)),
                     self.limits.max_events,
                     self.limits.expiry_grace_ms,
                     r,
@@ -376,6 +376,7 @@ class RedisStore:
                     keys.PAUSE_FEED_MAXLEN,
                     f"{step} {commit.version}" if commit.version else "",
                     len(self._filter_keys(rec)),
+                    self._event(commit.event) if commit.lineage else "",
                     *self._record_parts(rec),
                     *child_args,
                 ],
@@ -1199,13 +1200,14 @@ class RedisStore:
         return [record], feed
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        """The run's events after ``after``; an interrupt event its stream keeps short (park's, see
+        ``codec.held_interrupt_event``) is rebuilt from the record its run hash holds, in one more read."""
         with translated(run_id):
             reply = self.client.xread({keys.events(run_id): after}, count=count, block=block_ms)
-        out: list[StoredEvent] = []
-        for _stream, entries in reply or []:
-            for entry_id, fields in entries:
-                out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
-        return out
+            out = events_from(reply)
+            if not any(codec.is_held_event(e) for e in out):
+                return out
+            return with_interrupts(run_id, out, self.client.hgetall(keys.run(run_id)))
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters and the workflows' names, then one ZLEXCOUNT per workflow on
@@ -1303,6 +1305,31 @@ def _with_lifecycle(
         capture=lifecycle.capture,
         lifecycle=lifecycle,
     )
+
+
+def events_from(reply: Any) -> list[StoredEvent]:
+    """The events of an XREAD reply on one run's stream, as stored (see ``with_interrupts``)."""
+    out: list[StoredEvent] = []
+    for _stream, entries in reply or []:
+        for entry_id, fields in entries:
+            out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
+    return out
+
+
+def with_interrupts(run_id: str, events: list[StoredEvent], fields: Mapping[bytes, bytes]) -> list[StoredEvent]:
+    """``events`` with each interrupt event its stream keeps short rebuilt from its record in the run
+    hash ``fields``: the event park would have written whole (its expiry and audience as the short
+    one says: an escalation changes the record's). A record gone leaves its request id and expiry."""
+    return [_held_event(run_id, e, fields) if codec.is_held_event(e) else e for e in events]
+
+
+def _held_event(run_id: str, event: StoredEvent, fields: Mapping[bytes, bytes]) -> StoredEvent:
+    request_id = telemetry.full_id(str(event.data["held"]), run_id)
+    record = _interrupt_in(run_id, request_id, fields) if fields else None
+    if record is None:
+        return replace(event, data={"requestId": request_id, "expiresAt": event.data.get("expiresAt")})
+    record = replace(record, expires_at=int(event.data["expiresAt"]), audience=event.data.get("audience"))
+    return replace(event, data=interrupt_event(record, telemetry.public_request(record.request)))
 
 
 def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
