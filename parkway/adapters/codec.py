@@ -103,16 +103,17 @@ def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes
 
 def held_interrupt_event(record: InterruptRecord) -> dict[str, Any]:
     """The interrupt event as its run's own stream keeps it: the interrupt's name in the run hash
-    (``held``), its expiry and audience (an escalation changes the record's, not this event's), and
-    nothing its record holds: readers rebuild the rest from it (``store.with_interrupts``), so a
-    parked run's stream does not keep its request twice (~370 bytes less for a 200-byte request)."""
+    (``h``), its expiry (``x``) and audience (``a``: an escalation changes the record's, not this
+    event's), and nothing its record holds: readers rebuild the rest from it
+    (``store.with_interrupts``), so a parked run's stream does not keep its request twice (~370
+    bytes less for a 200-byte request) and the event fits in one field of a parked run's hash."""
     held = keys.held_id(record.request_id, record.run_id)
-    return {"held": held, "expiresAt": record.expires_at} | ({"audience": record.audience} if record.audience else {})
+    return {"h": held, "x": record.expires_at} | ({"a": record.audience} if record.audience else {})
 
 
 def is_held_event(event: StoredEvent) -> bool:
     """Whether ``event`` is an interrupt event kept short (``held_interrupt_event``)."""
-    return event.type == "interrupt" and "held" in event.data and "requestId" not in event.data
+    return event.type == "interrupt" and "h" in event.data and "requestId" not in event.data
 
 
 def split(blob: bytes, size: int) -> list[bytes]:

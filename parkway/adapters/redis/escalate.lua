@@ -35,9 +35,9 @@ for i = left, ancestors - 1 do redis.call('ZADD', KEYS[i], 0, ARGV[5]) end
 for i = 0, tonumber(state[6]) - 1 do redis.call('HDEL', KEYS[1], 'r' .. i) end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'expires', ARGV[9], 'updated', ARGV[2], unpack(ARGV, 21))
-xadd(KEYS[2], ARGV[10], 'interrupt.expired', ARGV[11])
-xadd(KEYS[2], ARGV[10], 'interrupt', ARGV[12])
-for i = ancestors, #KEYS - 1, 5 do xadd(KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
+xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt.expired', ARGV[11])
+xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt', ARGV[12])
+for i = ancestors, #KEYS - 1, 5 do xadd_run(KEYS[i + 1], KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[19], '*', 'w', ARGV[16], 'r', ARGV[20])
 local held = tonumber(ARGV[13]) + tonumber(ARGV[14])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[#KEYS]})

@@ -56,7 +56,10 @@ key                         type    TTL       holds
                                               rq (its req), rn, r0..r<rn-1> (the record's
                                               parts of <= 64 bytes; the record leaves its
                                               req out: the field naming it has it); of an earlier one:
-                                              ``r:<req>:<i>`` (its parts). In the run hash <req>
+                                              ``r:<req>:<i>`` (its parts); while it is parked,
+                                              its events (``~0``...: see ``folded_event_field``)
+                                              when they are few and small, its stream then
+                                              absent until something appends to it. In the run hash <req>
                                               is the request id without its run id when it
                                               carries it (``held_id``); ``waiting`` has it whole
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
@@ -75,7 +78,11 @@ key                         type    TTL       holds
                                               ``<step>`` -> the data step (>= 1) started with,
                                               ``<step>:node`` -> the node it ran (a completed step's);
                                               absent until the run's first node completes
-``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
+``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data); gone
+                                              ``FOLD_WAKE_MS`` after a park that copied them into
+                                              the run hash (``~<i>``), back at the next append; park's
+                                              interrupt event is short here (its record in the
+                                              run hash has the rest: ``codec.held_interrupt_event``)
 ``pw:ix:<order>:<wf>``      zset    none      a workflow's pending interrupts (order: newest |
                                               expiring), one member each: two times (6 bytes,
                                               big-endian) and the run id (see codec.member);
@@ -197,6 +204,19 @@ RECORD_HELD = "rq"
 """the run-hash field naming the interrupt whose record the run holds (its latest)"""
 PART_BYTES = 64
 """the longest part of an interrupt record in the run hash (``hash-max-listpack-value``'s default)"""
+
+
+FOLD_MAX = 8
+"""the most events a parked run keeps in its hash instead of its stream (``FOLD_MAX`` in _common.lua)"""
+FOLD_WAKE_MS = 1000
+"""how long a parked run's stream outlives the park that copied its events into its hash, so the
+readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua)"""
+
+
+def folded_event_field(index: int) -> str:
+    """The run-hash field holding a parked run's event ``index`` (from 0, in order) while its stream
+    is folded into its hash: ``<entry id> <type length, one byte><type><data>`` (fold in _common.lua)."""
+    return f"~{index}"
 
 
 def token_field(token_hash: str) -> str:

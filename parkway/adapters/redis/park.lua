@@ -42,16 +42,19 @@ redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', 
   'crashes', 0, ARGV[4], ARGV[22], ARGV[5], 'pending', unpack(ARGV, 21))
 -- a new pause: the interrupt answered before it (if any) did not fail its replay
 redis.call('HDEL', KEYS[1], 'ans')
-xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
-for i = anc, #KEYS - 1, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[20]) end
+xadd_run(KEYS[1], KEYS[4], ARGV[12], 'interrupt', ARGV[11])
+for i = anc, #KEYS - 1, 5 do xadd_run(KEYS[i + 1], KEYS[i], ARGV[12], 'interrupt', ARGV[20]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
+local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
+expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[#KEYS]})
 -- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
--- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
+-- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size
 local stream = redis.call('DUMP', KEYS[4])
 redis.call('DEL', KEYS[4])
 redis.call('RESTORE', KEYS[4], 0, stream)
-local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
-expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[#KEYS]})
+-- and its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold
+-- in _common.lua); else the stream lives as long as the run
+if not fold(KEYS[1], KEYS[4]) then redis.call('PEXPIRE', KEYS[4], held) end
 keep_summary(KEYS[8], held, ARGV[15])
 keep_ancestors(anc, #KEYS - 1, held, ARGV[15])
 return fence

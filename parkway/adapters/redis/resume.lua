@@ -41,7 +41,7 @@ redis.call('HSET', KEYS[1], sfield, ARGV[11], 'status', 'queued', 'waiting', '',
 redis.call('ZADD', KEYS[6], ARGV[6], ARGV[9] .. ':' .. step .. ':' .. fence)
 redis.call('ZREM', KEYS[7], ARGV[7])
 redis.call('ZREM', KEYS[8], ARGV[8])
-xadd(KEYS[4], ARGV[10], ARGV[12], ARGV[5])
+xadd_run(KEYS[1], KEYS[4], ARGV[10], ARGV[12], ARGV[5])
 local ttl = redis.call('HGET', KEYS[1], 'ttl')
 expire_all(ttl, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
 keep_summary(KEYS[5], ttl, ARGV[13])

@@ -18,7 +18,7 @@ local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', 'child:' .. ARGV[5], 'expires', '',
   'updated', ARGV[3], 'crashes', 0)
 redis.call('ZREM', KEYS[6], ARGV[4])
-xadd(KEYS[4], ARGV[7], 'child.started', ARGV[6])
+xadd_run(KEYS[1], KEYS[4], ARGV[7], 'child.started', ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[18], ARGV[19])
 -- the parent outlives its child's records (the child has the parent's TTL from now)
 local held = tonumber(redis.call('HGET', KEYS[1], 'ttl')) + tonumber(ARGV[9])

@@ -1200,14 +1200,24 @@ class RedisStore:
         return [record], feed
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
-        """The run's events after ``after``; an interrupt event its stream keeps short (park's, see
-        ``codec.held_interrupt_event``) is rebuilt from the record its run hash holds, in one more read."""
+        """The run's events after ``after``: those a parked run keeps in its hash (see
+        ``keys.folded_event_field``) and its stream's, in one round trip; when there are none, an
+        XREAD BLOCK on the stream (which wakes when a resume puts the folded events back with their
+        ids and appends: only the new ones are after ``after``). An interrupt event its stream keeps
+        short (park's, ``codec.held_interrupt_event``) is rebuilt from the record its run hash holds,
+        in one more read."""
+        stream, run = keys.events(run_id), keys.run(run_id)
         with translated(run_id):
-            reply = self.client.xread({keys.events(run_id): after}, count=count, block=block_ms)
-            out = events_from(reply)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(run, FOLDED_FIELDS)
+            pipe.xread({stream: after}, count=count)
+            folded, reply = pipe.execute()
+            out = merged(folded_after(folded, after), events_from(reply), count)
+            if not out and block_ms:
+                out = events_from(self.client.xread({stream: after}, count=count, block=block_ms))
             if not any(codec.is_held_event(e) for e in out):
                 return out
-            return with_interrupts(run_id, out, self.client.hgetall(keys.run(run_id)))
+            return with_interrupts(run_id, out, self.client.hgetall(run))
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters and the workflows' names, then one ZLEXCOUNT per workflow on
@@ -1307,6 +1317,39 @@ def _with_lifecycle(
     )
 
 
+FOLDED_FIELDS = [keys.folded_event_field(i) for i in range(keys.FOLD_MAX)]
+"""the run-hash fields a parked run's events may be folded into, for one HMGET"""
+
+
+def _position(event_id: str) -> tuple[int, int]:
+    ms, _, seq = event_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent]:
+    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values) after ``after``."""
+    out: list[StoredEvent] = []
+    start = _position(after)
+    for value in values:
+        if value is None:
+            break
+        entry_id, _, rest = value.partition(b" ")
+        if not rest or _position(entry_id.decode()) <= start:
+            continue
+        size = rest[0]
+        out.append(codec.event_from(entry_id.decode(), rest[1 : 1 + size].decode(), rest[1 + size :]))
+    return out
+
+
+def merged(folded: list[StoredEvent], streamed: list[StoredEvent], count: int) -> list[StoredEvent]:
+    """The first ``count`` of a run's folded and streamed events, in order, each once (the stream
+    still holds the folded ones for ``keys.FOLD_WAKE_MS`` after the park)."""
+    if not folded:
+        return streamed
+    seen = {e.id for e in streamed}
+    return sorted([*streamed, *(e for e in folded if e.id not in seen)], key=lambda e: _position(e.id))[:count]
+
+
 def events_from(reply: Any) -> list[StoredEvent]:
     """The events of an XREAD reply on one run's stream, as stored (see ``with_interrupts``)."""
     out: list[StoredEvent] = []
@@ -1324,11 +1367,11 @@ def with_interrupts(run_id: str, events: list[StoredEvent], fields: Mapping[byte
 
 
 def _held_event(run_id: str, event: StoredEvent, fields: Mapping[bytes, bytes]) -> StoredEvent:
-    request_id = telemetry.full_id(str(event.data["held"]), run_id)
+    request_id = telemetry.full_id(str(event.data["h"]), run_id)
     record = _interrupt_in(run_id, request_id, fields) if fields else None
     if record is None:
-        return replace(event, data={"requestId": request_id, "expiresAt": event.data.get("expiresAt")})
-    record = replace(record, expires_at=int(event.data["expiresAt"]), audience=event.data.get("audience"))
+        return replace(event, data={"requestId": request_id, "expiresAt": event.data.get("x")})
+    record = replace(record, expires_at=int(event.data["x"]), audience=event.data.get("a"))
     return replace(event, data=interrupt_event(record, telemetry.public_request(record.request)))
 
 
