@@ -209,13 +209,13 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     from parkway.adapters.redis.store import ScriptCall
 
     def args_of(call: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> list[Any]:
-        """The call's arguments for the new ids. park's (after its 19 fixed ones, the 18th the run's
-        ``paused`` step and version, the 19th its number of filter indexes) end with the interrupt
-        record in parts (rq, its request id, rn, its count, then each part: a 64-byte split may cut
-        an id in two): joined, substituted, split again."""
+        """The call's arguments for the new ids. park's (after its 20 fixed ones, the 18th the run's
+        ``paused`` step and version, the 19th its number of filter indexes, the 20th its event for
+        ancestors) end with the interrupt record in parts (rq, its request id, rn, its count, then
+        each part: a 64-byte split may cut an id in two): joined, substituted, split again."""
         if call.name != "park":
             return [substitute(a, pairs, bpairs) for a in call.args]
-        head, tail = call.args[:19], call.args[19:]
+        head, tail = call.args[:20], call.args[20:]
         if tail[0] != pwkeys.RECORD_HELD or tail[2] != "rn":
             raise RuntimeError("park's arguments changed shape: the bulk writer needs updating")
         blob = substitute(b"".join(tail[5::2]), pairs, bpairs)

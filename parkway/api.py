@@ -571,18 +571,28 @@ class _EventReader:
     async def _read(self, run_id: str, after: str, *, session: bool = False) -> list[Any]:
         from .adapters import codec
         from .adapters.redis import keys
+        from .adapters.redis.store import FOLDED_FIELDS, events_from, folded_after, merged, with_interrupts
 
         if self._async is None:
             if session:
                 return await anyio.to_thread.run_sync(self.pw.store.sessions.events, run_id, after, 1000, 100)
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
-        key = keys.session_events(run_id) if session else keys.events(run_id)
-        reply = await self._async.xread({key: after}, count=100, block=STREAM_BLOCK_MS)
-        out = []
-        for _stream, entries in reply or []:
-            for entry_id, fields in entries:
-                out.append(codec.event_from(entry_id.decode(), fields[b"t"].decode(), fields[b"d"]))
-        return out
+        if session:
+            return events_from(await self._async.xread({keys.session_events(run_id): after}, count=100,
+                                                       block=STREAM_BLOCK_MS))
+        # as RedisStore.read_events: a parked run's events folded into its hash, then the stream's
+        stream, run = keys.events(run_id), keys.run(run_id)
+        pipe = self._async.pipeline(transaction=False)
+        pipe.hmget(run, FOLDED_FIELDS)
+        pipe.xread({stream: after}, count=100)
+        folded, reply = await pipe.execute()
+        out = merged(folded_after(folded, after), events_from(reply), 100)
+        if not out:
+            out = events_from(await self._async.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
+        if not any(codec.is_held_event(e) for e in out):
+            return out
+        # park's interrupt event is kept short: rebuilt from the record its run hash holds
+        return with_interrupts(run_id, out, await self._async.hgetall(run))
 
     async def close(self) -> None:
         if self._async is not None:

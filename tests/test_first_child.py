@@ -75,7 +75,7 @@ def test_the_child_wins_and_the_interrupt_answers_nothing(harness: Harness) -> N
     assert harness.pw.list_interrupts(workflow="racer").items == ()
     client = harness.pw.store.client  # type: ignore[attr-defined]
     request_id = _request_id(harness, run_id)
-    assert client.hget(keys.run(run_id), keys.status_field(request_id)) == b"cancelled"
+    assert client.hget(keys.run(run_id), keys.status_field(request_id, run_id)) == b"cancelled"
     # the lost interrupt left its indexes and its lifecycle record ended, as a timer's loss does
     for order in ("newest", "expiring"):
         assert client.zcard(keys.index(order, "racer")) == 0

@@ -336,7 +336,7 @@ def test_a_record_written_before_audience_and_tenant_reads_them_as_none() -> Non
     from parkway.runtime.errors import CorruptRecord
 
     old = ["int_1", "ask", 0, "i:color", {"kind": "text", "question": "?"}, 1, 2, None, None, None, "v1"]
-    record = codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old))
+    record = codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old), "int_1")
     assert (record.audience, record.tenant, record.version) == (None, None, "v1")
     with pytest.raises(CorruptRecord):
-        codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old[:-1]))
+        codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old[:-1]), "int_1")

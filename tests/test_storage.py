@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from parkway import ResumeOutcome
+from parkway.adapters import codec
 from parkway.adapters.redis import keys
 from tests import flows
 from tests.conftest import Harness
@@ -18,25 +19,81 @@ def _client(harness: Harness) -> Any:
     return harness.pw.store.client  # type: ignore[attr-defined]  # the real Redis or the in-process one
 
 
+def _raw_events(client: Any, run_id: str) -> list[tuple[bytes, bytes]]:
+    """A run's events as stored, (type, data): folded into its hash (``~<i>``), else in its stream."""
+    out = []
+    for value in client.hmget(keys.run(run_id), [keys.folded_event_field(i) for i in range(keys.FOLD_MAX)]):
+        if value is None:
+            break
+        rest = value.split(b" ", 1)[1]
+        out.append((rest[1 : 1 + rest[0]], rest[1 + rest[0] :]))
+    return out + [(f[b"t"], f[b"d"]) for _id, f in client.xrange(keys.events(run_id))]
+
+
 def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(harness: Harness) -> None:
-    """While it waits, a run has its hash, its events and its summary, no key for its interrupt;
-    its workflow's two indexes hold one member each for it, and no index spans workflows."""
+    """While it waits, a run has its hash and its summary, no key for its interrupt and none for its
+    few events (its hash keeps them: their stream goes within a second); its workflow's two indexes
+    hold one member each for it, and no index spans workflows."""
     client = _client(harness)
     run_id = harness.start_and_run(flows.one_choice)
     tag = keys.run(run_id).removesuffix(":run")
-    assert sorted(k.decode() for k in client.keys(tag + "*")) == sorted(
-        [keys.run(run_id), keys.events(run_id), keys.summary(run_id)]
-    )
+    assert 0 < client.pttl(keys.events(run_id)) <= keys.FOLD_WAKE_MS
+    client.delete(keys.events(run_id))  # what its TTL does
+    assert sorted(k.decode() for k in client.keys(tag + "*")) == sorted([keys.run(run_id), keys.summary(run_id)])
     fields = client.hgetall(keys.run(run_id))
     request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
-    assert fields[keys.status_field(request_id).encode()] == b"pending"
-    assert fields[keys.RECORD_HELD.encode()] == request_id.encode()
+    assert fields[keys.status_field(request_id, run_id).encode()] == b"pending"
+    assert fields[keys.RECORD_HELD.encode()] == keys.held_id(request_id, run_id).encode()
+    # the request id is kept whole once (in waiting); elsewhere the hash names it without its run id
+    assert [f for f, v in fields.items() if request_id.encode() in f + v] == [b"waiting"]
+    assert b"data" not in fields  # no copy of the input before a node completes
     assert all(len(f) <= keys.PART_BYTES and len(v) <= keys.PART_BYTES for f, v in fields.items())
     assert sorted(k.decode() for k in client.keys("pw:ix:*")) == [
         keys.index("expiring", "one_choice"),
         keys.index("newest", "one_choice"),
     ]
     assert [client.zcard(keys.index(o, "one_choice")) for o in ("newest", "expiring")] == [1, 1]
+
+
+def test_a_parked_runs_own_stream_keeps_its_interrupt_event_short_and_reads_it_whole(harness: Harness) -> None:
+    """A run's own stream keeps park's interrupt event short (its run hash has the record); read back,
+    it is the event its ancestors' streams keep whole, while it waits and after its answer."""
+    client = _client(harness)
+    root = harness.start_and_run(flows.tree, {})
+    item = harness.pw.list_interrupts().items[0]
+    leaf = item.run_id
+
+    def interrupts(run_id: str) -> list[dict[str, Any]]:
+        return [e.data for e in harness.pw.store.read_events(run_id, "0", None, 100) if e.type == "interrupt"]
+
+    stored = [codec.decode(d) for t, d in _raw_events(client, leaf) if t == b"interrupt"][:1]
+    assert stored == [{"h": keys.held_id(item.request_id, leaf), "x": item.expires_at}]
+    whole = interrupts(root)
+    assert interrupts(leaf) == whole and whole[0]["requestId"] == item.request_id and whole[0]["input"]["question"]
+    assert harness.pw.resume(item.resume_token or harness.token(leaf), selected="blue").accepted
+    harness.run_jobs()
+    assert interrupts(leaf) == whole == interrupts(root)
+
+
+def test_a_parked_runs_events_move_into_its_hash_and_back_with_their_ids(harness: Harness) -> None:
+    """A parked run's few events move into its hash (its stream key goes); stream() reads them the
+    same from there, and an answer puts them back in the stream with their ids before its own, so a
+    reader that had read them all gets only what is new."""
+    client = _client(harness)
+    run_id = harness.start_and_run(flows.one_choice)
+    before = harness.pw.store.read_events(run_id, "0", None, 100)
+    assert [e.type for e in before] == ["run.started", "node.started", "interrupt"]  # each once
+    client.delete(keys.events(run_id))  # gone within keys.FOLD_WAKE_MS
+    assert harness.pw.store.read_events(run_id, "0", None, 100) == before
+    assert harness.pw.store.read_events(run_id, before[0].id, None, 100) == before[1:]
+    assert harness.pw.store.read_events(run_id, before[-1].id, None, 100) == []
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    assert not any(f.startswith(b"~") for f in client.hkeys(keys.run(run_id)))
+    new = harness.pw.store.read_events(run_id, before[-1].id, None, 100)
+    assert [e.type for e in new] == ["interrupt.resumed"]
+    assert harness.pw.store.read_events(run_id, "0", None, 100) == [*before, *new]
+    harness.run_jobs()
+    assert [e.type for e in harness.pw.stream(run_id, timeout=5)][-1] == "done"
 
 
 def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness) -> None:
@@ -62,7 +119,7 @@ def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness
     held = harness.pw.list_interrupts(run_id=run_id).items[0]
     fields = client.hgetall(keys.run(run_id))
     parts = int(fields[b"rn"])
-    assert fields[keys.RECORD_HELD.encode()] == held.request_id.encode()
+    assert fields[keys.RECORD_HELD.encode()] == keys.held_id(held.request_id, run_id).encode()
     assert not [f for f in fields if f.startswith(b"r") and f[1:].isdigit() and int(f[1:]) >= parts]
     earlier = harness.pw.store.get_interrupt(run_id, first_id)
     assert earlier is not None and earlier.request_id == first_id and earlier.request["question"]

@@ -52,6 +52,61 @@ local function xadd(stream, maxlen, kind, blob)
   return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob)
 end
 
+-- A parked run's few events live in its hash, not in a stream of their own (a Redis stream costs
+-- ~750 bytes however small): park copies them there, each in one field `~<i>` (from 0, in order)
+-- holding `<entry id> <type length as one byte><type><data>`, when they are at most FOLD_MAX and
+-- each fits in 64 bytes (keys.PART_BYTES: the hash stays a listpack); else the stream stays whole.
+-- The stream itself then lives FOLD_WAKE_MS more, not deleted at once: Redis serves the readers
+-- blocked on it (XREAD BLOCK) the new interrupt event when the park script ends, and a deleted key
+-- would leave them blocked. Readers read both, an entry once (store.read_events); whatever appends
+-- to the run's stream unfolds first (xadd_run): the entries go back with their ids (those still in
+-- the stream stay), so the stream reads as if it had never moved.
+local FOLD_MAX = 8
+local FOLD_WAKE_MS = 1000
+local function fold(run, stream)
+  local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
+  if #entries == 0 or #entries > FOLD_MAX then return false end
+  local pairs_out = {}
+  for i, e in ipairs(entries) do
+    local f = e[2]
+    if #f ~= 4 or f[1] ~= 't' or f[3] ~= 'd' or #f[2] > 255 then return false end
+    local v = e[1] .. ' ' .. string.char(#f[2]) .. f[2] .. f[4]
+    if #v > 64 then return false end
+    pairs_out[#pairs_out + 1] = '~' .. (i - 1)
+    pairs_out[#pairs_out + 1] = v
+  end
+  redis.call('HSET', run, unpack(pairs_out))
+  redis.call('PEXPIRE', stream, FOLD_WAKE_MS)
+  return true
+end
+
+-- Put the events park folded into the run's hash back in its stream, with their ids (nothing when
+-- none are folded). Those the stream still holds (within FOLD_WAKE_MS of the park) stay; an entry
+-- someone appended to the stream behind parkway's back wins: folded entries not newer than it are
+-- dropped (a stream's ids only grow).
+local function unfold(run, stream)
+  local i = 0
+  local entry = redis.call('HGET', run, '~0')
+  if not entry then return end
+  while entry do
+    local sp = string.find(entry, ' ', 1, true)
+    local n = string.byte(entry, sp + 1)
+    redis.pcall('XADD', stream, string.sub(entry, 1, sp - 1), 't', string.sub(entry, sp + 2, sp + 1 + n),
+      'd', string.sub(entry, sp + 2 + n))
+    redis.call('HDEL', run, '~' .. i)
+    i = i + 1
+    entry = redis.call('HGET', run, '~' .. i)
+  end
+  local left = redis.call('PTTL', run)
+  if left > 0 then redis.call('PEXPIRE', stream, left) end
+end
+
+-- Append to a run's stream (`run`: its hash), unfolding its parked events first (see fold).
+local function xadd_run(run, stream, maxlen, kind, blob)
+  unfold(run, stream)
+  return xadd(stream, maxlen, kind, blob)
+end
+
 -- msgpack of a non-negative integer, in the shortest form (as msgpack-python writes it).
 local function mp_uint(n)
   n = tonumber(n)
@@ -115,7 +170,7 @@ local function notify_parent(kat, at)
   local fence = redis.call('HINCRBY', prun, 'fence', 1)
   redis.call('HSET', prun, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', ARGV[at + 6])
   redis.call('ZADD', KEYS[kat + 5], ARGV[at + 6], ARGV[at] .. ':' .. cur[3] .. ':' .. fence)
-  xadd(KEYS[kat + 3], ARGV[at + 7], ARGV[at + 4], ARGV[at + 5])
+  xadd_run(prun, KEYS[kat + 3], ARGV[at + 7], ARGV[at + 4], ARGV[at + 5])
   local ttl = redis.call('HGET', prun, 'ttl')
   expire_all(ttl, {prun, KEYS[kat + 1], KEYS[kat + 2], KEYS[kat + 3]})
   keep_summary(KEYS[kat + 4], ttl, ARGV[at + 8])
@@ -132,7 +187,7 @@ end
 local function create_run(k, A, a, job_at, job_last, tenant)
   if redis.call('EXISTS', k[1]) == 1 or redis.call('EXISTS', k[2]) == 1 then return nil end
   redis.call('HSET', k[1], 'wf', A[a], 'ref', A[a + 1], 'status', 'queued', 'node', A[a + 2],
-    'step', 0, 'fence', 0, 'input', A[a + 3], 'data', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
+    'step', 0, 'fence', 0, 'input', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
     'ttl', A[a + 4])
   redis.call('HSET', k[2], 'wf', A[a], 'status', 'queued', 'created', A[a + 5], 'updated', A[a + 5])
   if tenant and tenant ~= '' then

@@ -43,7 +43,7 @@ redis.call('HINCRBY', KEYS[6], 'attempts', 1)
 -- cancellation, the steps of a lost attempt)
 local replay = redis.call('HLEN', journal) > 0 and '\195' or '\194'
 local node = redis.call('HGET', KEYS[1], 'node') or ''
-xadd(KEYS[7], ARGV[7], 'node.started',
+xadd_run(KEYS[1], KEYS[7], ARGV[7], 'node.started',
   '\131\164node' .. mp_str(node) .. '\164step' .. mp_uint(step) .. '\166replay' .. replay)
 if redis.call('PTTL', KEYS[7]) == -1 then redis.call('PEXPIRE', KEYS[7], records_left(KEYS[1])) end
 return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', journal), redis.call('HGETALL', KEYS[3])}

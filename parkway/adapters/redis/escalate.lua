@@ -14,8 +14,8 @@
 --       6 new member expiring, 7 status field, 8 expires at (as read), 9 new expires at,
 --       10 maxlen, 11 interrupt.expired blob, 12 interrupt event blob, 13 new ttl ms, 14 grace ms,
 --       15 retention ms, 16 workflow name, 17 number of filter indexes left, 18 number joined,
---       19 pause feed maxlen, 20 run id, 21... the record's fields as pairs: rn and its number of parts,
---       then each part's field and part
+--       19 pause feed maxlen, 20 run id, 21... the record's fields as pairs: rq and the interrupt's
+--       name in the run hash (keys.held_id), rn and its number of parts, then each part's field and part
 -- Returns {'pending'}, {'gone'} (resolved, expired, or moved on: old members only removed) or
 -- {'escalated', fence}.
 local state = redis.call('HMGET', KEYS[1], ARGV[7], 'expires', 'status', 'waiting', 'rq', 'rn')
@@ -26,7 +26,7 @@ local ancestors = left + tonumber(ARGV[18])
 redis.call('ZREM', KEYS[4], ARGV[3])
 redis.call('ZREM', KEYS[5], ARGV[4])
 for i = 9, left - 1 do redis.call('ZREM', KEYS[i], ARGV[3]) end
-if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or state[4] ~= ARGV[1] or state[5] ~= ARGV[1] then
+if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or state[4] ~= ARGV[1] or state[5] ~= ARGV[22] then
   return {'gone'}
 end
 redis.call('ZADD', KEYS[4], 0, ARGV[5])
@@ -35,9 +35,9 @@ for i = left, ancestors - 1 do redis.call('ZADD', KEYS[i], 0, ARGV[5]) end
 for i = 0, tonumber(state[6]) - 1 do redis.call('HDEL', KEYS[1], 'r' .. i) end
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'expires', ARGV[9], 'updated', ARGV[2], unpack(ARGV, 21))
-xadd(KEYS[2], ARGV[10], 'interrupt.expired', ARGV[11])
-xadd(KEYS[2], ARGV[10], 'interrupt', ARGV[12])
-for i = ancestors, #KEYS - 1, 5 do xadd(KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
+xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt.expired', ARGV[11])
+xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt', ARGV[12])
+for i = ancestors, #KEYS - 1, 5 do xadd_run(KEYS[i + 1], KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[19], '*', 'w', ARGV[16], 'r', ARGV[20])
 local held = tonumber(ARGV[13]) + tonumber(ARGV[14])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[#KEYS]})

@@ -36,7 +36,7 @@ local cur = redis.call('HMGET', KEYS[1], 'status', 'waiting', 'step')
 if cur[1] ~= 'waiting' or cur[2] ~= ARGV[1] then return {'expired', ''} end
 local action = ARGV[9]
 local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
-xadd(KEYS[2], ARGV[6], 'interrupt.expired', ARGV[7])
+xadd_run(KEYS[1], KEYS[2], ARGV[6], 'interrupt.expired', ARGV[7])
 if action == 'cancel' or action == 'answer' or action == 'timer' then
   redis.call('HSET', KEYS[6], ARGV[10], ARGV[11])
   redis.call('HSET', KEYS[1], 'status', 'queued', 'waiting', '', 'expires', '', 'updated', ARGV[2])
@@ -50,12 +50,12 @@ local status = 'expired'
 if action == 'fail' then
   status = 'failed'
   redis.call('HSET', KEYS[1], 'error', ARGV[12])
-  xadd(KEYS[2], ARGV[6], 'run.failed', ARGV[13])
+  xadd_run(KEYS[1], KEYS[2], ARGV[6], 'run.failed', ARGV[13])
 end
 redis.call('HSET', KEYS[1], 'status', status, 'waiting', '', 'updated', ARGV[2])
 redis.call('HSET', KEYS[3], 'status', status, 'updated', ARGV[2])
 redis.call('HINCRBY', KEYS[9], 'runs:' .. status, 1)
 keep_summary(KEYS[3], records_left(KEYS[1]), ARGV[5])
-xadd(KEYS[2], ARGV[6], 'done', ARGV[8])
+xadd_run(KEYS[1], KEYS[2], ARGV[6], 'done', ARGV[8])
 notify_parent(parent, 24)
 return {'expired', action, cur[3], fence}

@@ -25,6 +25,6 @@ redis.call('HSET', KEYS[1], 'rc', ca[1], 'rs', ARGV[5])
 -- the child lists under its tree's tenant, as use_workflow's does (spawn.lua)
 if create_run(ck, ca, 7, 17, nil, redis.call('HGET', KEYS[1], 'tenant')) ~= nil then  -- nil: the child exists already, nothing starts twice
   redis.call('HSET', ck[1], 'parent', ARGV[14], 'pstep', ARGV[2], 'pfield', ca[6], 'lineage', ca[5])
-  xadd(KEYS[4], ARGV[12], 'child.started', ca[4])
+  xadd_run(KEYS[1], KEYS[4], ARGV[12], 'child.started', ca[4])
 end
 -- park.lua follows

@@ -33,7 +33,8 @@ prefix; the default RQ queue and the job ids carry it too, see ``parkway.config`
 ==========================  ======  ========  ===============================================
 key                         type    TTL       holds
 ==========================  ======  ========  ===============================================
-``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data,
+``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data
+                                              (absent until a node completes: the input is it),
                                               output, error, created, updated, ttl, expires,
                                               waiting (request id, or ``child:<run id>``),
                                               paused (``<step> <code version>`` of the last pause),
@@ -53,8 +54,14 @@ key                         type    TTL       holds
                                               ``s:<req>`` status (pending until ``expires``,
                                               resolved, cancelled, expired); of its latest:
                                               rq (its req), rn, r0..r<rn-1> (the record's
-                                              parts of <= 64 bytes); of an earlier one:
-                                              ``r:<req>:<i>`` (its parts)
+                                              parts of <= 64 bytes; the record leaves its
+                                              req out: the field naming it has it); of an earlier one:
+                                              ``r:<req>:<i>`` (its parts); while it is parked,
+                                              its events (``~0``...: see ``folded_event_field``)
+                                              when they are few and small, its stream then
+                                              absent until something appends to it. In the run hash <req>
+                                              is the request id without its run id when it
+                                              carries it (``held_id``); ``waiting`` has it whole
 ``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
                                               expired run reads ``expired``, not unknown; and each
                                               interrupt's lifecycle record (its telemetry, see
@@ -71,7 +78,11 @@ key                         type    TTL       holds
                                               ``<step>`` -> the data step (>= 1) started with,
                                               ``<step>:node`` -> the node it ran (a completed step's);
                                               absent until the run's first node completes
-``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data)
+``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data); gone
+                                              ``FOLD_WAKE_MS`` after a park that copied them into
+                                              the run hash (``~<i>``), back at the next append; park's
+                                              interrupt event is short here (its record in the
+                                              run hash has the rest: ``codec.held_interrupt_event``)
 ``pw:ix:<order>:<wf>``      zset    none      a workflow's pending interrupts (order: newest |
                                               expiring), one member each: two times (6 bytes,
                                               big-endian) and the run id (see codec.member);
@@ -195,14 +206,34 @@ PART_BYTES = 64
 """the longest part of an interrupt record in the run hash (``hash-max-listpack-value``'s default)"""
 
 
+FOLD_MAX = 8
+"""the most events a parked run keeps in its hash instead of its stream (``FOLD_MAX`` in _common.lua)"""
+FOLD_WAKE_MS = 1000
+"""how long a parked run's stream outlives the park that copied its events into its hash, so the
+readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua)"""
+
+
+def folded_event_field(index: int) -> str:
+    """The run-hash field holding a parked run's event ``index`` (from 0, in order) while its stream
+    is folded into its hash: ``<entry id> <type length, one byte><type><data>`` (fold in _common.lua)."""
+    return f"~{index}"
+
+
 def token_field(token_hash: str) -> str:
-    """The run-hash field that maps a token (by its hash) to its interrupt's request id."""
+    """The run-hash field that maps a token (by its hash) to its interrupt's request id (``held_id``)."""
     return "t:" + token_hash[:TOKEN_FIELD_HEX]
 
 
-def status_field(request_id: str) -> str:
+def held_id(request_id: str, run_id: str) -> str:
+    """How the run hash names an interrupt of its run (in its token field's value, its status
+    field, ``rq`` and an earlier record's parts): a minted request id without its run id, the key
+    has it (``telemetry.short_id``; ``telemetry.full_id`` reads it back), 37 bytes less each time."""
+    return telemetry.short_id(request_id, run_id)
+
+
+def status_field(request_id: str, run_id: str) -> str:
     """The run-hash field holding an interrupt's status."""
-    return STATUS_PREFIX + request_id
+    return STATUS_PREFIX + held_id(request_id, run_id)
 
 
 def record_field(part: int) -> str:
@@ -210,10 +241,10 @@ def record_field(part: int) -> str:
     return f"r{part}"
 
 
-def earlier_record_field(request_id: str, part: int) -> str:
+def earlier_record_field(request_id: str, run_id: str, part: int) -> str:
     """The run-hash field holding part ``part`` of the record of an earlier interrupt of the run
     (park moves the record it held there when the run pauses again)."""
-    return f"r:{request_id}:{part}"
+    return f"r:{held_id(request_id, run_id)}:{part}"
 
 
 def index(order: str, workflow: str) -> str:

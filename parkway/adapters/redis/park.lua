@@ -11,10 +11,11 @@
 --       interrupt shows on their streams too, and their records live at least as long as it does),
 --       last: the run's snapshots (see advance.lua), kept as long as the run
 -- ARGV: 1 fence, 2 step, 3 request id, 4 token field, 5 status field, 6 ttl ms, 7 now, 8 expires at,
---       9 member newest, 10 member expiring, 11 event blob, 12 maxlen, 13 grace ms, 14 run id,
+--       9 member newest, 10 member expiring, 11 the interrupt event as the run's stream keeps it (its
+--       record has the rest: codec.held_interrupt_event), 12 maxlen, 13 grace ms, 14 run id,
 --       15 retention ms, 16 workflow name, 17 pause feed maxlen, 18 the step and the code's version
---       ("<step> <version>", the run's 'paused'; '' = none), 19 number of filter indexes, 20... the
---       record's fields as pairs: rq and its request id, rn and its number of parts, then each part's
+--       ("<step> <version>", the run's 'paused'; '' = none), 19 number of filter indexes, 20 the interrupt
+--       event whole, for the ancestors' streams ('' for a root run), 21... the record's fields as pairs: rq and its name in the run hash (keys.held_id), rn and its number of parts, then each part's
 --       field and part (its lifecycle record is written when it ends: see resume.lua)
 local cur, err = check_fence(KEYS[1], ARGV[1], {'running'})
 if not cur then return err end
@@ -36,20 +37,24 @@ if held[1] then
     redis.call('HDEL', KEYS[1], 'r' .. i)
   end
 end
+-- the token field names the interrupt as rq does (ARGV[22]: its request id without the run id)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', ARGV[8], 'updated', ARGV[7],
-  'crashes', 0, ARGV[4], ARGV[3], ARGV[5], 'pending', unpack(ARGV, 20))
+  'crashes', 0, ARGV[4], ARGV[22], ARGV[5], 'pending', unpack(ARGV, 21))
 -- a new pause: the interrupt answered before it (if any) did not fail its replay
 redis.call('HDEL', KEYS[1], 'ans')
-xadd(KEYS[4], ARGV[12], 'interrupt', ARGV[11])
-for i = anc, #KEYS - 1, 5 do xadd(KEYS[i], ARGV[12], 'interrupt', ARGV[11]) end
+xadd_run(KEYS[1], KEYS[4], ARGV[12], 'interrupt', ARGV[11])
+for i = anc, #KEYS - 1, 5 do xadd_run(KEYS[i + 1], KEYS[i], ARGV[12], 'interrupt', ARGV[20]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
+local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
+expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[#KEYS]})
 -- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
--- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size.
+-- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size
 local stream = redis.call('DUMP', KEYS[4])
 redis.call('DEL', KEYS[4])
 redis.call('RESTORE', KEYS[4], 0, stream)
-local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
-expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[#KEYS]})
+-- and its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold
+-- in _common.lua); else the stream lives as long as the run
+if not fold(KEYS[1], KEYS[4]) then redis.call('PEXPIRE', KEYS[4], held) end
 keep_summary(KEYS[8], held, ARGV[15])
 keep_ancestors(anc, #KEYS - 1, held, ARGV[15])
 return fence

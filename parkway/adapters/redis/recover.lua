@@ -16,14 +16,14 @@ if crashes >= tonumber(ARGV[3]) then
   redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[7])
   redis.call('HSET', KEYS[4], 'status', 'failed', 'updated', ARGV[2])
   keep_summary(KEYS[4], records_left(KEYS[1]), ARGV[4])
-  xadd(KEYS[2], ARGV[5], 'run.failed', ARGV[8])
+  xadd_run(KEYS[1], KEYS[2], ARGV[5], 'run.failed', ARGV[8])
   redis.call('HINCRBY', KEYS[6], 'runs:failed', 1)
-  xadd(KEYS[2], ARGV[5], 'done', ARGV[9])
+  xadd_run(KEYS[1], KEYS[2], ARGV[5], 'done', ARGV[9])
   notify_parent(7, 10)
   return {'failed', cur[2], fence}
 end
 redis.call('HSET', KEYS[1], 'status', 'queued')
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1] .. ':' .. cur[2] .. ':' .. fence)
-xadd(KEYS[2], ARGV[5], 'node.recovered', ARGV[6])
+xadd_run(KEYS[1], KEYS[2], ARGV[5], 'node.recovered', ARGV[6])
 redis.call('HINCRBY', KEYS[6], 'recovered', 1)
 return {'requeued', cur[2], fence}

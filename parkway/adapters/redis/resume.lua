@@ -7,7 +7,7 @@
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 summary, 6 outbox, 7 the workflow's index newest,
 --       8 its index expiring, 9 metrics, 10 the workflow's index of closed interrupts of the new
 --       status, 11... ARGV[18] filter indexes, then the next job's queues (see hand_off)
--- ARGV: 1 token field, 2 expected request id ('' = any), 3 journal field, 4 entry blob,
+-- ARGV: 1 token field, 2 expected request id as the run hash names it (keys.held_id; '' = any), 3 journal field, 4 entry blob,
 --       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
 --       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms,
 --       14 wait buckets (upper bounds in seconds, ascending, space-separated), 15 prefix of the status
@@ -41,7 +41,7 @@ redis.call('HSET', KEYS[1], sfield, ARGV[11], 'status', 'queued', 'waiting', '',
 redis.call('ZADD', KEYS[6], ARGV[6], ARGV[9] .. ':' .. step .. ':' .. fence)
 redis.call('ZREM', KEYS[7], ARGV[7])
 redis.call('ZREM', KEYS[8], ARGV[8])
-xadd(KEYS[4], ARGV[10], ARGV[12], ARGV[5])
+xadd_run(KEYS[1], KEYS[4], ARGV[10], ARGV[12], ARGV[5])
 local ttl = redis.call('HGET', KEYS[1], 'ttl')
 expire_all(ttl, {KEYS[1], KEYS[2], KEYS[3], KEYS[4]})
 keep_summary(KEYS[5], ttl, ARGV[13])

@@ -35,7 +35,7 @@ for id, r in pairs(runs) do
     redis.call('HSET', r.key, 'status', 'queued', 'waiting', '', 'updated', ARGV[3])
     redis.call('ZADD', KEYS[9], ARGV[3], id .. ':' .. r.step .. ':' .. fence)
     if parked_active and on_active[r.leaf] then
-      xadd(KEYS[15 + 2 * r.index + 1], ARGV[4], 'interrupt.resumed', ARGV[6])
+      xadd_run(r.key, KEYS[15 + 2 * r.index + 1], ARGV[4], 'interrupt.resumed', ARGV[6])
       woken_active = id
     end
     local at = jobs + r.index * jl
@@ -50,7 +50,7 @@ if woken_active then return {'resumed', woken_active} end
 if head == '' then return {'cleared'} end
 for id, r in pairs(runs) do
   if r.leaf == head then
-    xadd(KEYS[15 + 2 * r.index + 1], ARGV[4], 'interrupt.resumed', ARGV[6])
+    xadd_run(r.key, KEYS[15 + 2 * r.index + 1], ARGV[4], 'interrupt.resumed', ARGV[6])
     return {'resumed', id}
   end
 end

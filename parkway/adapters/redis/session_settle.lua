@@ -20,7 +20,7 @@ local function hold()
   redis.call('HINCRBY', KEYS[9], 'fence', 1)
   redis.call('HSET', KEYS[9], 'status', 'waiting', 'waiting', 'session', 'expires', '', 'updated', ARGV[9])
   redis.call('ZREM', KEYS[12], ARGV[3])
-  xadd(KEYS[11], ARGV[10], 'run.held', ARGV[12])
+  xadd_run(KEYS[9], KEYS[11], ARGV[10], 'run.held', ARGV[12])
   xadd(S.sev, ARGV[10], 'run.held', ARGV[12])
   touch(ttl, ARGV[9])
 end

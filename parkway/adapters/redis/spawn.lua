@@ -18,7 +18,7 @@ local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', 'child:' .. ARGV[5], 'expires', '',
   'updated', ARGV[3], 'crashes', 0)
 redis.call('ZREM', KEYS[6], ARGV[4])
-xadd(KEYS[4], ARGV[7], 'child.started', ARGV[6])
+xadd_run(KEYS[1], KEYS[4], ARGV[7], 'child.started', ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[18], ARGV[19])
 -- the parent outlives its child's records (the child has the parent's TTL from now)
 local held = tonumber(redis.call('HGET', KEYS[1], 'ttl')) + tonumber(ARGV[9])
@@ -28,7 +28,7 @@ if redis.call('EXISTS', KEYS[7]) == 1 or redis.call('EXISTS', KEYS[8]) == 1 then
   return fence  -- the child exists already: the parent waits on it, nothing starts twice
 end
 redis.call('HSET', KEYS[7], 'wf', ARGV[10], 'ref', ARGV[11], 'status', 'queued', 'node', ARGV[12],
-  'step', 0, 'fence', 0, 'input', ARGV[13], 'data', ARGV[13], 'created', ARGV[3], 'updated', ARGV[3],
+  'step', 0, 'fence', 0, 'input', ARGV[13], 'created', ARGV[3], 'updated', ARGV[3],
   'ttl', ARGV[14], 'parent', ARGV[4], 'pstep', ARGV[2], 'pfield', ARGV[16], 'lineage', ARGV[17])
 redis.call('HSET', KEYS[8], 'wf', ARGV[10], 'status', 'queued', 'created', ARGV[3], 'updated', ARGV[3])
 local tenant = redis.call('HGET', KEYS[1], 'tenant')  -- a child's interrupts list under its tree's tenant

@@ -373,13 +373,13 @@ class RedisStore:
                     step,
                     rec.request_id,
                     keys.token_field(rec.token_hash),
-                    keys.status_field(rec.request_id),
+                    keys.status_field(rec.request_id, r),
                     commit.ttl_ms,
                     commit.now,
                     rec.expires_at,
                     codec.member(entry, "newest"),
                     codec.member(entry, "expiring"),
-                    self._event(commit.event),
+                    self._event(codec.held_interrupt_event(rec)),
                     self.limits.max_events,
                     self.limits.expiry_grace_ms,
                     r,
@@ -388,6 +388,7 @@ class RedisStore:
                     keys.PAUSE_FEED_MAXLEN,
                     f"{step} {commit.version}" if commit.version else "",
                     len(self._filter_keys(rec)),
+                    self._event(commit.event) if commit.lineage else "",
                     *self._record_parts(rec),
                     *child_args,
                 ],
@@ -437,7 +438,7 @@ class RedisStore:
     def _record_parts(self, record: InterruptRecord) -> list[Any]:
         """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
         parts = codec.split(codec.interrupt_to_blob(record), keys.PART_BYTES)
-        out: list[Any] = [keys.RECORD_HELD, record.request_id, "rn", len(parts)]
+        out: list[Any] = [keys.RECORD_HELD, keys.held_id(record.request_id, record.run_id), "rn", len(parts)]
         for i, part in enumerate(parts):
             out += [keys.record_field(i), part]
         return out
@@ -636,7 +637,8 @@ class RedisStore:
         status = _text(reply[0])
         if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
-        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[4:]))
+        request_id = telemetry.full_id(_text(reply[1]), r)  # the run hash names it without its run id
+        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[4:]), request_id)
         return Lookup(status, record, _text(reply[3]))  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
@@ -650,7 +652,7 @@ class RedisStore:
                 break
             answer = replace(answer, interrupt=found.interrupt)
         outcome = _text(reply[0])
-        request_id = _text(reply[1]) if len(reply) > 1 else None
+        request_id = telemetry.full_id(_text(reply[1]), run_id) if len(reply) > 1 else None
         if outcome == "moved":
             outcome = "already_resolved"  # moved on again and again: taken as answered elsewhere
         if outcome == "mismatch":
@@ -687,7 +689,7 @@ class RedisStore:
             ],
             [
                 keys.token_field(answer.token_hash),
-                answer.request_id or "",
+                keys.held_id(answer.request_id, r) if answer.request_id else "",
                 rec.journal_field,
                 codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
                 self._event(answer.event),
@@ -807,7 +809,7 @@ class RedisStore:
                 error_blob,
                 failed_blob,
                 r,
-                keys.status_field(entry.request_id),
+                keys.status_field(entry.request_id, r),
                 entry.expires_at,
                 len(filters),
                 *closing,
@@ -850,7 +852,7 @@ class RedisStore:
         }
         event = interrupt_event(moved, telemetry.public_request(record.request)) | {"escalation": step}
         left, joined = self._filter_keys(record), self._filter_keys(moved)
-        parts = self._record_parts(moved)[2:]  # (rq stays: the run holds this interrupt's record)
+        parts = self._record_parts(moved)  # rq and its id first: escalate.lua checks the run still holds it
         reply = self._call(
             "escalate",
             r,
@@ -874,7 +876,7 @@ class RedisStore:
                 codec.member(entry, "expiring"),
                 codec.member(new_entry, "newest"),
                 codec.member(new_entry, "expiring"),
-                keys.status_field(record.request_id),
+                keys.status_field(record.request_id, r),
                 entry.expires_at,
                 moved.expires_at,
                 self.limits.max_events,
@@ -976,7 +978,7 @@ class RedisStore:
         r = run_id
         with translated(r):
             held = self.client.hget(keys.run(r), keys.RECORD_HELD)
-        record = self.get_interrupt(r, _text(held)) if held else None
+        record = self.get_interrupt(r, telemetry.full_id(_text(held), r)) if held else None
         if record is None:
             return False
         entry = codec.entry_of(record)
@@ -989,7 +991,7 @@ class RedisStore:
                 r,
                 [keys.run(r), keys.summary(r), *self._index_keys(record.workflow), closed, *self._filter_keys(record)],
                 [
-                    keys.status_field(record.request_id),
+                    keys.status_field(record.request_id, r),
                     codec.member(entry, "newest"),
                     codec.member(entry, "expiring"),
                     *closing,
@@ -1007,8 +1009,8 @@ class RedisStore:
                 [
                     keys.token_field(token_hash),
                     now,
-                    keys.status_field(req),
-                    req,
+                    keys.status_field(req, r),
+                    keys.held_id(req, r),
                     keys.lifecycle_field("f", req, r),
                     keys.lifecycle_field("fl", req, r),
                     self._lifecycle(error),
@@ -1210,13 +1212,24 @@ class RedisStore:
         return [record], feed
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        """The run's events after ``after``: those a parked run keeps in its hash (see
+        ``keys.folded_event_field``) and its stream's, in one round trip; when there are none, an
+        XREAD BLOCK on the stream (which wakes when a resume puts the folded events back with their
+        ids and appends: only the new ones are after ``after``). An interrupt event its stream keeps
+        short (park's, ``codec.held_interrupt_event``) is rebuilt from the record its run hash holds,
+        in one more read."""
+        stream, run = keys.events(run_id), keys.run(run_id)
         with translated(run_id):
-            reply = self.client.xread({keys.events(run_id): after}, count=count, block=block_ms)
-        out: list[StoredEvent] = []
-        for _stream, entries in reply or []:
-            for entry_id, fields in entries:
-                out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
-        return out
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(run, FOLDED_FIELDS)
+            pipe.xread({stream: after}, count=count)
+            folded, reply = pipe.execute()
+            out = merged(folded_after(folded, after), events_from(reply), count)
+            if not out and block_ms:
+                out = events_from(self.client.xread({stream: after}, count=count, block=block_ms))
+            if not any(codec.is_held_event(e) for e in out):
+                return out
+            return with_interrupts(run_id, out, self.client.hgetall(run))
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters and the workflows' names, then one ZLEXCOUNT per workflow on
@@ -1284,7 +1297,7 @@ def _with_lifecycle(
     record = _interrupt_in(run_id, request_id, fields) if fields else None
     status: str | None = None
     if record is not None:
-        status = _text(fields.get(keys.status_field(request_id).encode(), b"")) or None
+        status = _text(fields.get(keys.status_field(request_id, run_id).encode(), b"")) or None
         if status == "pending" and int(fields.get(b"expires") or 0) <= now:
             status = "expired"
     # while its run's records last, its first part is its record's (the summary has it once it ended)
@@ -1316,20 +1329,78 @@ def _with_lifecycle(
     )
 
 
+FOLDED_FIELDS = [keys.folded_event_field(i) for i in range(keys.FOLD_MAX)]
+"""the run-hash fields a parked run's events may be folded into, for one HMGET"""
+
+
+def _position(event_id: str) -> tuple[int, int]:
+    ms, _, seq = event_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent]:
+    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values) after ``after``."""
+    out: list[StoredEvent] = []
+    start = _position(after)
+    for value in values:
+        if value is None:
+            break
+        entry_id, _, rest = value.partition(b" ")
+        if not rest or _position(entry_id.decode()) <= start:
+            continue
+        size = rest[0]
+        out.append(codec.event_from(entry_id.decode(), rest[1 : 1 + size].decode(), rest[1 + size :]))
+    return out
+
+
+def merged(folded: list[StoredEvent], streamed: list[StoredEvent], count: int) -> list[StoredEvent]:
+    """The first ``count`` of a run's folded and streamed events, in order, each once (the stream
+    still holds the folded ones for ``keys.FOLD_WAKE_MS`` after the park)."""
+    if not folded:
+        return streamed
+    seen = {e.id for e in streamed}
+    return sorted([*streamed, *(e for e in folded if e.id not in seen)], key=lambda e: _position(e.id))[:count]
+
+
+def events_from(reply: Any) -> list[StoredEvent]:
+    """The events of an XREAD reply on one run's stream, as stored (see ``with_interrupts``)."""
+    out: list[StoredEvent] = []
+    for _stream, entries in reply or []:
+        for entry_id, fields in entries:
+            out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
+    return out
+
+
+def with_interrupts(run_id: str, events: list[StoredEvent], fields: Mapping[bytes, bytes]) -> list[StoredEvent]:
+    """``events`` with each interrupt event its stream keeps short rebuilt from its record in the run
+    hash ``fields``: the event park would have written whole (its expiry and audience as the short
+    one says: an escalation changes the record's). A record gone leaves its request id and expiry."""
+    return [_held_event(run_id, e, fields) if codec.is_held_event(e) else e for e in events]
+
+
+def _held_event(run_id: str, event: StoredEvent, fields: Mapping[bytes, bytes]) -> StoredEvent:
+    request_id = telemetry.full_id(str(event.data["h"]), run_id)
+    record = _interrupt_in(run_id, request_id, fields) if fields else None
+    if record is None:
+        return replace(event, data={"requestId": request_id, "expiresAt": event.data.get("x")})
+    record = replace(record, expires_at=int(event.data["x"]), audience=event.data.get("a"))
+    return replace(event, data=interrupt_event(record, telemetry.public_request(record.request)))
+
+
 def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
     """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none:
     the latest interrupt's parts are r0, r1, ...; an earlier one's r:<req>:0, r:<req>:1, ..."""
-    if _text(fields.get(keys.RECORD_HELD.encode(), b"")) == request_id:
+    held = keys.held_id(request_id, run_id).encode()
+    if fields.get(keys.RECORD_HELD.encode(), b"") == held:
         parts = [fields.get(keys.record_field(i).encode(), b"") for i in range(int(fields.get(b"rn", 0)))]
     else:
         parts = []
-        while (part := fields.get(keys.earlier_record_field(request_id, len(parts)).encode())) is not None:
+        while (part := fields.get(keys.earlier_record_field(request_id, run_id, len(parts)).encode())) is not None:
             parts.append(part)
         if not parts:
             return None
-    req = request_id.encode()
-    token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == req), "")
-    return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts))
+    token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == held), "")
+    return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts), request_id)
 
 
 MAX_MOVES = 5
