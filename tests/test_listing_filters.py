@@ -117,7 +117,8 @@ def test_a_run_started_again_after_an_expired_answer_keeps_its_tenant(harness: H
     old = harness.start_and_run(fe.escalating, {"ttl_ms": 1000}, tenant="acme")
     token = harness.interrupt_event(old)["resumeToken"]
     time.sleep(max(0.0, harness.pw.get_run(old).expires_at / 1000 - time.time()) + 0.05)  # type: ignore[operator]
-    started = harness.pw.resume_or_start(token, selected="red")
+    # the new run asks for a minute (the old run's 1 s would expire it under a loaded machine's listing)
+    started = harness.pw.resume_or_start(token, selected="red", input={"ttl_ms": 60_000})
     assert started.outcome == "started" and started.run_id != old
     harness.run_jobs()
     assert started.run_id in [i.run_id for i in harness.pw.list_interrupts(tenant="acme").items]

@@ -89,9 +89,10 @@ def test_a_parked_runs_events_move_into_its_hash_and_back_with_their_ids(harness
     assert harness.pw.store.read_events(run_id, before[-1].id, None, 100) == []
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted
     assert not any(f.startswith(b"~") for f in client.hkeys(keys.run(run_id)))
+    # embedded, the worker thread may already have begun the node again (node.started) and more
     new = harness.pw.store.read_events(run_id, before[-1].id, None, 100)
-    assert [e.type for e in new] == ["interrupt.resumed"]
-    assert harness.pw.store.read_events(run_id, "0", None, 100) == [*before, *new]
+    assert [e.type for e in new][:1] == ["interrupt.resumed"]
+    assert harness.pw.store.read_events(run_id, "0", None, 100)[: len(before) + len(new)] == [*before, *new]
     harness.run_jobs()
     assert [e.type for e in harness.pw.stream(run_id, timeout=5)][-1] == "done"
 
