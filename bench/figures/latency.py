@@ -70,10 +70,11 @@ def measure(plan: Plan, url: str) -> Section:
         if med(p99) >= TARGETS["latency"]:
             sec.notes.append(
                 "what the target would take: resume() makes two round trips (the lookup, then the commit, with "
-                "the answer validated between them against the stored request) and the worker three before the "
-                "node's first line (RQ's dequeue, the job hash, the start-of-job transaction carrying begin); "
-                "under 3x the hand-off needs the lookup folded into the commit (the request known to the client "
-                "beforehand) and the job's start in the dequeue's round trip"
+                "the answer validated between them against the stored request) and the worker two before the "
+                "node's first line (RQ's dequeue, then one that takes the job and begins it); three processes "
+                "(client, Redis, worker) then share two cores. Under 3x the hand-off needs the lookup folded into "
+                "the commit (the request known to the client beforehand) and the job's start in the dequeue's "
+                "round trip"
             )
         early = sum(r["node_before_return"] for r in pk)
         sec.notes.append(f"resumes whose node started before resume() returned: {early}")

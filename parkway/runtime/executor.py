@@ -92,7 +92,9 @@ def execute(
     ``began``, when given, returns the attempt of a ``begin`` the caller already sent (the worker
     sends it in the round trip that takes the job); it raises what ``Store.begin`` would. ``step``
     may then be None: the worker knew the job by its run and fence alone."""
-    structlog.contextvars.bind_contextvars(run_id=run_id, step=step)
+    structlog.contextvars.bind_contextvars(run_id=run_id)
+    if step is not None:  # else bound once the run is read (``_carry``)
+        structlog.contextvars.bind_contextvars(step=step)
     try:
         if began is not None:
             attempt = began()

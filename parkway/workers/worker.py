@@ -47,10 +47,11 @@ class ParkwayWorker(TrimmedWorker):
     lapse, and the reconciler replays the node elsewhere. It overrides worker methods
     of rq 3.0.x (pinned for that; the overrides are in
     :mod:`parkway.workers.rq_internals`, ``tests/test_worker.py`` holds the
-    guarantees and ``tests/test_rq_internals.py`` what they lean on). Any other job
-    it runs (a benchmark's stand-in) is read and takes RQ's path, trimmed from about
-    18 round trips to 4 (dequeue, fetch, one transaction to start the job, one to
-    finish it):
+    guarantees and ``tests/test_rq_internals.py`` what they lean on). A job with any
+    other id is read from its hash: one naming parkway's entrypoint that keeps no
+    result (as parkway writes them) runs the same way, on its lease; any other job it
+    runs (a benchmark's stand-in) takes RQ's path, trimmed from about 18 round trips
+    to 4 (dequeue, fetch, one transaction to start the job, one to finish it):
 
     - the worker-key heartbeat RQ sends up to three times per job, three round
       trips each, is sent at most every 5 s, pipelined (the key lives

@@ -4,7 +4,9 @@
 -- refused as stale, so one activation never runs twice at once. A lapsed lease may be taken over.
 -- A job known by its id alone (the run and the fence: parkway's worker does not read the job's
 -- hash) gives no step: the run's own is the one its fence stands for (a fence names one
--- activation), and its journal key and outbox member are made here, in the run's hash slot.
+-- activation), and its journal key and outbox member are made here: the journal key is the one
+-- key this script names without its KEYS (it is the run key's, with `j:<step>` for `run`: the
+-- same hash slot).
 -- KEYS: 1 run, 2 journal of the step ('' = the step is not given), 3 workflow state, 4 leases,
 --   5 outbox, 6 metrics, 7 events
 -- ARGV: 1 step ('' = not given), 2 fence, 3 now, 4 lease until (ms), 5 run id, 6 outbox member
