@@ -16,9 +16,11 @@ indexes' bytes per member, so the total can be read by key.
 
 The second reading is taken once the parked runs' streams are gone: park copies a parked run's few
 events into its hash and leaves its stream ``keys.FOLD_WAKE_MS`` (1 s) more, for the readers blocked
-on it (``_common.lua``'s fold). The reading waits that long and has Redis reclaim the expired streams
-(a SCAN over them does what its active expiry does within a second or two), so it reads runs as they
-wait, not the last second of a burst of parks; the bytes at once are reported beside it.
+on it (``_common.lua``'s fold); Redis drops an expired key when it is read, and the reconciler reads
+each parked run's stream once its time is up (``Store.reclaim_folded``, from the pause feed). With a
+real worker the reading waits for its reconciler to do that; in-process (no reconciler runs) a SCAN
+over the streams reads them as it would. So it reads runs as they wait, not the last second of a
+burst of parks; the bytes at once are reported beside it.
 """
 
 from __future__ import annotations
@@ -56,14 +58,18 @@ def by_key(r: redis.Redis, run_id: str) -> dict[str, int]:
     return out
 
 
-def settled(r: redis.Redis) -> int:
+def settled(r: redis.Redis, *, reconciler: bool) -> int:
     """``used_memory`` once the streams of the runs just parked are past their ``FOLD_WAKE_MS``
-    and reclaimed (a SCAN deletes the expired keys it meets)."""
-    from parkway.adapters.redis.keys import FOLD_WAKE_MS
+    and reclaimed: by a worker's reconciler (which runs every second and reads them past a margin),
+    else by a SCAN (which reads every key it meets, as the reconciler reads the parked runs')."""
+    from parkway.adapters.redis.keys import FOLD_WAKE_MS, RECLAIM_MARGIN_MS
 
-    time.sleep(FOLD_WAKE_MS / 1000 + 0.2)
-    for _ in r.scan_iter(match="*}:ev", count=1000):
-        pass
+    if reconciler:
+        time.sleep((FOLD_WAKE_MS + RECLAIM_MARGIN_MS) / 1000 + 1.5)
+    else:
+        time.sleep(FOLD_WAKE_MS / 1000 + 0.2)
+        for _ in r.scan_iter(match="*}:ev", count=1000):
+            pass
     return used(r)
 
 
@@ -83,7 +89,7 @@ def park_with_workers(url: str, r: redis.Redis, count: int) -> tuple[int, int, s
             time.sleep(0.1)
         time.sleep(0.5)
         at_once = used(r) - m0
-        return settled(r) - m0, at_once, last
+        return settled(r, reconciler=True) - m0, at_once, last
     finally:
         pool.stop()
 
@@ -121,7 +127,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
         outs = populate(url, count, pipelined=via == "pipelined")
         last = outs[0]["last_run_id"]
         at_once = used(r) - m0
-        delta = settled(r) - m0
+        delta = settled(r, reconciler=False) - m0
     n = pending(r)
     r.xadd("bench:probe", {"t": "x"})
     probe = int(r.memory_usage("bench:probe", samples=0) or 0)

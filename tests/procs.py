@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,10 +28,10 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server of the test's own, on a free port, persisting to a temporary directory."""
 
-    def __init__(self, directory: Path, *, appendonly: bool = True) -> None:
+    def __init__(self, directory: Path, *, appendonly: bool = True, extra: Sequence[str] = ()) -> None:
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-        self.dir, self.port, self.appendonly = directory, free_port(), appendonly
+        self.dir, self.port, self.appendonly, self.extra = directory, free_port(), appendonly, list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -41,7 +41,7 @@ class RedisServer:
     def start(self) -> None:
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
-                "--logfile", str(self.dir / "redis.log")]
+                "--logfile", str(self.dir / "redis.log"), *self.extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port)
         deadline = time.time() + 10

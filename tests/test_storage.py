@@ -4,15 +4,23 @@ indexes, and listings across workflows merged from theirs, in order, with cursor
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
-from parkway import ResumeOutcome
+from parkway import Parkway, ResumeOutcome, RunStatus, Settings
 from parkway.adapters import codec
 from parkway.adapters.redis import keys
+from parkway.runtime import executor
+from parkway.runtime.clock import now_ms
+from parkway.workers import jobs
+from parkway.workers.reconciler import reconcile_once
 from tests import flows
-from tests.conftest import Harness
+from tests.conftest import SECRET, Harness
+from tests.procs import RedisServer
 
 
 def _client(harness: Harness) -> Any:
@@ -145,3 +153,37 @@ def test_a_listing_of_every_workflow_merges_theirs_in_order_with_cursors(harness
         assert times == sorted(times, reverse=order == "newest")
     late = harness.start_and_run(flows.denial)
     assert late in [i.run_id for i in harness.pw.list_interrupts(limit=100).items]
+
+
+def test_the_reconciler_has_redis_drop_the_streams_parks_left_to_expire(tmp_path: Path) -> None:
+    """A park that folds a run's events into its hash leaves its stream FOLD_WAKE_MS for blocked
+    readers; Redis drops an expired key only when it is read or its sampler reaches it (which, in a
+    large keyspace, takes minutes). The reconciler reads each parked run's stream once its time is
+    up, from the pause feed, so Redis frees it then; the events still read the same from the hash.
+    Redis's own sampler is switched off here, so only those reads can free the streams."""
+    server = RedisServer(tmp_path, appendonly=False, extra=("--enable-debug-command", "local"))
+    server.start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        client.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        settings = Settings(redis_url=server.url, secret=SECRET)
+        rt = jobs.install(settings)
+        with Parkway(settings) as pw:
+            runs = [pw.start(flows.one_choice, {}) for _ in range(5)]
+            for run_id in runs:
+                executor.execute(rt.store, rt.options, run_id, 0, 0)
+            events = [rt.store.read_events(r, "0", None, 100) for r in runs]
+            assert all([e.type for e in got] == ["run.started", "node.started", "interrupt"] for got in events)
+            assert all(client.hexists(keys.run(r), "~0") for r in runs)
+            time.sleep(keys.FOLD_WAKE_MS / 1000 + 0.1)
+            before = client.dbsize()  # counts the expired streams: nothing has read them
+            early = reconcile_once(rt.store, rt.dispatcher, now=now_ms())  # within the margin: untouched
+            assert not early and client.dbsize() == before
+            reconcile_once(rt.store, rt.dispatcher, now=now_ms() + keys.RECLAIM_MARGIN_MS)
+            assert client.exists(keys.reclaimed())  # the pass's cursor: one key more, five streams less
+            assert before + 1 - client.dbsize() == len(runs)
+            assert rt.store.reclaim_folded(now_ms() + keys.RECLAIM_MARGIN_MS, 100) == 0  # each park once
+            assert [rt.store.read_events(r, "0", None, 100) for r in runs] == events
+            assert all(pw.get_run(r).status is RunStatus.WAITING for r in runs)
+    finally:
+        server.stop()

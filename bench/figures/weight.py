@@ -67,7 +67,9 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
     if at_once:
         sec.notes.append(
             "read once the parked runs' streams are gone (park copies a parked run's few events into its hash and "
-            "leaves the stream 1 s more for readers blocked on it); read at once, with the last second's streams: "
+            "leaves the stream 1 s more for readers blocked on it; a real worker's reconciler then has Redis drop "
+            "it, and in-process a SCAN does the same; the bulk rows are read without either, so some streams "
+            "are still there); read at once, with the last second's streams: "
             + ", ".join(at_once)
         )
     sample = next((got[0] for _, _, got in rows if got), None)

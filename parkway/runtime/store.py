@@ -504,6 +504,10 @@ class Store(Protocol):
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         """Take (or keep) the reconciler lock for ``ttl_ms``."""
 
+    def reclaim_folded(self, now: int, limit: int) -> int:
+        """Have the store free what the parks before ``now`` left to expire (a parked run's stream,
+        kept a moment for its blocked readers); how many parks it looked at."""
+
     def get_run(self, run_id: str, now: int) -> RunRecord | None:
         """The run, or what its summary remembers after the TTL, or None."""
 

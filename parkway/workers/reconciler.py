@@ -8,6 +8,8 @@ One pass looks at what the store says is due and acts:
 - an *outbox* entry older than a few seconds whose job is no longer pending
   (a resume accepted but never enqueued, a job lost with its worker before it
   began) -> move the run to a new fence and enqueue it;
+- a parked run's stream past the moment its park left it for its blocked readers -> read, so
+  Redis drops it now (``Store.reclaim_folded``);
 - an interrupt past its TTL -> record ``interrupt.expired`` and apply its
   ``on_expire`` policy: end its run ``expired`` (the default) or ``failed``, queue
   its node with a cancellation or a default answer, or escalate it (ask again,
@@ -93,6 +95,7 @@ def reconcile_once(
             log.info("interrupt_expired", run_id=entry.run_id, request_id=entry.request_id, action=expiry.action)
             if expiry.action in ("cancel", "answer", "timer"):  # the run goes on: its node replays
                 dispatcher.enqueue(entry.run_id, expiry.step, expiry.fence)
+    store.reclaim_folded(now, limit * 5)
     return report
 
 

@@ -103,6 +103,9 @@ key                         type    TTL       holds
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on
+``pw:reclaimed``            string  none      the pause feed's id up to which the reconciler has
+                                              touched the parked runs' streams past their
+                                              ``FOLD_WAKE_MS`` (``Store.reclaim_folded``)
 ``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
                                               begun, by time; the reconciler redispatches old ones
 ``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
@@ -210,7 +213,11 @@ FOLD_MAX = 8
 """the most events a parked run keeps in its hash instead of its stream (``FOLD_MAX`` in _common.lua)"""
 FOLD_WAKE_MS = 1000
 """how long a parked run's stream outlives the park that copied its events into its hash, so the
-readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua)"""
+readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua); the
+reconciler then has Redis drop it (``Store.reclaim_folded``)"""
+RECLAIM_MARGIN_MS = 1000
+"""how much longer the reconciler waits before it touches a parked run's stream: the pause feed's
+ids are Redis's clock, ``now`` the worker's"""
 
 
 def folded_event_field(index: int) -> str:
@@ -280,6 +287,11 @@ def lifecycle_field(kind: str, request_id: str, run_id: str) -> str:
 def pauses() -> str:
     """The pause feed: a capped stream the park script appends to, for listings that wait."""
     return f"{PREFIX}:pauses"
+
+
+def reclaimed() -> str:
+    """The pause feed's id up to which the reconciler has had Redis drop folded runs' streams."""
+    return f"{PREFIX}:reclaimed"
 
 
 def outbox() -> str:

@@ -24,7 +24,7 @@ from redis.retry import Retry
 from ...runtime import telemetry
 from ...runtime.errors import ValidationError
 from ...runtime.executor import interrupt_event
-from ...runtime.protocol import ResumeOutcome
+from ...runtime.protocol import ID_PATTERN, ResumeOutcome
 from ...runtime.store import (
     Advance,
     Answer,
@@ -919,6 +919,29 @@ class RedisStore:
         expired = [codec.parse_member(m, "expiring", wf) for wf, ms in zip(workflows, found, strict=True) for m in ms]
         expired.sort(key=lambda e: e.expires_at)
         return Due([_text(m) for m in leases], stale, expired[:limit])
+
+    def reclaim_folded(self, now: int, limit: int = 1000) -> int:
+        """Touch the streams of the runs parked (by the pause feed) from where the last pass stopped
+        up to ``now`` less ``FOLD_WAKE_MS`` and a margin: a park that folded a run's events into its
+        hash left its stream to expire then, and Redis drops an expired key when it is read, where
+        its own sampling of expiring keys could take minutes in a large keyspace. A live stream (not
+        folded, or refilled since) is only read. Parks the feed trimmed before a pass reached them
+        are left to Redis. Two round trips."""
+        until = now - keys.FOLD_WAKE_MS - keys.RECLAIM_MARGIN_MS
+        with translated():
+            after = self.client.get(keys.reclaimed())
+            start = "(" + _text(after) if after else "-"
+            entries = self.client.xrange(keys.pauses(), start, str(max(0, until)), count=limit)
+            if not entries:
+                return 0
+            pipe = self.client.pipeline(transaction=False)
+            for _, fields in entries:
+                run_id = _text(fields.get(b"r", b""))
+                if ID_PATTERN.fullmatch(run_id):
+                    pipe.exists(keys.events(run_id))
+            pipe.set(keys.reclaimed(), entries[-1][0])
+            pipe.execute()
+        return len(entries)
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         with translated():
