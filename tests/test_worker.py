@@ -243,6 +243,10 @@ def test_a_stop_signal_mid_parkway_job_lets_the_node_finish_then_the_worker_exit
     try:
         run_id = pw.start(flows.blocking, {"tag": "t"})
         wait_for(lambda: r.exists("test:inside:t"), 15, "the node to start")
+        # the worker key lives as long as the job may run (its timeout, an hour by default), as RQ's
+        # busy state makes it, not the worker's own TTL (minutes): RQ keeps a worker whose key is gone for dead
+        (worker_key,) = r.smembers("rq:workers")
+        assert r.ttl(worker_key) > 3000
         worker.proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert worker.proc.poll() is None, "the worker quit mid-node"
