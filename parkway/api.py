@@ -569,9 +569,8 @@ class _EventReader:
             )
 
     async def _read(self, run_id: str, after: str, *, session: bool = False) -> list[Any]:
-        from .adapters import codec
         from .adapters.redis import keys
-        from .adapters.redis.store import FOLDED_FIELDS, events_from, folded_after, merged, with_interrupts
+        from .adapters.redis.store import events_from, events_page, has_held, with_interrupts
 
         if self._async is None:
             if session:
@@ -580,19 +579,17 @@ class _EventReader:
         if session:
             return events_from(await self._async.xread({keys.session_events(run_id): after}, count=100,
                                                        block=STREAM_BLOCK_MS))
-        # as RedisStore.read_events: a parked run's events folded into its hash, then the stream's
+        # as RedisStore.read_events: the run's hash and its stream in one round trip, then a blocking read
         stream, run = keys.events(run_id), keys.run(run_id)
         pipe = self._async.pipeline(transaction=False)
-        pipe.hmget(run, FOLDED_FIELDS)
+        pipe.hgetall(run)
         pipe.xread({stream: after}, count=100)
-        folded, reply = await pipe.execute()
-        out = merged(folded_after(folded, after), events_from(reply), 100)
-        if not out:
-            out = events_from(await self._async.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
-        if not any(codec.is_held_event(e) for e in out):
+        fields, reply = await pipe.execute()
+        out = events_page(run_id, after, fields, reply, 100)
+        if out:
             return out
-        # park's interrupt event is kept short: rebuilt from the record its run hash holds
-        return with_interrupts(run_id, out, await self._async.hgetall(run))
+        out = events_from(await self._async.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
+        return with_interrupts(run_id, out, await self._async.hgetall(run)) if has_held(out) else out
 
     async def close(self) -> None:
         if self._async is not None:

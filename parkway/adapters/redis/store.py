@@ -1235,24 +1235,21 @@ class RedisStore:
         return [record], feed
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
-        """The run's events after ``after``: those a parked run keeps in its hash (see
-        ``keys.folded_event_field``) and its stream's, in one round trip; when there are none, an
-        XREAD BLOCK on the stream (which wakes when a resume puts the folded events back with their
-        ids and appends: only the new ones are after ``after``). An interrupt event its stream keeps
-        short (park's, ``codec.held_interrupt_event``) is rebuilt from the record its run hash holds,
-        in one more read."""
+        """The run's events after ``after``, read with its hash in one round trip (``events_page``);
+        when there are none, an XREAD BLOCK on the stream (which wakes when a resume puts the folded
+        events back with their ids and appends: only the new ones are after ``after``), and the
+        hash again only if what it returns holds a short interrupt event."""
         stream, run = keys.events(run_id), keys.run(run_id)
         with translated(run_id):
             pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(run, FOLDED_FIELDS)
+            pipe.hgetall(run)
             pipe.xread({stream: after}, count=count)
-            folded, reply = pipe.execute()
-            out = merged(folded_after(folded, after), events_from(reply), count)
-            if not out and block_ms:
-                out = events_from(self.client.xread({stream: after}, count=count, block=block_ms))
-            if not any(codec.is_held_event(e) for e in out):
+            fields, reply = pipe.execute()
+            out = events_page(run_id, after, fields, reply, count)
+            if out or not block_ms:
                 return out
-            return with_interrupts(run_id, out, self.client.hgetall(run))
+            out = events_from(self.client.xread({stream: after}, count=count, block=block_ms))
+            return with_interrupts(run_id, out, self.client.hgetall(run)) if has_held(out) else out
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters and the workflows' names, then one ZLEXCOUNT per workflow on
@@ -1352,8 +1349,24 @@ def _with_lifecycle(
     )
 
 
-FOLDED_FIELDS = [keys.folded_event_field(i) for i in range(keys.FOLD_MAX)]
-"""the run-hash fields a parked run's events may be folded into, for one HMGET"""
+FOLDED_FIELDS = [keys.folded_event_field(i).encode() for i in range(keys.FOLD_MAX)]
+"""the run-hash fields a parked run's events may be folded into"""
+
+
+def events_page(
+    run_id: str, after: str, fields: Mapping[bytes, bytes], reply: Any, count: int
+) -> list[StoredEvent]:
+    """The first ``count`` of a run's events after ``after``, from one read of its hash (``fields``,
+    HGETALL) and of its stream (``reply``, XREAD): the events a parked run keeps in its hash and the
+    stream's, each once, in order, with park's short interrupt events rebuilt from the record the
+    hash holds (``with_interrupts``). ``RedisStore.read_events`` and the SSE route both read so."""
+    folded = folded_after([fields.get(f) for f in FOLDED_FIELDS], after)
+    return with_interrupts(run_id, merged(folded, events_from(reply), count), fields)
+
+
+def has_held(events: Sequence[StoredEvent]) -> bool:
+    """Whether ``events`` hold a short interrupt event (``with_interrupts`` needs the run hash)."""
+    return any(codec.is_held_event(e) for e in events)
 
 
 def _position(event_id: str) -> tuple[int, int]:
