@@ -149,12 +149,10 @@ class ParkwayWorker(TrimmedWorker):
         if named is None:
             return None
         run_id, fence = named
-        try:
-            rt = self.parkway_runtime()
-            clock = rt.options.clock()
-            command, read = rt.store.begin_command(run_id, None, fence, clock, clock + rt.options.lease_ms)
-        except Exception:  # noqa: BLE001 - then it is read and RQ fails it; the worker does not die of it
+        begun = _begin(self.parkway_runtime, run_id, None, fence)
+        if begun is None:
             return None
+        rt, command, read = begun
         return Claim(command, read, functools.partial(execute_with, rt, run_id, None, fence), rt.settings.job_timeout)
 
     def job_context(self) -> AbstractContextManager[Any]:
@@ -220,19 +218,29 @@ def _begin_command(
 ) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]] | None:
     """For a parkway job read from its hash (one whose id is not parkway's), its ``begin`` as a
     command to send in the round trip that takes the job, and the function that reads the reply
-    (see ``RedisStore.begin_command``).
-
-    None for any other job, and for one whose runtime cannot be set up or whose run id the store
-    rejects: RQ then runs (and fails) it as usual, in ``perform_job``; the worker does not die of it.
-    """
+    (see ``RedisStore.begin_command``); None for any other job, and as ``_begin`` says."""
     try:
         if job.func_name != EXECUTE_JOB:
             return None
-        run_id, step, fence = job.args
+        run_id, step, fence = str(job.args[0]), int(job.args[1]), int(job.args[2])
+    except Exception:  # noqa: BLE001 - any such job is RQ's to fail, not the worker's to die of
+        return None
+    begun = _begin(runtime, run_id, step, fence)
+    return None if begun is None else begun[1:]
+
+
+def _begin(
+    runtime: Callable[[], WorkerRuntime], run_id: str, step: int | None, fence: int
+) -> tuple[WorkerRuntime, tuple[Any, ...], Callable[[Any], Attempt]] | None:
+    """The runtime a job runs on, and its activation's ``begin`` as a command with the function that
+    reads its reply (``RedisStore.begin_command``; ``step`` None for a job known by its id alone).
+    None when the runtime cannot be set up or the store rejects the run id: the job is then read
+    and RQ runs (and fails) it as usual; the worker does not die of it."""
+    try:
         rt = runtime()
         clock = rt.options.clock()
-        return rt.store.begin_command(str(run_id), int(step), int(fence), clock, clock + rt.options.lease_ms)
-    except Exception:  # noqa: BLE001 - any such job is RQ's to fail, not the worker's to die of
+        return (rt, *rt.store.begin_command(run_id, step, fence, clock, clock + rt.options.lease_ms))
+    except Exception:  # noqa: BLE001 - see above
         return None
 
 
