@@ -127,6 +127,11 @@ class StaleFence(ParkwayError):
     """A commit from an attempt that is no longer the run's current one; nothing changed."""
 
 
+class RunGone(StaleFence):
+    """A commit or a begin for a run that does not exist (its records expired, or the id was
+    never a run's); nothing changed."""
+
+
 class RunNotFound(ParkwayError):
     """No run and no run summary under that id."""
 

@@ -29,6 +29,7 @@ from .errors import (
     CorruptRecord,
     InterruptCancelled,
     ParkwayError,
+    RunGone,
     StaleFence,
     StoreError,
     StoreUnavailable,
@@ -104,12 +105,11 @@ def execute(
             now = options.clock()
             attempt = store.begin(run_id, step, fence, now, now + options.lease_ms)
         return _carry(store, options, attempt, fence)
+    except RunGone as exc:  # a job for a run whose records expired while it waited, or one written by hand
+        log.warning("job_for_no_run", reason=exc.message)
+        return JobEnd.STALE
     except StaleFence as exc:
-        if exc.message.endswith("run is gone"):  # check_fence's words (_common.lua): no such run
-            # a job for a run whose records expired while it waited, or one written by hand: seen
-            log.warning("job_for_no_run", reason=exc.message)
-        else:
-            log.info("job_stale", reason=exc.message)
+        log.info("job_stale", reason=exc.message)
         return JobEnd.STALE
     except CorruptRecord as exc:
         # unreadable records end this run, not the worker

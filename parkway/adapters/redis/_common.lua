@@ -1,10 +1,12 @@
 -- Shared by every script (prepended when loading).
 local function stale(msg) return redis.error_reply('STALE ' .. msg) end
+-- no run under that id (its records expired, or the id was never a run's): a stale fence too
+local function gone() return redis.error_reply('STALE GONE run is gone') end
 
 -- Check that the run exists, is at `fence` and in one of `statuses`.
 local function check_fence(run_key, fence, statuses)
   local cur = redis.call('HMGET', run_key, 'fence', 'status', 'step')
-  if not cur[1] then return nil, stale('run is gone') end
+  if not cur[1] then return nil, gone() end
   if cur[1] ~= fence then return nil, stale('run is at fence ' .. cur[1] .. ', the job has ' .. fence) end
   for _, s in ipairs(statuses) do
     if cur[2] == s then return cur end

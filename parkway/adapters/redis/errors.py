@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import redis.exceptions as rex
 
-from ...runtime.errors import StaleFence, StoreError, StoreUnavailable, ValidationError
+from ...runtime.errors import RunGone, StaleFence, StoreError, StoreUnavailable, ValidationError
 
 
 @contextmanager
@@ -20,7 +20,10 @@ def translated(run_id: str | None = None) -> Iterator[None]:
     except rex.ResponseError as exc:
         text = str(exc)
         if "STALE" in text:
-            raise StaleFence(f"run {run_id}: {text.split('STALE', 1)[1].strip()}", run_id=run_id) from exc
+            reason = text.split("STALE", 1)[1].strip()
+            if reason.startswith("GONE "):  # _common.lua's gone(): no run under that id
+                raise RunGone(f"run {run_id}: {reason[5:]}", run_id=run_id) from exc
+            raise StaleFence(f"run {run_id}: {reason}", run_id=run_id) from exc
         if "EXISTS" in text:
             raise ValidationError(f"run {run_id} already exists", run_id=run_id) from exc
         raise StoreError(f"Redis refused a command: {text}", run_id=run_id) from exc

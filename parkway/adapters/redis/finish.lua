@@ -9,7 +9,7 @@
 --       11 the failed replay's lifecycle blob with the error's message, 12 with its type only
 --       (for an interrupt whose output is not captured), 13... the parent's (see notify_parent)
 local cur = redis.call('HMGET', KEYS[1], 'fence', 'status')
-if not cur[1] then return stale('run is gone') end
+if not cur[1] then return gone() end
 if ARGV[1] ~= '' and cur[1] ~= ARGV[1] then return stale('run is at fence ' .. cur[1]) end
 if cur[2] ~= 'queued' and cur[2] ~= 'running'
     and not (cur[2] == 'waiting' and redis.call('HGET', KEYS[1], 'waiting') == 'session') then
