@@ -114,6 +114,22 @@ def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness)
     assert _client(harness).object("encoding", keys.run(run_id)) == b"listpack"
 
 
+def test_a_parked_run_with_an_event_over_64_bytes_keeps_its_stream_and_its_compact_hash(harness: Harness) -> None:
+    """Park folds a run's events into its hash only if each fits in 64 bytes: an input of ~50
+    bytes (a listpack value itself) makes run.started longer, so the events stay in the stream and
+    the hash stays a listpack; stream() reads them the same."""
+    if harness.kind != "redis":
+        pytest.skip("fakeredis does not model Redis's encodings")
+    client = _client(harness)
+    run_id = harness.start_and_run(flows.one_choice, {"note": "x" * 40})
+    assert len(client.hget(keys.run(run_id), "input")) <= keys.PART_BYTES
+    assert not client.hexists(keys.run(run_id), keys.folded_event_field(0))
+    assert client.xlen(keys.events(run_id)) == 3 and client.pttl(keys.events(run_id)) > keys.FOLD_WAKE_MS
+    assert client.object("encoding", keys.run(run_id)) == b"listpack"
+    events = harness.pw.store.read_events(run_id, "0", None, 100)
+    assert [e.type for e in events] == ["run.started", "node.started", "interrupt"]
+
+
 def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness: Harness) -> None:
     """A second pause of the run takes the short part names (r0, r1, ...; none left over from the
     first); the first record moves under names of its own and still reads by request id; the first

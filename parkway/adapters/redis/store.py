@@ -926,7 +926,7 @@ class RedisStore:
         hash left its stream to expire then, and Redis drops an expired key when it is read, where
         its own sampling of expiring keys could take minutes in a large keyspace. A live stream (not
         folded, or refilled since) is only read. Parks the feed trimmed before a pass reached them
-        are left to Redis. Two round trips."""
+        are left to Redis. Three round trips (two when the feed holds no new park)."""
         until = now - keys.FOLD_WAKE_MS - keys.RECLAIM_MARGIN_MS
         with translated():
             after = self.client.get(keys.reclaimed())
