@@ -15,6 +15,7 @@ import redis
 from rq import Queue, SimpleWorker
 
 from parkway import Parkway, RunStatus, Settings
+from parkway.adapters.redis import keys
 from parkway.workers import jobs
 from parkway.workers.serializer import MSGPACK, MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
@@ -206,6 +207,8 @@ def test_a_parkway_job_is_taken_and_begun_in_one_round_trip_and_leaves_no_rq_rec
     assert client.keys("rq:job:*") == [] and client.keys("rq:execution*") == []
     assert queue.started_job_registry.get_job_ids() == [] and queue.failed_job_registry.get_job_ids() == []
     assert client.llen(queue.intermediate_queue_key) == 0
+    # each begin took its job's outbox entry, which begin.lua names from the run's step (the job gives none)
+    assert client.zcard(keys.outbox()) == 0
 
 
 def test_a_parkway_job_costs_the_worker_two_round_trips_besides_its_commits(
