@@ -2,13 +2,16 @@
 
 ``python -m bench.latency '{"kind": "parkway"|"handoff", "url": ..., "n": 1000}'``
 
-parkway: one worker process, idle. For each of ``n`` runs of ``bench.flows:timed`` the
-client starts the run, reads its event stream until the ``interrupt`` event (which carries
-the token), sleeps ``idle_s`` so the worker is back in its blocking dequeue, then calls
-``resume()``. The node's first line appends ``time.time()`` to ``bench:lat:<i>`` on each
-attempt; after the run completes the client reads the replay's timestamp. Latency =
-that timestamp - the time taken just before ``resume()`` is called (``from_call``, what the
-target compares with the hand-off); also reported: - the time it returned (``from_return``).
+parkway: one worker process, idle. For each of ``2 n`` runs of ``bench.flows:timed`` the
+client starts the run, lists its interrupt with its token (``list_interrupts(run_id=...,
+wait_ms=...)``: the listing waits for the pause), sleeps ``idle_s`` so the worker is back in
+its blocking dequeue, then calls ``resume()``: on even runs the client that listed it (it holds
+the request: the commit is the one round trip), on odd runs a second client that never read it
+(given only the token, it looks the interrupt up first). The node's first line appends
+``time.time()`` to ``bench:lat:<i>`` on each attempt; after the run completes the client reads
+the replay's timestamp. Latency = that timestamp - the time taken just before ``resume()`` is
+called (``from_call``, the listing client's: what the target compares with the hand-off;
+``from_call_token``, the other's); also reported: - the time it returned (``from_return``).
 
 handoff: a second process blocks in ``BLPOP``; the client sleeps ``idle_s``, takes
 ``time.time()`` and ``LPUSH``es it; the other process subtracts it from ``time.time()``
@@ -48,23 +51,24 @@ def parkway_latency(url: str, n: int, idle: float, warmup: int) -> dict[str, Any
 
     r = redis.Redis.from_url(url)
     flush(r)
-    pw = client(url)
+    pw, cold = client(url), client(url)
     env = {**parkway_worker_env(), "PARKWAY_REDIS_URL": url}
     pool = Workers(parkway_worker_argv(url), 1, env).start(r)
     from_return: list[float] = []
     from_call: list[float] = []
+    from_call_token: list[float] = []
     try:
-        for i in range(warmup + n):
+        for i in range(2 * (warmup + n)):
             run_id = pw.start("bench.flows:timed", {"i": i})
-            token = None
-            for event in pw.stream(run_id, until="settled", timeout=30):
-                if event.type == "interrupt":
-                    token = event.data["resumeToken"]
-            if token is None:
+            listed = pw.list_interrupts(run_id=run_id, include_tokens=True, wait_ms=30_000).items
+            if not listed or listed[0].resume_token is None:
                 raise RuntimeError(f"run {run_id} did not pause")
+            token = listed[0].resume_token
+            # even runs: answered by the client that listed them; odd ones: by one that never read them
+            answering = pw if i % 2 == 0 else cold
             time.sleep(idle)
             t_call = time.time()
-            result = pw.resume(token, selected=ANSWER)
+            result = answering.resume(token, selected=ANSWER)
             t_return = time.time()
             if not result.accepted:
                 raise RuntimeError(f"resume of {run_id}: {result.outcome}")
@@ -74,17 +78,24 @@ def parkway_latency(url: str, n: int, idle: float, warmup: int) -> dict[str, Any
             marks = [float(x) for x in r.lrange(f"bench:lat:{i}", 0, -1)]
             if len(marks) != 2:
                 raise RuntimeError(f"run {run_id}: expected 2 timestamps, got {marks}")
-            if i >= warmup:
+            if i < 2 * warmup:
+                continue
+            if answering is pw:
                 from_return.append(marks[1] - t_return)
                 from_call.append(marks[1] - t_call)
+            else:
+                from_call_token.append(marks[1] - t_call)
     finally:
         pool.stop()
+        pw.close()
+        cold.close()
     negative = sum(1 for v in from_return if v < 0)
     return {
         "kind": "parkway",
         "idle_s": idle,
         "from_return": stats(from_return),
         "from_call": stats(from_call),
+        "from_call_token": stats(from_call_token),
         "node_before_return": negative,
     }
 

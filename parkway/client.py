@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -21,6 +22,7 @@ from .runtime.errors import (
     ParkwayError,
     RunNotFound,
     ValidationError,
+    VersionNotReplayed,
     WaitTimeout,
     WorkflowError,
 )
@@ -66,6 +68,10 @@ from .sessions import Sessions
 
 log = get_logger()
 
+KNOWN_INTERRUPTS = 1024
+"""how many pending interrupts a client keeps as it read them (listings, lookups), so that answering
+one of them needs no lookup first"""
+
 MAX_PAGE = 1000
 MAX_WAIT_MS = 30_000
 """longest ``list_interrupts(wait_ms=)``"""
@@ -85,6 +91,7 @@ class Parkway:
         self.settings = settings or (backend.settings if backend else Settings.from_env())
         self.backend = backend or build_backend(self.settings)
         self.store = self.backend.store
+        self._read = _ReadInterrupts(KNOWN_INTERRUPTS)
 
     # --- runs -----------------------------------------------------------
 
@@ -283,20 +290,29 @@ class Parkway:
         Returns ``accepted``, ``already_resolved``, ``expired`` or ``unknown``.
         An answer that does not fit the request raises InvalidAnswer and the
         interrupt stays open with the same token.
+
+        An interrupt this client has listed (or looked up) lately is checked against the request
+        as it read it, and answered in one round trip; any other is looked up first (two).
         """
-        found = self._lookup_with_ref(token, request_id, responder)
+        found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash, ref = found
-        self._check_version(record, ref)
-        request = InterruptRequest.model_validate(record.request)
-        contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
+        record, token_hash = found
         try:
+            self._check_version(record)
+            request = InterruptRequest.model_validate(record.request)
+            contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
             answer = validate_answer(request, selected=selected, value=value, contract=contract)
-        except InvalidAnswer as exc:  # refused: the interrupt stays open, its lifecycle record counts it
+        except (InvalidAnswer, VersionNotReplayed) as exc:
+            # checked against the interrupt as this client read it: one that has ended since gets its
+            # outcome, as from a lookup; one still open is refused, and stays open
             now = now_ms()
-            failure = telemetry.failure(now, "InvalidAnswer", exc.message, record.capture)
-            self.store.refuse(record.run_id, token_hash, record.request_id, failure, now)
+            ended = self._lookup(token, request_id, responder, fresh=True)
+            if isinstance(ended, ResumeResult):
+                return ended
+            if isinstance(exc, InvalidAnswer):  # its lifecycle record counts the refusal
+                failure = telemetry.failure(now, "InvalidAnswer", exc.message, record.capture)
+                self.store.refuse(record.run_id, token_hash, record.request_id, failure, now)
             raise
         entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
@@ -349,15 +365,15 @@ class Parkway:
         log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
         return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
 
-    def _check_version(self, record: InterruptRecord, ref: str) -> None:
+    def _check_version(self, record: InterruptRecord) -> None:
         """Before an answer is committed: compare the version the interrupt was made under with the
         workflow's code here, if this process can load it (else the worker that replays checks).
         A difference is logged; a version the code does not replay raises VersionNotReplayed, and
         the token is not spent."""
-        if not record.version or not ref:
+        if not record.version or not record.ref:
             return
         try:
-            workflow = self._workflow_of(ref)
+            workflow = self._workflow_of(record.ref)
         except WorkflowError:
             return
         if record.node in workflow.nodes:
@@ -485,6 +501,9 @@ class Parkway:
         listing = self.store.list_interrupts(query)
         if wait_ms and not listing.items and status == "pending":
             listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000)
+        if status == "pending":
+            for record in listing.items:
+                self._read.put(record)
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
         return InterruptPage(items=items, next_cursor=listing.next_cursor)
 
@@ -514,7 +533,7 @@ class Parkway:
     def lookup(self, token: str) -> Interrupt | ResumeResult:
         """The interrupt ``token`` can still answer, or the outcome a resume would get now
         (``already_resolved``, ``expired``, ``unknown``); changes nothing."""
-        found = self._lookup(token, None, None)
+        found = self._lookup(token, None, None, fresh=True)
         if isinstance(found, ResumeResult):
             return found
         return self._interrupt(found[0], include_token=False)
@@ -590,16 +609,12 @@ class Parkway:
         self.backend.dispatcher.enqueue(run_id, step, fence)
 
     def _lookup(
-        self, token: str, request_id: str | None, responder: str | None
+        self, token: str, request_id: str | None, responder: str | None, *, fresh: bool = False
     ) -> tuple[InterruptRecord, str] | ResumeResult:
-        """The pending interrupt a token names (and the token's hash), or the outcome that says why there is none."""
-        found = self._lookup_with_ref(token, request_id, responder)
-        return found if isinstance(found, ResumeResult) else found[:2]
-
-    def _lookup_with_ref(
-        self, token: str, request_id: str | None, responder: str | None
-    ) -> tuple[InterruptRecord, str, str] | ResumeResult:
-        """As ``_lookup``, with the run's workflow reference ('' if unknown) third."""
+        """The pending interrupt a token names (and the token's hash), or the outcome that says why
+        there is none. An interrupt this client listed (or looked up) is taken as it read it, without
+        reading it again, unless ``fresh``: an answer's commit checks that it is still the same
+        pending interrupt (its request id, status and expiry) and says why not, as a lookup would."""
         parsed = tokens.parse(token)
         run_id = parsed.run_id
         if request_id is not None:
@@ -611,14 +626,18 @@ class Parkway:
         if request_id is not None and request_id != parsed.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
         token_hash = tokens.hash_token(token)
-        lookup = self.store.lookup(run_id, token_hash, now_ms())
-        record = lookup.interrupt
-        if lookup.outcome != "pending" or record is None:
-            outcome = _LOOKUP_OUTCOMES.get(lookup.outcome, ResumeOutcome.UNKNOWN)
-            return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
+        record = None if fresh else self._read.get(run_id, parsed.request_id)
+        if record is None:
+            lookup = self.store.lookup(run_id, token_hash, now_ms())
+            record = lookup.interrupt
+            if lookup.outcome != "pending" or record is None:
+                self._read.forget(run_id, parsed.request_id)
+                outcome = _LOOKUP_OUTCOMES.get(lookup.outcome, ResumeOutcome.UNKNOWN)
+                return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
+            self._read.put(record)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash, lookup.ref
+        return record, token_hash
 
     def _cancel_interrupt(
         self,
@@ -661,6 +680,7 @@ class Parkway:
         )
         answer = Answer(record, token_hash, request_id, entry, event, now, dispatch, end)
         commit = self.store.resume(run_id, answer)
+        self._read.forget(run_id, record.request_id)  # answered now, or it says why it cannot be
         if commit.outcome is ResumeOutcome.ACCEPTED:
             if dispatch and not commit.handed_off:
                 self._dispatch(run_id, commit.step, commit.fence)
@@ -755,6 +775,32 @@ def read_window(run_id: str, deadline: float | None, timeout: float | None) -> i
 def ends_stream(event_type: str, until: Literal["done", "settled"]) -> bool:
     """Whether a stream read ``until`` ends at an event of this type."""
     return event_type == "done" or (until == "settled" and event_type == "interrupt")
+
+
+class _ReadInterrupts:
+    """The pending interrupts a client read last, at most ``size`` (the oldest read goes first), by
+    run and request id (what a verified token names). Safe to share between threads."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._records: dict[tuple[str, str], InterruptRecord] = {}
+        self._lock = threading.Lock()
+
+    def put(self, record: InterruptRecord) -> None:
+        key = (record.run_id, record.request_id)
+        with self._lock:
+            self._records.pop(key, None)
+            self._records[key] = record
+            if len(self._records) > self._size:
+                del self._records[next(iter(self._records))]
+
+    def get(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        with self._lock:
+            return self._records.get((run_id, request_id))
+
+    def forget(self, run_id: str, request_id: str) -> None:
+        with self._lock:
+            self._records.pop((run_id, request_id), None)
 
 
 _LOOKUP_OUTCOMES = {

@@ -86,9 +86,11 @@ def interrupt_to_blob(record: InterruptRecord) -> bytes:
     return encode([None, *(getattr(record, name) for name in _INTERRUPT_FIELDS[1:])], what="interrupt")
 
 
-def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes, request_id: str) -> InterruptRecord:
+def interrupt_from_blob(
+    run_id: str, workflow: str, token_hash: str, blob: bytes, request_id: str, ref: str = ""
+) -> InterruptRecord:
     """The record ``interrupt_to_blob`` wrote, for the interrupt ``request_id`` (a record written
-    before the id was left out holds it too: that one wins)."""
+    before the id was left out holds it too: that one wins), of a run of ``workflow`` (by ``ref``)."""
     raw = decode(blob, what="interrupt")
     if not isinstance(raw, list) or not len(_INTERRUPT_FIELDS) - _OPTIONAL_TAIL <= len(raw) <= len(_INTERRUPT_FIELDS):
         raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
@@ -96,7 +98,7 @@ def interrupt_from_blob(run_id: str, workflow: str, token_hash: str, blob: bytes
         fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=False))
         fields["request_id"] = fields["request_id"] or request_id
         fields["capture"] = tuple(fields.get("capture", ("input", "output")))
-        return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, **fields)
+        return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, ref=ref, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
 

@@ -183,6 +183,8 @@ class InterruptRecord:
     """what its lifecycle record may hold (``parkway.runtime.telemetry``)"""
     lifecycle: Lifecycle | None = None
     """its lifecycle record, when read with it (``get_interrupt``, listings)"""
+    ref: str = ""
+    """its run's workflow reference (``module:attribute``), when read from the run's records ('' else)"""
 
     @property
     def session(self) -> str | None:
@@ -274,8 +276,6 @@ class Lookup:
 
     outcome: Literal["pending", "resolved", "cancelled", "expired", "unknown"]
     interrupt: InterruptRecord | None = None
-    ref: str = ""
-    """the run's workflow reference ('' once its records are gone)"""
 
 
 @dataclass(frozen=True)

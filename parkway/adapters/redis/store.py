@@ -638,8 +638,9 @@ class RedisStore:
         if len(reply) < 3:
             return Lookup(status)  # type: ignore[arg-type]
         request_id = telemetry.full_id(_text(reply[1]), r)  # the run hash names it without its run id
-        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, b"".join(reply[4:]), request_id)
-        return Lookup(status, record, _text(reply[3]))  # type: ignore[arg-type]
+        blob = b"".join(reply[4:])
+        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, blob, request_id, _text(reply[3]))
+        return Lookup(status, record)  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
         for _ in range(MAX_MOVES):
@@ -1436,7 +1437,8 @@ def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -
         if not parts:
             return None
     token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == held), "")
-    return codec.interrupt_from_blob(run_id, _text(fields.get(b"wf", b"")), token, b"".join(parts), request_id)
+    workflow, ref = _text(fields.get(b"wf", b"")), _text(fields.get(b"ref", b""))
+    return codec.interrupt_from_blob(run_id, workflow, token, b"".join(parts), request_id, ref)
 
 
 MAX_MOVES = 5
