@@ -165,7 +165,7 @@ class RedisStore:
 
     def _run(self, call: ScriptCall) -> Any:
         with translated(call.run_id):
-            return self._scripts[call.name](keys=call.keys, args=call.args)
+            return run_script(self.client, self._scripts[call.name], call.keys, call.args)
 
     @contextmanager
     def around_scripts(self, around: Callable[[ScriptCall, Callable[[], Any]], Any]) -> Iterator[None]:
@@ -1510,6 +1510,41 @@ class _RetryUntil(Retry):
         finally:
             if token is not None:
                 _deadline.reset(token)
+
+
+def run_script(client: redis.Redis, script: Any, keys_: Sequence[Any], args: Sequence[Any]) -> Any:
+    """``script`` (a ``client.register_script``) run on ``keys_`` and ``args``: its EVALSHA sent on a
+    connection of the client's pool and its reply read, on the one path every transition takes.
+
+    What redis-py's own call (``Script.__call__``, then ``execute_command``) does around a command,
+    this does too: the connection's retry (``_RetryUntil`` from ``connect``) retries a failed attempt
+    after dropping the connection, and a script the server does not know (NOSCRIPT: Redis restarted,
+    or SCRIPT FLUSH) is loaded and sent again. What it leaves out (event dispatch, metrics hooks,
+    response callbacks: EVALSHA has none) was a third of a transition's client-side CPU. A
+    connection whose reply may be half read (anything raised but Redis's own error reply) is dropped,
+    never reused. Reads the public ``connection_pool``, ``Connection.send_command``/``read_response``,
+    ``Connection.retry`` and ``Script.sha``/``script``: tests/test_storage.py holds them."""
+    pool = client.connection_pool
+    conn: Any = pool.get_connection()
+    try:
+        def attempt() -> Any:
+            try:
+                conn.send_command("EVALSHA", script.sha, len(keys_), *keys_, *args)
+                return conn.read_response()
+            except rex.NoScriptError:
+                conn.send_command("SCRIPT", "LOAD", script.script)
+                conn.read_response()
+                conn.send_command("EVALSHA", script.sha, len(keys_), *keys_, *args)
+                return conn.read_response()
+
+        return conn.retry.call_with_retry(attempt, lambda error, *_: conn.disconnect(), with_failure_count=True)
+    except rex.ResponseError:
+        raise
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
 
 
 def connect(url: str) -> redis.Redis:

@@ -1,0 +1,85 @@
+"""Every transition is one EVALSHA sent by ``run_script`` on a pooled connection (not through
+redis-py's per-command layers): a script Redis forgot is loaded again, a connection Redis closed is
+replaced, an error reply leaves the connection usable, and the redis-py surface it uses is there."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import redis
+import redis.exceptions as rex
+from redis.retry import Retry
+
+from parkway import Parkway, RunStatus, Settings, StaleFence
+from parkway.adapters.redis.store import RedisStore, run_script
+from parkway.runtime.clock import now_ms
+from tests import flows
+from tests.conftest import SECRET, Closing, Harness
+from tests.procs import RedisServer
+
+
+def _harness(server: RedisServer, closing: Closing) -> Harness:
+    settings = Settings(redis_url=server.url, secret=SECRET)
+    return Harness("redis", closing(Parkway(settings)), settings, closing(redis.Redis.from_url(server.url)))
+
+
+def test_a_transition_whose_script_redis_forgot_loads_it_again(private_redis: RedisServer, closing: Closing) -> None:
+    """SCRIPT FLUSH (as after a Redis restart) between the pause and the answer: resume.lua and the
+    worker's scripts are loaded again on their next call, and the run completes."""
+    harness = _harness(private_redis, closing)
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    assert harness.connection is not None
+    harness.connection.script_flush()
+    assert harness.pw.resume(token, selected="red").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
+
+
+def test_a_transition_on_a_connection_redis_closed_goes_out_on_a_new_one(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    harness = _harness(private_redis, closing)
+    first = harness.pw.start(flows.one_choice, {})
+    assert harness.connection is not None
+    killed = harness.connection.client_kill_filter(_type="normal", skipme=True)
+    assert killed >= 1  # the client's pooled connection, idle since the start
+    second = harness.pw.start(flows.one_choice, {})
+    harness.run_jobs()
+    assert [harness.pw.get_run(r).status for r in (first, second)] == [RunStatus.WAITING] * 2
+
+
+def test_an_error_reply_leaves_the_connection_in_the_pool_and_usable(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """A stale fence is Redis's error reply, read whole: the connection goes back to the pool, and the
+    next transition on it works."""
+    harness = _harness(private_redis, closing)
+    run_id = harness.pw.start(flows.one_choice, {})
+    store = harness.pw.store
+    assert isinstance(store, RedisStore)
+    with pytest.raises(StaleFence):
+        store.begin(run_id, 0, 7, now_ms(), 60_000)  # the run is at fence 0
+    pool = store.client.connection_pool
+    assert len(pool._available_connections) == 1 and not pool._in_use_connections  # type: ignore[attr-defined]
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+
+
+def test_the_redis_py_surface_run_script_uses_is_there(private_redis: RedisServer, closing: Closing) -> None:
+    """What run_script reads of redis-py: Script.sha and .script, the pool's get_connection and
+    release, a connection's send_command, read_response, disconnect and retry (whose call_with_retry
+    takes with_failure_count), and NOSCRIPT raised as NoScriptError, a ResponseError."""
+    client = closing(redis.Redis.from_url(private_redis.url))
+    script = client.register_script("return {KEYS[1], ARGV[1]}")
+    assert isinstance(script.sha, str) and script.script == "return {KEYS[1], ARGV[1]}"
+    for name in ("send_command", "read_response", "disconnect"):
+        assert callable(getattr(redis.Connection, name)), name
+    conn = client.connection_pool.get_connection()
+    assert isinstance(conn.retry, Retry)
+    client.connection_pool.release(conn)
+    assert "with_failure_count" in inspect.signature(Retry.call_with_retry).parameters
+    assert issubclass(rex.NoScriptError, rex.ResponseError)
+    assert run_script(client, script, ["k"], [b"v"]) == [b"k", b"v"]  # loaded on first use (NOSCRIPT)
+    assert run_script(client, script, ["k2"], [3]) == [b"k2", b"3"]
