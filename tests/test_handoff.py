@@ -54,22 +54,27 @@ def test_start_writes_rqs_own_job_hash_and_queue_entry_in_one_round_trip(
     assert ours == _job_hash(redis_client, jobs.job_id(run_id, 0))
 
 
-def test_resume_commits_and_enqueues_the_replay_in_its_second_round_trip(
+def test_resume_commits_and_enqueues_the_replay_in_one_round_trip_or_two_from_a_bare_token(
     pw: Parkway, redis_client: redis.Redis, redis_url: str
 ) -> None:
+    """An interrupt the client listed: the commit (with the job) is the one round trip. A client given
+    only the token looks it up first: two."""
     harness = Harness("redis", pw, pw.settings, redis_client)
     first = harness.start_and_run(flows.one_choice)
     pw.resume(harness.token(first), selected="red")  # warm: the resume script is loaded
-    run_id = harness.start_and_run(flows.one_choice)
-    token = harness.token(run_id)
+    run_id, other = harness.start_and_run(flows.one_choice), harness.start_and_run(flows.one_choice)
+    token, other_token = harness.token(run_id), harness.token(other)
     with sent_commands() as sent:
         result = pw.resume(token, selected="red")
     assert result.accepted
-    assert len(sent) == 2, sent  # lookup, then resume with the job
+    assert len(sent) == 1, sent  # the resume with the job
     fence = pw.store.get_run(run_id, 0).fence  # type: ignore[union-attr]
     assert pw.backend.dispatcher.queue.get_job_ids() == [jobs.job_id(run_id, fence)]  # type: ignore[attr-defined]
+    with Parkway(pw.settings) as cold, sent_commands() as sent:
+        assert cold.resume(other_token, selected="blue").accepted
+    assert len(sent) == 2, sent  # lookup, then resume with the job
     harness.run_jobs()
-    assert pw.get_run(run_id).status is RunStatus.COMPLETED
+    assert pw.get_run(run_id).status is pw.get_run(other).status is RunStatus.COMPLETED
 
 
 @pytest.mark.parametrize("fence", [5, 200, 70_000, 5_000_000_000])
