@@ -91,12 +91,13 @@ def measure(plan: Plan, url: str) -> Section:
         early = sum(r["node_before_return"] for r in pk)
         sec.notes.append(f"resumes whose node started before resume() returned: {early}")
     sec.extra += [
-        f"{plan.latency_n} resumes per run (after 20 warm-up), {plan.runs} runs. One parkway worker; for each run "
-        "of `bench.flows:timed` the client starts it, lists its interrupt with its token (the listing waits on "
-        "the pause feed for the pause), sleeps 10 ms (the worker is back in its blocking dequeue), then calls "
+        f"{plan.latency_n} resumes of each kind per run (after 20 warm-up of each), {plan.runs} runs. One "
+        "parkway worker; for each run of `bench.flows:timed` the client starts it, lists its interrupt with "
+        "its token (the listing waits on the pause feed for the pause), sleeps 10 ms (the worker is back in "
+        "its blocking dequeue), then calls "
         "`resume()`: on every other run the client that listed it (it holds the request, so the commit is the "
         "one round trip), on the others a second client given only the token (it looks the interrupt up "
-        "first: two round trips), as many of each. The node's first line "
+        "first: two round trips). The node's first line "
         "RPUSHes `time.time()` to a Redis list on every attempt; the replay's timestamp minus the time taken just "
         "before `resume()` is called is the latency (same clock, same machine): both ends match the hand-off's, "
         "whose clock starts before `LPUSH` is issued. The time from `resume()` returning is shown beside it.",
