@@ -101,7 +101,18 @@ class RedisServer:
 def flush(client: Any, timeout: float = 300) -> None:
     """Empty the benchmark's own server without blocking it: FLUSHALL ASYNC, then wait until the
     background free is done (a synchronous flush of millions of keys stalls every client for
-    seconds, and memory readings need the free to be over)."""
+    seconds, and memory readings need the free to be over).
+
+    Refuses a server that holds keys in a database other than the client's: that is someone else's
+    Redis (a figure module run on a shared server's URL would wipe, say, the test suite's database
+    under it). ``python -m bench`` starts a redis-server of its own."""
+    own = f"db{client.connection_pool.connection_kwargs.get('db', 0)}"
+    others = sorted(name for name in client.info("keyspace") if name != own)
+    if others:
+        raise RuntimeError(
+            f"refusing to empty a redis-server that holds other databases ({', '.join(others)}): the benchmark "
+            "needs a redis-server of its own (python -m bench starts one)"
+        )
     client.flushall(asynchronous=True)
     deadline = time.monotonic() + timeout
     while int(client.info("memory").get("lazyfree_pending_objects", 0)) > 0:

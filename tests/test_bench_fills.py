@@ -7,11 +7,14 @@ when someone next runs the bench. These run them small, on the test Redis.
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from bench import flows, populate
+from bench.env import flush
 from parkway import Parkway, RunStatus, Settings
 from tests.conftest import SECRET, Closing
+from tests.procs import RedisServer
 
 
 def _pw(redis_url: str) -> Parkway:
@@ -39,3 +42,20 @@ def test_pipelined_and_bulk_fills_index_every_run(redis_client: redis.Redis, red
     replayed = next(i for i in page.items if i.run_id == last)
     assert replayed.request.question == flows.REQUEST["question"]
     assert pw.resume(replayed.resume_token or "", selected=flows.ANSWER).accepted
+
+
+def test_the_benchmarks_flush_refuses_a_server_that_holds_other_databases(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """The figures empty their server (FLUSHALL): one that holds another database is not theirs, and is
+    left alone; one that holds only the client's own database is emptied."""
+    mine = closing(redis.Redis.from_url(private_redis.url))
+    other = closing(redis.Redis.from_url(private_redis.url.rsplit("/", 1)[0] + "/3"))
+    mine.set("bench:key", 1)
+    other.set("someone:else", 1)
+    with pytest.raises(RuntimeError, match=r"holds other databases \(db3\)"):
+        flush(mine)
+    assert other.get("someone:else") == b"1" and mine.get("bench:key") == b"1"
+    other.delete("someone:else")
+    flush(mine)
+    assert mine.dbsize() == 0
