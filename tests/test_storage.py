@@ -203,3 +203,22 @@ def test_the_reconciler_has_redis_drop_the_streams_parks_left_to_expire(tmp_path
             assert all(pw.get_run(r).status is RunStatus.WAITING for r in runs)
     finally:
         server.stop()
+
+
+def test_the_reconcilers_stream_pass_reads_only_run_ids_from_the_pause_feed(private_redis: RedisServer) -> None:
+    """The pause feed is a Redis stream anyone with access can append to: an entry whose run id is
+    not a run id (no match of the id pattern) makes no key; the pass moves past it all the same."""
+    client = redis.Redis.from_url(private_redis.url)
+    try:
+        settings = Settings(redis_url=private_redis.url, secret=SECRET)
+        rt = jobs.install(settings)
+        client.xadd(keys.pauses(), {"w": "w", "r": "run_" + "a" * 32})
+        client.xadd(keys.pauses(), {"w": "w", "r": "x}:evil {y"})
+        last = client.xadd(keys.pauses(), {"w": "w", "r": ""})
+        client.config_resetstat()
+        assert rt.store.reclaim_folded(now_ms() + 60_000, 100) == 3
+        stats = client.info("commandstats")
+        assert stats["cmdstat_exists"]["calls"] == 1  # the one run id's stream, nothing for the others
+        assert client.get(keys.reclaimed()) == last
+    finally:
+        client.close()
