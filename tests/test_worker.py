@@ -370,3 +370,20 @@ def test_any_other_id_names_no_parkway_activation(value: str) -> None:
     """Ids parkway never writes (a fence with a leading zero or not ASCII digits, a run id that is not
     one, another prefix) are not run by their id: the worker reads their hash like any job's."""
     assert jobs.parse_job_id(value) is None
+
+
+def test_a_job_known_by_its_id_alone_cannot_run_without_the_begin_its_worker_sent(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """The executor takes a job without its step only with the begin the worker sent for it (the
+    step is the run's, read by that begin): called without one, it refuses before touching the run."""
+    from parkway.runtime import executor
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    pw = closing(Parkway(settings))
+    run_id = pw.start(flows.one_choice, {})
+    rt = jobs.install(settings)
+    with pytest.raises(ValueError, match="needs the begin its worker sent"):
+        executor.execute(rt.store, rt.options, run_id, None, 0)
+    assert pw.get_run(run_id).status is RunStatus.QUEUED
+    assert executor.execute(rt.store, rt.options, run_id, 0, 0) is executor.JobEnd.WAITING
