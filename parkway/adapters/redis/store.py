@@ -1520,7 +1520,7 @@ def run_script(client: redis.Redis, script: Any, keys_: Sequence[Any], args: Seq
     this does too: the connection's retry (``_RetryUntil`` from ``connect``) retries a failed attempt
     after dropping the connection, and a script the server does not know (NOSCRIPT: Redis restarted,
     or SCRIPT FLUSH) is loaded and sent again. What it leaves out (event dispatch, metrics hooks,
-    response callbacks: EVALSHA has none) was a third of a transition's client-side CPU. A
+    response callbacks: EVALSHA has none) is Python that every transition paid for nothing. A
     connection whose reply may be half read (anything raised but Redis's own error reply) is dropped,
     never reused. Reads the public ``connection_pool``, ``Connection.send_command``/``read_response``,
     ``Connection.retry`` and ``Script.sha``/``script``: tests/test_storage.py holds them."""
