@@ -19,7 +19,7 @@ from parkway.runtime.clock import now_ms
 from parkway.workers import jobs
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import SECRET, Closing, Harness
 from tests.procs import RedisServer
 
 
@@ -222,3 +222,37 @@ def test_the_reconcilers_stream_pass_reads_only_run_ids_from_the_pause_feed(priv
         assert client.get(keys.reclaimed()) == last
     finally:
         client.close()
+
+
+def test_events_put_back_after_the_parked_stream_is_gone_live_as_long_as_the_run(harness: Harness) -> None:
+    """A parked run whose stream Redis has dropped (FOLD_WAKE_MS after the park) expires: the expiry
+    puts its folded events back in a new stream and appends its own. That stream is under the run's
+    remaining life (expire.lua renews nothing itself), not a key without a TTL, and reads whole."""
+    client = _client(harness)
+    run_id = harness.start_and_run(flows.one_choice, {}, ttl_ms=1000)  # the pause takes the run's TTL
+    assert client.hexists(keys.run(run_id), keys.folded_event_field(0))
+    time.sleep(keys.FOLD_WAKE_MS / 1000 + 0.2)
+    assert not client.exists(keys.events(run_id))  # gone with its wake copy
+    reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
+    assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
+    stream, run = client.pttl(keys.events(run_id)), client.pttl(keys.run(run_id))
+    assert 0 < stream <= run, (stream, run)
+    types = [e.type for e in harness.pw.store.read_events(run_id, "0", None, 100)]
+    assert types == ["run.started", "node.started", "interrupt", "interrupt.expired", "done"]
+
+
+def test_a_run_whose_stream_was_lost_gets_one_back_under_its_ttl_when_a_node_begins(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """Begin appends node.started to a stream that may no longer exist (dropped by hand, or by Redis
+    under memory pressure): the stream it makes lives as long as the run's records, never without a
+    TTL, even if the attempt then dies before any other transition renews it. (On Redis: no worker
+    runs the queued job before the test begins it by hand.)"""
+    harness = Harness("redis", closing(Parkway(Settings(redis_url=redis_url, secret=SECRET))), Settings(), redis_client)
+    client = redis_client
+    run_id = harness.pw.start(flows.one_choice, {})
+    client.delete(keys.events(run_id))
+    now = now_ms()
+    harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)  # and the attempt dies here
+    stream, run = client.pttl(keys.events(run_id)), client.pttl(keys.run(run_id))
+    assert 0 < stream <= run, (stream, run)
