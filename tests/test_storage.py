@@ -117,7 +117,8 @@ def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness)
 def test_a_parked_run_with_an_event_over_64_bytes_keeps_its_stream_and_its_compact_hash(harness: Harness) -> None:
     """Park folds a run's events into its hash only if each fits in 64 bytes: an input of ~50
     bytes (a listpack value itself) makes run.started longer, so the events stay in the stream and
-    the hash stays a listpack; stream() reads them the same."""
+    the hash stays a listpack; stream() reads them the same. The stream kept is rebuilt at its
+    real size (Redis 7 allocates a new stream's first node at 4 KiB however few entries it holds)."""
     if harness.kind != "redis":
         pytest.skip("fakeredis does not model Redis's encodings")
     client = _client(harness)
@@ -126,6 +127,7 @@ def test_a_parked_run_with_an_event_over_64_bytes_keeps_its_stream_and_its_compa
     assert not client.hexists(keys.run(run_id), keys.folded_event_field(0))
     assert client.xlen(keys.events(run_id)) == 3 and client.pttl(keys.events(run_id)) > keys.FOLD_WAKE_MS
     assert client.object("encoding", keys.run(run_id)) == b"listpack"
+    assert client.memory_usage(keys.events(run_id), samples=0) < 2048
     events = harness.pw.store.read_events(run_id, "0", None, 100)
     assert [e.type for e in events] == ["run.started", "node.started", "interrupt"]
 

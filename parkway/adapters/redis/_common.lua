@@ -86,19 +86,21 @@ end
 -- none are folded). Those the stream still holds (within FOLD_WAKE_MS of the park) stay; an entry
 -- someone appended to the stream behind parkway's back wins: folded entries not newer than it are
 -- dropped (a stream's ids only grow).
+local FOLDED = {}
+for i = 0, FOLD_MAX - 1 do FOLDED[#FOLDED + 1] = '~' .. i end
 local function unfold(run, stream)
-  local i = 0
-  local entry = redis.call('HGET', run, '~0')
-  if not entry then return end
-  while entry do
+  if not redis.call('HGET', run, '~0') then return end  -- the usual case: nothing folded
+  local got = redis.call('HMGET', run, unpack(FOLDED))
+  local held = {}
+  for i, entry in ipairs(got) do  -- in order, up to the first field not there
+    if not entry then break end
     local sp = string.find(entry, ' ', 1, true)
     local n = string.byte(entry, sp + 1)
     redis.pcall('XADD', stream, string.sub(entry, 1, sp - 1), 't', string.sub(entry, sp + 2, sp + 1 + n),
       'd', string.sub(entry, sp + 2 + n))
-    redis.call('HDEL', run, '~' .. i)
-    i = i + 1
-    entry = redis.call('HGET', run, '~' .. i)
+    held[i] = FOLDED[i]
   end
+  redis.call('HDEL', run, unpack(held))
   local left = redis.call('PTTL', run)
   if left > 0 then redis.call('PEXPIRE', stream, left) end
 end

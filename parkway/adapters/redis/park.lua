@@ -47,14 +47,15 @@ for i = anc, #KEYS - 1, 5 do xadd_run(KEYS[i + 1], KEYS[i], ARGV[12], 'interrupt
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
 local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[#KEYS]})
--- Redis 7.0 allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries
--- it holds; a parked run may wait for hours, so its stream is rebuilt at its real size
-local stream = redis.call('DUMP', KEYS[4])
-redis.call('DEL', KEYS[4])
-redis.call('RESTORE', KEYS[4], 0, stream)
--- and its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold
--- in _common.lua); else the stream lives as long as the run
-if not fold(KEYS[1], KEYS[4]) then redis.call('PEXPIRE', KEYS[4], held) end
+-- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold in
+-- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
+-- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
+-- and a parked run may wait for hours
+if not fold(KEYS[1], KEYS[4]) then
+  local stream = redis.call('DUMP', KEYS[4])
+  redis.call('DEL', KEYS[4])
+  redis.call('RESTORE', KEYS[4], held, stream)
+end
 keep_summary(KEYS[8], held, ARGV[15])
 keep_ancestors(anc, #KEYS - 1, held, ARGV[15])
 return fence
