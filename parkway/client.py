@@ -297,17 +297,17 @@ class Parkway:
         found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash = found
+        record, token_hash, read_now = found
         try:
             self._check_version(record)
             request = InterruptRequest.model_validate(record.request)
             contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
             answer = validate_answer(request, selected=selected, value=value, contract=contract)
         except (InvalidAnswer, VersionNotReplayed) as exc:
-            # checked against the interrupt as this client read it: one that has ended since gets its
-            # outcome, as from a lookup; one still open is refused, and stays open
+            # checked against the interrupt as this client read it earlier: one that has ended since
+            # gets its outcome, as from a lookup; one still open is refused, and stays open
             now = now_ms()
-            ended = self._lookup(token, request_id, responder, fresh=True)
+            ended = None if read_now else self._lookup(token, request_id, responder, fresh=True)
             if isinstance(ended, ResumeResult):
                 return ended
             if isinstance(exc, InvalidAnswer):  # its lifecycle record counts the refusal
@@ -404,7 +404,7 @@ class Parkway:
         found = self._lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash = found
+        record, token_hash, _ = found
         return self._cancel_interrupt(record, token_hash, reason, responder)
 
     def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
@@ -610,11 +610,12 @@ class Parkway:
 
     def _lookup(
         self, token: str, request_id: str | None, responder: str | None, *, fresh: bool = False
-    ) -> tuple[InterruptRecord, str] | ResumeResult:
-        """The pending interrupt a token names (and the token's hash), or the outcome that says why
-        there is none. An interrupt this client listed (or looked up) is taken as it read it, without
-        reading it again, unless ``fresh``: an answer's commit checks that it is still the same
-        pending interrupt (its request id, status and expiry) and says why not, as a lookup would."""
+    ) -> tuple[InterruptRecord, str, bool] | ResumeResult:
+        """The pending interrupt a token names, the token's hash, and whether the interrupt was read
+        from the store now; or the outcome that says why there is none. An interrupt this client
+        listed (or looked up) is taken as it read it, without reading it again, unless ``fresh``: an
+        answer's commit checks that it is still the same pending interrupt (its request id, status
+        and expiry) and says why not, as a lookup would."""
         parsed = tokens.parse(token)
         run_id = parsed.run_id
         if request_id is not None:
@@ -627,6 +628,7 @@ class Parkway:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
         token_hash = tokens.hash_token(token)
         record = None if fresh else self._read.get(run_id, parsed.request_id)
+        read_now = record is None
         if record is None:
             lookup = self.store.lookup(run_id, token_hash, now_ms())
             record = lookup.interrupt
@@ -637,7 +639,7 @@ class Parkway:
             self._read.put(record)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash
+        return record, token_hash, read_now
 
     def _cancel_interrupt(
         self,

@@ -13,7 +13,7 @@ from parkway.client import _ReadInterrupts
 from parkway.runtime.store import InterruptRecord
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
-from tests.procs import RedisServer
+from tests.procs import RedisServer, sent_commands
 
 
 def _scripts_run(client: redis.Redis) -> int:
@@ -105,3 +105,21 @@ def test_a_client_keeps_the_interrupts_it_read_last_up_to_its_bound() -> None:
     assert read.get("run1", "req3") is None  # a run's own interrupt only
     read.forget("run1", "req1")
     assert read.get("run1", "req1") is None
+
+
+def test_a_wrong_answer_is_refused_after_one_read_of_the_interrupt(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """A bare token and a wrong answer: the lookup, then the refusal (its lifecycle record counts it);
+    no second read. From what the client listed: the one read is the check that it is still open."""
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    lister, cold = closing(Parkway(settings)), closing(Parkway(settings))
+    harness = Harness("redis", lister, settings, redis_client)
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    for client in (cold, lister):
+        with sent_commands() as sent, pytest.raises(InvalidAnswer):
+            client.resume(token, selected="green")
+        assert len(sent) == 2, sent
+    interrupt = lister.get_interrupt(lister.list_interrupts(run_id=run_id).items[0].request_id)
+    assert interrupt.lifecycle is not None and interrupt.lifecycle.failures == 2
