@@ -19,7 +19,6 @@ from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
 from ..runtime.protocol import RunStatus
 from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
 from .redis import keys
-from .redis.keys import lifecycle_field
 
 DEFAULT_MAX_BYTES = 1 << 20
 
@@ -354,7 +353,7 @@ def lifecycle_from(
             reason=failed.get("why", end.get("why")),
             answer=end.get("a"),
             request=created.get("q"),
-            failures=int(summary.get(lifecycle_field("f", request_id, run_id).encode(), 0)),
+            failures=int(summary.get(keys.lifecycle_field("f", request_id, run_id).encode(), 0)),
             last_failure=last.get("why"),
             last_failure_at=last.get("t"),
         )
@@ -366,7 +365,7 @@ def lifecycle_part(summary: Mapping[bytes, bytes], kind: str, request_id: str, r
     """One part of a lifecycle record ({} if none), joined from its 64-byte pieces ``<field>:<i>``
     (``hset_parts`` in ``_common.lua``)."""
     pieces: list[bytes] = []
-    base = lifecycle_field(kind, request_id, run_id) + ":"
+    base = keys.lifecycle_field(kind, request_id, run_id) + ":"
     while (piece := summary.get(f"{base}{len(pieces)}".encode())) is not None:
         pieces.append(piece)
     return _mapping(decode(b"".join(pieces), what="interrupt lifecycle")) if pieces else {}

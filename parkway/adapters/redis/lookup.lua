@@ -4,7 +4,8 @@
 -- KEYS: 1 run, 2 summary
 -- ARGV: 1 token field, 2 now, 3 prefix of the status field
 -- Returns {status}, {status, request id}, or, when the run holds the interrupt's record,
--- {status, request id, workflow, workflow reference, the record's parts in order}.
+-- {status, request id, workflow, workflow reference, the record's parts in order}; the request id
+-- as the run hash names it (keys.held_id: without its run id; telemetry.full_id reads it back).
 local req = redis.call('HGET', KEYS[1], ARGV[1])
 if not req then
   if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2]) == 1 then return {'expired'} end

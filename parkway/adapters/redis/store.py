@@ -1537,7 +1537,7 @@ def run_script(client: redis.Redis, script: Any, keys_: Sequence[Any], args: Seq
                 conn.send_command("EVALSHA", script.sha, len(keys_), *keys_, *args)
                 return conn.read_response()
 
-        return conn.retry.call_with_retry(attempt, lambda error, *_: conn.disconnect(), with_failure_count=True)
+        return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
     except rex.ResponseError:
         raise
     except BaseException:
