@@ -258,3 +258,25 @@ def test_a_run_whose_stream_was_lost_gets_one_back_under_its_ttl_when_a_node_beg
     harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)  # and the attempt dies here
     stream, run = client.pttl(keys.events(run_id)), client.pttl(keys.run(run_id))
     assert 0 < stream <= run, (stream, run)
+
+
+@pytest.mark.parametrize("extra", ["eight more events", "one not parkway's"])
+def test_park_folds_only_a_few_events_of_parkways_own_shape(harness: Harness, extra: str) -> None:
+    """Park moves a run's events into its hash only when there are at most FOLD_MAX of them, each
+    parkway's own (type and data): more, or one appended by something else, and the stream stays
+    whole, as written, and reads the same."""
+    if harness.kind == "embedded":
+        pytest.skip("the embedded worker parks the run before the test can append to its stream")
+    client = _client(harness)
+    run_id = harness.pw.start(flows.one_choice, {})
+    stream = keys.events(run_id)
+    if extra == "eight more events":
+        for _ in range(keys.FOLD_MAX):
+            client.xadd(stream, {"t": "note", "d": codec.encode({}, what="event")})
+    else:
+        client.xadd(stream, {"someone": "else"})
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+    assert not client.hexists(keys.run(run_id), keys.folded_event_field(0))
+    expected = 3 + (keys.FOLD_MAX if extra == "eight more events" else 1)
+    assert client.xlen(stream) == expected and client.pttl(stream) > keys.FOLD_WAKE_MS
