@@ -63,7 +63,8 @@ end
 -- would leave them blocked. Readers read both, an entry once (store.read_events); whatever appends
 -- to the run's stream unfolds first (xadd_run): the entries go back with their ids (those still in
 -- the stream stay), so the stream reads as if it had never moved.
--- FOLD_MAX and FOLD_WAKE_MS are keys.py's, set above this file when a script is loaded (store._source).
+local FOLD_MAX = 8
+local FOLD_WAKE_MS = 1000
 local function fold(run, stream)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end

@@ -210,12 +210,11 @@ PART_BYTES = 64
 
 
 FOLD_MAX = 8
-"""the most events a parked run keeps in its hash instead of its stream (every script has it as
-``FOLD_MAX``: store._source sets it)"""
+"""the most events a parked run keeps in its hash instead of its stream (``FOLD_MAX`` in _common.lua)"""
 FOLD_WAKE_MS = 1000
 """how long a parked run's stream outlives the park that copied its events into its hash, so the
-readers blocked on it are served the interrupt event (every script has it as ``FOLD_WAKE_MS``:
-store._source sets it); the reconciler then has Redis drop it (``Store.reclaim_folded``)"""
+readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua); the
+reconciler then has Redis drop it (``Store.reclaim_folded``)"""
 RECLAIM_MARGIN_MS = 1000
 """how much longer the reconciler waits before it touches a parked run's stream: the pause feed's
 ids are Redis's clock, ``now`` the worker's"""

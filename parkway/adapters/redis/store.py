@@ -98,8 +98,7 @@ def _source(name: str) -> str:
     folder = resources.files(__package__)
     shared = ["_common.lua", "_session.lua"] if name.startswith("session_") else ["_common.lua"]
     parts = [*shared, f"{name}.lua", *([_FOLLOWED_BY[name]] if name in _FOLLOWED_BY else [])]
-    constants = f"local FOLD_MAX = {keys.FOLD_MAX}\nlocal FOLD_WAKE_MS = {keys.FOLD_WAKE_MS}"  # one source: keys.py
-    return "\n".join([constants, *(folder.joinpath(part).read_text() for part in parts)])
+    return "\n".join(folder.joinpath(part).read_text() for part in parts)
 
 
 @dataclass(frozen=True)
