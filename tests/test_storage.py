@@ -257,7 +257,7 @@ def test_a_run_whose_stream_was_lost_gets_one_back_under_its_ttl_when_a_node_beg
     now = now_ms()
     harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)  # and the attempt dies here
     stream, run = client.pttl(keys.events(run_id)), client.pttl(keys.run(run_id))
-    assert 0 < stream <= run, (stream, run)
+    assert 0 < stream <= run + 50, (stream, run)  # read one after the other: a few ms apart
 
 
 @pytest.mark.parametrize("extra", ["eight more events", "one not parkway's"])
