@@ -9,8 +9,9 @@ metric                                 type       counted by
 =====================================  =========  ============================================
 ``parkway_interrupts_pending``         gauge      ``workflow``: unexpired pending interrupts,
                                                   a ZLEXCOUNT of the workflow's expiring index
-                                                  at scrape time (for every workflow that ever
-                                                  parked: park.lua adds it to ``pw:workflows``)
+                                                  at scrape time (for every workflow that parked
+                                                  and still has an interrupt in an index:
+                                                  ``pw:workflows``)
 ``parkway_resume_wait_seconds``        histogram  resume.lua: from the interrupt's creation to
                                                   its accepted answer (or cancellation)
 ``parkway_resumes_total``              counter    ``outcome``: ``accepted`` by resume.lua (any

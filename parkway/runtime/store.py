@@ -504,6 +504,11 @@ class Store(Protocol):
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         """Take (or keep) the reconciler lock for ``ttl_ms``."""
 
+    def prune_idle(self, now: int) -> list[str]:
+        """Drop the cross-run records no run holds any more at ``now`` (closed interrupts past the
+        retention, workflows with no interrupt left, the pause feed once none is left), so an idle
+        deployment returns to its fixed keys; the workflows it forgot."""
+
     def reclaim_folded(self, now: int, limit: int) -> int:
         """Have the store free what the parks before ``now`` left to expire (a parked run's stream,
         kept a moment for its blocked readers); how many parks it looked at."""

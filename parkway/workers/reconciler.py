@@ -8,6 +8,9 @@ One pass looks at what the store says is due and acts:
 - an *outbox* entry older than a few seconds whose job is no longer pending
   (a resume accepted but never enqueued, a job lost with its worker before it
   began) -> move the run to a new fence and enqueue it;
+- what no run holds any more (closed interrupts past the retention, a workflow with no
+  interrupt left, the pause feed once no workflow has one) -> drop it, so an idle deployment
+  returns to its fixed keys (``Store.prune_idle``);
 - a parked run's stream past the moment its park left it for its blocked readers -> read, so
   Redis drops it now (``Store.reclaim_folded``);
 - an interrupt past its TTL -> record ``interrupt.expired`` and apply its
@@ -96,6 +99,8 @@ def reconcile_once(
             if expiry.action in ("cancel", "answer", "timer"):  # the run goes on: its node replays
                 dispatcher.enqueue(entry.run_id, expiry.step, expiry.fence)
     store.reclaim_folded(now, limit * 5)
+    for workflow in store.prune_idle(now):
+        log.info("workflow_idle", workflow=workflow)
     return report
 
 

@@ -99,13 +99,16 @@ key                         type    TTL       holds
                                               cancelled | expired), one member each: the end time (6
                                               bytes, big-endian) and the request id (``<run id>/<req>``
                                               for one that does not carry its run id); pruned past
-                                              the retention by the scripts that add to it
+                                              the retention by the scripts that add to it and by
+                                              the reconciler (``Store.prune_idle``): gone once empty
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
-                                              what ``list_interrupts(wait_ms=)`` blocks on
+                                              what ``list_interrupts(wait_ms=)`` blocks on; deleted
+                                              by the reconciler once ``pw:workflows`` is empty
 ``pw:reclaimed``            string  none      the pause feed's id up to which the reconciler has
                                               touched the parked runs' streams past their
-                                              ``FOLD_WAKE_MS`` (``Store.reclaim_folded``)
+                                              ``FOLD_WAKE_MS`` (``Store.reclaim_folded``); deleted
+                                              with the pause feed
 ``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
                                               begun, by time; the reconciler redispatches old ones
 ``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
@@ -116,9 +119,11 @@ key                         type    TTL       holds
                                               ``recovered`` (recover), ``deferred`` (release),
                                               ``resumes:accepted``, ``wait:<le seconds | +Inf>``
                                               and ``wait:sum_ms`` (resume); a few dozen fields
-``pw:workflows``            set     none      names of workflows that ever parked (park): whose
+``pw:workflows``            set     none      names of workflows that parked (park): whose
                                               indexes a listing of all workflows merges, the
-                                              reconciler scans and /metrics counts
+                                              reconciler scans and /metrics counts; a workflow
+                                              none of whose indexes holds a member leaves it
+                                              (the reconciler: ``Store.prune_idle``)
 ``pw:{S}:s``                 hash    S         a session: agent (workflow ref), wf, owner, tenant, head
                                               (active message id), ttl, created, updated
 ``pw:{S}:m``                 hash    S         message id -> message (role, content, run, at)

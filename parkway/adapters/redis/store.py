@@ -77,6 +77,7 @@ _SCRIPTS = (
     "fork",
     "refuse",
     "close_raced",
+    "prune",
     "session_open",
     "session_send",
     "session_settle",
@@ -943,6 +944,24 @@ class RedisStore:
             pipe.set(keys.reclaimed(), entries[-1][0])
             pipe.execute()
         return len(entries)
+
+    def prune_idle(self, now: int) -> list[str]:
+        """Drop what no run holds any more (``prune.lua``): each workflow's closed interrupts past
+        the retention; a workflow with none left in any index; the pause feed once no workflow is
+        left. The workflows it forgot. Two round trips, one script per workflow."""
+        floor = codec.time_floor(max(0, now - self.limits.retention_ms))
+        with translated():
+            workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
+            if not workflows:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            for wf in workflows:
+                closed = [keys.closed_index(status, wf) for status in telemetry.CLOSED_STATUSES]
+                call = ScriptCall("prune", None, [keys.workflows(), *self._index_keys(wf), *closed,
+                                                  keys.pauses(), keys.reclaimed()], [wf, floor])
+                self.queue_script(pipe, call)
+            pruned = pipe.execute()
+        return [wf for wf, gone in zip(workflows, pruned, strict=True) if gone]
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         with translated():
