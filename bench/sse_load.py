@@ -42,7 +42,7 @@ KEY = "bench-key-" + "b" * 30
 def _api_server(url: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "PARKWAY_REDIS_URL": url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-           "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine"}
+           "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine", "PARKWAY_WORKFLOWS": "tests"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(port),
          "--log-level", "warning", "--no-access-log"],

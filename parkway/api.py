@@ -628,13 +628,20 @@ class _EventReader:
 def app_from_env() -> FastAPI:
     """The app as ``uvicorn --factory parkway.api:app_from_env`` (and ``parkway serve``) builds it:
     settings from ``PARKWAY_*``; keys from ``PARKWAY_API_KEYS`` (required unless
-    ``PARKWAY_API_NO_AUTH=1``)."""
+    ``PARKWAY_API_NO_AUTH=1``); ``PARKWAY_WORKFLOWS`` required: a caller names a workflow, and only
+    the operator's modules (and their submodules) may be imported for it, never what happens to
+    lie in the working directory."""
     settings = Settings.from_env()
     raw = os.environ.get("PARKWAY_API_KEYS", "")
     if not raw and os.environ.get("PARKWAY_API_NO_AUTH") != "1":
         raise ConfigError(
             "parkway serve needs PARKWAY_API_KEYS (see parkway.api), or PARKWAY_API_NO_AUTH=1 for a server "
             "only this machine can reach"
+        )
+    if settings.workflows is None:
+        raise ConfigError(
+            "parkway serve needs PARKWAY_WORKFLOWS (or --workflows): the modules whose workflows HTTP callers "
+            "may start; it imports nothing else on a caller's request"
         )
     return create_app(Parkway(settings), parse_keys(raw) if raw else None, close_client=True)
 

@@ -717,6 +717,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ["PARKWAY_REDIS_URL"] = args.redis_url  # the app reads its settings as uvicorn's factory does
     if args.no_auth:
         os.environ["PARKWAY_API_NO_AUTH"] = "1"
+    if args.workflows:
+        os.environ["PARKWAY_WORKFLOWS"] = args.workflows
     app = app_from_env()
     print(f"parkway serve: http://{args.host}:{args.port} (docs at /docs, live page at /ui)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
@@ -1098,8 +1100,11 @@ def _add_serve(sub: Subcommands) -> None:
         cmd_serve,
         "API keys come hashed from PARKWAY_API_KEYS (<sha256 of the key>=<system|machine|user>[:owner[:tenant]],\n"
         "comma-separated); `parkway serve --hash-key KEY` prints a key's hash. Without keys it refuses to\n"
-        "start unless --no-auth. Routes: /v1/runs, /v1/interrupts, /v1/resume, /ui, /a/<link>, /healthz, /docs.\n"
-        "exit status: 0 stopped, 1 error (no Redis, no keys)",
+        "start unless --no-auth. It needs --workflows (or PARKWAY_WORKFLOWS): callers start workflows of\n"
+        "those modules only, and it imports no other module on a caller's request.\n"
+        "Routes: /v1/runs, /v1/interrupts, /v1/resume, /ui, /a/<link>, /healthz, /docs.\n"
+        "exit status: 0 stopped, 1 error (no Redis, no keys, no --workflows)",
+        imports=True,
     )
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")

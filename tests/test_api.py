@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,16 +31,18 @@ USER_KEY = "user-key-" + "u" * 24
 class Server:
     """`uvicorn --factory parkway.api:app_from_env` in a process of its own."""
 
-    def __init__(self, redis_url: str, extra_keys: str = "") -> None:
+    def __init__(self, redis_url: str, extra_keys: str = "", *, cwd: Path = ROOT, **env_vars: str) -> None:
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-               "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine,{hash_key(USER_KEY)}=user:ana:acme{extra_keys}"}
+               "PARKWAY_WORKFLOWS": "tests",
+               "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine,{hash_key(USER_KEY)}=user:ana:acme{extra_keys}",
+               **env_vars}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(self.port),
              "--host", "127.0.0.1"],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         self.url = f"http://127.0.0.1:{self.port}"
         wait_for(self._up, 30, "the API server to answer")

@@ -34,12 +34,16 @@ def test_replay_reports_consistent_or_nondeterministic_by_exit_status(
 
 
 def test_serve_answers_health_and_refuses_without_keys(redis_url: str, redis_client: redis.Redis) -> None:
-    """`parkway serve` without keys refuses to start; with a key it serves /healthz and /v1 for the key."""
+    """`parkway serve` without keys, or without the workflows it may import, refuses to start; with both
+    it serves /healthz and /v1 for the key."""
     refused = parkway("serve", "--port", str(free_port()), env=_env(PARKWAY_REDIS_URL=redis_url))
     assert refused.returncode == 1 and "PARKWAY_API_KEYS" in refused.stderr
     port = free_port()
     env = _env(PARKWAY_REDIS_URL=redis_url, PARKWAY_API_KEYS=f"{hash_key('k' * 32)}=machine")
-    proc = subprocess.Popen([sys.executable, "-m", "parkway.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+    unlisted = parkway("serve", "--port", str(port), env=env)
+    assert unlisted.returncode == 1 and "PARKWAY_WORKFLOWS" in unlisted.stderr  # it would import what callers name
+    proc = subprocess.Popen([sys.executable, "-m", "parkway.cli", "serve", "--port", str(port), "--workflows", "tests"],
+                            cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         def up() -> bool:

@@ -171,7 +171,7 @@ class WorkflowModules:
             raise WorkflowUnavailable(
                 f"cannot import {module_name!r} for workflow {ref!r}: {exc}{_path_hint()}", module=module_name
             ) from exc
-        except Exception as exc:  # the module's own code failed (a half-done deploy): maybe not for long
+        except BaseException as exc:  # noqa: BLE001 - its own code failed (a half-done deploy, a sys.exit)
             raise WorkflowUnavailable(
                 f"importing {module_name!r} for workflow {ref!r} raised {type(exc).__name__}: {exc}", module=module_name
             ) from exc
