@@ -110,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rediscost": lambda: figures.rediscost.measure(plan, server.url),
             "workers": lambda: figures.workers.measure(plan, server.url),
             "profile": lambda: figures.profile.measure(plan, server.url),
+            "startup": lambda: figures.startup.measure(plan, server.url),
         }
         # the listing fill gives figure 4 its bulk rows, so it runs first of the two
         order = [f for f in FIGURES if f in chosen]

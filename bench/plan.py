@@ -41,6 +41,9 @@ TARGETS = {
     "cost": 1.25,  # cycle cost <= 1.25x the RQ floor run by parkway's worker class
     "latency": 3.0,  # resume p99, resume() called -> node's first line, < 3x LPUSH issued -> BLPOP returned p99
     "listing": 2.0,  # list_interrupts p99 at 1,000,000 pending <= 2x its p99 at 1,000
+    # issue 23's start times, seconds (p50)
+    "start parkway --help": 0.3,
+    "start parkway interrupts": 0.6,
 }
 
 

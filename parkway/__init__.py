@@ -5,146 +5,28 @@ a person and ends the job; a resume token answers the pause exactly once and
 the node replays with its hooks returning what they recorded.
 """
 
-from .aio import AsyncParkway
-from .client import Parkway
-from .config import Settings
-from .runtime.agents import add_message, use_model, use_tool
-from .runtime.contracts import Contract
-from .runtime.errors import (
-    BranchBusy,
-    BranchParked,
-    ChildFailed,
-    ConfigError,
-    CorruptRecord,
-    InterruptCancelled,
-    InterruptNotFound,
-    InvalidAnswer,
-    InvalidId,
-    MalformedResume,
-    NondeterminismError,
-    ParkwayError,
-    PayloadTooLarge,
-    RunGone,
-    RunNotFound,
-    SessionDenied,
-    SessionError,
-    SessionNotFound,
-    StaleFence,
-    StoreError,
-    StoreUnavailable,
-    ToolError,
-    ValidationError,
-    VersionNotReplayed,
-    WaitTimeout,
-    WorkflowError,
-    WorkflowUnavailable,
-)
-from .runtime.hooks import (
-    First,
-    ParkwayWarning,
-    complete_response,
-    emit,
-    idempotency_key,
-    use_first,
-    use_interrupt,
-    use_node_state,
-    use_now,
-    use_stable_id,
-    use_step,
-    use_workflow,
-    use_workflow_state,
-)
-from .runtime.protocol import (
-    CancelOutcome,
-    CancelResult,
-    Event,
-    Interrupt,
-    InterruptLifecycle,
-    InterruptPage,
-    InterruptRequest,
-    Option,
-    ResumeOrStartResult,
-    ResumeOutcome,
-    ResumeResult,
-    Run,
-    RunStatus,
-)
-from .runtime.reasoning import ModelProvider, ScriptedModel, use_reason
-from .runtime.resume import parse_resume_metadata
-from .runtime.sessions import Caller
-from .runtime.workflow import Result, Retry, Workflow
-from .sessions import Cleared, Sent, SessionView
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "AsyncParkway",
-    "BranchBusy",
-    "BranchParked",
-    "Caller",
-    "CancelOutcome",
-    "CancelResult",
-    "ChildFailed",
-    "Cleared",
-    "ConfigError",
-    "Contract",
-    "CorruptRecord",
-    "Event",
-    "First",
-    "Interrupt",
-    "InterruptCancelled",
-    "InterruptLifecycle",
-    "InterruptNotFound",
-    "InterruptPage",
-    "InterruptRequest",
-    "InvalidAnswer",
-    "InvalidId",
-    "MalformedResume",
-    "ModelProvider",
-    "NondeterminismError",
-    "Option",
-    "Parkway",
-    "ParkwayError",
-    "ParkwayWarning",
-    "PayloadTooLarge",
-    "Result",
-    "ResumeOrStartResult",
-    "ResumeOutcome",
-    "ResumeResult",
-    "Retry",
-    "Run",
-    "RunGone",
-    "RunNotFound",
-    "RunStatus",
-    "ScriptedModel",
-    "Sent",
-    "SessionDenied",
-    "SessionError",
-    "SessionNotFound",
-    "SessionView",
-    "Settings",
-    "StaleFence",
-    "StoreError",
-    "StoreUnavailable",
-    "ToolError",
-    "ValidationError",
-    "VersionNotReplayed",
-    "WaitTimeout",
-    "Workflow",
-    "WorkflowError",
-    "WorkflowUnavailable",
-    "add_message",
-    "complete_response",
-    "emit",
-    "idempotency_key",
-    "parse_resume_metadata",
-    "use_first",
-    "use_interrupt",
-    "use_model",
-    "use_node_state",
-    "use_now",
-    "use_reason",
-    "use_stable_id",
-    "use_step",
-    "use_tool",
-    "use_workflow",
-    "use_workflow_state",
-]
+if TYPE_CHECKING:
+    from ._public import *  # noqa: F403
+    from ._public import __all__ as __all__
+
+
+def __getattr__(name: str) -> Any:
+    """Load the public surface on first use: a command such as ``parkway --help`` that needs none
+    of it starts without importing redis, rq, pydantic or structlog."""
+    probing = name.startswith("_") and name != "__all__"  # the import machinery's questions
+    if probing or importlib.util.find_spec(f"{__name__}.{name}") is not None:  # `from . import links`
+        raise AttributeError(f"module 'parkway' has no attribute {name!r}")
+    _public = importlib.import_module("parkway._public")
+    if name != "__all__" and name not in _public.__all__:
+        raise AttributeError(f"module 'parkway' has no attribute {name!r}")
+    globals().update({n: getattr(_public, n) for n in _public.__all__}, __all__=_public.__all__)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    _public = importlib.import_module("parkway._public")
+    return sorted(set(globals()) | set(_public.__all__))

@@ -15,26 +15,19 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, NoReturn, TextIO, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import logs, session_cli
-from .client import Parkway
-from .config import DEFAULT_TTL_MS, Settings
-from .runtime.contracts import Contract
+from .adapters.limits import DEFAULT_TTL_MS
 from .runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
-from .runtime.protocol import (
-    CancelOutcome,
-    Event,
-    Interrupt,
-    InterruptRequest,
-    ResumeOutcome,
-    Run,
-    RunStatus,
-    check_event_id,
-)
-from .runtime.resume import validate_answer
-from .runtime.store import StoredEvent
+from .session_cli import add as add_session_commands
+
+if TYPE_CHECKING:  # the command's start stays light: what a command needs, it imports when it runs
+    from .client import Parkway
+    from .config import Settings
+    from .runtime.contracts import Contract
+    from .runtime.protocol import Event, Interrupt, InterruptRequest, Run
+    from .runtime.store import StoredEvent
 
 DEMO_INPUT = {"title": "Quarterly report"}
 
@@ -56,6 +49,8 @@ NEEDS_REDIS = (
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    from .config import Settings
+
     return Settings.from_env(
         redis_url=getattr(args, "redis_url", None), workflows=getattr(args, "workflows", None), **overrides
     )
@@ -67,6 +62,8 @@ def _client(args: argparse.Namespace, *, embedded: bool = False, redis_only: boo
         settings = settings.with_(redis_url=None)
     elif redis_only and settings.embedded:
         raise ConfigError(f"parkway {args.command} {NEEDS_REDIS}")
+    from .client import Parkway
+
     return Parkway(settings)
 
 
@@ -182,6 +179,8 @@ def ask(
     for i, option in enumerate(request.options, 1):
         out.write(f"  {i}. {option.label} [{option.id}]" + (f" - {option.description}" if option.description else ""))
         out.write("\n")
+    from .runtime.resume import validate_answer
+
     while True:
         try:
             answer = _prompt(request, stdin, out)
@@ -401,6 +400,8 @@ def _left_behind(pw: Parkway, run_id: str) -> str:
 
 def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
     """Print the run's events; answer its interrupts at a terminal; return the exit status."""
+    from .runtime.protocol import RunStatus
+
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     after, hinted = "0", False
     while True:
@@ -523,6 +524,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         raise ParkwayError("--input goes with --or-start (the input of the run it starts if the interrupt expired)")
     with _client(args) as pw:
         if not kwargs:
+            from .runtime.protocol import Interrupt
+
             found = pw.lookup(args.token)
             if isinstance(found, Interrupt):
                 try:
@@ -545,17 +548,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return RESUME_EXIT[result.outcome]
 
 
-RESUME_EXIT = {
-    ResumeOutcome.ACCEPTED: 0,
-    ResumeOutcome.ALREADY_RESOLVED: 3,
-    ResumeOutcome.EXPIRED: 4,
-    ResumeOutcome.UNKNOWN: 5,
-}
+# keyed by the outcomes' values (ResumeOutcome, CancelOutcome are str enums)
+RESUME_EXIT = {"accepted": 0, "already_resolved": 3, "expired": 4, "unknown": 5}
 
-CANCEL_EXIT = {
-    CancelOutcome.CANCELLED: 0,
-    CancelOutcome.ALREADY_FINISHED: 3,
-}
+CANCEL_EXIT = {"cancelled": 0, "already_finished": 3}
 
 RESUME_STATUSES = (
     "exit status: 0 accepted, 3 already resolved (answered or cancelled before), 4 expired,\n"
@@ -598,6 +594,8 @@ def cmd_interrupt(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from .runtime.protocol import RunStatus
+
     with _client(args) as pw:
         run = pw.get_run(args.run_id)
         extra = {}
@@ -656,6 +654,8 @@ def _cancellation(events: Iterator[StoredEvent]) -> dict[str, Any]:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
+    from .runtime.protocol import check_event_id
+
     check_event_id(args.after, "--after")
     with _client(args) as pw:
         pw.get_run(args.run_id)  # an unknown run is an error, not an empty list
@@ -737,7 +737,9 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    logs.configure("INFO" if args.verbose else "ERROR")  # the demo says itself that it runs embedded
+    from .logs import configure as configure_logs
+
+    configure_logs("INFO" if args.verbose else "ERROR")  # the demo says itself that it runs embedded
     with _client(args, embedded=True) as pw:
         return _demo(pw)
 
@@ -823,7 +825,7 @@ def parser() -> argparse.ArgumentParser:
     for add in (_add_worker, _add_run, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
                 _add_cancel, _add_fork, _add_replay, _add_serve, _add_reconcile, _add_demo):
         add(sub)
-    session_cli.add(sub, _command)
+    add_session_commands(sub, _command)
     return p
 
 
@@ -1154,7 +1156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = p.parse_known_args(argv)
     if extra:
         _unknown_options(p, args, extra)
-    logs.configure("INFO" if args.verbose else "WARNING")
+    from .logs import configure as configure_logs
+
+    configure_logs("INFO" if args.verbose else "WARNING")
     _extend_path(getattr(args, "path", None))
     try:
         return int(args.fn(args))

@@ -30,13 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .adapters.limits import Limits
+from .adapters.limits import DEFAULT_TTL_MS, Limits
 from .adapters.redis import keys
 from .runtime.errors import ConfigError, WorkflowError
 from .runtime.loading import WorkflowModules, parse_modules
 from .runtime.protocol import check_id
 
-DEFAULT_TTL_MS = 15 * 60 * 1000
 MIN_TTL_MS = 1000
 MIN_SECRET_LENGTH = 32
 

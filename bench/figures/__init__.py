@@ -14,11 +14,12 @@ fig.  here                        measured process
 5     figures/listing.py          listing.py (fills from populate.py)
 6     figures/workers.py          cycles.py, parkway only, 1, 2 and 4 workers
 7     figures/profile.py          profile.py
+8     figures/startup.py          startup.py
 ====  ==========================  =================================================
 """
 
-from . import cycles, latency, listing, profile, rediscost, weight, workers
+from . import cycles, latency, listing, profile, rediscost, startup, weight, workers
 
-FIGURES = ("cycles", "latency", "rediscost", "weight", "listing", "workers", "profile")
+FIGURES = ("cycles", "latency", "rediscost", "weight", "listing", "workers", "profile", "startup")
 
-__all__ = ["FIGURES", "cycles", "latency", "listing", "profile", "rediscost", "weight", "workers"]
+__all__ = ["FIGURES", "cycles", "latency", "listing", "profile", "rediscost", "startup", "weight", "workers"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DAY_MS = 24 * 3600 * 1000
+DEFAULT_TTL_MS = 15 * 60 * 1000
+"""how long a run's records and each of its pauses live unless a run or the settings say otherwise"""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,1 @@
-"""The Redis Store."""
-
-from .store import RedisStore
-
-__all__ = ["RedisStore"]
+"""The Redis Store: ``store.RedisStore`` and the modules it is built from (``keys`` names every key)."""
