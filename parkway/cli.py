@@ -311,6 +311,24 @@ def _interactive() -> bool:
     return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
 
 
+def _integer(low: int, high: int | None = None) -> Any:
+    """An argparse type: an integer from ``low`` (to ``high``); anything else is a usage error (exit 2)
+    that names the flag."""
+    span = f"from {low:,} to {high:,}" if high is not None else f"of at least {low:,}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be an integer {span}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
 def _parse_json(text: str, option: str) -> Any:
     try:
         return json.loads(text)
@@ -337,8 +355,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings(args, queue=args.queue)
     if settings.redis_url is None:
         raise ParkwayError("parkway worker needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url")
-    if args.workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {args.workers}")
     print(_worker_line(settings, args.workers), file=sys.stderr, flush=True)
     with translated():
         return run_worker(settings, burst=args.burst, workers=args.workers)
@@ -881,7 +897,7 @@ def _add_worker(sub: Subcommands) -> None:
         imports=True,
     )
     w.add_argument("--burst", action="store_true", help="exit once the queue is empty (default: run until stopped)")
-    w.add_argument("--workers", type=int, default=1, metavar="N",
+    w.add_argument("--workers", type=_integer(1), default=1, metavar="N",
                    help="number of worker processes (default 1; more runs an RQ worker pool)")
     w.add_argument("--queue", default=None, metavar="NAME",
                    help="RQ queue name (default $PARKWAY_QUEUE or 'parkway'; clients must use the same)")
@@ -906,7 +922,7 @@ def _add_run(sub: Subcommands) -> None:
     r.add_argument("--input", default="{}", metavar="JSON", help="the run's input, a JSON object (default {})")
     r.add_argument("--run-id", default=None, metavar="ID",
                    help="the run's id: 1-64 letters, digits, '_' or '-' (default: run_ and 32 hex digits)")
-    r.add_argument("--ttl-ms", type=int, default=None, metavar="MS",
+    r.add_argument("--ttl-ms", type=_integer(1000), default=None, metavar="MS",
                    help="how long the run's records and each of its pauses live, in milliseconds, at least 1000 "
                    f"(default $PARKWAY_TTL_MS or {DEFAULT_TTL_MS}, {DEFAULT_TTL_MS // 60_000} minutes)")
     r.add_argument("--tenant", default=None, metavar="ID",
@@ -932,7 +948,7 @@ def _add_interrupts(sub: Subcommands) -> None:
     i.add_argument("--run-id", metavar="ID", help="only this run's interrupts")
     i.add_argument("--order", choices=["newest", "expiring"], default="newest",
                    help="newest first (default), or the soonest to expire first")
-    i.add_argument("--limit", type=int, default=50, metavar="N", help="at most N per page, 1-1000 (default 50)")
+    i.add_argument("--limit", type=_integer(1, 1000), default=50, metavar="N", help="at most N per page, 1-1000 (default 50)")
     i.add_argument("--cursor", metavar="CURSOR",
                    help="the next page: the cursor a previous page printed ('more: --cursor ...' or nextCursor)")
     i.add_argument("--tokens", action="store_true",
@@ -1069,7 +1085,7 @@ def _add_fork(sub: Subcommands) -> None:
         "exit status: 0 forked, 1 error (no such run, step out of range, expired, bad input)",
     )
     f.add_argument("run_id", metavar="RUN_ID", help="the run to fork")
-    f.add_argument("--step", type=int, required=True, metavar="N",
+    f.add_argument("--step", type=_integer(0), required=True, metavar="N",
                    help="the activation to re-open: 0 is the run's first node, each node entered after is one more")
     f.add_argument("--run-id", dest="new_run_id", metavar="ID", help="the new run's id (default: a random one)")
     f.add_argument("--input", metavar="JSON",
@@ -1109,7 +1125,7 @@ def _add_serve(sub: Subcommands) -> None:
         imports=True,
     )
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    s.add_argument("--port", type=_integer(1, 65535), default=8080, help="port to listen on (default 8080)")
     s.add_argument("--no-auth", action="store_true",
                    help="serve without API keys (only for a server that only this machine can reach)")
     s.add_argument("--hash-key", metavar="KEY", default=None,

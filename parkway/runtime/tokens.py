@@ -50,24 +50,30 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+MALFORMED = (
+    f"resume token is malformed: expected RUN_ID.REQUEST_ID.SIGNATURE ({_SIGNATURE_CHARS} characters of "
+    "URL-safe base64 after the second dot), as list_interrupts and `parkway interrupts --tokens` give it"
+)
+
+
 def parse(token: object) -> Token:
     """A token's parts; raises MalformedResume for anything that is not shaped like a token."""
     if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
         raise MalformedResume(f"resume token must be a string of at most {MAX_TOKEN_LENGTH} characters")
     parts = token.split(".")
     if len(parts) != 3:
-        raise MalformedResume("resume token is malformed")
+        raise MalformedResume(MALFORMED)
     run_id, request_id, signature = parts
     if not ID_PATTERN.fullmatch(run_id) or not ID_PATTERN.fullmatch(request_id):
-        raise MalformedResume("resume token is malformed")
+        raise MalformedResume(MALFORMED)
     if len(signature) != _SIGNATURE_CHARS:
-        raise MalformedResume("resume token is malformed")
+        raise MalformedResume(MALFORMED)
     try:
         raw = base64.b64decode(signature.encode(), altchars=b"-_", validate=True)
     except (ValueError, binascii.Error) as exc:
-        raise MalformedResume("resume token is malformed") from exc
+        raise MalformedResume(MALFORMED) from exc
     if len(raw) != _SIGNATURE_BYTES:
-        raise MalformedResume("resume token is malformed")
+        raise MalformedResume(MALFORMED)
     return Token(run_id, request_id, raw)
 
 
