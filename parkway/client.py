@@ -414,8 +414,9 @@ class Parkway:
         waiting run has its interrupt cancelled (its token then reads ``already_resolved``) and ends
         with it: its node does not replay, so nothing catches the cancellation (to let the node
         decide, cancel the interrupt instead: ``cancel_interrupt``). A run waiting on a child run
-        (``use_workflow``), or on an interrupt a child run races (``use_first(child=...)``), has the
-        child cancelled the same way, down the tree, then ends too. A
+        (``use_workflow``), or on an interrupt a child run races (``use_first(child=...)``), ends
+        first, then has the child cancelled the same way, down the tree: no node of the tree
+        replays, and every run of it records ``reason`` and ``responder``. A
         session's branch run held while its branch is parked ends ``cancelled`` at once. A finished
         run is left alone (``already_finished``, with its status).
         """

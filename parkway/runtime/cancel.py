@@ -1,8 +1,13 @@
 """Cancelling a run and the runs below it: for ``Parkway.cancel`` and for ``use_first``'s losing child.
 
-A run moves between the read and the write, so each pass reads the run again and makes one
-transition: a waiting run's interrupt is cancelled (no job replays its node), the child it waits
-on (or that races its interrupt) is cancelled down its tree, and a queued or running run ends.
+Cancel wins: a run is ended before anything below it is touched. A parent waiting on a child is
+ended first (its fence checked, so a parent that moved in the meantime is read again), and only then
+is the child cancelled: the child's end finds its parent finished and queues no replay of it, so no
+node of the tree runs again to catch the cancellation, and every run records the caller's reason and
+responder. A run moves between the read and the write, so each pass reads the run again and makes
+one transition: a waiting run's interrupt is cancelled (no job replays its node), and a queued,
+running or child-waiting run ends; then the runs below it (the child it waited on, or the child that
+raced its interrupt) are cancelled the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ def cancel_run(
     store: Store, run_id: str, reason: str | None, responder: str | None, clock: Callable[[], int]
 ) -> CancelResult:
     """End ``run_id`` cancelled (and every run below it); see ``Parkway.cancel``."""
+    below: list[str] = []  # the runs to cancel once this one has ended
     for _ in range(PASSES):
         record = store.get_run(run_id, clock())
         if record is None:
@@ -28,24 +34,35 @@ def cancel_run(
         if record.status.finished:
             return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
         waiting = record.waiting_on if record.status is RunStatus.WAITING else None
-        if waiting and waiting.startswith("child:"):
-            # down the tree first: the child's end queues this run, which the next pass ends
-            cancel_run(store, waiting.removeprefix("child:"), reason, responder, clock)
-            continue
-        if waiting and waiting != "session":
+        if waiting and not waiting.startswith("child:") and waiting != "session":
             if _cancel_interrupt(store, record, waiting, reason, responder, clock) is ResumeOutcome.EXPIRED:
                 return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=RunStatus.EXPIRED)
-            if record.racing:  # use_first's child: the interrupt is no longer pending, so its end moves nothing
-                cancel_run(store, record.racing, reason, responder, clock)
+            if record.racing:  # use_first's child: cancelled once this run has ended
+                below.append(record.racing)
             continue
         try:
             store.finish(
-                run_id, None, "cancelled", None, ("run.cancelled", {"reason": reason, "responder": responder}), clock()
+                run_id, record.fence, "cancelled", None,
+                ("run.cancelled", {"reason": reason, "responder": responder}), clock(),
             )
         except StaleFence:
             continue
+        if waiting and waiting.startswith("child:"):
+            below.append(waiting.removeprefix("child:"))
+        for child in below:
+            _cancel_below(store, child, reason, responder, clock)
         return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)
     raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
+
+
+def _cancel_below(
+    store: Store, run_id: str, reason: str | None, responder: str | None, clock: Callable[[], int]
+) -> None:
+    """Cancel a run below one just ended; one that ended meanwhile, or is gone, is left alone."""
+    try:
+        cancel_run(store, run_id, reason, responder, clock)
+    except RunNotFound:
+        pass
 
 
 def _cancel_interrupt(

@@ -1,0 +1,89 @@
+"""Cancel wins: cancelling a tree ends every run of it ``cancelled`` with the caller's reason and
+responder, and no node of it replays, whatever the workers are doing (issue 25, defects 1 and 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from rq import Queue
+
+from parkway import CancelOutcome, Parkway, RunStatus, Settings
+from parkway.adapters.redis import keys
+from parkway.workers.serializer import MsgpackSerializer
+from tests import flows_life
+from tests.conftest import SECRET, Harness
+from tests.procs import Worker, wait_for
+
+TRIALS = 20
+
+
+def _events(pw: Parkway, run_id: str) -> list[tuple[str, dict[str, object]]]:
+    return [(e.type, dict(e.data)) for e in pw.store.read_events(run_id, "0", None, 1000)]
+
+
+def _tree(pw: Parkway, root: str) -> list[str]:
+    """The root and every run below it, from the child.started events."""
+    runs, out = [root], []
+    while runs:
+        run_id = runs.pop()
+        out.append(run_id)
+        runs += [str(d["childRunId"]) for t, d in _events(pw, run_id) if t == "child.started"]
+    return out
+
+
+def _assert_cancelled_by(pw: Parkway, root: str, reason: str, responder: str) -> None:
+    """Every run of the tree ended cancelled, each saying so once with the caller's reason and
+    responder, and no node of it ran again after the cancel."""
+    tree = _tree(pw, root)
+    assert len(tree) >= 2
+    for run_id in tree:
+        assert pw.get_run(run_id).status is RunStatus.CANCELLED, run_id
+        events = _events(pw, run_id)
+        said = [d for t, d in events if t == "run.cancelled"]
+        assert said == [{"reason": reason, "responder": responder}], (run_id, events)
+        assert [t for t, _ in events].count("node.started") <= 1, (run_id, events)
+        assert "child.ended" not in [t for t, _ in events], (run_id, events)
+
+
+@pytest.fixture
+def two_workers(redis_client: redis.Redis, redis_url: str) -> Iterator[list[Worker]]:
+    procs = [Worker(redis_url, SECRET) for _ in range(2)]
+    yield procs
+    for proc in procs:
+        proc.stop()
+
+
+@pytest.mark.slow
+def test_cancel_wins_over_a_parent_that_catches_its_childs_cancellation(
+    redis_client: redis.Redis, redis_url: str, two_workers: list[Worker]
+) -> None:
+    """With 2 live workers, cancel(root) on trees whose nodes catch ChildFailed ends every run
+    cancelled, 20 trials out of 20: the call says cancelled, no node replays into its except path."""
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    with Parkway(settings) as pw:
+        roots = [pw.start(flows_life.guards_grandchild if i % 2 else flows_life.guards_child, {})
+                 for i in range(TRIALS)]
+        for root in roots:
+            wait_for(lambda root=root: pw.list_interrupts(run_id=root).items, 30, f"{root}'s leaf question")
+        results = [pw.cancel(root, reason=f"stop {i}", responder="ops") for i, root in enumerate(roots)]
+        queue = Queue(settings.queue, connection=redis_client, serializer=MsgpackSerializer)
+        wait_for(lambda: queue.count == 0 and redis_client.zcard(keys.leases()) == 0, 30, "idle workers")
+        for i, (root, result) in enumerate(zip(roots, results, strict=True)):
+            assert (result.outcome, result.status) == (CancelOutcome.CANCELLED, RunStatus.CANCELLED), (root, result)
+            _assert_cancelled_by(pw, root, f"stop {i}", "ops")
+
+
+def test_cancel_ends_the_parent_before_its_child_so_the_childs_end_queues_nothing(harness: Harness) -> None:
+    """A parent waiting on a child is ended by cancel before the child is: the child's end finds it
+    finished, so no job of the parent is queued, and the tree reads cancelled with the caller's words."""
+    root = harness.start_and_run(flows_life.guards_grandchild, {})
+    assert harness.pw.list_interrupts(run_id=root).items
+    result = harness.pw.cancel(root, reason="no longer needed", responder="ana")
+    assert (result.outcome, result.status) == (CancelOutcome.CANCELLED, RunStatus.CANCELLED)
+    parents = _tree(harness.pw, root)[:2]  # the root and the run between it and the leaf
+    queued = harness.pw.store.client.zrange(keys.outbox(), 0, -1)  # type: ignore[attr-defined]
+    assert [m for m in queued if m.decode().rsplit(":", 2)[0] in parents] == []  # no replay to run
+    harness.run_jobs()
+    _assert_cancelled_by(harness.pw, root, "no longer needed", "ana")
