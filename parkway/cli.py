@@ -948,7 +948,8 @@ def _add_interrupts(sub: Subcommands) -> None:
     i.add_argument("--run-id", metavar="ID", help="only this run's interrupts")
     i.add_argument("--order", choices=["newest", "expiring"], default="newest",
                    help="newest first (default), or the soonest to expire first")
-    i.add_argument("--limit", type=_integer(1, 1000), default=50, metavar="N", help="at most N per page, 1-1000 (default 50)")
+    i.add_argument("--limit", type=_integer(1, 1000), default=50, metavar="N",
+                   help="at most N per page, 1-1000 (default 50)")
     i.add_argument("--cursor", metavar="CURSOR",
                    help="the next page: the cursor a previous page printed ('more: --cursor ...' or nextCursor)")
     i.add_argument("--tokens", action="store_true",
