@@ -60,6 +60,7 @@ from .runtime.store import (
     JournalEntry,
     Lifecycle,
     NewRun,
+    ResumeCommit,
     RunRecord,
     StoredEvent,
 )
@@ -294,7 +295,28 @@ class Parkway:
         An interrupt this client has listed (or looked up) lately is checked against the request
         as it read it, and answered in one round trip; any other is looked up first (two).
         """
-        found = self._lookup(token, request_id, responder)
+        prepared = self.prepare_answer(
+            token, selected=selected, value=value, request_id=request_id, responder=responder
+        )
+        if isinstance(prepared, ResumeResult):
+            return prepared
+        return self._commit_answer(prepared)
+
+    def prepare_answer(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+        fresh: bool = False,
+    ) -> Answer | ResumeResult:
+        """``resume`` up to its commit: the answer checked against the interrupt the token names,
+        ready for the store (``store.resume``, or a session script that delivers it in its own
+        step), or the outcome that says why there is none. Raises InvalidAnswer as ``resume`` does.
+        ``fresh``: read the interrupt from the store, not as this client listed it."""
+        found = self._lookup(token, request_id, responder, fresh=fresh)
         if isinstance(found, ResumeResult):
             return found
         record, token_hash, read_now = found
@@ -316,7 +338,7 @@ class Parkway:
             raise
         entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
         event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
-        return self._commit(record, token_hash, request_id, entry, event)
+        return self._answer_of(record, token_hash, request_id, entry, event)
 
     def resume_or_start(
         self,
@@ -669,7 +691,18 @@ class Parkway:
     ) -> ResumeResult:
         """Commit the answer; the job that replays the node goes with it (the store enqueues it for
         the fence its commit wrote), or, from a store that cannot, is enqueued after."""
-        run_id = record.run_id
+        return self._commit_answer(self._answer_of(record, token_hash, request_id, entry, event, dispatch=dispatch))
+
+    def _answer_of(
+        self,
+        record: InterruptRecord,
+        token_hash: str,
+        request_id: str | None,
+        entry: JournalEntry,
+        event: dict[str, Any],
+        *,
+        dispatch: bool = True,
+    ) -> Answer:
         now = now_ms()
         cancelled = entry.status == "cancelled"
         end = telemetry.ended(
@@ -681,14 +714,23 @@ class Parkway:
             reason=event.get("reason"),
             answer=None if cancelled else entry.value,
         )
-        answer = Answer(record, token_hash, request_id, entry, event, now, dispatch, end)
+        return Answer(record, token_hash, request_id, entry, event, now, dispatch, end)
+
+    def _commit_answer(self, answer: Answer) -> ResumeResult:
+        run_id = answer.interrupt.run_id
         commit = self.store.resume(run_id, answer)
+        self.answer_committed(answer, commit)
+        return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)
+
+    def answer_committed(self, answer: Answer, commit: ResumeCommit) -> None:
+        """After an answer's commit (by ``resume`` or a session script): forget the interrupt as
+        read, and enqueue the replay when the store did not hand it off."""
+        run_id, record = answer.interrupt.run_id, answer.interrupt
         self._read.forget(run_id, record.request_id)  # answered now, or it says why it cannot be
         if commit.outcome is ResumeOutcome.ACCEPTED:
-            if dispatch and not commit.handed_off:
+            if answer.dispatch and not commit.handed_off:
                 self._dispatch(run_id, commit.step, commit.fence)
-            log.info("resume_accepted", run_id=run_id, request_id=record.request_id, cancelled=entry.status != "")
-        return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)
+            log.info("resume_accepted", run_id=run_id, request_id=record.request_id, cancelled=answer.cancelled)
 
     def _interrupt(self, record: InterruptRecord, *, include_token: bool) -> Interrupt:
         token = tokens.mint(self.backend.options.secret, record.run_id, record.request_id) if include_token else None

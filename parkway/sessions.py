@@ -38,7 +38,7 @@ from .runtime.protocol import (
 )
 from .runtime.resume import validate_answer
 from .runtime.sessions import SYSTEM, Caller, check_access, check_may_clear, check_text, parse_resume
-from .runtime.store import InterruptRecord, NewRun, StoredEvent
+from .runtime.store import Answer, InterruptRecord, NewRun, ResumeCommit, StoredEvent
 
 if TYPE_CHECKING:
     from .adapters.redis.sessions import SessionRecords
@@ -48,6 +48,13 @@ if TYPE_CHECKING:
 RETRIES = 20
 _ENDED = ("completed", "failed", "cancelled", "expired", "gone")
 ClearOutcome = Literal["resumed", "dispatched", "cleared", "still_parked", "already_cleared", "unknown", "expired"]
+
+
+_REFUSED: dict[ResumeOutcome, ClearOutcome] = {
+    ResumeOutcome.ALREADY_RESOLVED: "already_cleared",
+    ResumeOutcome.EXPIRED: "expired",
+}
+"""a branch run's refusal of an answer, as a clearing's outcome"""
 
 
 @dataclass(frozen=True)
@@ -426,27 +433,47 @@ class Sessions:
         """Make ``head`` (a message id; '' = before the first message) the active head.
 
         Switching back to a parked branch re-enters its parked state. An answer given to a run's
-        interrupt while its branch was abandoned is delivered to the run now."""
+        interrupt while its branch was abandoned is delivered to the run in the same step (only on
+        a switch to a head whose path runs through the run's branch)."""
         if head != "":
             check_id(head, "message id")
-        rec = self._read(session_id, caller)
-        reply = self._store.switch(session_id, head, now_ms())
-        if reply == "no_message":
-            raise ValidationError(f"session {session_id} has no message {head!r}")
-        if reply == "gone":
-            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
-        view = self._view(self._store.read(session_id))
-        on = set(view.path(head))
+        for _ in range(RETRIES):
+            rec = self._read(session_id, caller)
+            due = self._due(rec, head)
+            reply = self._store.switch(session_id, head, now_ms(), [(r, run, a) for r, run, a, _ in due])
+            if reply[0] == "no_message":
+                raise ValidationError(f"session {session_id} has no message {head!r}")
+            if reply[0] == "gone":
+                raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+            if reply[0] == "ok":
+                for i, (_, _, answer, _) in enumerate(due):
+                    step, fence, handed = reply[3 + 5 * i : 6 + 5 * i]
+                    if answer is not None and step != "":
+                        commit = ResumeCommit(ResumeOutcome.ACCEPTED, int(step), int(fence), None, handed == "1")
+                        self.pw.answer_committed(answer, commit)
+                return self._view(self._store.read(session_id))
+        raise ValidationError(f"session {session_id} kept changing; try again")
+
+    def _due(self, rec: SessionRecords, head: str) -> list[tuple[str, str, Answer | None, str]]:
+        """The answers kept for branches the path to ``head`` runs through, each prepared for its
+        run (None: the run no longer waits on it): (request id, run id, answer, responder)."""
+        if head != "" and head not in rec.messages:
+            return []
+        on = set(self._view(rec).path(head))
+        out: list[tuple[str, str, Answer | None, str]] = []
         for request_id, run_id in rec.deliveries.items():
-            if view.live_runs.get(run_id) in on:
-                kept = rec.interrupts.get(request_id, {})
-                interrupt = self.pw.store.get_interrupt(run_id, request_id)
+            if rec.live.get(run_id) not in on:
+                continue
+            kept = rec.interrupts.get(request_id, {})
+            who = str((kept.get("clearedBy") or {}).get("role", "session"))
+            interrupt = self.pw.store.get_interrupt(run_id, request_id)
+            prepared: Answer | ResumeResult | None = None
+            if interrupt is not None:
                 token = tokens.mint(self.pw.backend.options.secret, run_id, request_id)
-                if interrupt is not None:
-                    who = (kept.get("clearedBy") or {}).get("role", "session")
-                    self.pw.resume(token, responder=str(who), **self._answer(interrupt, kept.get("answer")))
-                self._store.delivered(session_id, request_id, run_id)
-        return view
+                answer = self._answer(interrupt, kept.get("answer"))
+                prepared = self.pw.prepare_answer(token, responder=who, fresh=True, **answer)
+            out.append((request_id, run_id, prepared if isinstance(prepared, Answer) else None, who))
+        return out
 
     def raise_interrupt(
         self,
@@ -514,6 +541,7 @@ class Sessions:
         interrupt of a higher origin); an unknown, stale or duplicate id is a no-op outcome."""
         check_id(interrupt_id, "interrupt id")
         check_depth(payload, "resume payload")
+        unsure = True
         for _ in range(RETRIES):
             rec = self._read(session_id, caller)
             owner, tenant = rec.fields["owner"], rec.fields["tenant"]
@@ -530,7 +558,12 @@ class Sessions:
                 check_may_clear(caller, done.get("origin", "system"), owner, tenant)
                 return Cleared("already_cleared", interrupt_id)
             if found is None:
-                return Cleared("unknown", interrupt_id)
+                if not unsure:
+                    return Cleared("unknown", interrupt_id)
+                # the runs are read after the session's records: an answer committed in between
+                # shows its run no longer waiting but not yet its clearing; the next read shows both
+                unsure = False
+                continue
             run_id, request_id, interrupt = found
             check_may_clear(caller, "frontend", owner, tenant)
             answer = self._answer(interrupt, payload)  # InvalidAnswer now, not when delivered
@@ -548,23 +581,23 @@ class Sessions:
                 "clearedBy": caller.public(),
                 "clearedAt": now,
             }
-            view = self._view(rec)
-            if leaf not in set(view.path(view.head)):
-                outcome = self._store.note(session_id, request_id, run_id, record, now, keep=True, leaf=leaf)
-                if outcome == "active":
-                    continue  # the branch became active meanwhile: deliver now
-                return Cleared("cleared" if outcome == "cleared" else "already_cleared", request_id, run_id)
             token = tokens.mint(self.pw.backend.options.secret, run_id, request_id)
-            resumed = self.pw.resume(token, responder=caller.name, **answer)
-            if resumed.outcome is ResumeOutcome.ACCEPTED:
-                self._store.note(session_id, request_id, run_id, record, now, keep=False)
-                others = [i for i in view.parked_by() if i not in (request_id, interrupt_id)]
-                return Cleared("still_parked" if others else "resumed", request_id, run_id, tuple(others))
-            mapped: dict[ResumeOutcome, ClearOutcome] = {
-                ResumeOutcome.ALREADY_RESOLVED: "already_cleared",
-                ResumeOutcome.EXPIRED: "expired",
-            }
-            return Cleared(mapped.get(resumed.outcome, "unknown"), request_id, run_id)
+            prepared = self.pw.prepare_answer(token, responder=caller.name, fresh=True, **answer)
+            if isinstance(prepared, ResumeResult):
+                return Cleared(_REFUSED.get(prepared.outcome, "unknown"), request_id, run_id)
+            reply = self._store.answer(session_id, run_id, prepared, record, now)
+            if reply[0] == "accepted":
+                commit = ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), None, reply[4] == "1")
+                self.pw.answer_committed(prepared, commit)
+                others = tuple(i for i in reply[5:] if i not in (request_id, interrupt_id))
+                return Cleared("still_parked" if others else "resumed", request_id, run_id, others)
+            if reply[0] in ("kept", "already_cleared"):
+                return Cleared("cleared" if reply[0] == "kept" else "already_cleared", request_id, run_id)
+            if reply[0] == "gone":
+                raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+            if reply[0] in ("moved", "not_live"):
+                continue  # escalated, or no longer the session's branch run: read again
+            return Cleared(_REFUSED.get(ResumeOutcome(reply[0]), "unknown"), request_id, run_id)
         raise ValidationError(f"session {session_id} kept changing; try again")
 
     def _run_interrupt(self, rec: SessionRecords, interrupt_id: str) -> tuple[str, str, InterruptRecord] | None:

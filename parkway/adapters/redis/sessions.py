@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...runtime.errors import CorruptRecord, SessionError, SessionNotFound, ValidationError
-from ...runtime.store import JournalEntry, NewRun, StoredEvent
+from ...runtime.store import Answer, JournalEntry, NewRun, StoredEvent
 from .. import codec
 from . import keys
 from .errors import translated
@@ -336,55 +336,57 @@ class SessionStore:
         )
         return [_text(x) for x in reply]
 
-    def note(
-        self,
-        session_id: str,
-        request_id: str,
-        run_id: str,
-        record: Mapping[str, Any],
-        now: int,
-        *,
-        keep: bool,
-        leaf: str = "",
-    ) -> str:
-        """Record the clearing of a run's interrupt: ``cleared``, ``already_cleared``, ``gone``, or
-        ``active`` (``keep``: its branch was abandoned, but the run's ``leaf`` is on the active path
-        now; nothing was written)."""
-        event = {"interruptId": request_id, "clearedBy": record.get("clearedBy"), "delivered": not keep}
-        return _text(
-            self.store._call(
-                "session_note",
+    def answer(self, session_id: str, run_id: str, answer: Answer, record: Mapping[str, Any], now: int) -> list[str]:
+        """``session_answer.lua``'s reply for the answer to a branch run's interrupt: ``accepted`` +
+        request id, step, fence, handed off, ids still parking the head; ``kept``;
+        ``already_cleared``; ``not_live``; ``gone``; or resume.lua's refusal."""
+        request_id = answer.interrupt.request_id
+        resume_keys, resume_args = self.store.resume_call(run_id, answer)
+        cleared = {"interruptId": request_id, "clearedBy": record.get("clearedBy")}
+        reply = self.store._call(
+            "session_answer",
+            run_id,
+            [*self._all(session_id), *resume_keys],
+            [
+                request_id,
                 run_id,
-                self._all(session_id),
-                [
-                    request_id,
-                    run_id,
-                    codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
-                    self._event(event),
-                    now,
-                    self._maxlen(),
-                    "1" if keep else "0",
-                    leaf,
-                ],
-            )
+                codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
+                now,
+                self._maxlen(),
+                self._event({**cleared, "delivered": True}),
+                self._event({**cleared, "delivered": False}),
+                len(resume_args),
+                *resume_args,
+            ],
         )
+        return [_text(x) for x in reply]
 
-    def switch(self, session_id: str, head: str, now: int) -> str:
-        return _text(
-            self.store._call(
-                "session_switch",
-                None,
-                self._all(session_id),
-                [head, now, self._maxlen(), self._event({"head": head})],
-            )
-        )
-
-    def delivered(self, session_id: str, request_id: str, run_id: str) -> bool:
-        return bool(
-            self.store._call(
-                "session_delivered",
+    def switch(
+        self, session_id: str, head: str, now: int, deliveries: Sequence[tuple[str, str, Answer | None]]
+    ) -> list[str]:
+        """``session_switch.lua``'s reply: ``ok`` + (request id, run id, step, fence, handed off) per
+        delivery (step '' when it was dropped), ``retry``, ``gone`` or ``no_message``.
+        ``deliveries``: each kept answer due on the new head's path, with its answer prepared (None:
+        the run can no longer take it)."""
+        more_keys: list[str] = []
+        more_args: list[Any] = []
+        for request_id, run_id, answer in deliveries:
+            resume_keys, resume_args = self.store.resume_call(run_id, answer) if answer is not None else ([], [])
+            more_keys += resume_keys
+            event = {"interruptId": request_id, "runId": run_id}
+            more_args += [
+                request_id,
                 run_id,
-                self._all(session_id),
-                [request_id, self._maxlen(), self._event({"interruptId": request_id, "runId": run_id})],
-            )
+                len(resume_keys),
+                len(resume_args),
+                self._event(event),
+                self._event({**event, "reason": "the run no longer waits on it"}),
+                *resume_args,
+            ]
+        reply = self.store._call(
+            "session_switch",
+            None,
+            [*self._all(session_id), *more_keys],
+            [head, now, self._maxlen(), self._event({"head": head}), len(deliveries), *more_args],
         )
+        return [_text(x) for x in reply]

@@ -83,9 +83,8 @@ _SCRIPTS = (
     "session_settle",
     "session_raise",
     "session_clear",
-    "session_note",
+    "session_answer",
     "session_switch",
-    "session_delivered",
     "session_path",
 )
 
@@ -94,10 +93,15 @@ _FOLLOWED_BY = {"first": "park.lua"}
 """scripts made of a prelude and another transition's body: first.lua parks as park.lua does"""
 
 
+_ANSWERING = ("resume", "session_answer", "session_switch")
+"""scripts that answer interrupts: _resume.lua's functions go before their body"""
+
+
 @functools.cache
 def _source(name: str) -> str:
     folder = resources.files(__package__)
     shared = ["_common.lua", "_session.lua"] if name.startswith("session_") else ["_common.lua"]
+    shared += ["_resume.lua"] if name in _ANSWERING else []
     parts = [*shared, f"{name}.lua", *([_FOLLOWED_BY[name]] if name in _FOLLOWED_BY else [])]
     return "\n".join(folder.joinpath(part).read_text() for part in parts)
 
@@ -666,6 +670,11 @@ class RedisStore:
         return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id, bool(reply[4]))
 
     def _resume(self, run_id: str, answer: Answer) -> Any:
+        return self._call("resume", run_id, *self.resume_call(run_id, answer))
+
+    def resume_call(self, run_id: str, answer: Answer) -> tuple[list[str], list[Any]]:
+        """resume.lua's KEYS and ARGV for ``answer`` (the session scripts that deliver answers run
+        the same transition inside their own: ``_resume.lua``)."""
         r, rec = run_id, answer.interrupt
         hand_keys, hand_args = self._hand_off(r) if answer.dispatch else ([], [""])
         entry = codec.entry_of(rec)
@@ -673,9 +682,7 @@ class RedisStore:
         closed, closing = self._closing(entry, rec, status, answer.lifecycle, answer.now)
         failed = keys.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
         answered = "" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}"
-        return self._call(
-            "resume",
-            r,
+        return (
             [
                 keys.run(r),
                 keys.journal(r, rec.step),
