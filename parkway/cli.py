@@ -151,8 +151,26 @@ def _event_json(event: Event) -> str:
     return _json({**head, **{k: v for k, v in event.data.items() if k not in head}})
 
 
+_HIDDEN = {"resumeToken", "eventId"}  # a token is a capability: `parkway interrupts --tokens` shows it on purpose
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = value if isinstance(value, str) else _json(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _event_human(event: Event) -> str:
-    return f"{_when(event.ts)}  {event.id}  {event.type}  {_json(event.data)}"
+    """One readable line per event: when (UTC), what, and its gist, each value cut at 80 characters."""
+    data = event.data
+    if event.type == "interrupt":
+        asked = data.get("input")
+        request: dict[str, Any] = asked if isinstance(asked, dict) else {}
+        options = " | ".join(f"[{o.get('id')}] {o.get('label', o.get('id'))}" for o in request.get("options") or [])
+        gist = f"{data.get('node')}: {_short(request.get('question', ''))}" + (f"  {options}" if options else "")
+        gist += f"  (request {data.get('requestId')})"
+    else:
+        gist = "  ".join(f"{key} {_short(value)}" for key, value in data.items() if key not in _HIDDEN)
+    return f"{_when(event.ts)}  {event.type:<17} {gist}".rstrip()
 
 
 # --- asking at a terminal ------------------------------------------------------
@@ -416,6 +434,7 @@ def _left_behind(pw: Parkway, run_id: str) -> str:
 
 def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
     """Print the run's events; answer its interrupts at a terminal; return the exit status."""
+    as_json = args.json or not sys.stdout.isatty()
     from .runtime.protocol import RunStatus
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -425,7 +444,7 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
         try:
             for event in pw.stream(run_id, after=after, until="settled", timeout=min(remaining or 5.0, 5.0)):
                 after = event.id
-                print(_event_json(event), flush=True)
+                print(_event_json(event) if as_json else _event_human(event), flush=True)
         except WaitTimeout:
             if remaining is not None and remaining <= 5.0:
                 raise ParkwayError(f"run {run_id} did not pause or finish within {args.timeout}s") from None
@@ -436,6 +455,8 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
             continue
         run = pw.get_run(run_id)
         if run.status.finished:
+            if not as_json:
+                _say_how_it_ended(run)
             return 0 if run.status is RunStatus.COMPLETED else 1
         if run.interrupt is None:
             continue  # answered meanwhile by someone else: keep following
@@ -443,6 +464,14 @@ def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
             print(_waiting_hint(run, pw.settings.embedded), file=sys.stderr)
             return 0
         _answer_at_terminal(pw, run_id, run.interrupt.asked())
+
+
+def _say_how_it_ended(run: Run) -> None:
+    """At a terminal: the run's end in words, then its output in full, as one JSON line."""
+    seconds = (run.updated_at - run.created_at) / 1000
+    print(f"run {run.run_id} {run.status.value} after {seconds:.1f}s at node {run.node}")
+    if run.output is not None:
+        print(f"output: {_json(run.output)}")
 
 
 def _waiting_hint(run: Run, embedded: bool) -> str:
@@ -909,7 +938,8 @@ def _add_run(sub: Subcommands) -> None:
         "run",
         "start a run and print its events; in a terminal, answer its interrupts",
         cmd_run,
-        "Prints one JSON line per event (type, eventId, ts and the event's data) until the run pauses or ends.\n"
+        "Prints one line per event until the run pauses or ends: readable at a terminal, JSON lines (type,\n"
+        "eventId, ts and the event's data) with --json or when its output is not a terminal.\n"
         "In a terminal it asks each question and goes on; without one it stops at the first interrupt and\n"
         "says how to answer it. Ctrl-C stops following, not the run (on Redis): it prints how to pick it up.\n"
         "exit status: 0 completed, or waiting for an answer (no terminal), or --detach; 1 the run failed,\n"
@@ -932,6 +962,8 @@ def _add_run(sub: Subcommands) -> None:
                    "default: follow until it pauses or ends")
     r.add_argument("--detach", action="store_true",
                    help="print the run id and exit 0 at once, without following (needs a Redis)")
+    r.add_argument("--json", action="store_true",
+                   help="print JSON lines even at a terminal (the default when output is not a terminal)")
 
 
 def _add_interrupts(sub: Subcommands) -> None:

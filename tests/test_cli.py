@@ -315,15 +315,20 @@ CTRL_C = b"\x03"
 
 
 def _in_a_terminal(
-    args: Sequence[str], answers: Sequence[tuple[bytes, bytes]], timeout: float = 20, env: dict[str, str] | None = None
+    args: Sequence[str],
+    answers: Sequence[tuple[bytes, bytes]],
+    timeout: float = 20,
+    env: dict[str, str] | None = None,
+    answering: bool = True,
 ) -> tuple[int, str]:
-    """Run `parkway ARGS` on a pseudo-terminal; type each answer once its prompt has appeared. Returns (rc, output)."""
+    """Run `parkway ARGS` on a pseudo-terminal; type each answer once its prompt has appeared. Returns (rc, output).
+    Not ``answering``: stdin is /dev/null, only the output is a terminal."""
     master, slave = os.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "parkway.cli", *args],
         cwd=ROOT,
         env=env or _env(),
-        stdin=slave,
+        stdin=slave if answering else subprocess.DEVNULL,
         stdout=slave,
         stderr=slave,
         start_new_session=True,
@@ -363,9 +368,11 @@ def _in_a_terminal(
 
 
 def _completed_output(text: str) -> dict[str, Any]:
-    completed = [e for e in _json_lines(text) if e.get("type") == "run.completed"]
-    assert len(completed) == 1, text
-    output: dict[str, Any] = completed[0]["output"]
+    """The output a terminal's `parkway run` printed once its run completed."""
+    completed = [line for line in text.splitlines() if re.match(r"run \S+ completed", line)]
+    outputs = [line.removeprefix("output: ") for line in text.splitlines() if line.startswith("output: ")]
+    assert len(completed) == 1 and len(outputs) == 1, text
+    output: dict[str, Any] = json.loads(outputs[0])
     return output
 
 
@@ -387,3 +394,17 @@ def test_run_in_a_terminal_answers_two_interrupts_in_turn() -> None:
     assert rc == 0, text
     assert text.count("resume: accepted") == 2, text
     assert _completed_output(text) == {"name": "Ada", "color": "blue"}
+
+
+def test_run_at_a_terminal_prints_one_readable_line_per_event() -> None:
+    """`parkway run` at a terminal prints each event as one line (UTC time, type, gist; an interrupt's question and
+    options), no JSON and no token; with --json it prints JSON lines there too."""
+    rc, text = _in_a_terminal(["run", "tests.flows:one_choice"], [], answering=False)
+    assert rc == 0, text
+    lines = [line for line in text.splitlines() if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  ", line)]
+    assert [line.split()[1] for line in lines] == ["run.started", "node.started", "interrupt"], text
+    assert "choose: Pick a color  [red] Red | [blue] Blue  (request i0_" in lines[-1]
+    assert '{"type"' not in text and "resumeToken" not in text, text
+    rc, text = _in_a_terminal(["run", "tests.flows:one_choice", "--json"], [], answering=False)
+    as_json = _json_lines(text)
+    assert [e["type"] for e in as_json] == ["run.started", "node.started", "interrupt"]
