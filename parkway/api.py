@@ -15,7 +15,8 @@ route                                       what it does
                                             -> 201 ``{runId, forkedFrom: {runId, step}}``
 ``GET  /v1/interrupts``                     pending interrupts: ``workflow``, ``runId``, ``order``,
                                             ``limit``, ``cursor``, ``tokens`` -> a page; ``waitMs``
-                                            (up to 30,000): an empty page waits that long for a pause;
+                                            (up to 30,000): an empty page waits that long for a pause
+                                            (at most MAX_WAITING_PER_KEY at once per key, else 429);
                                             filters ``audience``, ``tenant``, ``session``,
                                             ``createdAfter``, ``createdBefore`` (epoch ms). A key
                                             bound to a tenant sees its tenant's interrupts only
@@ -43,17 +44,18 @@ the hash) and map to a caller: ``system``, ``machine`` or ``user`` with an owner
 and a tenant. A resume's responder defaults to the caller.
 
 Blocking Redis calls run in the thread pool, never on the event loop; event
-streams read Redis through its asyncio client, so many open streams hold no
-threads.
+streams read Redis through its asyncio client, and waiting listings wait on one
+shared watch of the pause feed, so neither holds a thread while it waits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
 from html import escape
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -85,6 +87,7 @@ from .runtime.errors import (
     ValidationError,
     WorkflowError,
 )
+from .runtime.logger import get_logger
 from .runtime.protocol import (
     CancelResult,
     Interrupt,
@@ -98,12 +101,17 @@ from .runtime.protocol import (
 )
 from .runtime.sessions import Caller
 
+log = get_logger()
 ROLES = ("system", "machine", "user")
 STREAM_BLOCK_MS = 4000
 """how long one read of an open event stream waits for news (below the client's 5 s socket timeout);
 an idle stream then gets a keep-alive comment"""
 MAX_STREAMS = 10_000
 """event streams one API process holds open at once (one Redis connection each)"""
+MAX_WAITING_PER_KEY = 20
+"""waiting listings (``waitMs``) one API key may have in flight at once; more get 429"""
+RETRY_AFTER_S = 1
+"""what a 429 tells the caller to wait before trying again"""
 _UI = resources.files(__package__).joinpath("static/ui.html").read_text()
 _UI_HEADERS = {
     "Cache-Control": "no-store",
@@ -234,13 +242,16 @@ def _caller(request: Request, authorization: Annotated[str | None, Header()] = N
     """The caller an ``Authorization: Bearer <key>`` names (401 without a known key)."""
     keys: Mapping[str, Caller] | None = request.app.state.keys
     if keys is None:
+        request.state.key = "-"
         return Caller("system")
     scheme, _, key = (authorization or "").partition(" ")
-    found = keys.get(hash_key(key)) if scheme.lower() == "bearer" and key else None
+    digest = hash_key(key) if scheme.lower() == "bearer" and key else ""
+    found = keys.get(digest) if digest else None
     if found is None:
         raise HTTPException(
             401, "an API key is needed: Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"}
         )
+    request.state.key = digest  # what per-key bounds count by
     return found
 
 
@@ -286,12 +297,16 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     for a server only the machine it runs on can reach). Shutting the app down closes the connections
     it opened itself, and ``pw`` too with ``close_client`` (else its owner closes it)."""
     events = _EventReader(pw)
+    pauses = _PauseWatch(events.client) if events.client is not None else None
+    waiting = _Slots("waiting listings", MAX_WAITING_PER_KEY)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            if pauses is not None:
+                await pauses.close()
             await events.close()
             if close_client:
                 await anyio.to_thread.run_sync(pw.close)
@@ -307,6 +322,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     refused = Refused()
     registry = CollectorRegistry(auto_describe=False)  # the app's own: the global one stays untouched
     registry.register(ParkwayCollector(lambda: pw.store.tallies(now_ms()), refused))
+
+    @app.exception_handler(TooMany)
+    async def too_many(request: Request, exc: TooMany) -> JSONResponse:
+        return JSONResponse({"error": "TooManyRequests", "detail": f"at most {exc.limit} {exc.what} at once"},
+                            status_code=429, headers={"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(ParkwayError)
     async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
@@ -375,8 +395,10 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"])
-    def list_interrupts(
+    @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"],
+             responses={429: {"model": Problem, "description": "too many waiting listings of this key"}})
+    async def list_interrupts(
+        request: Request,
         who: Auth,
         workflow: str | None = None,
         run_id: Annotated[str | None, Query(alias="runId")] = None,
@@ -398,16 +420,19 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         tenant = _own_tenant(who, tenant)
         if status != "pending" and tenant == who.tenant:
             tenant = None  # ended ones list by workflow or run only: the caller's tenant filters below
-        # a waiting listing holds one of the thread pool's threads while it waits
-        page = pw.list_interrupts(workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor,
-                                  include_tokens=tokens, wait_ms=wait_ms, audience=audience, tenant=tenant,
-                                  session=session, created_after=created_after, created_before=created_before,
-                                  status=status)
-        if who.tenant is not None:  # (a listing by run id or of ended ones reads no tenant's index)
-            page = page.model_copy(update={"items": [i for i in page.items if i.tenant == who.tenant]})
-        # a session's interrupts only to callers of its tenant (and, for a user, its owner)
-        page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
-        return _dump(page)
+        filters: dict[str, Any] = dict(
+            workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor, include_tokens=tokens,
+            audience=audience, tenant=tenant, session=session, created_after=created_after,
+            created_before=created_before, status=status,
+        )
+        if wait_ms and status != "pending":
+            raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
+        if not wait_ms:
+            page = await anyio.to_thread.run_sync(lambda: pw.list_interrupts(**filters))
+        else:
+            with waiting.slot(request.state.key):  # 429 past the key's bound
+                page = await _wait_for_page(pw, pauses, filters, wait_ms)
+        return await anyio.to_thread.run_sync(_visible, pw, page, who)
 
     @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
              tags=["interrupts"])
@@ -552,19 +577,136 @@ def _link_state(pw: Parkway, text: str) -> tuple[Interrupt, links.AnswerLink] | 
     return found, answer
 
 
+def _visible(pw: Parkway, page: InterruptPage, who: Caller) -> dict[str, Any]:
+    """The page as ``who`` may see it: its tenant's interrupts only, and sessions' only to callers of
+    their tenant (and, for a user, their owner)."""
+    if who.tenant is not None:  # (a listing by run id or of ended ones reads no tenant's index)
+        page = page.model_copy(update={"items": [i for i in page.items if i.tenant == who.tenant]})
+    page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
+    return _dump(page)
+
+
+async def _wait_for_page(
+    pw: Parkway, pauses: _PauseWatch | None, filters: dict[str, Any], wait_ms: int
+) -> InterruptPage:
+    """A waiting listing that holds no thread while it waits: list (in a thread, with the pause feed's
+    position), and while the page is empty wait on the process's one watch of the feed for a pause
+    past that position, then list again, until ``wait_ms`` have passed. Embedded (no asyncio Redis
+    client), the client's own wait runs in a thread."""
+    if pauses is None:
+        return await anyio.to_thread.run_sync(lambda: pw.list_interrupts(**filters, wait_ms=wait_ms))
+    deadline = anyio.current_time() + wait_ms / 1000
+    while True:
+        page, feed = await anyio.to_thread.run_sync(lambda: pw.list_watching(**filters))
+        left = deadline - anyio.current_time()
+        if page.items or left <= 0 or not await pauses.wait_past(feed, left):
+            return page
+
+
+class TooMany(Exception):
+    """A key holds as many of a bounded resource as it may: 429 with ``Retry-After``."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(what)
+        self.what, self.limit = what, limit
+
+
+class _Slots:
+    """At most ``limit`` of one kind of long request (waiting listings, event streams) per API key at
+    once, and ``total`` in the process; ``slot(key)`` raises TooMany past either bound. (The event
+    loop is one thread: no lock needed.)"""
+
+    def __init__(self, what: str, limit: int, total: int | None = None) -> None:
+        self.what, self.limit, self.total = what, limit, total
+        self.held: dict[str, int] = {}
+
+    @contextmanager
+    def slot(self, key: str) -> Iterator[None]:
+        if self.held.get(key, 0) >= self.limit:
+            raise TooMany(f"{self.what} of this key", self.limit)
+        if self.total is not None and sum(self.held.values()) >= self.total:
+            raise TooMany(f"{self.what} of this server", self.total)
+        self.held[key] = self.held.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self.held[key] -= 1
+            if not self.held[key]:
+                del self.held[key]
+
+
+def _feed_id(entry: str) -> tuple[int, int]:
+    ms, _, seq = entry.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class _PauseWatch:
+    """One XREAD BLOCK on the pause feed for every waiting listing of this process, on one
+    connection: a listing waits for an entry past the position it listed at. It reads only while a
+    listing waits (then, at most ``STREAM_BLOCK_MS`` longer)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.seen = (0, 0)  # the newest feed entry known to exist
+        self.waiting = 0
+        self.news = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def wait_past(self, feed: str, timeout: float) -> bool:
+        """True once the feed holds an entry past ``feed``; False after ``timeout`` seconds."""
+        position = _feed_id(feed)
+        self.waiting += 1
+        try:
+            if self.task is None or self.task.done():
+                self.task = asyncio.create_task(self._read(feed))
+            with anyio.move_on_after(timeout):
+                while self.seen <= position:
+                    news = self.news
+                    await news.wait()
+                return True
+            return False
+        finally:
+            self.waiting -= 1
+
+    async def _read(self, after: str) -> None:
+        from .adapters.redis import keys
+
+        self.seen = max(self.seen, _feed_id(after))  # ``after`` was the feed's newest entry
+        after = f"{self.seen[0]}-{self.seen[1]}"
+        while self.waiting:
+            try:
+                reply = await self.client.xread({keys.pauses(): after}, count=100, block=STREAM_BLOCK_MS)
+            except Exception as exc:  # noqa: BLE001 - Redis away: waiters time out; a later wait reads again
+                log.warning("pause_watch_failed", error=type(exc).__name__)
+                await anyio.sleep(1)
+                continue
+            if reply:
+                last = reply[0][1][-1][0]
+                after = last.decode() if isinstance(last, bytes) else str(last)
+                self.seen = max(self.seen, _feed_id(after))
+                self.news.set()
+                self.news = asyncio.Event()
+
+    async def close(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self.task
+
+
 class _EventReader:
     """Reads a run's events for SSE: through Redis's asyncio client when there is a Redis URL
     (an open stream holds no thread), else (embedded) in the thread pool."""
 
     def __init__(self, pw: Parkway) -> None:
         self.pw = pw
-        self._async: Any = None
+        self.client: Any = None
         if pw.settings.redis_url is not None:
             from redis import asyncio as aioredis
 
             # each open stream waits in its own XREAD BLOCK, on its own connection (redis-py's asyncio
             # pool holds 100 by default: the 101st stream would fail with "Too many connections")
-            self._async = aioredis.Redis.from_url(
+            self.client = aioredis.Redis.from_url(
                 pw.settings.redis_url, socket_timeout=5, socket_connect_timeout=2, max_connections=MAX_STREAMS
             )
 
@@ -572,28 +714,28 @@ class _EventReader:
         from .adapters.redis import keys
         from .adapters.redis.store import events_from, events_page, has_held, with_interrupts
 
-        if self._async is None:
+        if self.client is None:
             if session:
                 return await anyio.to_thread.run_sync(self.pw.store.sessions.events, run_id, after, 1000, 100)
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
         if session:
-            return events_from(await self._async.xread({keys.session_events(run_id): after}, count=100,
+            return events_from(await self.client.xread({keys.session_events(run_id): after}, count=100,
                                                        block=STREAM_BLOCK_MS))
         # as RedisStore.read_events: the run's hash and its stream in one round trip, then a blocking read
         stream, run = keys.events(run_id), keys.run(run_id)
-        pipe = self._async.pipeline(transaction=False)
+        pipe = self.client.pipeline(transaction=False)
         pipe.hgetall(run)
         pipe.xread({stream: after}, count=100)
         fields, reply = await pipe.execute()
         out = events_page(run_id, after, fields, reply, 100)
         if out:
             return out
-        out = events_from(await self._async.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
-        return with_interrupts(run_id, out, await self._async.hgetall(run)) if has_held(out) else out
+        out = events_from(await self.client.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
+        return with_interrupts(run_id, out, await self.client.hgetall(run)) if has_held(out) else out
 
     async def close(self) -> None:
-        if self._async is not None:
-            await self._async.aclose()
+        if self.client is not None:
+            await self.client.aclose()
 
     async def sse(self, run_id: str, after: str, *, with_tokens: bool = True) -> AsyncIterator[bytes]:
         """``id``/``event``/``data`` frames until ``done``; a comment on every idle read keeps proxies

@@ -500,6 +500,43 @@ class Parkway:
         workflow or run does not end the wait. In ``newest`` order a cursor pages to older
         interrupts, which a new pause never is: wait without a cursor to learn of new pauses.
         """
+        query = self._query(workflow, run_id, order, limit, cursor, include_tokens, wait_ms, audience, tenant, session,
+                            created_after, created_before, status)
+        listing = self.store.list_interrupts(query)
+        if wait_ms and not listing.items and status == "pending":
+            listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000)
+        return self._page(listing, include_tokens, status)
+
+    def list_watching(self, **filters: Any) -> tuple[InterruptPage, str]:
+        """``list_interrupts(**filters)`` once, without waiting, and the position of the pause feed read
+        just before that listing: a caller that waits by itself (the HTTP server, asynchronously, many
+        listings on one connection) waits for a feed entry past that position, then lists again (a
+        pause made since the listing is always past it)."""
+        if filters.get("wait_ms"):
+            raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
+        query = self._query(**filters, watch=True)
+        listing = self.store.list_interrupts(query)
+        return self._page(listing, bool(filters.get("include_tokens")), query.status), listing.feed or "0-0"
+
+    def _query(
+        self,
+        workflow: str | None = None,
+        run_id: str | None = None,
+        order: Literal["newest", "expiring"] = "newest",
+        limit: int = 50,
+        cursor: str | None = None,
+        include_tokens: bool = False,
+        wait_ms: int = 0,
+        audience: str | None = None,
+        tenant: str | None = None,
+        session: str | None = None,
+        created_after: int | None = None,
+        created_before: int | None = None,
+        status: str = "pending",
+        *,
+        watch: bool = False,
+    ) -> InterruptQuery:
+        """A listing's arguments, checked, as the store's query (it watches the pause feed if it waits)."""
         if workflow is not None:
             check_id(workflow, "workflow name")
         if run_id is not None:
@@ -517,13 +554,12 @@ class Parkway:
             raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
         if status != "pending" and any(value is not None for value in filters.values()):
             raise ValidationError("a listing of ended interrupts filters by workflow or run id only")
-        query = InterruptQuery(
-            workflow, run_id, order, limit, cursor, now_ms(), watch=wait_ms > 0,
+        return InterruptQuery(
+            workflow, run_id, order, limit, cursor, now_ms(), watch=watch or wait_ms > 0,
             status=status, **filters,  # type: ignore[arg-type]
         )
-        listing = self.store.list_interrupts(query)
-        if wait_ms and not listing.items and status == "pending":
-            listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000)
+
+    def _page(self, listing: InterruptListing, include_tokens: bool, status: str) -> InterruptPage:
         if status == "pending":
             for record in listing.items:
                 self._read.put(record)
