@@ -781,6 +781,27 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    with _client(args) as pw:
+        status = pw.status()
+    if args.json:
+        print(_json(_dump(status)))
+        return 0
+    now = _now_ms()
+    print(f"queue {status.queue}: {status.queued} job(s) waiting; {status.outstanding} enqueued and not yet begun"
+          + (f", the oldest for {_span(status.oldest_outstanding_ms)}" if status.oldest_outstanding_ms else ""))
+    print(f"running now: {status.running} activation(s)")
+    print(f"workers registered with RQ: {len(status.workers)}")
+    for w in status.workers:
+        beat = f"heartbeat {_span(now - w.heartbeat_at)} ago" if w.heartbeat_at else "no heartbeat yet"
+        print(f"  {w.name}  {w.host or '?'} pid {w.pid or '?'}  {beat}")
+    ended = ", ".join(f"{n} {s}" for s, n in status.runs_finished.items())
+    print(f"runs ended: {ended}; attempts {status.attempts}, recovered from stopped workers {status.recovered}")
+    pending = ", ".join(f"{wf} {n}" for wf, n in sorted(status.pending.items()) if n) or "none"
+    print(f"pending interrupts: {pending}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .logs import configure as configure_logs
 
@@ -868,7 +889,7 @@ def parser() -> argparse.ArgumentParser:
                    help="log at INFO (default WARNING); also accepted after the command")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
     for add in (_add_worker, _add_run, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
-                _add_cancel, _add_fork, _add_replay, _add_serve, _add_reconcile, _add_demo):
+                _add_cancel, _add_fork, _add_replay, _add_serve, _add_reconcile, _add_status, _add_demo):
         add(sub)
     add_session_commands(sub, _command)
     return p
@@ -1175,6 +1196,22 @@ def _add_reconcile(sub: Subcommands) -> None:
         "prints the run ids it touched as JSON {recovered, failed, redispatched, expired}.\n"
         "exit status: 0, 1 error",
     )
+
+
+def _add_status(sub: Subcommands) -> None:
+    c = _command(
+        sub,
+        "status",
+        "show the deployment now: workers, what runs and waits to run, runs ended, pending interrupts",
+        cmd_status,
+        "Workers are those RQ has registered on parkway's queue. `rq info` shows them too, but not what they\n"
+        "run: parkway's worker begins a job with one round trip and keeps none of RQ's per-job records\n"
+        "(started, finished and failed registries, busy state), so `rq info` shows them idle with no jobs.\n"
+        "Here, 'running now' counts the runs holding a lease (an activation executing), and a failed run is\n"
+        "a run with status failed (`parkway show RUN`), not a job in RQ's failed registry.\n"
+        "exit status: 0, 1 error",
+    )
+    c.add_argument("--json", action="store_true", help="print one JSON object (camelCase)")
 
 
 def _add_demo(sub: Subcommands) -> None:

@@ -33,6 +33,7 @@ from .runtime.logger import get_logger
 from .runtime.protocol import (
     CancelOutcome,
     CancelResult,
+    DeploymentStatus,
     Event,
     Interrupt,
     InterruptLifecycle,
@@ -638,6 +639,29 @@ class Parkway:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def status(self) -> DeploymentStatus:
+        """The deployment at this moment: the workers RQ has registered on parkway's queue, what runs
+        now, what waits to run (queue and outbox, and how long the oldest job has waited), the runs
+        ended by status, and the pending interrupts by workflow. Three round trips, and one per
+        registered worker; for an operator's look (``parkway status``), not a hot path."""
+        now = now_ms()
+        tallies = self.store.tallies(now)
+        dispatcher = self.backend.dispatcher
+        counters = tallies.counters
+        oldest = tallies.oldest_outstanding_at
+        return DeploymentStatus(
+            queue=self.settings.queue,
+            workers=tuple(dispatcher.workers()),
+            running=tallies.running,
+            queued=dispatcher.queued(),
+            outstanding=tallies.outstanding,
+            oldest_outstanding_ms=None if oldest is None else max(0, now - oldest),
+            runs_finished={s.value: counters.get(f"runs:{s.value}", 0) for s in RunStatus if s.finished},
+            attempts=counters.get("attempts", 0),
+            recovered=counters.get("recovered", 0),
+            pending=tallies.pending,
+        )
 
     def drain(self, timeout: float = 60.0) -> None:
         """Embedded only: block until the in-process worker has run every queued job (and any job

@@ -26,6 +26,9 @@ metric                                 type       counted by
 ``parkway_job_attempts_total``         counter    begin.lua: activations begun
 ``parkway_recoveries_total``           counter    recover.lua: lease expired, run requeued
 ``parkway_deferred_total``             counter    release.lua: ``node.deferred``
+``parkway_activations_running``       gauge      runs holding a lease (``pw:leases``), at scrape
+``parkway_jobs_outstanding``           gauge      jobs in the outbox, enqueued and not begun
+``parkway_oldest_job_age_seconds``     gauge      age of the outbox's oldest job (0: none)
 =====================================  =========  ============================================
 
 Runs failed are ``parkway_runs_finished_total{status="failed"}``: no second counter says it again.
@@ -37,6 +40,7 @@ to prometheus-client's global one.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 
@@ -98,6 +102,15 @@ class ParkwayCollector(Collector):
         yield CounterMetricFamily(
             "parkway_deferred", "Activations given back by a worker that cannot load the workflow",
             value=c.get("deferred", 0),
+        )
+        yield GaugeMetricFamily("parkway_activations_running", "Activations executing now (runs holding a lease)",
+                                value=t.running)
+        yield GaugeMetricFamily("parkway_jobs_outstanding", "Jobs enqueued (or to enqueue) and not yet begun",
+                                value=t.outstanding)
+        oldest = t.oldest_outstanding_at
+        yield GaugeMetricFamily(
+            "parkway_oldest_job_age_seconds", "How long the oldest job not yet begun has waited (0: none waits)",
+            value=0.0 if oldest is None else max(0.0, time.time() - oldest / 1000),
         )
 
 

@@ -350,3 +350,28 @@ class CancelResult(_Model):
 class InterruptPage(_Model):
     items: tuple[Interrupt, ...]
     next_cursor: str | None = None
+
+
+class WorkerSeen(_Model):
+    """A worker as RQ's worker registry shows it (parkway's workers register there like any RQ worker)."""
+
+    name: str
+    host: str | None = None
+    pid: int | None = None
+    started_at: int | None = Field(default=None, description="epoch milliseconds")
+    heartbeat_at: int | None = Field(default=None, description="epoch milliseconds of its last heartbeat")
+
+
+class DeploymentStatus(_Model):
+    """What ``Parkway.status()`` and ``parkway status`` report of a deployment at one moment."""
+
+    queue: str
+    workers: tuple[WorkerSeen, ...]
+    running: int = Field(description="activations executing now (runs holding a lease)")
+    queued: int = Field(description="jobs waiting on the RQ queue")
+    outstanding: int = Field(description="jobs enqueued (or to enqueue) and not yet begun (the outbox)")
+    oldest_outstanding_ms: int | None = Field(default=None, description="how long the oldest of those has waited")
+    runs_finished: dict[str, int] = Field(description="runs that ended, by final status, since the deployment began")
+    attempts: int = Field(description="activations begun (first attempts, replays and retries)")
+    recovered: int = Field(description="activations taken back from a worker that stopped mid-job")
+    pending: dict[str, int] = Field(description="pending, unexpired interrupts by workflow")

@@ -379,6 +379,12 @@ class Tallies:
     counters: dict[str, int]
     wait_buckets: tuple[int, ...]
     pending: dict[str, int]
+    running: int = 0
+    """activations executing now: runs holding a live or lapsed lease the reconciler has not taken back"""
+    outstanding: int = 0
+    """jobs enqueued (or to enqueue) and not yet begun (the outbox)"""
+    oldest_outstanding_at: int | None = None
+    """when the oldest of those was enqueued (epoch ms)"""
 
 
 class SessionTransitions(Protocol):

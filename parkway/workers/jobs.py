@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
 
 import redis
-from rq import Queue
+from rq import Queue, Worker
 from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
 
@@ -31,7 +32,7 @@ from ..config import Settings
 from ..runtime import executor
 from ..runtime.errors import InvalidId
 from ..runtime.logger import get_logger
-from ..runtime.protocol import check_id
+from ..runtime.protocol import WorkerSeen, check_id
 from ..runtime.store import Attempt
 from . import rq_internals
 from .serializer import MsgpackSerializer
@@ -77,6 +78,16 @@ class Dispatcher(Protocol):
     def is_pending(self, run_id: str, fence: int) -> bool:
         """Whether the job for ``fence`` still waits in the queue (and so will begin)."""
 
+    def workers(self) -> list[WorkerSeen]:
+        """The workers registered on the queue."""
+
+    def queued(self) -> int:
+        """How many jobs wait on the queue."""
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.replace(tzinfo=moment.tzinfo or UTC).timestamp() * 1000)
+
 
 class RQDispatcher:
     """Enqueues parkway jobs on an RQ queue."""
@@ -105,6 +116,26 @@ class RQDispatcher:
                 self.queue.enqueue_job(self._job(run_id, step, fence), unique=True)
             except DuplicateJobError:
                 log.info("enqueue_duplicate", run_id=run_id, fence=fence)
+
+    def workers(self) -> list[WorkerSeen]:
+        """The workers on this queue in RQ's worker registry (``Worker.all``: one read per worker)."""
+        with translated():
+            found = Worker.all(connection=self.connection, queue=self.queue)
+        return [
+            WorkerSeen(
+                name=w.name,
+                host=w.hostname,
+                pid=w.pid,
+                started_at=_ms(w.birth_date),
+                heartbeat_at=_ms(w.last_heartbeat),
+            )
+            for w in found
+        ]
+
+    def queued(self) -> int:
+        """How many jobs wait on the queue."""
+        with translated():
+            return int(self.queue.count)
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         """Queued and still in the queue: a job a worker took (into RQ's intermediate list) and

@@ -1,7 +1,8 @@
 """Every internal of RQ that parkway leans on, in one room (STYLE 16), for rq 3.0.x (pinned).
 
 Other modules use RQ's public API only (``Queue``, ``Queue.create_job``/``enqueue_job``,
-``Job.key_for``, ``JobStatus``, ``WorkerPool``, ``Worker.work``) and come here for the rest.
+``Job.key_for``, ``JobStatus``, ``WorkerPool``, ``Worker.work``, ``Worker.all``, ``Queue.count``)
+and come here for the rest.
 ``tests/test_rq_internals.py`` names each one below and fails when an RQ upgrade changes it.
 
 **The job format.** The store's scripts write parkway's jobs themselves, in the call that commits

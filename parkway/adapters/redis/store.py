@@ -1279,20 +1279,29 @@ class RedisStore:
             return with_interrupts(run_id, out, self.client.hgetall(run)) if has_held(out) else out
 
     def tallies(self, now: int) -> Tallies:
-        """Two round trips: the counters and the workflows' names, then one ZLEXCOUNT per workflow on
-        its expiring index from now on (O(log N) each; expired members await the reconciler)."""
+        """Two round trips: the counters, the workflows' names, the leases' and the outbox's sizes and
+        the outbox's oldest entry, then one ZLEXCOUNT per workflow on its expiring index from now on
+        (O(log N) each; expired members await the reconciler)."""
         with translated():
             pipe = self.client.pipeline(transaction=False)
             pipe.hgetall(keys.metrics())
             pipe.smembers(keys.workflows())
-            counters, names = pipe.execute()
+            pipe.zcard(keys.leases())
+            pipe.zcard(keys.outbox())
+            pipe.zrange(keys.outbox(), 0, 0, withscores=True)
+            counters, names, running, outstanding, oldest = pipe.execute()
             workflows = sorted(_text(n) for n in names)
             pipe = self.client.pipeline(transaction=False)
             for wf in workflows:
                 pipe.zlexcount(keys.index("expiring", wf), b"[" + codec.time_floor(now + 1), "+")
             counts = pipe.execute() if workflows else []
         return Tallies(
-            {_text(k): int(v) for k, v in counters.items()}, WAIT_BUCKETS_S, dict(zip(workflows, counts, strict=True))
+            {_text(k): int(v) for k, v in counters.items()},
+            WAIT_BUCKETS_S,
+            dict(zip(workflows, counts, strict=True)),
+            running=int(running),
+            outstanding=int(outstanding),
+            oldest_outstanding_at=int(oldest[0][1]) if oldest else None,
         )
 
 
