@@ -80,3 +80,20 @@ def test_a_line_below_the_configured_level_builds_no_logger() -> None:
         structlog.reset_defaults()
         if was_configured:
             structlog.configure(**old)
+
+
+def test_lines_about_a_run_name_its_workflow_a_completed_node_its_duration_a_failure_its_traceback(
+    harness: Harness,
+) -> None:
+    """node_completed carries the workflow and the node's duration; run_failed is an error with the exception
+    (its traceback rendered by the configured processors), and names the workflow too."""
+    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
+        harness.start_and_run(flows.loop, {})
+        harness.start_and_run(flows.boom, {})
+    completed = [e for e in logs if e["event"] == "node_completed"]
+    assert completed and all(e["workflow"] == "loop" and e["duration_ms"] >= 0 for e in completed), completed
+    failed = [e for e in logs if e["event"] == "run_failed"]
+    assert len(failed) == 1 and failed[0]["log_level"] == "error" and failed[0]["workflow"] == "boom"
+    assert isinstance(failed[0]["exc_info"], ValueError) and "the node broke" in str(failed[0]["exc_info"])
+    rendered = structlog.processors.format_exc_info(None, "error", dict(failed[0]))
+    assert "Traceback" in rendered["exception"] and "explode" in rendered["exception"]

@@ -122,7 +122,7 @@ def execute(
             pass
         return JobEnd.FAILED
     finally:
-        structlog.contextvars.unbind_contextvars("run_id", "node", "step", "request_id")
+        structlog.contextvars.unbind_contextvars("run_id", "workflow", "node", "step", "request_id")
 
 
 def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobEnd:
@@ -141,8 +141,10 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         if refused is not None:  # a worker running that version may take it (a rolling deploy)
             return _defer(store, options, run.run_id, fence, run.step, refused)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
+    structlog.contextvars.bind_contextvars(workflow=workflow.name)
     while True:
         structlog.contextvars.bind_contextvars(node=node, step=step)
+        started = time.perf_counter()
         ctx = NodeContext(
             store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock,
             session=_session_of(run), definition=workflow,
@@ -186,7 +188,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             return _fail(store, options, run.run_id, fence, exc, node)
         data.update(outcome.data or {})
         fence = store.advance(run.run_id, fence, step, _advance(workflow, node, step, next_node, data, options))
-        log.info("node_completed", next=next_node)
+        log.info("node_completed", next=next_node, duration_ms=_since(started))
         if next_node is None:
             log.info("run_completed")
             return JobEnd.COMPLETED
@@ -250,10 +252,14 @@ def _defer(store: Store, options: Options, run_id: str, fence: int, step: int, e
     return JobEnd.DEFERRED
 
 
+def _since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
 def _fail(store: Store, options: Options, run_id: str, fence: int, exc: BaseException, node: str | None) -> JobEnd:
     error = _error(exc, node)
     store.finish(run_id, fence, "failed", error, ("run.failed", {"error": error}), options.clock())
-    log.warning("run_failed", error=repr(exc))
+    log.error("run_failed", error=repr(exc), exc_info=exc)  # with its traceback: the worker's log alone may show it
     return JobEnd.FAILED
 
 
