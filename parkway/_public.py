@@ -4,7 +4,7 @@
 from .aio import AsyncParkway
 from .client import Parkway
 from .config import Settings
-from .runtime.agents import add_message, use_model, use_tool
+from .runtime.agents import add_message, use_model, use_tool, use_triggers
 from .runtime.contracts import Contract
 from .runtime.errors import (
     BranchBusy,
@@ -141,6 +141,7 @@ __all__ = [
     "use_stable_id",
     "use_step",
     "use_tool",
+    "use_triggers",
     "use_workflow",
     "use_workflow_state",
 ]

@@ -419,11 +419,21 @@ class Sessions:
             raise ValidationError(f"session {session_id}: unexpected reply {reply!r}")
 
     def _branch_run(
-        self, rec: SessionRecords, run_id: str, leaf: str, trigger: dict[str, Any], new: dict[str, Any] | None
+        self,
+        rec: SessionRecords,
+        run_id: str,
+        leaf: str,
+        trigger: dict[str, Any],
+        new: dict[str, Any] | None,
+        triggers: list[dict[str, Any]] | None = None,
     ) -> NewRun:
         """The run a branch dispatches: the agent, with the session, its leaf and the trigger as
-        input (its node gets ``messages``, the path to the leaf, read when it runs)."""
+        input (its node gets ``messages``, the path to the leaf, read when it runs); a run
+        dispatched for cleared interrupts gets all their triggers, in clearing order, as
+        ``triggers`` (``trigger`` is the first)."""
         data = {"session": rec.session_id, "leaf": new["id"] if new is not None else leaf, "trigger": trigger}
+        if triggers is not None:
+            data["triggers"] = triggers
         check_depth(data, "session run input")
         wf = self.pw.backend.options.loader(rec.fields["agent"])
         assert wf.start is not None
@@ -650,10 +660,16 @@ class Sessions:
         now = now_ms()
         cleared = {**record, "answer": payload, "clearedBy": caller.public(), "clearedAt": now}
         head = rec.fields.get("head", "")
-        trigger = {"type": "interrupt.resumed", "interrupt_id": interrupt_id, "payload": payload}
+        trigger = _resumed(interrupt_id, payload)
+        kept = [
+            (seq, _resumed(kept_id, rec.interrupts.get(kept_id, {}).get("answer")))
+            for seq, kept_id in rec.kept_triggers(set(self._view(rec).path(head)) | {head})
+        ]
         run_id = f"{rec.session_id}--{uuid.uuid4().hex[:16]}"
-        run = self._branch_run(rec, run_id, head, trigger, None)
-        reply = self._store.clear(rec.session_id, interrupt_id, cleared, head, list(rec.live), run, trigger, now)
+        triggers = [t for _, t in kept] + [trigger]
+        run = self._branch_run(rec, run_id, head, triggers[0], None, triggers)
+        live = {r: int(rec.runs.get(r, {}).get("step") or 0) for r in rec.live}
+        reply = self._store.clear(rec.session_id, interrupt_id, cleared, head, live, run, trigger, kept, now)
         outcome = reply[0]
         if outcome == "retry":
             return None
@@ -703,6 +719,11 @@ def as_caller(value: Caller | Mapping[str, Any]) -> Caller:
     if isinstance(value, Mapping):
         return Caller(value.get("role"), value.get("owner"), value.get("tenant"))  # type: ignore[arg-type]
     raise ValidationError("caller must be a Caller or {'role', 'owner', 'tenant'}")
+
+
+def _resumed(interrupt_id: str, payload: Any) -> dict[str, Any]:
+    """The trigger a cleared session interrupt delivers to its branch."""
+    return {"type": "interrupt.resumed", "interrupt_id": interrupt_id, "payload": payload}
 
 
 def _waits_on(waiting: str, prefix: str) -> bool:

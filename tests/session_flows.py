@@ -7,7 +7,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from parkway import ScriptedModel, ToolError, Workflow, add_message, use_interrupt, use_model, use_tool
+from parkway import (
+    ScriptedModel,
+    ToolError,
+    Workflow,
+    add_message,
+    use_interrupt,
+    use_model,
+    use_tool,
+    use_triggers,
+)
 
 
 def _answer(messages: Sequence[Mapping[str, Any]], tools: Any = ()) -> dict[str, Any]:
@@ -220,5 +229,31 @@ def counted_reply(data: dict[str, Any]) -> None:
     path = str(data["messages"][0]["content"])
     with open(os.path.join(path, "model-calls"), "a") as f:
         f.write("x")
+    turn = use_model(ECHO_MODEL, data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")
+
+
+triggers_seen: list[dict[str, Any]] = []
+
+
+def note_triggers(trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> Any:
+    """Notes every interrupt.resumed trigger the policy is shown."""
+    if trigger["type"] == "interrupt.resumed":
+        triggers_seen.append(dict(trigger))
+    return proposed
+
+
+triggered = Workflow("session-triggered", decide=note_triggers)
+
+
+@triggered.node(start=True)
+def read_triggers(data: dict[str, Any]) -> None:
+    """Replies through the model; a run delivered triggers asks to confirm, then lists them."""
+    seen = use_triggers()
+    if seen:
+        confirmed = use_interrupt({"kind": "text", "question": "Go on?"}, id="confirm")
+        listed = ", ".join(f"{t['interrupt_id']}={t['payload']}" for t in seen)
+        add_message(f"triggers {listed} ({confirmed})", id="triggers")
+        return
     turn = use_model(ECHO_MODEL, data["messages"], id="turn")
     add_message(turn["answer"], id="reply")

@@ -272,6 +272,44 @@ def consult(ctx: NodeContext, trigger: Mapping[str, Any], ask_field: str) -> Non
     ctx.write(ask_field + ":decided", JournalEntry("policy", str(trigger["type"]), None))
 
 
+def delivered(ctx: NodeContext, data: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The triggers delivered to this activation of a branch run, in the order they came, each
+    with the name it is known by in the journal: for the first activation of a run dispatched for
+    cleared interrupts, its input's (``d<n>``); then those the session wrote into the activation's
+    journal when it cleared interrupts while the run was live (``g<seq>``: a held run woken, or the
+    run at the head)."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    given = data.get("triggers") if ctx.step == 0 else None
+    if isinstance(given, list):
+        out += [(f"d{n}", dict(t)) for n, t in enumerate(given) if isinstance(t, Mapping)]
+    written = sorted(
+        (int(name[2:]), entry)
+        for name, entry in ctx.journal.items()
+        if name.startswith("g:") and name[2:].isdigit() and entry.kind == "trigger"
+    )
+    out += [(f"g{seq}", dict(entry.value)) for seq, entry in written if isinstance(entry.value, Mapping)]
+    return out
+
+
+def consult_delivered(ctx: NodeContext) -> None:
+    """Show the policy each trigger delivered to this activation (``interrupt.resumed`` of a
+    cleared session interrupt, with its payload), once each, in order; an ``interrupt`` action
+    parks the run there. Called by the executor before the node runs, once it set ``ctx.triggers``."""
+    for name, trigger in ctx.triggers:
+        consult(ctx, trigger, f"i:policy:trigger:{name}")
+
+
+def use_triggers() -> list[dict[str, Any]]:
+    """The triggers delivered to this activation of a branch run, in the order they came: when
+    interrupts raised on its branch by callers are cleared, each one's ``{"type":
+    "interrupt.resumed", "interrupt_id": ..., "payload": ...}``. A run dispatched for them gets
+    them as its input; a run held on its parked branch (or live at the head) gets them in its
+    journal as it is woken, so every replay of the activation reads the same list. Empty outside
+    a session's branch run."""
+    ctx = current()
+    return [trigger for _, trigger in ctx.triggers]
+
+
 def consult_start(ctx: NodeContext, data: Mapping[str, Any]) -> None:
     """At the start of a branch run: ``session.start`` for the session's first message, then the
     run's own trigger (``user.message``); called by the executor before the first node."""

@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from . import telemetry, tokens
-from .agents import Held, consult_start, hold_if_parked
+from .agents import Held, consult_delivered, consult_start, delivered, hold_if_parked
 from .clock import now_ms
 from .errors import (
     ChildFailed,
@@ -277,6 +277,8 @@ def _attempt(
                 hold_if_parked(ctx)  # a run released onto a parked branch waits before it does anything
                 if ctx.step == 0:
                     consult_start(ctx, data)  # the policy sees the run's trigger before the node runs
+                ctx.triggers = delivered(ctx, data)
+                consult_delivered(ctx)  # and each interrupt.resumed delivered to it
             value = spec.fn(copy.deepcopy(data))
             if inspect.isawaitable(value):
                 value = _run_async(value)

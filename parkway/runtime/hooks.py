@@ -22,7 +22,7 @@ import json
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -135,6 +135,8 @@ class NodeContext:
     """the session id when this run is a session's branch run (``parkway.runtime.agents``)"""
     definition: Workflow | None = None
     """the running workflow (its tools and policy, for ``use_tool``)"""
+    triggers: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """a branch run's triggers delivered to this activation (``agents.delivered``)"""
 
     def next_position(self) -> str:
         field_name = f"@{self.position}"

@@ -20,6 +20,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .agents import delivered
 from .errors import NondeterminismError, RunNotFound, WorkflowError
 from .hooks import NodeContext, Pause, SpawnChild, activate, deactivate
 from .store import JournalEntry, Store
@@ -80,6 +81,7 @@ def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayRep
     journal, state = store.read_activation(run_id, record.step)
     ctx = _DryContext(_ReadOnly(), run_id, workflow.name, record.node, record.step,  # type: ignore[arg-type]
                       record.fence, journal, state, lambda: now)
+    ctx.triggers = delivered(ctx, record.data)  # a branch run's triggers, as its replays read them
     token = activate(ctx)
     try:
         value: Any = workflow.nodes[record.node].fn(copy.deepcopy(record.data))

@@ -41,7 +41,23 @@ class SessionRecords:
     deliveries: dict[str, str]
     live: dict[str, str]
     runs: dict[str, dict[str, str]] = field(default_factory=dict)
-    """live run id -> its status and waiting"""
+    """live run id -> its status, waiting and step"""
+
+    def kept_triggers(self, on: set[str] | frozenset[str]) -> list[tuple[str, str]]:
+        """The triggers of interrupts cleared while the path they parked was still parked, kept
+        for the messages in ``on`` (the active path): (seq, interrupt id), in clearing order."""
+        out: list[tuple[int, str]] = []
+        for name, value in self.fields.items():
+            if name.startswith("t:") and name[2:].isdigit():
+                leaf, _, interrupt_id = value.partition(" ")
+                if leaf in on:
+                    out.append((int(name[2:]), interrupt_id))
+        return [(str(seq), interrupt_id) for seq, interrupt_id in sorted(out)]
+
+
+def _trigger_entry(trigger: Mapping[str, Any]) -> JournalEntry:
+    """How a trigger delivered to a branch run is recorded in its journal (``g:<seq>``)."""
+    return JournalEntry("trigger", str(trigger.get("type", "")), dict(trigger))
 
 
 class SessionStore:
@@ -101,10 +117,14 @@ class SessionStore:
             pipe = self.store.client.pipeline(transaction=False)
             ids = [_text(r) for r in live]
             for r in ids:
-                pipe.hmget(keys.run(r), "status", "waiting")
+                pipe.hmget(keys.run(r), "status", "waiting", "step")
             with translated():
-                for r, (status, waiting) in zip(ids, pipe.execute(), strict=True):
-                    runs[r] = {"status": _text(status) if status else "gone", "waiting": _text(waiting or b"")}
+                for r, (status, waiting, step) in zip(ids, pipe.execute(), strict=True):
+                    runs[r] = {
+                        "status": _text(status) if status else "gone",
+                        "waiting": _text(waiting or b""),
+                        "step": _text(step or b"0"),
+                    }
         decoded = {}
         for mid, blob in messages.items():
             message = self._decode(blob, "session message")
@@ -291,17 +311,26 @@ class SessionStore:
         interrupt_id: str,
         record: Mapping[str, Any],
         head: str,
-        live: Sequence[str],
+        live: Mapping[str, int],
         run: NewRun,
         trigger: Mapping[str, Any],
+        kept: Sequence[tuple[str, Mapping[str, Any]]],
         now: int,
     ) -> list[str]:
         """``session_clear.lua``'s reply: ``resumed`` + run id, ``dispatched`` + run id, ``cleared``,
-        ``still_parked`` + ids, ``already_cleared``, ``unknown``, ``retry``, ``gone``."""
+        ``still_parked`` + ids, ``already_cleared``, ``unknown``, ``retry``, ``gone``.
+        ``live``: the live runs with their steps as read; ``kept``: the triggers kept for the head's
+        path (seq, trigger), in clearing order."""
         run_keys, run_args = self.store.new_run(run)
         hand_keys, hand_args = self._queues(run.run_id)
         blocks = [self.store._hand_off(r)[1] for r in live]
-        live_keys = [key for r in live for key in (keys.run(r), keys.events(r))]
+        live_keys = [key for r, step in live.items() for key in (keys.run(r), keys.events(r), keys.journal(r, step))]
+        limit = self.store.limits.max_answer_bytes
+        kept_args = [
+            a
+            for seq, kept_trigger in kept
+            for a in (seq, codec.entry_to_blob(_trigger_entry(kept_trigger), limit), self._event(dict(kept_trigger)))
+        ]
         cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
         dispatched = {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
         reply = self.store._call(
@@ -329,7 +358,11 @@ class SessionStore:
                 run.run_id,
                 self._event(dispatched),
                 *run_args,
+                codec.entry_to_blob(_trigger_entry(trigger), limit),
+                len(kept),
                 *live,
+                *(str(step) for step in live.values()),
+                *kept_args,
                 *hand_args,
                 *(a for b in blocks for a in b),
             ],
