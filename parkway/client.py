@@ -214,7 +214,7 @@ class Parkway:
         elif record.waiting_on:
             found = self.store.get_interrupt(run_id, record.waiting_on)
             interrupt = self._interrupt(found, include_token=False) if found else None
-        return _run(record, interrupt, now)
+        return _run(record, interrupt)
 
     def wait(self, run_id: str, *, timeout: float = 30.0) -> Run:
         """Block until the run is waiting for a person or finished; raise WaitTimeout after ``timeout`` s.
@@ -925,10 +925,12 @@ def _check_text(value: Any, what: str, limit: int) -> None:
         raise ValidationError(f"{what} must be a string of at most {limit} characters")
 
 
-def _run(record: RunRecord, interrupt: Interrupt | None, now: int) -> Run:
+def _run(record: RunRecord, interrupt: Interrupt | None) -> Run:
+    """The run as a caller reads it. Its status is the stored one, never derived from the clock: a
+    run past its interrupt's deadline reads ``waiting`` (the interrupt's ``expires_at`` in the past)
+    until the reconciler applies the expiry policy, since the policy may fail it, replay it or ask
+    again. Only a run that really ends ``expired`` (or whose records are gone) reads so."""
     status = record.status
-    if status is RunStatus.WAITING and record.expires_at is not None and record.expires_at <= now:
-        status = RunStatus.EXPIRED
     return Run(
         run_id=record.run_id,
         workflow=record.workflow,

@@ -37,3 +37,20 @@ def call_guard(data: dict[str, Any]) -> dict[str, Any]:
         return {"inner": use_workflow(guards_child, {}, id="guard")}
     except ChildFailed as exc:
         return {"caught": exc.status}
+
+
+expiring_policy = Workflow("expiring_policy", on_expire=None)
+
+
+@expiring_policy.node(start=True)
+def ask_briefly(data: dict[str, Any]) -> dict[str, Any]:
+    """One question of 1 s whose expiry policy is the input's ``policy`` (``"timer"``: a use_first
+    race of the question against a timer of 1 s instead)."""
+    from parkway import InterruptCancelled, use_first
+
+    if data["policy"] == "timer":
+        return {"first": use_first(COLORS, timer_ms=1000, id="race").kind}
+    try:
+        return {"picked": use_interrupt(COLORS, id="color", ttl_ms=1000, on_expire=data["policy"])}
+    except InterruptCancelled as exc:
+        return {"cancelled": exc.reason}

@@ -13,6 +13,8 @@ from parkway import (
     RunStatus,
 )
 from parkway.runtime import tokens
+from parkway.runtime.clock import now_ms
+from parkway.workers.reconciler import reconcile_once
 from tests import flows
 from tests.conftest import SECRET, Harness, all_at_once
 
@@ -138,7 +140,8 @@ def test_twenty_concurrent_resumes_accept_exactly_one(harness: Harness) -> None:
 
 
 def test_expired_interrupt_reads_expired_and_is_not_listed(harness: Harness) -> None:
-    """After a short TTL, resume says expired, the run reads expired and list_interrupts omits it."""
+    """After a short TTL, resume says expired and list_interrupts omits it; the run reads waiting (its
+    interrupt's expiry past) until the reconciler's pass ends it expired."""
     run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})
     event = harness.interrupt_event(run_id)
     token = event["resumeToken"]
@@ -147,6 +150,10 @@ def test_expired_interrupt_reads_expired_and_is_not_listed(harness: Harness) -> 
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
     assert harness.pw.list_interrupts().items == ()
     assert harness.pw.list_interrupts(order="expiring").items == ()
+    late = harness.pw.get_run(run_id)
+    if late.status is RunStatus.WAITING:  # (the embedded worker's reconciler may have passed already)
+        assert late.interrupt is not None and late.interrupt.expires_at <= now_ms()
+    reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
     assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
 
 

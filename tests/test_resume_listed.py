@@ -11,6 +11,7 @@ import redis
 from parkway import InvalidAnswer, Parkway, ResumeOutcome, RunStatus, Settings
 from parkway.client import _ReadInterrupts
 from parkway.runtime.store import InterruptRecord
+from parkway.workers.reconciler import reconcile_once
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
 from tests.procs import RedisServer, sent_commands
@@ -79,12 +80,15 @@ def test_a_wrong_answer_to_a_listed_interrupt_leaves_it_open_for_the_right_one(h
 
 def test_a_listed_interrupt_past_its_expiry_reads_expired(harness: Harness) -> None:
     """Listed while pending, answered after its TTL (before any reconciler pass): expired, as a
-    lookup would say; the run is not resumed (it reads expired)."""
+    lookup would say; the run is not resumed (it reads waiting, its interrupt's expiry past, until the
+    reconciler ends it expired)."""
     run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})
     token = harness.token(run_id)
     expires_at = harness.pw.list_interrupts(run_id=run_id).items[0].expires_at
     time.sleep(max(0.0, expires_at / 1000 - time.time()) + 0.05)
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+    assert harness.pw.get_run(run_id).status in (RunStatus.WAITING, RunStatus.EXPIRED)  # not queued
+    reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
     assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
 
 
