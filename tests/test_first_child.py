@@ -270,3 +270,18 @@ def test_a_cancelled_interrupt_ends_the_race_and_cancels_the_child(harness: Harn
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
     assert harness.pw.get_run(_child(run_id)).status is RunStatus.CANCELLED
+
+
+def test_the_roots_listing_follows_the_tree_down_to_the_racing_childs_interrupt(harness: Harness) -> None:
+    """list_interrupts(run_id=root) lists the root's own interrupt and that of the child racing it
+    (use_first(child=...)), as the global listing does, each with the root as root_run_id."""
+    run_id = harness.start_and_run(flows_fork.racer, {"child": "asking"})
+    everywhere = {i.request_id: i.run_id for i in harness.pw.list_interrupts().items}
+    assert sorted(everywhere.values()) == sorted([run_id, _child(run_id)])
+    listed = harness.pw.list_interrupts(run_id=run_id, include_tokens=True).items
+    assert {i.request_id: i.run_id for i in listed} == everywhere
+    assert {i.root_run_id or i.run_id for i in listed} == {run_id}
+    child = next(i for i in listed if i.run_id == _child(run_id))
+    assert child.resume_token is not None and harness.pw.resume(child.resume_token, selected="red").accepted
+    harness.run_jobs()
+    assert harness.pw.list_interrupts(run_id=run_id).items == ()

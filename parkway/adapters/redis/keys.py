@@ -78,6 +78,9 @@ key                         type    TTL       holds
                                               ``<step>`` -> the data step (>= 1) started with,
                                               ``<step>:node`` -> the node it ran (a completed step's);
                                               absent until the run's first node completes
+``pw:{R}:fo``               set     T         the children a fan-out (``use_workflows``) has started and
+                                              that have not ended yet (their run ids): what cancel
+                                              and the root's listing follow down; a child's end removes it
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data); gone
                                               ``FOLD_WAKE_MS`` after a park that copied them into
                                               the run hash (``~<i>``), back at the next append; park's
@@ -199,6 +202,11 @@ def snapshots(run_id: str) -> str:
 
 def workflow_state(run_id: str) -> str:
     return f"{_tag(run_id)}:ws"
+
+
+def fanout(run_id: str) -> str:
+    """The live children of the run's fan-out (``use_workflows``): started, not yet ended."""
+    return f"{_tag(run_id)}:fo"
 
 
 def events(run_id: str) -> str:

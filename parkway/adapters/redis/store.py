@@ -1248,18 +1248,52 @@ class RedisStore:
         return InterruptListing([r for _, r in found[: query.limit]], cursor, feed)
 
     def _waiting_interrupt(self, query: InterruptQuery) -> tuple[list[InterruptRecord], str | None]:
+        """The open interrupts of the run and of every run below it (``tree_interrupts``), a page of
+        them in the query's order from its cursor."""
         r = query.run_id or ""
-        replies, feed = self._with_feed(query, lambda pipe: pipe.hget(keys.run(r), "waiting"))
-        waiting = _text(replies[0] or b"")
-        for _ in range(MAX_TREE_DEPTH):  # a run waiting on a child: the interrupt down its tree
-            if not waiting.startswith("child:"):
+        replies, feed = self._with_feed(query, lambda pipe: _read_below(pipe, r))
+        found = [x for x in self.tree_interrupts(r, query.now, first=replies)
+                 if x.expires_at > query.now and _matches(x, query)]
+        member = {id(x): codec.member(codec.entry_of(x), query.order) for x in found}
+        newest = query.order == "newest"
+        found.sort(key=lambda x: member[id(x)], reverse=newest)
+        after = codec.parse_cursor(query.cursor, query.order)
+        if after is not None:
+            found = [x for x in found if (member[id(x)] < after if newest else member[id(x)] > after)]
+        return found[: query.limit], feed
+
+    def tree_interrupts(self, run_id: str, now: int, first: Sequence[Any] | None = None) -> list[InterruptRecord]:
+        """The interrupts the run and the runs below it wait on, read level by level (one round trip
+        each): a run waiting on a child follows it (``use_workflow``), one whose interrupt a child
+        races follows that child too (``use_first(child=)``, while the interrupt is pending), and a
+        fan-out follows its live children (``use_workflows``). ``first``: the run's replies of
+        ``_read_below`` already read."""
+        level, out = [run_id], []
+        replies = list(first) if first is not None else None
+        for _ in range(MAX_TREE_DEPTH):
+            if not level:
                 break
-            r = waiting.removeprefix("child:")
-            waiting = _text(self.client.hget(keys.run(r), "waiting") or b"")
-        record = self.read_interrupt(r, waiting, query.now) if waiting and not waiting.startswith("child:") else None
-        if record is None or record.expires_at <= query.now or not _matches(record, query):
-            return [], feed
-        return [record], feed
+            if replies is None:
+                pipe = self.client.pipeline(transaction=False)
+                for r in level:
+                    _read_below(pipe, r)
+                replies = pipe.execute()
+            below: list[str] = []
+            for i, r in enumerate(level):
+                fields, summary, children = replies[3 * i : 3 * i + 3]
+                waiting = _text(fields.get(b"waiting") or b"")
+                if waiting.startswith("child:"):
+                    below.append(waiting.removeprefix("child:"))
+                elif waiting and waiting != "session":
+                    record = _with_lifecycle(r, waiting, fields, summary, now)
+                    if record is not None:
+                        out.append(record)
+                    raced = fields.get(fields.get(b"rs") or b"")
+                    if fields.get(b"rc") and raced == b"pending":
+                        below.append(_text(fields[b"rc"]))
+                below += sorted(_text(c) for c in children)
+            level, replies = below[:MAX_TREE_RUNS], None
+        return out
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """The run's events after ``after``, read with its hash in one round trip (``events_page``);
@@ -1479,7 +1513,17 @@ def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -
 MAX_MOVES = 5
 """how many escalations one resume follows before it gives up (each one is a reconciler's pass)"""
 MAX_TREE_DEPTH = 16
-"""how far down a tree of child runs a listing by run id looks for the interrupt it waits on"""
+"""how far down a tree of child runs a listing by run id looks for the interrupts it waits on"""
+MAX_TREE_RUNS = 10_000
+"""the most runs of one level of a tree a listing by run id reads (a fan-out's children)"""
+
+
+def _read_below(pipe: Any, run_id: str) -> None:
+    """Queue the reads that say what a run waits on and what runs below it (``tree_interrupts``):
+    its hash, its summary (its interrupt's lifecycle record), its fan-out's live children."""
+    pipe.hgetall(keys.run(run_id))
+    pipe.hgetall(keys.summary(run_id))
+    pipe.smembers(keys.fanout(run_id))
 
 
 def _requeue(reply: Sequence[Any]) -> Requeue:
