@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -55,18 +56,38 @@ def all_at_once(call: Callable[[int], T], n: int = 20) -> list[T]:
     return results
 
 
-REDIS_URL = os.environ.get("PARKWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+BASE_REDIS_URL = os.environ.get("PARKWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 SECRET = "test-secret-" + "x" * 32
+
+
+def worker_redis_url(base: str, worker: str | None) -> str:
+    """The Redis database a pytest-xdist worker owns: the base URL's database (15 by default)
+    without xdist and for worker gw0, one less for each next worker (gw1 -> 14, gw2 -> 13...), so
+    workers never empty or read each other's keys."""
+    parts = urlsplit(base)
+    db = int(parts.path.strip("/") or 0)
+    index = int(worker.removeprefix("gw")) if worker and worker.startswith("gw") else 0
+    if db - index < 0:
+        raise pytest.UsageError(
+            f"xdist worker {worker} would need database {db - index} below {base}: run fewer workers "
+            f"(-n) or point PARKWAY_TEST_REDIS_URL at a higher database"
+        )
+    return urlunsplit(parts._replace(path=f"/{db - index}"))
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    client = redis.Redis.from_url(REDIS_URL)
+    """This test process's own database on the test Redis (see ``worker_redis_url``): every test
+    that needs the shared Redis takes its URL from here, never from the environment."""
+    url = worker_redis_url(BASE_REDIS_URL, os.environ.get("PYTEST_XDIST_WORKER"))
+    client = redis.Redis.from_url(url)
     try:
         client.ping()
     except redis.ConnectionError as exc:  # pragma: no cover - CI starts one
-        pytest.fail(f"tests need a Redis at {REDIS_URL} (set PARKWAY_TEST_REDIS_URL): {exc}")
-    return REDIS_URL
+        pytest.fail(f"tests need a Redis at {url} (set PARKWAY_TEST_REDIS_URL): {exc}")
+    finally:
+        client.close()
+    return url
 
 
 @pytest.fixture

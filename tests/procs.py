@@ -20,9 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now, for a server the test starts next. Under pytest-xdist each worker takes
+    ports from its own share (port // 2 modulo the worker count: Linux hands bind() ports of one
+    parity), so two workers never pick the same port for servers they start at the same time."""
+    share = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port // 2 % shares == share:
+            return port
 
 
 class RedisServer:
@@ -39,22 +47,40 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        """Start the server (again) and wait until it answers. The port was free when chosen, but a
+        test running in parallel (pytest-xdist) may take it first: then this server cannot bind and
+        exits, and it starts again on another free port (a restart keeps its port otherwise)."""
+        for _ in range(5):
+            if self._start_on_port():
+                return
+            self.port = free_port()
+        raise RuntimeError(f"redis-server would not start: see {self.dir / 'redis.log'}")
+
+    def _start_on_port(self) -> bool:
         args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
                 "--logfile", str(self.dir / "redis.log"), *self.extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
-        deadline = time.time() + 10
-        while True:
-            try:
-                client.ping()
-                return
-            except redis.exceptions.BusyLoadingError:
-                pass
-            except redis.ConnectionError:
-                if time.time() > deadline:
-                    raise
-            time.sleep(0.05)
+        self.proc = proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with redis.Redis(port=self.port) as client:
+            deadline = time.time() + 10
+            while True:
+                try:
+                    answering = int(client.info("server")["process_id"])
+                    if answering == proc.pid:
+                        return True
+                    # another test's server on this port: this one cannot bind and exits
+                    if proc.poll() is None:
+                        proc.terminate()
+                    proc.wait(10)
+                    return False
+                except redis.exceptions.BusyLoadingError:
+                    pass
+                except redis.ConnectionError:
+                    if proc.poll() is not None:
+                        return False
+                    if time.time() > deadline:
+                        raise
+                time.sleep(0.05)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no final save."""
