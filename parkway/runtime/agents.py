@@ -196,7 +196,7 @@ def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str |
 def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str, field: str) -> list[dict[str, Any]]:
     """What settles the call now: an answered approval's policy decision, a deferred answer, or
     the policy's decision on the call."""
-    approval = ctx.journal.get(f"i:tool:{call_id}")
+    approval = ctx.recorded(f"i:tool:{call_id}")
     if approval is not None:
         if approval.status == "cancelled":
             return [{"type": "tool.error", "error": "the approval was cancelled"}]
@@ -213,7 +213,7 @@ def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str
                 {"type": "tool.error", "error": "the policy gave no tool.result or tool.error for the resumed call"}
             ]
         return actions
-    deferred = ctx.journal.get(f"i:defer:{call_id}")
+    deferred = ctx.recorded(f"i:defer:{call_id}")
     if deferred is not None:
         if deferred.status == "cancelled":
             return [{"type": "tool.error", "error": "the deferred call was cancelled"}]
@@ -258,12 +258,12 @@ def consult(ctx: NodeContext, trigger: Mapping[str, Any], ask_field: str) -> Non
     policy is not asked again for it (``interrupt.resumed`` goes to the run's stream)."""
     if ctx.definition is None or ctx.definition.decide is None:
         return
-    asked = ctx.journal.get(ask_field)
+    asked = ctx.recorded(ask_field)
     if asked is not None and asked.status == "cancelled":
         raise InterruptCancelled(
             f"the policy's interrupt on {trigger['type']} was cancelled", run_id=ctx.run_id, node=ctx.node
         )
-    decided = ctx.journal.get(ask_field + ":decided")
+    decided = ctx.recorded(ask_field + ":decided")
     if asked is not None or decided is not None:
         return  # answered, or let through: a replay does not ask again
     for action in _decide(ctx, dict(trigger), []):

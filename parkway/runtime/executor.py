@@ -28,6 +28,7 @@ from .errors import (
     ChildFailed,
     CorruptRecord,
     InterruptCancelled,
+    NondeterminismError,
     ParkwayError,
     RunGone,
     StaleFence,
@@ -156,6 +157,10 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
                 raise
             return _fail(store, options, run.run_id, fence, exc, node)  # not one of the session's runs
         outcome = _attempt(workflow, ctx, view)
+        ran = isinstance(outcome, Pause | SpawnChild) or not isinstance(outcome, BaseException)
+        left = ctx.unconsumed_error() if ran else None  # (not after a hold: the node stopped short)
+        if left is not None:  # an answer taken that this code no longer asks for: never dropped
+            return _defer(store, options, run.run_id, fence, step, left)
         if isinstance(outcome, Held):
             log.info("run_held", reason=str(outcome))  # the session script committed the hold
             return JobEnd.WAITING
@@ -242,13 +247,19 @@ def _cancelled(outcome: object) -> bool:
     return isinstance(outcome, InterruptCancelled)
 
 
-def _defer(store: Store, options: Options, run_id: str, fence: int, step: int, exc: WorkflowUnavailable) -> JobEnd:
+def _defer(
+    store: Store, options: Options, run_id: str, fence: int, step: int, exc: WorkflowUnavailable | NondeterminismError
+) -> JobEnd:
     """This process cannot load the run's workflow (a worker started elsewhere, a missing --path, an
-    allow-list, a module whose import raises, a workflow or node renamed by a deploy): give the
-    activation back, queued, for the reconciler to enqueue again in a few seconds. A resume's answer
-    stays in the journal: the replay finds it once a worker can load the workflow."""
-    store.release(run_id, fence, step, {"step": step, "reason": exc.message}, options.clock())
-    log.error("workflow_unavailable", error=exc.message, retry="the run stays queued and is enqueued again")
+    allow-list, a module whose import raises, a workflow or node renamed by a deploy), or its code
+    left an answer the journal holds unconsumed (an interrupt renamed by a deploy): give the
+    activation back, queued, for the reconciler to enqueue again in a few seconds, with the error
+    on the run's stream (``node.deferred``). A resume's answer stays in the journal: the replay
+    finds it once a worker runs code that asks for it."""
+    event = {"step": step, "reason": exc.message, "error": type(exc).__name__}
+    store.release(run_id, fence, step, event, options.clock())
+    what = "answer_unconsumed" if isinstance(exc, NondeterminismError) else "workflow_unavailable"
+    log.error(what, error=exc.message, retry="the run stays queued and is enqueued again")
     return JobEnd.DEFERRED
 
 

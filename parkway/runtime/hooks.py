@@ -137,14 +137,50 @@ class NodeContext:
     """the running workflow (its tools and policy, for ``use_tool``)"""
     triggers: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     """a branch run's triggers delivered to this activation (``agents.delivered``)"""
+    consumed: set[str] = field(default_factory=set)
+    """the journal fields a hook read in this attempt (see ``unconsumed_answers``)"""
 
     def next_position(self) -> str:
         field_name = f"@{self.position}"
         self.position += 1
         return field_name
 
+    def recorded(self, field_name: str) -> JournalEntry | None:
+        """The journal's record at ``field_name`` (None: none), read by a hook: a record read is
+        consumed (see ``unconsumed_answers``)."""
+        self.consumed.add(field_name)
+        return self.journal.get(field_name)
+
+    def unconsumed_answers(self) -> list[tuple[str, JournalEntry]]:
+        """The answers recorded in this activation's journal that no hook of this attempt asked
+        for: after an attempt that ran to its end or paused, an interrupt whose answer was taken
+        and that the code no longer reaches (its id renamed by a deploy, say)."""
+        return sorted(
+            (name, entry)
+            for name, entry in self.journal.items()
+            if entry.kind == "interrupt" and name not in self.consumed
+        )
+
+    def unconsumed_error(self) -> NondeterminismError | None:
+        """The error an attempt that left answers unconsumed ends with (None: it left none)."""
+        left = self.unconsumed_answers()
+        if not left:
+            return None
+        name, entry = left[0]
+        named = f"interrupt {entry.name!r}" if entry.name else "an unnamed interrupt"
+        return NondeterminismError(
+            f"run {self.run_id} node {self.node!r}: the journal holds the answer {entry.value!r:.200} to {named} "
+            f"(at {name}) but no hook asked for it on this replay; did the interrupt's id change? The answer "
+            "stays in the journal: deploy code whose hook asks for it and the run goes on",
+            run_id=self.run_id,
+            node=self.node,
+            position=name,
+            expected="a hook asking for it",
+            recorded=_describe(entry.kind, entry.name, entry.detail),
+        )
+
     def replayed(self, field_name: str, kind: str, name: str, detail: str = "") -> JournalEntry | None:
-        entry = self.journal.get(field_name)
+        entry = self.recorded(field_name)
         if entry is None:
             return None
         if entry.kind != kind or entry.name != name or entry.detail != detail:

@@ -30,9 +30,11 @@ from .workflow import Workflow, as_result
 class _Frontier(BaseException):
     """The first hook the journal has no record for: the check ends here."""
 
-    def __init__(self, position: str) -> None:
+    def __init__(self, position: str, kind: str = "") -> None:
         super().__init__(position)
         self.position = position
+        self.kind = kind
+        """the kind of record the hook asked for ('' for a write)"""
 
 
 class _DryContext(NodeContext):
@@ -41,7 +43,7 @@ class _DryContext(NodeContext):
     def replayed(self, field_name: str, kind: str, name: str, detail: str = "") -> JournalEntry | None:
         entry = super().replayed(field_name, kind, name, detail)
         if entry is None:
-            raise _Frontier(field_name)
+            raise _Frontier(field_name, kind)
         return entry
 
     def write(self, field_name: str, entry: JournalEntry, event: tuple[str, dict[str, Any]] | None = None) -> None:
@@ -53,6 +55,27 @@ class _ReadOnly:
 
     def record(self, *args: Any) -> None:
         raise _Frontier("workflow state")
+
+
+def _reached(
+    ctx: NodeContext, store: Store, waiting_on: str | None, paused_at: str | None
+) -> tuple[Literal["nondeterministic"], str] | None:
+    """After a replay that ran to the node's end (``paused_at`` None) or to a pause (an interrupt
+    it would ask): the answer this code left unconsumed, or the pending interrupt it no longer
+    reaches, as the report says it (None: neither). A replay that stopped at other new work is not
+    judged: the hooks after it were not asked."""
+    error = ctx.unconsumed_error()
+    if error is not None:
+        return "nondeterministic", error.message
+    pending = store.get_interrupt(ctx.run_id, waiting_on) if waiting_on and waiting_on.startswith("i") else None
+    if pending is None or pending.journal_field == paused_at:
+        return None
+    name = f"interrupt {pending.hook_name!r}" if pending.hook_name else "its interrupt"
+    where = f"asks at {paused_at} instead" if paused_at else "runs to its end without asking for it"
+    return "nondeterministic", (
+        f"run {ctx.run_id} waits on {name} ({pending.journal_field}, request {pending.request_id}), which this "
+        f"code no longer reaches: it {where}; an answer would be taken and never reach the code"
+    )
 
 
 @dataclass(frozen=True)
@@ -94,11 +117,15 @@ def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayRep
             value = asyncio.run(wait())
         as_result(value, record.node)
         outcome, detail = "consistent", "the node ran to its end on recorded values only"
+        outcome, detail = _reached(ctx, store, record.waiting_on, None) or (outcome, detail)
     except _Frontier as frontier:
         outcome, detail = "consistent", f"every recorded hook matched; new work starts at {frontier.position}"
+        if frontier.kind == "interrupt":  # the node would pause there: it asks nothing after
+            outcome, detail = _reached(ctx, store, record.waiting_on, frontier.position) or (outcome, detail)
     except (Pause, SpawnChild) as pause:
         field = pause.journal_field if isinstance(pause, Pause) else pause.child.journal_field
         outcome, detail = "consistent", f"every recorded hook matched; the node pauses again at {field}"
+        outcome, detail = _reached(ctx, store, record.waiting_on, field) or (outcome, detail)
     except NondeterminismError as exc:
         outcome, detail = "nondeterministic", exc.message
     except Exception as exc:  # noqa: BLE001 - the node's own error is part of the report
