@@ -10,6 +10,7 @@ route                                       what it does
 ``GET  /v1/runs/{run_id}``                  the run
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
                                             (or ``?after=``) resumes after a dropped connection
+                                            (at most MAX_STREAMS_PER_KEY open per key, else 429)
 ``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
 ``POST /v1/runs/{run_id}/fork``             re-open step N as a new run: ``{step, runId?, input?}``
                                             -> 201 ``{runId, forkedFrom: {runId, step}}``
@@ -54,7 +55,7 @@ import asyncio
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from html import escape
 from importlib import resources
@@ -66,6 +67,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from starlette.background import BackgroundTask
 
 from . import links, session_api
 from .client import MAX_WAIT_MS, Parkway, ends_stream
@@ -106,8 +108,14 @@ ROLES = ("system", "machine", "user")
 STREAM_BLOCK_MS = 4000
 """how long one read of an open event stream waits for news (below the client's 5 s socket timeout);
 an idle stream then gets a keep-alive comment"""
-MAX_STREAMS = 10_000
-"""event streams one API process holds open at once (one Redis connection each)"""
+MAX_STREAMS = 1000
+"""event streams one API process holds open at once, one Redis connection each: well under Redis's
+default ``maxclients`` (10,000), with room for workers and more API processes"""
+API_CONNECTIONS = 16
+"""the fixed pool of Redis connections the server's request threads share (event streams and the
+pause watch have their own, each closed when it ends)"""
+MAX_STREAMS_PER_KEY = 100
+"""event streams one API key may hold open at once in one process; more get 429"""
 MAX_WAITING_PER_KEY = 20
 """waiting listings (``waitMs``) one API key may have in flight at once; more get 429"""
 RETRY_AFTER_S = 1
@@ -297,8 +305,9 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     for a server only the machine it runs on can reach). Shutting the app down closes the connections
     it opened itself, and ``pw`` too with ``close_client`` (else its owner closes it)."""
     events = _EventReader(pw)
-    pauses = _PauseWatch(events.client) if events.client is not None else None
+    pauses = _PauseWatch(events.connect) if events.url is not None else None
     waiting = _Slots("waiting listings", MAX_WAITING_PER_KEY)
+    streams = _Streams()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -307,7 +316,6 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         finally:
             if pauses is not None:
                 await pauses.close()
-            await events.close()
             if close_client:
                 await anyio.to_thread.run_sync(pw.close)
 
@@ -381,6 +389,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
 
     @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse)
     async def stream(
+        request: Request,
         run_id: str,
         who: Auth,
         after: str = "0",
@@ -391,9 +400,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         await anyio.to_thread.run_sync(pw.sessions.check_run, run_id, who)
         await anyio.to_thread.run_sync(pw.get_run, run_id)  # 404 before the stream opens
         # resume tokens go to system and machine callers; a person answers through an application or a link
-        stream = events.sse(run_id, start_at, with_tokens=who.role != "user")
-        return StreamingResponse(stream, media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user"))
 
     @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"],
              responses={429: {"model": Problem, "description": "too many waiting listings of this key"}})
@@ -540,7 +547,10 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         refused.add(result.outcome.value)
         return _page(*_LINK_OUTCOMES[result.outcome])
 
-    session_api.add_routes(app, pw, _caller, events.session_sse)
+    def session_stream(request: Request, session_id: str, after: str) -> StreamingResponse:
+        return streams.open(request, events.session_sse(session_id, after))
+
+    session_api.add_routes(app, pw, _caller, session_stream)
     return app
 
 
@@ -645,8 +655,8 @@ class _PauseWatch:
     connection: a listing waits for an entry past the position it listed at. It reads only while a
     listing waits (then, at most ``STREAM_BLOCK_MS`` longer)."""
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self.connect = connect
         self.seen = (0, 0)  # the newest feed entry known to exist
         self.waiting = 0
         self.news = asyncio.Event()
@@ -673,19 +683,23 @@ class _PauseWatch:
 
         self.seen = max(self.seen, _feed_id(after))  # ``after`` was the feed's newest entry
         after = f"{self.seen[0]}-{self.seen[1]}"
-        while self.waiting:
-            try:
-                reply = await self.client.xread({keys.pauses(): after}, count=100, block=STREAM_BLOCK_MS)
-            except Exception as exc:  # noqa: BLE001 - Redis away: waiters time out; a later wait reads again
-                log.warning("pause_watch_failed", error=type(exc).__name__)
-                await anyio.sleep(1)
-                continue
-            if reply:
-                last = reply[0][1][-1][0]
-                after = last.decode() if isinstance(last, bytes) else str(last)
-                self.seen = max(self.seen, _feed_id(after))
-                self.news.set()
-                self.news = asyncio.Event()
+        client = self.connect()  # its own connection, closed when no listing waits any more
+        try:
+            while self.waiting:
+                try:
+                    reply = await client.xread({keys.pauses(): after}, count=100, block=STREAM_BLOCK_MS)
+                except Exception as exc:  # noqa: BLE001 - Redis away: waiters time out; a later wait reads again
+                    log.warning("pause_watch_failed", error=type(exc).__name__)
+                    await anyio.sleep(1)
+                    continue
+                if reply:
+                    last = reply[0][1][-1][0]
+                    after = last.decode() if isinstance(last, bytes) else str(last)
+                    self.seen = max(self.seen, _feed_id(after))
+                    self.news.set()
+                    self.news = asyncio.Event()
+        finally:
+            await _close(client)
 
     async def close(self) -> None:
         if self.task is not None and not self.task.done():
@@ -695,76 +709,126 @@ class _PauseWatch:
 
 
 class _EventReader:
-    """Reads a run's events for SSE: through Redis's asyncio client when there is a Redis URL
-    (an open stream holds no thread), else (embedded) in the thread pool."""
+    """Reads events for SSE: through Redis's asyncio client when there is a Redis URL (an open
+    stream holds no thread), else (embedded) in the thread pool.
+
+    Each open stream reads on a connection of its own, opened with the stream and closed when it
+    ends: streams are bounded per key and per process (``MAX_STREAMS_PER_KEY``, ``MAX_STREAMS``), so
+    connections are too, and a burst of streams leaves none behind when it is gone."""
 
     def __init__(self, pw: Parkway) -> None:
         self.pw = pw
-        self.client: Any = None
-        if pw.settings.redis_url is not None:
-            from redis import asyncio as aioredis
+        self.url = pw.settings.redis_url
 
-            # each open stream waits in its own XREAD BLOCK, on its own connection (redis-py's asyncio
-            # pool holds 100 by default: the 101st stream would fail with "Too many connections")
-            self.client = aioredis.Redis.from_url(
-                pw.settings.redis_url, socket_timeout=5, socket_connect_timeout=2, max_connections=MAX_STREAMS
-            )
+    def connect(self) -> Any:
+        """A client of its own for one stream or watch (its pipeline and its blocking read share it);
+        None when embedded."""
+        if self.url is None:
+            return None
+        from redis import asyncio as aioredis
 
-    async def _read(self, run_id: str, after: str, *, session: bool = False) -> list[Any]:
+        return aioredis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=2, max_connections=2)
+
+    async def _read(self, client: Any, run_id: str, after: str, *, session: bool = False) -> list[Any]:
         from .adapters.redis import keys
         from .adapters.redis.store import events_from, events_page, has_held, with_interrupts
 
-        if self.client is None:
+        if client is None:
             if session:
                 return await anyio.to_thread.run_sync(self.pw.store.sessions.events, run_id, after, 1000, 100)
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
         if session:
-            return events_from(await self.client.xread({keys.session_events(run_id): after}, count=100,
-                                                       block=STREAM_BLOCK_MS))
+            return events_from(await client.xread({keys.session_events(run_id): after}, count=100,
+                                                  block=STREAM_BLOCK_MS))
         # as RedisStore.read_events: the run's hash and its stream in one round trip, then a blocking read
         stream, run = keys.events(run_id), keys.run(run_id)
-        pipe = self.client.pipeline(transaction=False)
+        pipe = client.pipeline(transaction=False)
         pipe.hgetall(run)
         pipe.xread({stream: after}, count=100)
         fields, reply = await pipe.execute()
         out = events_page(run_id, after, fields, reply, 100)
         if out:
             return out
-        out = events_from(await self.client.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
-        return with_interrupts(run_id, out, await self.client.hgetall(run)) if has_held(out) else out
-
-    async def close(self) -> None:
-        if self.client is not None:
-            await self.client.aclose()
+        out = events_from(await client.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
+        return with_interrupts(run_id, out, await client.hgetall(run)) if has_held(out) else out
 
     async def sse(self, run_id: str, after: str, *, with_tokens: bool = True) -> AsyncIterator[bytes]:
         """``id``/``event``/``data`` frames until ``done``; a comment on every idle read keeps proxies
         from closing the connection. Interrupt events carry their resume token ``with_tokens``."""
-        while True:
-            batch = await self._read(run_id, after)
-            if not batch:
-                yield b": waiting\n\n"
-                continue
-            for stored in batch:
-                after = stored.id
-                event = self.pw.event(run_id, stored)
-                data = event.data if with_tokens else {k: v for k, v in event.data.items() if k != "resumeToken"}
-                frame = f"id: {event.id}\nevent: {event.type}\ndata: {json.dumps(data, default=str)}\n\n"
-                yield frame.encode()
-                if ends_stream(event.type, "done"):
-                    return
+        client = self.connect()
+        try:
+            while True:
+                batch = await self._read(client, run_id, after)
+                if not batch:
+                    yield b": waiting\n\n"
+                    continue
+                for stored in batch:
+                    after = stored.id
+                    event = self.pw.event(run_id, stored)
+                    data = event.data if with_tokens else {k: v for k, v in event.data.items() if k != "resumeToken"}
+                    frame = f"id: {event.id}\nevent: {event.type}\ndata: {json.dumps(data, default=str)}\n\n"
+                    yield frame.encode()
+                    if ends_stream(event.type, "done"):
+                        return
+        finally:
+            await _close(client)
 
     async def session_sse(self, session_id: str, after: str) -> AsyncIterator[bytes]:
         """A session's events as SSE frames, for as long as the client listens (a session never ends)."""
-        while True:
-            batch = await self._read(session_id, after, session=True)
-            if not batch:
-                yield b": waiting\n\n"
-                continue
-            for stored in batch:
-                after = stored.id
-                data = {"eventId": stored.id, "ts": stored.ts, **stored.data}
-                yield f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+        client = self.connect()
+        try:
+            while True:
+                batch = await self._read(client, session_id, after, session=True)
+                if not batch:
+                    yield b": waiting\n\n"
+                    continue
+                for stored in batch:
+                    after = stored.id
+                    data = {"eventId": stored.id, "ts": stored.ts, **stored.data}
+                    yield f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n".encode()
+        finally:
+            await _close(client)
+
+
+async def _close(client: Any) -> None:
+    """Close a stream's own client, even while the stream is being cancelled (a client that left)."""
+    if client is not None:
+        with anyio.CancelScope(shield=True):
+            await client.aclose()
+
+
+class _Streams:
+    """Opens event-stream responses: at most ``MAX_STREAMS_PER_KEY`` per API key and ``MAX_STREAMS``
+    in the process (429 with Retry-After past either), each sending a first byte at once."""
+
+    def __init__(self) -> None:
+        self.slots = _Slots("event streams", MAX_STREAMS_PER_KEY, MAX_STREAMS)
+
+    def open(self, request: Request, frames: AsyncIterator[bytes]) -> StreamingResponse:
+        key = getattr(request.state, "key", "-")
+        held = self.slots.slot(key)
+        held.__enter__()  # raises TooMany before any response starts
+        done = False
+
+        def release() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                held.__exit__(None, None, None)
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                yield b": open\n\n"  # headers and a first byte now, whatever the stream has to say
+                async for frame in frames:
+                    yield frame
+            finally:
+                release()
+                with anyio.CancelScope(shield=True):
+                    await frames.aclose()  # type: ignore[attr-defined]
+
+        # the body's finally runs when it is closed; a client gone before it started still frees the slot
+        return StreamingResponse(body(), media_type="text/event-stream", background=BackgroundTask(release),
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
 
 def app_from_env() -> FastAPI:
@@ -785,5 +849,7 @@ def app_from_env() -> FastAPI:
             "parkway serve needs PARKWAY_WORKFLOWS (or --workflows): the modules whose workflows HTTP callers "
             "may start; it imports nothing else on a caller's request"
         )
+    if settings.max_connections is None:  # a burst of requests leaves no more than these behind
+        settings = settings.with_(max_connections=API_CONNECTIONS)
     return create_app(Parkway(settings), parse_keys(raw) if raw else None, close_client=True)
 

@@ -48,7 +48,7 @@ def build_backend(settings: Settings) -> Backend:
     path"), worked by parkway's worker on a thread of this process."""
     if settings.redis_url is None:
         return _embedded(settings)
-    client = connect(settings.redis_url)
+    client = connect(settings.redis_url, max_connections=settings.max_connections)
     try:
         dispatcher = RQDispatcher(client, settings)
         store = RedisStore(client, settings.limits, dispatcher.next_job)  # it enqueues what a start or resume calls for

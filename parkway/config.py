@@ -65,6 +65,9 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     workflows: tuple[str, ...] | None = None
     """modules that workflows may be imported from; None: the application's own code (see runtime.loading)"""
+    max_connections: int | None = None
+    """Redis connections this process's client keeps at most (a thread waits for a free one); None:
+    as many as its threads use at once. ``parkway serve`` uses 16 unless set"""
 
     def __post_init__(self) -> None:
         check_ttl(self.ttl_ms)
@@ -77,6 +80,8 @@ class Settings:
             raise ConfigError("job_timeout must be >= 1 second")
         if self.lease_ms < 500 or self.max_lost_attempts < 1:
             raise ConfigError("lease_ms must be >= 500 and max_lost_attempts >= 1")
+        if self.max_connections is not None and self.max_connections < 2:
+            raise ConfigError("max_connections must be at least 2")
         if self.limits.retention_ms < MIN_TTL_MS:
             raise ConfigError(f"PARKWAY_RETENTION_MS must be >= {MIN_TTL_MS}")
         if self.workflows is not None:

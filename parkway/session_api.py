@@ -29,11 +29,11 @@ route                                               what it does
 403 when the caller may not (another tenant, not the owner, an interrupt of a higher origin).
 """
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import Depends, FastAPI, Header
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -98,10 +98,11 @@ def add_routes(
     app: FastAPI,
     pw: Parkway,
     caller: Callable[..., Caller],
-    sse: Callable[[str, str], AsyncIterator[bytes]],
+    sse: Callable[[Request, str, str], StreamingResponse],
 ) -> None:
     """Mount the session routes; ``caller`` is the app's dependency that authenticates a request,
-    ``sse(session_id, after)`` yields a session's events as server-sent event frames."""
+    ``sse(request, session_id, after)`` opens the response that streams a session's events as
+    server-sent event frames (bounded per key: 429 past the bound)."""
     sessions = pw.sessions
     Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
 
@@ -130,6 +131,7 @@ def add_routes(
 
     @app.get("/v1/sessions/{session_id}/stream", tags=["sessions"], response_class=StreamingResponse)
     async def session_stream(
+        request: Request,
         session_id: str,
         who: Who,
         after: str = "0",
@@ -138,11 +140,7 @@ def add_routes(
         """The session's events as server-sent events, live; reconnect with ``Last-Event-ID``."""
         start_at = check_event_id(last_event_id or after, "after / Last-Event-ID")
         await anyio.to_thread.run_sync(lambda: sessions.get(session_id, caller=who))  # 403/404 before it opens
-        return StreamingResponse(
-            sse(session_id, start_at),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
+        return sse(request, session_id, start_at)
 
     @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"])
     def send(session_id: str, body: MessageBody, who: Who) -> dict[str, Any]:

@@ -156,3 +156,31 @@ def sent_commands() -> Iterator[list[bytes]]:
         yield sent
     finally:
         AbstractConnection.send_packed_command = original  # type: ignore[method-assign]
+
+
+def open_fds(pid: int) -> int:
+    """How many file descriptors process ``pid`` holds (Linux)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def redis_connections(pid: int, redis_port: int) -> int:
+    """How many TCP connections process ``pid`` holds to ``redis_port`` on this machine (Linux: its
+    socket fds matched against /proc/net/tcp)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                remote_port, state, inode = int(fields[2].rsplit(":", 1)[1], 16), fields[3], fields[9]
+                if inode in inodes and remote_port == redis_port and state == "01":  # ESTABLISHED
+                    count += 1
+    return count

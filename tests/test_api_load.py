@@ -4,6 +4,7 @@ never in the way of other requests."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -11,8 +12,9 @@ import httpx
 import pytest
 import redis
 
-from parkway.api import MAX_WAITING_PER_KEY, hash_key
-from tests.test_api import KEY, Server, close_api_clients, serving
+from parkway.api import API_CONNECTIONS, MAX_STREAMS_PER_KEY, MAX_WAITING_PER_KEY, hash_key
+from tests.procs import open_fds, redis_connections, wait_for
+from tests.test_api import KEY, Server, _api, _wait_status, close_api_clients, serving
 
 KEYS = [f"load-key-{i}-" + "l" * 24 for i in range(3)]
 
@@ -90,3 +92,86 @@ def test_a_key_past_its_bound_of_waiting_listings_gets_429_with_retry_after(load
     assert statuses == [200] * (MAX_WAITING_PER_KEY + 1)
     assert refused == 429
     assert again == 200
+
+
+def _waiting_run(srv: Server) -> str:
+    api = _api(srv)
+    run_id: str = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    return run_id
+
+
+async def _hold(client: httpx.AsyncClient, path: str, opened: list[int], seconds: float) -> None:
+    """Open an event stream, note its status, read it for ``seconds`` (or until refused)."""
+    async with client.stream("GET", path) as response:
+        opened.append(response.status_code)
+        if response.status_code != 200:
+            assert response.headers.get("retry-after", "").isdigit()
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                async for _ in response.aiter_bytes():
+                    pass
+
+
+def test_streams_of_one_key_past_its_bound_get_429(loaded: Server) -> None:
+    """300 event streams from one key: MAX_STREAMS_PER_KEY open, the rest get 429 with Retry-After."""
+    run_id = _waiting_run(loaded)
+
+    async def scenario() -> list[int]:
+        opened: list[int] = []
+        async with _client(loaded, KEYS[0]) as client:
+            await asyncio.gather(*(_hold(client, f"/v1/runs/{run_id}/events", opened, 3) for _ in range(300)))
+        return opened
+
+    opened = asyncio.run(scenario())
+    assert opened.count(200) == MAX_STREAMS_PER_KEY and opened.count(429) == 300 - MAX_STREAMS_PER_KEY
+
+
+def test_a_stream_sends_its_first_byte_at_once(loaded: Server) -> None:
+    """A stream with nothing new to say (after the run's last event) still sends a byte at once."""
+    run_id = _waiting_run(loaded)
+    api = _api(loaded)
+    last = ""
+    with api.stream("GET", f"/v1/runs/{run_id}/events") as response:
+        for line in response.iter_lines():
+            last = line[4:] if line.startswith("id: ") else last
+            if line == "event: interrupt":  # the run's last event while it waits
+                break
+    began = time.monotonic()
+    with api.stream("GET", f"/v1/runs/{run_id}/events", params={"after": last}) as response:
+        next(response.iter_bytes())
+        first = time.monotonic() - began
+    assert first < 0.5, first
+
+
+def test_a_burst_of_clients_and_streams_leaves_a_small_fixed_pool_behind(loaded: Server, redis_url: str) -> None:
+    """50 API clients and 50 event streams come and go, twice: within seconds of each burst the
+    server is back to a small fixed pool of Redis connections and file descriptors, the second
+    burst no larger than the first."""
+    run_id = _waiting_run(loaded)
+    pid, port = loaded.proc.pid, int(redis_url.rsplit(":", 1)[1].split("/")[0])
+
+    async def burst() -> None:
+        async def api_client(i: int) -> None:
+            async with _client(loaded, KEYS[i % 3]) as client:
+                for _ in range(10):
+                    assert (await client.get("/v1/interrupts")).status_code == 200
+                    assert (await client.get(f"/v1/runs/{run_id}")).status_code == 200
+
+        opened: list[int] = []
+        async with _client(loaded, KEY) as streams:
+            await asyncio.gather(*(api_client(i) for i in range(50)),
+                                 *(_hold(streams, f"/v1/runs/{run_id}/events", opened, 2) for _ in range(50)))
+        assert opened == [200] * 50
+
+    baseline_fds = open_fds(pid)
+    after = []
+    for _ in range(2):
+        asyncio.run(burst())
+        settled = wait_for(lambda: (c := redis_connections(pid, port)) <= API_CONNECTIONS
+                           and open_fds(pid) <= baseline_fds + API_CONNECTIONS and (c, open_fds(pid)), 5,
+                           f"connections and fds to settle (now {redis_connections(pid, port)} "
+                           f"connections, {open_fds(pid)} fds, baseline {baseline_fds} fds)")
+        after.append(settled)
+    assert after[1][0] <= after[0][0] + 2 and after[1][1] <= after[0][1] + 2, after

@@ -1626,7 +1626,7 @@ def run_script(client: redis.Redis, script: Any, keys_: Sequence[Any], args: Seq
         pool.release(conn)
 
 
-def connect(url: str) -> redis.Redis:
+def connect(url: str, *, max_connections: int | None = None) -> redis.Redis:
     """A client each of whose calls ends within ``GIVE_UP_S`` (15 s) when Redis does not answer.
 
     That holds whether Redis is down (connection refused), unreachable (no route, or no answer
@@ -1647,11 +1647,19 @@ def connect(url: str) -> redis.Redis:
     RQ's worker raises its own connection's socket timeout above its blocking dequeue (BLMOVE,
     up to ``worker_ttl`` - 15 s), so the worker's job loop waits longer than this bound; the
     worker's store, and with it the maintenance thread, has a client of its own.
+
+    ``max_connections`` makes the pool a fixed one of at most that many connections, which a
+    thread waits for (up to ``SOCKET_TIMEOUT_S``) when all are busy: a server's burst of requests
+    then leaves no more connections open than that (None: as many as threads use at once, kept).
     """
-    return redis.Redis.from_url(
-        url,
+    options: dict[str, Any] = dict(
         socket_timeout=SOCKET_TIMEOUT_S,
         socket_connect_timeout=CONNECT_TIMEOUT_S,
         health_check_interval=0,
         retry=_RetryUntil(),
     )
+    if max_connections is None:
+        return redis.Redis.from_url(url, **options)
+    pool = redis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=SOCKET_TIMEOUT_S,
+                                                 **options)
+    return redis.Redis(connection_pool=pool)
