@@ -101,17 +101,26 @@ def _waiting_run(srv: Server) -> str:
     return run_id
 
 
-async def _hold(client: httpx.AsyncClient, path: str, opened: list[int], seconds: float) -> None:
-    """Open an event stream, note its status, read it for ``seconds`` (or until refused)."""
+async def _hold(client: httpx.AsyncClient, path: str, opened: list[int], until: asyncio.Event) -> None:
+    """Open an event stream, note its status, read it until ``until`` is set (or until refused)."""
     async with client.stream("GET", path) as response:
         opened.append(response.status_code)
         if response.status_code != 200:
             assert response.headers.get("retry-after", "").isdigit()
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                async for _ in response.aiter_bytes():
-                    pass
+        reading = asyncio.create_task(response.aread())
+        await until.wait()
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+
+
+async def _all_open(opened: list[int], n: int, until: asyncio.Event) -> None:
+    """Set ``until`` once ``n`` streams have their status (then hold them a moment longer)."""
+    while len(opened) < n:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.5)
+    until.set()
 
 
 def test_streams_of_one_key_past_its_bound_get_429(loaded: Server) -> None:
@@ -120,8 +129,10 @@ def test_streams_of_one_key_past_its_bound_get_429(loaded: Server) -> None:
 
     async def scenario() -> list[int]:
         opened: list[int] = []
+        until = asyncio.Event()
         async with _client(loaded, KEYS[0]) as client:
-            await asyncio.gather(*(_hold(client, f"/v1/runs/{run_id}/events", opened, 3) for _ in range(300)))
+            await asyncio.gather(*(_hold(client, f"/v1/runs/{run_id}/events", opened, until) for _ in range(300)),
+                                 _all_open(opened, 300, until))
         return opened
 
     opened = asyncio.run(scenario())
@@ -155,14 +166,15 @@ def test_a_burst_of_clients_and_streams_leaves_a_small_fixed_pool_behind(loaded:
     async def burst() -> None:
         async def api_client(i: int) -> None:
             async with _client(loaded, KEYS[i % 3]) as client:
-                for _ in range(10):
+                for _ in range(5):
                     assert (await client.get("/v1/interrupts")).status_code == 200
                     assert (await client.get(f"/v1/runs/{run_id}")).status_code == 200
 
         opened: list[int] = []
+        until = asyncio.Event()
         async with _client(loaded, KEY) as streams:
-            await asyncio.gather(*(api_client(i) for i in range(50)),
-                                 *(_hold(streams, f"/v1/runs/{run_id}/events", opened, 2) for _ in range(50)))
+            await asyncio.gather(*(api_client(i) for i in range(50)), _all_open(opened, 50, until),
+                                 *(_hold(streams, f"/v1/runs/{run_id}/events", opened, until) for _ in range(50)))
         assert opened == [200] * 50
 
     baseline_fds = open_fds(pid)
@@ -170,7 +182,7 @@ def test_a_burst_of_clients_and_streams_leaves_a_small_fixed_pool_behind(loaded:
     for _ in range(2):
         asyncio.run(burst())
         settled = wait_for(lambda: (c := redis_connections(pid, port)) <= API_CONNECTIONS
-                           and open_fds(pid) <= baseline_fds + API_CONNECTIONS and (c, open_fds(pid)), 5,
+                           and open_fds(pid) <= baseline_fds + API_CONNECTIONS and (c, open_fds(pid)), 8,
                            f"connections and fds to settle (now {redis_connections(pid, port)} "
                            f"connections, {open_fds(pid)} fds, baseline {baseline_fds} fds)")
         after.append(settled)
