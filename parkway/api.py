@@ -74,6 +74,7 @@ from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import Settings
 from .metrics import ParkwayCollector, Refused
 from .runtime import telemetry, tokens
+from .runtime.authority import check_overlay
 from .runtime.clock import now_ms
 from .runtime.errors import (
     ConfigError,
@@ -340,6 +341,10 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
         if isinstance(exc, StoreUnavailable):
             return _problem(503, exc)
+        if isinstance(exc, SessionDenied) and getattr(exc, "reason", None) in ("tenant", "owner"):
+            # another tenant's or owner's session reads as none: ids are chosen by callers, and a
+            # different answer would tell that one exists
+            return _problem(404, SessionNotFound("no such session"))
         if isinstance(exc, SessionDenied):
             return _problem(403, exc)
         if isinstance(exc, SessionNotFound):
@@ -368,24 +373,29 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     @app.post("/v1/runs", status_code=201, response_model=Started, tags=["runs"])
     def start(body: StartRun, who: Auth) -> dict[str, Any]:
         tenant = _own_tenant(who, body.tenant)
-        run_id = pw.start(body.workflow, body.input, run_id=body.run_id, ttl_ms=body.ttl_ms, tenant=tenant)
+        run_id = pw.start(body.workflow, body.input, run_id=body.run_id, ttl_ms=body.ttl_ms, tenant=tenant,
+                          owner=who.owner if who.role == "user" else None, origin=who.origin)
         return {"runId": run_id}
 
     @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
     def get_run(run_id: str, who: Auth) -> dict[str, Any]:
-        pw.sessions.check_run(run_id, who)  # a session's runs are its owner's and tenant's
+        pw.check_run(run_id, who, "read")  # by the owner and tenant written on the run
         return _dump(pw.get_run(run_id))
 
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"])
     def cancel(run_id: str, body: CancelBody, who: Auth) -> dict[str, Any]:
-        pw.sessions.check_run(run_id, who)
+        pw.check_run(run_id, who, "cancel")
         return _dump(pw.cancel(run_id, reason=body.reason, responder=who.name))
 
     @app.post("/v1/runs/{run_id}/fork", status_code=201, response_model=Forked, tags=["runs"])
     def fork(run_id: str, body: ForkBody, who: Auth) -> dict[str, Any]:
-        pw.sessions.check_run(run_id, who)
-        new = pw.fork(run_id, step=body.step, new_run_id=body.run_id, input=body.input)
-        return {"runId": new, "forkedFrom": {"runId": run_id, "step": body.step}}
+        record = pw.check_run(run_id, who, "fork")
+        if body.input is not None:  # laid over what the run's starter gave: that rank or higher
+            check_overlay(who, run_id, record.origin if record is not None else None)
+        # past an answered interrupt only a system caller forks; the others re-open the answered step
+        step = body.step if who.role == "system" else pw.gated_step(run_id, body.step)
+        new = pw.fork(run_id, step=step, new_run_id=body.run_id, input=body.input)
+        return {"runId": new, "forkedFrom": {"runId": run_id, "step": step}}
 
     @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse)
     async def stream(
@@ -397,10 +407,21 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     ) -> StreamingResponse:
         check_id(run_id, "run id")
         start_at = check_event_id(last_event_id or after, "after / Last-Event-ID")
-        await anyio.to_thread.run_sync(pw.sessions.check_run, run_id, who)
+        opened = await anyio.to_thread.run_sync(pw.check_run, run_id, who, "events")
         await anyio.to_thread.run_sync(pw.get_run, run_id)  # 404 before the stream opens
+        born = opened.created_at if opened is not None else None
+
+        def still_reaches() -> bool:
+            """The caller still reaches this run, and it is the run the stream opened on (an id
+            whose records and summary expired can be taken again)."""
+            try:
+                record = pw.check_run(run_id, who, "events")
+            except RunNotFound:
+                return False
+            return record is None or born is None or record.created_at == born
+
         # resume tokens go to system and machine callers; a person answers through an application or a link
-        return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user"))
+        return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user", still=still_reaches))
 
     @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"],
              responses={429: {"model": Problem, "description": "too many waiting listings of this key"}})
@@ -426,11 +447,13 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         # a key bound to a tenant lists its tenant's interrupts only (its runs', its sessions')
         tenant = _own_tenant(who, tenant)
         if status != "pending" and tenant == who.tenant:
-            tenant = None  # ended ones list by workflow or run only: the caller's tenant filters below
+            tenant = None  # ended ones list by workflow or run only: the caller filter keeps its tenant's
+        # what the caller may not see is filtered out before paging, and the cursor is opaque
+        # (parkway.runtime.authority, parkway.runtime.cursors)
         filters: dict[str, Any] = dict(
             workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor, include_tokens=tokens,
             audience=audience, tenant=tenant, session=session, created_after=created_after,
-            created_before=created_before, status=status,
+            created_before=created_before, status=status, caller=who,
         )
         if wait_ms and status != "pending":
             raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
@@ -439,7 +462,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         else:
             with waiting.slot(request.state.key):  # 429 past the key's bound
                 page = await _wait_for_page(pw, pauses, filters, wait_ms)
-        return await anyio.to_thread.run_sync(_visible, pw, page, who)
+        return _dump(page)
 
     @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
              tags=["interrupts"])
@@ -448,9 +471,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     ) -> dict[str, Any]:
         """One interrupt, open or ended, with its lifecycle record (``runId`` only for a request id
         that does not carry it)."""
-        owner = run_id or telemetry.run_of_request(request_id)
-        if owner is not None:  # a session's interrupts are its owner's and tenant's
-            pw.sessions.check_run(owner, who)
+        check_id(request_id, "request id")
+        found = run_id or telemetry.run_of_request(request_id)
+        if found is not None:  # by the owner and tenant written on its run (its summary, once ended)
+            pw.check_run(found, who, "list")
+        elif who.role != "system" or who.tenant is not None:
+            raise InterruptNotFound(f"no interrupt {request_id!r}", request_id=request_id)  # fail closed
         return _dump(pw.get_interrupt(request_id, run_id=run_id))
 
     @app.post(
@@ -464,10 +490,13 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         # a person answers as themselves; a system or machine caller may name who it answers for
         responder = who.name if who.role == "user" else (body.responder or who.name)
         try:
-            pw.sessions.check_run(tokens.run_id_of(body.token), who)  # another tenant's session: 403
+            pw.check_run(tokens.run_id_of(body.token), who, "answer")
         except MalformedResume as exc:
             refused.add("invalid")
             return _problem(422, exc)
+        except RunNotFound:  # another tenant's or owner's run answers as no run
+            refused.add(ResumeOutcome.UNKNOWN.value)
+            return JSONResponse(_dump(ResumeResult(outcome=ResumeOutcome.UNKNOWN)), status_code=404)
         try:
             if body.cancel:
                 result = pw.cancel_interrupt(body.token, reason=body.reason, responder=responder,
@@ -493,14 +522,17 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     def resume_or_start(body: ResumeOrStartBody, who: Auth) -> JSONResponse:
         responder = who.name if who.role == "user" else (body.responder or who.name)
         try:
-            pw.sessions.check_run(tokens.run_id_of(body.token), who)  # another tenant's run: 403
+            pw.check_run(tokens.run_id_of(body.token), who, "restart")
         except MalformedResume as exc:
             refused.add("invalid")
             return _problem(422, exc)
+        except RunNotFound:  # another tenant's or owner's run answers as no run
+            return JSONResponse({"outcome": "unknown"}, status_code=404)
         try:
+            # a new run is the old one's tenant's (from its summary), else the key's
             result = pw.resume_or_start(body.token, selected=body.selected, value=body.value,
                                         request_id=body.request_id, responder=responder, input=body.input,
-                                        workflow=body.workflow)
+                                        workflow=body.workflow, tenant=who.tenant)
         except (InvalidAnswer, MalformedResume, ValidationError, WorkflowError) as exc:
             refused.add("invalid")
             return _problem(422, exc)
@@ -547,8 +579,10 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         refused.add(result.outcome.value)
         return _page(*_LINK_OUTCOMES[result.outcome])
 
-    def session_stream(request: Request, session_id: str, after: str) -> StreamingResponse:
-        return streams.open(request, events.session_sse(session_id, after))
+    def session_stream(
+        request: Request, session_id: str, after: str, still: Callable[[], bool]
+    ) -> StreamingResponse:
+        return streams.open(request, events.session_sse(session_id, after, still))
 
     session_api.add_routes(app, pw, _caller, session_stream)
     return app
@@ -585,15 +619,6 @@ def _link_state(pw: Parkway, text: str) -> tuple[Interrupt, links.AnswerLink] | 
     if isinstance(found, ResumeResult):
         return _page(*_LINK_OUTCOMES[found.outcome])
     return found, answer
-
-
-def _visible(pw: Parkway, page: InterruptPage, who: Caller) -> dict[str, Any]:
-    """The page as ``who`` may see it: its tenant's interrupts only, and sessions' only to callers of
-    their tenant (and, for a user, their owner)."""
-    if who.tenant is not None:  # (a listing by run id or of ended ones reads no tenant's index)
-        page = page.model_copy(update={"items": [i for i in page.items if i.tenant == who.tenant]})
-    page = page.model_copy(update={"items": pw.sessions.visible(list(page.items), who)})
-    return _dump(page)
 
 
 async def _wait_for_page(
@@ -752,13 +777,19 @@ class _EventReader:
         out = events_from(await client.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
         return with_interrupts(run_id, out, await client.hgetall(run)) if has_held(out) else out
 
-    async def sse(self, run_id: str, after: str, *, with_tokens: bool = True) -> AsyncIterator[bytes]:
+    async def sse(
+        self, run_id: str, after: str, *, with_tokens: bool = True, still: Callable[[], bool] | None = None
+    ) -> AsyncIterator[bytes]:
         """``id``/``event``/``data`` frames until ``done``; a comment on every idle read keeps proxies
-        from closing the connection. Interrupt events carry their resume token ``with_tokens``."""
+        from closing the connection. Interrupt events carry their resume token ``with_tokens``.
+        ``still()`` (in the thread pool) is asked after every read, before what it read is sent: the
+        stream ends when it says False (the caller lost the run, or the id names another run now)."""
         client = self.connect()
         try:
             while True:
                 batch = await self._read(client, run_id, after)
+                if still is not None and not await anyio.to_thread.run_sync(still):
+                    return
                 if not batch:
                     yield b": waiting\n\n"
                     continue
@@ -773,12 +804,16 @@ class _EventReader:
         finally:
             await _close(client)
 
-    async def session_sse(self, session_id: str, after: str) -> AsyncIterator[bytes]:
-        """A session's events as SSE frames, for as long as the client listens (a session never ends)."""
+    async def session_sse(self, session_id: str, after: str, still: Callable[[], bool]) -> AsyncIterator[bytes]:
+        """A session's events as SSE frames while ``still()`` (asked in the thread pool after every
+        read, before what it read is sent) says the caller still reaches the same incarnation of the
+        session: the stream ends with the session, or when its id is opened again."""
         client = self.connect()
         try:
             while True:
                 batch = await self._read(client, session_id, after, session=True)
+                if not await anyio.to_thread.run_sync(still):
+                    return
                 if not batch:
                     yield b": waiting\n\n"
                     continue

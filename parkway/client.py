@@ -6,14 +6,15 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
 from . import links
 from .backend import Backend, build_backend
 from .config import Settings, check_ttl
-from .runtime import telemetry, tokens
+from .runtime import cursors, telemetry, tokens
+from .runtime.authority import Door, check_reaches, reaches
 from .runtime.cancel import cancel_run
 from .runtime.clock import now_ms
 from .runtime.errors import (
@@ -52,6 +53,7 @@ from .runtime.protocol import (
 )
 from .runtime.replay import ReplayReport, replay
 from .runtime.resume import parse_resume_metadata, validate_answer
+from .runtime.sessions import RANK, Caller, Origin
 from .runtime.store import (
     Answer,
     ForkOutcome,
@@ -76,6 +78,8 @@ one of them needs no lookup first"""
 
 MAX_PAGE = 1000
 MAX_WAIT_MS = 30_000
+MAX_SCAN_PAGES = 20
+"""pages a listing for a caller reads at most to fill one page of what the caller may see"""
 """longest ``list_interrupts(wait_ms=)``"""
 PAUSE_WAIT_SLICE_MS = 4_000
 """longest single blocking read of the pause feed: below the Redis client's 5 s socket timeout"""
@@ -105,12 +109,17 @@ class Parkway:
         run_id: str | None = None,
         ttl_ms: int | None = None,
         tenant: str | None = None,
+        owner: str | None = None,
+        origin: Origin = "system",
     ) -> str:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id.
 
         ``tenant`` (an id) marks the run as one tenant's: its interrupts carry it, a listing filters
-        on it (``list_interrupts(tenant=)``), and over HTTP a key bound to a tenant sees only its own."""
-        return self._start(workflow, input, run_id, ttl_ms, None, tenant)
+        on it (``list_interrupts(tenant=)``), and over HTTP a key bound to a tenant sees only its own.
+        ``owner`` (an id) makes it one user's, and ``origin`` records the rank of who started it
+        (``system``, ``machine``, ``frontend``): both are written on the run and its summary, and
+        the HTTP API's role table reads them there (see the README)."""
+        return self._start(workflow, input, run_id, ttl_ms, None, tenant, owner, origin)
 
     def _start(
         self,
@@ -120,6 +129,8 @@ class Parkway:
         ttl_ms: int | None,
         restarted_from: str | None,
         tenant: str | None = None,
+        owner: str | None = None,
+        origin: str = "system",
     ) -> str:
         wf, ref = self._workflow_ref(workflow)
         if input is not None and not isinstance(input, Mapping):
@@ -129,8 +140,13 @@ class Parkway:
         ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
         if tenant is not None:
             check_id(tenant, "tenant")
+        if owner is not None:
+            check_id(owner, "owner")
+        if origin not in RANK:
+            raise ValidationError(f"origin is one of {sorted(RANK)}, not {origin!r}")
         assert wf.start is not None
-        new = NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms(), restarted_from, tenant)
+        new = NewRun(run_id, wf.name, ref, wf.start, dict(input or {}), ttl, now_ms(), restarted_from, tenant,
+                     owner=owner, origin=origin)
         if not self.store.create_run(new):
             self._dispatch(run_id, 0, 0)
         log.info("run_started", run_id=run_id, workflow=wf.name, restarted_from=restarted_from)
@@ -180,6 +196,16 @@ class Parkway:
             self._dispatch(new_id, 0, 0)
         log.info("run_forked", run_id=new_id, forked_from=run_id, step=step)
         return new_id
+
+    def gated_step(self, run_id: str, step: int) -> int:
+        """The step a fork of ``run_id`` at ``step`` re-opens so that no answer is skipped: the last
+        activation before ``step`` that recorded a person's answer (its question is asked again),
+        else ``step`` itself. Past activations never change, so this read needs no lock."""
+        check_id(run_id, "run id")
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise ValidationError(f"fork step must be a non-negative integer, not {step!r}", run_id=run_id)
+        answered = self.store.answered_steps(run_id, step)
+        return answered[-1] if answered else step
 
     def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
         """The workflow and the reference workers find it by; refused now if workers would refuse it."""
@@ -351,6 +377,7 @@ class Parkway:
         responder: str | None = None,
         input: Mapping[str, Any] | None = None,
         workflow: Workflow | str | None = None,
+        tenant: str | None = None,
     ) -> ResumeOrStartResult:
         """Answer the interrupt ``token`` names, or, if it expired, start the run again.
 
@@ -362,8 +389,12 @@ class Parkway:
         with the new ``run_id``. Once the old run's records are past their TTL only its summary is
         left, without workflow or input: pass ``workflow=`` and ``input=`` then. A child run's
         expired interrupt is not started again as a root: the outcome stays ``expired``.
-        ``already_resolved`` and ``unknown`` start nothing.
+        ``already_resolved`` and ``unknown`` start nothing. The new run is the old one's: its tenant,
+        owner and origin, read from the old run's summary (which outlives its records); ``tenant=``
+        is the tenant when the summary names none (the caller's, over HTTP).
         """
+        if tenant is not None:
+            check_id(tenant, "tenant")
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         result = self.resume(token, selected=selected, value=value, request_id=request_id, responder=responder)
@@ -383,8 +414,12 @@ class Parkway:
                 "pass workflow= and input= to start it again",
                 run_id=old,
             )
-        tenant = record.tenant if record and kept else None  # the new run stays in the old one's tenant
-        run_id = self._start(target, start_input, None, record.ttl_ms if record and kept else None, old, tenant)
+        # the new run is the old one's (its summary keeps whose it was after its records expired)
+        run_id = self._start(
+            target, start_input, None, record.ttl_ms if record and kept else None, old,
+            (record.tenant if record else None) or tenant, record.owner if record else None,
+            (record.origin if record else None) or "system",
+        )
         log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
         return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
 
@@ -480,6 +515,7 @@ class Parkway:
         created_after: int | None = None,
         created_before: int | None = None,
         status: str = "pending",
+        caller: Caller | None = None,
     ) -> InterruptPage:
         """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on).
 
@@ -500,24 +536,34 @@ class Parkway:
         returns as soon as the page has items, else empty after ``wait_ms``. A pause of another
         workflow or run does not end the wait. In ``newest`` order a cursor pages to older
         interrupts, which a new pause never is: wait without a cursor to learn of new pauses.
+
+        ``caller`` (the HTTP API's): only the interrupts it may see (``parkway.runtime.authority``),
+        filtered before paging, so a page holds up to ``limit`` of them and its cursor follows one
+        of them (or, past a bound of pages read, the last position read). Cursors are opaque and
+        signed (``parkway.runtime.cursors``): pass ``next_cursor`` on as it is.
         """
+        if caller is not None and not isinstance(caller, Caller):
+            raise ValidationError("caller must be a parkway Caller")
         query = self._query(workflow, run_id, order, limit, cursor, include_tokens, wait_ms, audience, tenant, session,
                             created_after, created_before, status)
+        keep = self._keeper(caller)
         listing = self.store.list_interrupts(query)
-        if wait_ms and not listing.items and status == "pending":
-            listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000)
-        return self._page(listing, include_tokens, status)
+        if wait_ms and not keep(listing.items) and status == "pending":
+            listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000, keep)
+        return self._page(query, listing, include_tokens, caller)
 
-    def list_watching(self, **filters: Any) -> tuple[InterruptPage, str]:
+    def list_watching(self, *, caller: Caller | None = None, **filters: Any) -> tuple[InterruptPage, str]:
         """``list_interrupts(**filters)`` once, without waiting, and the position of the pause feed read
         just before that listing: a caller that waits by itself (the HTTP server, asynchronously, many
         listings on one connection) waits for a feed entry past that position, then lists again (a
         pause made since the listing is always past it)."""
         if filters.get("wait_ms"):
             raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
+        if caller is not None and not isinstance(caller, Caller):
+            raise ValidationError("caller must be a parkway Caller")
         query = self._query(**filters, watch=True)
         listing = self.store.list_interrupts(query)
-        return self._page(listing, bool(filters.get("include_tokens")), query.status), listing.feed or "0-0"
+        return self._page(query, listing, bool(filters.get("include_tokens")), caller), listing.feed or "0-0"
 
     def _query(
         self,
@@ -537,7 +583,8 @@ class Parkway:
         *,
         watch: bool = False,
     ) -> InterruptQuery:
-        """A listing's arguments, checked, as the store's query (it watches the pause feed if it waits)."""
+        """A listing's arguments, checked, as the store's query (it watches the pause feed if it waits);
+        the cursor unsealed (``parkway.runtime.cursors``)."""
         if workflow is not None:
             check_id(workflow, "workflow name")
         if run_id is not None:
@@ -555,17 +602,62 @@ class Parkway:
             raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
         if status != "pending" and any(value is not None for value in filters.values()):
             raise ValidationError("a listing of ended interrupts filters by workflow or run id only")
+        position = None if cursor is None else cursors.unseal(self.backend.options.secret, cursor)
         return InterruptQuery(
-            workflow, run_id, order, limit, cursor, now_ms(), watch=watch or wait_ms > 0,
+            workflow, run_id, order, limit, position, now_ms(), watch=watch or wait_ms > 0,
             status=status, **filters,  # type: ignore[arg-type]
         )
 
-    def _page(self, listing: InterruptListing, include_tokens: bool, status: str) -> InterruptPage:
-        if status == "pending":
-            for record in listing.items:
+    def _keeper(self, caller: Caller | None) -> Callable[[list[InterruptRecord]], list[InterruptRecord]]:
+        """What of a page ``caller`` may see (all of it without a caller)."""
+        if caller is None:
+            return lambda found: found
+        return lambda found: self._may_see(found, caller)
+
+    def _page(
+        self, query: InterruptQuery, listing: InterruptListing, include_tokens: bool, caller: Caller | None
+    ) -> InterruptPage:
+        """The page a caller gets: what it may see, filtered before paging (read on, a page of what is
+        missing at a time, until the page is full, so its cursor follows an item the caller saw, or
+        until a bound of pages read), with the cursor sealed."""
+        keep = self._keeper(caller)
+        found, next_cursor, scanned = keep(listing.items), listing.next_cursor, 1
+        while caller is not None and len(found) < query.limit and next_cursor is not None and scanned < MAX_SCAN_PAGES:
+            more = self.store.list_interrupts(
+                replace(query, cursor=next_cursor, limit=query.limit - len(found), watch=False, wait_after=None)
+            )
+            found, next_cursor, scanned = found + keep(more.items), more.next_cursor, scanned + 1
+        if query.status == "pending":
+            for record in found:
                 self._read.put(record)
-        items = tuple(self._interrupt(r, include_token=include_tokens) for r in listing.items)
-        return InterruptPage(items=items, next_cursor=listing.next_cursor)
+        items = tuple(self._interrupt(r, include_token=include_tokens) for r in found)
+        sealed = None if next_cursor is None else cursors.seal(self.backend.options.secret, next_cursor)
+        return InterruptPage(items=items, next_cursor=sealed)
+
+    def _may_see(self, records: list[InterruptRecord], caller: Caller) -> list[InterruptRecord]:
+        """The interrupts ``caller`` may see: of runs it may answer, by the tenant and owner their
+        runs' summaries were created with (an interrupt whose run has none left: nobody's but an
+        unbound system caller's)."""
+        if caller.role == "system" and caller.tenant is None:
+            return records
+        whose = self.store.authorities(sorted({r.run_id for r in records}))
+        return [r for r in records if r.run_id in whose and reaches(caller, *whose[r.run_id], "list")]
+
+    def check_run(self, run_id: str, caller: Caller, door: Door = "read") -> RunRecord | None:
+        """Raise RunNotFound (as for no run: another tenant's run ids are no oracle) unless ``caller``
+        may pass ``door`` of run ``run_id``, by the tenant and owner written on the run (or on its
+        summary, after its records expired) when it was created: see :mod:`parkway.runtime.authority`.
+        A run with neither record left reaches only an unbound system caller. Returns the record read."""
+        check_id(run_id, "run id")
+        if not isinstance(caller, Caller):
+            raise ValidationError("caller must be a parkway Caller")
+        record = self.store.get_run(run_id, now_ms())
+        if caller.role == "system" and caller.tenant is None:
+            return record
+        if record is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        check_reaches(caller, run_id, record.tenant, record.owner, door)
+        return record
 
     def get_interrupt(self, request_id: str, *, run_id: str | None = None) -> Interrupt:
         """An interrupt by its request id, open or ended, with its lifecycle record (``lifecycle``):
@@ -672,12 +764,18 @@ class Parkway:
 
     # --- helpers --------------------------------------------------------
 
-    def _wait_for_pause(self, query: InterruptQuery, listing: InterruptListing, deadline: float) -> InterruptListing:
+    def _wait_for_pause(
+        self,
+        query: InterruptQuery,
+        listing: InterruptListing,
+        deadline: float,
+        keep: Callable[[list[InterruptRecord]], list[InterruptRecord]],
+    ) -> InterruptListing:
         """List again after each pause past the feed position read with the last listing (so a pause
         made since is not missed), until the page has items or ``deadline`` (``time.monotonic()``)
         passes. Each wait and its listing are one round trip; a pause of another workflow or run
-        wakes it to an empty page, and it waits again."""
-        while not listing.items:
+        wakes it to an empty page, and it waits again (so does a page of nothing ``keep`` keeps)."""
+        while not keep(listing.items):
             left_ms = math.ceil((deadline - time.monotonic()) * 1000)  # never end short of it
             if left_ms <= 0:
                 break
@@ -945,4 +1043,6 @@ def _run(record: RunRecord, interrupt: Interrupt | None) -> Run:
         updated_at=record.updated_at,
         expires_at=record.expires_at,
         interrupt=interrupt if status is RunStatus.WAITING else None,
+        tenant=record.tenant,
+        owner=record.owner,
     )

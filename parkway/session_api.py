@@ -19,6 +19,9 @@ route                                               what it does
 ``POST /v1/sessions/{id}/switch``                   ``{head}``
 ``POST /v1/sessions/{id}/interrupts``               raise: ``{reason, payload?, interruptId?,
                                                     anchor?, scope?}`` -> 201 ``{interruptId}``
+                                                    (scope: ``session`` by default for system and
+                                                    machine keys; a given id is namespaced by
+                                                    origin: ``machine-<id>``, ``frontend-<id>``)
 ``POST /v1/sessions/{id}/resume``                   the seed's ``{type: "interrupt.resume",
                                                     interrupt_id, payload?}``: 200 delivered or
                                                     cleared, 409 already cleared, 404 unknown,
@@ -26,7 +29,9 @@ route                                               what it does
 ``POST /v1/sessions/{id}/tools/{call}``             answer a deferred tool: ``{result?, error?}``
 ==================================================  ===========================================
 
-403 when the caller may not (another tenant, not the owner, an interrupt of a higher origin).
+A session of another tenant, or (for a user) of another owner, reads as no session (404): ids are
+chosen by callers, and a different answer would tell that one exists. 403 when the caller may
+reach the session but not do this (an interrupt of a higher origin, a session-wide raise by a user).
 """
 
 from collections.abc import Callable
@@ -39,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from .client import Parkway
-from .runtime.errors import ValidationError
+from .runtime.errors import SessionDenied, SessionNotFound, ValidationError
 from .runtime.protocol import ResumeOutcome, check_event_id
 from .runtime.sessions import Caller
 
@@ -77,7 +82,9 @@ class RaiseBody(_Body):
     payload: Any = None
     interrupt_id: str | None = None
     anchor: str | None = None
-    scope: Literal["branch", "session"] = "branch"
+    scope: Literal["branch", "session"] | None = Field(
+        default=None, description="default: 'session' for a system or machine key, 'branch' for a user's"
+    )
 
 
 class ResumeInput(BaseModel):
@@ -98,11 +105,11 @@ def add_routes(
     app: FastAPI,
     pw: Parkway,
     caller: Callable[..., Caller],
-    sse: Callable[[Request, str, str], StreamingResponse],
+    sse: Callable[[Request, str, str, Callable[[], bool]], StreamingResponse],
 ) -> None:
     """Mount the session routes; ``caller`` is the app's dependency that authenticates a request,
-    ``sse(request, session_id, after)`` opens the response that streams a session's events as
-    server-sent event frames (bounded per key: 429 past the bound)."""
+    ``sse(request, session_id, after, still)`` opens the response that streams a session's events as
+    server-sent event frames (bounded per key: 429 past the bound) while ``still()`` says it may go on."""
     sessions = pw.sessions
     Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
 
@@ -139,8 +146,18 @@ def add_routes(
     ) -> StreamingResponse:
         """The session's events as server-sent events, live; reconnect with ``Last-Event-ID``."""
         start_at = check_event_id(last_event_id or after, "after / Last-Event-ID")
-        await anyio.to_thread.run_sync(lambda: sessions.get(session_id, caller=who))  # 403/404 before it opens
-        return sse(request, session_id, start_at)
+        # 404 before it opens; then it follows this incarnation of the session only, as long as the
+        # caller may read it (asked again after every read: a session that ends, or whose id is
+        # opened again, ends the stream)
+        inc = await anyio.to_thread.run_sync(lambda: sessions.incarnation(session_id, caller=who))
+
+        def still() -> bool:
+            try:
+                return sessions.incarnation(session_id, caller=who) == inc
+            except (SessionNotFound, SessionDenied):
+                return False
+
+        return sse(request, session_id, start_at, still)
 
     @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"])
     def send(session_id: str, body: MessageBody, who: Who) -> dict[str, Any]:

@@ -28,7 +28,6 @@ from .runtime.clock import now_ms
 from .runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
 from .runtime.hooks import MAX_ROOT_ID
 from .runtime.protocol import (
-    ID_PATTERN,
     InterruptRequest,
     ResumeOutcome,
     ResumeResult,
@@ -221,52 +220,17 @@ class Sessions:
         check_access(caller, records.fields["owner"], records.fields["tenant"])
         return records
 
-    def check_run(self, run_id: str, caller: Caller) -> None:
-        """Raise SessionDenied unless ``caller`` may reach the run ``run_id``: a session's branch run
-        (and any child of one) belongs to the session, and is the session's owner's and tenant's; any
-        other run (and its children) is its tenant's (``start(tenant=)``), so a caller bound to a
-        tenant reaches only that tenant's runs, not another's nor one started without a tenant.
-        A caller bound to no tenant (system, machine) reaches every run. An unknown run passes (the
-        read that follows says so)."""
-        if caller.tenant is None and caller.role != "user":
-            return
-        root, sep, _ = run_id.partition("--")
-        if not ID_PATTERN.fullmatch(run_id):
-            return  # (the id check of the call that follows refuses it)
-        now = now_ms()
-        record = self.pw.store.get_run(run_id, now)
-        if record is None:
-            return
-        # the run's own tenant (a child's and a branch run's are copied from their root or session
-        # when created): never a session's found by id, since callers choose session ids
-        if record.tenant != caller.tenant:
-            raise SessionDenied("the run belongs to another tenant (or to none)", reason="tenant")
-        if sep and caller.role == "user":  # a session's branch run (or a child of one): its owner's
-            top = record.lineage[-1][0] if record.lineage else run_id
-            branch = record if top == run_id else self.pw.store.get_run(top, now)
-            given = branch.input if branch is not None else None
-            found = self._store.owner(root) if isinstance(given, dict) and given.get("session") == root else None
-            if found is not None:
-                check_access(caller, *found)
-
-    def visible(self, items: list[Any], caller: Caller) -> list[Any]:
-        """The listed interrupts ``caller`` may see (those of sessions it may not are left out)."""
-        if caller.role == "system" and caller.tenant is None:
-            return items
-        allowed: dict[str, bool] = {}
-        out = []
-        for item in items:
-            run_id = item.run_id
-            root = run_id.partition("--")[0] if "--" in run_id else ""
-            if root and root not in allowed:
-                try:
-                    self.check_run(run_id, caller)
-                    allowed[root] = True
-                except SessionDenied:
-                    allowed[root] = False
-            if not root or allowed[root]:
-                out.append(item)
-        return out
+    def incarnation(self, session_id: str, *, caller: Caller = SYSTEM) -> str:
+        """The session's incarnation (a nonce of the open that made it: an id opened again after it
+        expired is another), once ``caller`` may read it (SessionDenied otherwise; SessionNotFound for
+        none). A stream holds on to it and ends when it changes (``parkway.session_api``)."""
+        check_id(session_id, "session id")
+        found = self._store.whose(session_id)
+        if found is None:
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        owner, tenant, inc = found
+        check_access(caller, owner, tenant)
+        return inc
 
     def get(self, session_id: str, *, caller: Caller = SYSTEM) -> SessionView:
         """The session: its messages, head, interrupts (open and cleared) and live branch runs."""
@@ -494,23 +458,28 @@ class Sessions:
         caller: Caller = SYSTEM,
         interrupt_id: str | None = None,
         anchor: str | None = None,
-        scope: Literal["branch", "session"] = "branch",
+        scope: Literal["branch", "session"] | None = None,
     ) -> str:
         """Raise an interrupt from outside the agent: anchored at ``anchor`` (default: the head) it
-        parks every path through it; ``scope="session"`` (system callers only), or a session with no
-        message yet, parks every branch. Returns its id (minted when not given)."""
+        parks every path through it; ``scope="session"`` (system and machine callers only; their
+        default, so editing the anchored message does not step around a stop), or a session with no
+        message yet, parks every branch. Returns its id (minted when not given).
+
+        A given ``interrupt_id`` lives in its origin's namespace: a system caller's is kept as it is,
+        a machine's becomes ``machine-<id>`` and a user's ``frontend-<id>``, so an id raised first by
+        a lower origin never takes the one a higher origin will raise."""
         check_text(reason, "an interrupt's reason", 1000)
         check_depth(payload, "interrupt payload")
+        if scope is None:
+            scope = "branch" if caller.role == "user" else "session"
         if scope not in ("branch", "session"):
             raise ValidationError("scope is 'branch' or 'session'")
         if anchor == "":
             scope = "session"  # no anchor: every branch, as a session-wide interrupt
-        if scope == "session" and caller.role != "system":
-            raise SessionDenied("only a system caller raises a session-wide interrupt", reason="privilege")
+        if scope == "session" and caller.role == "user":
+            raise SessionDenied("only a system or machine caller raises a session-wide interrupt", reason="privilege")
         if interrupt_id is not None:
-            check_id(interrupt_id, "interrupt id")
-            if interrupt_id.startswith(("int_", "tool_")):
-                raise ValidationError("an interrupt id may not start with 'int_' or 'tool_'")
+            interrupt_id = _namespaced(check_id(interrupt_id, "interrupt id"), caller.origin)
         rec = self._read(session_id, caller)
         iid = interrupt_id or "si_" + uuid.uuid4().hex[:16]
         where = "" if scope == "session" else (anchor if anchor is not None else rec.fields.get("head", ""))
@@ -724,6 +693,17 @@ def as_caller(value: Caller | Mapping[str, Any]) -> Caller:
 def _resumed(interrupt_id: str, payload: Any) -> dict[str, Any]:
     """The trigger a cleared session interrupt delivers to its branch."""
     return {"type": "interrupt.resumed", "interrupt_id": interrupt_id, "payload": payload}
+
+
+RESERVED_PREFIXES = ("int_", "tool_", "si_", "machine-", "frontend-")
+"""what a given session interrupt id may not start with: parkway's minted ids and the origins' namespaces"""
+
+
+def _namespaced(interrupt_id: str, origin: str) -> str:
+    """A given interrupt id in its origin's namespace (a system caller's as it is)."""
+    if interrupt_id.startswith(RESERVED_PREFIXES):
+        raise ValidationError(f"an interrupt id may not start with any of {', '.join(RESERVED_PREFIXES)}")
+    return interrupt_id if origin == "system" else check_id(f"{origin}-{interrupt_id}", "interrupt id")
 
 
 def _waits_on(waiting: str, prefix: str) -> bool:

@@ -227,9 +227,9 @@ def test_a_tenant_bound_key_sees_only_its_tenants_interrupts(tenant_server: Serv
 
 
 def test_a_tenant_bound_key_cannot_reach_another_tenants_run(tenant_server: Server) -> None:
-    """Runs are their tenant's: a key bound to another tenant (or a run with none) gets 403 for
-    the run, its events, a cancel, a fork and an answer by token, and nothing changes; its own
-    tenant's run it reaches as before."""
+    """Runs are their tenant's: a key bound to another tenant (or a run with none) gets 404, as for
+    no run, for the run, its events, a cancel, a fork and an answer by token, and nothing changes;
+    its own tenant's run it reaches as before."""
     admin, acme, other = _api(tenant_server, KEY), _api(tenant_server, ACME_KEY), _api(tenant_server, OTHER_KEY)
     flow = {"workflow": "tests.flows_escalate:asks_audience", "input": {"audience": "team:ops"}}
     theirs = other.post("/v1/runs", json=flow).json()["runId"]
@@ -239,12 +239,12 @@ def test_a_tenant_bound_key_cannot_reach_another_tenants_run(tenant_server: Serv
              20, "three pauses")
     token = admin.get("/v1/interrupts", params={"runId": theirs, "tokens": "true"}).json()["items"][0]["resumeToken"]
     for run_id in (theirs, untenanted):
-        assert acme.get(f"/v1/runs/{run_id}").status_code == 403
-        assert acme.get(f"/v1/runs/{run_id}/events").status_code == 403
-        assert acme.post(f"/v1/runs/{run_id}/cancel", json={}).status_code == 403
-        assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0}).status_code == 403
-    assert acme.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 403
-    assert acme.post("/v1/resume-or-start", json={"token": token, "selected": "red"}).status_code == 403
+        assert acme.get(f"/v1/runs/{run_id}").status_code == 404
+        assert acme.get(f"/v1/runs/{run_id}/events").status_code == 404
+        assert acme.post(f"/v1/runs/{run_id}/cancel", json={}).status_code == 404
+        assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0}).status_code == 404
+    assert acme.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 404
+    assert acme.post("/v1/resume-or-start", json={"token": token, "selected": "red"}).status_code == 404
     assert admin.get(f"/v1/runs/{theirs}").json()["status"] == "waiting"
     assert acme.get(f"/v1/runs/{mine}").status_code == 200
     assert other.get(f"/v1/runs/{theirs}").status_code == 200
@@ -255,7 +255,7 @@ def test_a_tenant_bound_key_cannot_reach_another_tenants_run(tenant_server: Serv
 def test_a_runs_tenant_is_kept_in_its_summary_and_checked_after_its_records_expire(harness: Harness, how: str) -> None:
     """A run's tenant goes into its summary as well (a fork and a child take their run's): once
     only the summary is left, a caller of another tenant is still refused it, and its own is not."""
-    from parkway import SessionDenied
+    from parkway import RunNotFound
     from parkway.runtime.clock import now_ms
     from parkway.runtime.sessions import Caller
 
@@ -271,16 +271,16 @@ def test_a_runs_tenant_is_kept_in_its_summary_and_checked_after_its_records_expi
     assert client.hget(keys.summary(run_id), "tenant") == b"acme"
     client.delete(keys.run(run_id))  # as past its TTL: only the summary is left
     assert harness.pw.store.get_run(run_id, now_ms()).tenant == "acme"
-    with pytest.raises(SessionDenied):
-        harness.pw.sessions.check_run(run_id, Caller("machine", tenant="other"))
-    harness.pw.sessions.check_run(run_id, Caller("machine", tenant="acme"))
+    with pytest.raises(RunNotFound):
+        harness.pw.check_run(run_id, Caller("machine", tenant="other"))
+    harness.pw.check_run(run_id, Caller("machine", tenant="acme"))
 
 
 
 def test_a_session_named_after_a_run_grants_nothing_over_the_runs_children(harness: Harness) -> None:
     """Session ids are chosen by callers and share the hash tag space with run ids: a session named
     after another tenant's run must not open that run's children to the session's tenant."""
-    from parkway import SessionDenied
+    from parkway import RunNotFound
     from parkway.runtime.clock import now_ms
     from parkway.runtime.sessions import Caller
 
@@ -288,12 +288,12 @@ def test_a_session_named_after_a_run_grants_nothing_over_the_runs_children(harne
     harness.run_jobs()
     child = harness.pw.store.get_run(parent, now_ms()).waiting_on.removeprefix("child:")
     acme = Caller("machine", tenant="acme")
-    with pytest.raises(SessionDenied):
-        harness.pw.sessions.check_run(child, acme)
+    with pytest.raises(RunNotFound):
+        harness.pw.check_run(child, acme)
     harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme", session_id=parent)
-    with pytest.raises(SessionDenied):
-        harness.pw.sessions.check_run(child, acme)
-    harness.pw.sessions.check_run(child, Caller("machine", tenant="other"))
+    with pytest.raises(RunNotFound):
+        harness.pw.check_run(child, acme)
+    harness.pw.check_run(child, Caller("machine", tenant="other"))
 
 
 # --- CLI -------------------------------------------------------------------------------------

@@ -143,8 +143,8 @@ def test_a_global_interrupt_parks_every_branch_until_a_system_caller_clears_it(h
         harness.pw.sessions.edit(sid, first.message_id, "other", caller=ADA)
     with pytest.raises(SessionDenied):
         harness.pw.sessions.resume_interrupt(sid, iid, None, caller=ADA)  # a user cannot lift a system pause
-    with pytest.raises(SessionDenied):
-        harness.pw.sessions.raise_interrupt(sid, "stop", caller=MACHINE, scope="session")
+    with pytest.raises(SessionDenied):  # session-wide: system and machine callers only
+        harness.pw.sessions.raise_interrupt(sid, "stop", caller=ADA, scope="session")
     cleared = harness.pw.sessions.resume_interrupt(sid, iid, {"topped_up": True}, caller=SYSTEM)
     assert cleared.outcome == "dispatched"  # no run was live at the head: the agent gets the trigger
     harness.run_jobs()

@@ -17,7 +17,7 @@ import msgpack
 from ..runtime import telemetry
 from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
 from ..runtime.protocol import RunStatus
-from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
+from ..runtime.store import IndexEntry, InterruptRecord, JournalEntry, Lifecycle, NewRun, RunRecord, StoredEvent
 from .redis import keys
 
 DEFAULT_MAX_BYTES = 1 << 20
@@ -146,6 +146,9 @@ def run_from_fields(run_id: str, f: dict[str, Any]) -> RunRecord:
             paused_version=_paused(_s(f.get("paused")), int(f["step"])),
             tenant=_s(f.get("tenant")) or None,
             racing=_racing(f),
+            owner=_s(f.get("owner")) or None,
+            origin=_s(f.get("origin")) or None,
+            session=_s(f.get("session")) or None,
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
@@ -189,9 +192,19 @@ def summary_record(run_id: str, summary: Mapping[str, Any]) -> RunRecord:
             created_at=int(summary["created"]),
             updated_at=int(summary["updated"]),
             tenant=str(summary["tenant"]) if summary.get("tenant") else None,
+            owner=str(summary["owner"]) if summary.get("owner") else None,
+            origin=str(summary["origin"]) if summary.get("origin") else None,
+            session=str(summary["session"]) if summary.get("session") else None,
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} summary is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def authority_arg(run: NewRun) -> str:
+    """Whose a new run is, as ``create.lua`` takes it: ``tenant=<id> owner=<id> origin=<rank>``
+    (each only when set; ids and ranks hold no space or ``=``)."""
+    given = (("tenant", run.tenant), ("owner", run.owner), ("origin", run.origin))
+    return " ".join(f"{name}={value}" for name, value in given if value)
 
 
 def _s(v: Any) -> str:

@@ -303,6 +303,8 @@ class Run(_Model):
     updated_at: int = 0
     expires_at: int | None = None
     interrupt: Interrupt | None = None
+    tenant: str | None = Field(default=None, description="the tenant it belongs to (start(tenant=))")
+    owner: str | None = Field(default=None, description="the user it belongs to (None: its tenant's)")
 
 
 class Event(_Model):

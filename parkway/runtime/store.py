@@ -41,6 +41,10 @@ class NewRun:
     """the tenant a root run belongs to (``start(tenant=)``): its interrupts are listed under it"""
     forked_from: tuple[str, int] | None = None
     """the run and step this one re-opens (``fork``)"""
+    owner: str | None = None
+    """the user whose run it is (a user's key started it), None for a tenant's (or the deployment's)"""
+    origin: str = "system"
+    """the rank of the caller that started it: ``system``, ``machine`` or ``frontend`` (a user)"""
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,12 @@ class RunRecord:
     racing: str | None = None
     """the child run racing the interrupt the run waits on (``use_first(child=...)``), while that
     interrupt is pending"""
+    owner: str | None = None
+    """the user whose run it is (``NewRun.owner``; a branch run's: its session's owner)"""
+    origin: str | None = None
+    """the rank of the caller that started it (None: a run written before parkway kept it)"""
+    session: str | None = None
+    """a branch run's session"""
 
 
 @dataclass(frozen=True)
@@ -527,6 +537,12 @@ class Store(Protocol):
 
     def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
         """The journal of activation ``step`` and the run's workflow state, read only (``replay``)."""
+
+    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Whose each run is, ``run id -> (tenant, owner)``, from its summary (runs without one left out)."""
+
+    def answered_steps(self, run_id: str, below: int) -> list[int]:
+        """The activations before ``below`` that recorded an answer to an interrupt, oldest first."""
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         """An interrupt record by its public request id."""

@@ -181,22 +181,52 @@ local function notify_parent(kat, at)
   return hand_off({KEYS[kat + 6], KEYS[kat + 7]}, ARGV, at + 9, cur[3], fence)
 end
 
+-- Whose a run is: written on the run and its summary when it is created and never changed after, so
+-- every access checks these and nothing derives them later (from an id a caller chose, or a
+-- session that may have expired). Each absent for none: tenant, owner (a user's runs and a
+-- session's branch runs), origin (the rank of the caller that started it: system, machine,
+-- frontend), session (a branch run's). A child run and a fork copy their run's.
+local AUTHORITY = {'tenant', 'owner', 'origin', 'session'}
+
+-- The authority fields `hash` holds, as a flat list of field, value (for HSET).
+local function authority_of(hash)
+  local values = redis.call('HMGET', hash, unpack(AUTHORITY))
+  local out = {}
+  for i, name in ipairs(AUTHORITY) do
+    if values[i] and values[i] ~= '' then
+      out[#out + 1] = name
+      out[#out + 1] = values[i]
+    end
+  end
+  return out
+end
+
+-- The authority an argument gives, `tenant=<id> owner=<id> ...` (codec.authority_arg), as a flat list.
+local function authority_arg(text)
+  local out = {}
+  for name, value in string.gmatch(text, '(%a+)=([%w_-]+)') do
+    out[#out + 1] = name
+    out[#out + 1] = value
+  end
+  return out
+end
+
 -- Create a queued run with its summary, its run.started event and outbox entry, and queue its
 -- first job (node.started is the job's, written when a worker begins the node: begin.lua); nil
 -- when the run id is taken. `k`: run, summary, events, outbox, then the job's queues (see
 -- hand_off). From A[a]: workflow, ref, start node, input blob, ttl ms, now, retention ms, maxlen,
 -- run.started blob, outbox member; the job's args from A[job_at] (to A[job_last], else to the end).
--- `tenant` (nil or '' = none): the tenant the run belongs to, kept in its summary too, so a caller
--- bound to another tenant is refused the run after its records expire as well.
-local function create_run(k, A, a, job_at, job_last, tenant)
+-- `auth` (authority_of, authority_arg): whose the run is, kept in its summary too, so a caller
+-- bound to another tenant or owner is refused the run after its records expire as well.
+local function create_run(k, A, a, job_at, job_last, auth)
   if redis.call('EXISTS', k[1]) == 1 or redis.call('EXISTS', k[2]) == 1 then return nil end
   redis.call('HSET', k[1], 'wf', A[a], 'ref', A[a + 1], 'status', 'queued', 'node', A[a + 2],
     'step', 0, 'fence', 0, 'input', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
     'ttl', A[a + 4])
   redis.call('HSET', k[2], 'wf', A[a], 'status', 'queued', 'created', A[a + 5], 'updated', A[a + 5])
-  if tenant and tenant ~= '' then
-    redis.call('HSET', k[1], 'tenant', tenant)
-    redis.call('HSET', k[2], 'tenant', tenant)
+  if #auth > 0 then
+    redis.call('HSET', k[1], unpack(auth))
+    redis.call('HSET', k[2], unpack(auth))
   end
   keep_summary(k[2], A[a + 4], A[a + 6])
   xadd(k[3], A[a + 7], 'run.started', A[a + 8])

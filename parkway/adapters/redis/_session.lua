@@ -21,6 +21,13 @@ end
 
 local ENDED = {completed = true, failed = true, cancelled = true, expired = true}
 
+-- Whose the session's branch run `run_id` (``<session id>--<hex>``) is: the session's owner and
+-- tenant, and the session (create_run's `auth`).
+local function session_authority(run_id)
+  local found = redis.call('HMGET', S.s, 'owner', 'tenant')
+  return {'owner', found[1], 'tenant', found[2], 'origin', 'frontend', 'session', string.match(run_id, '^(.-)%-%-')}
+end
+
 -- The messages on the path from the root to `leaf`, as a set ('' = the empty path).
 local function path_of(up, leaf)
   local on, m, n = {}, leaf, 0

@@ -22,8 +22,8 @@ if not cur then return err end
 if cur[3] ~= ARGV[2] then return stale('run is at step ' .. cur[3]) end
 redis.call('HSET', KEYS[2], ca[2], ca[3])
 redis.call('HSET', KEYS[1], 'rc', ca[1], 'rs', ARGV[5])
--- the child lists under its tree's tenant, as use_workflow's does (spawn.lua)
-if create_run(ck, ca, 7, 17, nil, redis.call('HGET', KEYS[1], 'tenant')) ~= nil then  -- nil: the child exists already, nothing starts twice
+-- the child is its tree's (tenant, owner...), as use_workflow's is (spawn.lua)
+if create_run(ck, ca, 7, 17, nil, authority_of(KEYS[1])) ~= nil then  -- nil: the child exists already, nothing starts twice
   redis.call('HSET', ck[1], 'parent', ARGV[14], 'pstep', ARGV[2], 'pfield', ca[6], 'lineage', ca[5])
   xadd_run(KEYS[1], KEYS[4], ARGV[12], 'child.started', ca[4])
 end

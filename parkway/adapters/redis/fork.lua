@@ -22,7 +22,8 @@ if not node or (step > 0 and redis.call('HEXISTS', KEYS[3], step) == 0) then ret
 local args = {}
 for i = 1, #ARGV do args[i] = ARGV[i] end
 args[4] = node
-local tenant = redis.call('HGET', KEYS[1], 'tenant')  -- a fork stays in its run's tenant
-local handed = create_run({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, args, 2, 12, nil, tenant)
+-- a fork is its run's: the same tenant, owner and origin
+local handed = create_run({KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, args, 2, 12, nil,
+  authority_of(KEYS[1]))
 if handed == nil then return {'exists'} end
 return {'forked', handed}

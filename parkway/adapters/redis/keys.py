@@ -39,7 +39,10 @@ key                         type    TTL       holds
                                               waiting (request id, or ``child:<run id>``),
                                               paused (``<step> <code version>`` of the last pause),
                                               tenant (``start(tenant=)``, a child's root's, a branch
-                                              run's session's; absent for none);
+                                              run's session's; absent for none), owner (a user's run,
+                                              a branch run's session owner), origin (system |
+                                              machine | frontend: who started it), session (a
+                                              branch run's): whose it is, written at creation;
                                               ans (the interrupt last answered, for finish:
                                               ``<step> <its lifecycle x: field> <1 | 0:
                                               output captured>``);
@@ -62,7 +65,8 @@ key                         type    TTL       holds
                                               absent until something appends to it. In the run hash <req>
                                               is the request id without its run id when it
                                               carries it (``held_id``); ``waiting`` has it whole
-``pw:{R}:sum``              hash    retention wf, status, created, updated: outlives T so an
+``pw:{R}:sum``              hash    retention wf, status, created, updated, and whose the run is
+                                              (tenant, owner, origin, session, as the run): outlives T so an
                                               expired run reads ``expired``, not unknown; and each
                                               interrupt's lifecycle record (its telemetry, see
                                               ``parkway.runtime.telemetry``; <req> without its
@@ -128,7 +132,8 @@ key                         type    TTL       holds
                                               none of whose indexes holds a member leaves it
                                               (the reconciler: ``Store.prune_idle``)
 ``pw:{S}:s``                 hash    S         a session: agent (workflow ref), wf, owner, tenant, head
-                                              (active message id), ttl, created, updated
+                                              (active message id), ttl, created, updated, inc (its
+                                              incarnation: a nonce of the open that made it)
 ``pw:{S}:m``                 hash    S         message id -> message (role, content, run, at)
 ``pw:{S}:up``                hash    S         message id -> parent message id ('' for a first message)
 ``pw:{S}:open``              hash    S         open session-level interrupt id -> anchor message ('' =

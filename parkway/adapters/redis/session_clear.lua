@@ -104,9 +104,9 @@ for id, r in pairs(runs) do
     return {'resumed', id}
   end
 end
--- a branch run is its session's tenant's: its interrupts list under it
+-- a branch run is its session's owner's and tenant's (written on it: the session may expire)
 local handed = create_run({KEYS[10], KEYS[11], KEYS[12], KEYS[9], KEYS[13], KEYS[14]}, ARGV, 12, kept_at + 3 * nkept,
-  kept_at + 3 * nkept + jl - 1, redis.call('HGET', S.s, 'tenant'))
+  kept_at + 3 * nkept + jl - 1, session_authority(ARGV[10]))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 for _, t in ipairs(due) do redis.call('HDEL', S.s, 't:' .. t.seq) end
 redis.call('HSET', S.live, ARGV[10], head)

@@ -30,9 +30,9 @@ end
 if redis.call('HSETNX', S.m, ARGV[4], ARGV[5]) == 0 then return redis.error_reply('EXISTS message id is taken') end
 redis.call('HSET', S.up, ARGV[4], parent)
 redis.call('HSET', S.s, 'head', ARGV[4])
--- a branch run is its session's tenant's: its interrupts list under it
+-- a branch run is its session's owner's and tenant's (written on it: the session may expire)
 local handed = create_run({KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]}, ARGV, 12, 22 + count, nil,
-  redis.call('HGET', S.s, 'tenant'))
+  session_authority(ARGV[10]))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 redis.call('HSET', S.live, ARGV[10], ARGV[4])
 xadd(S.sev, ARGV[7], 'message.added', ARGV[8])

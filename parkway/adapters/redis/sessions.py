@@ -8,6 +8,7 @@ set changed meanwhile; the caller then reads again.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -147,11 +148,14 @@ class SessionStore:
             raise CorruptRecord(f"{what} is not a map")
         return value
 
-    def owner(self, session_id: str) -> tuple[str, str] | None:
-        """The session's owner and tenant, or None when there is no such session."""
+    def whose(self, session_id: str) -> tuple[str, str, str] | None:
+        """The session's owner, tenant and incarnation (a nonce written when it was opened: an id
+        opened again after it expired is another incarnation), or None when there is no such session."""
         with translated():
-            owner, tenant = self.store.client.hmget(keys.session(session_id), "owner", "tenant")
-        return (_text(owner), _text(tenant)) if owner is not None and tenant is not None else None
+            owner, tenant, inc = self.store.client.hmget(keys.session(session_id), "owner", "tenant", "inc")
+        if owner is None or tenant is None:
+            return None
+        return _text(owner), _text(tenant), _text(inc) if inc is not None else ""
 
     def leaf(self, session_id: str, run_id: str) -> str:
 
@@ -194,13 +198,14 @@ class SessionStore:
     def open(
         self, session_id: str, agent_ref: str, workflow: str, owner: str, tenant: str, ttl_ms: int, now: int
     ) -> None:
-        event = {"sessionId": session_id, "owner": owner, "tenant": tenant, "workflow": workflow}
+        inc = uuid.uuid4().hex[:16]
+        event = {"sessionId": session_id, "owner": owner, "tenant": tenant, "workflow": workflow, "incarnation": inc}
         try:
             self.store._call(
                 "session_open",
                 None,
                 self._all(session_id),
-                [agent_ref, workflow, owner, tenant, ttl_ms, now, self._maxlen(), self._event(event)],
+                [agent_ref, workflow, owner, tenant, ttl_ms, now, self._maxlen(), self._event(event), inc],
             )
         except ValidationError:
             raise SessionError(f"session id {session_id!r} is taken", session_id=session_id) from None

@@ -31,10 +31,10 @@ redis.call('HSET', KEYS[7], 'wf', ARGV[10], 'ref', ARGV[11], 'status', 'queued',
   'step', 0, 'fence', 0, 'input', ARGV[13], 'created', ARGV[3], 'updated', ARGV[3],
   'ttl', ARGV[14], 'parent', ARGV[4], 'pstep', ARGV[2], 'pfield', ARGV[16], 'lineage', ARGV[17])
 redis.call('HSET', KEYS[8], 'wf', ARGV[10], 'status', 'queued', 'created', ARGV[3], 'updated', ARGV[3])
-local tenant = redis.call('HGET', KEYS[1], 'tenant')  -- a child's interrupts list under its tree's tenant
-if tenant then
-  redis.call('HSET', KEYS[7], 'tenant', tenant)
-  redis.call('HSET', KEYS[8], 'tenant', tenant)
+local auth = authority_of(KEYS[1])  -- a child is its tree's (its interrupts list under its tenant)
+if #auth > 0 then
+  redis.call('HSET', KEYS[7], unpack(auth))
+  redis.call('HSET', KEYS[8], unpack(auth))
 end
 keep_summary(KEYS[8], ARGV[14], ARGV[8])
 xadd(KEYS[9], ARGV[7], 'run.started', ARGV[15])

@@ -210,7 +210,7 @@ class RedisStore:
     def create_run(self, run: NewRun) -> bool:
         run_keys, run_args = self.new_run(run)
         hand_keys, hand_args = self._hand_off(run.run_id)
-        args = [*run_args, run.tenant or "", *hand_args]
+        args = [*run_args, codec.authority_arg(run), *hand_args]
         return bool(self._call("create", run.run_id, [*run_keys, *hand_keys], args))
 
     def new_run(self, run: NewRun) -> tuple[list[str], list[Any]]:
@@ -993,6 +993,38 @@ class RedisStore:
             fields = {k.decode(): _text(v) for k, v in summary.items() if b":" not in k}
             return codec.summary_record(run_id, fields)
         return None
+
+    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Whose each run is: ``run id -> (tenant, owner)`` as its summary was created with (it
+        outlives the run's records); a run without a summary is left out. One round trip."""
+        if not run_ids:
+            return {}
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            for r in run_ids:
+                pipe.hmget(keys.summary(r), "wf", "tenant", "owner")
+            replies = pipe.execute()
+        return {
+            r: (_text(tenant) or None, _text(owner) or None)
+            for r, (wf, tenant, owner) in zip(run_ids, replies, strict=True)
+            if wf is not None
+        }
+
+    def answered_steps(self, run_id: str, below: int) -> list[int]:
+        """The activations before ``below`` whose journal recorded a person's answer (or a cancel)
+        to an interrupt, oldest first: what a fork past them would skip. One round trip."""
+        if below <= 0:
+            return []
+        with translated(run_id):
+            pipe = self.client.pipeline(transaction=False)
+            for step in range(below):
+                pipe.hvals(keys.journal(run_id, step))
+            journals = pipe.execute()
+        return [
+            step
+            for step, blobs in enumerate(journals)
+            if any(entry.kind == "interrupt" and entry.status != "timer" for entry in map(codec.entry_from_blob, blobs))
+        ]
 
     def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers (within the bound of ``connect``)."""

@@ -1,0 +1,65 @@
+"""Who may do what to a run: the role table, read from the run's own records.
+
+A run's tenant, owner and origin are written on the run and on its summary when it is created
+(``create_run`` in ``_common.lua``; a child run and a fork copy their run's, a session's branch
+run its session's) and never change. Every door to a run (read, events, cancel, fork, restart,
+an answer, a listing, a cursor) checks them there: nothing is derived from an id a caller chose,
+from a session that may have expired, or from a check made once when a stream opened. A run
+whose records and summary are both gone reaches no one but an unbound system caller.
+
+=============================  ===========================  ==================================
+door                           user (owner O in tenant T)   machine, system (bound to T: only
+                                                            T's runs; unbound: every run)
+=============================  ===========================  ==================================
+start                          a run of T owned by O        a run of T (or any, unbound), no owner
+read, events, cancel, fork     runs owned by O in T         the runs it reaches
+answer, interrupt listings     runs owned by O in T, and    the runs it reaches (tokens in
+                               T's runs no user owns (the   listings and events: not to users)
+                               tenant's inbox); no tokens
+restart (resume-or-start)      as answer                    as answer
+=============================  ===========================  ==================================
+
+A fork re-opens a step with the data it started with: past an activation that recorded an answer
+it would run what that answer let through without asking. A fork by any caller but system re-opens
+the last answered activation at or before the step asked instead (its question is asked again),
+and only a caller of at least the run's origin may lay input over the data.
+
+A refusal reads as "no such run" (RunNotFound): run ids are chosen by callers, and a different
+answer for another tenant's run would tell that it exists.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .errors import RunNotFound, SessionDenied
+from .sessions import RANK, Caller
+
+Door = Literal["read", "events", "cancel", "fork", "answer", "restart", "list"]
+OWNED_DOORS: tuple[Door, ...] = ("read", "events", "cancel", "fork")
+"""the doors a user passes only to runs it owns (the others also to its tenant's unowned runs)"""
+
+
+def reaches(caller: Caller, tenant: str | None, owner: str | None, door: Door) -> bool:
+    """Whether ``caller`` may pass ``door`` of a run of ``tenant`` owned by ``owner``."""
+    if caller.tenant is not None and tenant != caller.tenant:
+        return False
+    if caller.role != "user":
+        return True
+    return owner == caller.owner or (owner is None and door not in OWNED_DOORS)
+
+
+def check_reaches(caller: Caller, run_id: str, tenant: str | None, owner: str | None, door: Door) -> None:
+    """Raise RunNotFound (as for no run) unless ``caller`` may pass ``door`` of the run."""
+    if not reaches(caller, tenant, owner, door):
+        raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+
+
+def check_overlay(caller: Caller, run_id: str, origin: str | None) -> None:
+    """Raise SessionDenied unless ``caller`` ranks at least the run's origin (a run written before
+    origins were kept counts as a system caller's): a fork's input replaces what its starter gave."""
+    if RANK[caller.origin] < RANK.get(origin or "system", RANK["system"]):
+        raise SessionDenied(
+            f"run {run_id} was started by a {origin or 'system'} caller: a fork's input needs that rank or higher",
+            reason="privilege",
+        )
