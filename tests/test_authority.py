@@ -1,0 +1,355 @@
+"""Authority lives on records: every door of the HTTP API, for every key class, against runs and
+sessions held by someone else, live and after their ids expired and were taken again; and the side
+doors (a fork past a gate, a cursor, a stream held across expiry, resume-or-start after expiry).
+
+One API server process and one worker for the module, with short TTLs and a short retention; each
+test makes its own runs and sessions (and the matrix is one test), so pytest-xdist may spread them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from parkway.api import hash_key
+from tests.conftest import SECRET
+from tests.procs import ROOT, Worker, free_port, wait_for
+
+RETENTION_MS = 2000
+THREE = "tests.flows_fork:three"
+"""first -> second (asks a color: the gate) -> third"""
+QUICK = "tests.flows_fork:quick"
+"""completes at once: its records last its TTL, its summary the retention after (a waiting run's
+records are kept a minute past their interrupt's expiry, for the reconciler)"""
+ECHO = "tests.session_flows:echo"
+ASKING = "tests.session_flows:asking"
+
+
+@dataclass(frozen=True)
+class Key:
+    """An API key and the caller it maps to."""
+
+    name: str
+    role: str
+    owner: str | None = None
+    tenant: str | None = None
+
+    @property
+    def secret(self) -> str:
+        return f"{self.name}-key-" + "k" * 24
+
+    @property
+    def config(self) -> str:
+        return f"{hash_key(self.secret)}={self.role}:{self.owner or ''}:{self.tenant or ''}"
+
+
+SYSTEM = Key("system", "system")
+MACHINE = Key("machine", "machine")
+ACME_MACHINE = Key("acme-machine", "machine", tenant="acme")
+ADA = Key("ada", "user", "ada", "acme")
+BOB = Key("bob", "user", "bob", "acme")
+EVE = Key("eve", "user", "eve", "other")
+MATRIX_KEYS = (SYSTEM, MACHINE, ACME_MACHINE, ADA)
+"""one key of each class: system, machine, machine bound to a tenant, user"""
+
+
+class Deployment:
+    """`parkway serve`'s app (uvicorn) and a worker, in processes of their own, on the test Redis."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile()
+        keys = ",".join(k.config for k in (SYSTEM, MACHINE, ACME_MACHINE, ADA, BOB, EVE))
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
+               "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
+               "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(self.port),
+             "--host", "127.0.0.1"],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.worker = Worker(redis_url, SECRET, env={"PARKWAY_RETENTION_MS": str(RETENTION_MS)})
+        self.clients: dict[str, httpx.Client] = {}
+        wait_for(self._up, 30, "the API server to answer")
+
+    def _up(self) -> bool:
+        assert self.proc.poll() is None, self.output()
+        try:
+            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def api(self, key: Key) -> httpx.Client:
+        if key.name not in self.clients:
+            self.clients[key.name] = httpx.Client(
+                base_url=self.url, headers={"Authorization": f"Bearer {key.secret}"}, timeout=15
+            )
+        return self.clients[key.name]
+
+    def stop(self) -> None:
+        for client in self.clients.values():
+            client.close()
+        self.worker.stop()
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def deployment(redis_url: str) -> Iterator[Deployment]:
+    found = Deployment(redis_url)
+    try:
+        yield found
+    finally:
+        found.stop()
+
+
+@pytest.fixture
+def dep(deployment: Deployment, redis_client: redis.Redis) -> Deployment:
+    """The module's deployment, on a test database emptied for this test."""
+    return deployment
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{time.monotonic_ns() % 10**12:x}"
+
+
+# --- runs and sessions to aim at ----------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """A run (waiting at the gate) or a session, and who holds it now."""
+
+    id: str
+    holder: Key
+    request_id: str = ""
+    token: str = ""
+
+
+def _start(dep: Deployment, holder: Key, run_id: str, ttl_ms: int, workflow: str = THREE) -> None:
+    body: dict[str, Any] = {"workflow": workflow, "input": {"a": 1, "b": 2} if workflow == QUICK else {},
+                            "runId": run_id, "ttlMs": ttl_ms}
+    started = dep.api(holder).post("/v1/runs", json=body)
+    assert started.status_code == 201, started.text
+
+
+def _parked(dep: Deployment, target: Target) -> Target:
+    """The target once its run waits at the gate, with its request id and token (read as system)."""
+
+    def listed() -> list[dict[str, Any]]:
+        params = {"runId": target.id, "tokens": "true"}
+        items: list[dict[str, Any]] = dep.api(SYSTEM).get("/v1/interrupts", params=params).json()["items"]
+        return items
+
+    item = wait_for(listed, 30, f"run {target.id} to park")[0]
+    target.request_id, target.token = item["requestId"], item["resumeToken"]
+    return target
+
+
+def _gone(dep: Deployment, run_id: str) -> bool:
+    return dep.api(SYSTEM).get(f"/v1/runs/{run_id}").status_code == 404
+
+
+# --- the documented role table, as data (README "Who may do what") ------------------------------
+
+
+def expected(key: Key, holder: Key | None, door: str) -> bool:
+    """Whether ``key`` passes ``door`` of something ``holder`` started (None: a system caller, with
+    no tenant): a key bound to a tenant reaches that tenant's only; a user what it owns, and for
+    answers and listings also its tenant's runs no user owns."""
+    tenant = holder.tenant if holder is not None else None
+    owner = holder.owner if holder is not None and holder.role == "user" else None
+    if door == "start":  # a key bound to a tenant starts in its own (the default for it)
+        return key.tenant is None or tenant in (None, key.tenant)
+    if key.tenant is not None and tenant != key.tenant:
+        return False
+    if key.role != "user":
+        return True
+    if door.startswith("session"):
+        return owner == key.owner
+    return owner == key.owner or (owner is None and door in ("answer", "restart", "list"))
+
+
+Probe = Callable[[httpx.Client, Target], bool]
+"""asks one door of a target; True when the door let the caller through"""
+
+
+def _denied(response: httpx.Response) -> bool:
+    """The answers a refusal gets: 401, 403, or 404 as for no such run or session (no oracle)."""
+    if response.status_code in (401, 403):
+        return True
+    if response.status_code != 404:
+        return False
+    return response.json().get("error") in ("RunNotFound", "SessionNotFound", "InterruptNotFound")
+
+
+def _reached(response: httpx.Response) -> bool:
+    assert response.status_code < 500, response.text
+    return not _denied(response)
+
+
+def _answered(response: httpx.Response) -> bool:
+    """An answer by token: refused reads as an unknown token (404), let through as an answer that
+    does not fit (422: the interrupt stays open)."""
+    assert response.status_code in (403, 404, 422), response.text
+    return response.status_code == 422
+
+
+def _stream_reached(api: httpx.Client, path: str) -> bool:
+    with api.stream("GET", path) as response:
+        if response.status_code != 200:
+            response.read()
+            return _reached(response)
+        return True
+
+
+RUN_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
+    ("POST", "/v1/runs"): ("start", lambda api, t: api.post("/v1/runs", json={
+        "workflow": THREE, "input": {}, **({"tenant": t.holder.tenant} if t.holder.tenant else {})}).status_code == 201),
+    ("GET", "/v1/runs/{run_id}"): ("read", lambda api, t: _reached(api.get(f"/v1/runs/{t.id}"))),
+    ("GET", "/v1/runs/{run_id}/events"): ("events", lambda api, t: _stream_reached(api, f"/v1/runs/{t.id}/events")),
+    ("POST", "/v1/runs/{run_id}/fork"): ("fork", lambda api, t: _reached(
+        api.post(f"/v1/runs/{t.id}/fork", json={"step": 0}))),
+    ("GET", "/v1/interrupts"): ("list", lambda api, t: bool(
+        api.get("/v1/interrupts", params={"runId": t.id}).json()["items"])),
+    ("GET", "/v1/interrupts/{request_id}"): ("list", lambda api, t: _reached(
+        api.get(f"/v1/interrupts/{t.request_id}"))),
+    # an answer that does not fit: 422 (the interrupt stays open) once the door lets the caller in
+    ("POST", "/v1/resume"): ("answer", lambda api, t: _answered(
+        api.post("/v1/resume", json={"token": t.token, "selected": "no-such-option"}))),
+    ("POST", "/v1/resume-or-start"): ("restart", lambda api, t: _answered(
+        api.post("/v1/resume-or-start", json={"token": t.token, "selected": "no-such-option"}))),
+    ("POST", "/v1/runs/{run_id}/cancel"): ("cancel", lambda api, t: _reached(
+        api.post(f"/v1/runs/{t.id}/cancel", json={}))),
+}
+"""the run routes and how each is asked; cancel last (it ends the runs the others read)"""
+
+SESSION_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
+    ("POST", "/v1/sessions"): ("session-open", lambda api, t: api.post("/v1/sessions", json={
+        "agent": ECHO, "owner": t.holder.owner, "tenant": t.holder.tenant}).status_code == 201),
+    ("GET", "/v1/sessions/{session_id}"): ("session", lambda api, t: _reached(api.get(f"/v1/sessions/{t.id}"))),
+    ("GET", "/v1/sessions/{session_id}/events"): ("session", lambda api, t: _reached(
+        api.get(f"/v1/sessions/{t.id}/events"))),
+    ("GET", "/v1/sessions/{session_id}/stream"): ("session", lambda api, t: _stream_reached(
+        api, f"/v1/sessions/{t.id}/stream")),
+    ("POST", "/v1/sessions/{session_id}/messages/{message_id}/edit"): ("session", lambda api, t: _reached(
+        api.post(f"/v1/sessions/{t.id}/messages/no-such/edit", json={"content": "x"}))),
+    ("POST", "/v1/sessions/{session_id}/switch"): ("session", lambda api, t: _reached(
+        api.post(f"/v1/sessions/{t.id}/switch", json={"head": ""}))),
+    ("POST", "/v1/sessions/{session_id}/resume"): ("session", lambda api, t: _reached(
+        api.post(f"/v1/sessions/{t.id}/resume", json={"type": "interrupt.resume", "interrupt_id": "no-such"}))),
+    ("POST", "/v1/sessions/{session_id}/tools/{tool_call_id}"): ("session", lambda api, t: _reached(
+        api.post(f"/v1/sessions/{t.id}/tools/no-such", json={"result": 1}))),
+    ("POST", "/v1/sessions/{session_id}/messages"): ("session", lambda api, t: _reached(
+        api.post(f"/v1/sessions/{t.id}/messages", json={"content": "hi"}))),
+    ("POST", "/v1/sessions/{session_id}/interrupts"): ("session", lambda api, t: _reached(
+        api.post(f"/v1/sessions/{t.id}/interrupts", json={"reason": "stop"}))),
+}
+"""the session routes; the ones that park or change a session last"""
+
+OUTSIDE: dict[tuple[str, str], str] = {
+    ("GET", "/healthz"): "no key: says whether Redis answers, nothing of any run",
+    ("GET", "/metrics"): "deployment counters (its role is auth-http's finding)",
+    ("GET", "/a/{link}"): "an answer link is a capability of its own (signed, one option, expiring)",
+    ("POST", "/a/{link}"): "the same link's answer",
+}
+"""routes that reach no run or session by id: outside the matrix, each with why"""
+
+
+def test_every_route_of_the_openapi_document_is_in_the_matrix(dep: Deployment) -> None:
+    """The matrix covers every operation the server's OpenAPI document lists (a new route fails here
+    until it says which door it is)."""
+    document = dep.api(SYSTEM).get("/openapi.json").json()
+    operations = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    assert operations == set(RUN_PROBES) | set(SESSION_PROBES) | set(OUTSIDE)
+
+
+def _run_targets(dep: Deployment, ttl_ms: int, *, park: bool = True) -> dict[str, Target]:
+    """One run per holder: a user (ada, bob, eve), a machine bound to acme, a system caller with no
+    tenant; waiting at the gate (``park``), else one that ends at once (its id soon free again)."""
+    holders: dict[str, Key] = {"ada": ADA, "bob": BOB, "acme-machine": ACME_MACHINE, "eve": EVE, "none": SYSTEM}
+    out = {}
+    for name, holder in holders.items():
+        run_id = _unique(f"r-{name}")
+        _start(dep, holder, run_id, ttl_ms, THREE if park else QUICK)
+        out[name] = Target(run_id, holder)
+    return {name: _parked(dep, target) for name, target in out.items()} if park else out
+
+
+def _session_targets(dep: Deployment, ttl_ms: int) -> dict[str, Target]:
+    out = {}
+    for holder in (ADA, BOB, EVE):
+        sid = _unique(f"s-{holder.name}")
+        opened = dep.api(holder).post("/v1/sessions", json={"agent": ECHO, "sessionId": sid, "ttlMs": ttl_ms})
+        assert opened.status_code == 201, opened.text
+        out[holder.name] = Target(sid, holder)
+    return out
+
+
+REOPENED_BY = {"ada": EVE, "bob": EVE, "acme-machine": EVE, "eve": ADA, "none": EVE}
+"""after a target's id expired, who takes it again"""
+
+
+def _reopen(dep: Deployment, runs: dict[str, Target], sessions: dict[str, Target]) -> None:
+    """Once the targets' records and summaries are gone, their ids are taken again by someone else."""
+    wait_for(lambda: all(_gone(dep, t.id) for t in runs.values()), 30, "the runs' summaries to expire")
+    wait_for(lambda: all(dep.api(SYSTEM).get(f"/v1/sessions/{t.id}").status_code == 404 for t in sessions.values()),
+             30, "the sessions to expire")
+    for name, target in runs.items():
+        target.holder = REOPENED_BY[name]
+        _start(dep, target.holder, target.id, 60_000)
+    for target in runs.values():
+        _parked(dep, target)
+    for name, target in sessions.items():
+        target.holder = REOPENED_BY[name]
+        opened = dep.api(target.holder).post("/v1/sessions", json={"agent": ECHO, "sessionId": target.id})
+        assert opened.status_code == 201, opened.text
+
+
+def _walk(dep: Deployment, probes: dict[tuple[str, str], tuple[str, Probe]], targets: dict[str, Target],
+          time_label: str, cells: list[str], failures: list[str]) -> None:
+    for route, (door, probe) in probes.items():
+        for target_name, target in targets.items():
+            for key in MATRIX_KEYS:
+                holder = None if target.holder is SYSTEM else target.holder
+                want = expected(key, holder, door)
+                got = probe(dep.api(key), target)
+                cells.append(f"{route} {key.name} {target_name} {time_label}")
+                if got != want:
+                    failures.append(f"{route[0]} {route[1]} as {key.name} on {target_name}'s ({time_label}, held by "
+                                    f"{target.holder.name}): {'reached' if got else 'refused'}, the table says "
+                                    f"{'reach' if want else 'refuse'}")
+
+
+def test_the_authorization_matrix_holds_for_live_and_reopened_ids(dep: Deployment) -> None:
+    """Every run and session route x every key class x targets held by the key itself, another owner
+    of its tenant, another tenant and no tenant x (live; expired and taken again by someone else):
+    each key reaches exactly what the role table says, by who holds the id now."""
+    live_runs, live_sessions = _run_targets(dep, 60_000), _session_targets(dep, 60_000)
+    old_runs, old_sessions = _run_targets(dep, 1000, park=False), _session_targets(dep, 1000)
+    cells: list[str] = []
+    failures: list[str] = []
+    _walk(dep, RUN_PROBES, live_runs, "live", cells, failures)
+    _walk(dep, SESSION_PROBES, live_sessions, "live", cells, failures)
+    _reopen(dep, old_runs, old_sessions)
+    _walk(dep, RUN_PROBES, old_runs, "reopened", cells, failures)
+    _walk(dep, SESSION_PROBES, old_sessions, "reopened", cells, failures)
+    assert len(cells) == (len(RUN_PROBES) * 5 + len(SESSION_PROBES) * 3) * len(MATRIX_KEYS) * 2
+    assert not failures, f"{len(failures)} of {len(cells)} cells:\n" + "\n".join(failures)
