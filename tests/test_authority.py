@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -73,7 +72,7 @@ class Deployment:
         keys = ",".join(k.config for k in (SYSTEM, MACHINE, ACME_MACHINE, ADA, BOB, EVE))
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-               "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS)}
+               "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS), "PARKWAY_WORKFLOWS": "tests"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(self.port),
              "--host", "127.0.0.1"],
@@ -222,7 +221,8 @@ def _stream_reached(api: httpx.Client, path: str) -> bool:
 
 RUN_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ("POST", "/v1/runs"): ("start", lambda api, t: api.post("/v1/runs", json={
-        "workflow": THREE, "input": {}, **({"tenant": t.holder.tenant} if t.holder.tenant else {})}).status_code == 201),
+        "workflow": THREE, "input": {}, **({"tenant": t.holder.tenant} if t.holder.tenant else {})
+    }).status_code == 201),
     ("GET", "/v1/runs/{run_id}"): ("read", lambda api, t: _reached(api.get(f"/v1/runs/{t.id}"))),
     ("GET", "/v1/runs/{run_id}/events"): ("events", lambda api, t: _stream_reached(api, f"/v1/runs/{t.id}/events")),
     ("POST", "/v1/runs/{run_id}/fork"): ("fork", lambda api, t: _reached(

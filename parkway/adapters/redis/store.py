@@ -1005,7 +1005,7 @@ class RedisStore:
                 pipe.hmget(keys.summary(r), "wf", "tenant", "owner")
             replies = pipe.execute()
         return {
-            r: (_text(tenant) or None, _text(owner) or None)
+            r: (_text(tenant) if tenant else None, _text(owner) if owner else None)
             for r, (wf, tenant, owner) in zip(run_ids, replies, strict=True)
             if wf is not None
         }
