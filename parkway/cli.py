@@ -307,7 +307,7 @@ _CLI_WORDS = (
     ("value=<text>", "--text TEXT"),
     ("value=<an object>", "--value JSON"),
     ("selected=<option id(s)>", "--select ID"),
-    ("selected=<text>", "--select TEXT"),
+    (" (or selected=<text>)", ""),
     (", not selected", ", not --select"),
     (", not value", ", not --text or --value"),
     ("needs a string value", "needs text (--text TEXT)"),
@@ -568,6 +568,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.input is not None and not args.or_start:
         raise ParkwayError("--input goes with --or-start (the input of the run it starts if the interrupt expired)")
     with _client(args) as pw:
+        if args.select:
+            _check_select(pw, args.token)
         if not kwargs:
             from .runtime.protocol import Interrupt
 
@@ -591,6 +593,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
             raise ParkwayError(_cli_words(exc.message)) from None
         print(_json(_dump(result)))
         return RESUME_EXIT[result.outcome]
+
+
+def _check_select(pw: Parkway, token: str) -> None:
+    """Refuse --select for a question that takes text (the library takes ``selected=<text>`` from
+    clients that send text that way; on the command line --select means option ids)."""
+    from .runtime.protocol import Interrupt
+
+    found = pw.lookup(token)
+    if isinstance(found, Interrupt) and found.asked().kind == "text":
+        raise ParkwayError("a text question takes --text TEXT, not --select")
 
 
 # keyed by the outcomes' values (ResumeOutcome, CancelOutcome are str enums)

@@ -216,8 +216,7 @@ class InterruptRequest(_Model):
     def public(self) -> dict[str, Any]:
         """The request as clients see it (camelCase, with ``multiple``)."""
         out = self.model_dump(by_alias=True, exclude_none=True, exclude={"max_length", "contract_ref"})
-        if self.options:
-            out["options"] = [option.public() for option in self.options]
+        out["options"] = [option.public() for option in self.options]  # a list, empty too (JSON's shape)
         out["multiple"] = self.multiple
         if not self.meta:
             out.pop("meta", None)
