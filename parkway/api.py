@@ -744,15 +744,24 @@ class _EventReader:
     def __init__(self, pw: Parkway) -> None:
         self.pw = pw
         self.url = pw.settings.redis_url
+        self.sentinels: Any = None
+        """under Sentinel: the asyncio clients of the sentinels every stream's connection asks"""
 
     def connect(self) -> Any:
         """A client of its own for one stream or watch (its pipeline and its blocking read share it);
-        None when embedded."""
+        None when embedded. Under Sentinel its connection asks the sentinels where the master is."""
         if self.url is None:
             return None
         from redis import asyncio as aioredis
 
-        return aioredis.Redis.from_url(self.url, socket_timeout=5, socket_connect_timeout=2, max_connections=2)
+        from .adapters.redis.sentinel import async_client, async_sentinels, is_sentinel_url
+
+        bounds: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 2, "max_connections": 2}
+        if is_sentinel_url(self.url):
+            if self.sentinels is None:
+                self.sentinels = async_sentinels(self.url)
+            return async_client(self.url, self.sentinels, **bounds)
+        return aioredis.Redis.from_url(self.url, **bounds)
 
     async def _read(self, client: Any, run_id: str, after: str, *, session: bool = False) -> list[Any]:
         from .adapters.redis import keys

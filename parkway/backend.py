@@ -51,7 +51,8 @@ def build_backend(settings: Settings) -> Backend:
     client = connect(settings.redis_url, max_connections=settings.max_connections)
     try:
         dispatcher = RQDispatcher(client, settings)
-        store = RedisStore(client, settings.limits, dispatcher.next_job)  # it enqueues what a start or resume calls for
+        # it enqueues what a start or resume calls for, and waits for the replicas settings ask for
+        store = RedisStore(client, settings.limits, dispatcher.next_job, settings.acks)
         secret = token_key(settings.secret, client)
     except BaseException:
         client.close()  # refused (another key, no Redis): the connection goes with the handle that never was

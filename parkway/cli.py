@@ -52,8 +52,25 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     from .config import Settings
 
     return Settings.from_env(
-        redis_url=getattr(args, "redis_url", None), workflows=getattr(args, "workflows", None), **overrides
+        redis_url=_redis_url(args), workflows=getattr(args, "workflows", None), **overrides
     )
+
+
+def _redis_url(args: argparse.Namespace) -> str | None:
+    """The Redis the command line names: ``--redis-url``, or ``--redis-sentinels`` with
+    ``--redis-master`` (passwords from ``PARKWAY_REDIS_PASSWORD`` and
+    ``PARKWAY_REDIS_SENTINEL_PASSWORD``) as one ``redis+sentinel://`` string; None: the environment's."""
+    from .config import sentinel_url
+
+    url: str | None = getattr(args, "redis_url", None)
+    sentinels, master = getattr(args, "redis_sentinels", None), getattr(args, "redis_master", None)
+    if url and (sentinels or master):
+        raise ConfigError("pass --redis-url or --redis-sentinels with --redis-master, not both")
+    if url:
+        return url
+    env = os.environ
+    password, sentinel_password = env.get("PARKWAY_REDIS_PASSWORD"), env.get("PARKWAY_REDIS_SENTINEL_PASSWORD")
+    return sentinel_url(sentinels, master, password, sentinel_password)
 
 
 def _client(args: argparse.Namespace, *, embedded: bool = False, redis_only: bool = True) -> Parkway:
@@ -388,12 +405,13 @@ def _worker_line(settings: Settings, workers: int) -> str:
 
 
 def _without_password(url: str) -> str:
-    """The URL with no password, neither in its user part nor as a ``password=`` parameter."""
+    """The URL with no password, neither in its user part nor as a ``password=`` (or
+    ``sentinel_password=``) parameter."""
     parts = urlsplit(url)
     userinfo, at, host = parts.netloc.rpartition("@")
     user = userinfo.partition(":")[0]
     netloc = f"{user}@{host}" if at and user else host
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "password"])
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if not k.lower().endswith("password")])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -770,8 +788,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from .api import app_from_env
     except ImportError as exc:
         raise ParkwayError(f"parkway serve needs the http extra: pip install 'parkway[http]' ({exc})") from None
-    if args.redis_url:
-        os.environ["PARKWAY_REDIS_URL"] = args.redis_url  # the app reads its settings as uvicorn's factory does
+    url = _redis_url(args)
+    if url:
+        os.environ["PARKWAY_REDIS_URL"] = url  # the app reads its settings as uvicorn's factory does
+        os.environ.pop("PARKWAY_REDIS_SENTINELS", None)  # the command line's choice wins over these
+        os.environ.pop("PARKWAY_REDIS_MASTER", None)
     if args.no_auth:
         os.environ["PARKWAY_API_NO_AUTH"] = "1"
     if args.workflows:
@@ -928,6 +949,11 @@ def _command(
                    help="log at INFO (default WARNING); also accepted before the command")
     if redis is not None:
         c.add_argument("--redis-url", metavar="URL", help=redis)
+        c.add_argument("--redis-sentinels", metavar="HOST:PORT,...",
+                       help="instead of --redis-url: Redis under Sentinel, these sentinels (with --redis-master; "
+                            "default $PARKWAY_REDIS_SENTINELS)")
+        c.add_argument("--redis-master", metavar="NAME",
+                       help="the master's name the sentinels know (default $PARKWAY_REDIS_MASTER)")
     if imports:
         c.add_argument(
             "--path",

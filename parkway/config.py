@@ -8,7 +8,16 @@ its own pause.
 =====================  ========================================================
 variable               meaning
 =====================  ========================================================
-``PARKWAY_REDIS_URL``  Redis to use; unset means embedded (an in-process Redis and worker)
+``PARKWAY_REDIS_URL``  Redis to use; unset means embedded (an in-process Redis and worker). A
+                       ``redis+sentinel://[user:pw@]h1:p1,h2:p2/<master>[/<db>]`` string names a
+                       master under Sentinel (see ``parkway.adapters.redis.sentinel``)
+``PARKWAY_REDIS_SENTINELS`` instead of a URL: the sentinels, ``host:port,...``, with
+                       ``PARKWAY_REDIS_MASTER`` (the master's name), ``PARKWAY_REDIS_PASSWORD`` (the
+                       master's, if it asks for one) and ``PARKWAY_REDIS_SENTINEL_PASSWORD`` (the sentinels')
+``PARKWAY_REPLICA_ACKS`` replicas that must acknowledge each committed transition (``WAIT``) before
+                       parkway says it happened; default 1 under Sentinel, else 0 (off)
+``PARKWAY_REPLICA_ACK_MS`` how long a commit waits for them (default 100); a shortfall raises
+                       ``StoreUnavailable`` (the outcome is unknown)
 ``PARKWAY_TTL_MS``     default TTL of a run's records and pauses (ms)
 ``PARKWAY_SECRET``     key that derives resume tokens (>= 32 characters)
 ``PARKWAY_QUEUE``      RQ queue name (default ``parkway``, or ``<prefix>-parkway`` with a key prefix)
@@ -32,6 +41,14 @@ from typing import Any
 
 from .adapters.limits import DEFAULT_TTL_MS, Limits
 from .adapters.redis import keys
+from .adapters.redis.replicas import ReplicaAcks
+from .adapters.redis.sentinel import (
+    SentinelSpec,
+    SentinelUrlError,
+    is_sentinel_url,
+    parse_sentinel_url,
+    parse_sentinels,
+)
 from .runtime.errors import ConfigError, WorkflowError
 from .runtime.loading import WorkflowModules, parse_modules
 from .runtime.protocol import check_id
@@ -68,14 +85,22 @@ class Settings:
     max_connections: int | None = None
     """Redis connections this process's client keeps at most (a thread waits for a free one); None:
     as many as its threads use at once. ``parkway serve`` uses 16 unless set"""
+    replica_acks: int | None = None
+    """replicas that must acknowledge each commit; None: 1 under Sentinel, else 0 (see ``acks``)"""
+    replica_ack_ms: int = 100
+    """how long a commit waits for its replicas' acknowledgement"""
 
     def __post_init__(self) -> None:
         check_ttl(self.ttl_ms)
         check_id(self.queue, "queue name")
         if self.secret is not None and len(self.secret) < MIN_SECRET_LENGTH:
             raise ConfigError(f"PARKWAY_SECRET must be at least {MIN_SECRET_LENGTH} characters")
-        if self.redis_url is not None and not self.redis_url.startswith(("redis://", "rediss://", "unix://")):
-            raise ConfigError(f"redis url must start with redis://, rediss:// or unix://, got {self.redis_url!r}")
+        if self.redis_url is not None:
+            _check_redis_url(self.redis_url)
+        if self.replica_acks is not None and (isinstance(self.replica_acks, bool) or not 0 <= self.replica_acks <= 16):
+            raise ConfigError(f"PARKWAY_REPLICA_ACKS must be an integer from 0 to 16, got {self.replica_acks!r}")
+        if isinstance(self.replica_ack_ms, bool) or not 1 <= self.replica_ack_ms <= 5000:
+            raise ConfigError(f"PARKWAY_REPLICA_ACK_MS must be an integer from 1 to 5000, got {self.replica_ack_ms!r}")
         if self.job_timeout < 1:
             raise ConfigError("job_timeout must be >= 1 second")
         if self.lease_ms < 500 or self.max_lost_attempts < 1:
@@ -99,6 +124,14 @@ class Settings:
     def embedded(self) -> bool:
         return self.redis_url is None
 
+    @property
+    def acks(self) -> ReplicaAcks | None:
+        """What each commit waits for: ``replica_acks`` replicas within ``replica_ack_ms``; None: nothing."""
+        count = self.replica_acks
+        if count is None:
+            count = 1 if self.redis_url is not None and is_sentinel_url(self.redis_url) else 0
+        return ReplicaAcks(count, self.replica_ack_ms) if count else None
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Read ``PARKWAY_*`` variables; keyword arguments win over them."""
@@ -107,11 +140,21 @@ class Settings:
         for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue")):
             if env.get(f"PARKWAY_{name}"):
                 values[attr] = env[f"PARKWAY_{name}"]
+        sentinel = sentinel_url(
+            env.get("PARKWAY_REDIS_SENTINELS"), env.get("PARKWAY_REDIS_MASTER"),
+            env.get("PARKWAY_REDIS_PASSWORD"), env.get("PARKWAY_REDIS_SENTINEL_PASSWORD"),
+        )
+        if sentinel is not None:
+            if env.get("PARKWAY_REDIS_URL") and not overrides.get("redis_url"):
+                raise ConfigError("set PARKWAY_REDIS_URL or PARKWAY_REDIS_SENTINELS, not both")
+            values["redis_url"] = sentinel
         for name, attr in (
             ("TTL_MS", "ttl_ms"),
             ("JOB_TIMEOUT", "job_timeout"),
             ("LEASE_MS", "lease_ms"),
             ("MAX_LOST_ATTEMPTS", "max_lost_attempts"),
+            ("REPLICA_ACKS", "replica_acks"),
+            ("REPLICA_ACK_MS", "replica_ack_ms"),
         ):
             raw = env.get(f"PARKWAY_{name}")
             if raw:
@@ -132,3 +175,38 @@ class Settings:
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
+
+
+def _check_redis_url(url: str) -> None:
+    if is_sentinel_url(url):
+        try:
+            parse_sentinel_url(url)
+        except SentinelUrlError as exc:
+            raise ConfigError(f"redis url {_redacted(url)!r}: {exc}") from None
+    elif not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(
+            f"redis url must start with redis://, rediss://, unix:// or redis+sentinel://, got {_redacted(url)!r}"
+        )
+
+
+def _redacted(url: str) -> str:
+    head, at, tail = url.rpartition("@")
+    return f"{head.split('://', 1)[0]}://***@{tail}" if at else url
+
+
+def sentinel_url(
+    sentinels: str | None, master: str | None, password: str | None = None, sentinel_password: str | None = None
+) -> str | None:
+    """The ``redis+sentinel://`` string for sentinels ``host:port,...`` and a master's name
+    (``PARKWAY_REDIS_SENTINELS`` and ``PARKWAY_REDIS_MASTER``, or the CLI's flags); None without sentinels."""
+    if not sentinels:
+        if master:
+            raise ConfigError("PARKWAY_REDIS_MASTER (--redis-master) needs PARKWAY_REDIS_SENTINELS (--redis-sentinels)")
+        return None
+    if not master:
+        raise ConfigError("PARKWAY_REDIS_SENTINELS (--redis-sentinels) needs PARKWAY_REDIS_MASTER (--redis-master)")
+    try:
+        hosts = tuple(parse_sentinels(sentinels))
+    except SentinelUrlError as exc:
+        raise ConfigError(f"PARKWAY_REDIS_SENTINELS: {exc}") from None
+    return SentinelSpec(hosts, master, password=password or None, sentinel_password=sentinel_password or None).url()

@@ -184,3 +184,82 @@ def redis_connections(pid: int, redis_port: int) -> int:
                 if inode in inodes and remote_port == redis_port and state == "01":  # ESTABLISHED
                     count += 1
     return count
+
+
+class SentinelGroup:
+    """A primary, its replicas and ``redis-server --sentinel`` processes watching it as master
+    ``name``, all on free loopback ports under ``directory``; quick to notice a dead primary
+    (``down_after_ms``). No persistence: a primary restarted on its port comes back empty."""
+
+    def __init__(self, directory: Path, *, replicas: int = 1, sentinels: int = 1, down_after_ms: int = 1000,
+                 name: str = "pw") -> None:
+        self.dir, self.name, self.down_after_ms = directory, name, down_after_ms
+        (directory / "primary").mkdir()
+        quick = ["--repl-diskless-sync-delay", "0"]  # a replica's first sync now, not in 5 s
+        self.primary = RedisServer(directory / "primary", appendonly=False, extra=quick)
+        self.replicas: list[RedisServer] = []
+        for i in range(replicas):
+            (directory / f"replica{i}").mkdir()
+            self.replicas.append(RedisServer(directory / f"replica{i}", appendonly=False,
+                                             extra=[*quick, "--replicaof", "127.0.0.1", str(self.primary.port)]))
+        self.sentinel_ports = [free_port() for _ in range(sentinels)]
+        self.sentinel_procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.name}/0"
+
+    def start(self) -> None:
+        self.primary.start()
+        for replica in self.replicas:
+            replica.start()
+        quorum = len(self.sentinel_ports) // 2 + 1
+        for port in self.sentinel_ports:
+            conf = self.dir / f"sentinel-{port}.conf"
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile {self.dir}/sentinel-{port}.log\n"
+                f"sentinel monitor {self.name} 127.0.0.1 {self.primary.port} {quorum}\n"
+                f"sentinel down-after-milliseconds {self.name} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.name} 2000\n"
+            )
+            self.sentinel_procs.append(subprocess.Popen(["redis-server", str(conf), "--sentinel"],
+                                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for(self._watched, 15, "the sentinels to see the replicas in sync")
+
+    def sentinel(self, i: int = 0) -> redis.Redis:
+        return redis.Redis(port=self.sentinel_ports[i], socket_timeout=2, decode_responses=True)
+
+    def _watched(self) -> bool:
+        try:
+            for i in range(len(self.sentinel_ports)):
+                with self.sentinel(i) as s:
+                    seen = s.execute_command("SENTINEL", "REPLICAS", self.name)
+                    if len(seen) < len(self.replicas):
+                        return False
+                    if len(self.sentinel_ports) > 1 and len(s.execute_command("SENTINEL", "SENTINELS", self.name)) \
+                            < len(self.sentinel_ports) - 1:
+                        return False
+            for replica in self.replicas:
+                with redis.Redis(port=replica.port, decode_responses=True) as r:
+                    if r.info("replication").get("master_link_status") != "up":
+                        return False
+            return True
+        except redis.ConnectionError:
+            return False
+
+    def master_port(self) -> int:
+        with self.sentinel() as s:
+            return int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)[1])
+
+    def wait_for_switch(self, old_port: int, timeout: float = 20) -> int:
+        """Wait until the sentinels name a master other than ``old_port``; its port."""
+        return int(wait_for(lambda: (p := self.master_port()) != old_port and p, timeout, "the failover"))
+
+    def stop(self) -> None:
+        for proc in self.sentinel_procs:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
+        for srv in (self.primary, *self.replicas):
+            srv.stop()

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import redis.exceptions as rex
 
 from ...runtime.errors import RunGone, StaleFence, StoreError, StoreUnavailable, ValidationError
+from .replicas import ReplicaShortfall
 
 
 @contextmanager
@@ -17,6 +18,8 @@ def translated(run_id: str | None = None) -> Iterator[None]:
         yield
     except (rex.ConnectionError, rex.TimeoutError) as exc:
         raise StoreUnavailable(f"Redis is unreachable: {exc}", run_id=run_id) from exc
+    except ReplicaShortfall as exc:
+        raise StoreUnavailable(f"Redis replicas did not confirm a commit: {exc}", run_id=run_id) from exc
     except rex.ResponseError as exc:
         text = str(exc)
         if "STALE" in text:

@@ -52,11 +52,15 @@ from .. import codec
 from ..limits import Limits
 from . import keys
 from .errors import translated
+from .replicas import ReplicaAcks, ReplicaShortfall
+from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
 from .sessions import SessionStore
 
 T = TypeVar("T")
 WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
 """upper bounds (seconds) of the resume-wait histogram's buckets, which resume.lua fills"""
+READ_ONLY_SCRIPTS = frozenset({"lookup", "session_path"})
+"""scripts that write nothing: no replica acknowledgement is waited for after them"""
 _WAIT_BUCKETS_ARG = " ".join(str(b) for b in WAIT_BUCKETS_S)
 _SCRIPTS = (
     "create",
@@ -139,10 +143,18 @@ def _text(value: Any) -> str:
 class RedisStore:
     """Store on a Redis server (or a Redis-compatible one with Lua and streams)."""
 
-    def __init__(self, client: redis.Redis, limits: Limits | None = None, next_job: NextJob | None = None) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        limits: Limits | None = None,
+        next_job: NextJob | None = None,
+        acks: ReplicaAcks | None = None,
+    ) -> None:
         # redis-py types replies as unions of sync and async shapes; they are checked where decoded
         self.client: Any = client
         self.limits = limits or Limits()
+        self.acks = acks
+        """what each committing script waits for (``WAIT`` in its round trip); None: nothing"""
         self.next_job = next_job
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
@@ -153,8 +165,8 @@ class RedisStore:
         """the session transitions, on the same client and scripts"""
 
     @classmethod
-    def from_url(cls, url: str, limits: Limits | None = None) -> RedisStore:
-        return cls(connect(url), limits)
+    def from_url(cls, url: str, limits: Limits | None = None, acks: ReplicaAcks | None = None) -> RedisStore:
+        return cls(connect(url), limits, acks=acks)
 
     def _hand_off(self, run_id: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments a script's ``hand_off`` takes (see ``_common.lua``)."""
@@ -170,7 +182,8 @@ class RedisStore:
 
     def _run(self, call: ScriptCall) -> Any:
         with translated(call.run_id):
-            return run_script(self.client, self._scripts[call.name], call.keys, call.args)
+            acks = None if call.name in READ_ONLY_SCRIPTS else self.acks
+            return run_script(self.client, self._scripts[call.name], call.keys, call.args, acks)
 
     @contextmanager
     def around_scripts(self, around: Callable[[ScriptCall, Callable[[], Any]], Any]) -> Iterator[None]:
@@ -1623,7 +1636,9 @@ class _RetryUntil(Retry):
                 _deadline.reset(token)
 
 
-def run_script(client: redis.Redis, script: Any, keys_: Sequence[Any], args: Sequence[Any]) -> Any:
+def run_script(
+    client: redis.Redis, script: Any, keys_: Sequence[Any], args: Sequence[Any], acks: ReplicaAcks | None = None
+) -> Any:
     """``script`` (a ``client.register_script``) run on ``keys_`` and ``args``: its EVALSHA sent on a
     connection of the client's pool and its reply read, on the one path every transition takes.
 
@@ -1634,19 +1649,23 @@ def run_script(client: redis.Redis, script: Any, keys_: Sequence[Any], args: Seq
     response callbacks: EVALSHA has none) is Python that every transition paid for nothing. A
     connection whose reply may be half read (anything raised but Redis's own error reply) is dropped,
     never reused. Reads the public ``connection_pool``, ``Connection.send_command``/``read_response``,
-    ``Connection.retry`` and ``Script.sha``/``script``: tests/test_storage.py holds them."""
+    ``Connection.pack_commands``/``send_packed_command``, ``Connection.retry`` and
+    ``Script.sha``/``script``: tests/test_storage.py holds them.
+
+    With ``acks``, the EVALSHA is followed in the same round trip by ``WAIT`` (see :mod:`.replicas`):
+    fewer replicas than asked acknowledging it drops the connection and raises ``ReplicaShortfall``
+    (``translated`` makes it ``StoreUnavailable``), never retried here: the script may have run."""
     pool = client.connection_pool
     conn: Any = pool.get_connection()
+    evalsha = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
     try:
         def attempt() -> Any:
             try:
-                conn.send_command("EVALSHA", script.sha, len(keys_), *keys_, *args)
-                return conn.read_response()
+                return _send(conn, evalsha, acks)
             except rex.NoScriptError:
                 conn.send_command("SCRIPT", "LOAD", script.script)
                 conn.read_response()
-                conn.send_command("EVALSHA", script.sha, len(keys_), *keys_, *args)
-                return conn.read_response()
+                return _send(conn, evalsha, acks)
 
         return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
     except rex.ResponseError:
@@ -1658,8 +1677,30 @@ def run_script(client: redis.Redis, script: Any, keys_: Sequence[Any], args: Seq
         pool.release(conn)
 
 
+def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
+    """``command``'s reply; with ``acks``, sent with its ``WAIT`` and checked against it."""
+    if acks is None:
+        conn.send_command(*command)
+        return conn.read_response()
+    conn.send_packed_command(conn.pack_commands([command, ("WAIT", acks.replicas, acks.timeout_ms)]))
+    refused: rex.ResponseError | None = None
+    try:
+        reply = conn.read_response()
+    except rex.ResponseError as exc:  # WAIT's reply follows it on the wire all the same
+        refused = exc
+    acknowledged = conn.read_response()
+    if refused is not None:
+        raise refused
+    shortfall = acks.shortfall(int(acknowledged))
+    if shortfall is not None:
+        raise ReplicaShortfall(shortfall)
+    return reply
+
+
 def connect(url: str, *, max_connections: int | None = None) -> redis.Redis:
     """A client each of whose calls ends within ``GIVE_UP_S`` (15 s) when Redis does not answer.
+    ``url`` is a Redis URL, or a ``redis+sentinel://`` string: the client then follows the master
+    the sentinels name, asking them again at every (re)connect (:mod:`.sentinel`).
 
     That holds whether Redis is down (connection refused), unreachable (no route, or no answer
     to the connect) or frozen (the kernel accepts the connection, nothing ever replies): an
@@ -1690,6 +1731,12 @@ def connect(url: str, *, max_connections: int | None = None) -> redis.Redis:
         health_check_interval=0,
         retry=_RetryUntil(),
     )
+    if is_sentinel_url(url):
+        options.update(pool_kwargs(parse_sentinel_url(url)))
+        if max_connections is None:
+            return redis.Redis(connection_pool=redis.ConnectionPool(**options))
+        blocking = redis.BlockingConnectionPool(max_connections=max_connections, timeout=SOCKET_TIMEOUT_S, **options)  # type: ignore[no-untyped-call]
+        return redis.Redis(connection_pool=blocking)
     if max_connections is None:
         return redis.Redis.from_url(url, **options)
     pool = redis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=SOCKET_TIMEOUT_S,

@@ -1,0 +1,225 @@
+"""Redis under Sentinel: the ``redis+sentinel://`` form, and connections that follow the master.
+
+A Sentinel deployment is named by one string, accepted wherever a Redis URL is::
+
+    redis+sentinel://[user:password@]host1:port1,host2:port2/<master>[/<db>][?sentinel_password=...]
+
+The user and password are the master's (the data's); ``sentinel_password`` (and
+``sentinel_username``) are the sentinels' own, when they ask for one.
+
+Every connection asks the sentinels where the master is each time it opens a socket, first or
+again after any failure: :class:`MasterConnection` overrides the one method every (re)connect
+goes through (``_connect``). redis-py's own ``SentinelManagedConnection`` asks only in
+``connect()``, which a command's retry bypasses (it reconnects through
+``connect_check_health``), so after a failover its retry dials the old primary's address again
+(redis-py issue #3874): a stall until its retries run out, or, if the old primary came back
+empty on the same port, reads of an empty database. A connection refuses a server that says it
+is not a master (``ROLE``), and turns a ``READONLY`` reply (a master demoted under it) into a
+connection error, so the call is retried on the new master.
+
+Everything a connection needs to find the master travels in its keyword arguments, so RQ's
+WorkerPool, which rebuilds its children's connections from the parent pool's class and
+keyword arguments (``rq.connections.parse_connection``), gives them connections that follow
+the master too; the sentinels' own connections are kept per process, never shared across a fork.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import redis
+import redis.exceptions as rex
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from redis.sentinel import Sentinel
+
+SCHEME = "redis+sentinel://"
+SENTINEL_TIMEOUT_S = 0.5
+"""longest wait for one sentinel's answer (or connect): a dead or frozen one costs this, then the next is asked"""
+
+
+class SentinelUrlError(ValueError):
+    """A ``redis+sentinel://`` string that does not name sentinels and a master."""
+
+
+@dataclass(frozen=True)
+class SentinelSpec:
+    """What a ``redis+sentinel://`` string names."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
+
+    def url(self) -> str:
+        """This spec as one ``redis+sentinel://`` string (passwords percent-encoded)."""
+        from urllib.parse import quote, urlencode
+
+        auth = ""
+        if self.password is not None or self.username is not None:
+            auth = f"{quote(self.username or '', safe='')}:{quote(self.password or '', safe='')}@"
+        hosts = ",".join(f"{h}:{p}" for h, p in self.sentinels)
+        query = {k: v for k, v in (("sentinel_username", self.sentinel_username),
+                                   ("sentinel_password", self.sentinel_password)) if v is not None}
+        tail = f"?{urlencode(query)}" if query else ""
+        return f"{SCHEME}{auth}{hosts}/{quote(self.master, safe='')}/{self.db}{tail}"
+
+
+def is_sentinel_url(url: str) -> bool:
+    return url.startswith(SCHEME)
+
+
+def parse_sentinel_url(url: str) -> SentinelSpec:
+    """The sentinels, master name, database and passwords of a ``redis+sentinel://`` string."""
+    if not is_sentinel_url(url):
+        raise SentinelUrlError(f"a Sentinel URL starts with {SCHEME}")
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    username = password = None
+    if "@" in netloc:
+        auth, netloc = netloc.rsplit("@", 1)
+        user, _, pw = auth.partition(":")
+        username, password = unquote(user) or None, unquote(pw) if pw else None
+    sentinels = tuple(parse_sentinels(netloc))
+    path = [unquote(p) for p in parts.path.split("/")[1:]]
+    if not path or not path[0] or len(path) > 2:
+        raise SentinelUrlError("a Sentinel URL names its master after the hosts: redis+sentinel://h:p,.../<master>[/<db>]")
+    db = 0
+    if len(path) == 2 and path[1] != "":
+        if not path[1].isdigit():
+            raise SentinelUrlError(f"the database must be a number, got {path[1]!r}")
+        db = int(path[1])
+    query = dict(parse_qsl(parts.query))
+    unknown = set(query) - {"sentinel_password", "sentinel_username"}
+    if unknown:
+        raise SentinelUrlError(f"a Sentinel URL takes only sentinel_password and sentinel_username: {sorted(unknown)}")
+    return SentinelSpec(sentinels, path[0], db, username, password,
+                        query.get("sentinel_username"), query.get("sentinel_password"))
+
+
+def parse_sentinels(text: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` as pairs; at least one."""
+    out: list[tuple[str, int]] = []
+    for item in text.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise SentinelUrlError(f"sentinels are host:port pairs separated by commas, got {item.strip()!r}")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+_managers: dict[tuple[Any, ...], Sentinel] = {}
+_managers_lock = threading.Lock()
+
+
+def _manager(sentinels: tuple[tuple[str, int], ...], username: str | None, password: str | None) -> Sentinel:
+    """This process's clients of these sentinels (one set per process: a forked child makes its own)."""
+    key = (os.getpid(), sentinels, username, password)
+    with _managers_lock:
+        found = _managers.get(key)
+        if found is None:
+            kwargs: dict[str, Any] = {
+                "socket_timeout": SENTINEL_TIMEOUT_S,
+                "socket_connect_timeout": SENTINEL_TIMEOUT_S,
+                "retry": Retry(NoBackoff(), 0),  # the data connection's retry asks again, with its deadline
+                "health_check_interval": 0,
+            }
+            if password is not None:
+                kwargs.update(username=username, password=password)
+            found = _managers[key] = Sentinel(list(sentinels), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call]
+        return found
+
+
+class MasterConnection(redis.Connection):
+    """A connection to whichever server the sentinels name as the master, asked at every (re)connect."""
+
+    def __init__(
+        self,
+        *,
+        sentinels: tuple[tuple[str, int], ...],
+        master: str,
+        sentinel_username: str | None = None,
+        sentinel_password: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.sentinels, self.master = tuple((h, int(p)) for h, p in sentinels), master
+        self.sentinel_username, self.sentinel_password = sentinel_username, sentinel_password
+        kwargs.pop("host", None)
+        kwargs.pop("port", None)
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+
+    def _connect(self) -> Any:
+        manager = _manager(self.sentinels, self.sentinel_username, self.sentinel_password)
+        self.host, self.port = manager.discover_master(self.master)  # type: ignore[no-untyped-call]
+        return super()._connect()  # type: ignore[no-untyped-call]
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        super().on_connect_check_health(check_health=check_health)
+        self.send_command("ROLE", check_health=False)  # type: ignore[no-untyped-call]
+        role = self.read_response()
+        if not role or role[0] not in (b"master", "master"):
+            raise rex.ConnectionError(f"{self.host}:{self.port}, named master {self.master!r}, is not a master yet")
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)
+        except rex.ReadOnlyError as exc:  # demoted under us: the sentinels name another now
+            self.disconnect()  # type: ignore[no-untyped-call]
+            raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
+
+    def _host_error(self) -> str:
+        return f"master {self.master!r} at {self.host}:{self.port}"
+
+
+def pool_kwargs(spec: SentinelSpec) -> dict[str, Any]:
+    """The connection pool's keyword arguments for ``spec`` (its connection class is ``MasterConnection``)."""
+    return {
+        "connection_class": MasterConnection,
+        "sentinels": spec.sentinels,
+        "master": spec.master,
+        "sentinel_username": spec.sentinel_username,
+        "sentinel_password": spec.sentinel_password,
+        "db": spec.db,
+        "username": spec.username,
+        "password": spec.password,
+    }
+
+
+def async_sentinels(url: str) -> Any:
+    """asyncio clients of the sentinels a ``redis+sentinel://`` string names (for ``async_client``)."""
+    from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+    spec = parse_sentinel_url(url)
+    sentinel_kwargs: dict[str, Any] = {"socket_timeout": SENTINEL_TIMEOUT_S,
+                                       "socket_connect_timeout": SENTINEL_TIMEOUT_S}
+    if spec.sentinel_password is not None:
+        sentinel_kwargs.update(username=spec.sentinel_username, password=spec.sentinel_password)
+    return AsyncSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+
+
+def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
+    """An asyncio client of the master ``url`` names (a ``redis+sentinel://`` string), found through
+    ``manager`` (``async_sentinels``): its connections ask at every (re)connect, as
+    ``MasterConnection`` does."""
+    from redis import asyncio as aioredis
+
+    spec = parse_sentinel_url(url)
+
+    class AsyncMasterConnection(aioredis.Connection):
+        async def _connect(self) -> None:
+            self.host, self.port = await manager.discover_master(spec.master)
+            await super()._connect()  # type: ignore[no-untyped-call]
+
+    max_connections = kwargs.pop("max_connections", None)
+    pool = aioredis.ConnectionPool(
+        connection_class=AsyncMasterConnection, max_connections=max_connections,
+        db=spec.db, username=spec.username, password=spec.password, **kwargs,
+    )
+    return aioredis.Redis(connection_pool=pool)

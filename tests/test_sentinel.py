@@ -1,0 +1,250 @@
+"""Redis under Sentinel: parkway follows the master through a failover, asking the sentinels again
+at every reconnect, and never reads the old primary once it comes back empty on its port.
+
+Each test runs its own loopback group (``tests.procs.SentinelGroup``: a primary, replicas and
+``redis-server --sentinel`` processes with a short ``down-after-milliseconds``), so a failover
+takes a second or two.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rq import Queue
+
+from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, cli
+from parkway.adapters.redis.replicas import ReplicaAcks
+from parkway.adapters.redis.sentinel import MasterConnection, SentinelSpec, parse_sentinel_url
+from parkway.adapters.redis.store import connect
+from parkway.runtime.protocol import ResumeResult
+from parkway.workers import jobs
+from parkway.workers.serializer import MsgpackSerializer
+from parkway.workers.worker import ParkwayWorker
+from tests import flows
+from tests.conftest import SECRET
+from tests.procs import SentinelGroup, sent_commands
+
+
+def test_a_sentinel_url_names_sentinels_master_database_and_both_passwords() -> None:
+    """``redis+sentinel://user:pw@h1:p1,h2:p2/<master>/<db>?sentinel_password=..`` reads back whole."""
+    spec = parse_sentinel_url("redis+sentinel://app:s%40cret@10.0.0.1:26379,[::1]:26380/orders/3?sentinel_password=sp")
+    assert spec == SentinelSpec((("10.0.0.1", 26379), ("::1", 26380)), "orders", 3, "app", "s@cret", None, "sp")
+    assert parse_sentinel_url(spec.url()) == spec
+    assert parse_sentinel_url("redis+sentinel://h:1/m") == SentinelSpec((("h", 1),), "m")
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis+sentinel://h:1", "names its master"),
+        ("redis+sentinel://h:1/m/x", "must be a number"),
+        ("redis+sentinel://h/m", "host:port"),
+        ("redis+sentinel://h:99999/m", "host:port"),
+        ("redis+sentinel://h:1/m?password=x", "takes only"),
+        ("http://h:1/0", "must start with"),
+    ],
+)
+def test_a_malformed_redis_url_is_refused_when_settings_are_made(url: str, says: str) -> None:
+    """Settings refuse a Sentinel string that names no master, a bad database or port, an unknown
+    parameter, and any scheme parkway cannot connect with, naming the fault (never the password)."""
+    with pytest.raises(ConfigError, match=says):
+        Settings(redis_url=url.replace("h:", "u:pw@h:", 1))
+    with pytest.raises(ConfigError) as refused:
+        Settings(redis_url="redis+sentinel://u:hunter2@h:1")
+    assert "hunter2" not in str(refused.value)
+
+
+def test_sentinels_and_master_from_the_environment_make_the_same_url() -> None:
+    """PARKWAY_REDIS_SENTINELS + PARKWAY_REDIS_MASTER (+ passwords) are the one-string form; either
+    alone, or with PARKWAY_REDIS_URL too, is refused."""
+    env = {"PARKWAY_REDIS_SENTINELS": "a:26379, b:26380", "PARKWAY_REDIS_MASTER": "pw",
+           "PARKWAY_REDIS_PASSWORD": "p w", "PARKWAY_REDIS_SENTINEL_PASSWORD": "sp"}
+    spec = parse_sentinel_url(Settings.from_env(env).redis_url or "")
+    assert spec == SentinelSpec((("a", 26379), ("b", 26380)), "pw", 0, None, "p w", None, "sp")
+    for partial in ({"PARKWAY_REDIS_SENTINELS": "a:1"}, {"PARKWAY_REDIS_MASTER": "pw"},
+                    {**env, "PARKWAY_REDIS_URL": "redis://x:1/0"}):
+        with pytest.raises(ConfigError, match="PARKWAY_REDIS"):
+            Settings.from_env(partial)
+
+
+def test_replica_acks_are_on_by_default_under_sentinel_only() -> None:
+    """Under Sentinel each commit waits for 1 replica for 100 ms unless told otherwise; on a plain
+    Redis for none unless asked; out-of-range values are refused."""
+    assert Settings(redis_url="redis+sentinel://h:1/m").acks == ReplicaAcks(1, 100)
+    assert Settings(redis_url="redis+sentinel://h:1/m", replica_acks=0).acks is None
+    assert Settings(redis_url="redis://h:1/0").acks is None
+    assert Settings.from_env({"PARKWAY_REDIS_URL": "redis://h:1/0", "PARKWAY_REPLICA_ACKS": "2",
+                              "PARKWAY_REPLICA_ACK_MS": "250"}).acks == ReplicaAcks(2, 250)
+    for bad in ({"replica_acks": -1}, {"replica_acks": True}, {"replica_ack_ms": 0}, {"replica_ack_ms": 60000}):
+        with pytest.raises(ConfigError, match="PARKWAY_REPLICA_ACK"):
+            Settings(**bad)
+
+
+def test_the_cli_takes_sentinels_and_a_master_where_it_takes_a_redis_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--redis-sentinels with --redis-master make the Sentinel string (the master's password from
+    PARKWAY_REDIS_PASSWORD); with --redis-url too they are refused."""
+    monkeypatch.setenv("PARKWAY_REDIS_PASSWORD", "pw")
+    for command in ("worker", "serve", "interrupts", "reconcile"):
+        args = cli.parser().parse_args([command, "--redis-sentinels", "h:26379", "--redis-master", "m"])
+        assert parse_sentinel_url(cli._settings(args).redis_url or "") == SentinelSpec((("h", 26379),), "m",
+                                                                                        password="pw")
+    args = cli.parser().parse_args(["show", "r", "--redis-url", "redis://h:1/0", "--redis-sentinels", "h:1"])
+    with pytest.raises(ConfigError, match="not both"):
+        cli._settings(args)
+
+
+def test_a_sentinel_client_connects_with_the_class_that_asks_again() -> None:
+    """The client connect() builds from a Sentinel string uses MasterConnection with the sentinels
+    and master in its pool's keyword arguments, which RQ's WorkerPool hands its children."""
+    from rq.connections import parse_connection
+
+    client = connect("redis+sentinel://127.0.0.1:1,127.0.0.1:2/m/4")
+    try:
+        _, connection_class, kwargs = parse_connection(client)
+        assert connection_class is MasterConnection
+        assert kwargs["sentinels"] == (("127.0.0.1", 1), ("127.0.0.1", 2))
+        assert (kwargs["master"], kwargs["db"]) == ("m", 4)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[SentinelGroup]:
+    g = SentinelGroup(tmp_path)
+    g.start()
+    try:
+        yield g
+    finally:
+        g.stop()
+
+
+def run_jobs(settings: Settings) -> None:
+    """Every queued job run to its end by parkway's worker, in this process (burst)."""
+    connection = connect(settings.redis_url or "")
+    try:
+        queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
+        worker = ParkwayWorker([queue], connection=connection, runtime=jobs.install(settings))
+        worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+    finally:
+        jobs.uninstall()
+        connection.close()
+
+
+@pytest.mark.slow
+def test_a_client_follows_the_master_and_never_reads_the_old_primary_restarted_empty(group: SentinelGroup) -> None:
+    """Killed, the primary is replaced by its replica; restarted empty on its old port, it is never
+    read: lookups running all along (one in flight at the kill) read every valid token as pending,
+    none as ``unknown``, and resumes then commit on the new master."""
+    settings = Settings(redis_url=group.url, secret=SECRET, replica_acks=0)
+    with Parkway(settings) as pw:
+        run_ids = [pw.start(flows.two_questions, {}) for _ in range(3)]
+        run_jobs(settings)
+        tokens = [pw.list_interrupts(run_id=r, include_tokens=True).items[0].resume_token for r in run_ids]
+        assert all(tokens)
+        seen: list[Any] = []
+        stop = threading.Event()
+
+        def look() -> None:
+            while not stop.is_set():
+                for token in tokens:
+                    assert token is not None
+                    try:
+                        found = pw.lookup(token)
+                    except Exception as exc:  # noqa: BLE001 - recorded: the test says what it saw
+                        found = exc
+                    seen.append(found)
+
+        looker = threading.Thread(target=look)
+        looker.start()
+        try:
+            time.sleep(0.2)
+            old = group.primary.port
+            group.primary.kill()
+            group.wait_for_switch(old)
+            group.primary.start()  # empty, on its old port, still calling itself a master
+            time.sleep(2.5)
+        finally:
+            stop.set()
+            looker.join(30)
+        unknown = [s for s in seen if isinstance(s, ResumeResult)]
+        failed = [s for s in seen if isinstance(s, Exception)]
+        assert not unknown, f"a valid token read {unknown[0]} (the empty old primary answered)"
+        assert not failed, f"a lookup failed across the failover: {failed[0]!r}"
+        assert len(seen) > len(tokens)
+        for token in tokens:
+            assert token is not None
+            assert pw.resume(token, value="Ada").accepted
+        run_jobs(settings)
+        for run_id in run_ids:
+            assert pw.get_run(run_id).status.value == "waiting"  # on its second question, on the new master
+
+
+@pytest.fixture
+def replicated(tmp_path: Path) -> Iterator[SentinelGroup]:
+    """A primary and one replica, no sentinels."""
+    g = SentinelGroup(tmp_path, sentinels=0)
+    g.start()
+    try:
+        yield g
+    finally:
+        if g.replicas[0].proc is not None:
+            g.replicas[0].proc.send_signal(signal.SIGCONT)
+        g.stop()
+
+
+@pytest.mark.slow
+def test_each_commit_waits_for_its_replica_in_its_own_round_trip(replicated: SentinelGroup) -> None:
+    """With replica acknowledgement, every committing script is sent with its WAIT, in one round
+    trip; read-only ones without; a script Redis must load again (NOSCRIPT) and one it refuses
+    leave the connection in step."""
+    settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=2000)
+    with Parkway(settings) as pw:
+        run_id = pw.start(flows.two_questions, {})
+        run_jobs(settings)
+        token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
+        assert token is not None
+        store: Any = pw.store
+        store.client.script_flush()
+        with sent_commands() as sent:
+            pw.lookup(token)
+            assert pw.resume(token, value="Ada").accepted
+        evals = [s for s in sent if b"EVALSHA" in s]
+        # each sent twice: NOSCRIPT, SCRIPT LOAD, then again; the resume's WAIT with each of its EVALSHA
+        assert [b"WAIT" in s for s in evals] == [False, False, True, True], evals
+        with pytest.raises(ValidationError):
+            pw.start(flows.two_questions, {}, run_id=run_id)  # refused by its script, WAIT read all the same
+        assert pw.get_run(run_id).status.value in ("queued", "running", "waiting")
+        run_jobs(settings)
+        assert pw.get_run(run_id).status.value == "waiting"
+
+
+@pytest.mark.slow
+def test_a_commit_its_replica_does_not_acknowledge_raises_store_unavailable(replicated: SentinelGroup) -> None:
+    """A replica that does not acknowledge a commit in time (frozen here) makes the call raise
+    StoreUnavailable saying the outcome is unknown, within about the wait, and drops the connection."""
+    patient = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=2000)
+    with Parkway(patient) as pw:  # set up without a deadline a loaded machine could miss
+        run_id = pw.start(flows.two_questions, {})
+        run_jobs(patient)
+        token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
+        assert token is not None
+    with Parkway(patient.with_(replica_ack_ms=100)) as pw:
+        replica = replicated.replicas[0].proc
+        assert replica is not None
+        replica.send_signal(signal.SIGSTOP)
+        try:
+            began = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="0 of 1 replica.*outcome is unknown") as raised:
+                pw.resume(token, value="Ada")
+            assert time.monotonic() - began < 2
+            assert raised.value.run_id == run_id
+            assert isinstance(pw.lookup(token), ResumeResult)  # it did commit, on the primary alone
+            assert len(pw.store.client.connection_pool._available_connections) <= 1  # type: ignore[attr-defined]
+        finally:
+            replica.send_signal(signal.SIGCONT)
