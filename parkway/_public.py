@@ -49,6 +49,7 @@ from .runtime.hooks import (
     use_step,
     use_workflow,
     use_workflow_state,
+    use_workflows,
 )
 from .runtime.protocol import (
     CancelOutcome,
@@ -144,4 +145,5 @@ __all__ = [
     "use_triggers",
     "use_workflow",
     "use_workflow_state",
+    "use_workflows",
 ]

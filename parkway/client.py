@@ -233,7 +233,7 @@ class Parkway:
         if record is None:
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
         interrupt = None
-        if record.waiting_on and record.waiting_on.startswith("child:"):
+        if record.waiting_on and (record.waiting_on.startswith("child:") or record.waiting_on == "children"):
             # waiting on a child run: the interrupt its tree waits on, if any (the listing follows it)
             below = self.store.list_interrupts(InterruptQuery(run_id=run_id, limit=1, now=now)).items
             interrupt = self._interrupt(below[0], include_token=False) if below else None
@@ -267,7 +267,8 @@ class Parkway:
         if run.interrupt is not None:
             return False
         record = self.store.get_run(run.run_id, now_ms())
-        return record is not None and (record.waiting_on or "").startswith("child:")
+        waiting = (record.waiting_on or "") if record is not None else ""
+        return waiting.startswith("child:") or waiting == "children"
 
     def stream(
         self,

@@ -54,3 +54,29 @@ def ask_briefly(data: dict[str, Any]) -> dict[str, Any]:
         return {"picked": use_interrupt(COLORS, id="color", ttl_ms=1000, on_expire=data["policy"])}
     except InterruptCancelled as exc:
         return {"cancelled": exc.reason}
+
+
+square = Workflow("square")
+
+
+@square.node(start=True)
+def square_it(data: dict[str, Any]) -> dict[str, Any]:
+    if data.get("fail"):
+        raise ValueError(f"no square for {data['i']}")
+    return {"i": data["i"], "square": data["i"] * data["i"]}
+
+
+fans_out = Workflow("fans_out")
+
+
+@fans_out.node(start=True)
+def fan(data: dict[str, Any]) -> dict[str, Any]:
+    """Starts ``n`` children side by side, at most ``limit`` at a time: ``square`` (those in ``fail``
+    raise), or ``asks`` with ``ask``; each failure is a value in the results."""
+    from parkway import use_workflows
+
+    child = asks if data.get("ask") else square
+    calls = [(child, {"i": i, "fail": i in data.get("fail", [])}) for i in range(data["n"])]
+    results = use_workflows(calls, id="all", limit=data.get("limit", 3))
+    return {"results": [{"failed": r.status, "message": r.error_message} if isinstance(r, ChildFailed) else r
+                        for r in results]}

@@ -511,6 +511,8 @@ def test_past_its_pause_ttl_an_invalid_answer_reads_expired(harness: Harness) ->
     assert harness.pw.resume(token, selected="green").outcome is ResumeOutcome.EXPIRED
     assert harness.pw.resume(token, value=12).outcome is ResumeOutcome.EXPIRED
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED
+    assert harness.pw.get_run(run_id).status in (RunStatus.WAITING, RunStatus.EXPIRED)  # until the reconciler's pass
+    reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
     assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
 
 

@@ -6,8 +6,8 @@ is the child cancelled: the child's end finds its parent finished and queues no 
 node of the tree runs again to catch the cancellation, and every run records the caller's reason and
 responder. A run moves between the read and the write, so each pass reads the run again and makes
 one transition: a waiting run's interrupt is cancelled (no job replays its node), and a queued,
-running or child-waiting run ends; then the runs below it (the child it waited on, or the child that
-raced its interrupt) are cancelled the same way.
+running or child-waiting run ends; then the runs below it (the child it waited on, the child that
+raced its interrupt, the children of its fan-out still running) are cancelled the same way.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def cancel_run(
         if record.status.finished:
             return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
         waiting = record.waiting_on if record.status is RunStatus.WAITING else None
-        if waiting and not waiting.startswith("child:") and waiting != "session":
+        if waiting and not waiting.startswith("child:") and waiting not in ("session", "children"):
             if _cancel_interrupt(store, record, waiting, reason, responder, clock) is ResumeOutcome.EXPIRED:
                 return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=RunStatus.EXPIRED)
             if record.racing:  # use_first's child: cancelled once this run has ended
@@ -49,6 +49,8 @@ def cancel_run(
             continue
         if waiting and waiting.startswith("child:"):
             below.append(waiting.removeprefix("child:"))
+        elif waiting == "children":  # a fan-out's children still running (use_workflows)
+            below += store.live_children(run_id)
         for child in below:
             _cancel_below(store, child, reason, responder, clock)
         return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)

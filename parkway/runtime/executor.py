@@ -45,13 +45,25 @@ from .hooks import (
     NodeContext,
     Pause,
     SpawnChild,
+    SpawnChildren,
     activate,
     deactivate,
     expiry_policy,
 )
 from .loading import WorkflowModules
 from .logger import get_logger
-from .store import Advance, Attempt, InterruptRecord, JournalEntry, NewRun, Park, RunRecord, Spawn, Store
+from .store import (
+    Advance,
+    Attempt,
+    FanOut,
+    InterruptRecord,
+    JournalEntry,
+    NewRun,
+    Park,
+    RunRecord,
+    Spawn,
+    Store,
+)
 from .workflow import Result, Workflow, as_result
 
 log = get_logger()
@@ -178,6 +190,12 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             except (WorkflowError, ValidationError) as exc:  # a child that cannot start: an unknown
                 return _fail(store, options, run.run_id, fence, exc, node)  # workflow, an oversize input
             return JobEnd.WAITING
+        if isinstance(outcome, SpawnChildren):
+            try:
+                _fan_out(store, options, ctx, outcome, run)
+            except (WorkflowError, ValidationError) as exc:  # a child that cannot start
+                return _fail(store, options, run.run_id, fence, exc, node)
+            return JobEnd.WAITING
         if _cancelled(outcome):
             assert isinstance(outcome, ParkwayError)
             store.finish(
@@ -276,7 +294,7 @@ def _fail(store: Store, options: Options, run_id: str, fence: int, exc: BaseExce
 
 def _attempt(
     workflow: Workflow, ctx: NodeContext, data: dict[str, Any]
-) -> Result | Pause | SpawnChild | Held | BaseException:
+) -> Result | Pause | SpawnChild | SpawnChildren | Held | BaseException:
     """Run the node, retrying per its policy; return its result, its pause, or its final error."""
     spec = workflow.nodes[ctx.node]
     attempts = spec.retry.attempts if spec.retry else 1
@@ -294,7 +312,7 @@ def _attempt(
             if inspect.isawaitable(value):
                 value = _run_async(value)
             return as_result(value, ctx.node)
-        except (Pause, SpawnChild, Held) as pause:
+        except (Pause, SpawnChild, SpawnChildren, Held) as pause:
             return pause
         except ParkwayError as exc:
             return exc  # nondeterminism, stale fence, invalid state: retrying cannot help
@@ -391,6 +409,13 @@ def _spawn(store: Store, options: Options, ctx: NodeContext, spawn: SpawnChild, 
     commit = _new_child(options, ctx, spawn.child, run)
     store.spawn(ctx.run_id, ctx.fence, ctx.step, commit)
     log.info("child_started", child_run_id=commit.child.run_id, child_workflow=commit.child.workflow)
+
+
+def _fan_out(store: Store, options: Options, ctx: NodeContext, fan: SpawnChildren, run: RunRecord) -> None:
+    """Start the fan-out's next children and park the run on its children, in one store call."""
+    children = tuple(_new_child(options, ctx, ask, run) for ask in fan.children)
+    outcome = store.fan_out(ctx.run_id, ctx.fence, ctx.step, FanOut(children, fan.live, fan.left, options.clock()))
+    log.info("children_started", started=len(children), running=fan.live, left=fan.left, parked=outcome.waiting)
 
 
 def _new_child(options: Options, ctx: NodeContext, ask: ChildAsk, run: RunRecord) -> Spawn:

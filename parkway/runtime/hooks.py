@@ -21,7 +21,7 @@ import hashlib
 import json
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -108,6 +108,17 @@ class SpawnChild(BaseException):
             raise TypeError("SpawnChild is raised by use_workflow only")
         super().__init__(f"waiting on child {child.run_id}")
         self.child = child
+
+
+class SpawnChildren(BaseException):
+    """Raised by ``use_workflows`` to end the attempt, start the next children of its fan-out and
+    park the run on them; built by parkway only, out of reach of ``except Exception``."""
+
+    def __init__(self, key: object, children: list[ChildAsk], live: int, left: int):
+        if key is not _PAUSE_KEY:
+            raise TypeError("SpawnChildren is raised by use_workflows only")
+        super().__init__(f"waiting on {live + len(children)} children")
+        self.children, self.live, self.left = children, live, left
 
 
 def pause_for(
@@ -540,15 +551,71 @@ def _child_ask(workflow: Workflow | str, input: Mapping[str, Any] | None, name: 
     return ChildAsk(child, workflow, dict(input or {}), name, asked)
 
 
+MAX_FAN_OUT = 1000
+"""the most children one ``use_workflows`` call starts"""
+FAN_OUT_LIMIT = 10
+"""how many children of one ``use_workflows`` call run at a time, unless it says otherwise"""
+
+
+def use_workflows(
+    calls: Sequence[tuple[Workflow | str, Mapping[str, Any] | None]], *, id: str, limit: int = FAN_OUT_LIMIT
+) -> list[Any]:
+    """Run child workflows side by side and return, once every one has settled, their outputs in
+    the order of ``calls`` (``(workflow, input)`` pairs, at most 1000).
+
+    At most ``limit`` children (1 to 1000, default 10) run at a time: the first call starts that
+    many and parks this run without compute; as children end, the node replays and starts the
+    next ones, until all have ended. A child that failed, was cancelled or expired does not raise:
+    its place in the list holds a :class:`ChildFailed` (as ``asyncio.gather(...,
+    return_exceptions=True)`` does); raise it to fail the node. The children's interrupts show on
+    this run's stream and under its root's ``list_interrupts(run_id=)``; cancelling this run
+    cancels every child still running. A child's records go when it ends (its output is in this
+    run's journal; its summary keeps its status). ``id`` names the fan-out within the activation;
+    child ``i`` is ``<id>.<i>``, and a replay asking for other children raises
+    :class:`NondeterminismError`."""
+    name = _name(id, "fan-out id")
+    assert name is not None
+    if not isinstance(calls, list | tuple) or not 1 <= len(calls) <= MAX_FAN_OUT:
+        raise ValidationError(f"use_workflows takes a list of 1 to {MAX_FAN_OUT} (workflow, input) pairs")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_FAN_OUT:
+        raise ValidationError(f"use_workflows limit must be an integer from 1 to {MAX_FAN_OUT}")
+    ctx = current()
+    asks, results, fresh, live = [], [], [], 0
+    for i, call in enumerate(calls):
+        if not isinstance(call, tuple) or len(call) != 2:
+            raise ValidationError("use_workflows takes (workflow, input) pairs")
+        ask = _child_ask(call[0], call[1], f"{name}.{i}", "use_workflows")
+        started = ctx.replayed(f"c:{ask.name}", "child", ask.name, ask.asked.detail)
+        entry = ctx.replayed(ask.journal_field, "workflow", ask.name)
+        asks.append(ask)
+        results.append(entry)
+        if entry is None and started is not None:
+            live += 1
+        elif entry is None:
+            fresh.append(ask)
+    if all(entry is not None for entry in results):
+        return [_child_outcome(ask, entry) for ask, entry in zip(asks, results, strict=True) if entry is not None]
+    start = fresh[: max(0, limit - live)]
+    raise SpawnChildren(_PAUSE_KEY, start, live, len(fresh) - len(start))
+
+
 def _child_output(ask: ChildAsk, entry: JournalEntry) -> Any:
     """The child's output from its outcome's journal entry; ChildFailed if it did not complete."""
+    outcome = _child_outcome(ask, entry)
+    if isinstance(outcome, ChildFailed) and entry.status:
+        raise outcome
+    return outcome
+
+
+def _child_outcome(ask: ChildAsk, entry: JournalEntry) -> Any:
+    """The child's output from its outcome's journal entry, or the ChildFailed saying how it ended."""
     if not entry.status:
         return entry.value
     ctx = current()
     detail = ask.workflow if isinstance(ask.workflow, str) else ask.workflow.name
     error = (entry.value or {}).get("error") if isinstance(entry.value, dict) else None
     message = error.get("message", "") if isinstance(error, dict) else ""
-    raise ChildFailed(
+    return ChildFailed(
         f"child run {ask.run_id} ({detail}) of run {ctx.run_id} {entry.status}" + (f": {message}" if message else ""),
         run_id=ctx.run_id,
         child_run_id=ask.run_id,

@@ -259,6 +259,28 @@ class Spawn:
 
 
 @dataclass(frozen=True)
+class FanOut:
+    """A node called ``use_workflows``: start the next children of its fan-out and park the run on
+    them, atomically (or queue it again at once when children it counted as running ended since)."""
+
+    children: tuple[Spawn, ...]
+    """the children to start now (none when every slot is taken)"""
+    live: int
+    """the children the attempt counted as started and not ended (from the journal it read)"""
+    left: int
+    """the children left to start after these"""
+    now: int
+
+
+@dataclass(frozen=True)
+class FanOutOutcome:
+    waiting: bool
+    """parked on its children (False: queued again for a replay, some having ended meanwhile)"""
+    fence: int
+
+
+
+@dataclass(frozen=True)
 class Answer:
     """An accepted answer, recorded in the journal of the interrupt's activation."""
 
@@ -479,6 +501,16 @@ class Store(Protocol):
         create the child with its first job; return the parent's new fence. When a child ends
         (completed, failed, cancelled, expired), the same atomic step records its outcome in the
         parent's journal and queues the parent."""
+
+    def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
+        """Start ``commit.children`` (each with its first job, in the run's fan-out set) and park the
+        run waiting on its children (``waiting`` = ``children``, lease released); a child's end
+        records its outcome in the run's journal, leaves the set and queues the run when none is
+        left running or some are left to start. When fewer than ``commit.live`` children were left
+        running, the run is queued for a replay at once instead."""
+
+    def live_children(self, run_id: str) -> list[str]:
+        """The children of the run's fan-out started and not yet ended."""
 
     def finish(
         self,

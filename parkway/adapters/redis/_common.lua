@@ -153,17 +153,47 @@ local function hand_off(keys, args, at, step, fence, last)
   return 1
 end
 
+-- Queue a parent run at a new fence for a replay of its `step` (its outbox entry and its job: see
+-- hand_off), renewing its records. `k`: its run, journal, workflow state, events, summary, outbox,
+-- then its job's queues; `args` from `at` (to `last`, else to the end): its job (see hand_off).
+local function queue_parent(k, parent, step, now, retention, args, at, last)
+  local fence = redis.call('HINCRBY', k[1], 'fence', 1)
+  redis.call('HSET', k[1], 'status', 'queued', 'waiting', '', 'expires', '', 'updated', now)
+  redis.call('ZADD', k[6], now, parent .. ':' .. step .. ':' .. fence)
+  local ttl = redis.call('HGET', k[1], 'ttl')
+  expire_all(ttl, {k[1], k[2], k[3], k[4]})
+  keep_summary(k[5], ttl, retention)
+  return hand_off({k[7], k[8]}, args, at, step, fence, last)
+end
+
 -- A child run ended: record its outcome in its parent's journal and queue the parent, exactly
 -- once (only a parent still waiting on this child, or on the interrupt it races, moves). Called by every script that ends a run
--- (advance, finish, recover, expire); a root run passes '' and nothing happens.
+-- (advance, finish, recover, expire) as its last step; a root run passes '' and nothing happens.
+-- A child of a fan-out (use_workflows: it is in the parent's fan-out set) records its outcome
+-- whatever its parent is doing (a replay in flight sees it when it parks again: fanout.lua), and
+-- queues the parent only when it waits on its children and either none is left running or some
+-- are left to start; its own records then go (its summary stays: a finished fan-out child keeps
+-- a few hundred bytes, its output being in the parent's journal).
 -- KEYS from `kat`: parent run, parent journal (of the step waiting), parent workflow state,
---   parent events, parent summary, outbox, then the parent's next job's queues (see hand_off)
+--   parent events, parent summary, outbox, parent fan-out set, the child's run, events, workflow
+--   state, snapshots and journal of its last step, then the parent's next job's queues (see hand_off)
 -- ARGV from `at` ('' = the run has no parent): parent run id, child run id, journal field,
 --   journal entry blob, event type, event blob, now, maxlen, retention ms, then the next job
 local function notify_parent(kat, at)
   if ARGV[at] == '' then return 0 end
   local prun = KEYS[kat]
-  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step', 'rc', 'rs', 'expires')
+  local parent_keys = {prun, KEYS[kat + 1], KEYS[kat + 2], KEYS[kat + 3], KEYS[kat + 4], KEYS[kat + 5],
+    KEYS[kat + 12], KEYS[kat + 13]}
+  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step', 'rc', 'rs', 'expires', 'fl')
+  if redis.call('SREM', KEYS[kat + 6], ARGV[at + 1]) == 1 then
+    redis.call('DEL', KEYS[kat + 7], KEYS[kat + 8], KEYS[kat + 9], KEYS[kat + 10], KEYS[kat + 11])
+    if cur[1] ~= 'queued' and cur[1] ~= 'running' and cur[1] ~= 'waiting' then return 0 end
+    redis.call('HSET', KEYS[kat + 1], ARGV[at + 2], ARGV[at + 3])
+    xadd_run(prun, KEYS[kat + 3], ARGV[at + 7], ARGV[at + 4], ARGV[at + 5])
+    if cur[1] ~= 'waiting' or cur[2] ~= 'children' then return 0 end
+    if redis.call('SCARD', KEYS[kat + 6]) > 0 and tonumber(cur[7] or '0') == 0 then return 0 end
+    return queue_parent(parent_keys, ARGV[at], cur[3], ARGV[at + 6], ARGV[at + 8], ARGV, at + 9)
+  end
   -- a child racing the interrupt the parent waits on (use_first, first.lua) wins while it is pending
   -- and before its deadline (the timer's: past it the timer came first, and the reconciler says so)
   local raced = cur[1] == 'waiting' and cur[4] == ARGV[at + 1] and redis.call('HGET', prun, cur[5]) == 'pending'
@@ -171,14 +201,8 @@ local function notify_parent(kat, at)
   if not raced and (cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. ARGV[at + 1]) then return 0 end
   if raced then redis.call('HSET', prun, cur[5], 'cancelled') end  -- its token now answers nothing
   redis.call('HSET', KEYS[kat + 1], ARGV[at + 2], ARGV[at + 3])
-  local fence = redis.call('HINCRBY', prun, 'fence', 1)
-  redis.call('HSET', prun, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', ARGV[at + 6])
-  redis.call('ZADD', KEYS[kat + 5], ARGV[at + 6], ARGV[at] .. ':' .. cur[3] .. ':' .. fence)
   xadd_run(prun, KEYS[kat + 3], ARGV[at + 7], ARGV[at + 4], ARGV[at + 5])
-  local ttl = redis.call('HGET', prun, 'ttl')
-  expire_all(ttl, {prun, KEYS[kat + 1], KEYS[kat + 2], KEYS[kat + 3]})
-  keep_summary(KEYS[kat + 4], ttl, ARGV[at + 8])
-  return hand_off({KEYS[kat + 6], KEYS[kat + 7]}, ARGV, at + 9, cur[3], fence)
+  return queue_parent(parent_keys, ARGV[at], cur[3], ARGV[at + 6], ARGV[at + 8], ARGV, at + 9)
 end
 
 -- Whose a run is: written on the run and its summary when it is created and never changed after, so

@@ -23,8 +23,8 @@ else
 end
 local n = tonumber(ARGV[10])
 for i = 11, 10 + 2 * n, 2 do xadd_run(KEYS[1], KEYS[4], ARGV[8], ARGV[i], ARGV[i + 1]) end
-if ARGV[4] == '' then notify_parent(9, 11 + 2 * n) end
 local ttl = redis.call('HGET', KEYS[1], 'ttl')
 expire_all(ttl, {KEYS[1], KEYS[3], KEYS[4], KEYS[8]})
 keep_summary(KEYS[5], ttl, ARGV[7])
+if ARGV[4] == '' then notify_parent(9, 11 + 2 * n) end  -- last: a fan-out's child's records go there
 return fence

@@ -1,5 +1,5 @@
 -- End a queued or running run (or a session's branch run held on its parked branch, or a run
--- waiting on a child run) as failed or cancelled. A parent ended while it waits on a child is ended
+-- waiting on a child run or on its fan-out's children) as failed or cancelled. A parent ended while it waits on a child is ended
 -- first, before its child: the child's end then finds it finished and queues nothing (cancel wins).
 -- A run failed in the activation whose interrupt was last answered (its replay with the answer
 -- failed): that interrupt's lifecycle record says so (its x: field in the summary, which the run's
@@ -13,7 +13,8 @@ local cur = redis.call('HMGET', KEYS[1], 'fence', 'status')
 if not cur[1] then return gone() end
 if ARGV[1] ~= '' and cur[1] ~= ARGV[1] then return stale('run is at fence ' .. cur[1]) end
 local waiting = cur[2] == 'waiting' and (redis.call('HGET', KEYS[1], 'waiting') or '') or ''
-if cur[2] ~= 'queued' and cur[2] ~= 'running' and waiting ~= 'session' and string.sub(waiting, 1, 6) ~= 'child:' then
+if cur[2] ~= 'queued' and cur[2] ~= 'running' and waiting ~= 'session' and waiting ~= 'children'
+    and string.sub(waiting, 1, 6) ~= 'child:' then
   return stale('run is ' .. cur[2])
 end
 redis.call('HINCRBY', KEYS[1], 'fence', 1)

@@ -36,7 +36,9 @@ key                         type    TTL       holds
 ``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data
                                               (absent until a node completes: the input is it),
                                               output, error, created, updated, ttl, expires,
-                                              waiting (request id, or ``child:<run id>``),
+                                              waiting (request id, ``child:<run id>``, or
+                                              ``children``: a fan-out's, see ``fo``), fl (how
+                                              many children its fan-out has left to start),
                                               paused (``<step> <code version>`` of the last pause),
                                               tenant (``start(tenant=)``, a child's root's, a branch
                                               run's session's; absent for none), owner (a user's run,

@@ -32,6 +32,8 @@ from ...runtime.store import (
     Due,
     EventSpec,
     Expiry,
+    FanOut,
+    FanOutOutcome,
     ForkOutcome,
     IndexEntry,
     InterruptListing,
@@ -78,6 +80,7 @@ _SCRIPTS = (
     "escalate",
     "release",
     "spawn",
+    "fanout",
     "fork",
     "refuse",
     "close_raced",
@@ -553,6 +556,72 @@ class RedisStore:
             )
         )
 
+    def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
+        r = run_id
+        hand_keys, parent_job = self._hand_off(r)
+        blocks: list[Any] = []
+        child_keys: list[str] = []
+        for spawn in commit.children:
+            child = spawn.child
+            c = child.run_id
+            _, job = self._hand_off(c)
+            child_keys += [keys.run(c), keys.summary(c), keys.events(c)]
+            blocks.append([
+                c,
+                child.workflow,
+                child.ref,
+                child.start_node,
+                codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input"),
+                child.ttl_ms,
+                self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
+                spawn.journal_field,
+                codec.lineage_field(spawn.lineage),
+                f"c:{spawn.journal_field.removeprefix('w:')}",
+                codec.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+                self._event(spawn.event),
+                *job,
+            ])
+        per_child = len(blocks[0]) if blocks else 0
+        reply = self._call(
+            "fanout",
+            r,
+            [
+                keys.run(r),
+                keys.journal(r, step),
+                keys.workflow_state(r),
+                keys.events(r),
+                keys.summary(r),
+                keys.leases(),
+                keys.outbox(),
+                keys.snapshots(r),
+                keys.fanout(r),
+                *(hand_keys or ["", ""]),
+                *child_keys,
+            ],
+            [
+                fence,
+                step,
+                commit.now,
+                r,
+                self.limits.max_events,
+                self.limits.retention_ms,
+                self.limits.expiry_grace_ms,
+                commit.live,
+                commit.left,
+                len(blocks),
+                per_child,
+                len(parent_job),
+                *parent_job,
+                *(arg for block in blocks for arg in block),
+            ],
+        )
+        return FanOutOutcome(_text(reply[0]) == "waiting", int(reply[1]))
+
+    def live_children(self, run_id: str) -> list[str]:
+        """The children of the run's fan-out started and not yet ended (``use_workflows``)."""
+        with translated(run_id):
+            return sorted(_text(c) for c in self.client.smembers(keys.fanout(run_id)))
+
     def fork(self, new: NewRun, step: int) -> ForkOutcome:
         """Create ``new``, re-opening activation ``step`` of ``new.forked_from``'s run (``fork.lua``):
         the new run starts at the node that step ran, with ``new.input`` as its data."""
@@ -596,10 +665,11 @@ class RedisStore:
         if keys.CHILD_SEPARATOR not in run_id:
             return [], [""]
         with translated(run_id):
-            parent, pstep, pfield = self.client.hmget(keys.run(run_id), "parent", "pstep", "pfield")
+            parent, pstep, pfield, own = self.client.hmget(keys.run(run_id), "parent", "pstep", "pfield", "step")
         if not parent:
             return [], [""]
         p, step, field = _text(parent), int(pstep), _text(pfield)
+        c = run_id
         name = field.removeprefix("w:")
         if status == "completed":
             entry = JournalEntry("workflow", name, value)
@@ -617,6 +687,12 @@ class RedisStore:
                 keys.events(p),
                 keys.summary(p),
                 keys.outbox(),
+                keys.fanout(p),
+                keys.run(c),
+                keys.events(c),
+                keys.workflow_state(c),
+                keys.snapshots(c),
+                keys.journal(c, int(own or 0)),
                 *hand_keys,
             ],
             [
@@ -1119,8 +1195,7 @@ class RedisStore:
         after = codec.parse_cursor(query.cursor, query.order)
         with translated():
             if query.run_id is not None:
-                items, feed = self._waiting_interrupt(query)
-                return InterruptListing(items, None, feed)
+                return self._waiting_interrupt(query)
             if query.filtered:
                 return self._filtered(query, after)
             members, feed = self._page(query, after)
@@ -1292,7 +1367,7 @@ class RedisStore:
         cursor = codec.make_cursor(found[query.limit - 1][0], "newest") if more else None
         return InterruptListing([r for _, r in found[: query.limit]], cursor, feed)
 
-    def _waiting_interrupt(self, query: InterruptQuery) -> tuple[list[InterruptRecord], str | None]:
+    def _waiting_interrupt(self, query: InterruptQuery) -> InterruptListing:
         """The open interrupts of the run and of every run below it (``tree_interrupts``), a page of
         them in the query's order from its cursor."""
         r = query.run_id or ""
@@ -1305,7 +1380,9 @@ class RedisStore:
         after = codec.parse_cursor(query.cursor, query.order)
         if after is not None:
             found = [x for x in found if (member[id(x)] < after if newest else member[id(x)] > after)]
-        return found[: query.limit], feed
+        more = len(found) > query.limit
+        cursor = codec.make_cursor(member[id(found[query.limit - 1])], query.order) if more else None
+        return InterruptListing(found[: query.limit], cursor, feed)
 
     def tree_interrupts(self, run_id: str, now: int, first: Sequence[Any] | None = None) -> list[InterruptRecord]:
         """The interrupts the run and the runs below it wait on, read level by level (one round trip

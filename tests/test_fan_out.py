@@ -1,0 +1,129 @@
+"""use_workflows: children in parallel, results in order, failures as values, a bound on how many
+run at a time, their interrupts under the root, cancel cascading to all (issue 25, beyond)."""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from parkway import Parkway, RunStatus, ValidationError, use_workflows
+from parkway.adapters.redis import keys
+from parkway.runtime.hooks import child_run_id
+from tests import flows_life
+from tests.conftest import Harness
+
+
+def _types(pw: Parkway, run_id: str) -> list[str]:
+    return [e.type for e in pw.store.read_events(run_id, "0", None, 10_000)]
+
+
+def _children(root: str, n: int) -> list[str]:
+    return [child_run_id(root, 0, f"all.{i}") for i in range(n)]
+
+
+def _most_running(pw: Parkway, root: str) -> int:
+    """The most children running at once, from the order of the root's events."""
+    running = most = 0
+    for t in _types(pw, root):
+        running += (t == "child.started") - (t in ("child.completed", "child.ended"))
+        most = max(most, running)
+    return most
+
+
+def test_children_run_side_by_side_within_the_bound_and_their_outputs_come_back_in_order(harness: Harness) -> None:
+    """Seven children, three at a time: the outputs come back in the order asked, never more than
+    three ran at once, and each child started once."""
+    with capture_logs() as logs:
+        root = harness.start_and_run(flows_life.fans_out, {"n": 7, "limit": 3})
+    assert [e for e in logs if e["log_level"] == "error"] == []  # no script erred on the way
+    run = harness.pw.get_run(root)
+    assert run.status is RunStatus.COMPLETED, run
+    assert [(r["i"], r["square"]) for r in run.output["results"]] == [(i, i * i) for i in range(7)]
+    assert _most_running(harness.pw, root) == 3
+    assert _types(harness.pw, root).count("child.started") == 7
+    for child in _children(root, 7):
+        assert harness.pw.get_run(child).status is RunStatus.COMPLETED
+
+
+def test_a_finished_child_keeps_only_its_summary_under_1_kb(harness: Harness) -> None:
+    """A fan-out child's records go when it ends: its summary (its status) stays, under 1 KB; its
+    output lives in the parent's result."""
+    if harness.connection is None:
+        pytest.skip("MEMORY USAGE is real Redis's")
+    root = harness.start_and_run(flows_life.fans_out, {"n": 5, "limit": 5})
+    assert harness.pw.get_run(root).status is RunStatus.COMPLETED
+    client = harness.connection
+    for child in _children(root, 5):
+        tagged = [k for k in client.scan_iter(match=f"{keys.PREFIX}:{{{root}}}:{child}*")]
+        assert tagged == [keys.summary(child).encode()], tagged
+        assert client.memory_usage(keys.summary(child)) <= 1024
+
+
+def test_failed_children_are_values_in_their_places_and_the_parent_completes(harness: Harness) -> None:
+    """Children that fail do not fail the parent: each failure is a ChildFailed in its place, with
+    the child's status and message; the others' outputs are where they belong."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 5, "limit": 2, "fail": [1, 3]})
+    run = harness.pw.get_run(root)
+    assert run.status is RunStatus.COMPLETED, run
+    results = run.output["results"]
+    assert [r.get("failed") for r in results] == [None, "failed", None, "failed", None]
+    assert "no square for 3" in results[3]["message"]
+    assert [r["square"] for r in results[::2]] == [0, 4, 16]
+
+
+def test_the_childrens_interrupts_are_listed_under_the_root_and_answered_from_there(harness: Harness) -> None:
+    """Each running child's question is in list_interrupts(run_id=root); answering them from that
+    listing starts the next children, whose questions show there in turn, until all are done."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 5, "ask": True, "limit": 3})
+    answered = 0
+    while (page := harness.pw.list_interrupts(run_id=root, include_tokens=True)).items:
+        assert len(page.items) <= 3 and {i.root_run_id for i in page.items} == {root}
+        assert page.items == harness.pw.list_interrupts(run_id=root, include_tokens=True, limit=1).items + \
+            harness.pw.list_interrupts(run_id=root, include_tokens=True,
+                                       cursor=harness.pw.list_interrupts(run_id=root, limit=1).next_cursor).items
+        for item in page.items:
+            assert item.resume_token is not None
+            color = "red" if int(item.run_id == _children(root, 5)[2]) else "blue"
+            assert harness.pw.resume(item.resume_token, selected=color).accepted
+            answered += 1
+        harness.run_jobs()
+    assert answered == 5
+    run = harness.pw.get_run(root)
+    assert run.status is RunStatus.COMPLETED, run
+    assert [r["color"] for r in run.output["results"]] == ["blue", "blue", "red", "blue", "blue"]
+
+
+def test_cancelling_the_parent_cancels_every_running_child_and_starts_no_more(harness: Harness) -> None:
+    """cancel(root) during a fan-out ends the root cancelled at once, cancels each running child
+    (their questions leave the listing) and starts none of the others; the root's node never replays."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 5, "ask": True, "limit": 2})
+    assert len(harness.pw.list_interrupts(run_id=root).items) == 2
+    result = harness.pw.cancel(root, reason="enough", responder="ops")
+    assert result.status is RunStatus.CANCELLED and result.outcome.value == "cancelled"
+    harness.run_jobs()
+    statuses = [harness.pw.get_run(c).status for c in _children(root, 2)]
+    assert statuses == [RunStatus.CANCELLED] * 2
+    for child in _children(root, 5)[2:]:
+        with pytest.raises(Exception, match="no run"):
+            harness.pw.get_run(child)
+    assert harness.pw.list_interrupts(run_id=root).items == ()
+    assert harness.pw.list_interrupts().items == ()
+    assert _types(harness.pw, root).count("node.started") == 1
+    assert harness.pw.get_run(root).status is RunStatus.CANCELLED
+
+
+def test_use_workflows_checks_its_arguments() -> None:
+    """An empty or oversize list, a non-pair, or a bound outside 1-1000 is refused before anything starts."""
+    from parkway.runtime.hooks import NodeContext, activate
+
+    ctx = NodeContext.__new__(NodeContext)
+    token = activate(ctx)
+    try:
+        for calls, limit in (([], 3), ([(flows_life.square, {})] * 1001, 3), ([flows_life.square], 3),
+                             ([(flows_life.square, {})], 0), ([(flows_life.square, {})], True)):
+            with pytest.raises(ValidationError):
+                use_workflows(calls, id="x", limit=limit)  # type: ignore[arg-type]
+    finally:
+        from parkway.runtime.hooks import deactivate
+
+        deactivate(token)
