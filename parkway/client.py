@@ -199,8 +199,8 @@ class Parkway:
 
     def gated_step(self, run_id: str, step: int) -> int:
         """The step a fork of ``run_id`` at ``step`` re-opens so that no answer is skipped: the last
-        activation before ``step`` that recorded a person's answer (its question is asked again),
-        else ``step`` itself. Past activations never change, so this read needs no lock."""
+        activation before ``step`` whose interrupt ended (its question is asked again), else
+        ``step`` itself. Past activations never change, so this read needs no lock."""
         check_id(run_id, "run id")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValidationError(f"fork step must be a non-negative integer, not {step!r}", run_id=run_id)

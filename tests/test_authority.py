@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,10 +23,10 @@ import pytest
 import redis
 
 from parkway.api import hash_key
-from tests.conftest import SECRET
+from tests.conftest import SECRET, Harness
 from tests.procs import ROOT, Worker, free_port, wait_for
 
-RETENTION_MS = 2000
+RETENTION_MS = 3000
 THREE = "tests.flows_fork:three"
 """first -> second (asks a color: the gate) -> third"""
 QUICK = "tests.flows_fork:quick"
@@ -353,3 +354,191 @@ def test_the_authorization_matrix_holds_for_live_and_reopened_ids(dep: Deploymen
     _walk(dep, SESSION_PROBES, old_sessions, "reopened", cells, failures)
     assert len(cells) == (len(RUN_PROBES) * 5 + len(SESSION_PROBES) * 3) * len(MATRIX_KEYS) * 2
     assert not failures, f"{len(failures)} of {len(cells)} cells:\n" + "\n".join(failures)
+
+
+# --- the side doors ----------------------------------------------------------------------------
+
+
+def _head(api: httpx.Client, sid: str) -> str:
+    body = api.get(f"/v1/sessions/{sid}").json()
+    return next((m["content"] for m in body["messages"] if m["id"] == body["head"]), "")
+
+
+def test_an_answered_question_stays_its_owners_after_her_session_expires_and_its_id_is_reopened(
+    dep: Deployment,
+) -> None:
+    """Finding 1: ada answers her session's question; once the session expired, bob (same tenant)
+    neither lists it among resolved interrupts (cursors walked to the end), nor reads it by request
+    id, nor reaches her branch run after re-opening the session id himself."""
+    ada, bob = dep.api(ADA), dep.api(BOB)
+    sid = _unique("s-ssn")
+    assert ada.post("/v1/sessions", json={"agent": ASKING, "sessionId": sid, "ttlMs": 1000}).status_code == 201
+    run_id = ada.post(f"/v1/sessions/{sid}/messages", json={"content": "What is your SSN"}).json()["runId"]
+    wait_for(lambda: ada.get(f"/v1/sessions/{sid}").json()["parkedBy"], 20, "the question")
+    request_id = dep.api(SYSTEM).get("/v1/interrupts", params={"runId": run_id}).json()["items"][0]["requestId"]
+    answer = {"type": "interrupt.resume", "interrupt_id": request_id, "payload": "078-05-1120"}
+    assert ada.post(f"/v1/sessions/{sid}/resume", json=answer).status_code == 200
+    wait_for(lambda: ada.get(f"/v1/sessions/{sid}").status_code == 404, 20, "the session to expire")
+    assert dep.api(SYSTEM).get(f"/v1/interrupts/{request_id}").status_code == 200  # (its summary is left)
+    seen, cursor = [], None
+    for _ in range(50):
+        page = bob.get("/v1/interrupts", params={"status": "resolved", "limit": 1, **({"cursor": cursor} if cursor
+                                                                                       else {})}).json()
+        seen += page["items"]
+        assert run_id not in str(page.get("nextCursor")) and request_id not in str(page.get("nextCursor"))
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert all(item["runId"] != run_id for item in seen)
+    assert bob.get(f"/v1/interrupts/{request_id}").status_code == 404
+    assert bob.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).status_code == 201
+    assert bob.get(f"/v1/runs/{run_id}").status_code == 404
+    assert bob.get(f"/v1/interrupts/{request_id}").status_code == 404
+    assert ada.get(f"/v1/runs/{run_id}").status_code == 200  # hers still, by the owner written on it
+
+
+def test_a_tampered_or_foreign_cursor_is_refused(dep: Deployment) -> None:
+    """Finding 10: cursors are opaque and signed: one changed in transit, or made up from ids, is a 422."""
+    system = dep.api(SYSTEM)
+    for _ in range(2):
+        _start(dep, ADA, _unique("r-page"), 60_000)
+    page = wait_for(lambda: (p := system.get("/v1/interrupts", params={"limit": 1}).json())["nextCursor"] and p,
+                    30, "two pauses")
+    cursor = page["nextCursor"]
+    assert system.get("/v1/interrupts", params={"limit": 1, "cursor": cursor}).status_code == 200
+    tampered = cursor[:-2] + ("A" if cursor[-2] != "A" else "B") + cursor[-1]
+    assert system.get("/v1/interrupts", params={"limit": 1, "cursor": tampered}).status_code == 422
+    made_up = "n.0000000000001:0000000000001:three:r-x:i1_x"
+    assert system.get("/v1/interrupts", params={"limit": 1, "cursor": made_up}).status_code == 422
+
+
+def test_a_session_stream_ends_with_its_session_and_never_shows_the_next_holder_of_its_id(dep: Deployment) -> None:
+    """Finding 2: ada holds a stream on her session; it expires and eve (another tenant) opens the same
+    id and sends a card number: ada's stream ends, and shows nothing of eve's session."""
+    ada, eve = dep.api(ADA), dep.api(EVE)
+    sid = _unique("s-support")
+    assert ada.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid, "ttlMs": 1000}).status_code == 201
+    lines: list[str] = []
+    ended = threading.Event()
+
+    def hold() -> None:
+        with httpx.stream("GET", f"{dep.url}/v1/sessions/{sid}/stream", timeout=30,
+                          headers={"Authorization": f"Bearer {ADA.secret}"}) as response:
+            for line in response.iter_lines():
+                lines.append(line)
+        ended.set()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    wait_for(lambda: any("session.opened" in line for line in lines), 20, "ada's stream to open")
+    wait_for(lambda: ada.get(f"/v1/sessions/{sid}").status_code == 404, 20, "the session to expire")
+    assert eve.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).status_code == 201
+    assert eve.post(f"/v1/sessions/{sid}/messages", json={"content": "card 4111 1111 1111 1111"}).status_code == 201
+    wait_for(lambda: _head(eve, sid) == "you said card 4111 1111 1111 1111", 20, "eve's reply")
+    assert ended.wait(10), "ada's stream outlived her session"
+    assert not any("4111" in line or '"owner": "eve"' in line for line in lines), lines
+
+
+def test_a_fork_past_an_answered_interrupt_asks_again_unless_the_caller_is_system(dep: Deployment) -> None:
+    """Finding 3: a run passed its gate with a machine's answer; a fork of a later step by its owner
+    (a user) or by a machine re-opens the gate, which asks again, with the fork's input laid over;
+    a system caller's fork goes on from the step it names."""
+    ada, machine, system = dep.api(ADA), dep.api(MACHINE), dep.api(SYSTEM)
+    run_id = _unique("r-gate")
+    _start(dep, ADA, run_id, 60_000)
+    gate = _parked(dep, Target(run_id, ADA))
+    assert machine.post("/v1/resume", json={"token": gate.token, "selected": "red"}).status_code == 200
+    wait_for(lambda: ada.get(f"/v1/runs/{run_id}").json()["status"] == "completed", 20, "the run to pass its gate")
+    forked = ada.post(f"/v1/runs/{run_id}/fork", json={"step": 2, "input": {"x": 999}})
+    assert forked.status_code == 201, forked.text
+    assert forked.json()["forkedFrom"] == {"runId": run_id, "step": 1}
+    again = forked.json()["runId"]
+    waiting = wait_for(lambda: (r := ada.get(f"/v1/runs/{again}").json())["status"] == "waiting" and r, 20,
+                       "the fork to ask again")
+    assert waiting["node"] == "second" and waiting["data"]["x"] == 999
+    by_system = system.post(f"/v1/runs/{run_id}/fork", json={"step": 2})
+    assert by_system.json()["forkedFrom"] == {"runId": run_id, "step": 2}
+    done = by_system.json()["runId"]
+    wait_for(lambda: system.get(f"/v1/runs/{done}").json()["status"] == "completed", 20, "the system's fork")
+
+
+def test_a_fork_lays_input_over_a_run_only_for_a_caller_of_its_starters_rank(dep: Deployment) -> None:
+    """Finding 3: a machine may fork a system caller's run of its tenant, but not lay input over it."""
+    run_id = _unique("r-sys")
+    started = dep.api(SYSTEM).post("/v1/runs", json={"workflow": THREE, "input": {}, "runId": run_id,
+                                                     "tenant": "acme"})
+    assert started.status_code == 201
+    acme = dep.api(ACME_MACHINE)
+    assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0, "input": {"x": 5}}).status_code == 403
+    assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0}).status_code == 201
+
+
+def test_another_tenants_run_or_session_reads_exactly_as_one_that_never_existed(dep: Deployment) -> None:
+    """Low (ids are one namespace across tenants): no existence oracle: eve gets the same status and
+    error for ada's run and session as for ids nobody used."""
+    eve = dep.api(EVE)
+    run_id, sid = _unique("r-oracle"), _unique("s-oracle")
+    _start(dep, ADA, run_id, 60_000)
+    assert dep.api(ADA).post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).status_code == 201
+    for path, unused in ((f"/v1/runs/{run_id}", "/v1/runs/never-used"),
+                         (f"/v1/sessions/{sid}", "/v1/sessions/never-used")):
+        theirs, nothing = eve.get(path), eve.get(unused)
+        assert (theirs.status_code, theirs.json()["error"]) == (nothing.status_code, nothing.json()["error"])
+
+
+# --- the same rules through the Python client -----------------------------------------------------
+
+
+def test_resume_or_start_keeps_the_tenant_of_a_run_whose_records_are_gone(harness: Harness) -> None:
+    """Finding 4: once only the expired run's summary is left, the run started in its place is the
+    old one's tenant's (read from the summary), not nobody's."""
+    from parkway.adapters.redis import keys
+    from parkway.runtime.clock import now_ms
+    from tests import flows_fork
+
+    run_id = harness.pw.start(flows_fork.three, {}, tenant="acme", ttl_ms=1000)
+    harness.run_jobs()
+    token = harness.token(run_id)
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    for key in (keys.run(run_id), keys.events(run_id), keys.snapshots(run_id)):
+        client.delete(key)  # as past its TTL: only the summary is left
+    started = harness.pw.resume_or_start(token, selected="red", workflow=flows_fork.three, input={})
+    assert started.outcome == "started"
+    new = harness.pw.store.get_run(started.run_id or "", now_ms())
+    assert new is not None and new.tenant == "acme"
+
+
+def test_a_lower_origin_cannot_take_the_interrupt_id_a_higher_one_will_raise(harness: Harness) -> None:
+    """Finding 5: ada raises 'stop' first; the system's 'stop' is still raised (ids live in their
+    origin's namespace), and ada cannot clear it, only her own."""
+    from parkway import SessionDenied
+    from parkway.runtime.sessions import Caller
+    from tests import session_flows
+
+    ada = Caller("user", "ada", "acme")
+    sid = harness.pw.sessions.open(session_flows.echo, owner="ada", tenant="acme", caller=ada)
+    mine = harness.pw.sessions.raise_interrupt(sid, "my stop", caller=ada, interrupt_id="stop")
+    theirs = harness.pw.sessions.raise_interrupt(sid, "compliance stop", caller=Caller("system"), interrupt_id="stop")
+    assert (mine, theirs) == ("frontend-stop", "stop")
+    with pytest.raises(SessionDenied):
+        harness.pw.sessions.resume_interrupt(sid, "stop", caller=ada)
+    assert harness.pw.sessions.resume_interrupt(sid, mine, caller=ada).outcome != "unknown"
+    assert [i.id for i in harness.pw.sessions.get(sid).open_interrupts] == ["stop"]
+
+
+def test_a_machine_stop_parks_every_branch_so_editing_the_anchored_message_does_not_escape_it(
+    harness: Harness,
+) -> None:
+    """Low: a system or machine raise defaults to session scope: editing the message it would have
+    been anchored at opens no unparked sibling branch."""
+    from parkway import BranchParked
+    from parkway.runtime.sessions import Caller
+    from tests import session_flows
+
+    ada = Caller("user", "ada", "acme")
+    sid = harness.pw.sessions.open(session_flows.echo, owner="ada", tenant="acme", caller=ada)
+    sent = harness.pw.sessions.send(sid, "hi", caller=ada)
+    harness.run_jobs()
+    harness.pw.sessions.raise_interrupt(sid, "fraud review", caller=Caller("machine", tenant="acme"))
+    with pytest.raises(BranchParked):
+        harness.pw.sessions.edit(sid, sent.message_id, "hi again", caller=ada)

@@ -574,7 +574,8 @@ class Store(Protocol):
         """Whose each run is, ``run id -> (tenant, owner)``, from its summary (runs without one left out)."""
 
     def answered_steps(self, run_id: str, below: int) -> list[int]:
-        """The activations before ``below`` that recorded an answer to an interrupt, oldest first."""
+        """The activations before ``below`` whose interrupt ended (a person answered or cancelled it,
+        or it expired into its policy), oldest first."""
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         """An interrupt record by its public request id."""

@@ -1100,20 +1100,18 @@ class RedisStore:
         }
 
     def answered_steps(self, run_id: str, below: int) -> list[int]:
-        """The activations before ``below`` whose journal recorded a person's answer (or a cancel)
-        to an interrupt, oldest first: what a fork past them would skip. One round trip."""
+        """The activations before ``below`` whose interrupt ended (answered, cancelled, or expired
+        into its policy), oldest first: what a fork past them would skip. Read from the lifecycle
+        records in the run's summary (an activation's journal is gone once it completed)."""
         if below <= 0:
             return []
         with translated(run_id):
-            pipe = self.client.pipeline(transaction=False)
-            for step in range(below):
-                pipe.hvals(keys.journal(run_id, step))
-            journals = pipe.execute()
-        return [
-            step
-            for step, blobs in enumerate(journals)
-            if any(entry.kind == "interrupt" and entry.status != "timer" for entry in map(codec.entry_from_blob, blobs))
-        ]
+            summary = self.client.hgetall(keys.summary(run_id))
+        ended = (
+            telemetry.full_id(_text(k)[2:-2], run_id) for k in summary if k.startswith(b"e:") and k.endswith(b":0")
+        )
+        steps = {int(codec.lifecycle_part(summary, "i", request_id, run_id).get("s", 0)) for request_id in ended}
+        return sorted(step for step in steps if step < below)
 
     def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers (within the bound of ``connect``)."""
