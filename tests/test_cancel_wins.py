@@ -87,3 +87,26 @@ def test_cancel_ends_the_parent_before_its_child_so_the_childs_end_queues_nothin
     assert [m for m in queued if m.decode().rsplit(":", 2)[0] in parents] == []  # no replay to run
     harness.run_jobs()
     _assert_cancelled_by(harness.pw, root, "no longer needed", "ana")
+
+
+@pytest.mark.parametrize("policy", [{"answer": "blue"}, "cancel", "expire"], ids=["answer", "cancel", "expire"])
+def test_cancel_between_a_deadline_and_the_reconcilers_pass_wins(harness: Harness, policy: object) -> None:
+    """A run past its interrupt's deadline, its policy not yet applied, still reads waiting: cancel
+    ends it cancelled (not "already finished, expired"), and the policy applied later moves nothing."""
+    import time
+
+    from parkway.workers.reconciler import reconcile_once
+    from tests.flows_life import expiring_policy
+
+    run_id = harness.start_and_run(expiring_policy, {"policy": policy})
+    deadline = harness.interrupt_event(run_id)["expiresAt"]
+    time.sleep(max(0.0, deadline / 1000 - time.time()) + 0.05)
+    if harness.pw.get_run(run_id).status is not RunStatus.WAITING:
+        pytest.skip("an embedded worker's reconciler applied the policy first")
+    result = harness.pw.cancel(run_id, reason="too late", responder="ops")
+    assert (result.outcome, result.status) == (CancelOutcome.CANCELLED, RunStatus.CANCELLED)
+    reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
+    assert [d for t, d in _events(harness.pw, run_id) if t == "run.cancelled"] == [
+        {"reason": "too late", "responder": "ops"}]

@@ -64,8 +64,8 @@ def test_a_status_read_every_20_ms_around_a_deadline_never_passes_through_a_fini
     try:
         time.sleep(max(0.0, deadline / 1000 - time.time()) + 0.2)
         late = harness.pw.get_run(run_id)
-        if late.status is RunStatus.WAITING:  # (an embedded worker's reconciler may be first)
-            assert late.interrupt is not None and late.interrupt.expires_at <= now_ms()
+        if late.status is RunStatus.WAITING and policy != ESCALATE:  # (an embedded worker's reconciler
+            assert late.interrupt is not None and late.interrupt.expires_at <= now_ms()  # may be first)
         reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
         harness.run_jobs()
         settle = time.time() + 10

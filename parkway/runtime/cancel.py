@@ -35,11 +35,11 @@ def cancel_run(
             return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
         waiting = record.waiting_on if record.status is RunStatus.WAITING else None
         if waiting and not waiting.startswith("child:") and waiting not in ("session", "children"):
-            if _cancel_interrupt(store, record, waiting, reason, responder, clock) is ResumeOutcome.EXPIRED:
-                return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=RunStatus.EXPIRED)
-            if record.racing:  # use_first's child: cancelled once this run has ended
+            if record.racing and record.racing not in below:  # use_first's child: cancelled once this run has ended
                 below.append(record.racing)
-            continue
+            if _cancel_interrupt(store, record, waiting, reason, responder, clock) is not ResumeOutcome.EXPIRED:
+                continue
+            # past its deadline, the policy not applied yet: the run still waits, and ends below
         try:
             store.finish(
                 run_id, record.fence, "cancelled", None,

@@ -1,5 +1,6 @@
 -- End a queued or running run (or a session's branch run held on its parked branch, or a run
--- waiting on a child run or on its fan-out's children) as failed or cancelled. A parent ended while it waits on a child is ended
+-- waiting on a child run, on its fan-out's children, or on an interrupt past its deadline) as
+-- failed or cancelled. A parent ended while it waits on a child is ended
 -- first, before its child: the child's end then finds it finished and queues nothing (cancel wins).
 -- A run failed in the activation whose interrupt was last answered (its replay with the answer
 -- failed): that interrupt's lifecycle record says so (its x: field in the summary, which the run's
@@ -9,12 +10,15 @@
 --       5 retention ms, 6 maxlen, 7 event type, 8 event blob, 9 done blob, 10 run id,
 --       11 the failed replay's lifecycle blob with the error's message, 12 with its type only
 --       (for an interrupt whose output is not captured), 13... the parent's (see notify_parent)
-local cur = redis.call('HMGET', KEYS[1], 'fence', 'status')
+local cur = redis.call('HMGET', KEYS[1], 'fence', 'status', 'waiting', 'expires')
 if not cur[1] then return gone() end
 if ARGV[1] ~= '' and cur[1] ~= ARGV[1] then return stale('run is at fence ' .. cur[1]) end
-local waiting = cur[2] == 'waiting' and (redis.call('HGET', KEYS[1], 'waiting') or '') or ''
+local waiting = cur[2] == 'waiting' and (cur[3] or '') or ''
+-- a run waiting on an interrupt past its deadline, its policy not yet applied (the reconciler
+-- then records the interrupt expired and, the run no longer waiting on it, moves nothing)
+local overdue = waiting ~= '' and tonumber(ARGV[4]) >= (tonumber(cur[4]) or math.huge)
 if cur[2] ~= 'queued' and cur[2] ~= 'running' and waiting ~= 'session' and waiting ~= 'children'
-    and string.sub(waiting, 1, 6) ~= 'child:' then
+    and string.sub(waiting, 1, 6) ~= 'child:' and not overdue then
   return stale('run is ' .. cur[2])
 end
 redis.call('HINCRBY', KEYS[1], 'fence', 1)
