@@ -127,3 +127,16 @@ def test_use_workflows_checks_its_arguments() -> None:
         from parkway.runtime.hooks import deactivate
 
         deactivate(token)
+
+
+def test_a_childs_long_question_keeps_the_fan_out_set_as_long_as_itself(harness: Harness) -> None:
+    """A child asking for longer than the run's TTL keeps its parent's fan-out set alive with the
+    parent's other records, so its end still finds itself there and moves the parent."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 2, "ask": True, "limit": 2}, ttl_ms=60_000)
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    assert client.pttl(keys.fanout(root)) > 500_000  # the children's questions last 600 s
+    assert client.pttl(keys.run(root)) > 500_000
+    for item in harness.pw.list_interrupts(run_id=root, include_tokens=True).items:
+        assert item.resume_token is not None and harness.pw.resume(item.resume_token, selected="red").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(root).status is RunStatus.COMPLETED

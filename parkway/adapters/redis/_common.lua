@@ -32,11 +32,13 @@ local function records_left(run_key)
 end
 
 -- A child run's interrupt keeps its ancestors' records at least `held` ms: from KEYS[at] to
--- KEYS[last], five keys per ancestor (events, run, journal of the step waiting, workflow state, summary).
+-- KEYS[last], ANCESTOR_KEYS keys per ancestor (events, run, journal of the step waiting, workflow
+-- state, summary, fan-out set: a fan-out's child must find itself there when it ends).
+local ANCESTOR_KEYS = 6
 local function keep_ancestors(at, last, held, retention)
-  for i = at, last, 5 do
+  for i = at, last, ANCESTOR_KEYS do
     if redis.call('PTTL', KEYS[i + 1]) < held then
-      expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3]})
+      expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], KEYS[i + 5]})
       keep_summary(KEYS[i + 4], held, retention)
     end
   end

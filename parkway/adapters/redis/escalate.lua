@@ -7,7 +7,7 @@
 -- gets 'moved' from resume.lua and answers the escalated one (see resume.lua).
 -- KEYS: 1 run, 2 events, 3 summary, 4 the workflow's index newest, 5 its index expiring,
 --       6 journal of the interrupt's step, 7 workflow state, 8 pause feed,
---       9... ARGV[17] filter indexes it leaves, then ARGV[18] it joins, then five keys per ancestor
+--       9... ARGV[17] filter indexes it leaves, then ARGV[18] it joins, then ANCESTOR_KEYS (6) keys per ancestor
 --       of a child run: events, run, journal of the step waiting, workflow state, summary; last: the
 --       run's snapshots (see advance.lua), kept as long as the run
 -- ARGV: 1 request id, 2 now, 3 member newest, 4 member expiring, 5 new member newest,
@@ -37,7 +37,7 @@ local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
 redis.call('HSET', KEYS[1], 'expires', ARGV[9], 'updated', ARGV[2], unpack(ARGV, 21))
 xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt.expired', ARGV[11])
 xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt', ARGV[12])
-for i = ancestors, #KEYS - 1, 5 do xadd_run(KEYS[i + 1], KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
+for i = ancestors, #KEYS - 1, ANCESTOR_KEYS do xadd_run(KEYS[i + 1], KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[19], '*', 'w', ARGV[16], 'r', ARGV[20])
 local held = tonumber(ARGV[13]) + tonumber(ARGV[14])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[#KEYS]})

@@ -6,7 +6,7 @@
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- KEYS: 1 run, 2 journal, 3 workflow state, 4 events, 5 the workflow's index newest, 6 its index expiring,
 --       7 leases, 8 summary, 9 workflows with interrupts, 10 pause feed, 11... ARGV[19] filter indexes
---       (audience, tenant, session: each given only when the interrupt has it), then five keys per ancestor
+--       (audience, tenant, session: each given only when the interrupt has it), then ANCESTOR_KEYS (6) keys per ancestor
 --       of a child run: events, run, journal of the step waiting, workflow state, summary (the
 --       interrupt shows on their streams too, and their records live at least as long as it does),
 --       last: the run's snapshots (see advance.lua), kept as long as the run
@@ -43,7 +43,7 @@ redis.call('HSET', KEYS[1], 'status', 'waiting', 'waiting', ARGV[3], 'expires', 
 -- a new pause: the interrupt answered before it (if any) did not fail its replay
 redis.call('HDEL', KEYS[1], 'ans')
 xadd_run(KEYS[1], KEYS[4], ARGV[12], 'interrupt', ARGV[11])
-for i = anc, #KEYS - 1, 5 do xadd_run(KEYS[i + 1], KEYS[i], ARGV[12], 'interrupt', ARGV[20]) end
+for i = anc, #KEYS - 1, ANCESTOR_KEYS do xadd_run(KEYS[i + 1], KEYS[i], ARGV[12], 'interrupt', ARGV[20]) end
 redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[17], '*', 'w', ARGV[16], 'r', ARGV[14])
 local held = tonumber(ARGV[6]) + tonumber(ARGV[13])
 expire_all(held, {KEYS[1], KEYS[2], KEYS[3], KEYS[#KEYS]})

@@ -652,10 +652,12 @@ class RedisStore:
         return None if blob is None else codec.decode(blob, what="run data")
 
     def _ancestor_keys(self, lineage: Sequence[tuple[str, int]]) -> list[str]:
-        """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state, summary."""
+        """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state,
+        summary, fan-out set (``ANCESTOR_KEYS`` in ``_common.lua``)."""
         out: list[str] = []
         for a, step in lineage:
-            out += [keys.events(a), keys.run(a), keys.journal(a, step), keys.workflow_state(a), keys.summary(a)]
+            out += [keys.events(a), keys.run(a), keys.journal(a, step), keys.workflow_state(a), keys.summary(a),
+                    keys.fanout(a)]
         return out
 
     def _parent_tail(self, run_id: str, status: str, value: Any, now: int) -> tuple[list[str], list[Any]]:
