@@ -472,8 +472,9 @@ class Parkway:
         A queued or running run ends at once (a job still executing it can no longer commit). A
         waiting run has its interrupt cancelled (its token then reads ``already_resolved``) and ends
         with it (past the interrupt's deadline, before the reconciler applies its policy, the run
-        ends all the same and the interrupt is recorded expired): its node does not replay, so nothing catches the cancellation (to let the node
-        decide, cancel the interrupt instead: ``cancel_interrupt``). A run waiting on a child run
+        ends all the same and the interrupt is recorded expired): its node does not replay, so
+        nothing catches the cancellation (to let the node decide, cancel the interrupt instead:
+        ``cancel_interrupt``). A run waiting on a child run
         (``use_workflow``), or on an interrupt a child run races (``use_first(child=...)``), ends
         first, then has the child cancelled the same way, down the tree: no node of the tree
         replays, and every run of it records ``reason`` and ``responder``. A
