@@ -4,7 +4,8 @@
 route                                       what it does
 ==========================================  ===================================================
 ``GET  /healthz``                           200 when Redis answers, 503 when not (no key needed)
-``GET  /metrics``                           Prometheus text (see ``parkway.metrics``); needs a key
+``GET  /metrics``                           Prometheus text (see ``parkway.metrics``); needs a
+                                            metrics key or a system key bound to no tenant
 ``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?, tenant?}``
                                             -> 201 (a tenant-bound key: its own tenant)
 ``GET  /v1/runs/{run_id}``                  the run
@@ -55,6 +56,7 @@ import asyncio
 import hashlib
 import json
 import os
+import secrets
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from html import escape
@@ -71,7 +73,7 @@ from starlette.background import BackgroundTask
 
 from . import links, session_api
 from .client import MAX_WAIT_MS, Parkway, ends_stream
-from .config import Settings
+from .config import MIN_TTL_MS, Settings
 from .metrics import ParkwayCollector, Refused
 from .runtime import telemetry, tokens
 from .runtime.authority import check_overlay
@@ -92,6 +94,7 @@ from .runtime.errors import (
 )
 from .runtime.logger import get_logger
 from .runtime.protocol import (
+    MAX_TTL_MS,
     CancelResult,
     Interrupt,
     InterruptPage,
@@ -106,6 +109,8 @@ from .runtime.sessions import Caller
 
 log = get_logger()
 ROLES = ("system", "machine", "user")
+METRICS: Literal["metrics"] = "metrics"
+"""the role of a key that reads ``/metrics`` and nothing else"""
 STREAM_BLOCK_MS = 4000
 """how long one read of an open event stream waits for news (below the client's 5 s socket timeout);
 an idle stream then gets a keep-alive comment"""
@@ -122,12 +127,20 @@ MAX_WAITING_PER_KEY = 20
 RETRY_AFTER_S = 1
 """what a 429 tells the caller to wait before trying again"""
 _UI = resources.files(__package__).joinpath("static/ui.html").read_text()
-_UI_HEADERS = {
-    "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
-}
+_PAGE_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+_LINK_CSP = ("default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; "
+             "frame-ancestors 'none'")
+"""an answer link's page: no script at all, its one form posts back to itself, never framed"""
+
+
+def _ui_page() -> HTMLResponse:
+    """The live page with a fresh nonce on its one script and its one style element: the CSP runs
+    those and nothing else (no other inline script, nothing from elsewhere), and forbids framing."""
+    nonce = secrets.token_urlsafe(18)
+    html = _UI.replace("<script>", f'<script nonce="{nonce}">', 1).replace("<style>", f'<style nonce="{nonce}">', 1)
+    csp = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; connect-src 'self'; "
+           "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+    return HTMLResponse(html, headers={**_PAGE_HEADERS, "Content-Security-Policy": csp})
 
 
 def hash_key(key: str) -> str:
@@ -135,18 +148,27 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def parse_keys(text: str) -> dict[str, Caller]:
+Key = Caller | Literal["metrics"]
+"""what a configured key stands for: a caller of the API, or a metrics scraper"""
+
+
+def parse_keys(text: str) -> dict[str, Key]:
     """``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``, comma-separated; a user
-    needs both, a machine or system key bound to a tenant leaves the owner empty (``machine::acme``)."""
-    out: dict[str, Caller] = {}
+    needs both, a machine or system key bound to a tenant leaves the owner empty (``machine::acme``).
+    ``<sha256 hex>=metrics`` is a key that reads ``/metrics`` only."""
+    out: dict[str, Key] = {}
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
         digest, sep, who = item.partition("=")
         parts = who.split(":")
+        if who == METRICS and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest):
+            out[digest] = METRICS
+            continue
         if not sep or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest) or parts[0] not in ROLES:
             raise ConfigError(
-                "PARKWAY_API_KEYS entries look like <sha256 hex of the key>=<system|machine|user>[:owner[:tenant]]"
+                "PARKWAY_API_KEYS entries look like <sha256 hex of the key>=<system|machine|user>[:owner[:tenant]] "
+                "or <sha256 hex of the key>=metrics"
             )
         for extra in parts[1:]:
             if extra:  # empty: none (a machine bound to a tenant is machine::<tenant>)
@@ -167,7 +189,8 @@ class StartRun(_Body):
     workflow: str = Field(description="'module:attribute' of a parkway Workflow", max_length=300)
     input: dict[str, Any] = Field(default_factory=dict)
     run_id: str | None = None
-    ttl_ms: int | None = None
+    ttl_ms: int | None = Field(default=None, ge=MIN_TTL_MS, le=MAX_TTL_MS,
+                               description="how long the run's records and pauses live (ms)")
     tenant: str | None = Field(default=None, description="the tenant the run belongs to (a key bound to a "
                                "tenant starts runs of its own tenant only, the default for it)")
 
@@ -231,7 +254,20 @@ _RESUME_STATUS = {
 }
 
 
+_UNAVAILABLE = "this workflow cannot be started on this server"
+_SERVER_ERROR = "the server could not complete this request; its log says why"
+
+
 def _problem(status: int, exc: ParkwayError) -> JSONResponse:
+    """The error body: what the caller can act on. What would tell the caller about the server (its
+    working directory, which modules it has, Redis's replies and scripts) goes to the log only."""
+    if isinstance(exc, WorkflowError):
+        log.warning("http_workflow_refused", error=type(exc).__name__, detail=exc.message)
+        return JSONResponse({"error": "WorkflowUnavailable", "detail": _UNAVAILABLE}, status_code=status)
+    if status >= 500:
+        log.error("http_server_error", error=type(exc).__name__, detail=exc.message, status=status)
+        error = "StoreUnavailable" if isinstance(exc, StoreUnavailable) else "ServerError"
+        return JSONResponse({"error": error, "detail": _SERVER_ERROR}, status_code=status)
     return JSONResponse({"error": type(exc).__name__, "detail": exc.message}, status_code=status)
 
 
@@ -247,9 +283,9 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
 
 
-def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
-    """The caller an ``Authorization: Bearer <key>`` names (401 without a known key)."""
-    keys: Mapping[str, Caller] | None = request.app.state.keys
+def _key(request: Request, authorization: str | None) -> Key:
+    """What an ``Authorization: Bearer <key>`` names (401 without a known key)."""
+    keys: Mapping[str, Key] | None = request.app.state.keys
     if keys is None:
         request.state.key = "-"
         return Caller("system")
@@ -262,6 +298,23 @@ def _caller(request: Request, authorization: Annotated[str | None, Header()] = N
         )
     request.state.key = digest  # what per-key bounds count by
     return found
+
+
+def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
+    """The caller an ``Authorization: Bearer <key>`` names (401 without a known key, 403 for a
+    metrics key)."""
+    found = _key(request, authorization)
+    if not isinstance(found, Caller):
+        raise HTTPException(403, "a metrics key reads /metrics only")
+    return found
+
+
+def _scraper(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
+    """``/metrics`` is for a metrics key or a system key bound to no tenant (it counts every tenant's
+    workflows): 403 for any other key."""
+    found = _key(request, authorization)
+    if isinstance(found, Caller) and (found.role != "system" or found.tenant is not None):
+        raise HTTPException(403, "/metrics needs a metrics key or a system key bound to no tenant")
 
 
 Auth = Annotated[Caller, Depends(_caller)]
@@ -301,7 +354,7 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
-def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_client: bool = False) -> FastAPI:
+def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_client: bool = False) -> FastAPI:
     """The app for one deployment; ``keys`` maps key hashes to callers (None: no authentication,
     for a server only the machine it runs on can reach). Shutting the app down closes the connections
     it opened itself, and ``pw`` too with ``close_client`` (else its owner closes it)."""
@@ -325,6 +378,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         version="1",
         description="Durable, human-in-the-loop workflows: start runs, follow their events, answer their pauses.",
         lifespan=lifespan,
+        # no Swagger UI or ReDoc page: FastAPI's load their code from a CDN, on the origin whose tab
+        # keeps the operator's key; /openapi.json is served, for any viewer of the operator's choice
+        docs_url=None,
+        redoc_url=None,
+        # no redirect from /path/ to /path: its Location would be built from the request's Host header
+        redirect_slashes=False,
     )
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     app.state.keys = keys
@@ -366,7 +425,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
         return JSONResponse({"redis": "ok"})
 
     @app.get("/metrics", tags=["health"], response_class=Response)
-    def metrics(who: Auth) -> Response:
+    def metrics(_: Annotated[None, Depends(_scraper)]) -> Response:
         """Prometheus text exposition: the deployment's counters, kept in Redis (``parkway.metrics``)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -544,7 +603,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Caller] | None = None, *, close_c
     def live_page(run_id: str | None = None) -> HTMLResponse:
         """The live page: pending interrupts (refreshed every second), or one run's timeline (over its
         event stream). Read-only; it calls the API with a key the operator enters (kept in the tab)."""
-        return HTMLResponse(_UI, headers=_UI_HEADERS)
+        return _ui_page()
 
     @app.get("/a/{link}", response_class=HTMLResponse, tags=["answer links"])
     def link_page(link: str) -> HTMLResponse:
@@ -603,8 +662,7 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
         f"<body style='font-family: system-ui, sans-serif; max-width: 32rem; margin: 3rem auto'>"
         f"<h1>{escape(title)}</h1>{body}</body></html>"
     )
-    headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-    return HTMLResponse(html, status_code=status, headers=headers)
+    return HTMLResponse(html, status_code=status, headers={**_PAGE_HEADERS, "Content-Security-Policy": _LINK_CSP})
 
 
 def _link_state(pw: Parkway, text: str) -> tuple[Interrupt, links.AnswerLink] | HTMLResponse:

@@ -798,7 +798,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workflows:
         os.environ["PARKWAY_WORKFLOWS"] = args.workflows
     app = app_from_env()
-    print(f"parkway serve: http://{args.host}:{args.port} (docs at /docs, live page at /ui)", file=sys.stderr)
+    print(f"parkway serve: http://{args.host}:{args.port} (/openapi.json, live page at /ui)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
     return 0
 
@@ -1212,7 +1212,7 @@ def _add_serve(sub: Subcommands) -> None:
         "comma-separated); `parkway serve --hash-key KEY` prints a key's hash. Without keys it refuses to\n"
         "start unless --no-auth. It needs --workflows (or PARKWAY_WORKFLOWS): callers start workflows of\n"
         "those modules only, and it imports no other module on a caller's request.\n"
-        "Routes: /v1/runs, /v1/interrupts, /v1/resume, /ui, /a/<link>, /healthz, /docs.\n"
+        "Routes: /v1/runs, /v1/interrupts, /v1/resume, /ui, /a/<link>, /healthz, /metrics, /openapi.json.\n"
         "exit status: 0 stopped, 1 error (no Redis, no keys, no --workflows)",
         imports=True,
     )

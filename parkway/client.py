@@ -137,7 +137,7 @@ class Parkway:
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
         run_id = _new_run_id(run_id)
-        ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.settings.ttl_ms
+        ttl = check_ttl(ttl_ms, error=ValidationError) if ttl_ms is not None else self.settings.ttl_ms
         if tenant is not None:
             check_id(tenant, "tenant")
         if owner is not None:
@@ -708,7 +708,9 @@ class Parkway:
             raise ValidationError(f"the interrupt cannot be answered any more ({found.outcome.value})")
         if not found.asked().options:
             raise ValidationError(f"answer links need a choice with options, not a {found.asked().kind} request")
-        expires = found.expires_at if ttl_ms is None else min(found.expires_at, now_ms() + check_ttl(ttl_ms))
+        if ttl_ms is not None:
+            check_ttl(ttl_ms, error=ValidationError)
+        expires = found.expires_at if ttl_ms is None else min(found.expires_at, now_ms() + ttl_ms)
         secret = self.backend.options.secret
         return {
             option.id: f"{base_url.rstrip('/')}/a/"

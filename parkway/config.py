@@ -49,9 +49,9 @@ from .adapters.redis.sentinel import (
     parse_sentinel_url,
     parse_sentinels,
 )
-from .runtime.errors import ConfigError, WorkflowError
+from .runtime.errors import ConfigError, ParkwayError, WorkflowError
 from .runtime.loading import WorkflowModules, parse_modules
-from .runtime.protocol import check_id
+from .runtime.protocol import MAX_TTL_MS, check_id
 
 MIN_TTL_MS = 1000
 MIN_SECRET_LENGTH = 32
@@ -62,9 +62,13 @@ def default_queue() -> str:
     return "parkway" if keys.PREFIX == "pw" else f"{keys.PREFIX}-parkway"
 
 
-def check_ttl(value: Any, what: str = "ttl_ms") -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_TTL_MS:
-        raise ConfigError(f"{what} must be an integer number of milliseconds >= {MIN_TTL_MS}, got {value!r}")
+def check_ttl(value: Any, what: str = "ttl_ms", error: type[ParkwayError] = ConfigError) -> int:
+    """``value`` if it is a TTL from MIN_TTL_MS to MAX_TTL_MS, else raise ``error`` (ConfigError for a
+    setting, ValidationError for a call's argument)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_TTL_MS <= value <= MAX_TTL_MS:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise error(f"{what} must be an integer number of milliseconds from {MIN_TTL_MS} to {MAX_TTL_MS}, "
+                    f"got {shown}")
     return value
 
 

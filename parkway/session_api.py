@@ -10,7 +10,8 @@ route                                               what it does
                                                     ttlMs?}`` -> 201 ``{sessionId}`` (a user's key
                                                     opens its own: owner and tenant from the key)
 ``GET  /v1/sessions/{id}``                          the tree, head, interrupts, live runs
-``GET  /v1/sessions/{id}/events``                   its events (``?after=``), oldest first
+``GET  /v1/sessions/{id}/events``                   its events (``?after=``), oldest first, a page
+                                                    of ``limit`` (100, up to 1,000) at a time
 ``GET  /v1/sessions/{id}/stream``                   the same as server-sent events, live;
                                                     ``Last-Event-ID`` picks up after a drop
 ``POST /v1/sessions/{id}/messages``                 ``{content}`` at the head -> 201
@@ -38,14 +39,15 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from .client import Parkway
+from .config import MIN_TTL_MS
 from .runtime.errors import SessionDenied, SessionNotFound, ValidationError
-from .runtime.protocol import ResumeOutcome, check_event_id
+from .runtime.protocol import MAX_TTL_MS, ResumeOutcome, check_event_id
 from .runtime.sessions import Caller
 
 _CLEARED_STATUS = {"already_cleared": 409, "unknown": 404, "expired": 410}
@@ -66,7 +68,7 @@ class OpenSession(_Body):
     owner: str | None = None
     tenant: str | None = None
     session_id: str | None = None
-    ttl_ms: int | None = None
+    ttl_ms: int | None = Field(default=None, ge=MIN_TTL_MS, le=MAX_TTL_MS)
 
 
 class MessageBody(_Body):
@@ -129,11 +131,15 @@ def add_routes(
         return sessions.get(session_id, caller=who).public()
 
     @app.get("/v1/sessions/{session_id}/events", tags=["sessions"])
-    def session_events(session_id: str, who: Who, after: str = "0") -> list[dict[str, Any]]:
+    def session_events(
+        session_id: str, who: Who, after: str = "0", limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> list[dict[str, Any]]:
+        """At most ``limit`` events after ``after``, oldest first: ask again with ``after`` = the last
+        one's ``eventId`` for more (an empty list: none yet)."""
         check_event_id(after)
         return [
             {"type": e.type, "eventId": e.id, "ts": e.ts, **e.data}
-            for e in sessions.events(session_id, after=after, caller=who)
+            for e in sessions.events(session_id, after=after, caller=who, limit=limit)
         ]
 
     @app.get("/v1/sessions/{session_id}/stream", tags=["sessions"], response_class=StreamingResponse)

@@ -286,14 +286,21 @@ class Sessions:
             {r: s["status"] + (f" ({s['waiting']})" if s.get("waiting") else "") for r, s in rec.runs.items()},
         )
 
-    def events(self, session_id: str, *, after: str = "0", caller: Caller = SYSTEM) -> list[StoredEvent]:
-        """The session's events after ``after``, oldest first: enough to rebuild it
-        (``parkway.runtime.sessions.rebuild``) while the stream holds them all (it keeps the last
-        ``max_events``, like a run's)."""
+    def events(
+        self, session_id: str, *, after: str = "0", caller: Caller = SYSTEM, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """The session's events after ``after``, oldest first, at most ``limit`` of them (None: all):
+        enough to rebuild it (``parkway.runtime.sessions.rebuild``) while the stream holds them all
+        (it keeps the last ``max_events``, like a run's). Page on with ``after=`` the last one's id."""
         check_event_id(after)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValidationError(f"limit must be a positive integer or None, not {limit!r}")
         self._read(session_id, caller)
         out: list[StoredEvent] = []
-        while batch := self._store.events(session_id, after, None, 1000):
+        while limit is None or len(out) < limit:
+            batch = self._store.events(session_id, after, None, 1000 if limit is None else min(1000, limit - len(out)))
+            if not batch:
+                break
             out += batch
             after = batch[-1].id
         return out
@@ -318,7 +325,7 @@ class Sessions:
         if len(session_id) > MAX_ROOT_ID or "--" in session_id:
             raise ValidationError(f"a session id is at most {MAX_ROOT_ID} characters, without '--'")
         wf, ref = self.pw._workflow_ref(agent)
-        ttl = check_ttl(ttl_ms) if ttl_ms is not None else self.pw.settings.ttl_ms
+        ttl = check_ttl(ttl_ms, error=ValidationError) if ttl_ms is not None else self.pw.settings.ttl_ms
         self._store.open(session_id, ref, wf.name, owner, tenant, ttl, now_ms())
         return session_id
 

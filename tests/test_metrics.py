@@ -12,11 +12,16 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from parkway.api import hash_key
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
 from tests.conftest import SECRET, Harness
 from tests.procs import Worker, wait_for
-from tests.test_api import Server, _api, _sse, _token, _wait_status, close_api_clients
+from tests.test_api import KEY, Server, _api, _sse, _token, _wait_status, close_api_clients
+
+SCRAPER = "metrics-key-" + "m" * 24
+TENANT_SYSTEM = "tenant-system-key-" + "t" * 24
+METRICS_KEYS = f",{hash_key(SCRAPER)}=metrics,{hash_key(TENANT_SYSTEM)}=system::acme"
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +32,7 @@ def _close_clients() -> Iterator[None]:
 
 @pytest.fixture
 def deployment(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, redis.Redis]]:
-    srv = Server(redis_url)
+    srv = Server(redis_url, METRICS_KEYS)
     worker = Worker(redis_url, SECRET, env={"PARKWAY_EFFECTS_URL": redis_url})
     try:
         yield srv, redis_client
@@ -94,7 +99,7 @@ def test_metrics_count_what_runs_did_and_survive_a_new_api_process(
     denied = api.post("/v1/runs", json={"workflow": "tests.flows:denial", "input": {}}).json()["runId"]
     _wait_status(api, denied, "waiting")
 
-    seen = _scrape(api)
+    seen = _scrape(_api(server, SCRAPER))
     assert _one(seen, "parkway_runs_finished_total", status="completed") == 1
     assert _one(seen, "parkway_runs_finished_total", status="failed") == 1
     assert _one(seen, "parkway_runs_finished_total", status="cancelled") == 1
@@ -111,9 +116,9 @@ def test_metrics_count_what_runs_did_and_survive_a_new_api_process(
         listed = api.get("/v1/interrupts", params={"workflow": workflow, "limit": 1000}).json()["items"]
         assert _one(seen, "parkway_interrupts_pending", workflow=workflow) == len(listed) > 0, workflow
 
-    again = Server(redis_url)
+    again = Server(redis_url, METRICS_KEYS)
     try:
-        after = _scrape(_api(again))
+        after = _scrape(_api(again, SCRAPER))
     finally:
         again.stop()
     kept = {k: v for k, v in seen.items() if k[0] != "parkway_resumes_total" or ("outcome", "accepted") in k[1]}
@@ -156,3 +161,16 @@ def test_recoveries_lost_runs_and_deferrals_are_counted_by_their_scripts(harness
     store.release(given_back, 0, 0, {"step": 0}, 0)
     counters = store.tallies(int(time.time() * 1000)).counters
     assert counters == {"attempts": 4, "recovered": 2, "runs:failed": 1, "deferred": 1}
+
+
+def test_metrics_are_for_a_metrics_key_or_a_system_key_of_no_tenant(deployment: tuple[Server, redis.Redis]) -> None:
+    """/metrics counts every tenant's workflows: a machine key, a user key and a system key bound to a
+    tenant get 403; a metrics key reads /metrics and nothing else."""
+    from tests.test_api import USER_KEY
+
+    server, _ = deployment
+    for key in (KEY, USER_KEY, TENANT_SYSTEM):
+        assert _api(server, key).get("/metrics").status_code == 403, key
+    scraper = _api(server, SCRAPER)
+    assert scraper.get("/metrics").status_code == 200
+    assert scraper.get("/v1/interrupts").status_code == 403

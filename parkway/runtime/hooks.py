@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from .cancel import cancel_run
 from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, RunNotFound, ValidationError
-from .protocol import InterruptRequest, check_audience, check_depth
+from .protocol import MAX_TTL_MS, InterruptRequest, check_audience, check_depth
 from .store import JournalEntry, Store
 from .telemetry import check_capture
 from .workflow import Workflow
@@ -399,8 +399,9 @@ def _ask(
         req = InterruptRequest.model_validate(request)
     else:
         raise ValidationError("use_interrupt takes a request dict or InterruptRequest, or contract= and its request")
-    if ttl_ms is not None and (not isinstance(ttl_ms, int) or ttl_ms < 1000):
-        raise ValidationError("use_interrupt ttl_ms must be an integer of at least 1000")
+    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int)
+                               or not 1000 <= ttl_ms <= MAX_TTL_MS):
+        raise ValidationError(f"use_interrupt ttl_ms must be an integer from 1000 to {MAX_TTL_MS}")
     name = _name(id, "interrupt id")
     if name is None:
         warnings.warn(
@@ -488,8 +489,9 @@ def _escalation(request: InterruptRequest, spec: Any, contract: Contract[Any, An
         raise ValidationError(f"on_expire escalate 'times' must be an integer from {len(audiences)} "
                               f"(the audiences given) to {MAX_ESCALATIONS}")
     ttl_ms = spec.get("ttl_ms")
-    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1000):
-        raise ValidationError("on_expire escalate 'ttl_ms' must be an integer of at least 1000")
+    if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int)
+                               or not 1000 <= ttl_ms <= MAX_TTL_MS):
+        raise ValidationError(f"on_expire escalate 'ttl_ms' must be an integer from 1000 to {MAX_TTL_MS}")
     then = spec.get("then", "expire")
     if isinstance(then, Mapping) and "escalate" in then:
         raise ValidationError("on_expire escalate 'then' cannot escalate again: list the audiences in 'to'")

@@ -36,12 +36,24 @@ def check_id(value: object, what: str = "id") -> str:
 
 
 EVENT_ID_PATTERN = re.compile(r"[0-9]{1,20}(-[0-9]{1,20})?")
+MAX_TTL_MS = 366 * 24 * 3600 * 1000
+"""a year (and a day): the longest a run's records or a pause may live (far larger values overflow
+the times computed from them)"""
+MAX_ID_PART = 2**64 - 1
+"""each part of a Redis stream id is an unsigned 64-bit integer: Redis refuses a larger one"""
+
+
+def _in_range(event_id: str) -> bool:
+    """Both parts fit 64 bits, and the id has a next one (a read after it starts there; after the
+    very last id Redis has none)."""
+    ms, _, seq = event_id.partition("-")
+    return int(ms) < MAX_ID_PART and int(seq or 0) <= MAX_ID_PART
 """A position in an event stream: a Redis stream id (``<ms>-<seq>``, or ``<ms>``); ``0`` = the start."""
 
 
 def check_event_id(value: object, what: str = "after") -> str:
     """Return ``value`` if it is an event id (a stream position), else raise :class:`ValidationError`."""
-    if not isinstance(value, str) or not EVENT_ID_PATTERN.fullmatch(value):
+    if not isinstance(value, str) or not EVENT_ID_PATTERN.fullmatch(value) or not _in_range(value):
         shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise ValidationError(f"{what} must be an event id such as 1700000000000-0 (or 0 for the start), not {shown}")
     return value
