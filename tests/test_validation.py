@@ -134,9 +134,10 @@ def test_ttl_precedence_argument_over_env_over_default() -> None:
 
 
 def test_start_ttl_is_validated(harness: Harness) -> None:
-    """start(ttl_ms=...) below a second is refused."""
-    with pytest.raises(ConfigError):
-        harness.pw.start(flows.one_choice, {}, ttl_ms=5)
+    """start(ttl_ms=...) below a second or past a year and a day is refused as invalid input."""
+    for ttl in (5, -5, 10**15):
+        with pytest.raises(ValidationError, match="ttl_ms"):
+            harness.pw.start(flows.one_choice, {}, ttl_ms=ttl)
 
 
 def test_errors_keep_their_fields_through_pickle() -> None:
