@@ -75,6 +75,22 @@ def worker_redis_url(base: str, worker: str | None) -> str:
     return urlunsplit(parts._replace(path=f"/{db - index}"))
 
 
+WORKERS_PER_CORE = 2
+"""most of the suite's time is spent waiting (on processes starting, servers answering, TTLs, the
+bounded retries of an unreachable Redis), not computing: two workers per core keep the cores busy"""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: two workers per core, at most one per database from the URL's down to 0
+    (``worker_redis_url``); PYTEST_XDIST_AUTO_NUM_WORKERS still says how many, as in xdist."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    databases = int(urlsplit(BASE_REDIS_URL).path.strip("/") or 0) + 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(WORKERS_PER_CORE * cores, databases))
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """This test process's own database on the test Redis (see ``worker_redis_url``): every test

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 
@@ -31,6 +33,21 @@ def free_port() -> int:
             port = int(s.getsockname()[1])
         if port // 2 % shares == share:
             return port
+
+
+def answers(url: str, path: str = "/healthz") -> bool:
+    """Whether the HTTP server at ``url`` answers GET ``path`` with 200 (a server starting: not yet).
+    Plain http.client: an httpx client per poll spends ~30 ms of CPU building its TLS context, dozens
+    of times while a server starts, on a machine whose cores the parallel tests share."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=1)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
 
 
 class RedisServer:

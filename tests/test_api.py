@@ -22,7 +22,7 @@ from parkway import links
 from parkway.api import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing
-from tests.procs import ROOT, Worker, free_port, wait_for
+from tests.procs import ROOT, Worker, answers, free_port, wait_for
 
 KEY = "machine-key-" + "k" * 24
 USER_KEY = "user-key-" + "u" * 24
@@ -49,10 +49,7 @@ class Server:
 
     def _up(self) -> bool:
         assert self.proc.poll() is None, self.output()
-        try:
-            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers(self.url)
 
     def output(self) -> str:
         self.log.seek(0)
@@ -361,16 +358,20 @@ def _many_streams(server: Server) -> None:
     async def scenario() -> tuple[int, int]:
         headers = {"Authorization": f"Bearer {KEY}"}
         opened: list[int] = []
+        # one client per key, each stream on a connection of its own (no pool limit): a client per
+        # stream would build 120 TLS contexts, seconds of CPU on a machine the tests share
+        unpooled = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        clients = [httpx.AsyncClient(timeout=None, limits=unpooled, headers={"Authorization": f"Bearer {key}"})
+                   for key in (KEY, OTHER_KEY)]
 
-        async def hold(run_id: str, key: str) -> None:
-            async with httpx.AsyncClient(timeout=None, headers={"Authorization": f"Bearer {key}"}) as client:
-                async with client.stream("GET", f"{server.url}/v1/runs/{run_id}/events") as r:
-                    opened.append(r.status_code)
-                    async for _ in r.aiter_lines():
-                        pass
+        async def hold(run_id: str, client: httpx.AsyncClient) -> None:
+            async with client.stream("GET", f"{server.url}/v1/runs/{run_id}/events") as r:
+                opened.append(r.status_code)
+                async for _ in r.aiter_lines():
+                    pass
 
-        tasks = [asyncio.create_task(hold(runs[1 + i % 2], (KEY, OTHER_KEY)[i % 2])) for i in range(120)]
-        deadline = time.monotonic() + 30
+        tasks = [asyncio.create_task(hold(runs[1 + i % 2], clients[i % 2])) for i in range(120)]
+        deadline = time.monotonic() + 60  # opening them all takes seconds on a busy machine
         while len(opened) < 120 and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.5)  # past a keep-alive round
@@ -380,6 +381,8 @@ def _many_streams(server: Server) -> None:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for client in clients:
+            await client.aclose()
         assert opened.count(200) == 120
         return status, alive
 

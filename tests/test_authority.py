@@ -24,7 +24,7 @@ import redis
 
 from parkway.api import hash_key
 from tests.conftest import SECRET, Harness
-from tests.procs import ROOT, Worker, free_port, wait_for
+from tests.procs import ROOT, Worker, answers, free_port, wait_for
 
 RETENTION_MS = 3000
 THREE = "tests.flows_fork:three"
@@ -86,10 +86,7 @@ class Deployment:
 
     def _up(self) -> bool:
         assert self.proc.poll() is None, self.output()
-        try:
-            return httpx.get(self.url + "/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return answers(self.url)
 
     def output(self) -> str:
         self.log.seek(0)

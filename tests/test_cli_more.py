@@ -13,7 +13,7 @@ from parkway import Parkway, Settings
 from parkway.api import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing
-from tests.procs import ROOT, free_port, wait_for
+from tests.procs import ROOT, answers, free_port, wait_for
 from tests.test_cli import _env, parkway
 
 
@@ -46,13 +46,7 @@ def test_serve_answers_health_and_refuses_without_keys(redis_url: str, redis_cli
                             cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        def up() -> bool:
-            try:
-                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 30, "parkway serve to answer")
+        wait_for(lambda: answers(f"http://127.0.0.1:{port}"), 30, "parkway serve to answer")
         listed = httpx.get(f"http://127.0.0.1:{port}/v1/interrupts", headers={"Authorization": "Bearer " + "k" * 32})
         assert listed.status_code == 200 and listed.json()["items"] == []
     finally:
