@@ -809,7 +809,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from .workers.reconciler import reconcile_once
 
     with _client(args) as pw:
-        report = reconcile_once(pw.store, pw.backend.dispatcher, max_lost=pw.settings.max_lost_attempts)
+        report = reconcile_once(pw.store, pw.backend.dispatcher, max_lost=pw.settings.max_lost_attempts,
+                                grace_ms=pw.settings.limits.expiry_grace_ms)
         print(_json(asdict(report)))
         return 0
 
@@ -1230,8 +1231,10 @@ def _add_reconcile(sub: Subcommands) -> None:
         "reconcile",
         "run one reconciler pass (workers run it every second by themselves)",
         cmd_reconcile,
-        "Re-enqueues runs whose job was lost, recovers attempts of dead workers, expires what is past its TTL;\n"
-        "prints the run ids it touched as JSON {recovered, failed, redispatched, expired}.\n"
+        "Re-enqueues runs whose job was lost, recovers attempts of dead workers, expires every interrupt past\n"
+        "its TTL (batch after batch, beside the workers' reconcilers), keeps the records of the runs of an\n"
+        "expiry backlog alive, drops what no run holds any more;\n"
+        "prints the run ids it touched as JSON {recovered, failed, redispatched, expired, escalated}.\n"
         "exit status: 0, 1 error",
     )
 

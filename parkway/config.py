@@ -27,6 +27,8 @@ variable               meaning
 ``PARKWAY_LEASE_MS``   a worker silent this long has lost its attempt (default 5000)
 ``PARKWAY_MAX_LOST_ATTEMPTS`` attempts lost with their worker before the run fails (3)
 ``PARKWAY_RETENTION_MS`` how long a run's summary outlives its records (7 days)
+``PARKWAY_EXPIRY_GRACE_MS`` how long a waiting run's records outlive its interrupt's expiry (60000);
+                       a reconciler behind on its expiries keeps them longer, until it records each
 ``PARKWAY_WORKFLOWS``  modules workflows may be imported from (comma-separated);
                        unset means the application's own code only
 =====================  ========================================================
@@ -54,6 +56,7 @@ from .runtime.loading import WorkflowModules, parse_modules
 from .runtime.protocol import MAX_TTL_MS, check_id
 
 MIN_TTL_MS = 1000
+MIN_GRACE_MS = 100
 MIN_SECRET_LENGTH = 32
 
 
@@ -113,6 +116,8 @@ class Settings:
             raise ConfigError("max_connections must be at least 2")
         if self.limits.retention_ms < MIN_TTL_MS:
             raise ConfigError(f"PARKWAY_RETENTION_MS must be >= {MIN_TTL_MS}")
+        if self.limits.expiry_grace_ms < MIN_GRACE_MS:
+            raise ConfigError(f"PARKWAY_EXPIRY_GRACE_MS must be >= {MIN_GRACE_MS}")
         if self.workflows is not None:
             try:
                 object.__setattr__(self, "workflows", parse_modules(self.workflows))
@@ -166,12 +171,16 @@ class Settings:
                     values[attr] = int(raw)
                 except ValueError:
                     raise ConfigError(f"PARKWAY_{name} must be an integer, got {raw!r}") from None
-        raw = env.get("PARKWAY_RETENTION_MS")
-        if raw:
-            try:
-                values["limits"] = Limits(retention_ms=int(raw))
-            except ValueError:
-                raise ConfigError(f"PARKWAY_RETENTION_MS must be an integer, got {raw!r}") from None
+        limits: dict[str, int] = {}
+        for name, attr in (("RETENTION_MS", "retention_ms"), ("EXPIRY_GRACE_MS", "expiry_grace_ms")):
+            raw = env.get(f"PARKWAY_{name}")
+            if raw:
+                try:
+                    limits[attr] = int(raw)
+                except ValueError:
+                    raise ConfigError(f"PARKWAY_{name} must be an integer, got {raw!r}") from None
+        if limits:
+            values["limits"] = Limits(**limits)
         if env.get("PARKWAY_WORKFLOWS"):
             values["workflows"] = env["PARKWAY_WORKFLOWS"]
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -12,6 +12,12 @@ metric                                 type       counted by
                                                   at scrape time (for every workflow that parked
                                                   and still has an interrupt in an index:
                                                   ``pw:workflows``)
+``parkway_interrupts_overdue``         gauge      interrupts past their expiry whose expiry no
+                                                  reconciler has recorded yet (its backlog): a
+                                                  ZLEXCOUNT of each expiring index up to now
+``parkway_interrupt_overdue_seconds``  gauge      how long the oldest of them has waited past its
+                                                  expiry (0 when there is none); the reconciler
+                                                  logs ``expiry_overdue`` past 5 s
 ``parkway_resume_wait_seconds``        histogram  resume.lua: from the interrupt's creation to
                                                   its accepted answer (or cancellation)
 ``parkway_resumes_total``              counter    ``outcome``: ``accepted`` by resume.lua (any
@@ -84,6 +90,14 @@ class ParkwayCollector(Collector):
         for workflow, count in sorted(t.pending.items()):
             pending.add_metric([workflow], count)
         yield pending
+        yield GaugeMetricFamily(
+            "parkway_interrupts_overdue", "Interrupts past their expiry not yet expired by a reconciler",
+            value=t.overdue,
+        )
+        yield GaugeMetricFamily(
+            "parkway_interrupt_overdue_seconds", "How long the oldest overdue interrupt has waited past its expiry",
+            value=t.overdue_ms / 1000,
+        )
         yield _wait_histogram(t)
         resumes = CounterMetricFamily("parkway_resumes", "Resumes by outcome", labels=["outcome"])
         resumes.add_metric(["accepted"], c.get("resumes:accepted", 0))

@@ -53,6 +53,7 @@ from parkway.runtime.store import (
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
 from tests.conftest import SECRET, Harness, all_at_once
+from tests.procs import wait_for
 from tests.test_recovery import Recorder
 
 
@@ -471,15 +472,18 @@ def kind(request: pytest.FixtureRequest) -> str:
 def test_past_ttl_and_grace_a_run_reads_expired_and_one_never_seen_reads_unknown(
     request: pytest.FixtureRequest, kind: str
 ) -> None:
-    """Once a waiting run's records are gone (its TTL and the grace past), get_run says expired and
-    its token resumes expired, while a run that never existed is RunNotFound and its token unknown."""
+    """Once a waiting run's records are gone (its TTL and the grace past; an embedded reconciler
+    that has not recorded its expiry yet keeps them until it does, and the grace again at most), get_run
+    says expired and its token resumes expired, while a run that never existed is RunNotFound and
+    its token unknown."""
     h = _harness(request, kind, limits=Limits(expiry_grace_ms=300))
     run_id = h.start_and_run(flows.one_choice, {"ttl_ms": 1000}, ttl_ms=1000)
     token, record = _interrupt_of(h, run_id)
     stranger_run, stranger_token, stranger_record = _stranger()
     _sleep_until(record.expires_at + 300 + 200)
 
-    assert h.pw.store.read_events(run_id, "0", None, 10) == []  # the records are gone: only the summary is left
+    # the records are gone: only the summary is left
+    wait_for(lambda: h.pw.store.read_events(run_id, "0", None, 10) == [], 5, "the run's records to go")
     run = h.pw.get_run(run_id)
     assert run.status is RunStatus.EXPIRED and run.interrupt is None
     assert h.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED

@@ -18,6 +18,8 @@ class Limits:
     max_events: int = 10_000
     """events kept per run stream (older ones are trimmed)"""
     expiry_grace_ms: int = 60_000
-    """how long a waiting run's records outlive its interrupt, so its expiry can be recorded"""
+    """how long a waiting run's records outlive its interrupt, so its expiry can be recorded
+    (``PARKWAY_EXPIRY_GRACE_MS``); a reconciler behind on its expiries keeps them longer, a whole
+    grace at a time, until it records each (``parkway.workers.reconciler.watch_backlog``)"""
     retention_ms: int = 7 * DAY_MS
     """how long a run's summary outlives its TTL, so it reads `expired`, not unknown"""

@@ -337,7 +337,19 @@ class Due:
     """run ids whose worker stopped renewing their lease"""
     stale_outbox: list[tuple[str, int, int]]
     """(run id, step, fence) dispatched a while ago and not begun"""
-    expired_interrupts: list[IndexEntry]
+
+
+@dataclass(frozen=True)
+class Overdue:
+    """The interrupts past their expiry whose expiry is not recorded yet (the reconcilers' backlog)."""
+
+    count: int = 0
+    oldest: int | None = None
+    """the earliest expiry among them (ms), None when there are none"""
+
+    def age_ms(self, now: int) -> int:
+        """How long the oldest has waited past its expiry at ``now`` (0 when none has)."""
+        return 0 if self.oldest is None else max(0, now - self.oldest)
 
 
 @dataclass(frozen=True)
@@ -417,6 +429,10 @@ class Tallies:
     """jobs enqueued (or to enqueue) and not yet begun (the outbox)"""
     oldest_outstanding_at: int | None = None
     """when the oldest of those was enqueued (epoch ms)"""
+    overdue: int = 0
+    """the interrupts past their expiry awaiting a reconciler, across workflows"""
+    overdue_ms: int = 0
+    """how long the oldest of them has waited past its expiry (0: none)"""
 
 
 class SessionTransitions(Protocol):
@@ -547,7 +563,23 @@ class Store(Protocol):
         new fence (returned, with its outbox entry, for the caller to enqueue)."""
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
-        """Expired leases, old outbox entries and expired interrupts, for the reconciler."""
+        """Expired leases and old outbox entries, for the reconciler."""
+
+    def claim_due(self, now: int, limit: int, claim_ms: int) -> list[IndexEntry]:
+        """Up to about ``limit`` interrupts past their expiry at ``now``, earliest first, that no other
+        reconciler holds, each claimed for ``claim_ms`` (so reconcilers running together share the
+        due range); a claim that lapses is another's to take. ``release_claims`` ends them."""
+
+    def release_claims(self, run_ids: Sequence[str]) -> None:
+        """End the claims ``claim_due`` took on these runs' interrupts."""
+
+    def hold_overdue(self, now: int, before: int, until: int, limit: int) -> int:
+        """Keep the records of the runs whose interrupt expired before ``before`` and is not recorded
+        yet (and of their ancestors) until ``until`` at least, so its expiry can still be recorded
+        however late; the earliest ``limit`` of them. How many it held."""
+
+    def overdue(self, now: int) -> Overdue:
+        """The interrupts past their expiry at ``now`` whose expiry is not recorded yet."""
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         """Take (or keep) the reconciler lock for ``ttl_ms``."""

@@ -18,8 +18,11 @@ One pass looks at what the store says is due and acts:
   its node with a cancellation or a default answer, or escalate it (ask again,
   under the same token, another audience with a new TTL: the run keeps waiting).
 
-Every worker runs it in a background thread, one worker at a time (by lock);
-``parkway reconcile`` runs one pass by hand.
+Every worker runs it in a background thread: the due interrupts are shared among all of them
+(each claims a batch of its own, and passes follow each other at once while batches come back
+full), the rest is one worker's at a time (by lock), who also keeps the records of the runs of an
+expiry backlog alive past the grace (``PARKWAY_EXPIRY_GRACE_MS``) until their expiry is recorded,
+and logs the backlog (``expiry_overdue``). ``parkway reconcile`` runs one pass by hand.
 """
 
 from __future__ import annotations
@@ -29,15 +32,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..adapters.limits import Limits
 from ..runtime.clock import now_ms
 from ..runtime.errors import ParkwayError
 from ..runtime.logger import get_logger
-from ..runtime.store import Store
+from ..runtime.store import IndexEntry, Store
 from .jobs import Dispatcher
 
 log = get_logger()
 
 OUTBOX_AGE_MS = 5000
+CLAIM_MS = 10_000
+"""how long a reconciler holds the due interrupts it claimed (one batch) before another may take them"""
+SETTLE_POLL_S = 0.02
+"""how often a pass that waits for other reconcilers' claims looks again"""
+OVERDUE_LOG_MS = 5000
+"""an interrupt this long past its expiry, unrecorded, is logged (``expiry_overdue``) at every pass"""
+HOLD_LIMIT = 20_000
+"""the most runs one pass keeps the records of (the earliest due first)"""
 
 
 @dataclass
@@ -60,11 +72,35 @@ def reconcile_once(
     now: int | None = None,
     outbox_age_ms: int = OUTBOX_AGE_MS,
     limit: int = 200,
+    grace_ms: int = Limits.expiry_grace_ms,
 ) -> Report:
-    """One pass over what is due; returns what it did."""
+    """One pass over what is due, every due interrupt included (batch after batch while they come
+    back full, and until those other reconcilers claimed are recorded too: when it returns, every
+    interrupt due at ``now`` has its expiry recorded); returns what it did."""
+    report = Report()
+    housekeep(store, dispatcher, report, max_lost=max_lost, now=now, outbox_age_ms=outbox_age_ms, limit=limit,
+              grace_ms=grace_ms)
+    expire_due(store, dispatcher, report, now=now, limit=limit, settle=True)
+    return report
+
+
+def housekeep(
+    store: Store,
+    dispatcher: Dispatcher,
+    report: Report,
+    *,
+    max_lost: int = 3,
+    now: int | None = None,
+    outbox_age_ms: int = OUTBOX_AGE_MS,
+    limit: int = 200,
+    grace_ms: int = Limits.expiry_grace_ms,
+    hold: bool = True,
+) -> None:
+    """What one reconciler does for all (the lock holder): lost leases, lost jobs, the expiry
+    backlog (logged; with ``hold``, the records of its runs kept past the grace), parked streams,
+    idle records."""
     now = now_ms() if now is None else now
     due = store.due(now, outbox_age_ms, limit)
-    report = Report()
     for run_id in due.expired_leases:
         error = {
             "message": f"the worker running this node was lost {max_lost} times; giving up",
@@ -88,28 +124,84 @@ def reconcile_once(
             dispatcher.enqueue(run_id, result.step, result.fence)
             report.redispatched.append(run_id)
             log.warning("job_redispatched", run_id=run_id, step=step, reason="job not begun")
-    for entry in due.expired_interrupts:
-        expiry = store.expire(entry, now)
-        if expiry.outcome == "escalated":
-            report.escalated.append(entry.run_id)
-            log.info("interrupt_escalated", run_id=entry.run_id, request_id=entry.request_id)
-        if expiry.outcome == "expired":
-            report.expired.append(entry.run_id)
-            log.info("interrupt_expired", run_id=entry.run_id, request_id=entry.request_id, action=expiry.action)
-            if expiry.action in ("cancel", "answer", "timer"):  # the run goes on: its node replays
-                dispatcher.enqueue(entry.run_id, expiry.step, expiry.fence)
+    watch_backlog(store, now, grace_ms, hold=hold)
     store.reclaim_folded(now, limit * 5)
     for workflow in store.prune_idle(now):
         log.info("workflow_idle", workflow=workflow)
-    return report
+
+
+def watch_backlog(store: Store, now: int, grace_ms: int, *, hold: bool = True) -> None:
+    """Log the interrupts past their expiry still unrecorded when the oldest waited ``OVERDUE_LOG_MS``
+    or more; with ``hold``, keep the records of those a quarter of the grace past their expiry
+    alive a whole grace from now (``Store.hold_overdue``), so a backlog however deep never outlives
+    them: a run's expiry is late, never lost (while some reconciler holds every grace / 2)."""
+    backlog = store.overdue(now)
+    age = backlog.age_ms(now)
+    if age >= OVERDUE_LOG_MS:
+        log.warning("expiry_overdue", interrupts=backlog.count, oldest_overdue_ms=age)
+    if hold and age >= grace_ms // 4:
+        held = store.hold_overdue(now, now - grace_ms // 4, now + grace_ms, HOLD_LIMIT)
+        log.info("expiry_records_held", runs=held, until_ms=now + grace_ms)
+
+
+def expire_due(
+    store: Store,
+    dispatcher: Dispatcher,
+    report: Report,
+    *,
+    now: int | None = None,
+    limit: int = 200,
+    budget_s: float | None = None,
+    settle: bool = False,
+) -> bool:
+    """Record the expiry of the interrupts past their TTL and apply their policies, a batch of
+    ``limit`` at a time while batches come back full. Each batch is claimed (``Store.claim_due``),
+    so every reconciler running this at once takes a batch of its own. Past ``budget_s`` seconds it
+    stops after a batch; returns whether that batch was full (more may be due). With ``settle``, a
+    batch short of ``limit`` ends it only once no interrupt is left due (those other reconcilers
+    claimed are recorded, or their claims lapsed and it took them)."""
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    while True:
+        at = now_ms() if now is None else now
+        batch = store.claim_due(at, limit, CLAIM_MS)
+        done: list[str] = []
+        try:
+            for entry in batch:
+                _expire(store, dispatcher, report, entry, at)
+                done.append(entry.run_id)
+        finally:  # a claim not released (its expiry raised) lapses: retried in CLAIM_MS, not at once
+            store.release_claims(done)
+        if len(batch) < limit:
+            if not settle or store.overdue(at).count == 0:
+                return False
+            time.sleep(SETTLE_POLL_S)
+            continue
+        if deadline is not None and time.monotonic() >= deadline:
+            return True
+
+
+def _expire(store: Store, dispatcher: Dispatcher, report: Report, entry: IndexEntry, now: int) -> None:
+    expiry = store.expire(entry, now)
+    if expiry.outcome == "escalated":
+        report.escalated.append(entry.run_id)
+        log.info("interrupt_escalated", run_id=entry.run_id, request_id=entry.request_id)
+    if expiry.outcome == "expired":
+        report.expired.append(entry.run_id)
+        log.info("interrupt_expired", run_id=entry.run_id, request_id=entry.request_id, action=expiry.action)
+        if expiry.action in ("cancel", "answer", "timer"):  # the run goes on: its node replays
+            dispatcher.enqueue(entry.run_id, expiry.step, expiry.fence)
 
 
 class Maintenance:
-    """A worker's background thread: renew the lease of the running job, reconcile by lock.
+    """A worker's background threads: one renews the lease of the running job and, for one worker
+    at a time (by lock), does the rest of the reconciling (``housekeep``) every ``interval`` (or
+    every eighth of the expiry grace, if shorter: it keeps the records of a backlog's runs alive);
+    the other expires the due interrupts, batches of its own (``expire_due``), one after the other
+    while they come back full. A drain however long never delays the lease or the backlog's watch.
 
     A pass on a Redis that does not answer raises ``StoreUnavailable`` within the store's bound
     (``GIVE_UP_S`` of ``adapters.redis.store``); the thread logs ``maintenance_error`` and waits
-    twice as long before the next pass (up to 5 s), and back to every ``interval`` once one works.
+    twice as long before the next pass (up to 5 s), and back to its period once one works.
     """
 
     def __init__(
@@ -121,36 +213,55 @@ class Maintenance:
         current: Callable[[], str | None],
         lease_ms: int = 5000,
         max_lost: int = 3,
+        grace_ms: int = Limits.expiry_grace_ms,
     ) -> None:
         self.store, self.dispatcher, self.owner, self.current = store, dispatcher, owner, current
-        self.lease_ms, self.max_lost = lease_ms, max_lost
+        self.lease_ms, self.max_lost, self.grace_ms = lease_ms, max_lost, grace_ms
         self.interval = lease_ms / 5000
+        self.period = max(0.05, min(self.interval, grace_ms / 8000))
+        """how often ``tick`` runs: the backlog's records are kept every quarter of the grace"""
+        self._next_hold = 0.0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="parkway-maintenance", daemon=True)
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self.tick, self.period), name="parkway-maintenance",
+                             daemon=True),
+            threading.Thread(target=self._loop, args=(self.drain, self.interval), name="parkway-expiry",
+                             daemon=True),
+        ]
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=5)
 
-    def tick(self) -> None:
-        """One pass: renew the running job's lease, then reconcile if this worker holds the lock."""
+    def tick(self) -> bool:
+        """Renew the running job's lease; housekeep if this worker holds the lock (keeping the
+        backlog's records at most every quarter of the grace). Never asks to run again at once."""
         run_id = self.current()
         if run_id is not None:
             self.store.heartbeat([run_id], now_ms() + self.lease_ms)
         if self.store.try_lock(self.owner, int(self.lease_ms * 0.6)):
-            reconcile_once(self.store, self.dispatcher, max_lost=self.max_lost)
+            hold = time.monotonic() >= self._next_hold
+            if hold:
+                self._next_hold = time.monotonic() + self.grace_ms / 4000
+            housekeep(self.store, self.dispatcher, Report(), max_lost=self.max_lost, grace_ms=self.grace_ms, hold=hold)
+        return False
 
-    def _loop(self) -> None:
-        backoff = self.interval
+    def drain(self) -> bool:
+        """Expire a share of the due interrupts for about ``interval``; whether more may be due."""
+        return expire_due(self.store, self.dispatcher, Report(), budget_s=self.interval)
+
+    def _loop(self, body: Callable[[], bool], period: float) -> None:
+        backoff = period
         while not self._stop.wait(backoff):
             try:
-                self.tick()
-                backoff = self.interval
+                backoff = 0 if body() else period
             except ParkwayError as exc:
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(max(backoff, period) * 2, 5.0)
                 log.warning("maintenance_error", error=exc.message, retry_in=backoff)
             except Exception:  # never let housekeeping kill the worker
                 log.exception("maintenance_crashed")

@@ -194,6 +194,7 @@ class ParkwayWorker(TrimmedWorker):
             current=lambda: rt.current,
             lease_ms=rt.settings.lease_ms,
             max_lost=rt.settings.max_lost_attempts,
+            grace_ms=rt.settings.limits.expiry_grace_ms,
         )
         maintenance.start()
         try:

@@ -121,6 +121,10 @@ key                         type    TTL       holds
 ``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
                                               begun, by time; the reconciler redispatches old ones
 ``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
+``pw:claims``               zset    none      run ids whose interrupt past its expiry a reconciler is
+                                              expiring now, scored by when its claim lapses (ms): the
+                                              reconcilers share the due range (``Store.claim_due``);
+                                              empty (gone) when none is behind
 ``pw:reconciler``           string  lock      which worker runs the reconciler now
 ``pw:metrics``              hash    none      deployment-wide counters, bumped by the scripts of the
                                               transitions they count: ``attempts`` (begin),
@@ -330,6 +334,11 @@ def key_fingerprint() -> str:
 
 def leases() -> str:
     return f"{PREFIX}:leases"
+
+
+def expiry_claims() -> str:
+    """The run ids whose due interrupt a reconciler has claimed, by when the claim lapses."""
+    return f"{PREFIX}:claims"
 
 
 def reconciler_lock() -> str:

@@ -42,6 +42,7 @@ from ...runtime.store import (
     JournalEntry,
     Lookup,
     NewRun,
+    Overdue,
     Park,
     Requeue,
     ResumeCommit,
@@ -999,26 +1000,107 @@ class RedisStore:
         return Expiry("escalated", "escalate", record.step, int(reply[1]))
 
     def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
-        """Two round trips: leases, outbox and the workflows' names, then each workflow's expiring
-        index up to now (expired interrupts sort first there)."""
+        """One round trip: the leases and the outbox entries due."""
         with translated():
             pipe = self.client.pipeline(transaction=False)
             pipe.zrangebyscore(keys.leases(), "-inf", now, start=0, num=limit)
             pipe.zrangebyscore(keys.outbox(), "-inf", now - outbox_age_ms, start=0, num=limit)
-            pipe.smembers(keys.workflows())
-            leases, outbox, names = pipe.execute()
-            workflows = sorted(_text(n) for n in names)
-            pipe = self.client.pipeline(transaction=False)
-            for wf in workflows:
-                pipe.zrangebylex(keys.index("expiring", wf), "-", b"(" + codec.time_floor(now), start=0, num=limit)
-            found = pipe.execute() if workflows else []
+            leases, outbox = pipe.execute()
         stale = []
         for m in outbox:
             run_id, step, fence = _text(m).rsplit(":", 2)
             stale.append((run_id, int(step), int(fence)))
-        expired = [codec.parse_member(m, "expiring", wf) for wf, ms in zip(workflows, found, strict=True) for m in ms]
-        expired.sort(key=lambda e: e.expires_at)
-        return Due([_text(m) for m in leases], stale, expired[:limit])
+        return Due([_text(m) for m in leases], stale)
+
+    def _due_members(self, before: int, count: int) -> list[IndexEntry]:
+        """The first ``count`` members of each workflow's expiring index that expired before
+        ``before`` (they sort first there), merged earliest first. Two round trips."""
+        with translated():
+            workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
+            if not workflows:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            for wf in workflows:
+                pipe.zrangebylex(keys.index("expiring", wf), "-", b"(" + codec.time_floor(before), start=0, num=count)
+            found = pipe.execute()
+        due = [codec.parse_member(m, "expiring", wf) for wf, ms in zip(workflows, found, strict=True) for m in ms]
+        due.sort(key=lambda e: e.expires_at)
+        return due
+
+    def claim_due(self, now: int, limit: int, claim_ms: int) -> list[IndexEntry]:
+        """Reads as many more members than ``limit`` as there are live claims (those it skips), then
+        claims each with ZADD NX: a run another reconciler claimed first is left to it. Lapsed
+        claims are dropped first. Four round trips."""
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zremrangebyscore(keys.expiry_claims(), "-inf", now)
+            pipe.zcard(keys.expiry_claims())
+            held = int(pipe.execute()[1])
+        due = self._due_members(now, limit + held)[: limit + held]
+        if not due:
+            return []
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            for entry in due:
+                pipe.zadd(keys.expiry_claims(), {entry.run_id: now + claim_ms}, nx=True)
+            won = pipe.execute()
+        return [entry for entry, added in zip(due, won, strict=True) if added][:limit]
+
+    def release_claims(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            with translated():
+                self.client.zrem(keys.expiry_claims(), *run_ids)
+
+    def hold_overdue(self, now: int, before: int, until: int, limit: int) -> int:
+        """Reads each run's step and lineage, then extends (PEXPIREAT GT: never shortens, never
+        revives) what its expiry needs: its hash, the journal of its step, its workflow state,
+        snapshots and stream, its ancestors' (as park keeps them), and the summaries to the
+        retention past them. A run that moved on meanwhile keeps its records a little longer, no
+        more. Four round trips."""
+        due = self._due_members(before, limit)[:limit]
+        if not due:
+            return 0
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            for entry in due:
+                pipe.hmget(keys.run(entry.run_id), "step", "lineage")
+            found = pipe.execute()
+            pipe = self.client.pipeline(transaction=False)
+            for entry, (step, lineage) in zip(due, found, strict=True):
+                if step is None:  # its records are gone already: nothing to keep
+                    continue
+                r = entry.run_id
+                records = [keys.run(r), keys.journal(r, int(step)), keys.workflow_state(r), keys.snapshots(r),
+                           keys.events(r)]
+                summaries = [keys.summary(r)]
+                for run, ancestor_step in codec.lineage_from(_text(lineage or b"")):
+                    records += [keys.events(run), keys.run(run), keys.journal(run, ancestor_step),
+                                keys.workflow_state(run)]
+                    summaries.append(keys.summary(run))
+                for key in records:
+                    pipe.pexpireat(key, until, gt=True)
+                for key in summaries:
+                    pipe.pexpireat(key, until + self.limits.retention_ms, gt=True)
+            pipe.execute()
+        return len(due)
+
+    def overdue(self, now: int) -> Overdue:
+        """Two round trips: the workflows' names, then each one's count of due members and its first."""
+        with translated():
+            workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
+            if not workflows:
+                return Overdue()
+            pipe = self.client.pipeline(transaction=False)
+            for wf in workflows:
+                self._read_overdue(pipe, wf, now)
+            replies = pipe.execute()
+        return _overdue(replies)
+
+    def _read_overdue(self, pipe: Any, workflow: str, now: int) -> None:
+        """Queue on ``pipe`` the two reads ``_overdue`` sums: the workflow's due members and its first."""
+        key = keys.index("expiring", workflow)
+        pipe.zlexcount(key, "-", b"(" + codec.time_floor(now))
+        pipe.zrangebylex(key, "-", b"(" + codec.time_floor(now), start=0, num=1)
 
     def reclaim_folded(self, now: int, limit: int = 1000) -> int:
         """Touch the streams of the runs parked (by the pause feed) from where the last pass stopped
@@ -1436,8 +1518,9 @@ class RedisStore:
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters, the workflows' names, the leases' and the outbox's sizes and
-        the outbox's oldest entry, then one ZLEXCOUNT per workflow on its expiring index from now on
-        (O(log N) each; expired members await the reconciler)."""
+        the outbox's oldest entry, then per workflow a ZLEXCOUNT on its expiring index from now on
+        (O(log N) each; expired members await the reconciler) and the reads of its backlog
+        (``overdue``)."""
         with translated():
             pipe = self.client.pipeline(transaction=False)
             pipe.hgetall(keys.metrics())
@@ -1450,7 +1533,10 @@ class RedisStore:
             pipe = self.client.pipeline(transaction=False)
             for wf in workflows:
                 pipe.zlexcount(keys.index("expiring", wf), b"[" + codec.time_floor(now + 1), "+")
-            counts = pipe.execute() if workflows else []
+                self._read_overdue(pipe, wf, now)
+            replies = pipe.execute() if workflows else []
+        counts = replies[0::3]
+        overdue = _overdue([r for i, r in enumerate(replies) if i % 3])
         return Tallies(
             {_text(k): int(v) for k, v in counters.items()},
             WAIT_BUCKETS_S,
@@ -1458,7 +1544,20 @@ class RedisStore:
             running=int(running),
             outstanding=int(outstanding),
             oldest_outstanding_at=int(oldest[0][1]) if oldest else None,
+            overdue=overdue.count,
+            overdue_ms=overdue.age_ms(now),
         )
+
+
+def _overdue(replies: Sequence[Any]) -> Overdue:
+    """The backlog from ``_read_overdue``'s replies, two per workflow."""
+    count, oldest = 0, None
+    for i in range(0, len(replies), 2):
+        count += int(replies[i])
+        if replies[i + 1]:
+            first = codec.parse_member(replies[i + 1][0], "expiring", "").expires_at
+            oldest = first if oldest is None else min(oldest, first)
+    return Overdue(count, oldest)
 
 
 def _created_bounds(query: InterruptQuery, after: bytes | None) -> tuple[bytes | str, bytes | str]:

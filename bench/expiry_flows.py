@@ -1,0 +1,24 @@
+"""The workflow bench/expiry_burst.py runs (workers import it as ``bench.expiry_flows:until``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from parkway import InterruptCancelled, Workflow, use_interrupt
+
+COLORS = {"kind": "choice", "question": "Pick a color", "options": [{"id": "red", "label": "Red"}]}
+
+until = Workflow("burst_until", on_expire=None)
+
+
+@until.node(start=True)
+def ask_until(data: dict[str, Any]) -> dict[str, Any]:
+    """Asks with a TTL ending at ``data["deadline"]`` (epoch ms; at least 1 s from the pause), under
+    the expiry policy ``data["policy"]``."""
+    ttl_ms = max(1000, int(data["deadline"] - time.time() * 1000))
+    try:
+        picked = use_interrupt(COLORS, id="color", ttl_ms=ttl_ms, on_expire=data.get("policy"))
+    except InterruptCancelled as exc:
+        return {"picked": None, "cancelled": exc.reason}
+    return {"picked": picked}
