@@ -110,3 +110,24 @@ def test_cancel_between_a_deadline_and_the_reconcilers_pass_wins(harness: Harnes
     assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
     assert [d for t, d in _events(harness.pw, run_id) if t == "run.cancelled"] == [
         {"reason": "too late", "responder": "ops"}]
+
+
+@pytest.mark.parametrize("flow", ["guards_child", "fans_out"])
+def test_a_cancel_cut_short_after_the_parent_ended_is_finished_by_the_next(harness: Harness, flow: str) -> None:
+    """When a cancel stops after ending the parent (a crash before its children), cancelling the
+    parent again says already_finished and cancels the children it left running."""
+    from tests.flows_life import fans_out, guards_child
+
+    workflow, data = (guards_child, {}) if flow == "guards_child" else (fans_out, {"n": 3, "ask": True})
+    root = harness.start_and_run(workflow, data)
+    children = [i.run_id for i in harness.pw.list_interrupts(run_id=root).items]
+    assert children and all(c != root for c in children)
+    record = harness.pw.store.get_run(root, 0)
+    assert record is not None  # the first step of cancel, alone: the parent ends, its children run on
+    said = {"reason": "r", "responder": "o"}
+    harness.pw.store.finish(root, record.fence, "cancelled", None, ("run.cancelled", said), 1)
+    assert {harness.pw.get_run(c).status for c in children} == {RunStatus.WAITING}
+    result = harness.pw.cancel(root, reason="r", responder="o")
+    assert (result.outcome, result.status) == (CancelOutcome.ALREADY_FINISHED, RunStatus.CANCELLED)
+    assert {harness.pw.get_run(c).status for c in children} == {RunStatus.CANCELLED}
+    assert harness.pw.list_interrupts().items == ()

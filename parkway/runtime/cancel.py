@@ -7,7 +7,9 @@ node of the tree runs again to catch the cancellation, and every run records the
 responder. A run moves between the read and the write, so each pass reads the run again and makes
 one transition: a waiting run's interrupt is cancelled (no job replays its node), and a queued,
 running or child-waiting run ends; then the runs below it (the child it waited on, the child that
-raced its interrupt, the children of its fan-out still running) are cancelled the same way.
+raced its interrupt, the children of its fan-out still running) are cancelled the same way. Each
+step is atomic, the cascade is not: a cancel cut short between a parent's end and its children's
+(a crash) leaves them running, and cancelling the parent again (``already_finished``) cancels them.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ def cancel_run(
         if record is None:
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
         if record.status.finished:
+            if record.status is RunStatus.CANCELLED:  # a cancel cut short after this run ended: finish below
+                for child in _below(store, record):
+                    _cancel_below(store, child, reason, responder, clock)
             return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
         waiting = record.waiting_on if record.status is RunStatus.WAITING else None
         if waiting and not waiting.startswith("child:") and waiting not in ("session", "children"):
@@ -47,14 +52,22 @@ def cancel_run(
             )
         except StaleFence:
             continue
-        if waiting and waiting.startswith("child:"):
-            below.append(waiting.removeprefix("child:"))
-        elif waiting == "children":  # a fan-out's children still running (use_workflows)
-            below += store.live_children(run_id)
+        below += _below(store, record)
         for child in below:
             _cancel_below(store, child, reason, responder, clock)
         return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)
     raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
+
+
+def _below(store: Store, record: RunRecord) -> list[str]:
+    """The runs a run waiting on children has below it: the child of ``use_workflow``, the
+    children of its fan-out still running (``use_workflows``)."""
+    waiting = record.waiting_on or ""
+    if waiting.startswith("child:"):
+        return [waiting.removeprefix("child:")]
+    if waiting == "children":
+        return store.live_children(record.run_id)
+    return []
 
 
 def _cancel_below(
