@@ -55,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -365,9 +366,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        access = logging.getLogger("uvicorn.access")  # configured by the server by now
+        access.addFilter(_MASK_LINKS)
         try:
             yield
         finally:
+            access.removeFilter(_MASK_LINKS)
             if pauses is not None:
                 await pauses.close()
             if close_client:
@@ -677,6 +681,19 @@ def _link_state(pw: Parkway, text: str) -> tuple[Interrupt, links.AnswerLink] | 
     if isinstance(found, ResumeResult):
         return _page(*_LINK_OUTCOMES[found.outcome])
     return found, answer
+
+
+class _MaskLinks(logging.Filter):
+    """Masks answer links in access log lines: a logged link would answer as its responder."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) > 2 and isinstance(args[2], str):
+            record.args = (*args[:2], links.mask(args[2]), *args[3:])  # uvicorn's: client, method, path, ...
+        return True
+
+
+_MASK_LINKS = _MaskLinks()
 
 
 async def _wait_for_page(
