@@ -15,7 +15,9 @@ recorded, and the oldest one's lateness) every 0.5 s, and times a listing of the
 interrupts every 50 ms. At the end it checks every run: its end is the one its policy gives, and
 its interrupt's lifecycle record says expired. It prints one JSON report: backlog max (count and
 oldest lateness), time to drain (from the last deadline to an empty backlog), ends applied/total,
-listing p50/p99 before the first deadline and while the backlog was not empty, runs:* counters.
+listing p50/p99 before the first deadline and while the backlog was not empty, runs:* counters,
+and when every interrupt was parked (``all_parked_s``: past ``--lead-s``, parking itself
+spread the burst).
 Exit code 0 if every run ended as its policy says, else 1.
 """
 
@@ -45,8 +47,8 @@ class Sampler:
 
     def __init__(self, pw: Parkway) -> None:
         self.pw = pw
-        self.backlog: list[tuple[int, int, int]] = []
-        """(when, count, oldest lateness ms)"""
+        self.backlog: list[tuple[int, int, int, int]] = []
+        """(when, overdue count, oldest lateness ms, pending and not yet due)"""
         self.listings: list[tuple[int, float]] = []
         """(when, seconds)"""
         self._stop = threading.Event()
@@ -65,8 +67,8 @@ class Sampler:
     def _watch(self) -> None:
         while not self._stop.wait(0.5):
             now = now_ms()
-            overdue = self.pw.store.overdue(now)
-            self.backlog.append((now, overdue.count, overdue.age_ms(now)))
+            tallies = self.pw.store.tallies(now)
+            self.backlog.append((now, tallies.overdue, tallies.overdue_ms, sum(tallies.pending.values())))
 
     def _list(self) -> None:
         while not self._stop.wait(0.05):
@@ -148,7 +150,8 @@ def _report(
     args: argparse.Namespace, sampler: Sampler, began: int, started: int, first: int, last: int, settled: int,
     applied: int, total: int, client: redis.Redis,
 ) -> dict[str, Any]:
-    busy = [when for when, count, _ in sampler.backlog if count > 0]
+    busy = [when for when, count, _, _ in sampler.backlog if count > 0]
+    parked = [when for when, count, _, pending in sampler.backlog if count + pending >= total]
     drained = max(busy) if busy else last
     before = [s * 1000 for when, s in sampler.listings if when < first]
     during = [s * 1000 for when, s in sampler.listings if busy and min(busy) <= when <= drained]
@@ -162,8 +165,9 @@ def _report(
         "starts_s": round((started - began) / 1000, 1),
         "due_from_s": round((first - began) / 1000, 1),
         "due_until_s": round((last - began) / 1000, 1),
-        "backlog_max": max((c for _, c, _ in sampler.backlog), default=0),
-        "oldest_overdue_max_s": round(max((a for _, _, a in sampler.backlog), default=0) / 1000, 1),
+        "all_parked_s": round((min(parked) - began) / 1000, 1) if parked else None,
+        "backlog_max": max((c for _, c, _, _ in sampler.backlog), default=0),
+        "oldest_overdue_max_s": round(max((a for _, _, a, _ in sampler.backlog), default=0) / 1000, 1),
         "drained_after_last_deadline_s": round(max(0, drained - last) / 1000, 1),
         "all_settled_after_last_deadline_s": round(max(0, settled - last) / 1000, 1),
         "ends_applied": applied,

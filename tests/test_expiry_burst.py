@@ -70,6 +70,7 @@ def two_workers(redis_url: str, redis_client: redis.Redis) -> Iterator[list[Work
         assert "Traceback" not in out, out[-3000:]
 
 
+@pytest.mark.slow
 def test_every_interrupt_of_a_burst_is_expired_with_its_policy_applied_by_two_workers(
     short_grace: Harness, two_workers: list[Worker], redis_client: redis.Redis
 ) -> None:
