@@ -43,6 +43,7 @@ WORKER_OVERRIDES = {
     "request_stop": ["self", "signum", "frame"],
     "dequeue_job_and_maintain_ttl": ["self", "timeout", "max_idle_time"],
     "run_maintenance_tasks": ["self"],
+    "register_birth": ["self"],
     "validate_queues": ["self"],
     "_install_signal_handlers": ["self"],
     "procline": ["self", "message"],

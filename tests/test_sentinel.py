@@ -12,11 +12,14 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from rq import Queue
+from structlog.testing import capture_logs
 
 from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, cli
 from parkway.adapters.redis.replicas import ReplicaAcks
@@ -28,7 +31,7 @@ from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
 from tests.conftest import SECRET
-from tests.procs import SentinelGroup, sent_commands
+from tests.procs import SentinelGroup, Worker, sent_commands, wait_for
 
 
 def test_a_sentinel_url_names_sentinels_master_database_and_both_passwords() -> None:
@@ -124,16 +127,22 @@ def group(tmp_path: Path) -> Iterator[SentinelGroup]:
         g.stop()
 
 
-def run_jobs(settings: Settings) -> None:
-    """Every queued job run to its end by parkway's worker, in this process (burst)."""
+@contextmanager
+def in_process_worker(settings: Settings, **options: Any) -> Iterator[ParkwayWorker]:
+    """Parkway's worker, in this process, set up (its runtime installed), not started."""
     connection = connect(settings.redis_url or "")
     try:
         queue = Queue(settings.queue, connection=connection, serializer=MsgpackSerializer)
-        worker = ParkwayWorker([queue], connection=connection, runtime=jobs.install(settings))
-        worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+        yield ParkwayWorker([queue], connection=connection, runtime=jobs.install(settings), **options)
     finally:
         jobs.uninstall()
         connection.close()
+
+
+def run_jobs(settings: Settings) -> None:
+    """Every queued job run to its end by parkway's worker, in this process (burst)."""
+    with in_process_worker(settings) as worker:
+        worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
 
 
 @pytest.mark.slow
@@ -248,3 +257,83 @@ def test_a_commit_its_replica_does_not_acknowledge_raises_store_unavailable(repl
             assert len(pw.store.client.connection_pool._available_connections) <= 1  # type: ignore[attr-defined]
         finally:
             replica.send_signal(signal.SIGCONT)
+
+
+@pytest.mark.slow
+def test_the_worker_waits_out_noreplicas_in_rqs_bookkeeping_instead_of_quitting(replicated: SentinelGroup) -> None:
+    """A primary that refuses writes for a while (NOREPLICAS: its replica frozen, under
+    min-replicas-to-write) while the worker waits for jobs makes it wait and try again, logging
+    why, and once the replica is back it runs the next job; RQ's own loop quits at the first such
+    reply (its blocking dequeue is a write)."""
+    settings = Settings(redis_url=replicated.primary.url, secret=SECRET)
+    replica = replicated.replicas[0].proc
+    assert replica is not None
+    with Parkway(settings) as pw, redis.Redis(port=replicated.primary.port) as primary, \
+            in_process_worker(settings, worker_ttl=16) as worker, capture_logs() as logs:  # dequeues of 1 s
+        ended: list[bool] = []
+        loop = threading.Thread(target=lambda: ended.append(worker.work(logging_level="WARNING",
+                                                                        with_maintenance=False)))
+        loop.start()
+        try:
+            primary.config_set("min-replicas-max-lag", 1)
+            primary.config_set("min-replicas-to-write", 1)
+            replica.send_signal(signal.SIGSTOP)
+            try:
+                wait_for(lambda: any(e["event"] == "worker_store_unavailable" for e in logs) or ended, 15,
+                         "the worker's dequeue to be refused")
+            finally:
+                replica.send_signal(signal.SIGCONT)
+            assert not ended, "the worker quit"
+            assert any("NOREPLICAS" in e.get("error", "") for e in logs), logs
+            wait_for(lambda: not _refuses_writes(primary), 15, "the replica to be back")
+            run_id = pw.start(flows.two_questions, {})
+            wait_for(lambda: pw.get_run(run_id).status.value == "waiting", 15, "the worker to run the job")
+        finally:
+            worker.stop()
+            loop.join(15)
+
+
+def _refuses_writes(primary: redis.Redis) -> bool:
+    try:
+        primary.set("probe", 1)
+    except redis.ResponseError as exc:
+        return "NOREPLICAS" in str(exc)
+    return False
+
+
+@pytest.mark.slow
+def test_a_worker_pool_follows_the_master_through_a_failover(tmp_path: Path) -> None:
+    """`parkway worker --workers 2` on a Sentinel string: its children (each with the RQ connection
+    RQ's pool rebuilds) run jobs before a primary crash and, on the promoted replica, after it;
+    resumes given after the switch are acknowledged by the remaining replica and carried through."""
+    group = SentinelGroup(tmp_path, replicas=2)
+    group.start()
+    worker = None
+    try:
+        patient = {"PARKWAY_REPLICA_ACK_MS": "2000"}  # acknowledgements as on an idle machine, or a shortfall
+        worker = Worker(group.url, SECRET, "--workers", "2", env=patient)
+        with Parkway(Settings(redis_url=group.url, secret=SECRET, replica_ack_ms=2000)) as pw:
+            run_ids = [pw.start(flows.two_questions, {}) for _ in range(3)]
+
+            def asked(question: str) -> list[str] | None:
+                pages = [pw.list_interrupts(run_id=r, include_tokens=True).items for r in run_ids]
+                if all(len(p) == 1 and p[0].request.question == question for p in pages):
+                    return [p[0].resume_token or "" for p in pages]
+                return None
+
+            tokens = wait_for(lambda: asked("Your name?"), 30, "the pool to park every run")
+            old = group.primary.port
+            group.primary.kill()
+            new = group.wait_for_switch(old)
+            with redis.Redis(port=new, decode_responses=True) as master:
+                wait_for(lambda: master.info("replication").get("slave0", {}).get("state") == "online", 20,
+                         "the other replica to follow the new master")
+            assert all(pw.resume(t, value="Ada").accepted for t in tokens)
+            tokens = wait_for(lambda: asked("Pick a color"), 30, "the pool to run the resumed runs")
+            assert all(pw.resume(t, selected="red").accepted for t in tokens)
+            wait_for(lambda: all(pw.get_run(r).status.value == "completed" for r in run_ids), 30, "the runs to end")
+        assert worker.proc.poll() is None, "the worker quit"
+    finally:
+        if worker is not None:
+            worker.stop()
+        group.stop()

@@ -66,6 +66,11 @@ accept any RQ Queue, as it checks each against ``queue_class``.
 - ``dequeue_job_and_maintain_ttl``: a job RQ cannot load is set aside, named by the error
   ``Queue._fetch_dequeued_job`` raises (its ``job_id`` and ``queue`` attributes) or by the
   ``UnicodeDecodeError`` of an id that is not UTF-8;
+- Redis away for now (``store_away``: a lost connection, or a ``NOREPLICAS``, ``READONLY``,
+  ``MASTERDOWN`` or ``LOADING`` reply, as during a failover) is waited out (``_store_away``, with
+  backoff) in ``register_birth``, ``check_for_suspension``, ``heartbeat``,
+  ``dequeue_job_and_maintain_ttl`` and ``execute_job`` (the job is then left as a killed worker
+  leaves it, to its lease), where RQ's ``Worker.work`` quits on any error it does not expect;
 - ``run_maintenance_tasks`` (and ``self.last_cleaned_at``): clears what RQ's cleanup would die on
   first, and survives a failed pass; setting aside and refusing a job write RQ's failed registry
   (``failed_job_registry.add``, ``Result.create_failure``, ``DEFAULT_FAILURE_TTL``,
@@ -103,6 +108,7 @@ from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
 from ..adapters.redis.errors import translated
+from ..runtime.errors import StoreError, StoreUnavailable
 from ..runtime.store import Attempt
 from .serializer import MSGPACK, MsgpackSerializer
 
@@ -110,6 +116,22 @@ log = structlog.get_logger("parkway")
 
 HEARTBEAT_EVERY = timedelta(seconds=5)
 SUSPENSION_CHECK_EVERY_S = 1.0
+STORE_AWAY_MAX_WAIT_S = 2.0
+"""longest pause of the work loop between two tries while Redis is away (see ``store_away``)"""
+AWAY_REPLIES = ("NOREPLICAS", "READONLY", "MASTERDOWN", "LOADING")
+"""Redis's error replies that say the primary cannot take the command for now (replicas behind,
+a demoted or loading server): retried like a lost connection, never a reason to quit"""
+
+
+def store_away(exc: BaseException) -> bool:
+    """Whether ``exc`` says Redis is away for now rather than that something is wrong: a lost or
+    timed-out connection, or one of ``AWAY_REPLIES`` (raw, or as parkway's ``StoreError``)."""
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | StoreUnavailable):
+        return True
+    if isinstance(exc, redis.exceptions.ResponseError | StoreError):
+        text = str(exc)
+        return any(reply in text for reply in AWAY_REPLIES)
+    return False
 
 JOB_KEY_PREFIX: str = Job.redis_job_namespace_prefix
 """what RQ puts before a job id to name its hash"""
@@ -273,6 +295,8 @@ class TrimmedWorker(SimpleWorker):
     """the jobs this worker has begun; with ``busy``, lets another thread tell that no job began or
     ran between two of its looks (embedded ``drain``)"""
     _suspension_checked = 0.0
+    _store_failures = 0
+    """calls in a row that found Redis away (``_store_away``)"""
     _stopped = False
     """set by ``stop()`` (RQ's own warm shutdown, by signal, sets ``_stop_requested`` only)"""
 
@@ -340,6 +364,17 @@ class TrimmedWorker(SimpleWorker):
             super().procline(message)  # type: ignore[no-untyped-call]
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is None and timeout is None and not self._stopped:
+            try:
+                self._heartbeat()
+            except Exception as exc:
+                if not store_away(exc):
+                    raise
+                self._store_away("heartbeat", exc)
+            return
+        self._heartbeat(timeout, pipeline)
+
+    def _heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         if pipeline is not None or timeout is not None:
             super().heartbeat(timeout, pipeline)
             return
@@ -360,6 +395,33 @@ class TrimmedWorker(SimpleWorker):
             except StopRequested:  # suspended in burst mode
                 self.ended_as_asked = True
                 raise
+            except Exception as exc:
+                if not store_away(exc):
+                    raise
+                self._store_away("suspension_check", exc)
+
+    def register_birth(self) -> None:
+        """RQ's, tried again while Redis is away (a worker started during a failover waits it out)."""
+        while True:
+            try:
+                super().register_birth()  # type: ignore[no-untyped-call]
+                return
+            except Exception as exc:
+                if not store_away(exc) or self._stop_requested:
+                    raise
+                self._store_away("register_birth", exc)
+
+    def _store_away(self, step: str, exc: BaseException) -> None:
+        """Redis is away for now (a failover, a restart, replicas behind): log it, wait a little
+        (longer each time in a row, at most ``STORE_AWAY_MAX_WAIT_S``, less if a stop is asked), and
+        let the work loop go on instead of quitting as RQ's would."""
+        self._store_failures += 1
+        pause = min(STORE_AWAY_MAX_WAIT_S, 0.1 * 2 ** min(self._store_failures, 8))
+        log.warning("worker_store_unavailable", worker=self.name, step=step, error=f"{exc}"[:300],
+                    failures=self._store_failures, retry_in_s=round(pause, 2))
+        deadline = time.monotonic() + pause
+        while not self._stop_requested and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == getattr(self, "_state", None):
@@ -372,6 +434,17 @@ class TrimmedWorker(SimpleWorker):
         over its crash recovery and its result is not kept (``_run_begun``), or else run by RQ's
         path: RQ's prepare_execution and prepare_job_execution in one transaction, the job's
         ``begin_command`` in it, its reply handed to the job as ``began``."""
+        try:
+            self._execute_job(job, queue)
+        except Exception as exc:
+            if not store_away(exc):
+                raise
+            # left as a worker killed here would leave it: the run's lease lapses and the
+            # reconciler replays it (RQ's started registry, for any other job)
+            self._state = WorkerStatus.IDLE
+            self._store_away("execute_job", exc)
+
+    def _execute_job(self, job: Job, queue: Queue) -> None:
         if not getattr(job, "fetched", True):
             claim = self.claim(job.id)
             if claim is not None:
@@ -536,6 +609,11 @@ class TrimmedWorker(SimpleWorker):
                 self._set_aside(exc.object, self.queues, exc)
                 continue
             except Exception as exc:
+                if store_away(exc):
+                    self._store_away("dequeue", exc)
+                    if self._stop_requested:
+                        return None
+                    continue
                 job_id, queue = getattr(exc, "job_id", None), getattr(exc, "queue", None)
                 if not isinstance(job_id, str) or not isinstance(queue, Queue):  # not one job's fault
                     raise
@@ -543,6 +621,7 @@ class TrimmedWorker(SimpleWorker):
                 continue
             if result is None:  # burst mode and the queue is empty, or idle for max_idle_time
                 self.ended_as_asked = True
+            self._store_failures = 0
             return result
 
     def run_maintenance_tasks(self) -> None:
