@@ -257,3 +257,36 @@ def read_triggers(data: dict[str, Any]) -> None:
         return
     turn = use_model(ECHO_MODEL, data["messages"], id="turn")
     add_message(turn["answer"], id="reply")
+
+
+raiser: dict[str, Any] = {}
+"""``pw``: the client the self-parking tool raises its interrupts with (set by the test)"""
+follow_ons: list[str] = []
+
+
+def park_branch(session: str, how: str) -> str:
+    """A tool during whose call a system caller parks the branch: ``how`` is ``branch:<id>,<id>...``
+    (interrupts anchored at the head) or ``global:<id>`` (session-wide)."""
+    kind, _, ids = how.partition(":")
+    scope = "session" if kind == "global" else "branch"
+    for iid in ids.split(","):
+        raiser["pw"].sessions.raise_interrupt(session, "wait", interrupt_id=iid, scope=scope)
+    return "parked"
+
+
+self_parking = Workflow("session-self-parking", tools={"park": park_branch}, decide=note_triggers)
+
+
+@self_parking.node(start=True)
+def parks_itself(data: dict[str, Any]) -> None:
+    """Calls the tool with its message; plain code follows the call (no hook that would hold by
+    itself). Woken with triggers, it lists them once its question is answered."""
+    result = use_tool("park", {"session": data["session"], "how": data["messages"][-1]["content"]}, id="park")
+    follow_ons.append(result)
+    seen = use_triggers()
+    if seen:
+        confirmed = use_interrupt({"kind": "text", "question": "Go on?"}, id="confirm")
+        listed = ", ".join(f"{t['interrupt_id']}={t['payload']}" for t in seen)
+        add_message(f"triggers {listed} ({confirmed})", id="triggers")
+        return
+    add_message(f"after {result}", id="reply")

@@ -7,6 +7,7 @@ once (``decide``), and node code reads them with ``use_triggers``, the same on e
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +17,6 @@ from tests import session_flows as sf
 from tests.conftest import Harness
 
 ADA = Caller("user", "ada", "acme")
-MACHINE = Caller("machine", tenant="acme")
 
 
 @pytest.fixture(autouse=True)
@@ -27,11 +27,11 @@ def _seen() -> None:
 def _stack_two(h: Harness, sid: str) -> tuple[str, str, Any]:
     """Raise int-1 and int-2 at the head, clear int-1 (still parked) then int-2: their ids, and
     the second clearing's outcome."""
-    one = h.pw.sessions.raise_interrupt(sid, "first check", caller=MACHINE, interrupt_id="int-1")
-    two = h.pw.sessions.raise_interrupt(sid, "second check", caller=MACHINE, interrupt_id="int-2")
-    first = h.pw.sessions.resume_interrupt(sid, one, {"n": 1}, caller=MACHINE)
+    one = h.pw.sessions.raise_interrupt(sid, "first check", interrupt_id="int-1", scope="branch")
+    two = h.pw.sessions.raise_interrupt(sid, "second check", interrupt_id="int-2", scope="branch")
+    first = h.pw.sessions.resume_interrupt(sid, one, {"n": 1})
     assert (first.outcome, first.parked_by) == ("still_parked", (two,))
-    return one, two, h.pw.sessions.resume_interrupt(sid, two, {"n": 2}, caller=MACHINE)
+    return one, two, h.pw.sessions.resume_interrupt(sid, two, {"n": 2})
 
 
 def _finish(h: Harness, sid: str) -> str:
@@ -60,23 +60,30 @@ def test_stacked_interrupts_deliver_each_trigger_in_clearing_order_to_a_dispatch
     assert [(t["interrupt_id"], t["payload"]) for t in sf.triggers_seen] == [("int-1", {"n": 1}), ("int-2", {"n": 2})]
 
 
+@pytest.fixture
+def raiser(harness: Harness) -> Iterator[None]:
+    """The self-parking tool raises its interrupts with the harness's client."""
+    sf.raiser["pw"] = harness.pw
+    sf.follow_ons.clear()
+    yield
+    sf.raiser.clear()
+
+
 def test_a_held_run_woken_by_caller_raised_interrupts_gets_their_triggers_in_decide_and_node_code(
-    harness: Harness,
+    harness: Harness, raiser: None
 ) -> None:
-    """A run held on its parked branch and woken when the last of two caller-raised interrupts
-    clears: decide() is shown each interrupt.resumed with its payload, once, in clearing order,
-    and use_triggers() returns both, also on the replay after the run's own question is answered
-    (before the fix: the payloads went only to the run's stream)."""
-    sid = harness.pw.sessions.open(sf.triggered, owner="ada", tenant="acme")
-    sent = harness.pw.sessions.send(sid, "hi", caller=ADA)
-    harness.pw.sessions.raise_interrupt(sid, "first check", caller=MACHINE, interrupt_id="int-1")
-    harness.pw.sessions.raise_interrupt(sid, "second check", caller=MACHINE, interrupt_id="int-2")
-    harness.run_jobs()  # parked before the run started: it is held at once
-    assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING
-    assert harness.pw.sessions.get(sid).live_runs == {sent.run_id: sent.message_id}
-    first = harness.pw.sessions.resume_interrupt(sid, "int-1", {"n": 1}, caller=MACHINE)
+    """A run held on its branch, parked by two caller-raised interrupts during its tool call, and
+    woken when the last one clears: decide() is shown each interrupt.resumed with its payload,
+    once, in clearing order, and use_triggers() returns both, also on the replay after the run's
+    own question is answered (before the fix: the payloads went only to the run's stream)."""
+    sid = harness.pw.sessions.open(sf.self_parking, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, "branch:int-1,int-2", caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING  # held
+    assert sf.follow_ons == []
+    first = harness.pw.sessions.resume_interrupt(sid, "int-1", {"n": 1})
     assert first.outcome == "still_parked"
-    last = harness.pw.sessions.resume_interrupt(sid, "int-2", {"n": 2}, caller=MACHINE)
+    last = harness.pw.sessions.resume_interrupt(sid, "int-2", {"n": 2})
     assert (last.outcome, last.run_id) == ("resumed", sent.run_id)
     assert _finish(harness, sid) == EXPECTED
     assert [(t["interrupt_id"], t["payload"]) for t in sf.triggers_seen] == [("int-1", {"n": 1}), ("int-2", {"n": 2})]

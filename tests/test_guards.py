@@ -1,0 +1,217 @@
+"""One check each, which removed would let an answer or an authority go astray (issue 19's list of
+mutations no test caught): each test here fails when its check is taken out."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from parkway import Caller, MalformedResume, Parkway, RunStatus
+from parkway.adapters.redis.store import RedisStore, ScriptCall
+from parkway.runtime import tokens
+from parkway.runtime.clock import now_ms
+from tests import flows_fork, flows_guards
+from tests import session_flows as sf
+from tests.conftest import Harness
+from tests.procs import free_port, wait_for
+
+ADA = Caller("user", "ada", "acme")
+SYSTEM = Caller("system")
+
+
+# --- replay: the kind of a record decides, not only its name ---------------------------------
+
+
+def test_a_deploy_swapping_an_unkeyed_node_state_for_an_unkeyed_model_call_is_nondeterministic(
+    harness: Harness,
+) -> None:
+    """At the same position, with equal (empty) names, a model call where a node state was recorded
+    is refused on replay: the record's kind differs."""
+    run_id = harness.start_and_run(flows_guards.counting)
+    assert harness.pw.replay(run_id, flows_guards.counting).outcome == "consistent"
+    report = harness.pw.replay(run_id, flows_guards.modelling)
+    assert report.outcome == "nondeterministic", report
+    assert "state" in report.detail and "model" in report.detail
+
+
+# --- tokens: a signature with padding is not a signature --------------------------------------
+
+
+def test_a_token_with_a_trailing_padding_character_is_malformed(harness: Harness) -> None:
+    """``<token>=`` decodes to the same signature bytes, but is not the token: it is refused as
+    malformed (422 over HTTP), and the interrupt stays open for the real one."""
+    run_id = harness.start_and_run(flows_guards.counting)
+    token = harness.token(run_id)
+    with pytest.raises(MalformedResume):
+        tokens.parse(token + "=")
+    with pytest.raises(MalformedResume):
+        harness.pw.resume(token + "=", value="yes")
+    assert harness.pw.resume(token, value="yes").accepted
+
+
+# --- sessions: a follow-on waits while its branch is parked -----------------------------------
+
+
+@pytest.fixture
+def raiser(harness: Harness) -> Iterator[None]:
+    """The self-parking tool raises its interrupts with the harness's client."""
+    sf.raiser["pw"] = harness.pw
+    sf.follow_ons.clear()
+    yield
+    sf.raiser.clear()
+
+
+def test_plain_code_after_a_tool_call_on_a_branch_parked_during_the_call_waits_for_the_resume(
+    harness: Harness, raiser: None
+) -> None:
+    """The branch is parked while the tool runs: its result is kept, the run is held, and the plain
+    code after the call runs only after the interrupt is cleared."""
+    sid = harness.pw.sessions.open(sf.self_parking, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, "branch:mid-call", caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING
+    assert sf.follow_ons == []
+    assert harness.pw.sessions.resume_interrupt(sid, "mid-call", None).outcome == "resumed"
+    harness.run_jobs()
+    assert sf.follow_ons == ["parked"]
+
+
+# --- sessions: what a clearing wakes -----------------------------------------------------------
+
+
+def test_clearing_one_of_two_interrupts_leaves_the_held_run_held(harness: Harness, raiser: None) -> None:
+    """A run held by two interrupts is not woken (its fence does not move) when one is cleared."""
+    sid = harness.pw.sessions.open(sf.self_parking, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, "branch:one,two", caller=ADA)
+    harness.run_jobs()
+    held = harness.pw.store.get_run(sent.run_id, now_ms())
+    assert held is not None and held.status is RunStatus.WAITING
+    assert harness.pw.sessions.resume_interrupt(sid, "one", None).outcome == "still_parked"
+    harness.run_jobs()
+    after = harness.pw.store.get_run(sent.run_id, now_ms())
+    assert after is not None and (after.status, after.fence) == (RunStatus.WAITING, held.fence)
+    assert harness.pw.sessions.resume_interrupt(sid, "two", None).outcome == "resumed"
+
+
+def test_a_global_clear_gives_its_trigger_to_the_active_branch_not_to_a_held_run_on_an_abandoned_one(
+    harness: Harness, raiser: None
+) -> None:
+    """Two branches' runs held, the abandoned one's by an interrupt anchored on it and then by a
+    global one: clearing the global interrupt wakes both, and only the run on the active path gets
+    its interrupt.resumed trigger."""
+    sid = harness.pw.sessions.open(sf.self_parking, owner="ada", tenant="acme")
+    one = harness.pw.sessions.send(sid, "branch:mine", caller=ADA)
+    harness.run_jobs()
+    two = harness.pw.sessions.edit(sid, one.message_id, "global:stop", caller=ADA)  # the head
+    harness.run_jobs()
+    assert harness.pw.sessions.resume_interrupt(sid, "mine", None).outcome == "cleared"
+    assert {harness.pw.get_run(s.run_id).status for s in (one, two)} == {RunStatus.WAITING}
+    cleared = harness.pw.sessions.resume_interrupt(sid, "stop", {"go": 1}, caller=SYSTEM)
+    assert (cleared.outcome, cleared.run_id) == ("resumed", two.run_id)
+    given = {s.run_id: _triggers(harness, s.run_id) for s in (one, two)}
+    assert given == {one.run_id: [], two.run_id: ["stop"]}
+
+
+def _triggers(h: Harness, run_id: str) -> list[str]:
+    """The ids of the interrupt.resumed triggers delivered into the run's current activation."""
+    run = h.pw.store.get_run(run_id, now_ms())
+    assert run is not None
+    journal, _ = h.pw.store.read_activation(run_id, run.step)
+    return [e.value["interrupt_id"] for f, e in sorted(journal.items()) if f.startswith("g:")]
+
+
+# --- sessions: a kept answer goes only to its own branch ----------------------------------------
+
+
+def test_a_kept_answer_is_delivered_on_the_switch_back_to_its_branch_not_to_a_third_one(harness: Harness) -> None:
+    """An answer kept for an abandoned branch stays kept when the head moves to another branch, and
+    is delivered on the switch back to its own."""
+    sid = harness.pw.sessions.open(sf.asking, owner="ada", tenant="acme")
+    one = harness.pw.sessions.send(sid, "one", caller=ADA)
+    harness.run_jobs()
+    [asked] = harness.pw.sessions.get(sid).open_interrupts
+    two = harness.pw.sessions.edit(sid, one.message_id, "two", caller=ADA)
+    three = harness.pw.sessions.edit(sid, one.message_id, "three", caller=ADA)
+    harness.run_jobs()
+    harness.pw.sessions.switch(sid, two.message_id, caller=ADA)
+    assert harness.pw.sessions.resume_interrupt(sid, asked.id, "ACC-1", caller=ADA).outcome == "cleared"
+    harness.pw.sessions.switch(sid, three.message_id, caller=ADA)
+    assert harness.pw.get_run(one.run_id).status is RunStatus.WAITING  # still kept
+    harness.pw.sessions.switch(sid, one.message_id, caller=ADA)  # delivered
+    harness.run_jobs()
+    assert harness.pw.get_run(one.run_id).status is RunStatus.COMPLETED
+
+
+# --- use_first: the racing child is its tree's tenant's ------------------------------------------
+
+
+def test_the_child_use_first_races_belongs_to_its_parents_tenant(harness: Harness) -> None:
+    """A root run started for a tenant: the child its use_first races is that tenant's too."""
+    parent = harness.pw.start(flows_fork.racer, {"child": "asking"}, tenant="acme")
+    harness.run_jobs()
+    started = [e for e in harness.pw.stream(parent, until="settled", timeout=10) if e.type == "child.started"]
+    child = started[0].data["childRunId"]
+    record = harness.pw.store.get_run(child, now_ms())
+    assert record is not None and record.tenant == "acme", record
+
+
+# --- answer links: one answer, whatever races it ----------------------------------------------
+
+
+@contextmanager
+def _serving(pw: Parkway) -> Iterator[str]:
+    """The HTTP app for ``pw`` served by uvicorn on a thread of this process (so the test can slow
+    the client's scripts); its base URL."""
+    import uvicorn
+
+    from parkway.api import create_app
+
+    server = uvicorn.Server(uvicorn.Config(create_app(pw), host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 20, "the server to start")
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def test_racing_posts_of_one_answer_link_record_one_answer(harness: Harness) -> None:
+    """Concurrent POSTs of one link all find the question open, and their answers reach the store
+    late (a slow link): exactly one is told the answer is recorded (200); every other one is told
+    it was already answered (409)."""
+    from tests import flows
+
+    run_id = harness.start_and_run(flows.one_choice)
+    store = harness.pw.store
+    assert isinstance(store, RedisStore)
+
+    def slow_resume(call: ScriptCall, run: Callable[[], Any]) -> Any:
+        if call.name == "resume":
+            time.sleep(0.3)
+        return run()
+
+    with _serving(harness.pw) as base:
+        url = harness.pw.answer_links(harness.token(run_id), base)["red"]
+        barrier = threading.Barrier(4)
+        codes: list[int] = []
+
+        def post() -> None:
+            with httpx.Client(timeout=15) as browser:
+                barrier.wait()
+                codes.append(browser.post(url).status_code)
+
+        with store.around_scripts(slow_resume):
+            threads = [threading.Thread(target=post) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    assert sorted(codes) == [200, 409, 409, 409], codes
