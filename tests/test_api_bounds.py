@@ -131,3 +131,18 @@ def test_a_run_with_the_largest_ttl_runs(server: Server) -> None:
     api = _api(server)
     started = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}, "ttlMs": MAX_TTL_MS})
     _wait_status(api, started.json()["runId"], "waiting")
+
+
+def test_a_server_side_failure_says_nothing_of_redis_or_its_scripts(server: Server, redis_url: str) -> None:
+    """A run whose record Redis cannot read as a run (another type under its key) fails on the server:
+    the 5xx body is generic (no Redis reply, no script, no SHA), the detail is in the server's log."""
+    from parkway.adapters.redis import keys
+
+    run_id = "wrong-type-run"
+    redis.Redis.from_url(redis_url).set(keys.run(run_id), "not a hash")
+    api = _api(server)
+    for answer in (api.get(f"/v1/runs/{run_id}"), api.post(f"/v1/runs/{run_id}/cancel", json={})):
+        assert answer.status_code >= 500, answer.text
+        body = answer.text
+        assert "WRONGTYPE" not in body and "script" not in body.lower() and not re.search(r"[0-9a-f]{40}", body)
+    assert "http_server_error" in server.output() and "WRONGTYPE" in server.output()
