@@ -126,6 +126,12 @@ def peers_available(plan: Plan) -> tuple[list[tuple[str, str, dict[str, Any]]], 
             skips.append("LangGraph + SQLite: langgraph-checkpoint-sqlite not installed")
         else:
             peers.append(("langgraph-sqlite", "peer_langgraph", {"saver": "sqlite"}))
+        if not installed("langgraph-checkpoint-postgres") or not installed("psycopg-pool"):
+            skips.append("LangGraph + Postgres: langgraph-checkpoint-postgres or psycopg-pool not installed")
+        elif not pg_reachable(plan.pg):
+            skips.append(f"LangGraph + Postgres: no PostgreSQL at {plan.pg}, or psycopg not installed")
+        else:
+            peers.append(("langgraph-postgres", "peer_langgraph", {"saver": "postgres", "pg": plan.pg}))
         peers.append(("langgraph-memory", "peer_langgraph", {"saver": "memory"}))
     if not installed("dbos"):
         skips.append("dbos: not installed (pip install -r bench/requirements.txt)")

@@ -44,11 +44,15 @@ def measure(plan: Plan, url: str) -> Section:
             "total CPU ms/cycle",
         ],
     )
-    order = ["parkway", "floor-pw", "floor", "langgraph-sqlite", "langgraph-memory", "dbos-postgres", "dbos-sqlite"]
+    order = [
+        "parkway", "floor-pw", "floor", "langgraph-postgres", "langgraph-sqlite", "langgraph-memory", "dbos-postgres",
+        "dbos-sqlite",
+    ]
     labels = {
         "parkway": "parkway (1 worker)",
         "floor-pw": "RQ floor (2 trivial jobs), parkway's worker class",
         "floor": "RQ floor (2 trivial jobs), stock rq.SimpleWorker",
+        "langgraph-postgres": "LangGraph + PostgresSaver",
         "langgraph-sqlite": "LangGraph + SqliteSaver",
         "langgraph-memory": "LangGraph + InMemorySaver",
         "dbos-postgres": "DBOS + Postgres",
@@ -63,9 +67,10 @@ def measure(plan: Plan, url: str) -> Section:
             w = [r["worker_cpu_ms"] for r in rs]
             d = [r["redis_cpu_ms"] for r in rs]
             c = [r["client_cpu_ms"] for r in rs]
+        elif name in ("dbos-postgres", "langgraph-postgres"):
+            w, c, d = [float("nan")], [r["process_cpu_ms"] for r in rs], [r["server_cpu_ms"] for r in rs]
         elif name.startswith("dbos"):
-            w, c = [float("nan")], [r["process_cpu_ms"] for r in rs]
-            d = [r["server_cpu_ms"] for r in rs] if name == "dbos-postgres" else [float("nan")]
+            w, d, c = [float("nan")], [float("nan")], [r["process_cpu_ms"] for r in rs]
         else:
             w, d, c = [float("nan")], [float("nan")], [r["process_cpu_ms"] for r in rs]
         tot = [
@@ -121,11 +126,13 @@ def measure(plan: Plan, url: str) -> Section:
             ),
             (f"{short} worker+Redis+client CPU per cycle", all_ratio, None, 0.0, ""),
         ]
+    lgp = paired(pk, "langgraph-postgres", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
     lg = paired(pk, "langgraph-sqlite", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
     lgm = paired(pk, "langgraph-memory", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
     db = paired(pk, "dbos-postgres", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
     dbs = paired(pk, "dbos-sqlite", lambda p, g: p["cycles_per_s"] / g["cycles_per_s"])
     total = lambda p: p["worker_cpu_ms"] + p["redis_cpu_ms"] + p["client_cpu_ms"]  # noqa: E731
+    cpu_lgp = paired(pk, "langgraph-postgres", lambda p, g: total(p) / (g["process_cpu_ms"] + g["server_cpu_ms"]))
     cpu_lg = paired(pk, "langgraph-sqlite", lambda p, g: total(p) / g["process_cpu_ms"])
     cpu_lgm = paired(pk, "langgraph-memory", lambda p, g: total(p) / g["process_cpu_ms"])
     ratios += [
@@ -143,6 +150,8 @@ def measure(plan: Plan, url: str) -> Section:
             TARGETS["cpu_memory"],
             "le",
         ),
+        ("parkway ÷ LangGraph+Postgres, total CPU per cycle (its Postgres included)", cpu_lgp, None, 0.0, ""),
+        ("parkway/LangGraph+Postgres cycles/s", lgp, None, 0.0, ""),
         ("parkway/LangGraph+SQLite cycles/s", lg, None, 0.0, ""),
         ("parkway/LangGraph+memory cycles/s", lgm, None, 0.0, ""),
         ("parkway/DBOS+Postgres cycles/s", db, None, 0.0, ""),
@@ -218,6 +227,9 @@ def measure(plan: Plan, url: str) -> Section:
         "machine (a shared server: other load would show up there).",
         "LangGraph: `StateGraph` with nodes `ask` (`interrupt(request)`) and `finish`; a cycle is "
         "`invoke(input)` then `invoke(Command(resume=answer))` on the same thread id; with "
+        "`PostgresSaver` on a fresh database of the machine's PostgreSQL (server defaults) through a "
+        "`psycopg_pool.ConnectionPool` (max 4; autocommit, `prepare_threshold=0`, dict rows, as LangGraph's "
+        "documentation sets it up; its Postgres CPU counted as for DBOS), "
         "`SqliteSaver(sqlite3.connect(file))` on local disk (saver defaults) or `InMemorySaver()`; "
         f"{plan.window} threads kept paused.",
         "DBOS: workflow = step `ask`, `DBOS.set_event('request', ...)` (how a client learns it waits), "
