@@ -82,7 +82,8 @@ def test_a_listed_interrupt_past_its_expiry_reads_expired(harness: Harness) -> N
     """Listed while pending, answered after its TTL (before any reconciler pass): expired, as a
     lookup would say; the run is not resumed (it reads waiting, its interrupt's expiry past, until the
     reconciler ends it expired)."""
-    run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 1000})
+    # 2.5 s: the start, its job and the listing take well under a second, on a loaded machine too
+    run_id = harness.start_and_run(flows.one_choice, {"ttl_ms": 2500})
     token = harness.token(run_id)
     expires_at = harness.pw.list_interrupts(run_id=run_id).items[0].expires_at
     time.sleep(max(0.0, expires_at / 1000 - time.time()) + 0.05)
