@@ -539,3 +539,32 @@ def test_a_machine_stop_parks_every_branch_so_editing_the_anchored_message_does_
     harness.pw.sessions.raise_interrupt(sid, "fraud review", caller=Caller("machine", tenant="acme"))
     with pytest.raises(BranchParked):
         harness.pw.sessions.edit(sid, sent.message_id, "hi again", caller=ada)
+
+
+def test_a_run_stream_ends_when_its_id_is_taken_by_another_run(dep: Deployment, redis_client: redis.Redis) -> None:
+    """Finding 2, for runs: ada follows her waiting run; its records and summary go (as past the
+    retention) and eve starts a run under the same id: ada's stream ends, showing none of eve's."""
+    from parkway.adapters.redis import keys
+
+    run_id = _unique("r-held")
+    _start(dep, ADA, run_id, 60_000)
+    _parked(dep, Target(run_id, ADA))
+    lines: list[str] = []
+    ended = threading.Event()
+
+    def hold() -> None:
+        with httpx.stream("GET", f"{dep.url}/v1/runs/{run_id}/events", timeout=30,
+                          headers={"Authorization": f"Bearer {ADA.secret}"}) as response:
+            for line in response.iter_lines():
+                lines.append(line)
+        ended.set()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    wait_for(lambda: any(line == "event: interrupt" for line in lines), 20, "ada's stream to show her question")
+    redis_client.delete(*(key for key in redis_client.scan_iter(match=keys.summary(run_id).replace(":sum", ":*"))))
+    assert _gone(dep, run_id)
+    started = dep.api(EVE).post("/v1/runs", json={"workflow": THREE, "input": {"card": "4111"}, "runId": run_id})
+    assert started.status_code == 201, started.text
+    assert ended.wait(10), "ada's stream outlived her run"
+    assert not any("4111" in line for line in lines), lines
