@@ -43,7 +43,10 @@ Every ``/v1`` route, and ``/metrics``, needs an API key (``Authorization: Bearer
 configured hashed (``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``,
 comma-separated; ``parkway.api.hash_key`` or ``parkway serve --hash-key`` makes
 the hash) and map to a caller: ``system``, ``machine`` or ``user`` with an owner
-and a tenant. A resume's responder defaults to the caller.
+and a tenant. A resume's responder defaults to the caller. What each caller reaches is read from the
+records (the owner, tenant and origin written on every run and its summary when it is created), at
+every door: see :mod:`parkway.runtime.authority` for the role table. What a caller may not reach
+answers as what does not exist (404).
 
 Blocking Redis calls run in the thread pool, never on the event loop; event
 streams read Redis through its asyncio client, and waiting listings wait on one
