@@ -493,7 +493,7 @@ def test_resume_or_start_keeps_the_tenant_of_a_run_whose_records_are_gone(harnes
     from parkway.runtime.clock import now_ms
     from tests import flows_fork
 
-    run_id = harness.pw.start(flows_fork.three, {}, tenant="acme", ttl_ms=1000)
+    run_id = harness.pw.start(flows_fork.three, {}, tenant="acme")
     harness.run_jobs()
     token = harness.token(run_id)
     client = harness.pw.store.client  # type: ignore[attr-defined]
