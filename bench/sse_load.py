@@ -37,12 +37,15 @@ from bench.env import (
 from parkway.api import hash_key
 
 KEY = "bench-key-" + "b" * 30
+STREAM_KEYS = [f"bench-stream-key-{i}-" + "s" * 24 for i in range(20)]
+"""the streams' keys: one API key holds at most MAX_STREAMS_PER_KEY (100) streams, so they are spread"""
 
 
 def _api_server(url: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "PARKWAY_REDIS_URL": url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-           "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine", "PARKWAY_WORKFLOWS": "tests"}
+           "PARKWAY_API_KEYS": ",".join(f"{hash_key(k)}=machine" for k in (KEY, *STREAM_KEYS)),
+           "PARKWAY_WORKFLOWS": "tests"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(port),
          "--log-level", "warning", "--no-access-log"],
@@ -91,8 +94,8 @@ async def _resume_all(api: httpx.AsyncClient, tokens: list[str]) -> list[float]:
     return times
 
 
-async def _hold_stream(base: str, run_id: str, opened: asyncio.Event, frames: list[int]) -> None:
-    headers = {"Authorization": f"Bearer {KEY}"}
+async def _hold_stream(base: str, run_id: str, opened: asyncio.Event, frames: list[int], key: str = KEY) -> None:
+    headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(timeout=None) as client:
         async with client.stream("GET", f"{base}/v1/runs/{run_id}/events", headers=headers) as response:
             opened.set()
@@ -109,7 +112,8 @@ async def measure(base: str, clients: int, resumes: int) -> dict[str, Any]:
         measured = await _tokens(api, await _park(api, resumes))
         frames = [0]
         openings = [asyncio.Event() for _ in held]
-        streams = [asyncio.create_task(_hold_stream(base, r, e, frames)) for r, e in zip(held, openings, strict=True)]
+        streams = [asyncio.create_task(_hold_stream(base, r, e, frames, STREAM_KEYS[i % len(STREAM_KEYS)]))
+                   for i, (r, e) in enumerate(zip(held, openings, strict=True))]
         await asyncio.wait_for(asyncio.gather(*(e.wait() for e in openings)), 60)
         await asyncio.sleep(1.0)  # every stream has read its backlog and waits
         loaded = await _resume_all(api, measured)
