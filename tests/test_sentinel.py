@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from rq import Queue
@@ -336,4 +337,41 @@ def test_a_worker_pool_follows_the_master_through_a_failover(tmp_path: Path) -> 
     finally:
         if worker is not None:
             worker.stop()
+        group.stop()
+
+
+@pytest.mark.slow
+def test_the_http_api_follows_the_master_through_a_failover(tmp_path: Path) -> None:
+    """`parkway serve`'s app on a Sentinel string starts runs and streams their events (its asyncio
+    reader asks the sentinels too) before a primary crash and, on the promoted replica, after it."""
+    from tests.test_api import KEY, Server, _sse
+
+    group = SentinelGroup(tmp_path, replicas=2)
+    group.start()
+    patient = {"PARKWAY_REPLICA_ACK_MS": "2000"}  # acknowledgements as on an idle machine, or a shortfall
+    server = worker = None
+    try:
+        server, worker = Server(group.url, **patient), Worker(group.url, SECRET, env=patient)
+        api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=20)
+        with api:
+            def interrupted() -> None:
+                run = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}})
+                assert run.status_code == 201, run.text
+                events = [kind for kind, _ in _sse(server, run.json()["runId"], stop_at="interrupt")]
+                assert events[-1] == "interrupt", events
+
+            interrupted()
+            old = group.primary.port
+            group.primary.kill()
+            new = group.wait_for_switch(old)
+            with redis.Redis(port=new, decode_responses=True) as master:
+                wait_for(lambda: master.info("replication").get("slave0", {}).get("state") == "online", 20,
+                         "the other replica to follow the new master")
+            interrupted()
+        assert worker.proc.poll() is None, "the worker quit"
+    finally:
+        if worker is not None:
+            worker.stop()
+        if server is not None:
+            server.stop()
         group.stop()
