@@ -22,12 +22,14 @@ import redis
 from rq import Queue
 from structlog.testing import capture_logs
 
-from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, cli
+from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, Workflow, cli, use_step
+from parkway.adapters.redis import keys
 from parkway.adapters.redis.replicas import ReplicaAcks
 from parkway.adapters.redis.sentinel import MasterConnection, SentinelSpec, parse_sentinel_url
 from parkway.adapters.redis.store import connect
 from parkway.runtime.protocol import ResumeResult
 from parkway.workers import jobs
+from parkway.workers.reconciler import reconcile_once
 from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
@@ -375,3 +377,69 @@ def test_the_http_api_follows_the_master_through_a_failover(tmp_path: Path) -> N
         if server is not None:
             server.stop()
         group.stop()
+
+
+_reached, _unblock = threading.Event(), threading.Event()
+late_step = Workflow("late_step")
+
+
+@late_step.node(start=True)
+def block_then_record(data: dict[str, Any]) -> dict[str, Any]:
+    _reached.set()
+    _unblock.wait(30)
+    return {"after": use_step("after", lambda: 1)}
+
+
+def test_an_attempt_whose_begin_was_lost_ends_stale_without_failing_the_run(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A hook's write refused as stale (here: the run reads queued at the attempt's own fence, as
+    when a failover lost the begin the worker sent to the old primary) ends the attempt, committing
+    nothing: the run is not failed by an attempt that no longer holds it."""
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    _reached.clear()
+    _unblock.clear()
+    with Parkway(settings) as pw, in_process_worker(settings) as worker:
+        run_id = pw.start(late_step, {})
+        loop = threading.Thread(target=worker.work, kwargs={"burst": True, "logging_level": "WARNING",
+                                                             "with_maintenance": False})
+        loop.start()
+        try:
+            assert _reached.wait(15)
+            redis_client.hset(keys.run(run_id), "status", "queued")  # the begin, lost with the old primary
+        finally:
+            _unblock.set()
+            loop.join(15)
+        assert pw.get_run(run_id).status.value == "queued"
+
+
+@pytest.mark.slow
+def test_a_hook_write_redis_does_not_confirm_ends_the_attempt_without_failing_the_run(
+    replicated: SentinelGroup,
+) -> None:
+    """A node's use_step whose record its replica does not acknowledge (frozen) ends the attempt
+    and commits nothing more: the run is not failed, and once the replica is back the reconciler
+    replays the node, which completes its step and parks."""
+    patient = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=2000,
+                       lease_ms=500)
+    replica = replicated.replicas[0].proc
+    assert replica is not None
+    with Parkway(patient) as pw:
+        run_id = pw.start(flows.stepper, {"tag": "frozen-replica"})
+        hasty = patient.with_(replica_ack_ms=100)
+        replica.send_signal(signal.SIGSTOP)
+        try:
+            run_jobs(hasty)
+        finally:
+            replica.send_signal(signal.SIGCONT)
+        assert pw.get_run(run_id).status.value == "running"  # not failed: its lease will lapse
+        with in_process_worker(patient) as worker:
+            rt = worker.parkway_runtime()
+
+            def replayed() -> bool:
+                reconcile_once(rt.store, rt.dispatcher, now=int(time.time() * 1000) + 1000)
+                return pw.get_run(run_id).status.value != "running"
+
+            wait_for(replayed, 15, "the reconciler to replay the node")
+            worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+        assert pw.get_run(run_id).status.value == "waiting"

@@ -314,8 +314,13 @@ def _attempt(
             return as_result(value, ctx.node)
         except (Pause, SpawnChild, SpawnChildren, Held) as pause:
             return pause
+        except (StoreUnavailable, StaleFence):
+            # the store's trouble, not the node's: a hook's write that Redis did not confirm, or an
+            # attempt that lost its claim. The attempt ends committing nothing; the run is not failed
+            # (its lease lapses and the reconciler replays the node, or a newer attempt carries it)
+            raise
         except ParkwayError as exc:
-            return exc  # nondeterminism, stale fence, invalid state: retrying cannot help
+            return exc  # nondeterminism, invalid state: retrying cannot help
         except Exception as exc:
             retryable = spec.retry is not None and isinstance(exc, spec.retry.on) and number < attempts
             if not retryable:
