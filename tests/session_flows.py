@@ -290,3 +290,27 @@ def parks_itself(data: dict[str, Any]) -> None:
         add_message(f"triggers {listed} ({confirmed})", id="triggers")
         return
     add_message(f"after {result}", id="reply")
+
+
+class EchoModel:
+    """A model that answers every call (a ScriptedModel's turns run out in a long-lived worker)."""
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> dict[str, Any]:
+        return {"answer": f"you said {messages[-1]['content'] if messages else ''}"}
+
+
+busy = Workflow("session-busy")
+"""the property test's agent: asks when the message starts with '?', else answers through the model;
+a run dispatched for cleared interrupts says so"""
+
+
+@busy.node(start=True)
+def busy_reply(data: dict[str, Any]) -> None:
+    if (data.get("trigger") or {}).get("type") == "interrupt.resumed":
+        add_message("woken by " + ", ".join(t["interrupt_id"] for t in use_triggers()), id="woken")
+        return
+    last = data["messages"][-1]["content"] if data["messages"] else ""
+    if last.startswith("?"):
+        add_message(f"noted {use_interrupt({'kind': 'text', 'question': last}, id='ask')}", id="reply")
+        return
+    add_message(use_model(EchoModel(), data["messages"], id="turn")["answer"], id="reply")

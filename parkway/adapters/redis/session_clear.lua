@@ -94,10 +94,7 @@ if #still > 0 then
   return {'still_parked', unpack(still)}
 end
 if woken_active then return {'resumed', woken_active} end
-if head == '' then
-  for _, t in ipairs(due) do redis.call('HDEL', S.s, 't:' .. t.seq) end
-  return {'cleared'}
-end
+if head == '' then return {'cleared'} end  -- no branch to deliver to: kept triggers stay kept
 for id, r in pairs(runs) do
   if r.leaf == head then
     deliver(r)
