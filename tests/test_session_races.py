@@ -139,3 +139,20 @@ def test_duplicate_resumes_of_one_interrupt_accept_one_and_call_the_rest_already
         [winner] = [i for i, r in results if r.outcome == "resumed"]
         view = harness.pw.sessions.get(sid)
         assert view.messages[view.head].content == f"account ACC-{winner}"
+
+
+def test_a_kept_answer_spends_the_runs_token(harness: Harness) -> None:
+    """An answer kept for an abandoned branch is the answer: the run's token, used directly, is
+    refused (already resolved), and the switch back delivers the kept one."""
+    from parkway import ResumeOutcome
+
+    sid, one, _, iid = _two_branches(harness)
+    token = harness.pw.list_interrupts(run_id=one.run_id, include_tokens=True).items[0].resume_token
+    assert token is not None
+    assert harness.pw.sessions.resume_interrupt(sid, iid, "KEPT", caller=ADA).outcome == "cleared"
+    assert harness.pw.resume(token, value="BY-TOKEN").outcome is ResumeOutcome.ALREADY_RESOLVED
+    harness.pw.sessions.switch(sid, one.message_id, caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.get_run(one.run_id).status is RunStatus.COMPLETED
+    view = harness.pw.sessions.get(sid)
+    assert view.messages[view.head].content == "account KEPT"

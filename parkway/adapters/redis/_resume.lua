@@ -1,7 +1,8 @@
 -- Answer (or cancel) an interrupt exactly once, as two functions over resume.lua's KEYS and ARGV
 -- (as K and A), so that the session scripts that deliver an answer run the same transition inside
 -- their own (session_answer, session_switch): resume_refused says why the answer cannot be taken
--- (a reply) or nil, writing nothing; resume_commit then takes it (call it only after nil).
+-- (a reply) or nil, writing nothing; resume_commit then takes it (call it only after nil). The run
+-- hash's `kept` names an interrupt whose answer its session keeps (session_answer, session_switch).
 -- Answering: flip its status from pending, record the answer,
 -- bump the fence, write the outbox, unindex, publish the event. The status field in the run hash
 -- is the exactly-once point: of N concurrent calls, only the first finds it pending (scripts run
@@ -23,13 +24,18 @@
 --       while open, the run's record says it), 25 the run's 'ans' ("<step> <the x: field of its
 --       lifecycle record> <1 | 0: the answer's output captured>", for finish.lua; '' for a cancel),
 --       26... the next job (see hand_off)
-local function resume_refused(K, A)
+local function resume_refused(K, A, delivering)
   local req = redis.call('HGET', K[1], A[1])
   if not req then
     if redis.call('EXISTS', K[1]) == 0 and redis.call('EXISTS', K[5]) == 1 then return {'expired'} end
     return {'unknown'}
   end
   if A[2] ~= '' and A[2] ~= req then return {'mismatch', req} end
+  -- an answer its session keeps for the run's abandoned branch (session_answer) is the answer: another
+  -- one is refused; only the switch back delivers it (`delivering`). A cancellation still goes through.
+  if not delivering and A[11] == 'resolved' and redis.call('HGET', K[1], 'kept') == req then
+    return {'already_resolved', req}
+  end
   local sfield = A[15] .. req
   local cur = redis.call('HMGET', K[1], sfield, 'expires', 'step')
   if cur[1] ~= 'pending' then
@@ -72,5 +78,6 @@ local function resume_commit(K, A)
   redis.call('ZADD', K[10], 0, A[21])
   redis.call('ZREMRANGEBYLEX', K[10], '-', '(' .. A[22])
   if A[25] ~= '' then redis.call('HSET', K[1], 'ans', A[25]) end
+  redis.call('HDEL', K[1], 'kept')
   return {'accepted', req, step, fence, hand_off({K[hand], K[hand + 1]}, A, 26, step, fence)}
 end

@@ -61,7 +61,9 @@ key                         type    TTL       holds
                                               rq (its req), rn, r0..r<rn-1> (the record's
                                               parts of <= 64 bytes; the record leaves its
                                               req out: the field naming it has it); of an earlier one:
-                                              ``r:<req>:<i>`` (its parts); while it is parked,
+                                              ``r:<req>:<i>`` (its parts); ``kept``: the <req>
+                                              whose answer the run's session keeps for its
+                                              abandoned branch (session_answer); while it is parked,
                                               its events (``~0``...: see ``folded_event_field``)
                                               when they are few and small, its stream then
                                               absent until something appends to it. In the run hash <req>

@@ -24,6 +24,8 @@ local on_active = path_of(S.up, head)
 redis.call('HSET', S.i, req, ARGV[3])
 if not on_active[leaf] then
   redis.call('HSET', S.dl, req, run)
+  -- its token answers nothing else now (resume_refused): `kept` names it as the run hash does
+  redis.call('HSET', K[1], 'kept', redis.call('HGET', K[1], A[1]))
   xadd(S.sev, ARGV[5], 'interrupt.cleared', ARGV[7])
   touch(ttl, ARGV[4])
   return {'kept'}
