@@ -140,3 +140,28 @@ def test_a_childs_long_question_keeps_the_fan_out_set_as_long_as_itself(harness:
         assert item.resume_token is not None and harness.pw.resume(item.resume_token, selected="red").accepted
     harness.run_jobs()
     assert harness.pw.get_run(root).status is RunStatus.COMPLETED
+
+
+@pytest.mark.slow
+def test_with_two_live_workers_every_fan_out_completes_in_order_within_its_bound(
+    redis_client: object, redis_url: str
+) -> None:
+    """2 worker processes, quick children 4 at a time, three fan-outs at once: children end while their
+    parent replays (their ends find it running, record their outputs and queue nothing), yet every
+    fan-out completes with all its outputs in order, never more than 4 children running."""
+    from parkway import Settings
+    from tests.conftest import SECRET
+    from tests.procs import Worker, wait_for
+
+    procs = [Worker(redis_url, SECRET) for _ in range(2)]
+    try:
+        with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as pw:
+            roots = [pw.start(flows_life.fans_out, {"n": 24, "limit": 4}) for _ in range(3)]
+            for root in roots:
+                run = wait_for(lambda root=root: (r := pw.get_run(root)).status.finished and r, 60, f"{root}'s end")
+                assert run.status is RunStatus.COMPLETED, run
+                assert [r["square"] for r in run.output["results"]] == [i * i for i in range(24)]
+                assert _most_running(pw, root) <= 4
+    finally:
+        for proc in procs:
+            proc.stop()
