@@ -48,8 +48,8 @@ SETTLE_POLL_S = 0.02
 """how often a pass that waits for other reconcilers' claims looks again"""
 OVERDUE_LOG_MS = 5000
 """an interrupt this long past its expiry, unrecorded, is logged (``expiry_overdue``) at every pass"""
-HOLD_LIMIT = 20_000
-"""the most runs one pass keeps the records of (the earliest due first)"""
+HOLD_LIMIT = 100_000
+"""the most runs one pass keeps the records of (the earliest due first; per workflow)"""
 
 
 @dataclass

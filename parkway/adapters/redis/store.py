@@ -64,6 +64,8 @@ WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
 """upper bounds (seconds) of the resume-wait histogram's buckets, which resume.lua fills"""
 READ_ONLY_SCRIPTS = frozenset({"lookup", "session_path"})
 """scripts that write nothing: no replica acknowledgement is waited for after them"""
+HOLD_CHUNK = 1000
+"""runs whose records one round trip of ``hold_overdue`` keeps"""
 _WAIT_BUCKETS_ARG = " ".join(str(b) for b in WAIT_BUCKETS_S)
 _SCRIPTS = (
     "create",
@@ -1056,10 +1058,13 @@ class RedisStore:
         revives) what its expiry needs: its hash, the journal of its step, its workflow state,
         snapshots and stream, its ancestors' (as park keeps them), and the summaries to the
         retention past them. A run that moved on meanwhile keeps its records a little longer, no
-        more. Four round trips."""
+        more. Two round trips, then two per ``HOLD_CHUNK`` runs."""
         due = self._due_members(before, limit)[:limit]
-        if not due:
-            return 0
+        for at in range(0, len(due), HOLD_CHUNK):
+            self._hold(due[at : at + HOLD_CHUNK], until)
+        return len(due)
+
+    def _hold(self, due: Sequence[IndexEntry], until: int) -> None:
         with translated():
             pipe = self.client.pipeline(transaction=False)
             for entry in due:
@@ -1082,7 +1087,6 @@ class RedisStore:
                 for key in summaries:
                     pipe.pexpireat(key, until + self.limits.retention_ms, gt=True)
             pipe.execute()
-        return len(due)
 
     def overdue(self, now: int) -> Overdue:
         """Two round trips: the workflows' names, then each one's count of due members and its first."""
