@@ -18,7 +18,7 @@ from parkway.adapters.redis import keys
 from parkway.runtime.clock import now_ms
 from parkway.runtime.telemetry import full_id
 from parkway.workers.reconciler import reconcile_once, watch_backlog
-from tests import flows_expiry
+from tests import flows, flows_expiry
 from tests.conftest import SECRET, Closing, Harness
 from tests.procs import Worker
 
@@ -57,6 +57,27 @@ def test_an_overdue_run_keeps_its_records_past_the_grace_until_its_expiry_is_rec
     run = pw.get_run(run_id)
     assert run.status is RunStatus.COMPLETED and run.output is not None
     assert {k: run.output[k] for k in ("picked", "cancelled")} == {"picked": None, "cancelled": "expired"}
+
+
+def test_an_overdue_child_run_keeps_its_parent_too(redis_url: str, redis_client: redis.Redis, closing: Closing) -> None:
+    """A child run's overdue interrupt keeps its parent's records as well as its own (as park
+    keeps them): recorded after the grace, the child's expiry still reaches the parent, whose node
+    catches ChildFailed("expired") and completes."""
+    grace = 3000
+    settings = Settings(redis_url=redis_url, secret=SECRET, ttl_ms=1000, limits=Limits(expiry_grace_ms=grace))
+    harness = Harness("redis", closing(Parkway(settings)), settings, redis_client)
+    pw = harness.pw
+    run_id = pw.start(flows.awaits_brief, {})
+    harness.run_jobs()
+    child = next(c for c in redis_client.keys(f"pw:{{{run_id}}}:*:run")).decode().split(":")[2]
+    expires = int(redis_client.hget(keys.run(child), "expires") or 0)
+    time.sleep(max(0.0, expires + grace / 2 - now_ms()) / 1000)
+    watch_backlog(pw.store, now_ms(), grace)
+    time.sleep(max(0.0, expires + grace + 300 - now_ms()) / 1000)  # past the grace park gave them both
+    assert reconcile_once(pw.store, pw.backend.dispatcher, grace_ms=grace).expired == [child]
+    harness.run_jobs()
+    run = pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED and run.output is not None and run.output["caught"] == "expired", run
 
 
 @pytest.fixture

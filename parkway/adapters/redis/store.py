@@ -1056,8 +1056,8 @@ class RedisStore:
     def hold_overdue(self, now: int, before: int, until: int, limit: int) -> int:
         """Reads each run's step and lineage, then extends (PEXPIREAT GT: never shortens, never
         revives) what its expiry needs: its hash, the journal of its step, its workflow state,
-        snapshots and stream, its ancestors' (as park keeps them), and the summaries to the
-        retention past them. A run that moved on meanwhile keeps its records a little longer, no
+        snapshots and stream, its ancestors' (``_ancestor_keys``, as park keeps them), and the
+        summaries to the retention past them. A run that moved on meanwhile keeps its records a little longer, no
         more. Two round trips, then two per ``HOLD_CHUNK`` runs."""
         due = self._due_members(before, limit)[:limit]
         for at in range(0, len(due), HOLD_CHUNK):
@@ -1075,17 +1075,12 @@ class RedisStore:
                 if step is None:  # its records are gone already: nothing to keep
                     continue
                 r = entry.run_id
-                records = [keys.run(r), keys.journal(r, int(step)), keys.workflow_state(r), keys.snapshots(r),
-                           keys.events(r)]
-                summaries = [keys.summary(r)]
-                for run, ancestor_step in codec.lineage_from(_text(lineage or b"")):
-                    records += [keys.events(run), keys.run(run), keys.journal(run, ancestor_step),
-                                keys.workflow_state(run)]
-                    summaries.append(keys.summary(run))
-                for key in records:
-                    pipe.pexpireat(key, until, gt=True)
-                for key in summaries:
-                    pipe.pexpireat(key, until + self.limits.retention_ms, gt=True)
+                ancestors = codec.lineage_from(_text(lineage or b""))
+                kept = [keys.run(r), keys.journal(r, int(step)), keys.workflow_state(r), keys.snapshots(r),
+                        keys.events(r), keys.summary(r), *self._ancestor_keys(ancestors)]
+                summaries = {keys.summary(r), *(keys.summary(a) for a, _ in ancestors)}
+                for key in kept:
+                    pipe.pexpireat(key, until + self.limits.retention_ms if key in summaries else until, gt=True)
             pipe.execute()
 
     def overdue(self, now: int) -> Overdue:
