@@ -78,8 +78,8 @@ def reconcile_once(
     back full, and until those other reconcilers claimed are recorded too: when it returns, every
     interrupt due at ``now`` has its expiry recorded); returns what it did."""
     report = Report()
-    housekeep(store, dispatcher, report, max_lost=max_lost, now=now, outbox_age_ms=outbox_age_ms, limit=limit,
-              grace_ms=grace_ms)
+    watch_backlog(store, now_ms() if now is None else now, grace_ms)
+    housekeep(store, dispatcher, report, max_lost=max_lost, now=now, outbox_age_ms=outbox_age_ms, limit=limit)
     expire_due(store, dispatcher, report, now=now, limit=limit, settle=True)
     return report
 
@@ -93,12 +93,9 @@ def housekeep(
     now: int | None = None,
     outbox_age_ms: int = OUTBOX_AGE_MS,
     limit: int = 200,
-    grace_ms: int = Limits.expiry_grace_ms,
-    hold: bool = True,
 ) -> None:
-    """What one reconciler does for all (the lock holder): lost leases, lost jobs, the expiry
-    backlog (logged; with ``hold``, the records of its runs kept past the grace), parked streams,
-    idle records."""
+    """What one reconciler does for all (the lock holder): lost leases, lost jobs, parked streams,
+    idle records (the expiry backlog's watch is ``watch_backlog``'s, on a beat of its own)."""
     now = now_ms() if now is None else now
     due = store.due(now, outbox_age_ms, limit)
     for run_id in due.expired_leases:
@@ -124,7 +121,6 @@ def housekeep(
             dispatcher.enqueue(run_id, result.step, result.fence)
             report.redispatched.append(run_id)
             log.warning("job_redispatched", run_id=run_id, step=step, reason="job not begun")
-    watch_backlog(store, now, grace_ms, hold=hold)
     store.reclaim_folded(now, limit * 5)
     for workflow in store.prune_idle(now):
         log.info("workflow_idle", workflow=workflow)
@@ -132,15 +128,16 @@ def housekeep(
 
 def watch_backlog(store: Store, now: int, grace_ms: int, *, hold: bool = True) -> None:
     """Log the interrupts past their expiry still unrecorded when the oldest waited ``OVERDUE_LOG_MS``
-    or more; with ``hold``, keep the records of those a quarter of the grace past their expiry
+    or more; with ``hold``, keep the records of those an eighth of the grace past their expiry
     alive a whole grace from now (``Store.hold_overdue``), so a backlog however deep never outlives
-    them: a run's expiry is late, never lost (while some reconciler holds every grace / 2)."""
+    them: a run's expiry is late, never lost, while some reconciler watches every eighth of the
+    grace (late by up to half the grace still loses nothing)."""
     backlog = store.overdue(now)
     age = backlog.age_ms(now)
     if age >= OVERDUE_LOG_MS:
         log.warning("expiry_overdue", interrupts=backlog.count, oldest_overdue_ms=age)
-    if hold and age >= grace_ms // 4:
-        held = store.hold_overdue(now, now - grace_ms // 4, now + grace_ms, HOLD_LIMIT)
+    if hold and age >= grace_ms // 8:
+        held = store.hold_overdue(now, now - grace_ms // 8, now + grace_ms, HOLD_LIMIT)
         log.info("expiry_records_held", runs=held, until_ms=now + grace_ms)
 
 
@@ -193,15 +190,19 @@ def _expire(store: Store, dispatcher: Dispatcher, report: Report, entry: IndexEn
 
 
 class Maintenance:
-    """A worker's background threads: one renews the lease of the running job and, for one worker
-    at a time (by lock), does the rest of the reconciling (``housekeep``) every ``interval`` (or
-    every eighth of the expiry grace, if shorter: it keeps the records of a backlog's runs alive);
-    the other expires the due interrupts, batches of its own (``expire_due``), one after the other
-    while they come back full. A drain however long never delays the lease or the backlog's watch.
+    """A worker's background threads, each on a beat of its own so none delays another:
+
+    - ``tick``, every ``period`` (``interval``, or an eighth of the expiry grace if shorter): renew
+      the lease of the running job and, for one worker at a time (by lock), watch the expiry
+      backlog (``watch_backlog``: log it; every eighth of the grace, keep its runs' records alive);
+    - ``sweep``, every ``interval``: the lock holder's ``housekeep`` (leases, lost jobs, parked
+      streams, idle records);
+    - ``drain``: expire the due interrupts, batches of its own (``expire_due``), one after the
+      other while they come back full.
 
     A pass on a Redis that does not answer raises ``StoreUnavailable`` within the store's bound
     (``GIVE_UP_S`` of ``adapters.redis.store``); the thread logs ``maintenance_error`` and waits
-    twice as long before the next pass (up to 5 s), and back to its period once one works.
+    twice as long before the next pass (up to 5 s), and back to its beat once one works.
     """
 
     def __init__(
@@ -219,14 +220,13 @@ class Maintenance:
         self.lease_ms, self.max_lost, self.grace_ms = lease_ms, max_lost, grace_ms
         self.interval = lease_ms / 5000
         self.period = max(0.05, min(self.interval, grace_ms / 8000))
-        """how often ``tick`` runs: the backlog's records are kept every quarter of the grace"""
         self._next_hold = 0.0
         self._stop = threading.Event()
+        beats = ((self.tick, self.period, "maintenance"), (self.sweep, self.interval, "sweep"),
+                 (self.drain, self.interval, "expiry"))
         self._threads = [
-            threading.Thread(target=self._loop, args=(self.tick, self.period), name="parkway-maintenance",
-                             daemon=True),
-            threading.Thread(target=self._loop, args=(self.drain, self.interval), name="parkway-expiry",
-                             daemon=True),
+            threading.Thread(target=self._loop, args=(body, period), name=f"parkway-{name}", daemon=True)
+            for body, period, name in beats
         ]
 
     def start(self) -> None:
@@ -238,17 +238,25 @@ class Maintenance:
         for thread in self._threads:
             thread.join(timeout=5)
 
+    def _lead(self) -> bool:
+        return self.store.try_lock(self.owner, int(self.lease_ms * 0.6))
+
     def tick(self) -> bool:
-        """Renew the running job's lease; housekeep if this worker holds the lock (keeping the
-        backlog's records at most every quarter of the grace). Never asks to run again at once."""
+        """Renew the running job's lease; watch the expiry backlog if this worker holds the lock."""
         run_id = self.current()
         if run_id is not None:
             self.store.heartbeat([run_id], now_ms() + self.lease_ms)
-        if self.store.try_lock(self.owner, int(self.lease_ms * 0.6)):
+        if self._lead():
             hold = time.monotonic() >= self._next_hold
-            if hold:
-                self._next_hold = time.monotonic() + self.grace_ms / 4000
-            housekeep(self.store, self.dispatcher, Report(), max_lost=self.max_lost, grace_ms=self.grace_ms, hold=hold)
+            if hold:  # every eighth of the grace, not at every beat: a deep backlog costs a read per run
+                self._next_hold = time.monotonic() + self.grace_ms / 8000
+            watch_backlog(self.store, now_ms(), self.grace_ms, hold=hold)
+        return False
+
+    def sweep(self) -> bool:
+        """The lock holder's housekeeping."""
+        if self._lead():
+            housekeep(self.store, self.dispatcher, Report(), max_lost=self.max_lost)
         return False
 
     def drain(self) -> bool:
