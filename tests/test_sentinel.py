@@ -443,3 +443,19 @@ def test_a_hook_write_redis_does_not_confirm_ends_the_attempt_without_failing_th
             wait_for(replayed, 15, "the reconciler to replay the node")
             worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
         assert pw.get_run(run_id).status.value == "waiting"
+
+
+@pytest.mark.slow
+def test_a_commit_acknowledged_too_late_to_trust_raises_store_unavailable(replicated: SentinelGroup) -> None:
+    """A commit whose acknowledgement comes long after its WAIT's timeout (its primary frozen while
+    the command waited: long enough, it could have been replaced meanwhile) raises StoreUnavailable
+    saying the outcome is unknown, though a replica acknowledged it."""
+    settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=100)
+    primary = replicated.primary.proc
+    assert primary is not None
+    with Parkway(settings) as pw:
+        pw.start(flows.two_questions, {})  # a connection open, the script loaded, before the freeze
+        primary.send_signal(signal.SIGSTOP)
+        threading.Timer(1.6, primary.send_signal, (signal.SIGCONT,)).start()
+        with pytest.raises(StoreUnavailable, match="too late to trust.*outcome is unknown"):
+            pw.start(flows.two_questions, {})

@@ -1857,6 +1857,7 @@ def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
     if acks is None:
         conn.send_command(*command)
         return conn.read_response()
+    sent = time.monotonic()
     conn.send_packed_command(conn.pack_commands([command, ("WAIT", acks.replicas, acks.timeout_ms)]))
     refused: rex.ResponseError | None = None
     try:
@@ -1866,7 +1867,7 @@ def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
     acknowledged = conn.read_response()
     if refused is not None:
         raise refused
-    shortfall = acks.shortfall(int(acknowledged))
+    shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - sent) * 1000)
     if shortfall is not None:
         raise ReplicaShortfall(shortfall)
     return reply
