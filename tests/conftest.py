@@ -82,10 +82,15 @@ bounded retries of an unreachable Redis), not computing: two workers per core ke
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: two workers per core, at most one per database from the URL's down to 0
-    (``worker_redis_url``); PYTEST_XDIST_AUTO_NUM_WORKERS still says how many, as in xdist."""
+    """``-n auto`` (pyproject's addopts): two workers per core, at most one per database from the
+    URL's down to 0 (``worker_redis_url``). A run naming only test files or test ids runs in this
+    process: starting workers (each importing everything) would cost it more than it saves; ``-n 4``
+    spreads them all the same. PYTEST_XDIST_AUTO_NUM_WORKERS still says how many, as in xdist."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
+    named = config.args_source is pytest.Config.ArgsSource.ARGS
+    if named and all(arg.split("::")[0].endswith(".py") for arg in config.args):
+        return 0
     databases = int(urlsplit(BASE_REDIS_URL).path.strip("/") or 0) + 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(WORKERS_PER_CORE * cores, databases))
