@@ -541,8 +541,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         found = run_id or telemetry.run_of_request(request_id)
         if found is not None:  # by the owner and tenant written on its run (its summary, once ended)
             pw.check_run(found, who, "list")
-        elif who.role != "system" or who.tenant is not None:
-            raise InterruptNotFound(f"no interrupt {request_id!r}", request_id=request_id)  # fail closed
+        # (with no run id to check, get_interrupt reads nothing: it asks for one, 422)
         return _dump(pw.get_interrupt(request_id, run_id=run_id))
 
     @app.post(

@@ -264,7 +264,7 @@ SESSION_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
 
 OUTSIDE: dict[tuple[str, str], str] = {
     ("GET", "/healthz"): "no key: says whether Redis answers, nothing of any run",
-    ("GET", "/metrics"): "deployment counters (its role is auth-http's finding)",
+    ("GET", "/metrics"): "deployment counters: a metrics key or an unbound system key (auth-http's)",
     ("GET", "/a/{link}"): "an answer link is a capability of its own (signed, one option, expiring)",
     ("POST", "/a/{link}"): "the same link's answer",
 }
