@@ -20,8 +20,15 @@ route                                       what it does
                                             (up to 30,000): an empty page waits that long for a pause
                                             (at most MAX_WAITING_PER_KEY at once per key, else 429);
                                             filters ``audience``, ``tenant``, ``session``,
-                                            ``createdAfter``, ``createdBefore`` (epoch ms). A key
+                                            ``createdAfter``, ``createdBefore`` (epoch ms),
+                                            ``workflowPrefix``, ``q`` (text in the question). A key
                                             bound to a tenant sees its tenant's interrupts only
+``GET  /v1/me``                              the key's caller: ``{name, role, owner, tenant}``
+``GET  /v1/interrupts/{request_id}/form``   a contract interrupt's answer schema (JSON Schema)
+``POST /v1/interrupts/{request_id}/answer`` answer as the caller, by request id (no token):
+                                            ``{runId?, selected?|value?}`` or ``{cancel: true,
+                                            reason?}``; a contract answer that does not fit: 422
+                                            with ``problems`` (field -> why)
 ``POST /v1/resume``                         answer: ``{token, requestId?, selected?|value?}``, or
                                             ``{token, requestId?, cancel: true, reason?}``
 ``POST /v1/resume-or-start``                answer as ``/v1/resume``, or if the interrupt expired
@@ -80,7 +87,7 @@ from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import MIN_TTL_MS, Settings
 from .metrics import ParkwayCollector, Refused
 from .runtime import telemetry, tokens
-from .runtime.authority import check_overlay
+from .runtime.authority import Door, check_overlay
 from .runtime.clock import now_ms
 from .runtime.errors import (
     ConfigError,
@@ -243,6 +250,27 @@ class Forked(_Body):
 
 class CancelBody(_Body):
     reason: str | None = Field(default=None, max_length=1000)
+
+
+class AnswerBody(_Body):
+    run_id: str | None = Field(default=None, description="only for a request id that does not carry it")
+    selected: Any = None
+    value: Any = None
+    cancel: bool = False
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class Me(_Body):
+    name: str
+    role: str
+    owner: str | None = None
+    tenant: str | None = None
+
+
+class AnswerForm(_Body):
+    schema_id: str
+    schema_version: int
+    schema_: dict[str, Any] = Field(alias="schema", description="the response model's JSON Schema")
 
 
 class Problem(_Body):
@@ -507,6 +535,9 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         created_after: Annotated[int | None, Query(alias="createdAfter")] = None,
         created_before: Annotated[int | None, Query(alias="createdBefore")] = None,
         status: Literal["pending", "resolved", "cancelled", "expired"] = "pending",
+        workflow_prefix: Annotated[str | None, Query(alias="workflowPrefix", min_length=1, max_length=200)] = None,
+        q: Annotated[str | None, Query(min_length=1, max_length=200,
+                                       description="text the question holds (case ignored)")] = None,
     ) -> dict[str, Any]:
         if tokens and who.role == "user":
             raise HTTPException(403, "a user's key cannot read resume tokens (system and machine keys can)")
@@ -519,7 +550,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         filters: dict[str, Any] = dict(
             workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor, include_tokens=tokens,
             audience=audience, tenant=tenant, session=session, created_after=created_after,
-            created_before=created_before, status=status, caller=who,
+            created_before=created_before, status=status, caller=who, workflow_prefix=workflow_prefix, search=q,
         )
         if wait_ms and status != "pending":
             raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
@@ -543,6 +574,55 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             pw.check_run(found, who, "list")
         # (with no run id to check, get_interrupt reads nothing: it asks for one, 422)
         return _dump(pw.get_interrupt(request_id, run_id=run_id))
+
+    @app.get("/v1/me", response_model=Me, tags=["health"])
+    def me(who: Auth) -> dict[str, Any]:
+        """Who the key is: role, owner and tenant (what the inbox page says it sees, and why)."""
+        return {"name": who.name, "role": who.role, "owner": who.owner, "tenant": who.tenant}
+
+    @app.get("/v1/interrupts/{request_id}/form", response_model=AnswerForm, tags=["interrupts"])
+    def answer_form(
+        request_id: str, who: Auth, run_id: Annotated[str | None, Query(alias="runId")] = None
+    ) -> dict[str, Any]:
+        """What a contract interrupt's answer must fit: its response model's JSON Schema (the inbox
+        page builds its form from it); 422 for an interrupt without a contract."""
+        interrupt = _reachable_interrupt(pw, who, request_id, run_id, "answer")
+        asked = interrupt.request
+        if asked is None or asked.contract_ref is None:
+            raise ValidationError(f"interrupt {request_id!r} asks no contract: it has no form", request_id=request_id)
+        contract = pw.settings.modules.load_contract(asked.contract_ref)
+        return {"schemaId": contract.schema_id, "schemaVersion": contract.version,
+                "schema": contract.response.model_json_schema()}
+
+    @app.post("/v1/interrupts/{request_id}/answer", response_model=ResumeResult, tags=["interrupts"],
+              responses={409: {"model": ResumeResult}, 410: {"model": ResumeResult}, 404: {"model": ResumeResult},
+                         422: {"model": Problem}})
+    def answer(request_id: str, body: AnswerBody, who: Auth) -> JSONResponse:
+        """Answer (or cancel) an interrupt by its request id, as the caller: what the inbox page does,
+        so no resume token ever reaches a browser. A contract answer that does not fit gets 422 with
+        ``problems`` (field path -> why) and the interrupt stays open."""
+        check_id(request_id, "request id")
+        run_id = body.run_id or telemetry.run_of_request(request_id)
+        if run_id is None:
+            raise ValidationError("this request id does not carry its run id: send runId")
+        try:
+            pw.check_run(run_id, who, "answer")
+        except RunNotFound:
+            return JSONResponse(_dump(ResumeResult(outcome=ResumeOutcome.UNKNOWN)), status_code=404)
+        token = tokens.mint(pw.backend.options.secret, run_id, request_id)
+        try:
+            if body.cancel:
+                result = pw.cancel_interrupt(token, reason=body.reason, responder=who.name, request_id=request_id)
+            else:
+                result = pw.resume(token, selected=body.selected, value=body.value, request_id=request_id,
+                                   responder=who.name)
+        except (InvalidAnswer, MalformedResume, ValidationError) as exc:
+            refused.add("invalid")
+            problem = {"error": type(exc).__name__, "detail": exc.message}
+            return JSONResponse({**problem, "problems": getattr(exc, "problems", {})}, status_code=422)
+        if not result.accepted:
+            refused.add(result.outcome.value)
+        return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
 
     @app.post(
         "/v1/resume",
@@ -651,6 +731,17 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
 
     session_api.add_routes(app, pw, _caller, session_stream)
     return app
+
+
+def _reachable_interrupt(pw: Parkway, who: Caller, request_id: str, run_id: str | None, door: Door) -> Interrupt:
+    """The interrupt ``request_id`` names, if ``who`` may pass ``door`` of its run (else 404, as
+    for none)."""
+    check_id(request_id, "request id")
+    found = run_id or telemetry.run_of_request(request_id)
+    if found is None:
+        raise InterruptNotFound(f"no interrupt {request_id!r}", request_id=request_id)
+    pw.check_run(found, who, door)
+    return pw.get_interrupt(request_id, run_id=run_id)
 
 
 _LINK_OUTCOMES = {

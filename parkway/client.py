@@ -72,6 +72,34 @@ from .sessions import Sessions
 
 log = get_logger()
 
+MAX_SEARCH = 200
+"""longest ``workflow_prefix`` or ``search`` of a listing"""
+
+
+def _ALL(found: list[InterruptRecord]) -> list[InterruptRecord]:
+    """A listing's keeper that keeps everything."""
+    return found
+
+
+def _matcher(workflow_prefix: str | None, search: str | None) -> Callable[[InterruptRecord], bool] | None:
+    """What a listing's ``workflow_prefix`` and ``search`` keep (None: everything), checked."""
+    for name, value in (("workflow_prefix", workflow_prefix), ("search", search)):
+        if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= MAX_SEARCH
+                                  or not value.isprintable()):
+            raise ValidationError(f"{name} must be printable text of 1 to {MAX_SEARCH} characters")
+    if workflow_prefix is None and search is None:
+        return None
+    needle = None if search is None else search.casefold()
+
+    def match(record: InterruptRecord) -> bool:
+        if workflow_prefix is not None and not record.workflow.startswith(workflow_prefix):
+            return False
+        question = record.request.get("question") if isinstance(record.request, dict) else None
+        return needle is None or needle in str(question or "").casefold()
+
+    return match
+
+
 KNOWN_INTERRUPTS = 1024
 """how many pending interrupts a client keeps as it read them (listings, lookups), so that answering
 one of them needs no lookup first"""
@@ -519,6 +547,8 @@ class Parkway:
         created_before: int | None = None,
         status: str = "pending",
         caller: Caller | None = None,
+        workflow_prefix: str | None = None,
+        search: str | None = None,
     ) -> InterruptPage:
         """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on).
 
@@ -544,16 +574,21 @@ class Parkway:
         filtered before paging, so a page holds up to ``limit`` of them and its cursor follows one
         of them (or, past a bound of pages read, the last position read). Cursors are opaque and
         signed (``parkway.runtime.cursors``): pass ``next_cursor`` on as it is.
+
+        ``workflow_prefix`` (workflows whose name starts with it) and ``search`` (a question holding
+        it, case ignored), each up to 200 characters, are read from the page the indexes give and
+        filtered before paging as ``caller`` is: a page may then hold fewer than ``limit`` items
+        while its cursor still goes on.
         """
         if caller is not None and not isinstance(caller, Caller):
             raise ValidationError("caller must be a parkway Caller")
         query = self._query(workflow, run_id, order, limit, cursor, include_tokens, wait_ms, audience, tenant, session,
                             created_after, created_before, status)
-        keep = self._keeper(caller)
+        keep = self._keeper(caller, _matcher(workflow_prefix, search))
         listing = self.store.list_interrupts(query)
         if wait_ms and not keep(listing.items) and status == "pending":
             listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000, keep)
-        return self._page(query, listing, include_tokens, caller)
+        return self._page(query, listing, include_tokens, keep, filtered=keep is not _ALL)
 
     def list_watching(self, *, caller: Caller | None = None, **filters: Any) -> tuple[InterruptPage, str]:
         """``list_interrupts(**filters)`` once, without waiting, and the position of the pause feed read
@@ -564,9 +599,12 @@ class Parkway:
             raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
         if caller is not None and not isinstance(caller, Caller):
             raise ValidationError("caller must be a parkway Caller")
+        keep = self._keeper(caller, _matcher(filters.pop("workflow_prefix", None), filters.pop("search", None)))
         query = self._query(**filters, watch=True)
         listing = self.store.list_interrupts(query)
-        return self._page(query, listing, bool(filters.get("include_tokens")), caller), listing.feed or "0-0"
+        page = self._page(query, listing, bool(filters.get("include_tokens")), keep,
+                          filtered=keep is not _ALL)
+        return page, listing.feed or "0-0"
 
     def _query(
         self,
@@ -611,21 +649,32 @@ class Parkway:
             status=status, **filters,  # type: ignore[arg-type]
         )
 
-    def _keeper(self, caller: Caller | None) -> Callable[[list[InterruptRecord]], list[InterruptRecord]]:
-        """What of a page ``caller`` may see (all of it without a caller)."""
+    def _keeper(
+        self, caller: Caller | None, match: Callable[[InterruptRecord], bool] | None = None
+    ) -> Callable[[list[InterruptRecord]], list[InterruptRecord]]:
+        """What of a page ``caller`` may see and ``match`` keeps (all of it without either)."""
+        if caller is None and match is None:
+            return _ALL
         if caller is None:
-            return lambda found: found
-        return lambda found: self._may_see(found, caller)
+            return lambda found: [r for r in found if match(r)]  # type: ignore[misc]
+        if match is None:
+            return lambda found: self._may_see(found, caller)
+        return lambda found: self._may_see([r for r in found if match(r)], caller)
 
     def _page(
-        self, query: InterruptQuery, listing: InterruptListing, include_tokens: bool, caller: Caller | None
+        self,
+        query: InterruptQuery,
+        listing: InterruptListing,
+        include_tokens: bool,
+        keep: Callable[[list[InterruptRecord]], list[InterruptRecord]],
+        *,
+        filtered: bool,
     ) -> InterruptPage:
         """The page a caller gets: what it may see, filtered before paging (read on, a page of what is
         missing at a time, until the page is full, so its cursor follows an item the caller saw, or
         until a bound of pages read), with the cursor sealed."""
-        keep = self._keeper(caller)
         found, next_cursor, scanned = keep(listing.items), listing.next_cursor, 1
-        while caller is not None and len(found) < query.limit and next_cursor is not None and scanned < MAX_SCAN_PAGES:
+        while filtered and len(found) < query.limit and next_cursor is not None and scanned < MAX_SCAN_PAGES:
             more = self.store.list_interrupts(
                 replace(query, cursor=next_cursor, limit=query.limit - len(found), watch=False, wait_after=None)
             )

@@ -235,6 +235,11 @@ RUN_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         api.post("/v1/resume", json={"token": t.token, "selected": "no-such-option"}))),
     ("POST", "/v1/resume-or-start"): ("restart", lambda api, t: _answered(
         api.post("/v1/resume-or-start", json={"token": t.token, "selected": "no-such-option"}))),
+    ("POST", "/v1/interrupts/{request_id}/answer"): ("answer", lambda api, t: _answered(
+        api.post(f"/v1/interrupts/{t.request_id}/answer", json={"runId": t.id, "selected": "no-such-option"}))),
+    # the gate asks no contract: 422 once the door lets the caller in
+    ("GET", "/v1/interrupts/{request_id}/form"): ("answer", lambda api, t: _reached(
+        api.get(f"/v1/interrupts/{t.request_id}/form", params={"runId": t.id}))),
     ("POST", "/v1/runs/{run_id}/cancel"): ("cancel", lambda api, t: _reached(
         api.post(f"/v1/runs/{t.id}/cancel", json={}))),
 }
@@ -266,6 +271,7 @@ SESSION_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
 OUTSIDE: dict[tuple[str, str], str] = {
     ("GET", "/healthz"): "no key: says whether Redis answers, nothing of any run",
     ("GET", "/metrics"): "deployment counters: a metrics key or an unbound system key (auth-http's)",
+    ("GET", "/v1/me"): "the key's own caller (role, owner, tenant), nothing of any run",
     ("GET", "/a/{link}"): "an answer link is a capability of its own (signed, one option, expiring)",
     ("POST", "/a/{link}"): "the same link's answer",
 }

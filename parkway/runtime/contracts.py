@@ -82,11 +82,13 @@ class Contract(Generic[Req, Resp]):
         try:
             model = self.response.model_validate(value)
         except PydanticValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()[:10]
-            )
+            by_field: dict[str, str] = {}
+            for error in exc.errors()[:10]:
+                by_field.setdefault(".".join(str(p) for p in error["loc"]) or "value", error["msg"])
+            problems = "; ".join(f"{where}: {what}" for where, what in by_field.items())
             raise InvalidAnswer(
-                f"the answer does not fit contract {self.schema_id!r} v{self.version}: {problems}"
+                f"the answer does not fit contract {self.schema_id!r} v{self.version}: {problems}",
+                problems=by_field,  # field path ("note", "items.0.id"; "value" for the whole) -> why
             ) from exc
         return model.model_dump(mode="json")
 

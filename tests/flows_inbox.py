@@ -1,0 +1,46 @@
+"""Workflows the inbox page's browser tests run (``tests.flows_inbox:NAME``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parkway import Workflow, use_interrupt
+
+approvals = Workflow("inbox_approvals")
+
+
+@approvals.node(start=True)
+def approve(data: dict[str, Any]) -> dict[str, Any]:
+    picked = use_interrupt(
+        {"kind": "choice", "question": f"Approve order {data['n']}?",
+         "options": [{"id": "yes", "label": "Approve"}, {"id": "no", "label": "Refuse"}]},
+        id="approve",
+    )
+    return {"approved": picked == "yes"}
+
+
+refunds = Workflow("inbox_refunds")
+
+
+@refunds.node(start=True)
+def refund(data: dict[str, Any]) -> dict[str, Any]:
+    picked = use_interrupt(
+        {"kind": "choice", "question": f"Refund order {data['n']}?",
+         "options": [{"id": "yes", "label": "Refund"}, {"id": "no", "label": "Keep"}]},
+        id="refund",
+    )
+    return {"refunded": picked == "yes"}
+
+
+deep_failure = Workflow("inbox_deep_failure")
+
+
+def _descend(depth: int, trail: str) -> None:
+    if depth == 0:
+        raise RuntimeError(f"the ledger at the bottom disagreed ({trail})")
+    _descend(depth - 1, trail + "/level")
+
+
+@deep_failure.node(start=True)
+def fail_deep(data: dict[str, Any]) -> None:
+    _descend(30, "start")

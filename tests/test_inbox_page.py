@@ -1,0 +1,345 @@
+"""The inbox page in a real headless browser (Debian's chromium driven by Playwright) against a real
+``parkway serve``, a worker process and Redis: people answer from the page, filter and page the
+queue, read a failed run; axe-core checks each page, and a screenshot of each is kept under
+``test-artifacts/inbox/``.
+
+One server and one worker serve the whole module, one browser too; each test works in a tenant of
+its own, so what another test left behind is never counted."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from parkway import Parkway
+from parkway.config import Settings
+from tests.conftest import SECRET
+from tests.procs import ROOT, Worker, wait_for
+from tests.test_api import KEY, USER_KEY, Server, _token, _wait_status
+
+ARTIFACTS = ROOT / "test-artifacts" / "inbox"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+AXE = Path(os.environ.get("PARKWAY_AXE") or ROOT / ".ci" / "node" / "node_modules" / "axe-core" / "axe.min.js")
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"), reason="no chromium here (CI installs Debian's)"
+)
+
+Page = Any  # playwright's sync Page (untyped here: playwright is a test dependency only)
+
+
+@pytest.fixture(scope="module")
+def deployment(redis_url: str) -> Iterator[Server]:
+    """One API server process and two worker processes for the module."""
+    redis.Redis.from_url(redis_url).flushdb()
+    srv = Server(redis_url)
+    workers = [Worker(redis_url, SECRET) for _ in range(2)]
+    try:
+        yield srv
+    finally:
+        for worker in workers:
+            worker.stop()
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM is not None, "CI must install chromium (apt-get install chromium)"
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Page]:
+    """A fresh tab at phone width (390 px), in a context of its own (its own sessionStorage)."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    tab.set_default_timeout(15_000)
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def api(deployment: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=deployment.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=15) as client:
+        yield client
+
+
+@pytest.fixture
+def tenant() -> str:
+    return "t" + uuid.uuid4().hex[:10]
+
+
+def sign_in(page: Page, url: str, key: str = KEY, path: str = "/ui") -> None:
+    page.goto(url + path)
+    page.fill("#key", key)
+    page.click("#key-form button[type=submit]")
+
+
+def start(api: httpx.Client, workflow: str, data: dict[str, Any], tenant: str) -> str:
+    response = api.post("/v1/runs", json={"workflow": workflow, "input": data, "tenant": tenant})
+    assert response.status_code == 201, response.text
+    run_id: str = response.json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    return run_id
+
+
+def filter_tenant(page: Page, tenant: str) -> None:
+    page.fill("#f-tenant", tenant)
+    page.click("#filters button[type=submit]")
+
+
+def check_page(page: Page, name: str, *, full_page: bool = True) -> None:
+    """axe-core (injected by the test: the page's CSP admits no other script) finds no serious or
+    critical violation; a full-page screenshot is kept."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
+    wide = page.evaluate(
+        "Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect().right > 390"
+        " || e.scrollWidth > 390).map(e => e.tagName + '#' + e.id + ':' + e.scrollWidth).slice(0, 12)"
+    )
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, f"{name} overflows a 390 px screen: {wide}"
+    if not AXE.exists():
+        assert not os.environ.get("CI"), f"CI must install axe-core into {AXE.parent} (.ci/run does)"
+        return
+    page.evaluate(AXE.read_text())
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+           for v in result["violations"] if v["impact"] in ("serious", "critical")]
+    assert not bad, f"axe-core on {name}: {bad}"
+
+
+def card(page: Page, question: str) -> Any:
+    return page.locator("#items li.card", has_text=question)
+
+
+def test_a_choice_a_multi_and_a_text_are_answered_from_the_inbox(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """A choice answers by its button, a multi-choice by its checkboxes, a text by its box; each run
+    goes on with that answer, recorded with the signed-in key's responder."""
+    choice = start(api, "tests.flows:one_choice", {"order": 41}, tenant)
+    multi = start(api, "tests.flows:kinds", {}, tenant)
+    text = start(api, "tests.flows:two_questions", {}, tenant)
+    sign_in(page, deployment.url)
+    filter_tenant(page, tenant)
+    card(page, "Pick one or more").wait_for()
+    assert '{"order":41}' in card(page, "Pick a color").inner_text()  # a short view of the run's input
+    assert "UTC" in card(page, "Pick a color").locator(".times").inner_text()
+    check_page(page, "inbox")
+
+    card(page, "Pick a color").get_by_role("button", name="Blue").click()
+    card(page, "Pick a color").get_by_text("Answered as machine").wait_for()
+    multi_card = card(page, "Pick one or more")
+    multi_card.get_by_label("Product").check()
+    multi_card.get_by_label("Design").check()
+    multi_card.get_by_role("button", name="Answer").click()
+    multi_card.get_by_text("Answered as machine").wait_for()
+    text_card = card(page, "Your name?")
+    text_card.get_by_label("Your answer").fill("Ada")
+    text_card.get_by_role("button", name="Answer").click()
+    text_card.get_by_text("Answered as machine").wait_for()
+
+    assert _wait_status(api, choice, "completed")["output"]["painted"] == "blue"
+    page.fill("#f-q", "Pick a job")  # the kinds run's next question: a dynamic picker
+    page.click("#filters button[type=submit]")
+    picker = card(page, "Pick a job")
+    picker.wait_for()
+    picker.get_by_label("Option id").fill("job-7")
+    picker.get_by_role("button", name="Answer").click()
+    picker.get_by_text("Answered as machine").wait_for()
+    assert _wait_status(api, multi, "completed")["output"] == {"topics": ["product", "design"], "job": "job-7"}
+    next_question = wait_for(lambda: api.get("/v1/interrupts", params={"runId": text}).json()["items"], 15,
+                             "the text run's next question")
+    assert next_question[0]["request"]["question"] == "Pick a color"  # it went on past "Your name?"
+    resolved = api.get("/v1/interrupts", params={"status": "resolved", "runId": choice}).json()["items"]
+    assert [(i["lifecycle"]["responder"], i["lifecycle"]["answer"]) for i in resolved] == [("machine", "blue")]
+
+
+def test_a_second_answer_sees_who_answered_what_and_when(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """An interrupt answered elsewhere while the page shows it: the page's answer is refused, and the
+    card says who answered, what, and when; the run took the first answer only."""
+    run_id = start(api, "tests.flows:one_choice", {}, tenant)
+    sign_in(page, deployment.url)
+    filter_tenant(page, tenant)
+    card(page, "Pick a color").wait_for()
+    token, _ = _token(api, run_id)
+    assert api.post("/v1/resume", json={"token": token, "selected": "red", "responder": "ops-bot"}).status_code == 200
+    card(page, "Pick a color").get_by_role("button", name="Blue").click()
+    said = card(page, "Pick a color").locator(".outcome")
+    said.get_by_text("by ops-bot").wait_for()
+    assert "answer: red" in said.inner_text() and "UTC" in said.inner_text()
+    assert _wait_status(api, run_id, "completed")["output"]["painted"] == "red"
+
+
+def test_a_contract_answer_with_a_wrong_field_shows_the_error_and_stays_open(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """The contract's form comes from its JSON Schema (labels, required, limits, descriptions); a
+    job id that breaks the pattern gets parkway's error next to that field and the interrupt stays
+    open; a good one completes the run."""
+    run_id = start(api, "tests.flows:contracted", {"team": "ops"}, tenant)
+    sign_in(page, deployment.url)
+    filter_tenant(page, tenant)
+    form = card(page, "Which job should run?")
+    job = form.get_by_label("Job Id (required)")
+    job.wait_for()
+    assert "the job to run" in form.inner_text() and "matches ^job-[0-9]+$" in form.inner_text()
+    job.fill("nope")
+    form.get_by_label("Note (optional)").fill("after lunch")
+    form.get_by_role("button", name="Answer").click()
+    error = form.locator("[data-error-for='job_id']")
+    page.wait_for_function("(e) => e.textContent.includes('pattern')", arg=error.element_handle())
+    assert job.get_attribute("aria-invalid") == "true"
+    assert form.locator("[data-error-for='note']").inner_text() == ""
+    check_page(page, "contract-error")
+    assert api.get(f"/v1/runs/{run_id}").json()["status"] == "waiting"
+    pending = api.get("/v1/interrupts", params={"runId": run_id}).json()["items"]
+    assert len(pending) == 1 and pending[0]["lifecycle"]["failures"] == 1
+
+    job.fill("job-42")
+    form.get_by_role("button", name="Answer").click()
+    form.get_by_text("Answered as machine").wait_for()
+    assert _wait_status(api, run_id, "completed")["output"] == {"team": "ops", "job": "job-42", "note": "after lunch"}
+
+
+def test_the_queue_filters_and_pages_past_250_pending(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str, redis_url: str
+) -> None:
+    """260 pending approvals and 5 refunds: the workflow prefix, the text search and the status
+    filters narrow the queue, and "Load more" pages through all 260 (pages of 50)."""
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as pw:
+        runs = [pw.start("tests.flows_inbox:approvals", {"n": n}, tenant=tenant) for n in range(260)]
+        runs += [pw.start("tests.flows_inbox:refunds", {"n": n}, tenant=tenant) for n in range(5)]
+    wait_for(lambda: all(api.get(f"/v1/runs/{r}").json()["status"] == "waiting" for r in runs[-6:]), 60,
+             "the runs to pause")
+    wait_for(lambda: sum(1 for _ in _all_pending(api, tenant)) == 265, 90, "265 pending")
+    sign_in(page, deployment.url)
+    filter_tenant(page, tenant)
+    items = page.locator("#items li.card")
+    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 50")
+    page.fill("#f-workflow", "inbox_ref")
+    page.click("#filters button[type=submit]")
+    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 5")
+    assert items.filter(has_text="Refund order").count() == 5
+
+    page.fill("#f-workflow", "inbox_appr")
+    page.fill("#f-q", "ORDER 257?")
+    page.click("#filters button[type=submit]")
+    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 1")
+    assert "Approve order 257?" in items.first.inner_text()
+
+    page.fill("#f-q", "")
+    page.click("#filters button[type=submit]")
+    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 50")
+    for shown in (100, 150, 200, 250, 260):
+        page.click("#more")
+        page.wait_for_function(f"() => document.querySelectorAll('#items li.card').length === {shown}")
+    assert page.locator("#more").is_hidden()
+    questions = items.locator("h2").all_inner_texts()
+    assert sorted(questions) == sorted(f"Approve order {n}?" for n in range(260))
+    check_page(page, "inbox-paged", full_page=False)  # 260 cards: the first screen
+
+    page.select_option("#f-status", "resolved")
+    page.wait_for_function("() => document.getElementById('empty').textContent.includes('No resolved interrupts')")
+
+
+def _all_pending(api: httpx.Client, tenant: str) -> Iterator[dict[str, Any]]:
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"tenant": tenant, "limit": 1000}
+        if cursor:
+            params["cursor"] = cursor
+        page = api.get("/v1/interrupts", params=params).json()
+        yield from page["items"]
+        cursor = page["nextCursor"]
+        if not cursor:
+            return
+
+
+def test_a_failed_run_shows_its_whole_traceback(deployment: Server, api: httpx.Client, page: Page, tenant: str) -> None:
+    """The run page of a failed run shows the error and, once opened, its whole traceback: every
+    frame of a deep failure, to its last line, as the API has it."""
+    response = api.post("/v1/runs", json={"workflow": "tests.flows_inbox:deep_failure", "input": {}, "tenant": tenant})
+    run_id = response.json()["runId"]
+    error = _wait_status(api, run_id, "failed")["error"]
+    assert len(error["traceback"]) > 1000
+    sign_in(page, deployment.url, path=f"/ui/runs/{run_id}")
+    page.locator("#error-message").wait_for()
+    assert "RuntimeError" in page.inner_text("#error-message")
+    page.click("#traceback summary")
+    shown = page.inner_text("#traceback pre")
+    assert shown.strip() == error["traceback"].strip()
+    assert shown.splitlines()[-1].startswith("RuntimeError: the ledger at the bottom disagreed (start/level")
+    page.locator("#timeline li[data-type='done']").wait_for()
+    assert "node.started" in page.inner_text("#timeline")
+    check_page(page, "run-failed")
+
+
+def test_a_run_page_answers_its_pending_interrupt_and_shows_the_timeline(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """A waiting run's page shows its question with its options and answers it in place; the
+    timeline then shows the answer with its responder, and node completions with durations."""
+    run_id = start(api, "tests.flows:one_choice", {}, tenant)
+    sign_in(page, deployment.url, path=f"/ui/runs/{run_id}")
+    pending = page.locator("#run-pending li.card", has_text="Pick a color")
+    pending.wait_for()
+    page.locator("#timeline li[data-type='interrupt']").wait_for()
+    assert "the calm one" in page.inner_text("#timeline")  # the question's options, rendered
+    check_page(page, "run-waiting")
+    pending.get_by_role("button", name="Blue").click()
+    page.locator("#timeline li[data-type='done']").wait_for()
+    timeline = page.inner_text("#timeline")
+    assert "by machine" in timeline and "answer blue" in timeline
+    assert " ms" in page.locator("#timeline li[data-type='node.completed']").first.inner_text()
+    page.wait_for_function("() => document.getElementById('run-title').textContent.includes('completed')")
+
+
+def test_a_wrong_key_says_so_and_the_key_lasts_only_in_its_tab(
+    deployment: Server, browser: Any, page: Page
+) -> None:
+    """A wrong key is refused with a message and the form stays to type another; the right key
+    lasts a reload of its tab, not another tab; a user key's empty list says what it sees and why."""
+    sign_in(page, deployment.url, key="not-the-key")
+    page.wait_for_function("() => document.getElementById('status').textContent.includes('not accepted')")
+    assert page.locator("#key").is_visible() and page.evaluate("sessionStorage.length") == 0
+    page.fill("#key", USER_KEY)
+    page.click("#key-form button[type=submit]")
+    page.wait_for_function("() => document.getElementById('who').textContent.includes('user:ana')")
+    page.reload()
+    page.wait_for_function("() => document.getElementById('who').textContent.includes('user:ana')")
+    filter_tenant(page, "acme")
+    page.fill("#f-workflow", "no_such_workflow")
+    page.click("#filters button[type=submit]")
+    page.wait_for_function("() => document.getElementById('empty').textContent.includes('its own runs')")
+    check_page(page, "inbox-user-empty")
+    other = page.context.new_page()  # another tab of the same browser: no key there
+    other.goto(deployment.url + "/ui")
+    other.wait_for_function("() => document.getElementById('status').textContent.includes('Enter an API key')")
+    other.close()
+    page.bring_to_front()
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    reached = []
+    while "f-q" not in reached and len(reached) < 60:  # keyboard reachable: Tab walks the page's controls
+        page.keyboard.press("Tab")
+        reached.append(page.evaluate("() => document.activeElement.id || document.activeElement.tagName"))
+    assert {"forget", "f-workflow", "f-status", "f-q"} <= set(reached), reached
