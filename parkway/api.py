@@ -686,9 +686,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
-    def live_page(run_id: str | None = None) -> HTMLResponse:
-        """The live page: pending interrupts (refreshed every second), or one run's timeline (over its
-        event stream). Read-only; it calls the API with a key the operator enters (kept in the tab)."""
+    @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False)
+    def live_page(run_id: str | None = None, session_id: str | None = None) -> HTMLResponse:
+        """The inbox page: pending interrupts to answer, one run (its timeline over its event stream),
+        or one session (its message tree and open interrupts). It calls the API with a key the person
+        enters (kept in the tab), and acts with that key's role."""
         return _ui_page()
 
     @app.get("/a/{link}", response_class=HTMLResponse, tags=["answer links"])

@@ -343,3 +343,25 @@ def test_a_wrong_key_says_so_and_the_key_lasts_only_in_its_tab(
         page.keyboard.press("Tab")
         reached.append(page.evaluate("() => document.activeElement.id || document.activeElement.tagName"))
     assert {"forget", "f-workflow", "f-status", "f-q"} <= set(reached), reached
+
+
+def test_a_session_interrupt_is_answered_from_its_tree(deployment: Server, page: Page) -> None:
+    """A session's page shows its message tree with the active path and its open interrupt (the
+    approval its policy raised); resuming it there lets the branch go on."""
+    with httpx.Client(base_url=deployment.url, headers={"Authorization": f"Bearer {USER_KEY}"}, timeout=15) as ana:
+        sid = ana.post("/v1/sessions", json={"agent": "tests.session_flows:mail"}).json()["sessionId"]
+        assert ana.post(f"/v1/sessions/{sid}/messages", json={"content": "mail bob"}).status_code == 201
+        wait_for(lambda: ana.get(f"/v1/sessions/{sid}").json()["parkedBy"], 20, "the approval")
+        sign_in(page, deployment.url, key=USER_KEY, path=f"/ui/sessions/{sid}")
+        approval = page.locator("#session-interrupts li.card", has_text="confirm")
+        approval.wait_for()
+        assert "Send the email?" in approval.inner_text()
+        assert page.locator("#session-tree li[data-active='true']", has_text="mail bob").count() == 1
+        check_page(page, "session")
+        approval.get_by_label("Payload (JSON, optional)").fill('{"approved": true}')
+        approval.get_by_role("button", name="Resume").click()
+        approval.get_by_text("Resumed (resumed) as user:ana").wait_for()
+        page.locator("#session-tree li[data-active='true']", has_text="done: sent").last.wait_for()
+        assert "head" in page.locator("#session-tree li").last.inner_text()
+        events = [e["type"] for e in ana.get(f"/v1/sessions/{sid}/events").json()]
+        assert "interrupt.cleared" in events
