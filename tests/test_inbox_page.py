@@ -365,3 +365,18 @@ def test_a_session_interrupt_is_answered_from_its_tree(deployment: Server, page:
         assert "head" in page.locator("#session-tree li").last.inner_text()
         events = [e["type"] for e in ana.get(f"/v1/sessions/{sid}/events").json()]
         assert "interrupt.cleared" in events
+
+
+def test_a_run_page_links_its_child_runs(deployment: Server, api: httpx.Client, page: Page, tenant: str) -> None:
+    """A parent's timeline links the child it started; the child's page (following the link) shows
+    the child's own pending question, answerable there."""
+    response = api.post("/v1/runs", json={"workflow": "tests.flows:middle", "input": {"depth": 1}, "tenant": tenant})
+    run_id = response.json()["runId"]
+    sign_in(page, deployment.url, path=f"/ui/runs/{run_id}")
+    link = page.locator("#timeline li[data-type='child.started'] a")
+    link.wait_for()
+    assert "(leaf)" in link.inner_text()
+    link.click()
+    page.locator("#run-pending li.card", has_text="Pick a color").get_by_role("button", name="Red").click()
+    page.locator("#timeline li[data-type='done']").wait_for()
+    assert _wait_status(api, run_id, "completed")["output"]["leaf"]["color"] == "red"
