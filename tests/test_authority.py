@@ -83,7 +83,11 @@ class Deployment:
         self.url = f"http://127.0.0.1:{self.port}"
         self.worker = Worker(redis_url, SECRET, env={"PARKWAY_RETENTION_MS": str(RETENTION_MS)})
         self.clients: dict[str, httpx.Client] = {}
-        wait_for(self._up, 90, "the API server to answer")  # (a loaded machine starts it slowly)
+        try:
+            wait_for(self._up, 90, "the API server to answer")  # (a loaded machine starts it slowly)
+        except BaseException:
+            self.stop()  # no server or worker outlives a failed start
+            raise
 
     def _up(self) -> bool:
         assert self.proc.poll() is None, self.output()
@@ -104,8 +108,9 @@ class Deployment:
         for client in self.clients.values():
             client.close()
         self.worker.stop()
-        self.proc.terminate()
-        self.proc.wait(10)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
         self.log.close()
 
 
