@@ -195,3 +195,21 @@ def test_the_oldest_overdue_interrupt_is_a_metric_and_a_log_line(short_grace: Ha
     assert [(e["interrupts"], e["oldest_overdue_ms"]) for e in logs if e["event"] == "expiry_overdue"] == [(1, 6000)]
     reconcile_once(pw.store, pw.backend.dispatcher, now=late, grace_ms=GRACE_MS)
     assert scrape() == {"parkway_interrupts_overdue": 0.0, "parkway_interrupt_overdue_seconds": 0.0}
+
+
+def test_a_listing_past_a_backlog_of_expired_interrupts_takes_a_few_round_trips(short_grace: Harness) -> None:
+    """500 interrupts past their expiry that no reconciler has recorded yet: the newest-first
+    listing of the pending ones reads past them in a few round trips (it knows from the expiring
+    index that none is left unexpired), not one per page of members."""
+    from tests.procs import sent_commands, wait_for
+
+    pw = short_grace.pw
+    deadline = now_ms() + 1000
+    for _ in range(500):
+        pw.start(flows_expiry.until, {"deadline": deadline})
+    short_grace.run_jobs()
+    wait_for(lambda: sum(pw.store.tallies(now_ms()).pending.values()) == 0, 30, "every one past its expiry")
+    with sent_commands() as sent:
+        page = pw.list_interrupts(workflow="until", limit=50)
+    assert page.items == ()
+    assert len(sent) <= 3, len(sent)

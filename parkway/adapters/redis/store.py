@@ -66,6 +66,8 @@ READ_ONLY_SCRIPTS = frozenset({"lookup", "session_path"})
 """scripts that write nothing: no replica acknowledgement is waited for after them"""
 HOLD_CHUNK = 1000
 """runs whose records one round trip of ``hold_overdue`` keeps"""
+SKIP_BATCH_MAX = 4096
+"""the most members one round trip of a ``newest`` listing reads past expired ones"""
 _WAIT_BUCKETS_ARG = " ".join(str(b) for b in WAIT_BUCKETS_S)
 _SCRIPTS = (
     "create",
@@ -1408,13 +1410,22 @@ class RedisStore:
         self, query: InterruptQuery, wf: str, batch: list[bytes], want: int, low: bytes | str = "-"
     ) -> list[bytes]:
         """From a ``newest`` batch on, the first ``want`` members of ``wf``'s index not yet expired
-        (down to ``low``, the created-after bound)."""
-        key, out = keys.index("newest", wf), []
+        (down to ``low``, the created-after bound). Past expired members (a backlog the reconcilers
+        have not reached) each next batch is twice as large, up to ``SKIP_BATCH_MAX``, and the
+        reading stops once it holds every unexpired member the expiring index counts: a deep
+        backlog costs a few round trips, not one per ``want`` members."""
+        key, out, size, left = keys.index("newest", wf), [], want, None
         while True:
             out += [m for m in batch if codec.parse_member(m, "newest", wf).expires_at > query.now]
-            if len(out) >= want or len(batch) < want:
+            if len(out) >= want or len(batch) < size:
                 return out[:want]
-            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=want)
+            if left is None:
+                unexpired = b"[" + codec.time_floor(query.now + 1)
+                left = int(self.client.zlexcount(keys.index("expiring", wf), unexpired, "+"))
+            if len(out) >= left:
+                return out[:want]
+            size = min(size * 2, SKIP_BATCH_MAX)
+            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=size)
 
     def _filtered(self, query: InterruptQuery, after: bytes | None) -> InterruptListing:
         """A page from one filter index (audience, else session, else tenant), newest first, of the
