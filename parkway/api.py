@@ -77,15 +77,17 @@ from typing import Annotated, Any, Literal
 import anyio
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.background import BackgroundTask
 
-from . import links, session_api
+from . import links, problems, session_api
 from .client import MAX_WAIT_MS, Parkway, ends_stream
 from .config import MIN_TTL_MS, Settings
 from .metrics import ParkwayCollector, Refused
+from .problems import outcome_problem, problem
 from .runtime import telemetry, tokens
 from .runtime.authority import Door, check_overlay
 from .runtime.clock import now_ms
@@ -274,8 +276,16 @@ class AnswerForm(_Body):
 
 
 class Problem(_Body):
-    error: str
+    """An error body (RFC 9457): see :mod:`parkway.problems`."""
+
+    type: str
+    title: str
+    status: int
     detail: str
+    error: str
+    outcome: str | None = None
+    errors: list[dict[str, str]] | None = None
+    problems: dict[str, str] | None = None
 
 
 _RESUME_STATUS = {
@@ -295,12 +305,26 @@ def _problem(status: int, exc: ParkwayError) -> JSONResponse:
     working directory, which modules it has, Redis's replies and scripts) goes to the log only."""
     if isinstance(exc, WorkflowError):
         log.warning("http_workflow_refused", error=type(exc).__name__, detail=exc.message)
-        return JSONResponse({"error": "WorkflowUnavailable", "detail": _UNAVAILABLE}, status_code=status)
+        return problem(status, "WorkflowUnavailable", _UNAVAILABLE)
     if status >= 500:
         log.error("http_server_error", error=type(exc).__name__, detail=exc.message, status=status)
         error = "StoreUnavailable" if isinstance(exc, StoreUnavailable) else "ServerError"
-        return JSONResponse({"error": error, "detail": _SERVER_ERROR}, status_code=status)
-    return JSONResponse({"error": type(exc).__name__, "detail": exc.message}, status_code=status)
+        return problem(status, error, _SERVER_ERROR)
+    return problem(status, type(exc).__name__, exc.message)
+
+
+_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": Problem, "description": words, "content": {problems.MEDIA_TYPE: {}}}
+    for status, words in (
+        (401, "no API key, or one this server does not know"),
+        (403, "the key's role, owner or tenant does not reach this"),
+        (404, "no such thing, or not one this key may reach"),
+        (413, "the body is larger than the server takes"),
+        (422, "the request does not fit (each field and why in `errors`)"),
+        (429, "this key has as many of these in flight as it may (`Retry-After` says when to try again)"),
+    )
+}
+"""the error responses every route may give, all problems (``parkway.problems``), in the OpenAPI document"""
 
 
 def _own_tenant(who: Caller, asked: str | None) -> str | None:
@@ -325,14 +349,21 @@ def _key(request: Request, authorization: str | None) -> Key:
     digest = hash_key(key) if scheme.lower() == "bearer" and key else ""
     found = keys.get(digest) if digest else None
     if found is None:
-        raise HTTPException(
-            401, "an API key is needed: Authorization: Bearer <key>", headers={"WWW-Authenticate": "Bearer"}
-        )
+        why = "this API key is not known here" if digest else "an API key is needed: Authorization: Bearer <key>"
+        raise HTTPException(401, why, headers={"WWW-Authenticate": "Bearer"})
     request.state.key = digest  # what per-key bounds count by
     return found
 
 
-def _caller(request: Request, authorization: Annotated[str | None, Header()] = None) -> Caller:
+BEARER = HTTPBearer(auto_error=False, description="an API key: `Authorization: Bearer <key>`")
+"""declares the scheme in the OpenAPI document (so a viewer can send a key); ``_key`` checks the key"""
+
+
+def _caller(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+    _: Annotated[Any, Depends(BEARER)] = None,
+) -> Caller:
     """The caller an ``Authorization: Bearer <key>`` names (401 without a known key, 403 for a
     metrics key)."""
     found = _key(request, authorization)
@@ -341,7 +372,11 @@ def _caller(request: Request, authorization: Annotated[str | None, Header()] = N
     return found
 
 
-def _scraper(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
+def _scraper(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+    _: Annotated[Any, Depends(BEARER)] = None,
+) -> None:
     """``/metrics`` is for a metrics key or a system key bound to no tenant (it counts every tenant's
     workflows): 403 for any other key."""
     found = _key(request, authorization)
@@ -370,8 +405,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await JSONResponse({"error": "PayloadTooLarge", "detail": f"bodies are at most {self.limit} bytes"},
-                               status_code=413)(scope, receive, send)
+            await problem(413, "PayloadTooLarge", f"bodies are at most {self.limit} bytes")(scope, receive, send)
             return
         seen = 0
 
@@ -419,7 +453,9 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         redoc_url=None,
         # no redirect from /path/ to /path: its Location would be built from the request's Host header
         redirect_slashes=False,
+        responses=_ERROR_RESPONSES,
     )
+    problems.install(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
     app.state.keys = keys
     refused = Refused()
@@ -428,8 +464,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
 
     @app.exception_handler(TooMany)
     async def too_many(request: Request, exc: TooMany) -> JSONResponse:
-        return JSONResponse({"error": "TooManyRequests", "detail": f"at most {exc.limit} {exc.what} at once"},
-                            status_code=429, headers={"Retry-After": str(RETRY_AFTER_S)})
+        return problem(429, "TooManyRequests", f"at most {exc.limit} {exc.what} at once",
+                       headers={"Retry-After": str(RETRY_AFTER_S)})
 
     @app.exception_handler(ParkwayError)
     async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
@@ -608,7 +644,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         try:
             pw.check_run(run_id, who, "answer")
         except RunNotFound:
-            return JSONResponse(_dump(ResumeResult(outcome=ResumeOutcome.UNKNOWN)), status_code=404)
+            return outcome_problem(404, _dump(ResumeResult(outcome=ResumeOutcome.UNKNOWN)))
         token = tokens.mint(pw.backend.options.secret, run_id, request_id)
         try:
             if body.cancel:
@@ -618,11 +654,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
                                    responder=who.name)
         except (InvalidAnswer, MalformedResume, ValidationError) as exc:
             refused.add("invalid")
-            problem = {"error": type(exc).__name__, "detail": exc.message}
-            return JSONResponse({**problem, "problems": getattr(exc, "problems", {})}, status_code=422)
+            return problem(422, type(exc).__name__, exc.message, problems=getattr(exc, "problems", {}))
         if not result.accepted:
             refused.add(result.outcome.value)
-        return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
+            return outcome_problem(_RESUME_STATUS[result.outcome], _dump(result))
+        return JSONResponse(_dump(result))
 
     @app.post(
         "/v1/resume",
@@ -641,7 +677,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             return _problem(422, exc)
         except RunNotFound:  # another tenant's or owner's run answers as no run
             refused.add(ResumeOutcome.UNKNOWN.value)
-            return JSONResponse(_dump(ResumeResult(outcome=ResumeOutcome.UNKNOWN)), status_code=404)
+            return outcome_problem(404, _dump(ResumeResult(outcome=ResumeOutcome.UNKNOWN)))
         try:
             if body.cancel:
                 result = pw.cancel_interrupt(body.token, reason=body.reason, responder=responder,
@@ -654,7 +690,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             return _problem(422, exc)
         if not result.accepted:
             refused.add(result.outcome.value)
-        return JSONResponse(_dump(result), status_code=_RESUME_STATUS[result.outcome])
+            return outcome_problem(_RESUME_STATUS[result.outcome], _dump(result))
+        return JSONResponse(_dump(result))
 
     @app.post(
         "/v1/resume-or-start",
@@ -672,7 +709,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             refused.add("invalid")
             return _problem(422, exc)
         except RunNotFound:  # another tenant's or owner's run answers as no run
-            return JSONResponse({"outcome": "unknown"}, status_code=404)
+            return outcome_problem(404, {"outcome": "unknown"})
         try:
             # a new run is the old one's tenant's (from its summary), else the key's
             result = pw.resume_or_start(body.token, selected=body.selected, value=body.value,
@@ -682,6 +719,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             refused.add("invalid")
             return _problem(422, exc)
         status = {"resumed": 200, "started": 201, "already_resolved": 409, "expired": 410}.get(result.outcome, 404)
+        if status >= 400:
+            return outcome_problem(status, _dump(result))
         return JSONResponse(_dump(result), status_code=status)
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)

@@ -46,6 +46,7 @@ from pydantic.alias_generators import to_camel
 
 from .client import Parkway
 from .config import MIN_TTL_MS
+from .problems import outcome_problem
 from .runtime.errors import SessionDenied, SessionNotFound, ValidationError
 from .runtime.protocol import MAX_TTL_MS, ResumeOutcome, check_event_id
 from .runtime.sessions import Caller
@@ -201,9 +202,11 @@ def add_routes(
             "runId": cleared.run_id,
             "parkedBy": list(cleared.parked_by),
         }
-        return JSONResponse(data, status_code=_CLEARED_STATUS.get(cleared.outcome, 200))
+        status = _CLEARED_STATUS.get(cleared.outcome, 200)
+        return outcome_problem(status, data) if status >= 400 else JSONResponse(data)
 
     @app.post("/v1/sessions/{session_id}/tools/{tool_call_id}", tags=["sessions"])
     def answer_tool(session_id: str, tool_call_id: str, body: ToolBody, who: Who) -> JSONResponse:
         result = sessions.answer_tool(session_id, tool_call_id, body.result, error=body.error, caller=who)
-        return JSONResponse(result.model_dump(mode="json", by_alias=True), status_code=_TOOL_STATUS[result.outcome])
+        answered, status = result.model_dump(mode="json", by_alias=True), _TOOL_STATUS[result.outcome]
+        return outcome_problem(status, answered) if status >= 400 else JSONResponse(answered)

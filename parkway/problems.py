@@ -1,0 +1,123 @@
+"""The one error shape of parkway's HTTP API: problem details (RFC 9457, ``application/problem+json``).
+
+Every error body, whatever raised it (a parkway error, a refused key, a body that does not fit its
+schema, a bound reached, an answer that changed nothing), has:
+
+==========  ==================================================================================
+member      meaning
+==========  ==================================================================================
+``type``    a URI reference stable per kind of error, ``/problems/<kind>`` (``run-not-found``,
+            ``already-resolved``, ``invalid-request``...): what a client branches on
+``title``   the kind in words
+``status``  the HTTP status
+``detail``  what the caller can act on (never the server's paths, modules or Redis replies)
+``error``   the kind's name (``RunNotFound``, ``AlreadyResolved``), as bodies before this one had it
+==========  ==================================================================================
+
+and, where there is one, ``outcome`` (an answer or cancel that changed nothing says why, with the
+ids it concerns: ``runId``, ``requestId``...), ``errors`` (a request that does not fit: each
+field, as ``body.ttlMs``, and why), or ``problems`` (a contract answer that does not fit: field
+path -> why, as the inbox page shows them). Members are camelCase, as every body and event is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic.alias_generators import to_camel, to_snake
+from starlette.exceptions import HTTPException
+
+MEDIA_TYPE = "application/problem+json"
+
+_BY_STATUS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Gone",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+    422: "InvalidRequest",
+    429: "TooManyRequests",
+    503: "ServiceUnavailable",
+}
+
+_OUTCOMES = {
+    "already_resolved": "this interrupt was answered or cancelled before: this call changed nothing",
+    "already_cleared": "this interrupt was cleared before: this call changed nothing",
+    "already_finished": "this run had finished before: this call changed nothing",
+    "expired": "this interrupt expired before the call came: it changed nothing",
+    "unknown": "nothing pending answers to this: no such interrupt, or not one this key may reach",
+}
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+def _words(name: str) -> str:
+    return _kebab(name).replace("-", " ").capitalize()
+
+
+def problem(
+    status: int, name: str, detail: str, *, headers: Mapping[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    """A problem response of kind ``name`` (a parkway error's class name, or a kind such as
+    ``AlreadyResolved``); ``extra`` members follow the standard ones."""
+    body = {"type": f"/problems/{_kebab(name)}", "title": _words(name), "status": status, "detail": detail,
+            "error": name, **extra}
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=dict(headers or {}))
+
+
+def outcome_problem(status: int, body: Mapping[str, Any]) -> JSONResponse:
+    """An answer, clear or cancel that changed nothing: its outcome's kind, with the body's members
+    (``outcome`` and the ids it concerns)."""
+    outcome = str(body["outcome"])
+    name = to_camel(outcome)[:1].upper() + to_camel(outcome)[1:]
+    return problem(status, name, _OUTCOMES.get(outcome, outcome.replace("_", " ")), **body)
+
+
+def _field(loc: Sequence[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _errors(exc: RequestValidationError) -> list[dict[str, str]]:
+    """Each misfit as {field, message}; a field spelt in the other casing names the one expected."""
+    raw = list(exc.errors())
+    missing = {_field(e["loc"]) for e in raw if e.get("type") == "missing"}
+    out = []
+    for e in raw:
+        field, message = _field(e["loc"]), str(e.get("msg", "invalid"))
+        if e.get("type") == "extra_forbidden":
+            *parent, last = [str(p) for p in e["loc"]]
+            for spelling in (to_snake(last), to_camel(last)):
+                expected = ".".join([*parent, spelling])
+                if spelling != last and expected in missing:
+                    message = f"unknown field {last!r}: this body spells it {spelling!r}"
+                    missing.discard(expected)
+                    break
+        out.append({"field": field, "message": message})
+    return [e for e in out if not (e["message"] == "Field required" and e["field"] not in missing)]
+
+
+def install(app: FastAPI) -> None:
+    """Make the framework's own errors (a refused key, an unknown route, a body that does not fit)
+    problems too; parkway's errors are turned into problems where they are caught (``parkway.api``)."""
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        name = _BY_STATUS.get(exc.status_code, "HTTPError")
+        return problem(exc.status_code, name, str(exc.detail), headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _errors(exc)
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5]) or "the request does not fit"
+        return problem(422, "InvalidRequest", detail, errors=errors)
