@@ -14,7 +14,9 @@ answers are acknowledged it applies the fault to the primary:
   (it comes back as a replica);
 - ``freeze``: SIGSTOP until the sentinels name another master, then SIGCONT (it is demoted).
 
-It reports the acknowledged resumes lost (an interrupt answered ``accepted`` that asks again
+It goes on until every run has ended and the old primary has been demoted to a replica (clients
+still connected to it read there, until then, what it alone holds). It reports the acknowledged
+resumes lost (an interrupt answered ``accepted`` that asks again
 later: the answer vanished with the old primary), the outside effects run more than once, the
 calls that raised ``StoreUnavailable`` (outcome unknown; asked again, they read
 ``already_resolved`` or are accepted), and the write gap: from the fault to the first resume
@@ -114,7 +116,7 @@ def _drive(pw: Parkway, group: SentinelGroup, args: argparse.Namespace, worker_r
         except StoreUnavailable:
             continue
         pending = [i for i in page.items if i.run_id in set(run_ids)]
-        if not pending and _all_ended(pw, run_ids):
+        if not pending and _all_ended(pw, run_ids) and _settled(group, fault_thread):
             break
         for item in pending:
             key = (item.run_id, item.request.question.split()[0])
@@ -183,6 +185,20 @@ def _fault(group: SentinelGroup, fault: str) -> None:
             group.wait_for_switch(old, timeout=60)
         finally:
             proc.send_signal(signal.SIGCONT)
+
+
+def _settled(group: SentinelGroup, fault_thread: threading.Thread | None) -> bool:
+    """Whether the fault is over and the old primary demoted (a replica): until then, clients still
+    connected to it may read there what it alone holds, which its demotion discards."""
+    if fault_thread is None:
+        return False
+    if fault_thread.is_alive():
+        return False
+    try:
+        with redis.Redis(port=group.primary.port, socket_timeout=1) as old:
+            return bool(old.execute_command("ROLE")[0] in (b"slave", "slave"))
+    except redis.RedisError:
+        return False
 
 
 def _all_ended(pw: Parkway, run_ids: list[str]) -> bool:

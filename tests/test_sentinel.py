@@ -414,38 +414,6 @@ def test_an_attempt_whose_begin_was_lost_ends_stale_without_failing_the_run(
 
 
 @pytest.mark.slow
-def test_a_hook_write_redis_does_not_confirm_ends_the_attempt_without_failing_the_run(
-    replicated: SentinelGroup,
-) -> None:
-    """A node's use_step whose record its replica does not acknowledge (frozen) ends the attempt
-    and commits nothing more: the run is not failed, and once the replica is back the reconciler
-    replays the node, which completes its step and parks."""
-    patient = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=2000,
-                       lease_ms=500)
-    replica = replicated.replicas[0].proc
-    assert replica is not None
-    with Parkway(patient) as pw:
-        run_id = pw.start(flows.stepper, {"tag": "frozen-replica"})
-        hasty = patient.with_(replica_ack_ms=100)
-        replica.send_signal(signal.SIGSTOP)
-        try:
-            run_jobs(hasty)
-        finally:
-            replica.send_signal(signal.SIGCONT)
-        assert pw.get_run(run_id).status.value == "running"  # not failed: its lease will lapse
-        with in_process_worker(patient) as worker:
-            rt = worker.parkway_runtime()
-
-            def replayed() -> bool:
-                reconcile_once(rt.store, rt.dispatcher, now=int(time.time() * 1000) + 1000)
-                return pw.get_run(run_id).status.value != "running"
-
-            wait_for(replayed, 15, "the reconciler to replay the node")
-            worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
-        assert pw.get_run(run_id).status.value == "waiting"
-
-
-@pytest.mark.slow
 def test_a_commit_acknowledged_too_late_to_trust_raises_store_unavailable(replicated: SentinelGroup) -> None:
     """A commit whose acknowledgement comes long after its WAIT's timeout (its primary frozen while
     the command waited: long enough, it could have been replaced meanwhile) raises StoreUnavailable
@@ -453,9 +421,44 @@ def test_a_commit_acknowledged_too_late_to_trust_raises_store_unavailable(replic
     settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=100)
     primary = replicated.primary.proc
     assert primary is not None
+    with Parkway(settings.with_(replica_ack_ms=2000)) as pw:
+        pw.start(flows.two_questions, {})  # the script loaded (Redis keeps it for every client)
     with Parkway(settings) as pw:
-        pw.start(flows.two_questions, {})  # a connection open, the script loaded, before the freeze
+        pw.store.ping()  # a connection open before the freeze
         primary.send_signal(signal.SIGSTOP)
         threading.Timer(1.6, primary.send_signal, (signal.SIGCONT,)).start()
         with pytest.raises(StoreUnavailable, match="too late to trust.*outcome is unknown"):
             pw.start(flows.two_questions, {})
+
+
+@pytest.mark.slow
+def test_a_node_never_runs_on_a_begin_no_replica_acknowledged(replicated: SentinelGroup) -> None:
+    """The worker's begin (sent with the dequeue's bookkeeping) waits for the replicas too: when none
+    acknowledges it, the node's body does not run (its outside effect is not performed on a begin a
+    failover may discard), the worker goes on, and the run is replayed once the replica is back."""
+    patient = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=2000,
+                       lease_ms=500)
+    replica = replicated.replicas[0].proc
+    assert replica is not None
+    with Parkway(patient) as pw:
+        run_id = pw.start(flows.stepper, {"tag": "unconfirmed-begin"})
+        replica.send_signal(signal.SIGSTOP)
+        try:
+            with capture_logs() as logs:
+                run_jobs(patient.with_(replica_ack_ms=100))
+        finally:
+            replica.send_signal(signal.SIGCONT)
+        assert flows.effects["charge:unconfirmed-begin"] == 0
+        assert any(e["event"] == "worker_store_unavailable" and "begin" in e["error"] for e in logs), logs
+        with in_process_worker(patient) as worker:
+            rt = worker.parkway_runtime()
+
+            def replayed() -> bool:
+                reconcile_once(rt.store, rt.dispatcher, now=int(time.time() * 1000) + 1000)
+                return pw.get_run(run_id).status.value == "queued"
+
+            wait_for(replayed, 15, "the reconciler to requeue the run")
+            reconcile_once(rt.store, rt.dispatcher, now=int(time.time() * 1000) + 60_000)  # its outbox: the job
+            worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+        assert pw.get_run(run_id).status.value == "waiting"
+        assert flows.effects["charge:unconfirmed-begin"] == 1

@@ -40,7 +40,8 @@ accept any RQ Queue, as it checks each against ``queue_class``.
 - ``execute_job``: a job ``claim`` names, and one read from its hash whose ``begin_command`` takes
   over its crash recovery and whose result is not kept (``result_ttl=0``), run without RQ's
   per-job records (``_run_begun``: one round trip takes it off the intermediate list, deletes its
-  hash, raises the worker key's expiry and begins it; RQ's state ``_state`` is set busy in memory
+  hash, raises the worker key's expiry and begins it, with a ``WAIT`` for ``begin_acks``'s replicas;
+  RQ's state ``_state`` is set busy in memory
   only, which RQ's stop signal handler ``_shutdown`` reads through ``get_state``, so a stop waits
   for the job; the job runs under ``death_penalty_class`` with ``JobTimeoutException`` as RQ's
   ``perform_job`` does); any other job: RQ's ``prepare_execution`` and ``prepare_job_execution`` in one MULTI with
@@ -108,6 +109,7 @@ from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
 from ..adapters.redis.errors import translated
+from ..adapters.redis.replicas import ReplicaAcks, ReplicaShortfall
 from ..runtime.errors import StoreError, StoreUnavailable
 from ..runtime.store import Attempt
 from .serializer import MSGPACK, MsgpackSerializer
@@ -126,7 +128,8 @@ a demoted or loading server): retried like a lost connection, never a reason to 
 def store_away(exc: BaseException) -> bool:
     """Whether ``exc`` says Redis is away for now rather than that something is wrong: a lost or
     timed-out connection, or one of ``AWAY_REPLIES`` (raw, or as parkway's ``StoreError``)."""
-    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | StoreUnavailable):
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError | StoreUnavailable
+                  | ReplicaShortfall):
         return True
     if isinstance(exc, redis.exceptions.ResponseError | StoreError):
         text = str(exc)
@@ -330,6 +333,10 @@ class TrimmedWorker(SimpleWorker):
         """The context the job's function runs in."""
         return nullcontext()
 
+    def begin_acks(self) -> ReplicaAcks | None:
+        """The replicas that must acknowledge a job's begin before it runs (``_run_begun``), or None."""
+        return None
+
     @property
     def busy(self) -> bool:
         """Whether a job runs now (RQ's state, as this worker keeps it in memory)."""
@@ -523,13 +530,24 @@ class TrimmedWorker(SimpleWorker):
         self._state = WorkerStatus.BUSY  # before the hash goes: a drain always sees one or the other
         self.jobs_begun += 1
         try:
+            acks = self.begin_acks()
+            sent = time.monotonic()
             with self.connection.pipeline(transaction=False) as pipe:
                 if len(self.queues) == 1:
                     pipe.lrem(intermediate_key(queue), 1, job.id)
                 pipe.delete(job.key)
                 pipe.expire(self.key, ttl)
                 pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                if acks is not None:  # the begin confirmed before the node runs (see begin_acks)
+                    pipe.execute_command("WAIT", acks.replicas, acks.timeout_ms)  # type: ignore[no-untyped-call]
                 replies = pipe.execute(raise_on_error=False)
+            if acks is not None:
+                acknowledged = replies.pop()
+                if isinstance(acknowledged, Exception):
+                    raise acknowledged
+                shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - sent) * 1000)
+                if shortfall is not None:  # a primary replaced meanwhile may be the one that took it
+                    raise ReplicaShortfall(f"job {job.id}'s begin: {shortfall}")
             for reply in replies[:-1]:
                 if isinstance(reply, Exception):
                     raise reply  # Redis's trouble, not the job's: RQ's loop deals with it, as before

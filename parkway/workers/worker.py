@@ -17,6 +17,7 @@ from rq.exceptions import DeserializationError
 from rq.job import Job
 from rq.worker_pool import WorkerPool
 
+from ..adapters.redis.replicas import ReplicaAcks
 from ..adapters.redis.store import connect
 from ..config import Settings
 from ..runtime.store import Attempt
@@ -154,6 +155,16 @@ class ParkwayWorker(TrimmedWorker):
             return None
         rt, command, read = begun
         return Claim(command, read, functools.partial(execute_with, rt, run_id, None, fence), rt.settings.job_timeout)
+
+    def begin_acks(self) -> ReplicaAcks | None:
+        """What the runtime's store waits for after each commit (``Settings.acks``): a job's begin
+        waits for it too, so that a node never runs on a begin that a failover may discard (on a
+        primary frozen past its replacement, which a worker's open connection still reaches)."""
+        try:
+            acks = getattr(self.parkway_runtime().store, "acks", None)
+        except Exception:  # noqa: BLE001 - no runtime: the job is read and RQ fails it, as claim says
+            return None
+        return acks if isinstance(acks, ReplicaAcks) else None
 
     def job_context(self) -> AbstractContextManager[Any]:
         return serving(self._parkway) if self._parkway is not None else nullcontext()
