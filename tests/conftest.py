@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -204,6 +205,18 @@ def _worker_runtime_closed() -> Iterator[None]:
     the interpreter's exit (where its socket would be reported unclosed)."""
     yield
     jobs.uninstall()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_process_left_running() -> Iterator[None]:
+    """A process a test started and never ended (a server whose start timed out, a worker) is ended
+    with the session: left running, a worker would take the jobs of later runs' tests on its
+    database. Linux lists a process's children in /proc; elsewhere this does nothing."""
+    yield
+    for listing in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        for pid in listing.read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGTERM)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -45,7 +45,11 @@ class Server:
             cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         self.url = f"http://127.0.0.1:{self.port}"
-        wait_for(self._up, 30, "the API server to answer")
+        try:
+            wait_for(self._up, 60, "the API server to answer")
+        except BaseException:
+            self.stop()  # never left running for the later tests of this worker
+            raise
 
     def _up(self) -> bool:
         assert self.proc.poll() is None, self.output()
