@@ -195,6 +195,8 @@ class AsyncParkway:
         created_after: int | None = None,
         created_before: int | None = None,
         status: str = "pending",
+        workflow_prefix: str | None = None,
+        search: str | None = None,
     ) -> InterruptPage:
         """As :meth:`parkway.Parkway.list_interrupts`; a wait (``wait_ms``) holds a worker thread,
         not the event loop, and runs its course even if the awaiting task is cancelled."""
@@ -213,6 +215,8 @@ class AsyncParkway:
             created_after=created_after,
             created_before=created_before,
             status=status,
+            workflow_prefix=workflow_prefix,
+            search=search,
         )
         return result
 
