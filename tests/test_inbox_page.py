@@ -285,12 +285,13 @@ def test_a_failed_run_shows_its_whole_traceback(deployment: Server, api: httpx.C
     sign_in(page, deployment.url, path=f"/ui/runs/{run_id}")
     page.locator("#error-message").wait_for()
     assert "RuntimeError" in page.inner_text("#error-message")
+    page.locator("#timeline li[data-type='done']").wait_for()  # the page has read the whole stream
+    assert "node.started" in page.inner_text("#timeline")
     page.click("#traceback summary")
+    page.wait_for_function("document.querySelector('#traceback pre').innerText.trim().length > 0")
     shown = page.inner_text("#traceback pre")
     assert shown.strip() == error["traceback"].strip()
     assert shown.splitlines()[-1].startswith("RuntimeError: the ledger at the bottom disagreed (start/level")
-    page.locator("#timeline li[data-type='done']").wait_for()
-    assert "node.started" in page.inner_text("#timeline")
     check_page(page, "run-failed")
 
 
