@@ -75,7 +75,7 @@ from importlib import resources
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -108,6 +108,7 @@ from .runtime.errors import (
 from .runtime.logger import get_logger
 from .runtime.protocol import (
     MAX_TTL_MS,
+    CancelOutcome,
     CancelResult,
     Interrupt,
     InterruptPage,
@@ -512,10 +513,16 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         pw.check_run(run_id, who, "read")  # by the owner and tenant written on the run
         return _dump(pw.get_run(run_id))
 
-    @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"])
-    def cancel(run_id: str, body: CancelBody, who: Auth) -> dict[str, Any]:
+    @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"],
+              responses={409: {"model": Problem, "content": {problems.MEDIA_TYPE: {}}}})
+    def cancel(run_id: str, who: Auth, body: Annotated[CancelBody | None, Body()] = None) -> JSONResponse:
+        """Cancel the run (and every run below it); a body with a ``reason`` is optional. A run that
+        had finished answers as an answered interrupt does: 409, ``already_finished``."""
         pw.check_run(run_id, who, "cancel")
-        return _dump(pw.cancel(run_id, reason=body.reason, responder=who.name))
+        result = _dump(pw.cancel(run_id, reason=body.reason if body else None, responder=who.name))
+        if result["outcome"] != CancelOutcome.CANCELLED.value:
+            return outcome_problem(409, result)
+        return JSONResponse(result)
 
     @app.post("/v1/runs/{run_id}/fork", status_code=201, response_model=Forked, tags=["runs"])
     def fork(run_id: str, body: ForkBody, who: Auth) -> dict[str, Any]:

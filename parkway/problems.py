@@ -15,7 +15,7 @@ member      meaning
 ==========  ==================================================================================
 
 and, where there is one, ``outcome`` (an answer or cancel that changed nothing says why, with the
-ids it concerns: ``runId``, ``requestId``...), ``errors`` (a request that does not fit: each
+ids it concerns: ``runId``, ``requestId``..., and a cancelled run's own status as ``runStatus``), ``errors`` (a request that does not fit: each
 field, as ``body.ttlMs``, and why), or ``problems`` (a contract answer that does not fit: field
 path -> why, as the inbox page shows them). Members are camelCase, as every body and event is.
 """
@@ -81,7 +81,9 @@ def outcome_problem(status: int, body: Mapping[str, Any]) -> JSONResponse:
     (``outcome`` and the ids it concerns)."""
     outcome = str(body["outcome"])
     name = to_camel(outcome)[:1].upper() + to_camel(outcome)[1:]
-    return problem(status, name, _OUTCOMES.get(outcome, outcome.replace("_", " ")), **body)
+    # a cancel's body says the run's status: `status` is the problem's own member (the HTTP status)
+    members = {("runStatus" if key == "status" else key): value for key, value in body.items()}
+    return problem(status, name, _OUTCOMES.get(outcome, outcome.replace("_", " ")), **members)
 
 
 def _field(loc: Sequence[Any]) -> str:
