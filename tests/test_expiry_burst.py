@@ -64,7 +64,10 @@ def test_an_overdue_child_run_keeps_its_parent_too(redis_url: str, redis_client:
     keeps them): recorded after the grace, the child's expiry still reaches the parent, whose node
     catches ChildFailed("expired") and completes."""
     grace = 3000
-    settings = Settings(redis_url=redis_url, secret=SECRET, ttl_ms=1000, limits=Limits(expiry_grace_ms=grace))
+    # the runs live 2.5 s (the child's question 1 s): less than the child's expiry + grace that park gives
+    # them both, so only the hold keeps the parent, and long enough that the completed parent's output is
+    # still there to read when a loaded machine's burst worker has returned
+    settings = Settings(redis_url=redis_url, secret=SECRET, ttl_ms=2500, limits=Limits(expiry_grace_ms=grace))
     harness = Harness("redis", closing(Parkway(settings)), settings, redis_client)
     pw = harness.pw
     run_id = pw.start(flows.awaits_brief, {})
