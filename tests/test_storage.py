@@ -45,7 +45,8 @@ def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(
     client = _client(harness)
     run_id = harness.start_and_run(flows.one_choice)
     tag = keys.run(run_id).removesuffix(":run")
-    assert 0 < client.pttl(keys.events(run_id)) <= keys.FOLD_WAKE_MS
+    left = client.pttl(keys.events(run_id))
+    assert left == -2 or 0 < left <= keys.FOLD_WAKE_MS  # gone already on a loaded machine, never kept longer
     client.delete(keys.events(run_id))  # what its TTL does
     assert sorted(k.decode() for k in client.keys(tag + "*")) == sorted([keys.run(run_id), keys.summary(run_id)])
     fields = client.hgetall(keys.run(run_id))
