@@ -187,11 +187,12 @@ def test_a_user_answers_as_themselves(server: Server) -> None:
 def test_an_expired_interrupt_is_410_and_an_unknown_run_404(server: Server) -> None:
     """A token whose pause is past its TTL answers 410; a run nobody started 404."""
     api = _api(server)
-    created = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {"ttl_ms": 1000}})
+    # 2 s: listed while pending even when a loaded machine is slow to park it
+    created = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {"ttl_ms": 2000}})
     run_id = created.json()["runId"]
     _wait_status(api, run_id, "waiting")
     token, _ = _token(api, run_id)
-    time.sleep(1.2)
+    time.sleep(2.2)
     assert api.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 410
     assert api.get("/v1/runs/run_never_started").status_code == 404
     assert api.post("/v1/runs", json={"workflow": "this:s"}).status_code == 422

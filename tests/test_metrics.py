@@ -86,7 +86,7 @@ def test_metrics_count_what_runs_did_and_survive_a_new_api_process(
     assert api.post(f"/v1/runs/{blocked}/cancel", json={}).json()["outcome"] == "cancelled"
     client.delete("test:block:m1")
 
-    lapsing = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {"ttl_ms": 1000}})
+    lapsing = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {"ttl_ms": 2000}})
     lapsing_id = lapsing.json()["runId"]
     _wait_status(api, lapsing_id, "waiting")
     lapsed_token, _ = _token(api, lapsing_id)
