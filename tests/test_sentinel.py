@@ -148,12 +148,25 @@ def run_jobs(settings: Settings) -> None:
         worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
 
 
+@pytest.fixture
+def quorum(tmp_path: Path) -> Iterator[SentinelGroup]:
+    """Three sentinels (quorum 2), as the README's topology has: one sentinel alone, on a loaded machine,
+    may take the old primary restarted empty for the master again (it fails back), and then every client
+    that follows the sentinels reads it; that is the topology's failure, not the client's."""
+    g = SentinelGroup(tmp_path, sentinels=3)
+    g.start()
+    try:
+        yield g
+    finally:
+        g.stop()
+
+
 @pytest.mark.slow
-def test_a_client_follows_the_master_and_never_reads_the_old_primary_restarted_empty(group: SentinelGroup) -> None:
+def test_a_client_follows_the_master_and_never_reads_the_old_primary_restarted_empty(quorum: SentinelGroup) -> None:
     """Killed, the primary is replaced by its replica; restarted empty on its old port, it is never
     read: lookups running all along (one in flight at the kill) read every valid token as pending,
     none as ``unknown``, and resumes then commit on the new master."""
-    settings = Settings(redis_url=group.url, secret=SECRET, replica_acks=0)
+    settings = Settings(redis_url=quorum.url, secret=SECRET, replica_acks=0)
     with Parkway(settings) as pw:
         run_ids = [pw.start(flows.two_questions, {}) for _ in range(3)]
         run_jobs(settings)
@@ -176,10 +189,10 @@ def test_a_client_follows_the_master_and_never_reads_the_old_primary_restarted_e
         looker.start()
         try:
             time.sleep(0.2)
-            old = group.primary.port
-            group.primary.kill()
-            group.wait_for_switch(old)
-            group.primary.start()  # empty, on its old port, still calling itself a master
+            old = quorum.primary.port
+            quorum.primary.kill()
+            quorum.wait_for_switch(old)
+            quorum.primary.start()  # empty, on its old port, still calling itself a master
             time.sleep(2.5)
         finally:
             stop.set()
