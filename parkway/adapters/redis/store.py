@@ -520,7 +520,6 @@ class RedisStore:
     def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
         r, child = run_id, commit.child
         c = child.run_id
-        blob = codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input")
         hand_keys, hand_args = self._hand_off(c)
         return int(
             self._call(
@@ -546,20 +545,29 @@ class RedisStore:
                     self.limits.max_events,
                     self.limits.retention_ms,
                     self.limits.expiry_grace_ms,
-                    child.workflow,
-                    child.ref,
-                    child.start_node,
-                    blob,
-                    child.ttl_ms,
-                    self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
-                    commit.journal_field,
-                    codec.lineage_field(commit.lineage),
-                    f"c:{commit.journal_field.removeprefix('w:')}",
-                    codec.entry_to_blob(commit.asked, self.limits.max_payload_bytes),
+                    *self._child_fields(r, commit),
                     *hand_args,
                 ],
             )
         )
+
+    def _child_fields(self, parent_id: str, spawn: Spawn) -> list[Any]:
+        """What ``spawn.lua`` and ``fanout.lua`` take of a child they create, in this order: its
+        workflow, ref, start node, input, TTL, run.started event, and the parent's journal field for it
+        (with the child's lineage, its answer field and what the parent asked)."""
+        child = spawn.child
+        return [
+            child.workflow,
+            child.ref,
+            child.start_node,
+            codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input"),
+            child.ttl_ms,
+            self._event({"workflow": child.workflow, "input": child.input, "parentRunId": parent_id}),
+            spawn.journal_field,
+            codec.lineage_field(spawn.lineage),
+            f"c:{spawn.journal_field.removeprefix('w:')}",
+            codec.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+        ]
 
     def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
         r = run_id
@@ -571,21 +579,7 @@ class RedisStore:
             c = child.run_id
             _, job = self._hand_off(c)
             child_keys += [keys.run(c), keys.summary(c), keys.events(c)]
-            blocks.append([
-                c,
-                child.workflow,
-                child.ref,
-                child.start_node,
-                codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input"),
-                child.ttl_ms,
-                self._event({"workflow": child.workflow, "input": child.input, "parentRunId": r}),
-                spawn.journal_field,
-                codec.lineage_field(spawn.lineage),
-                f"c:{spawn.journal_field.removeprefix('w:')}",
-                codec.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
-                self._event(spawn.event),
-                *job,
-            ])
+            blocks.append([c, *self._child_fields(r, spawn), self._event(spawn.event), *job])
         per_child = len(blocks[0]) if blocks else 0
         reply = self._call(
             "fanout",
