@@ -17,7 +17,8 @@ member      meaning
 and, where there is one, ``outcome`` (an answer or cancel that changed nothing says why, with the
 ids it concerns: ``runId``, ``requestId``..., and a cancelled run's own status as ``runStatus``),
 ``errors`` (a request that does not fit: each field, as ``body.ttlMs``, and why), or ``problems``
-(a contract answer that does not fit: field path -> why, as the inbox page shows them). Members are camelCase, as every body and event is.
+(a contract answer that does not fit: field path -> why, as the inbox page shows them).
+Members are camelCase, as every body and event is.
 """
 
 from __future__ import annotations
