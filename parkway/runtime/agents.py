@@ -38,6 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, RootModel
 
+from . import journal
 from .contracts import Contract
 from .errors import InterruptCancelled, ToolError, ValidationError
 from .hooks import NodeContext, current, pause_for
@@ -130,7 +131,7 @@ def use_model(
     In a branch run, a reply that arrives while the branch is parked is voided and the run held:
     after the resume the node replays and the model is called again."""
     ctx = current()
-    field = f"m:{check_id(id, 'model call id')}" if id is not None else ctx.next_position()
+    field = journal.model_call(check_id(id, 'model call id')) if id is not None else ctx.next_position()
     entry = ctx.replayed(field, "model", id or "")
     if entry is not None:
         return dict(entry.value)
@@ -152,7 +153,7 @@ def add_message(content: str, *, role: str = "assistant", id: str | None = None)
     check_text(content, "a message's content")
     if role not in ("assistant", "tool"):
         raise ValidationError("a branch run adds assistant or tool messages")
-    field = f"a:{check_id(id, 'message id')}" if id is not None else ctx.next_position()
+    field = journal.message(check_id(id, 'message id')) if id is not None else ctx.next_position()
     entry = ctx.replayed(field, "message", role)
     if entry is not None:
         return str(entry.value)
@@ -179,7 +180,7 @@ def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str |
     if arguments is not None and not isinstance(arguments, Mapping):
         raise ValidationError("a tool's arguments are a dict")
     args = dict(arguments or {})
-    field = f"t:{check_id(id, 'tool call id')}" if id is not None else ctx.next_position()
+    field = journal.tool_call(check_id(id, 'tool call id')) if id is not None else ctx.next_position()
     call_id = id or request_id_for("call_", ctx.run_id, ctx.step, field)
     entry = ctx.replayed(field, "tool", name)
     if entry is None:
@@ -187,7 +188,7 @@ def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str |
         entry = _act(ctx, name, args, call_id, field, actions)
     value = entry.value if isinstance(entry.value, Mapping) else {}
     results = {"type": "tool.results", "tool_call_id": call_id, "name": name, **value}
-    consult(ctx, results, f"i:results:{call_id}")
+    consult(ctx, results, journal.interrupt(f"results:{call_id}"))
     if value.get("error") is not None:
         raise ToolError(f"tool {name!r} failed: {value['error']}", tool=name, tool_call_id=call_id)
     return value.get("result")
@@ -196,13 +197,13 @@ def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str |
 def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str, field: str) -> list[dict[str, Any]]:
     """What settles the call now: an answered approval's policy decision, a deferred answer, or
     the policy's decision on the call."""
-    approval = ctx.recorded(f"i:tool:{call_id}")
+    approval = ctx.recorded(journal.interrupt(f"tool:{call_id}"))
     if approval is not None:
         if approval.status == "cancelled":
             return [{"type": "tool.error", "error": "the approval was cancelled"}]
         trigger = {
             "type": "interrupt.resumed",
-            "interrupt_id": _interrupt_id(ctx, f"i:tool:{call_id}"),
+            "interrupt_id": _interrupt_id(ctx, journal.interrupt(f"tool:{call_id}")),
             "payload": approval.value,
             "tool_call_id": call_id,
             "name": name,
@@ -213,7 +214,7 @@ def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str
                 {"type": "tool.error", "error": "the policy gave no tool.result or tool.error for the resumed call"}
             ]
         return actions
-    deferred = ctx.recorded(f"i:defer:{call_id}")
+    deferred = ctx.recorded(journal.interrupt(f"defer:{call_id}"))
     if deferred is not None:
         if deferred.status == "cancelled":
             return [{"type": "tool.error", "error": "the deferred call was cancelled"}]
@@ -282,11 +283,8 @@ def delivered(ctx: NodeContext, data: Mapping[str, Any]) -> list[tuple[str, dict
     given = data.get("triggers") if ctx.step == 0 else None
     if isinstance(given, list):
         out += [(f"d{n}", dict(t)) for n, t in enumerate(given) if isinstance(t, Mapping)]
-    written = sorted(
-        (int(name[2:]), entry)
-        for name, entry in ctx.journal.items()
-        if name.startswith("g:") and name[2:].isdigit() and entry.kind == "trigger"
-    )
+    seqs = ((journal.trigger_seq(name), entry) for name, entry in ctx.journal.items())
+    written = sorted((seq, entry) for seq, entry in seqs if seq is not None and entry.kind == "trigger")
     out += [(f"g{seq}", dict(entry.value)) for seq, entry in written if isinstance(entry.value, Mapping)]
     return out
 
@@ -296,7 +294,7 @@ def consult_delivered(ctx: NodeContext) -> None:
     cleared session interrupt, with its payload), once each, in order; an ``interrupt`` action
     parks the run there. Called by the executor before the node runs, once it set ``ctx.triggers``."""
     for name, trigger in ctx.triggers:
-        consult(ctx, trigger, f"i:policy:trigger:{name}")
+        consult(ctx, trigger, journal.interrupt(f"policy:trigger:{name}"))
 
 
 def use_triggers() -> list[dict[str, Any]]:
@@ -318,8 +316,9 @@ def consult_start(ctx: NodeContext, data: Mapping[str, Any]) -> None:
     if trigger is None or trigger.get("type") != "user.message":
         return
     if len(messages) == 1:
-        consult(ctx, {"type": "session.start", "session": ctx.session}, "i:policy:start")
-    consult(ctx, {**trigger, "content": messages[-1].get("content") if messages else None}, "i:policy:message")
+        consult(ctx, {"type": "session.start", "session": ctx.session}, journal.interrupt("policy:start"))
+    content = messages[-1].get("content") if messages else None
+    consult(ctx, {**trigger, "content": content}, journal.interrupt("policy:message"))
 
 
 def _act(
@@ -328,9 +327,9 @@ def _act(
     for action in actions:
         kind = action["type"]
         if kind == "interrupt":
-            raise _ask(ctx, action, f"i:tool:{call_id}", {"toolCallId": call_id, "tool": name})
+            raise _ask(ctx, action, journal.interrupt(f"tool:{call_id}"), {"toolCallId": call_id, "tool": name})
         if kind == "tool.defer":
-            ask_field = f"i:defer:{call_id}"
+            ask_field = journal.interrupt(f"defer:{call_id}")
             request = InterruptRequest.model_validate(
                 {
                     "kind": "contract",

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from . import journal
 from .cancel import cancel_run
 from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, RunNotFound, ValidationError
@@ -96,7 +97,7 @@ class ChildAsk:
     @property
     def journal_field(self) -> str:
         """where the child's outcome goes in the parent's journal"""
-        return f"w:{self.name}"
+        return journal.child(self.name)
 
 
 class SpawnChild(BaseException):
@@ -152,7 +153,7 @@ class NodeContext:
     """the journal fields a hook read in this attempt (see ``unconsumed_answers``)"""
 
     def next_position(self) -> str:
-        field_name = f"@{self.position}"
+        field_name = journal.position(self.position)
         self.position += 1
         return field_name
 
@@ -346,7 +347,7 @@ def _close_lost_interrupt(ask: ChildAsk) -> None:
     (cancelled, reason ``child``), as a timer's win does, once (``Store.close_raced``; a replay
     finds the record)."""
     ctx = current()
-    field_name = f"x:{ask.name}"
+    field_name = journal.race(ask.name)
     if ctx.replayed(field_name, "closed", ask.name) is not None:
         return
     ctx.store.close_raced(ctx.run_id, ctx.clock())
@@ -356,7 +357,7 @@ def _close_lost_interrupt(ask: ChildAsk) -> None:
 def _cancel_loser(ask: ChildAsk, winner: str) -> None:
     """Cancel the child that lost a use_first race (and its tree), once: a replay finds the record."""
     ctx = current()
-    field_name = f"x:{ask.name}"
+    field_name = journal.race(ask.name)
     if ctx.replayed(field_name, "cancelled", ask.name) is not None:
         return
     try:
@@ -412,9 +413,9 @@ def _ask(
         )
         field_name, name = ctx.next_position(), ""
     else:
-        field_name = f"i:{name}"
+        field_name = journal.interrupt(name)
     if child is not None:  # the same child as recorded, or nondeterminism
-        ctx.replayed(f"c:{child.name}", "child", child.name, child.asked.detail)
+        ctx.replayed(journal.child_asked(child.name), "child", child.name, child.asked.detail)
     entry = ctx.replayed(field_name, "interrupt", name, req.kind)
     if entry is not None and entry.status == "cancelled":
         reason = entry.value if isinstance(entry.value, str) else None
@@ -529,7 +530,8 @@ def use_workflow(workflow: Workflow | str, input: Mapping[str, Any] | None = Non
     assert name is not None
     ask = _child_ask(workflow, input, name, "use_workflow")
     ctx = current()
-    ctx.replayed(f"c:{name}", "child", name, ask.asked.detail)  # the same child as recorded, or nondeterminism
+    # the same child as recorded, or nondeterminism
+    ctx.replayed(journal.child_asked(name), "child", name, ask.asked.detail)
     entry = ctx.replayed(ask.journal_field, "workflow", name)
     if entry is None:
         raise SpawnChild(_PAUSE_KEY, ask)
@@ -587,7 +589,7 @@ def use_workflows(
         if not isinstance(call, tuple) or len(call) != 2:
             raise ValidationError("use_workflows takes (workflow, input) pairs")
         ask = _child_ask(call[0], call[1], f"{name}.{i}", "use_workflows")
-        started = ctx.replayed(f"c:{ask.name}", "child", ask.name, ask.asked.detail)
+        started = ctx.replayed(journal.child_asked(ask.name), "child", ask.name, ask.asked.detail)
         entry = ctx.replayed(ask.journal_field, "workflow", ask.name)
         asks.append(ask)
         results.append(entry)
@@ -638,7 +640,7 @@ def use_node_state(initial: T, *, key: str | None = None) -> tuple[T, Callable[[
     The setter takes a new value, or a function of the current one (``set_n(lambda n: n + 1)``)."""
     ctx = current()
     name = _name(key, "node state key")
-    field_name = f"n:{name}" if name else ctx.next_position()
+    field_name = journal.node_state(name) if name else ctx.next_position()
     entry = ctx.replayed(field_name, "state", name or "")
     current_value: list[T] = [entry.value if entry is not None else initial]
 
@@ -674,11 +676,11 @@ def use_step(name: str, fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` once and record its result; replays return the record."""
     ctx = current()
     checked = _name(name, "step name")
-    entry = ctx.replayed(f"s:{checked}", "step", checked or "")
+    entry = ctx.replayed(journal.step(str(checked)), "step", checked or "")
     if entry is not None:
         return entry.value  # type: ignore[no-any-return]
     result = fn(*args)
-    ctx.write(f"s:{checked}", JournalEntry("step", checked or "", result))
+    ctx.write(journal.step(str(checked)), JournalEntry("step", checked or "", result))
     return result
 
 

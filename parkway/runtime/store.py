@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from . import journal
 from .protocol import ResumeOutcome, RunStatus
 
 EventSpec = tuple[str, Mapping[str, Any]]
@@ -206,7 +207,7 @@ class InterruptRecord:
     @property
     def hook_name(self) -> str:
         """The ``id=`` the node gave ``use_interrupt`` ("" for one matched by call order)."""
-        return self.journal_field.removeprefix("i:") if self.journal_field.startswith("i:") else ""
+        return journal.interrupt_name(self.journal_field)
 
     def cancellation(self, reason: str | None) -> JournalEntry:
         """What a cancel records where the answer would go: the replayed ``use_interrupt`` raises."""
@@ -256,6 +257,11 @@ class Spawn:
     asked: JournalEntry = JournalEntry("child", "", "")
     """what the parent asked for (``c:<id>`` in its journal: the child's workflow and a hash of its
     input), which a replay of ``use_workflow`` must ask for again"""
+
+    @property
+    def asked_field(self) -> str:
+        """The parent's journal field recording ``asked`` (``c:<id>``)."""
+        return journal.child_asked(journal.child_name(self.journal_field))
 
 
 @dataclass(frozen=True)
