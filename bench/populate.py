@@ -174,8 +174,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     import os
     import uuid
 
-    from parkway.adapters import codec
-    from parkway.adapters.redis import keys as pwkeys
+    from parkway.adapters.redis import layout
     from parkway.runtime import tokens
 
     _noting(pw)
@@ -194,7 +193,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     request_id = run.interrupt.request_id
     secret = pw.backend.options.secret
     token_hash = tokens.hash_token(tokens.mint(secret, template, request_id))
-    if not any(isinstance(a, str) and token_hash[: pwkeys.TOKEN_FIELD_HEX] in a for call in calls for a in call.args):
+    if not any(isinstance(a, str) and token_hash[: layout.TOKEN_FIELD_HEX] in a for call in calls for a in call.args):
         raise RuntimeError("the template's token hash is not in its arguments: the token scheme changed")
 
     def substitute(value: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
@@ -216,13 +215,13 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
         if call.name != "park":
             return [substitute(a, pairs, bpairs) for a in call.args]
         head, tail = call.args[:20], call.args[20:]
-        if tail[0] != pwkeys.RECORD_HELD or tail[2] != "rn":
+        if tail[0] != layout.RECORD_HELD or tail[2] != layout.RECORD_PARTS:
             raise RuntimeError("park's arguments changed shape: the bulk writer needs updating")
         blob = substitute(b"".join(tail[5::2]), pairs, bpairs)
-        parts = codec.split(blob, pwkeys.PART_BYTES)
-        record = [pwkeys.RECORD_HELD, substitute(tail[1], pairs, bpairs), "rn", len(parts)]
+        parts = layout.split(blob)
+        record = [layout.RECORD_HELD, substitute(tail[1], pairs, bpairs), layout.RECORD_PARTS, len(parts)]
         for n, part in enumerate(parts):
-            record += [pwkeys.record_field(n), part]
+            record += [layout.record_field(n), part]
         return [substitute(a, pairs, bpairs) for a in head] + record
 
     pipe = store.client.pipeline(transaction=False)
@@ -234,7 +233,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
             minted = template in request_id
             req = request_id.replace(template, rid) if minted else "int_" + os.urandom(12).hex()
             new_hash = tokens.hash_token(tokens.mint(secret, rid, req))
-            cut = pwkeys.TOKEN_FIELD_HEX
+            cut = layout.TOKEN_FIELD_HEX
             pairs = [(template, rid), (request_id, req), (token_hash[:cut], new_hash[:cut])]
             if any(len(a) != len(b) for a, b in pairs):
                 raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")

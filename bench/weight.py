@@ -15,7 +15,7 @@ Also reported: ``MEMORY USAGE`` of each key of one parked run, and the two listi
 indexes' bytes per member, so the total can be read by key.
 
 The second reading is taken once the parked runs' streams are gone: park copies a parked run's few
-events into its hash and leaves its stream ``keys.FOLD_WAKE_MS`` (1 s) more, for the readers blocked
+events into its hash and leaves its stream ``layout.FOLD_WAKE_MS`` (1 s) more, for the readers blocked
 on it (``_common.lua``'s fold); Redis drops an expired key when it is read, and the reconciler reads
 each parked run's stream once its time is up (``Store.reclaim_folded``, from the pause feed). With a
 real worker the reading waits for its reconciler to do that; in-process (no reconciler runs) a SCAN
@@ -62,7 +62,8 @@ def settled(r: redis.Redis, *, reconciler: bool) -> int:
     """``used_memory`` once the streams of the runs just parked are past their ``FOLD_WAKE_MS``
     and reclaimed: by a worker's reconciler (which runs every second and reads them past a margin),
     else by a SCAN (which reads every key it meets, as the reconciler reads the parked runs')."""
-    from parkway.adapters.redis.keys import FOLD_WAKE_MS, RECLAIM_MARGIN_MS
+    from parkway.adapters.redis.keys import RECLAIM_MARGIN_MS
+    from parkway.adapters.redis.layout import FOLD_WAKE_MS
 
     if reconciler:
         time.sleep((FOLD_WAKE_MS + RECLAIM_MARGIN_MS) / 1000 + 1.5)

@@ -950,6 +950,20 @@ class _PauseWatch:
                 await self.task
 
 
+async def _run_plan(client: Any, plan: Any) -> Any:
+    """What a read plan (``parkway.adapters.redis.layout.Plan``) returns, each of its round trips
+    sent as one pipeline on the asyncio ``client`` (``RedisStore`` runs the same plans on its own)."""
+    try:
+        commands = next(plan)
+        while True:
+            pipe = client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            commands = plan.send(await pipe.execute())
+    except StopIteration as done:
+        return done.value
+
+
 class _EventReader:
     """Reads events for SSE: through Redis's asyncio client when there is a Redis URL (an open
     stream holds no thread), else (embedded) in the thread pool.
@@ -983,27 +997,17 @@ class _EventReader:
         return aioredis.Redis.from_url(self.url, **bounds)
 
     async def _read(self, client: Any, run_id: str, after: str, *, session: bool = False) -> list[Any]:
-        from .adapters.redis import keys
-        from .adapters.redis.store import events_from, events_page, has_held, with_interrupts
+        from .adapters.redis import keys, layout
 
         if client is None:
             if session:
                 return await anyio.to_thread.run_sync(self.pw.store.sessions.events, run_id, after, 1000, 100)
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
         if session:
-            return events_from(await client.xread({keys.session_events(run_id): after}, count=100,
-                                                  block=STREAM_BLOCK_MS))
-        # as RedisStore.read_events: the run's hash and its stream in one round trip, then a blocking read
-        stream, run = keys.events(run_id), keys.run(run_id)
-        pipe = client.pipeline(transaction=False)
-        pipe.hgetall(run)
-        pipe.xread({stream: after}, count=100)
-        fields, reply = await pipe.execute()
-        out = events_page(run_id, after, fields, reply, 100)
-        if out:
-            return out
-        out = events_from(await client.xread({stream: after}, count=100, block=STREAM_BLOCK_MS))
-        return with_interrupts(run_id, out, await client.hgetall(run)) if has_held(out) else out
+            return layout.events_from(await client.xread({keys.session_events(run_id): after}, count=100,
+                                                         block=STREAM_BLOCK_MS))
+        events: list[Any] = await _run_plan(client, layout.read_events(run_id, after, STREAM_BLOCK_MS, 100))
+        return events
 
     async def sse(
         self, run_id: str, after: str, *, with_tokens: bool = True, still: Callable[[], bool] | None = None

@@ -15,8 +15,8 @@ import redis
 from parkway import ConfigError, Parkway, RunStatus, Settings
 from parkway.adapters.limits import Limits
 from parkway.adapters.redis import keys
+from parkway.adapters.redis.layout import full_id
 from parkway.runtime.clock import now_ms
-from parkway.runtime.telemetry import full_id
 from parkway.workers.reconciler import reconcile_once, watch_backlog
 from tests import flows, flows_expiry
 from tests.conftest import SECRET, Closing, Harness

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from parkway import Parkway, ResumeOutcome, RunStatus, Settings, ValidationError, use_first
-from parkway.adapters.redis import keys
+from parkway.adapters.redis import keys, layout
 from parkway.runtime.errors import RunNotFound, StaleFence
 from parkway.runtime.hooks import child_run_id
 from parkway.runtime.store import Answer, JournalEntry, NewRun, Park, Spawn
@@ -75,7 +75,7 @@ def test_the_child_wins_and_the_interrupt_answers_nothing(harness: Harness) -> N
     assert harness.pw.list_interrupts(workflow="racer").items == ()
     client = harness.pw.store.client  # type: ignore[attr-defined]
     request_id = _request_id(harness, run_id)
-    assert client.hget(keys.run(run_id), keys.status_field(request_id, run_id)) == b"cancelled"
+    assert client.hget(keys.run(run_id), layout.status_field(request_id, run_id)) == b"cancelled"
     # the lost interrupt left its indexes and its lifecycle record ended, as a timer's loss does
     for order in ("newest", "expiring"):
         assert client.zcard(keys.index(order, "racer")) == 0

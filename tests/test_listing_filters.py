@@ -334,10 +334,11 @@ def test_a_record_written_before_audience_and_tenant_reads_them_as_none() -> Non
     """An interrupt record of the shape before this change (two fields fewer) still decodes; a
     shorter one is corrupt."""
     from parkway.adapters import codec
+    from parkway.adapters.redis import layout
     from parkway.runtime.errors import CorruptRecord
 
     old = ["int_1", "ask", 0, "i:color", {"kind": "text", "question": "?"}, 1, 2, None, None, None, "v1"]
-    record = codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old), "int_1")
+    record = layout.interrupt_from_blob("run_1", "wf", "h", codec.encode(old), "int_1")
     assert (record.audience, record.tenant, record.version) == (None, None, "v1")
     with pytest.raises(CorruptRecord):
-        codec.interrupt_from_blob("run_1", "wf", "h", codec.encode(old[:-1]), "int_1")
+        layout.interrupt_from_blob("run_1", "wf", "h", codec.encode(old[:-1]), "int_1")

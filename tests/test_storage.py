@@ -13,7 +13,7 @@ import redis
 
 from parkway import Parkway, ResumeOutcome, RunStatus, Settings
 from parkway.adapters import codec
-from parkway.adapters.redis import keys
+from parkway.adapters.redis import keys, layout
 from parkway.runtime import executor
 from parkway.runtime.clock import now_ms
 from parkway.workers import jobs
@@ -30,7 +30,7 @@ def _client(harness: Harness) -> Any:
 def _raw_events(client: Any, run_id: str) -> list[tuple[bytes, bytes]]:
     """A run's events as stored, (type, data): folded into its hash (``~<i>``), else in its stream."""
     out = []
-    for value in client.hmget(keys.run(run_id), [keys.folded_event_field(i) for i in range(keys.FOLD_MAX)]):
+    for value in client.hmget(keys.run(run_id), [layout.folded_event_field(i) for i in range(layout.FOLD_MAX)]):
         if value is None:
             break
         rest = value.split(b" ", 1)[1]
@@ -46,17 +46,17 @@ def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(
     run_id = harness.start_and_run(flows.one_choice)
     tag = keys.run(run_id).removesuffix(":run")
     left = client.pttl(keys.events(run_id))
-    assert left == -2 or 0 < left <= keys.FOLD_WAKE_MS  # gone already on a loaded machine, never kept longer
+    assert left == -2 or 0 < left <= layout.FOLD_WAKE_MS  # gone already on a loaded machine, never kept longer
     client.delete(keys.events(run_id))  # what its TTL does
     assert sorted(k.decode() for k in client.keys(tag + "*")) == sorted([keys.run(run_id), keys.summary(run_id)])
     fields = client.hgetall(keys.run(run_id))
     request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
-    assert fields[keys.status_field(request_id, run_id).encode()] == b"pending"
-    assert fields[keys.RECORD_HELD.encode()] == keys.held_id(request_id, run_id).encode()
+    assert fields[layout.status_field(request_id, run_id).encode()] == b"pending"
+    assert fields[layout.RECORD_HELD.encode()] == layout.short_id(request_id, run_id).encode()
     # the request id is kept whole once (in waiting); elsewhere the hash names it without its run id
     assert [f for f, v in fields.items() if request_id.encode() in f + v] == [b"waiting"]
     assert b"data" not in fields  # no copy of the input before a node completes
-    assert all(len(f) <= keys.PART_BYTES and len(v) <= keys.PART_BYTES for f, v in fields.items())
+    assert all(len(f) <= layout.PART_BYTES and len(v) <= layout.PART_BYTES for f, v in fields.items())
     assert sorted(k.decode() for k in client.keys("pw:ix:*")) == [
         keys.index("expiring", "one_choice"),
         keys.index("newest", "one_choice"),
@@ -76,7 +76,7 @@ def test_a_parked_runs_own_stream_keeps_its_interrupt_event_short_and_reads_it_w
         return [e.data for e in harness.pw.store.read_events(run_id, "0", None, 100) if e.type == "interrupt"]
 
     stored = [codec.decode(d) for t, d in _raw_events(client, leaf) if t == b"interrupt"][:1]
-    assert stored == [{"h": keys.held_id(item.request_id, leaf), "x": item.expires_at}]
+    assert stored == [{"h": layout.short_id(item.request_id, leaf), "x": item.expires_at}]
     whole = interrupts(root)
     assert interrupts(leaf) == whole and whole[0]["requestId"] == item.request_id and whole[0]["input"]["question"]
     assert harness.pw.resume(item.resume_token or harness.token(leaf), selected="blue").accepted
@@ -92,7 +92,7 @@ def test_a_parked_runs_events_move_into_its_hash_and_back_with_their_ids(harness
     run_id = harness.start_and_run(flows.one_choice)
     before = harness.pw.store.read_events(run_id, "0", None, 100)
     assert [e.type for e in before] == ["run.started", "node.started", "interrupt"]  # each once
-    client.delete(keys.events(run_id))  # gone within keys.FOLD_WAKE_MS
+    client.delete(keys.events(run_id))  # gone within layout.FOLD_WAKE_MS
     assert harness.pw.store.read_events(run_id, "0", None, 100) == before
     assert harness.pw.store.read_events(run_id, before[0].id, None, 100) == before[1:]
     assert harness.pw.store.read_events(run_id, before[-1].id, None, 100) == []
@@ -124,9 +124,9 @@ def test_a_parked_run_with_an_event_over_64_bytes_keeps_its_stream_and_its_compa
         pytest.skip("fakeredis does not model Redis's encodings")
     client = _client(harness)
     run_id = harness.start_and_run(flows.one_choice, {"note": "x" * 40})
-    assert len(client.hget(keys.run(run_id), "input")) <= keys.PART_BYTES
-    assert not client.hexists(keys.run(run_id), keys.folded_event_field(0))
-    assert client.xlen(keys.events(run_id)) == 3 and client.pttl(keys.events(run_id)) > keys.FOLD_WAKE_MS
+    assert len(client.hget(keys.run(run_id), "input")) <= layout.PART_BYTES
+    assert not client.hexists(keys.run(run_id), layout.folded_event_field(0))
+    assert client.xlen(keys.events(run_id)) == 3 and client.pttl(keys.events(run_id)) > layout.FOLD_WAKE_MS
     assert client.object("encoding", keys.run(run_id)) == b"listpack"
     assert client.memory_usage(keys.events(run_id), samples=0) < 2048
     events = harness.pw.store.read_events(run_id, "0", None, 100)
@@ -147,7 +147,7 @@ def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness
     held = harness.pw.list_interrupts(run_id=run_id).items[0]
     fields = client.hgetall(keys.run(run_id))
     parts = int(fields[b"rn"])
-    assert fields[keys.RECORD_HELD.encode()] == keys.held_id(held.request_id, run_id).encode()
+    assert fields[layout.RECORD_HELD.encode()] == layout.short_id(held.request_id, run_id).encode()
     assert not [f for f in fields if f.startswith(b"r") and f[1:].isdigit() and int(f[1:]) >= parts]
     earlier = harness.pw.store.get_interrupt(run_id, first_id)
     assert earlier is not None and earlier.request_id == first_id and earlier.request["question"]
@@ -194,7 +194,7 @@ def test_the_reconciler_has_redis_drop_the_streams_parks_left_to_expire(tmp_path
             events = [rt.store.read_events(r, "0", None, 100) for r in runs]
             assert all([e.type for e in got] == ["run.started", "node.started", "interrupt"] for got in events)
             assert all(client.hexists(keys.run(r), "~0") for r in runs)
-            time.sleep(keys.FOLD_WAKE_MS / 1000 + 0.1)
+            time.sleep(layout.FOLD_WAKE_MS / 1000 + 0.1)
             before = client.dbsize()  # counts the expired streams: nothing has read them
             early = reconcile_once(rt.store, rt.dispatcher, now=now_ms())  # within the margin: untouched
             assert not early and client.dbsize() == before
@@ -233,8 +233,8 @@ def test_events_put_back_after_the_parked_stream_is_gone_live_as_long_as_the_run
     remaining life (expire.lua renews nothing itself), not a key without a TTL, and reads whole."""
     client = _client(harness)
     run_id = harness.start_and_run(flows.one_choice, {}, ttl_ms=1000)  # the pause takes the run's TTL
-    assert client.hexists(keys.run(run_id), keys.folded_event_field(0))
-    time.sleep(keys.FOLD_WAKE_MS / 1000 + 0.2)
+    assert client.hexists(keys.run(run_id), layout.folded_event_field(0))
+    time.sleep(layout.FOLD_WAKE_MS / 1000 + 0.2)
     assert not client.exists(keys.events(run_id))  # gone with its wake copy
     reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
     assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
@@ -272,12 +272,12 @@ def test_park_folds_only_a_few_events_of_parkways_own_shape(harness: Harness, ex
     run_id = harness.pw.start(flows.one_choice, {})
     stream = keys.events(run_id)
     if extra == "eight more events":
-        for _ in range(keys.FOLD_MAX):
+        for _ in range(layout.FOLD_MAX):
             client.xadd(stream, {"t": "note", "d": codec.encode({}, what="event")})
     else:
         client.xadd(stream, {"someone": "else"})
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.WAITING
-    assert not client.hexists(keys.run(run_id), keys.folded_event_field(0))
-    expected = 3 + (keys.FOLD_MAX if extra == "eight more events" else 1)
-    assert client.xlen(stream) == expected and client.pttl(stream) > keys.FOLD_WAKE_MS
+    assert not client.hexists(keys.run(run_id), layout.folded_event_field(0))
+    expected = 3 + (layout.FOLD_MAX if extra == "eight more events" else 1)
+    assert client.xlen(stream) == expected and client.pttl(stream) > layout.FOLD_WAKE_MS

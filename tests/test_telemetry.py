@@ -19,7 +19,7 @@ from parkway import (
     ValidationError,
     Workflow,
 )
-from parkway.adapters.redis import keys
+from parkway.adapters.redis import keys, layout
 from parkway.runtime import telemetry, tokens
 from parkway.workers.reconciler import reconcile_once
 from tests import flows, telemetry_flows
@@ -237,7 +237,7 @@ def test_capture_off_leaves_no_content_in_the_lifecycle_records(harness: Harness
 
     everything = _every_value(client, run_id)
     run = client.hgetall(keys.run(run_id))
-    record = b"".join(run[keys.record_field(i).encode()] for i in range(int(run[b"rn"])))  # its 64-byte parts
+    record = b"".join(run[layout.record_field(i).encode()] for i in range(int(run[b"rn"])))  # its 64-byte parts
     assert leaks([record]), "the open request lives in the run's record (for validation)"
     assert lifecycle_values() == []  # while open, its record is the run's (the summary gets it at the end)
     with pytest.raises(InvalidAnswer):

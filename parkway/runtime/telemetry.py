@@ -161,18 +161,12 @@ def mint_request_id(run_id: str, fence: int, fallback: str) -> str:
     return minted if ID_PATTERN.fullmatch(minted) else fallback
 
 
-_SHORT = re.compile(r"i[0-9a-z]{1,13}_[0-9a-z]{5,8}")
+_HEAD = re.compile(r"i[0-9a-z]{1,13}_[0-9a-z]{5,8}")
 
 
-def short_id(request_id: str, run_id: str) -> str:
-    """How the run's own records name the interrupt: a minted id without its run id (``i<n>_<nonce>``,
-    unique within the run), any other id as it is."""
-    return request_id.removesuffix("_" + run_id) if run_of_request(request_id) == run_id else request_id
-
-
-def full_id(short: str, run_id: str) -> str:
-    """The request id ``short_id`` shortened."""
-    return f"{short}_{run_id}" if _SHORT.fullmatch(short) else short
+def is_minted_head(text: str) -> bool:
+    """Whether ``text`` is a minted request id's head, ``i<fence>_<nonce>`` (the id without its run id)."""
+    return _HEAD.fullmatch(text) is not None
 
 
 def run_of_request(request_id: str) -> str | None:

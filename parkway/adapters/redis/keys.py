@@ -12,19 +12,13 @@ A session's keys carry its id as hash tag ``{S}``, and its branch runs are
 below is the session's TTL, refreshed by its transitions.
 Below, ``pw:{R}:...`` stands for ``pw:{R}:<run id>:...`` for a child run.
 
-An interrupt has no key of its own: it lives in its run's hash, every field name and value at most
-64 bytes (the record split into parts), so the hash keeps Redis's compact listpack encoding
-(``hash-max-listpack-value``) where one longer value would turn it into a hash table several times
-its size. Its status field is the exactly-once point of a resume: the resume script answers only
-an interrupt it finds ``pending`` before the run's ``expires``, and flips it in the same step.
-
-An interrupt's lifecycle record (its telemetry) lives in its run's summary, so it lasts as long as
-the summary does (the retention after the run's records), with no key of its own either; it is
-found by request id without a lookup because a request id parkway mints carries its run id,
-``i<fence, base 36>_<nonce>_<run id>`` (``parkway.runtime.telemetry.mint_request_id``; other ids are read
-with their run id given). Its parts are split into values of at most 64 bytes, as the run hash's
-record is, so the summary stays a listpack (for a run id of up to about 50 characters: longer ones
-make field names over 64 bytes).
+An interrupt has no key of its own: it lives in its run's hash, and its lifecycle record (its
+telemetry) in its run's summary, found by request id without a lookup because a request id
+parkway mints carries its run id (``parkway.runtime.telemetry.mint_request_id``; other ids are
+read with their run id given). The fields of the run hash and the summary, and how records are
+kept in them, are :mod:`.layout`'s. The run hash's status field of an interrupt is the
+exactly-once point of a resume: the resume script answers only an interrupt it finds ``pending``
+before the run's ``expires``, and flips it in the same step.
 
 ``pw`` is the key prefix: ``PARKWAY_KEY_PREFIX`` (default ``pw``), read from the environment once,
 when this module is imported, so several applications can share one Redis (each process has one
@@ -33,53 +27,14 @@ prefix; the default RQ queue and the job ids carry it too, see ``parkway.config`
 ==========================  ======  ========  ===============================================
 key                         type    TTL       holds
 ==========================  ======  ========  ===============================================
-``pw:{R}:run``              hash    T         wf, ref, status, node, step, fence, input, data
-                                              (absent until a node completes: the input is it),
-                                              output, error, created, updated, ttl, expires,
-                                              waiting (request id, ``child:<run id>``, or
-                                              ``children``: a fan-out's, see ``fo``), fl (how
-                                              many children its fan-out has left to start),
-                                              paused (``<step> <code version>`` of the last pause),
-                                              tenant (``start(tenant=)``, a child's root's, a branch
-                                              run's session's; absent for none), owner (a user's run,
-                                              a branch run's session owner), origin (system |
-                                              machine | frontend: who started it), session (a
-                                              branch run's): whose it is, written at creation;
-                                              ans (the interrupt last answered, for finish:
-                                              ``<step> <its lifecycle x: field> <1 | 0:
-                                              output captured>``);
-                                              a child's also: parent, pstep, pfield (where its
-                                              outcome goes), lineage (``run:step`` of
-                                              each ancestor, parent first);
-                                              rc, rs: the child run racing an
-                                              interrupt (``use_first(child=)``)
-                                              and that interrupt's status field;
-                                              and of each interrupt of the run (see below):
-                                              ``t:<token hash, 32 hex>`` -> req,
-                                              ``s:<req>`` status (pending until ``expires``,
-                                              resolved, cancelled, expired); of its latest:
-                                              rq (its req), rn, r0..r<rn-1> (the record's
-                                              parts of <= 64 bytes; the record leaves its
-                                              req out: the field naming it has it); of an earlier one:
-                                              ``r:<req>:<i>`` (its parts); ``kept``: the <req>
-                                              whose answer the run's session keeps for its
-                                              abandoned branch (session_answer); while it is parked,
-                                              its events (``~0``...: see ``folded_event_field``)
-                                              when they are few and small, its stream then
-                                              absent until something appends to it. In the run hash <req>
-                                              is the request id without its run id when it
-                                              carries it (``held_id``); ``waiting`` has it whole
-``pw:{R}:sum``              hash    retention wf, status, created, updated, and whose the run is
-                                              (tenant, owner, origin, session, as the run): outlives T so an
+``pw:{R}:run``              hash    T         the run's record, its interrupts' records and
+                                              statuses, the map from each token to its
+                                              interrupt, and (while it is parked) its few small
+                                              events: fields in ``layout``
+``pw:{R}:sum``              hash    retention the run's status and whose it is: outlives T so an
                                               expired run reads ``expired``, not unknown; and each
                                               interrupt's lifecycle record (its telemetry, see
-                                              ``parkway.runtime.telemetry``; <req> without its
-                                              run id if minted: ``lifecycle_field``): ``i:<req>`` created
-                                              (park), ``e:<req>`` how it ended (resume, cancel,
-                                              expire), ``f:<req>`` refused answers and ``fl:<req>``
-                                              the last one (refuse), ``x:<req>`` the replay after
-                                              its answer failed the run (finish); each but f: as
-                                              msgpack in parts of <= 64 bytes, ``<field>:0``, ``:1``...
+                                              ``parkway.runtime.telemetry``): fields in ``layout``
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:snap``             hash    T         what ``fork`` re-opens a step from, written by advance:
@@ -90,10 +45,9 @@ key                         type    TTL       holds
                                               that have not ended yet (their run ids): what cancel
                                               and the root's listing follow down; a child's end removes it
 ``pw:{R}:ev``               stream  T         the run's events (``t`` type, ``d`` data); gone
-                                              ``FOLD_WAKE_MS`` after a park that copied them into
-                                              the run hash (``~<i>``), back at the next append; park's
-                                              interrupt event is short here (its record in the
-                                              run hash has the rest: ``codec.held_interrupt_event``)
+                                              ``layout.FOLD_WAKE_MS`` after a park that copied them
+                                              into the run hash, back at the next append; park's
+                                              interrupt event is short here (``layout``)
 ``pw:ix:<order>:<wf>``      zset    none      a workflow's pending interrupts (order: newest |
                                               expiring), one member each: two times (6 bytes,
                                               big-endian) and the run id (see codec.member);
@@ -118,7 +72,7 @@ key                         type    TTL       holds
                                               by the reconciler once ``pw:workflows`` is empty
 ``pw:reclaimed``            string  none      the pause feed's id up to which the reconciler has
                                               touched the parked runs' streams past their
-                                              ``FOLD_WAKE_MS`` (``Store.reclaim_folded``); deleted
+                                              ``layout.FOLD_WAKE_MS`` (``Store.reclaim_folded``); deleted
                                               with the pause feed
 ``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
                                               begun, by time; the reconciler redispatches old ones
@@ -164,7 +118,6 @@ from __future__ import annotations
 import os
 import re
 
-from ...runtime import telemetry
 from ...runtime.errors import ConfigError
 
 _PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
@@ -226,58 +179,9 @@ def events(run_id: str) -> str:
     return f"{_tag(run_id)}:ev"
 
 
-TOKEN_FIELD_HEX = 32
-"""hex digits of a token's SHA-256 its field keeps (128 bits, within one run's hash)"""
-STATUS_PREFIX = "s:"
-RECORD_HELD = "rq"
-"""the run-hash field naming the interrupt whose record the run holds (its latest)"""
-PART_BYTES = 64
-"""the longest part of an interrupt record in the run hash (``hash-max-listpack-value``'s default)"""
-
-
-FOLD_MAX = 8
-"""the most events a parked run keeps in its hash instead of its stream (``FOLD_MAX`` in _common.lua)"""
-FOLD_WAKE_MS = 1000
-"""how long a parked run's stream outlives the park that copied its events into its hash, so the
-readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua); the
-reconciler then has Redis drop it (``Store.reclaim_folded``)"""
 RECLAIM_MARGIN_MS = 1000
 """how much longer the reconciler waits before it touches a parked run's stream: the pause feed's
 ids are Redis's clock, ``now`` the worker's"""
-
-
-def folded_event_field(index: int) -> str:
-    """The run-hash field holding a parked run's event ``index`` (from 0, in order) while its stream
-    is folded into its hash: ``<entry id> <type length, one byte><type><data>`` (fold in _common.lua)."""
-    return f"~{index}"
-
-
-def token_field(token_hash: str) -> str:
-    """The run-hash field that maps a token (by its hash) to its interrupt's request id (``held_id``)."""
-    return "t:" + token_hash[:TOKEN_FIELD_HEX]
-
-
-def held_id(request_id: str, run_id: str) -> str:
-    """How the run hash names an interrupt of its run (in its token field's value, its status
-    field, ``rq`` and an earlier record's parts): a minted request id without its run id, the key
-    has it (``telemetry.short_id``; ``telemetry.full_id`` reads it back), 37 bytes less each time."""
-    return telemetry.short_id(request_id, run_id)
-
-
-def status_field(request_id: str, run_id: str) -> str:
-    """The run-hash field holding an interrupt's status."""
-    return STATUS_PREFIX + held_id(request_id, run_id)
-
-
-def record_field(part: int) -> str:
-    """The run-hash field holding part ``part`` (from 0) of the record of the run's latest interrupt."""
-    return f"r{part}"
-
-
-def earlier_record_field(request_id: str, run_id: str, part: int) -> str:
-    """The run-hash field holding part ``part`` of the record of an earlier interrupt of the run
-    (park moves the record it held there when the run pauses again)."""
-    return f"r:{held_id(request_id, run_id)}:{part}"
 
 
 def index(order: str, workflow: str) -> str:
@@ -300,14 +204,6 @@ def filter_index(kind: str, value: str) -> str:
 def closed_index(status: str, workflow: str) -> str:
     """A workflow's index of interrupts that ended ``status`` (resolved | cancelled | expired)."""
     return f"{PREFIX}:ic:{status}:{workflow}"
-
-
-def lifecycle_field(kind: str, request_id: str, run_id: str) -> str:
-    """The summary field (or, for those written in 64-byte pieces, the stem ``<field>:<i>`` extends)
-    of one part of an interrupt's lifecycle record: ``i`` (created), ``e`` (ended), ``f`` (refused
-    answers), ``fl`` (the last refusal), ``x`` (its replay failed the run). A minted request id is
-    named without its run id (the key has it): ``i:i3_k2j9x0ab:0``, not 50 bytes more per field."""
-    return f"{kind}:{telemetry.short_id(request_id, run_id)}"
 
 
 def pauses() -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ...runtime.errors import CorruptRecord, SessionError, SessionNotFound, ValidationError
 from ...runtime.store import Answer, JournalEntry, NewRun, StoredEvent
 from .. import codec
-from . import keys
+from . import keys, layout
 from .errors import translated
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class SessionStore:
         now: int,
     ) -> str:
         r = run_id
-        blob = codec.entry_to_blob(entry, self.store.limits.max_payload_bytes)
+        blob = layout.entry_to_blob(entry, self.store.limits.max_payload_bytes)
         if message is not None:
             body = {key: value for key, value in message.items() if key != "id"} | {"at": now}
             message_id, message_blob = (
@@ -334,7 +334,7 @@ class SessionStore:
         kept_args = [
             a
             for seq, kept_trigger in kept
-            for a in (seq, codec.entry_to_blob(_trigger_entry(kept_trigger), limit), self._event(dict(kept_trigger)))
+            for a in (seq, layout.entry_to_blob(_trigger_entry(kept_trigger), limit), self._event(dict(kept_trigger)))
         ]
         cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
         dispatched = {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
@@ -363,7 +363,7 @@ class SessionStore:
                 run.run_id,
                 self._event(dispatched),
                 *run_args,
-                codec.entry_to_blob(_trigger_entry(trigger), limit),
+                layout.entry_to_blob(_trigger_entry(trigger), limit),
                 len(kept),
                 *live,
                 *(str(step) for step in live.values()),

@@ -21,7 +21,7 @@ import redis.exceptions as rex
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
-from ...runtime import telemetry
+from ...runtime import journal, telemetry
 from ...runtime.errors import ValidationError
 from ...runtime.executor import interrupt_event
 from ...runtime.protocol import ID_PATTERN, ResumeOutcome
@@ -53,7 +53,7 @@ from ...runtime.store import (
 )
 from .. import codec
 from ..limits import Limits
-from . import keys
+from . import keys, layout
 from .errors import translated
 from .replicas import ReplicaAcks, ReplicaShortfall
 from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
@@ -130,6 +130,11 @@ class ScriptCall:
 
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
     return {flat[i].decode(): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _fields(flat: Sequence[Any]) -> dict[bytes, Any]:
+    """A hash as a script returns it (``HGETALL``'s flat reply) as ``HGETALL`` reads it."""
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
 
 
 class NextJob(Protocol):
@@ -308,8 +313,8 @@ class RedisStore:
     def _attempt(self, run_id: str, reply: Any) -> Attempt:
         run, journal, ws = reply
         return Attempt(
-            codec.run_from_fields(run_id, _pairs(run)),
-            {k: codec.entry_from_blob(v) for k, v in _pairs(journal).items()},
+            layout.run_record(run_id, _fields(run)),
+            {k: layout.entry_from_blob(v) for k, v in _pairs(journal).items()},
             {k: codec.decode(v, what="workflow state") for k, v in _pairs(ws).items()},
         )
 
@@ -331,7 +336,7 @@ class RedisStore:
     ) -> None:
         r = run_id
         if scope == "journal":
-            blob, target = codec.entry_to_blob(value, self.limits.max_payload_bytes), keys.journal(r, step)
+            blob, target = layout.entry_to_blob(value, self.limits.max_payload_bytes), keys.journal(r, step)
         else:
             blob = codec.encode(value, limit=self.limits.max_payload_bytes, what="workflow state value")
             target = keys.workflow_state(r)
@@ -398,14 +403,14 @@ class RedisStore:
                     fence,
                     step,
                     rec.request_id,
-                    keys.token_field(rec.token_hash),
-                    keys.status_field(rec.request_id, r),
+                    layout.token_field(rec.token_hash),
+                    layout.status_field(rec.request_id, r),
                     commit.ttl_ms,
                     commit.now,
                     rec.expires_at,
                     codec.member(entry, "newest"),
                     codec.member(entry, "expiring"),
-                    self._event(codec.held_interrupt_event(rec)),
+                    self._event(layout.short_interrupt_event(rec)),
                     self.limits.max_events,
                     self.limits.expiry_grace_ms,
                     r,
@@ -415,7 +420,7 @@ class RedisStore:
                     f"{step} {commit.version}" if commit.version else "",
                     len(self._filter_keys(rec)),
                     self._event(commit.event) if commit.lineage else "",
-                    *self._record_parts(rec),
+                    *layout.record_parts(rec),
                     *child_args,
                 ],
             )
@@ -430,10 +435,10 @@ class RedisStore:
         hand_keys, hand_args = self._hand_off(child.run_id)
         args = [
             child.run_id,
-            f"c:{spawn.journal_field.removeprefix('w:')}",
-            codec.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+            spawn.asked_field,
+            layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
             self._event(spawn.event),
-            codec.lineage_field(spawn.lineage),
+            layout.lineage_field(spawn.lineage),
             spawn.journal_field,
             *run_args,
             *hand_args,
@@ -441,7 +446,7 @@ class RedisStore:
         return [*run_keys, *hand_keys], [*args, len(args), len(hand_keys)]
 
     def _lifecycle(self, part: Mapping[str, Any]) -> bytes:
-        return codec.lifecycle_blob(part, self.limits.max_payload_bytes)
+        return layout.lifecycle_blob(part, self.limits.max_payload_bytes)
 
     def _closing(
         self, entry: IndexEntry, record: InterruptRecord | None, status: str, end: Mapping[str, Any], now: int
@@ -453,21 +458,13 @@ class RedisStore:
         and a parked run keeps a few hundred bytes less (``telemetry.created``)."""
         created = telemetry.created(record) if record else None
         return keys.closed_index(status, entry.workflow), [
-            keys.lifecycle_field("e", entry.request_id, entry.run_id),
+            layout.lifecycle_field("e", entry.request_id, entry.run_id),
             self._lifecycle(end),
             codec.closed_member(now, entry.run_id, entry.request_id),
             codec.time_floor(max(0, now - self.limits.retention_ms)),
-            keys.lifecycle_field("i", entry.request_id, entry.run_id),
+            layout.lifecycle_field("i", entry.request_id, entry.run_id),
             self._lifecycle(created) if created is not None else "",
         ]
-
-    def _record_parts(self, record: InterruptRecord) -> list[Any]:
-        """An interrupt record as the run hash keeps it: (field, part) pairs of at most 64 bytes each."""
-        parts = codec.split(codec.interrupt_to_blob(record), keys.PART_BYTES)
-        out: list[Any] = [keys.RECORD_HELD, keys.held_id(record.request_id, record.run_id), "rn", len(parts)]
-        for i, part in enumerate(parts):
-            out += [keys.record_field(i), part]
-        return out
 
     def finish(
         self,
@@ -564,9 +561,9 @@ class RedisStore:
             child.ttl_ms,
             self._event({"workflow": child.workflow, "input": child.input, "parentRunId": parent_id}),
             spawn.journal_field,
-            codec.lineage_field(spawn.lineage),
-            f"c:{spawn.journal_field.removeprefix('w:')}",
-            codec.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+            layout.lineage_field(spawn.lineage),
+            spawn.asked_field,
+            layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
         ]
 
     def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
@@ -645,7 +642,7 @@ class RedisStore:
         snapshot; None when there is none), read only: a snapshot never changes once written."""
         with translated(run_id):
             if step == 0:
-                blob = self.client.hget(keys.run(run_id), "input")
+                blob = self.client.hget(keys.run(run_id), layout.INPUT)
             else:
                 blob = self.client.hget(keys.snapshots(run_id), str(step))
         return None if blob is None else codec.decode(blob, what="run data")
@@ -666,12 +663,12 @@ class RedisStore:
         if keys.CHILD_SEPARATOR not in run_id:
             return [], [""]
         with translated(run_id):
-            parent, pstep, pfield, own = self.client.hmget(keys.run(run_id), "parent", "pstep", "pfield", "step")
-        if not parent:
+            found = layout.parent_of(self.client.hmget(keys.run(run_id), *layout.PARENT_FIELDS))
+        if found is None:
             return [], [""]
-        p, step, field = _text(parent), int(pstep), _text(pfield)
+        p, step, field, own = found
         c = run_id
-        name = field.removeprefix("w:")
+        name = journal.child_name(field)
         if status == "completed":
             entry = JournalEntry("workflow", name, value)
         else:
@@ -693,14 +690,14 @@ class RedisStore:
                 keys.events(c),
                 keys.workflow_state(c),
                 keys.snapshots(c),
-                keys.journal(c, int(own or 0)),
+                keys.journal(c, own),
                 *hand_keys,
             ],
             [
                 p,
                 run_id,
                 field,
-                codec.entry_to_blob(entry, self.limits.max_payload_bytes),
+                layout.entry_to_blob(entry, self.limits.max_payload_bytes),
                 "child.completed" if status == "completed" else "child.ended",
                 self._event(event),
                 now,
@@ -727,14 +724,9 @@ class RedisStore:
             "lookup",
             r,
             [keys.run(r), keys.summary(r)],
-            [keys.token_field(token_hash), now, keys.STATUS_PREFIX],
+            [layout.token_field(token_hash), now, layout.STATUS_PREFIX],
         )
-        status = _text(reply[0])
-        if len(reply) < 3:
-            return Lookup(status)  # type: ignore[arg-type]
-        request_id = telemetry.full_id(_text(reply[1]), r)  # the run hash names it without its run id
-        blob = b"".join(reply[4:])
-        record = codec.interrupt_from_blob(r, _text(reply[2]), token_hash, blob, request_id, _text(reply[3]))
+        status, record = layout.looked_up(r, token_hash, reply)
         return Lookup(status, record)  # type: ignore[arg-type]
 
     def resume(self, run_id: str, answer: Answer) -> ResumeCommit:
@@ -748,7 +740,7 @@ class RedisStore:
                 break
             answer = replace(answer, interrupt=found.interrupt)
         outcome = _text(reply[0])
-        request_id = telemetry.full_id(_text(reply[1]), run_id) if len(reply) > 1 else None
+        request_id = layout.full_id(_text(reply[1]), run_id) if len(reply) > 1 else None
         if outcome == "moved":
             outcome = "already_resolved"  # moved on again and again: taken as answered elsewhere
         if outcome == "mismatch":
@@ -770,7 +762,7 @@ class RedisStore:
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         closed, closing = self._closing(entry, rec, status, answer.lifecycle, answer.now)
-        failed = keys.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
+        failed = layout.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
         answered = "" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}"
         return (
             [
@@ -787,10 +779,10 @@ class RedisStore:
                 *hand_keys,
             ],
             [
-                keys.token_field(answer.token_hash),
-                keys.held_id(answer.request_id, r) if answer.request_id else "",
+                layout.token_field(answer.token_hash),
+                layout.short_id(answer.request_id, r) if answer.request_id else "",
                 rec.journal_field,
-                codec.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
+                layout.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
                 self._event(answer.event),
                 answer.now,
                 codec.member(entry, "newest"),
@@ -801,7 +793,7 @@ class RedisStore:
                 event,
                 self.limits.retention_ms,
                 _WAIT_BUCKETS_ARG,
-                keys.STATUS_PREFIX,
+                layout.STATUS_PREFIX,
                 rec.created_at,
                 rec.expires_at,
                 len(self._filter_keys(rec)),
@@ -842,21 +834,21 @@ class RedisStore:
         r = entry.run_id
         with translated(r):
             fields = self.client.hgetall(keys.run(r))
-        request_id = entry.request_id or _text(fields.get(b"waiting", b""))
-        record = _interrupt_in(r, request_id, fields) if request_id else None
+        request_id = entry.request_id or layout.waiting(fields)
+        record = layout.interrupt_in(r, request_id, fields) if request_id else None
         entry = replace(entry, request_id=request_id)
         policy = (record.on_expire if record else None) or {"action": "expire"}
         action = str(policy.get("action", "expire"))
         if action == "escalate" and record is not None:
-            return self._escalate(record, policy, entry, now, codec.lineage_from(_text(fields.get(b"lineage", b""))))
+            return self._escalate(record, policy, entry, now, layout.run_lineage(fields))
         journal_blob, error_blob, failed_blob = b"", b"", b""
         if action == "answer":
-            journal_blob = codec.entry_to_blob(JournalEntry(*policy["entry"]), self.limits.max_answer_bytes)
+            journal_blob = layout.entry_to_blob(JournalEntry(*policy["entry"]), self.limits.max_answer_bytes)
         elif action == "cancel" and record is not None:
-            journal_blob = codec.entry_to_blob(record.cancellation("expired"), self.limits.max_answer_bytes)
+            journal_blob = layout.entry_to_blob(record.cancellation("expired"), self.limits.max_answer_bytes)
         elif action == "timer" and record is not None:  # use_first: the timer came first
             won = JournalEntry("interrupt", record.hook_name, None, record.request.get("kind", ""), "timer")
-            journal_blob = codec.entry_to_blob(won, self.limits.max_answer_bytes)
+            journal_blob = layout.entry_to_blob(won, self.limits.max_answer_bytes)
         elif action == "fail":
             error = {
                 "message": f"interrupt {entry.request_id} expired unanswered",
@@ -908,7 +900,7 @@ class RedisStore:
                 error_blob,
                 failed_blob,
                 r,
-                keys.status_field(entry.request_id, r),
+                layout.status_field(entry.request_id, r),
                 entry.expires_at,
                 len(filters),
                 *closing,
@@ -951,7 +943,7 @@ class RedisStore:
         }
         event = interrupt_event(moved, telemetry.public_request(record.request)) | {"escalation": step}
         left, joined = self._filter_keys(record), self._filter_keys(moved)
-        parts = self._record_parts(moved)  # rq and its id first: escalate.lua checks the run still holds it
+        parts = layout.record_parts(moved)  # rq and its id first: escalate.lua checks the run still holds it
         reply = self._call(
             "escalate",
             r,
@@ -975,7 +967,7 @@ class RedisStore:
                 codec.member(entry, "expiring"),
                 codec.member(new_entry, "newest"),
                 codec.member(new_entry, "expiring"),
-                keys.status_field(record.request_id, r),
+                layout.status_field(record.request_id, r),
                 entry.expires_at,
                 moved.expires_at,
                 self.limits.max_events,
@@ -1064,15 +1056,15 @@ class RedisStore:
         with translated():
             pipe = self.client.pipeline(transaction=False)
             for entry in due:
-                pipe.hmget(keys.run(entry.run_id), "step", "lineage")
+                pipe.hmget(keys.run(entry.run_id), *layout.HOLD_FIELDS)
             found = pipe.execute()
             pipe = self.client.pipeline(transaction=False)
-            for entry, (step, lineage) in zip(due, found, strict=True):
-                if step is None:  # its records are gone already: nothing to keep
+            for entry, values in zip(due, found, strict=True):
+                held = layout.held_step(values)
+                if held is None:  # its records are gone already: nothing to keep
                     continue
-                r = entry.run_id
-                ancestors = codec.lineage_from(_text(lineage or b""))
-                kept = [keys.run(r), keys.journal(r, int(step)), keys.workflow_state(r), keys.snapshots(r),
+                r, (step, ancestors) = entry.run_id, held
+                kept = [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.snapshots(r),
                         keys.events(r), keys.summary(r), *self._ancestor_keys(ancestors)]
                 summaries = {keys.summary(r), *(keys.summary(a) for a, _ in ancestors)}
                 for key in kept:
@@ -1104,7 +1096,7 @@ class RedisStore:
         its own sampling of expiring keys could take minutes in a large keyspace. A live stream (not
         folded, or refilled since) is only read. Parks the feed trimmed before a pass reached them
         are left to Redis. Three round trips (two when the feed holds no new park)."""
-        until = now - keys.FOLD_WAKE_MS - keys.RECLAIM_MARGIN_MS
+        until = now - layout.FOLD_WAKE_MS - keys.RECLAIM_MARGIN_MS
         with translated():
             after = self.client.get(keys.reclaimed())
             start = "(" + _text(after) if after else "-"
@@ -1155,12 +1147,7 @@ class RedisStore:
             pipe.hgetall(keys.run(run_id))
             pipe.hgetall(keys.summary(run_id))
             run, summary = pipe.execute()
-        if run:
-            return codec.run_from_fields(run_id, {k.decode(): v for k, v in run.items()})
-        if summary:  # its own fields (not the interrupts' lifecycle records, ``<kind>:<req>``)
-            fields = {k.decode(): _text(v) for k, v in summary.items() if b":" not in k}
-            return codec.summary_record(run_id, fields)
-        return None
+        return layout.run_or_summary(run_id, run, summary)
 
     def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         """Whose each run is: ``run id -> (tenant, owner)`` as its summary was created with (it
@@ -1170,13 +1157,9 @@ class RedisStore:
         with translated():
             pipe = self.client.pipeline(transaction=False)
             for r in run_ids:
-                pipe.hmget(keys.summary(r), "wf", "tenant", "owner")
-            replies = pipe.execute()
-        return {
-            r: (_text(tenant) if tenant else None, _text(owner) if owner else None)
-            for r, (wf, tenant, owner) in zip(run_ids, replies, strict=True)
-            if wf is not None
-        }
+                pipe.hmget(keys.summary(r), *layout.AUTHORITY_FIELDS)
+            found = {r: layout.authority(values) for r, values in zip(run_ids, pipe.execute(), strict=True)}
+        return {r: whose for r, whose in found.items() if whose is not None}
 
     def answered_steps(self, run_id: str, below: int) -> list[int]:
         """The activations before ``below`` whose interrupt ended (answered, cancelled, or expired
@@ -1186,11 +1169,7 @@ class RedisStore:
             return []
         with translated(run_id):
             summary = self.client.hgetall(keys.summary(run_id))
-        ended = (
-            telemetry.full_id(_text(k)[2:-2], run_id) for k in summary if k.startswith(b"e:") and k.endswith(b":0")
-        )
-        steps = {int(codec.lifecycle_part(summary, "i", request_id, run_id).get("s", 0)) for request_id in ended}
-        return sorted(step for step in steps if step < below)
+        return sorted(step for step in layout.answered_steps(summary, run_id) if step < below)
 
     def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers (within the bound of ``connect``)."""
@@ -1205,14 +1184,14 @@ class RedisStore:
             pipe.hgetall(keys.workflow_state(run_id))
             journal, state = pipe.execute()
         return (
-            {_text(k): codec.entry_from_blob(v) for k, v in journal.items()},
+            {_text(k): layout.entry_from_blob(v) for k, v in journal.items()},
             {_text(k): codec.decode(v, what="workflow state") for k, v in state.items()},
         )
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         with translated(run_id):
             fields = self.client.hgetall(keys.run(run_id))
-        return _interrupt_in(run_id, request_id, fields)
+        return layout.interrupt_in(run_id, request_id, fields)
 
     def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
         with translated(run_id):
@@ -1220,13 +1199,12 @@ class RedisStore:
             pipe.hgetall(keys.run(run_id))
             pipe.hgetall(keys.summary(run_id))
             fields, summary = pipe.execute()
-        return _with_lifecycle(run_id, request_id, fields, summary, now)
+        return layout.with_lifecycle(run_id, request_id, fields, summary, now)
 
     def close_raced(self, run_id: str, now: int) -> bool:
         r = run_id
         with translated(r):
-            held = self.client.hget(keys.run(r), keys.RECORD_HELD)
-        record = self.get_interrupt(r, telemetry.full_id(_text(held), r)) if held else None
+            record = layout.held_record(r, self.client.hgetall(keys.run(r)))
         if record is None:
             return False
         entry = codec.entry_of(record)
@@ -1239,7 +1217,7 @@ class RedisStore:
                 r,
                 [keys.run(r), keys.summary(r), *self._index_keys(record.workflow), closed, *self._filter_keys(record)],
                 [
-                    keys.status_field(record.request_id, r),
+                    layout.status_field(record.request_id, r),
                     codec.member(entry, "newest"),
                     codec.member(entry, "expiring"),
                     *closing,
@@ -1255,12 +1233,12 @@ class RedisStore:
                 r,
                 [keys.run(r), keys.summary(r)],
                 [
-                    keys.token_field(token_hash),
+                    layout.token_field(token_hash),
                     now,
-                    keys.status_field(req, r),
-                    keys.held_id(req, r),
-                    keys.lifecycle_field("f", req, r),
-                    keys.lifecycle_field("fl", req, r),
+                    layout.status_field(req, r),
+                    layout.short_id(req, r),
+                    layout.lifecycle_field("f", req, r),
+                    layout.lifecycle_field("fl", req, r),
                     self._lifecycle(error),
                 ],
             )
@@ -1282,7 +1260,8 @@ class RedisStore:
                 pipe.hgetall(keys.run(e.run_id))
                 pipe.hgetall(keys.summary(e.run_id))
             replies = pipe.execute() if entries else []
-        found = (_pending_in(e, f, s, query.now) for e, f, s in zip(entries, replies[::2], replies[1::2], strict=True))
+        pairs = zip(entries, replies[::2], replies[1::2], strict=True)
+        found = (layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, f, s in pairs)
         items = [record for record in found if record is not None]
         more = len(members) > query.limit
         cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
@@ -1313,7 +1292,7 @@ class RedisStore:
             replies = pipe.execute() if page else []
         items = []
         for (_, run_id, request_id), fields, summary in zip(page, replies[::2], replies[1::2], strict=True):
-            record = _with_lifecycle(run_id, request_id, fields, summary, query.now)
+            record = layout.with_lifecycle(run_id, request_id, fields, summary, query.now)
             if record is not None:
                 items.append(record)
         more = len(members) > query.limit
@@ -1327,8 +1306,8 @@ class RedisStore:
         pipe.hgetall(keys.run(r))
         pipe.hgetall(keys.summary(r))
         fields, summary = pipe.execute()
-        made = (telemetry.full_id(_text(k)[2:-2], r) for k in summary if k.startswith(b"i:") and k.endswith(b":0"))
-        found = (_with_lifecycle(r, request_id, fields, summary, query.now) for request_id in made)
+        made = layout.lifecycle_ids(summary, "i", r)
+        found = (layout.with_lifecycle(r, request_id, fields, summary, query.now) for request_id in made)
         items = [x for x in found if x is not None and x.lifecycle is not None and x.lifecycle.status == query.status]
         items.sort(key=lambda x: (x.lifecycle.ended_at if x.lifecycle else 0) or 0, reverse=True)
         return items[: query.limit]
@@ -1443,7 +1422,7 @@ class RedisStore:
                 pipe.hgetall(keys.summary(e.run_id))
             replies = pipe.execute()
             for m, e, fields, summary in zip(batch, entries, replies[::2], replies[1::2], strict=True):
-                record = _pending_in(e, fields, summary, query.now)
+                record = layout.pending_in(e.run_id, e.expires_at, fields, summary, query.now)
                 if record is not None and e.expires_at > query.now and _matches(record, query):
                     found.append((m, record))
             if len(batch) < want or len(found) >= want:
@@ -1489,36 +1468,20 @@ class RedisStore:
             below: list[str] = []
             for i, r in enumerate(level):
                 fields, summary, children = replies[3 * i : 3 * i + 3]
-                waiting = _text(fields.get(b"waiting") or b"")
-                if waiting.startswith("child:"):
-                    below.append(waiting.removeprefix("child:"))
-                elif waiting and waiting != "session":
-                    record = _with_lifecycle(r, waiting, fields, summary, now)
-                    if record is not None:
-                        out.append(record)
-                    raced = fields.get(fields.get(b"rs") or b"")
-                    if fields.get(b"rc") and raced == b"pending":
-                        below.append(_text(fields[b"rc"]))
+                waited = layout.interrupt_waited(fields)
+                record = layout.with_lifecycle(r, waited, fields, summary, now) if waited else None
+                if record is not None:
+                    out.append(record)
+                below += layout.children_below(fields)
                 below += sorted(_text(c) for c in children)
             level, replies = below[:MAX_TREE_RUNS], None
         return out
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
-        """The run's events after ``after``, read with its hash in one round trip (``events_page``);
-        when there are none, an XREAD BLOCK on the stream (which wakes when a resume puts the folded
-        events back with their ids and appends: only the new ones are after ``after``), and the
-        hash again only if what it returns holds a short interrupt event."""
-        stream, run = keys.events(run_id), keys.run(run_id)
+        """The run's events after ``after`` (``layout.read_events``: the run's hash and stream in one
+        round trip; when there are none, a blocking read of the stream)."""
         with translated(run_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hgetall(run)
-            pipe.xread({stream: after}, count=count)
-            fields, reply = pipe.execute()
-            out = events_page(run_id, after, fields, reply, count)
-            if out or not block_ms:
-                return out
-            out = events_from(self.client.xread({stream: after}, count=count, block=block_ms))
-            return with_interrupts(run_id, out, self.client.hgetall(run)) if has_held(out) else out
+            return run_plan(self.client, layout.read_events(run_id, after, block_ms, count))
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters, the workflows' names, the leases' and the outbox's sizes and
@@ -1589,150 +1552,6 @@ def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:
         (query.session, record.session),
     )
     return all(want is None or want == have for want, have in wanted)
-
-
-def _pending_in(
-    entry: IndexEntry, fields: Mapping[bytes, bytes], summary: Mapping[bytes, bytes], now: int
-) -> InterruptRecord | None:
-    """The interrupt an index entry stands for, from its run's hash (with its lifecycle record, from
-    the run's summary): the one the run waits on, if its expiry is the entry's (else the entry is
-    stale: the run moved on)."""
-    waiting = _text(fields.get(b"waiting", b""))
-    if not waiting or waiting.startswith("child:") or fields.get(b"expires") != str(entry.expires_at).encode():
-        return None
-    return _with_lifecycle(entry.run_id, waiting, fields, summary, now)
-
-
-def _with_lifecycle(
-    run_id: str, request_id: str, fields: Mapping[bytes, bytes], summary: Mapping[bytes, bytes], now: int
-) -> InterruptRecord | None:
-    """The interrupt ``request_id`` with its lifecycle record: from its run's hash while the run's
-    records last (its status there: pending until the run's ``expires``), else from the lifecycle
-    record alone (its request only if captured). None if neither knows it."""
-    record = _interrupt_in(run_id, request_id, fields) if fields else None
-    status: str | None = None
-    if record is not None:
-        status = _text(fields.get(keys.status_field(request_id, run_id).encode(), b"")) or None
-        if status == "pending" and int(fields.get(b"expires") or 0) <= now:
-            status = "expired"
-    # while its run's records last, its first part is its record's (the summary has it once it ended)
-    opened = telemetry.created(record, with_request=False) if record is not None else None
-    lifecycle = codec.lifecycle_from(run_id, request_id, summary, status, opened)
-    if record is not None:
-        if lifecycle is not None and lifecycle.status != "pending" and "input" not in record.capture:
-            record = replace(record, request={})  # ended: only what its lifecycle record captured shows
-        return replace(record, lifecycle=lifecycle)
-    if lifecycle is None:
-        return None
-    made = codec.lifecycle_part(summary, "i", request_id, run_id)
-    return InterruptRecord(
-        request_id=request_id,
-        run_id=run_id,
-        workflow=_text(summary.get(b"wf", b"")),
-        node=str(made.get("n", "")),
-        step=int(made.get("s", 0)),
-        journal_field="",
-        request=lifecycle.request or {},
-        created_at=lifecycle.created_at,
-        expires_at=int(made.get("x", 0)),
-        token_hash="",
-        root_run_id=made.get("rr"),
-        parent_run_id=made.get("pr"),
-        version=made.get("v"),
-        capture=lifecycle.capture,
-        lifecycle=lifecycle,
-    )
-
-
-FOLDED_FIELDS = [keys.folded_event_field(i).encode() for i in range(keys.FOLD_MAX)]
-"""the run-hash fields a parked run's events may be folded into"""
-
-
-def events_page(
-    run_id: str, after: str, fields: Mapping[bytes, bytes], reply: Any, count: int
-) -> list[StoredEvent]:
-    """The first ``count`` of a run's events after ``after``, from one read of its hash (``fields``,
-    HGETALL) and of its stream (``reply``, XREAD): the events a parked run keeps in its hash and the
-    stream's, each once, in order, with park's short interrupt events rebuilt from the record the
-    hash holds (``with_interrupts``). ``RedisStore.read_events`` and the SSE route both read so."""
-    folded = folded_after([fields.get(f) for f in FOLDED_FIELDS], after)
-    return with_interrupts(run_id, merged(folded, events_from(reply), count), fields)
-
-
-def has_held(events: Sequence[StoredEvent]) -> bool:
-    """Whether ``events`` hold a short interrupt event (``with_interrupts`` needs the run hash)."""
-    return any(codec.is_held_event(e) for e in events)
-
-
-def _position(event_id: str) -> tuple[int, int]:
-    ms, _, seq = event_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent]:
-    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values) after ``after``."""
-    out: list[StoredEvent] = []
-    start = _position(after)
-    for value in values:
-        if value is None:
-            break
-        entry_id, _, rest = value.partition(b" ")
-        if not rest or _position(entry_id.decode()) <= start:
-            continue
-        size = rest[0]
-        out.append(codec.event_from(entry_id.decode(), rest[1 : 1 + size].decode(), rest[1 + size :]))
-    return out
-
-
-def merged(folded: list[StoredEvent], streamed: list[StoredEvent], count: int) -> list[StoredEvent]:
-    """The first ``count`` of a run's folded and streamed events, in order, each once (the stream
-    still holds the folded ones for ``keys.FOLD_WAKE_MS`` after the park)."""
-    if not folded:
-        return streamed
-    seen = {e.id for e in streamed}
-    return sorted([*streamed, *(e for e in folded if e.id not in seen)], key=lambda e: _position(e.id))[:count]
-
-
-def events_from(reply: Any) -> list[StoredEvent]:
-    """The events of an XREAD reply on one run's stream, as stored (see ``with_interrupts``)."""
-    out: list[StoredEvent] = []
-    for _stream, entries in reply or []:
-        for entry_id, fields in entries:
-            out.append(codec.event_from(_text(entry_id), _text(fields[b"t"]), fields[b"d"]))
-    return out
-
-
-def with_interrupts(run_id: str, events: list[StoredEvent], fields: Mapping[bytes, bytes]) -> list[StoredEvent]:
-    """``events`` with each interrupt event its stream keeps short rebuilt from its record in the run
-    hash ``fields``: the event park would have written whole (its expiry and audience as the short
-    one says: an escalation changes the record's). A record gone leaves its request id and expiry."""
-    return [_held_event(run_id, e, fields) if codec.is_held_event(e) else e for e in events]
-
-
-def _held_event(run_id: str, event: StoredEvent, fields: Mapping[bytes, bytes]) -> StoredEvent:
-    request_id = telemetry.full_id(str(event.data["h"]), run_id)
-    record = _interrupt_in(run_id, request_id, fields) if fields else None
-    if record is None:
-        return replace(event, data={"requestId": request_id, "expiresAt": event.data.get("x")})
-    record = replace(record, expires_at=int(event.data["x"]), audience=event.data.get("a"))
-    return replace(event, data=interrupt_event(record, telemetry.public_request(record.request)))
-
-
-def _interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
-    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none:
-    the latest interrupt's parts are r0, r1, ...; an earlier one's r:<req>:0, r:<req>:1, ..."""
-    held = keys.held_id(request_id, run_id).encode()
-    if fields.get(keys.RECORD_HELD.encode(), b"") == held:
-        parts = [fields.get(keys.record_field(i).encode(), b"") for i in range(int(fields.get(b"rn", 0)))]
-    else:
-        parts = []
-        while (part := fields.get(keys.earlier_record_field(request_id, run_id, len(parts)).encode())) is not None:
-            parts.append(part)
-        if not parts:
-            return None
-    token = next((f[2:].decode() for f, v in fields.items() if f.startswith(b"t:") and v == held), "")
-    workflow, ref = _text(fields.get(b"wf", b"")), _text(fields.get(b"ref", b""))
-    return codec.interrupt_from_blob(run_id, workflow, token, b"".join(parts), request_id, ref)
 
 
 MAX_MOVES = 5
@@ -1814,6 +1633,19 @@ class _RetryUntil(Retry):
         finally:
             if token is not None:
                 _deadline.reset(token)
+
+
+def run_plan(client: redis.Redis, plan: layout.Plan[T]) -> T:
+    """What ``plan`` returns, each of its round trips sent as one pipeline on ``client``."""
+    try:
+        commands = next(plan)
+        while True:
+            pipe: Any = client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            commands = plan.send(pipe.execute())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 def run_script(

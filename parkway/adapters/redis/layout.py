@@ -1,0 +1,695 @@
+"""The physical layout of a run's records: the fields of its hash and summary, how an interrupt's
+record and a parked run's events are kept in them, and how each is read back.
+
+This module alone knows those fields; the store's transitions write through it and every reader,
+sync (``RedisStore``) or asyncio (the HTTP server's event streams), reads through it. Its
+functions are sans-IO: they take Redis's raw replies (an ``HGETALL`` as ``{bytes: bytes}``, an
+``XREAD`` as redis-py returns it) and return parkway's records, or, for a read of several round
+trips, are a plan (``read_events``) that a sync or an asyncio driver runs. The keys themselves
+are :mod:`.keys`'; the names of journal fields are the runtime's (:mod:`parkway.runtime.journal`).
+The Lua scripts write the same fields: the names they use are listed here with their meaning.
+
+Sizes. Every field name and value of a run's hash is at most ``PART_BYTES`` (64) bytes, so the
+hash keeps Redis's compact listpack encoding (``hash-max-listpack-value``) where one longer
+value would turn it into a hash table several times its size: an interrupt's record is split
+into parts, a minted request id is named without its run id (the key has it: ``short_id``), a
+parked run's few small events are folded into its hash (``FOLD_MAX``).
+
+The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
+
+==============================  ================================================================
+field                           holds
+==============================  ================================================================
+wf, ref, status, node, step,    the run's record; ``data`` is absent until a node completes (the
+fence, input, data, output,     input is it); ``waiting``: a request id (whole), ``child:<run
+error, created, updated, ttl,   id>``, ``children`` (a fan-out's, ``fl``: how many children it has
+expires, waiting, fl, paused    left to start) or ``session``; ``paused``: ``<step> <code version>``
+                                of the last pause
+tenant, owner, origin, session  whose it is, written at creation
+parent, pstep, pfield, lineage  a child's: where its outcome goes (``PARENT_FIELDS``), its
+                                ancestors (``run:step`` words, parent first)
+rc, rs                          the child racing an interrupt (``use_first(child=)``) and that
+                                interrupt's status field
+ans                             the interrupt last answered, for finish: ``<step> <its lifecycle
+                                x: field> <1 | 0: output captured>``
+kept                            the <req> whose answer the run's session keeps for its abandoned
+                                branch
+``t:<token hash, 32 hex>``      -> the <req> the token answers (``token_field``)
+``s:<req>``                     its status: pending until ``expires``, resolved, cancelled,
+                                expired (``status_field``)
+rq, rn, r0 .. r<rn-1>           the latest interrupt's <req>, its record's part count and parts
+                                (``record_parts``; the record leaves its request id out: ``rq``
+                                has it)
+``r:<req>:<i>``                 the parts of an earlier interrupt's record (park moves them there)
+``~0`` .. ``~7``                while it is parked: its events, when few and small (``fold`` in
+                                ``_common.lua``): ``<entry id> <type length, one byte><type><data>``
+==============================  ================================================================
+
+In the run hash <req> is ``short_id``: a minted request id without its run id; ``waiting`` has it
+whole. The run's stream ``pw:{R}:ev`` holds entries ``t`` (type) and ``d`` (msgpack data); park's
+interrupt event is short there (``short_interrupt_event``: its record in the run hash has the
+rest, and readers rebuild it: ``with_interrupts``).
+
+The summary ``pw:{R}:sum``: wf, status, created, updated, tenant, owner, origin, session (as the
+run's; ``summary_record``), and each interrupt's lifecycle record (``parkway.runtime.telemetry``),
+``<kind>:<req>`` (``lifecycle_field``): ``i`` created, ``e`` how it ended, ``f`` refused answers
+(a count) and ``fl`` the last refusal, ``x`` the replay after its answer failed the run; each but
+``f`` as msgpack in parts ``<field>:0``, ``:1``... of at most 64 bytes (``hset_parts`` in
+``_common.lua``; ``lifecycle_part``).
+
+The same letters name other things in other hashes: ``t:`` a token here and a tool call in a
+journal, ``i:`` a created lifecycle part here and an interrupt's answer there, ``x:``, ``s:`` and
+``c:`` likewise; each hash is its own namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from ...runtime import telemetry
+from ...runtime.errors import CorruptRecord
+from ...runtime.executor import interrupt_event
+from ...runtime.protocol import RunStatus
+from ...runtime.store import InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
+from .. import codec
+from . import keys
+
+T = TypeVar("T")
+
+PART_BYTES = 64
+"""the longest field name or value of a run's hash or summary (``hash-max-listpack-value``'s
+default): longer records are split into parts of this size"""
+FOLD_MAX = 8
+"""the most events a parked run keeps in its hash instead of its stream (``FOLD_MAX`` in _common.lua)"""
+FOLD_WAKE_MS = 1000
+"""how long a parked run's stream outlives the park that copied its events into its hash, so the
+readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua); the
+reconciler then has Redis drop it (``Store.reclaim_folded``)"""
+TOKEN_FIELD_HEX = 32
+"""hex digits of a token's SHA-256 its field keeps (128 bits, within one run's hash)"""
+STATUS_PREFIX = "s:"
+"""an interrupt's status field in the run hash: ``s:<req>``"""
+TOKEN_PREFIX = "t:"
+RECORD_HELD = "rq"
+"""the run-hash field naming the interrupt whose record the run holds (its latest)"""
+RECORD_PARTS = "rn"
+"""the run-hash field counting the parts of that record"""
+INPUT = "input"
+"""the run-hash field holding the run's input (what ``fork`` re-opens step 0 with)"""
+PARENT_FIELDS = ("parent", "pstep", "pfield", "step")
+"""a child run's fields naming where its outcome goes (its parent, the parent's step and journal
+field) and its own step"""
+HOLD_FIELDS = ("step", "lineage")
+"""what the reconciler reads of a run to keep its records past its expiry"""
+CHILD_WAIT = "child:"
+"""``waiting``'s prefix for a run waiting on its child"""
+
+
+# --- field names ---------------------------------------------------------------
+
+
+def short_id(request_id: str, run_id: str) -> str:
+    """How the run's own records name the interrupt (the run hash's <req>, the summary's lifecycle
+    fields): a minted id without its run id (``i<n>_<nonce>``, unique within the run, 37 bytes less
+    for a run id of 36), any other id as it is (``telemetry.mint_request_id``)."""
+    return request_id.removesuffix("_" + run_id) if telemetry.run_of_request(request_id) == run_id else request_id
+
+
+def full_id(short: str, run_id: str) -> str:
+    """The request id ``short_id`` shortened."""
+    return f"{short}_{run_id}" if telemetry.is_minted_head(short) else short
+
+
+def token_field(token_hash: str) -> str:
+    """The run-hash field that maps a token (by its hash) to its interrupt's <req>."""
+    return TOKEN_PREFIX + token_hash[:TOKEN_FIELD_HEX]
+
+
+def status_field(request_id: str, run_id: str) -> str:
+    """The run-hash field holding an interrupt's status."""
+    return STATUS_PREFIX + short_id(request_id, run_id)
+
+
+def record_field(part: int) -> str:
+    """The run-hash field holding part ``part`` (from 0) of the record of the run's latest interrupt."""
+    return f"r{part}"
+
+
+def earlier_record_field(request_id: str, run_id: str, part: int) -> str:
+    """The run-hash field holding part ``part`` of the record of an earlier interrupt of the run
+    (park moves the record it held there when the run pauses again)."""
+    return f"r:{short_id(request_id, run_id)}:{part}"
+
+
+def folded_event_field(index: int) -> str:
+    """The run-hash field holding a parked run's event ``index`` (from 0, in order) while its stream
+    is folded into its hash."""
+    return f"~{index}"
+
+
+FOLDED_FIELDS = [folded_event_field(i).encode() for i in range(FOLD_MAX)]
+"""the run-hash fields a parked run's events may be folded into"""
+
+
+def lifecycle_field(kind: str, request_id: str, run_id: str) -> str:
+    """The summary field (or, for those written in parts, the stem ``<field>:<i>`` extends) of one
+    part of an interrupt's lifecycle record: ``i`` (created), ``e`` (ended), ``f`` (refused
+    answers), ``fl`` (the last refusal), ``x`` (its replay failed the run): ``i:i3_k2j9x0ab:0``."""
+    return f"{kind}:{short_id(request_id, run_id)}"
+
+
+def split(blob: bytes, size: int = PART_BYTES) -> list[bytes]:
+    """``blob`` in parts of at most ``size`` bytes (at least one part)."""
+    return [blob[i : i + size] for i in range(0, len(blob), size)] or [b""]
+
+
+def _s(v: Any) -> str:
+    if v is None:
+        return ""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+# --- the run's record ------------------------------------------------------------
+
+
+def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
+    """The run's record from its hash (``HGETALL``; or the pairs a script returns, keys as bytes)."""
+    f = {_s(k): v for k, v in fields.items()}
+    try:
+        return RunRecord(
+            run_id=run_id,
+            workflow=_s(f["wf"]),
+            ref=_s(f["ref"]),
+            status=RunStatus(_s(f["status"])),
+            node=_s(f.get("node")) or None,
+            step=int(f["step"]),
+            fence=int(f["fence"]),
+            input=codec.decode(f.get("input"), what="run input"),
+            data=codec.decode(f.get("data", f.get("input")), what="run data") or {},  # no data yet: the input
+            output=codec.decode(f.get("output"), what="run output"),
+            error=codec.decode(f.get("error"), what="run error"),
+            created_at=int(f["created"]),
+            updated_at=int(f["updated"]),
+            ttl_ms=int(f["ttl"]),
+            expires_at=int(f["expires"]) if f.get("expires") else None,
+            waiting_on=_s(f.get("waiting")) or None,
+            lineage=lineage_from(_s(f.get("lineage"))),
+            paused_version=_paused(_s(f.get("paused")), int(f["step"])),
+            tenant=_s(f.get("tenant")) or None,
+            racing=_racing(f),
+            owner=_s(f.get("owner")) or None,
+            origin=_s(f.get("origin")) or None,
+            session=_s(f.get("session")) or None,
+        )
+    except (KeyError, ValueError) as exc:
+        raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def _racing(f: Mapping[str, Any]) -> str | None:
+    """The child run racing the run's interrupt (``rc``), while that interrupt (status field ``rs``) is pending."""
+    status_field_ = _s(f.get("rs"))
+    return (_s(f.get("rc")) or None) if status_field_ and _s(f.get(status_field_)) == "pending" else None
+
+
+def _paused(text: str, step: int) -> str | None:
+    """The code version of the current activation's last pause (``paused`` is ``<step> <version>``)."""
+    at, _, version = text.partition(" ")
+    return version if version and at == str(step) else None
+
+
+def lineage_field(lineage: Sequence[tuple[str, int]]) -> str:
+    """A child run's ancestors as its record keeps them: ``run:step`` words, parent first."""
+    return " ".join(f"{run_id}:{step}" for run_id, step in lineage)
+
+
+def lineage_from(text: str) -> tuple[tuple[str, int], ...]:
+    """A child run's ancestors from its record's ``lineage`` field (see ``lineage_field``)."""
+    out = []
+    for word in text.split():
+        run_id, _, step = word.rpartition(":")
+        out.append((run_id, int(step)))
+    return tuple(out)
+
+
+def summary_record(run_id: str, summary: Mapping[bytes, Any]) -> RunRecord:
+    """What a run reads as once its records are past their TTL: its summary's own fields (not the
+    interrupts' lifecycle records, ``<kind>:<req>``)."""
+    f = {_s(k): _s(v) for k, v in summary.items() if b":" not in k}
+    try:
+        status = f["status"]
+        final = status in ("completed", "failed", "cancelled")
+        return RunRecord(
+            run_id=run_id,
+            workflow=f["wf"],
+            status=RunStatus(status) if final else RunStatus.EXPIRED,
+            created_at=int(f["created"]),
+            updated_at=int(f["updated"]),
+            tenant=f.get("tenant") or None,
+            owner=f.get("owner") or None,
+            origin=f.get("origin") or None,
+            session=f.get("session") or None,
+        )
+    except (KeyError, ValueError) as exc:
+        raise CorruptRecord(f"run {run_id} summary is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
+def run_or_summary(run_id: str, run: Mapping[bytes, Any], summary: Mapping[bytes, Any]) -> RunRecord | None:
+    """The run from its hash, else from its summary (its records past their TTL), else None."""
+    if run:
+        return run_record(run_id, run)
+    if summary:
+        return summary_record(run_id, summary)
+    return None
+
+
+AUTHORITY_FIELDS = ("wf", "tenant", "owner")
+"""what a summary says of whose its run is (``authority``)"""
+
+
+def authority(values: Sequence[Any]) -> tuple[str | None, str | None] | None:
+    """(tenant, owner) from a summary's ``AUTHORITY_FIELDS``; None for a run without a summary."""
+    wf, tenant, owner = values
+    return None if wf is None else (_s(tenant) or None, _s(owner) or None)
+
+
+def parent_of(values: Sequence[Any]) -> tuple[str, int, str, int] | None:
+    """(parent, its step, its journal field, the child's own step) from ``PARENT_FIELDS``' values;
+    None for a root run (or a run whose records are gone)."""
+    parent, pstep, pfield, own = values
+    if not parent:
+        return None
+    return _s(parent), int(pstep), _s(pfield), int(own or 0)
+
+
+def held_step(values: Sequence[Any]) -> tuple[int, tuple[tuple[str, int], ...]] | None:
+    """(step, lineage) from ``HOLD_FIELDS``' values; None when the run's records are gone."""
+    step, lineage = values
+    return None if step is None else (int(step), lineage_from(_s(lineage)))
+
+
+def run_lineage(fields: Mapping[bytes, Any]) -> tuple[tuple[str, int], ...]:
+    """A child run's ancestors from its hash (``lineage``); () for a root run."""
+    return lineage_from(_s(fields.get(b"lineage")))
+
+
+def waiting(fields: Mapping[bytes, Any]) -> str:
+    """What the run waits on (``waiting``): a request id, ``child:<id>``, ``children``, ``session`` or ''."""
+    return _s(fields.get(b"waiting"))
+
+
+def children_below(fields: Mapping[bytes, Any]) -> list[str]:
+    """The runs below a run that its listing by run id follows, besides its fan-out's: the child it
+    waits on (``use_workflow``), the child racing its interrupt while it is pending (``use_first``)."""
+    wait = waiting(fields)
+    if wait.startswith(CHILD_WAIT):
+        return [wait.removeprefix(CHILD_WAIT)]
+    raced = fields.get(fields.get(b"rs") or b"")
+    return [_s(fields[b"rc"])] if interrupt_waited(fields) and fields.get(b"rc") and raced == b"pending" else []
+
+
+def interrupt_waited(fields: Mapping[bytes, Any]) -> str | None:
+    """The request id of the interrupt the run waits on, if it waits on one."""
+    wait = waiting(fields)
+    return wait if wait and not wait.startswith(CHILD_WAIT) and wait not in ("children", "session") else None
+
+
+# --- journal entries -------------------------------------------------------------
+
+
+def entry_to_blob(entry: JournalEntry, limit: int) -> bytes:
+    """A journal entry as its field's value: msgpack ``[kind, name, value, detail, status]``."""
+    return codec.encode([entry.kind, entry.name, entry.value, entry.detail, entry.status], limit=limit,
+                        what="journal value")
+
+
+def entry_from_blob(blob: bytes) -> JournalEntry:
+    raw = codec.decode(blob, what="journal entry")
+    if not isinstance(raw, list) or len(raw) != 5:
+        raise CorruptRecord("journal entry has the wrong shape", what="journal entry")
+    return JournalEntry(*raw)
+
+
+# --- an interrupt's record ----------------------------------------------------------
+
+_INTERRUPT_FIELDS = (
+    "request_id",
+    "node",
+    "step",
+    "journal_field",
+    "request",
+    "created_at",
+    "expires_at",
+    "on_expire",
+    "root_run_id",
+    "parent_run_id",
+    "version",
+    "audience",
+    "tenant",
+    "capture",
+)
+"""an interrupt record's fields in the order its stored array holds them; the run id, the workflow
+and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it),
+and so is the request id: the array holds nil in its place (the field naming the record has it)"""
+_OPTIONAL_TAIL = 3
+"""the last fields (audience, tenant, capture), which records written before them lack (they read as
+None, and a record without ``capture`` captures both)"""
+
+
+def interrupt_to_blob(record: InterruptRecord) -> bytes:
+    """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run
+    holds (its request id is nil: the run hash names the record by it, ``rq``)."""
+    return codec.encode([None, *(getattr(record, name) for name in _INTERRUPT_FIELDS[1:])], what="interrupt")
+
+
+def interrupt_from_blob(
+    run_id: str, workflow: str, token_hash: str, blob: bytes, request_id: str, ref: str = ""
+) -> InterruptRecord:
+    """The record ``interrupt_to_blob`` wrote, for the interrupt ``request_id`` (a record written
+    before the id was left out holds it too: that one wins), of a run of ``workflow`` (by ``ref``)."""
+    raw = codec.decode(blob, what="interrupt")
+    if not isinstance(raw, list) or not len(_INTERRUPT_FIELDS) - _OPTIONAL_TAIL <= len(raw) <= len(_INTERRUPT_FIELDS):
+        raise CorruptRecord("interrupt record has the wrong shape", what="interrupt")
+    try:
+        fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=False))
+        fields["request_id"] = fields["request_id"] or request_id
+        fields["capture"] = tuple(fields.get("capture", ("input", "output")))
+        return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, ref=ref, **fields)
+    except TypeError as exc:
+        raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def record_parts(record: InterruptRecord) -> list[Any]:
+    """An interrupt record as the run hash keeps it, as (field, value) pairs flat: ``rq`` and its
+    <req> first, ``rn`` and the part count, then each part (``r0``, ``r1``...) of at most 64 bytes."""
+    parts = split(interrupt_to_blob(record))
+    out: list[Any] = [RECORD_HELD, short_id(record.request_id, record.run_id), RECORD_PARTS, len(parts)]
+    for i, part in enumerate(parts):
+        out += [record_field(i), part]
+    return out
+
+
+def interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
+    """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none:
+    the latest interrupt's parts are r0, r1, ...; an earlier one's r:<req>:0, r:<req>:1, ..."""
+    short = short_id(request_id, run_id).encode()
+    if fields.get(RECORD_HELD.encode(), b"") == short:
+        parts = [fields.get(record_field(i).encode(), b"") for i in range(int(fields.get(RECORD_PARTS.encode(), 0)))]
+    else:
+        parts = []
+        while (part := fields.get(earlier_record_field(request_id, run_id, len(parts)).encode())) is not None:
+            parts.append(part)
+        if not parts:
+            return None
+    prefix = TOKEN_PREFIX.encode()
+    token = next((f[len(prefix):].decode() for f, v in fields.items() if f.startswith(prefix) and v == short), "")
+    return interrupt_from_blob(run_id, _s(fields.get(b"wf", b"")), token, b"".join(parts), request_id,
+                               _s(fields.get(b"ref", b"")))
+
+
+def held_record(run_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
+    """The record the run holds (its latest interrupt's), or None."""
+    held = fields.get(RECORD_HELD.encode())
+    return interrupt_in(run_id, full_id(_s(held), run_id), fields) if held else None
+
+
+def looked_up(run_id: str, token_hash: str, reply: Sequence[Any]) -> tuple[str, InterruptRecord | None]:
+    """``lookup.lua``'s reply: the token's interrupt's status, and its record when it has one
+    (the reply's <req>, the run's wf and ref, then the record's parts)."""
+    status = _s(reply[0])
+    if len(reply) < 3:
+        return status, None
+    request_id = full_id(_s(reply[1]), run_id)
+    blob = b"".join(reply[4:])
+    return status, interrupt_from_blob(run_id, _s(reply[2]), token_hash, blob, request_id, _s(reply[3]))
+
+
+# --- lifecycle records (in the summary) ----------------------------------------------
+
+
+def lifecycle_blob(part: Mapping[str, Any], limit: int) -> bytes:
+    return codec.encode(dict(part), limit=limit, what="interrupt lifecycle record")
+
+
+def lifecycle_part(summary: Mapping[bytes, bytes], kind: str, request_id: str, run_id: str) -> dict[str, Any]:
+    """One part of a lifecycle record ({} if none), joined from its 64-byte pieces ``<field>:<i>``
+    (``hset_parts`` in ``_common.lua``)."""
+    pieces: list[bytes] = []
+    base = lifecycle_field(kind, request_id, run_id) + ":"
+    while (piece := summary.get(f"{base}{len(pieces)}".encode())) is not None:
+        pieces.append(piece)
+    return _mapping(codec.decode(b"".join(pieces), what="interrupt lifecycle")) if pieces else {}
+
+
+def lifecycle_ids(summary: Mapping[bytes, bytes], kind: str, run_id: str) -> list[str]:
+    """The request ids of the interrupts whose lifecycle part ``kind`` the summary holds."""
+    head = f"{kind}:".encode()
+    return [full_id(_s(k)[len(head) : -2], run_id) for k in summary if k.startswith(head) and k.endswith(b":0")]
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CorruptRecord("interrupt lifecycle record has the wrong shape", what="interrupt")
+    return value
+
+
+def lifecycle_from(
+    run_id: str,
+    request_id: str,
+    summary: Mapping[bytes, bytes],
+    status: str | None,
+    opened: Mapping[str, Any] | None = None,
+) -> Lifecycle | None:
+    """An interrupt's lifecycle record from its run's summary fields, or None if it has none.
+    ``status`` is its status as its run's records say (None once they are gone: then the record
+    says it, and an interrupt that never ended there expired with its run). ``opened``: its first
+    part as its run's record says it (``telemetry.created``), for an interrupt still open (the
+    summary gets that part when it ends)."""
+    created = lifecycle_part(summary, "i", request_id, run_id) or dict(opened or {})
+    if not created:
+        return None
+    end = lifecycle_part(summary, "e", request_id, run_id)
+    failed = lifecycle_part(summary, "x", request_id, run_id)
+    last = lifecycle_part(summary, "fl", request_id, run_id)
+    outcome = end.get("o")
+    if failed:
+        outcome = "resume_failed"
+    if status is None:
+        status = {"resumed": "resolved", "resume_failed": "resolved", "cancelled": "cancelled"}.get(
+            str(outcome), "expired"
+        )
+    try:
+        return Lifecycle(
+            status=status,  # type: ignore[arg-type]
+            presentation=str(created["k"]),
+            option_count=int(created["o"]),
+            created_at=int(created["c"]),
+            capture=tuple(created.get("cap", ())),
+            schema_id=created.get("sid"),
+            schema_version=created.get("sv"),
+            outcome=outcome,
+            ended_at=failed.get("t", end.get("t")),
+            wait_ms=end.get("w"),
+            responder=end.get("r"),
+            reason=failed.get("why", end.get("why")),
+            answer=end.get("a"),
+            request=created.get("q"),
+            failures=int(summary.get(lifecycle_field("f", request_id, run_id).encode(), 0)),
+            last_failure=last.get("why"),
+            last_failure_at=last.get("t"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptRecord(f"interrupt lifecycle record has the wrong shape: {exc}", what="interrupt") from exc
+
+
+def with_lifecycle(
+    run_id: str, request_id: str, fields: Mapping[bytes, bytes], summary: Mapping[bytes, bytes], now: int
+) -> InterruptRecord | None:
+    """The interrupt ``request_id`` with its lifecycle record: from its run's hash while the run's
+    records last (its status there: pending until the run's ``expires``), else from the lifecycle
+    record alone (its request only if captured). None if neither knows it."""
+    record = interrupt_in(run_id, request_id, fields) if fields else None
+    status: str | None = None
+    if record is not None:
+        status = _s(fields.get(status_field(request_id, run_id).encode(), b"")) or None
+        if status == "pending" and int(fields.get(b"expires") or 0) <= now:
+            status = "expired"
+    # while its run's records last, its first part is its record's (the summary has it once it ended)
+    opened = telemetry.created(record, with_request=False) if record is not None else None
+    lifecycle = lifecycle_from(run_id, request_id, summary, status, opened)
+    if record is not None:
+        if lifecycle is not None and lifecycle.status != "pending" and "input" not in record.capture:
+            record = replace(record, request={})  # ended: only what its lifecycle record captured shows
+        return replace(record, lifecycle=lifecycle)
+    if lifecycle is None:
+        return None
+    made = lifecycle_part(summary, "i", request_id, run_id)
+    return InterruptRecord(
+        request_id=request_id,
+        run_id=run_id,
+        workflow=_s(summary.get(b"wf", b"")),
+        node=str(made.get("n", "")),
+        step=int(made.get("s", 0)),
+        journal_field="",
+        request=lifecycle.request or {},
+        created_at=lifecycle.created_at,
+        expires_at=int(made.get("x", 0)),
+        token_hash="",
+        root_run_id=made.get("rr"),
+        parent_run_id=made.get("pr"),
+        version=made.get("v"),
+        capture=lifecycle.capture,
+        lifecycle=lifecycle,
+    )
+
+
+def pending_in(
+    run_id: str, expires_at: int, fields: Mapping[bytes, bytes], summary: Mapping[bytes, bytes], now: int
+) -> InterruptRecord | None:
+    """The interrupt an index entry (of ``run_id``, expiring at ``expires_at``) stands for, from its
+    run's hash (with its lifecycle record, from the run's summary): the one the run waits on, if
+    its expiry is the entry's (else the entry is stale: the run moved on)."""
+    wait = waiting(fields)
+    if not wait or wait.startswith(CHILD_WAIT) or fields.get(b"expires") != str(expires_at).encode():
+        return None
+    return with_lifecycle(run_id, wait, fields, summary, now)
+
+
+def answered_steps(summary: Mapping[bytes, bytes], run_id: str) -> set[int]:
+    """The steps of the run's interrupts that ended, as their lifecycle records say."""
+    return {int(lifecycle_part(summary, "i", r, run_id).get("s", 0)) for r in lifecycle_ids(summary, "e", run_id)}
+
+
+# --- events ------------------------------------------------------------------------
+
+
+def event_from(entry_id: str, kind: str, data_blob: bytes) -> StoredEvent:
+    data = codec.decode(data_blob, what="event")
+    ts = int(entry_id.split("-", 1)[0])
+    return StoredEvent(entry_id, kind, ts, data if isinstance(data, dict) else {"value": data})
+
+
+def short_interrupt_event(record: InterruptRecord) -> dict[str, Any]:
+    """The interrupt event as its run's own stream keeps it: the interrupt's <req> (``h``), its
+    expiry (``x``) and audience (``a``: an escalation changes the record's, not this event's), and
+    nothing its record holds: readers rebuild the rest from it (``with_interrupts``), so a parked
+    run's stream does not keep its request twice (~370 bytes less for a 200-byte request) and the
+    event fits in one field of a parked run's hash."""
+    short = short_id(record.request_id, record.run_id)
+    return {"h": short, "x": record.expires_at} | ({"a": record.audience} if record.audience else {})
+
+
+def is_short_event(event: StoredEvent) -> bool:
+    """Whether ``event`` is an interrupt event kept short (``short_interrupt_event``)."""
+    return event.type == "interrupt" and "h" in event.data and "requestId" not in event.data
+
+
+def has_short(events: Sequence[StoredEvent]) -> bool:
+    """Whether ``events`` hold a short interrupt event (``with_interrupts`` needs the run hash)."""
+    return any(is_short_event(e) for e in events)
+
+
+def _position(event_id: str) -> tuple[int, int]:
+    ms, _, seq = event_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def fold_value(entry_id: str, kind: str, data: bytes) -> bytes:
+    """A folded event's value (as ``fold`` in ``_common.lua`` writes it): its entry id, a space,
+    its type's length in one byte, its type, its data."""
+    kind_bytes = kind.encode()
+    return entry_id.encode() + b" " + bytes([len(kind_bytes)]) + kind_bytes + data
+
+
+def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent]:
+    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values) after ``after``."""
+    out: list[StoredEvent] = []
+    start = _position(after)
+    for value in values:
+        if value is None:
+            break
+        entry_id, _, rest = value.partition(b" ")
+        if not rest or _position(entry_id.decode()) <= start:
+            continue
+        size = rest[0]
+        out.append(event_from(entry_id.decode(), rest[1 : 1 + size].decode(), rest[1 + size :]))
+    return out
+
+
+def merged(folded: list[StoredEvent], streamed: list[StoredEvent], count: int) -> list[StoredEvent]:
+    """The first ``count`` of a run's folded and streamed events, in order, each once (the stream
+    still holds the folded ones for ``FOLD_WAKE_MS`` after the park)."""
+    if not folded:
+        return streamed
+    seen = {e.id for e in streamed}
+    return sorted([*streamed, *(e for e in folded if e.id not in seen)], key=lambda e: _position(e.id))[:count]
+
+
+def events_from(reply: Any) -> list[StoredEvent]:
+    """The events of an XREAD reply on one stream, as stored (see ``with_interrupts``)."""
+    out: list[StoredEvent] = []
+    for _stream, entries in reply or []:
+        for entry_id, fields in entries:
+            out.append(event_from(_s(entry_id), _s(fields[b"t"]), fields[b"d"]))
+    return out
+
+
+def with_interrupts(run_id: str, events: list[StoredEvent], fields: Mapping[bytes, bytes]) -> list[StoredEvent]:
+    """``events`` with each interrupt event its stream keeps short rebuilt from its record in the run
+    hash ``fields``: the event park would have written whole (its expiry and audience as the short
+    one says: an escalation changes the record's). A record gone leaves its request id and expiry."""
+    return [_rebuilt(run_id, e, fields) if is_short_event(e) else e for e in events]
+
+
+def _rebuilt(run_id: str, event: StoredEvent, fields: Mapping[bytes, bytes]) -> StoredEvent:
+    request_id = full_id(str(event.data["h"]), run_id)
+    record = interrupt_in(run_id, request_id, fields) if fields else None
+    if record is None:
+        return replace(event, data={"requestId": request_id, "expiresAt": event.data.get("x")})
+    record = replace(record, expires_at=int(event.data["x"]), audience=event.data.get("a"))
+    return replace(event, data=interrupt_event(record, telemetry.public_request(record.request)))
+
+
+def events_page(run_id: str, after: str, fields: Mapping[bytes, bytes], reply: Any, count: int) -> list[StoredEvent]:
+    """The first ``count`` of a run's events after ``after``, from one read of its hash (``fields``,
+    HGETALL) and of its stream (``reply``, XREAD): the events a parked run keeps in its hash and the
+    stream's, each once, in order, with park's short interrupt events rebuilt from the record the
+    hash holds (``with_interrupts``)."""
+    folded = folded_after([fields.get(f) for f in FOLDED_FIELDS], after)
+    return with_interrupts(run_id, merged(folded, events_from(reply), count), fields)
+
+
+# --- reads of several round trips, for sync and asyncio drivers ------------------------
+
+Command = tuple[Any, ...]
+"""one Redis command, as ``execute_command`` takes it (its reply parsed as the named method's)"""
+Plan = Generator[list[Command], list[Any], T]
+"""a read: each step yields the commands of one round trip (sent together in one pipeline) and is
+sent their replies; it returns the result. ``RedisStore`` drives plans on its client, the HTTP
+server's event streams on an asyncio one: one read, two drivers."""
+
+
+def _xread(stream: str, after: str, count: int, block_ms: int | None = None) -> Command:
+    block = ("BLOCK", block_ms) if block_ms else ()
+    return ("XREAD", "COUNT", count, *block, "STREAMS", stream, after)
+
+
+def read_events(run_id: str, after: str, block_ms: int | None, count: int) -> Plan[list[StoredEvent]]:
+    """The run's events after ``after``: its hash and its stream in one round trip (``events_page``);
+    when there are none and ``block_ms``, an XREAD BLOCK on the stream (which wakes when a resume
+    puts the folded events back with their ids and appends: only the new ones are after
+    ``after``), and the hash again only if what it returns holds a short interrupt event."""
+    stream, run = keys.events(run_id), keys.run(run_id)
+    fields, reply = yield [("HGETALL", run), _xread(stream, after, count)]
+    out = events_page(run_id, after, fields, reply, count)
+    if out or not block_ms:
+        return out
+    (reply,) = yield [_xread(stream, after, count, block_ms)]
+    out = events_from(reply)
+    if not has_short(out):
+        return out
+    (fields,) = yield [("HGETALL", run)]
+    return with_interrupts(run_id, out, fields)
