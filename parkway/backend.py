@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .adapters.redis.connection import connect
 from .adapters.redis.errors import translated
-from .adapters.redis.store import RedisStore, connect
+from .adapters.redis.store import RedisStore
 from .adapters.redis.token_key import token_key
 from .config import Settings
 from .runtime import executor

@@ -312,7 +312,7 @@ def test_wait_and_stream_keep_their_own_timeouts_and_blocking_reads_outlast_thei
 ) -> None:
     """On a live Redis wait and stream raise WaitTimeout on time: the socket timeout never cuts
     read_events' XREAD BLOCK, nor RQ's blocking dequeue on the worker's connection."""
-    from parkway.adapters.redis.store import connect
+    from parkway.adapters.redis.connection import connect
     from parkway.workers.worker import ParkwayWorker
 
     pw = closing(Parkway(_settings(server.url)))

@@ -24,9 +24,9 @@ from structlog.testing import capture_logs
 
 from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, Workflow, cli, use_step
 from parkway.adapters.redis import keys
+from parkway.adapters.redis.connection import connect
 from parkway.adapters.redis.replicas import ReplicaAcks
 from parkway.adapters.redis.sentinel import MasterConnection, SentinelSpec, parse_sentinel_url
-from parkway.adapters.redis.store import connect
 from parkway.runtime.protocol import ResumeResult
 from parkway.workers import jobs
 from parkway.workers.reconciler import reconcile_once

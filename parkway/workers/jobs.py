@@ -25,8 +25,9 @@ from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
 
 from ..adapters.redis import keys
+from ..adapters.redis.connection import connect
 from ..adapters.redis.errors import translated
-from ..adapters.redis.store import RedisStore, connect
+from ..adapters.redis.store import RedisStore
 from ..adapters.redis.token_key import token_key
 from ..config import Settings
 from ..runtime import executor

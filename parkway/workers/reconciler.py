@@ -201,7 +201,7 @@ class Maintenance:
       other while they come back full.
 
     A pass on a Redis that does not answer raises ``StoreUnavailable`` within the store's bound
-    (``GIVE_UP_S`` of ``adapters.redis.store``); the thread logs ``maintenance_error`` and waits
+    (``GIVE_UP_S`` of ``adapters.redis.connection``); the thread logs ``maintenance_error`` and waits
     twice as long before the next pass (up to 5 s), and back to its beat once one works.
     """
 

@@ -17,8 +17,8 @@ from rq.exceptions import DeserializationError
 from rq.job import Job
 from rq.worker_pool import WorkerPool
 
+from ..adapters.redis.connection import connect
 from ..adapters.redis.replicas import ReplicaAcks
-from ..adapters.redis.store import connect
 from ..config import Settings
 from ..runtime.store import Attempt
 from .jobs import EXECUTE_JOB, WorkerRuntime, execute_with, install, parse_job_id, serving, worker_runtime

@@ -8,18 +8,14 @@ translated into parkway errors by :func:`~parkway.adapters.redis.errors.translat
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, Literal, Protocol, TypeVar
 
 import redis
 import redis.exceptions as rex
-from redis.backoff import EqualJitterBackoff
-from redis.retry import Retry
 
 from ...runtime import journal, telemetry
 from ...runtime.errors import ValidationError
@@ -36,8 +32,6 @@ from ...runtime.store import (
     FanOutOutcome,
     ForkOutcome,
     IndexEntry,
-    InterruptListing,
-    InterruptQuery,
     InterruptRecord,
     JournalEntry,
     Lookup,
@@ -46,17 +40,18 @@ from ...runtime.store import (
     Park,
     Requeue,
     ResumeCommit,
-    RunRecord,
     Spawn,
-    StoredEvent,
     Tallies,
 )
 from .. import codec
 from ..limits import Limits
 from . import keys, layout
+from .connection import connect, run_script
+from .connection import text as _text
 from .errors import translated
-from .replicas import ReplicaAcks, ReplicaShortfall
-from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
+from .listings import InterruptListings
+from .records import RunRecords
+from .replicas import ReplicaAcks
 from .sessions import SessionStore
 
 T = TypeVar("T")
@@ -66,8 +61,6 @@ READ_ONLY_SCRIPTS = frozenset({"lookup", "session_path"})
 """scripts that write nothing: no replica acknowledgement is waited for after them"""
 HOLD_CHUNK = 1000
 """runs whose records one round trip of ``hold_overdue`` keeps"""
-SKIP_BATCH_MAX = 4096
-"""the most members one round trip of a ``newest`` listing reads past expired ones"""
 _WAIT_BUCKETS_ARG = " ".join(str(b) for b in WAIT_BUCKETS_S)
 _SCRIPTS = (
     "create",
@@ -149,12 +142,10 @@ class NextJob(Protocol):
         """``hand_off``'s ARGV for a job of ``run_id`` (the script adds the step and fence)."""
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-class RedisStore:
-    """Store on a Redis server (or a Redis-compatible one with Lua and streams)."""
+class RedisStore(RunRecords, InterruptListings):
+    """Store on a Redis server (or a Redis-compatible one with Lua and streams): the transitions
+    here, the reads of a run's records (``RunRecords``) and the interrupt listings
+    (``InterruptListings``) in modules of their own, on the connection of ``connection``."""
 
     def __init__(
         self,
@@ -172,8 +163,6 @@ class RedisStore:
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
-        self._workflows: list[str] | None = None
-        """the workflows with an index, as the last listing across them read them"""
         self.sessions = SessionStore(self)
         """the session transitions, on the same client and scripts"""
 
@@ -613,11 +602,6 @@ class RedisStore:
         )
         return FanOutOutcome(_text(reply[0]) == "waiting", int(reply[1]))
 
-    def live_children(self, run_id: str) -> list[str]:
-        """The children of the run's fan-out started and not yet ended (``use_workflows``)."""
-        with translated(run_id):
-            return sorted(_text(c) for c in self.client.smembers(keys.fanout(run_id)))
-
     def fork(self, new: NewRun, step: int) -> ForkOutcome:
         """Create ``new``, re-opening activation ``step`` of ``new.forked_from``'s run (``fork.lua``):
         the new run starts at the node that step ran, with ``new.input`` as its data."""
@@ -636,16 +620,6 @@ class RedisStore:
         if outcome == "forked":
             return ForkOutcome("forked", handed=bool(reply[1]))
         return ForkOutcome(outcome, current_step=int(reply[1]) if len(reply) > 1 else None)  # type: ignore[arg-type]
-
-    def fork_point(self, run_id: str, step: int) -> Any:
-        """The data activation ``step`` of ``run_id`` started with (its input for step 0, else its
-        snapshot; None when there is none), read only: a snapshot never changes once written."""
-        with translated(run_id):
-            if step == 0:
-                blob = self.client.hget(keys.run(run_id), layout.INPUT)
-            else:
-                blob = self.client.hget(keys.snapshots(run_id), str(step))
-        return None if blob is None else codec.decode(blob, what="run data")
 
     def _ancestor_keys(self, lineage: Sequence[tuple[str, int]]) -> list[str]:
         """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state,
@@ -1139,67 +1113,10 @@ class RedisStore:
                 return True
             return False
 
-    # --- reads ----------------------------------------------------------
-
-    def get_run(self, run_id: str, now: int) -> RunRecord | None:
-        with translated(run_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hgetall(keys.run(run_id))
-            pipe.hgetall(keys.summary(run_id))
-            run, summary = pipe.execute()
-        return layout.run_or_summary(run_id, run, summary)
-
-    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        """Whose each run is: ``run id -> (tenant, owner)`` as its summary was created with (it
-        outlives the run's records); a run without a summary is left out. One round trip."""
-        if not run_ids:
-            return {}
-        with translated():
-            pipe = self.client.pipeline(transaction=False)
-            for r in run_ids:
-                pipe.hmget(keys.summary(r), *layout.AUTHORITY_FIELDS)
-            found = {r: layout.authority(values) for r, values in zip(run_ids, pipe.execute(), strict=True)}
-        return {r: whose for r, whose in found.items() if whose is not None}
-
-    def answered_steps(self, run_id: str, below: int) -> list[int]:
-        """The activations before ``below`` whose interrupt ended (answered, cancelled, or expired
-        into its policy), oldest first: what a fork past them would skip. Read from the lifecycle
-        records in the run's summary (an activation's journal is gone once it completed)."""
-        if below <= 0:
-            return []
-        with translated(run_id):
-            summary = self.client.hgetall(keys.summary(run_id))
-        return sorted(step for step in layout.answered_steps(summary, run_id) if step < below)
-
     def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers (within the bound of ``connect``)."""
         with translated():
             self.client.ping()
-
-    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
-        """The journal of activation ``step`` and the run's workflow state, read only."""
-        with translated(run_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hgetall(keys.journal(run_id, step))
-            pipe.hgetall(keys.workflow_state(run_id))
-            journal, state = pipe.execute()
-        return (
-            {_text(k): layout.entry_from_blob(v) for k, v in journal.items()},
-            {_text(k): codec.decode(v, what="workflow state") for k, v in state.items()},
-        )
-
-    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
-        with translated(run_id):
-            fields = self.client.hgetall(keys.run(run_id))
-        return layout.interrupt_in(run_id, request_id, fields)
-
-    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
-        with translated(run_id):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hgetall(keys.run(run_id))
-            pipe.hgetall(keys.summary(run_id))
-            fields, summary = pipe.execute()
-        return layout.with_lifecycle(run_id, request_id, fields, summary, now)
 
     def close_raced(self, run_id: str, now: int) -> bool:
         r = run_id
@@ -1243,245 +1160,6 @@ class RedisStore:
                 ],
             )
         )
-
-    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
-        if query.status != "pending":
-            return self._closed(query)
-        after = codec.parse_cursor(query.cursor, query.order)
-        with translated():
-            if query.run_id is not None:
-                return self._waiting_interrupt(query)
-            if query.filtered:
-                return self._filtered(query, after)
-            members, feed = self._page(query, after)
-            entries = [codec.parse_member(m, query.order, wf) for wf, m in members[: query.limit]]
-            pipe = self.client.pipeline(transaction=False)
-            for e in entries:
-                pipe.hgetall(keys.run(e.run_id))
-                pipe.hgetall(keys.summary(e.run_id))
-            replies = pipe.execute() if entries else []
-        pairs = zip(entries, replies[::2], replies[1::2], strict=True)
-        found = (layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, f, s in pairs)
-        items = [record for record in found if record is not None]
-        more = len(members) > query.limit
-        cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
-        return InterruptListing(items, cursor, feed)
-
-    def _closed(self, query: InterruptQuery) -> InterruptListing:
-        """Interrupts that ended ``query.status``, newest end first, within the retention: each
-        workflow's closed index read from the cursor down (O(log N + page)), merged, then the runs'
-        records and summaries of the page in one round trip. Members past the retention are left
-        out (the scripts that add to an index prune it); one whose summary is gone is skipped."""
-        after = codec.parse_closed_cursor(query.cursor, query.status)
-        want, floor = query.limit + 1, codec.time_floor(max(0, query.now - self.limits.retention_ms))
-        with translated():
-            if query.run_id is not None:
-                return InterruptListing(self._closed_of_run(query), None)
-            names = [query.workflow] if query.workflow else sorted(map(_text, self.client.smembers(keys.workflows())))
-            pipe = self.client.pipeline(transaction=False)
-            for wf in names:
-                pipe.zrevrangebylex(keys.closed_index(query.status, wf), b"(" + after if after else "+",
-                                    b"[" + floor, start=0, num=want)
-            batches = pipe.execute() if names else []
-            members = sorted((m for batch in batches for m in batch), reverse=True)[:want]
-            page = [codec.parse_closed_member(m) for m in members[: query.limit]]
-            pipe = self.client.pipeline(transaction=False)
-            for _, run_id, _ in page:
-                pipe.hgetall(keys.run(run_id))
-                pipe.hgetall(keys.summary(run_id))
-            replies = pipe.execute() if page else []
-        items = []
-        for (_, run_id, request_id), fields, summary in zip(page, replies[::2], replies[1::2], strict=True):
-            record = layout.with_lifecycle(run_id, request_id, fields, summary, query.now)
-            if record is not None:
-                items.append(record)
-        more = len(members) > query.limit
-        cursor = codec.make_closed_cursor(members[query.limit - 1], query.status) if more else None
-        return InterruptListing(items, cursor)
-
-    def _closed_of_run(self, query: InterruptQuery) -> list[InterruptRecord]:
-        """One run's interrupts that ended ``query.status`` (its summary holds them all), newest first."""
-        r = query.run_id or ""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(keys.run(r))
-        pipe.hgetall(keys.summary(r))
-        fields, summary = pipe.execute()
-        made = layout.lifecycle_ids(summary, "i", r)
-        found = (layout.with_lifecycle(r, request_id, fields, summary, query.now) for request_id in made)
-        items = [x for x in found if x is not None and x.lifecycle is not None and x.lifecycle.status == query.status]
-        items.sort(key=lambda x: (x.lifecycle.ended_at if x.lifecycle else 0) or 0, reverse=True)
-        return items[: query.limit]
-
-    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], None]) -> tuple[list[Any], str | None]:
-        """The replies of the commands ``read(pipeline)`` queues, in one round trip. When the query
-        watches: with the pause feed's last id read just before them (a pause they miss is after
-        that id); when it waits, after an XREAD BLOCK on the feed, in that round trip too (Redis
-        runs a connection's commands in order: the ones behind a blocked one run when it returns,
-        woken or timed out)."""
-        pipe = self.client.pipeline(transaction=False)
-        watching = query.watch or query.wait_after is not None
-        if query.wait_after is not None:
-            pipe.xread({keys.pauses(): query.wait_after}, count=1, block=max(1, query.wait_ms))
-        if watching:
-            pipe.xrevrange(keys.pauses(), "+", "-", count=1)
-        skip = (query.wait_after is not None) + watching
-        read(pipe)
-        replies = pipe.execute()
-        if not watching:
-            return replies, None
-        last = replies[skip - 1]
-        return replies[skip:], _text(last[0][0]) if last else "0-0"
-
-    def _page(self, query: InterruptQuery, after: bytes | None) -> tuple[list[tuple[str, bytes]], str | None]:
-        """Up to limit+1 unexpired (workflow, member) after the cursor, in order (expired members await
-        the reconciler), and the pause feed's position if the query watches. Without a workflow, the
-        workflows' indexes are merged: each gives its first limit+1, read together in one round trip
-        with the set of workflows (a workflow new to this store is read in one more)."""
-        want, newest = query.limit + 1, query.order == "newest"
-        floor = codec.time_floor(query.now + 1)
-
-        high, low = _created_bounds(query, after)
-
-        def first(pipe: Any, wf: str) -> None:
-            key = keys.index(query.order, wf)
-            if newest:
-                pipe.zrevrangebylex(key, high, low, start=0, num=want)
-            else:  # the order itself puts expired members first: start past them
-                start = b"(" + after if after and after > floor else b"[" + floor
-                pipe.zrangebylex(key, start, "+", start=0, num=want)
-
-        if query.workflow is not None:
-            names = [query.workflow]
-        elif self._workflows is None:
-            names = self._workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
-        else:
-            names = self._workflows
-
-        def read(pipe: Any) -> None:
-            for wf in names:
-                first(pipe, wf)
-            if query.workflow is None:
-                pipe.smembers(keys.workflows())
-
-        replies, feed = self._with_feed(query, read)
-        batches = dict(zip(names, replies, strict=False))
-        if query.workflow is None:
-            known = sorted(_text(n) for n in replies[-1])
-            if new := [wf for wf in known if wf not in batches]:
-                pipe = self.client.pipeline(transaction=False)
-                for wf in new:
-                    first(pipe, wf)
-                batches.update(zip(new, pipe.execute(), strict=True))
-            self._workflows = known
-        out: list[tuple[str, bytes]] = []
-        for wf, batch in batches.items():
-            out += [(wf, m) for m in (self._unexpired(query, wf, batch, want, low) if newest else batch)]
-        out.sort(key=lambda pair: pair[1], reverse=newest)
-        return out[:want], feed
-
-    def _unexpired(
-        self, query: InterruptQuery, wf: str, batch: list[bytes], want: int, low: bytes | str = "-"
-    ) -> list[bytes]:
-        """From a ``newest`` batch on, the first ``want`` members of ``wf``'s index not yet expired
-        (down to ``low``, the created-after bound). Past expired members (a backlog the reconcilers
-        have not reached) each next batch is twice as large, up to ``SKIP_BATCH_MAX``, and the
-        reading stops once it holds every unexpired member the expiring index counts: a deep
-        backlog costs a few round trips, not one per ``want`` members."""
-        key, out, size, left = keys.index("newest", wf), [], want, None
-        while True:
-            out += [m for m in batch if codec.parse_member(m, "newest", wf).expires_at > query.now]
-            if len(out) >= want or len(batch) < size:
-                return out[:want]
-            if left is None:
-                unexpired = b"[" + codec.time_floor(query.now + 1)
-                left = int(self.client.zlexcount(keys.index("expiring", wf), unexpired, "+"))
-            if len(out) >= left:
-                return out[:want]
-            size = min(size * 2, SKIP_BATCH_MAX)
-            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=size)
-
-    def _filtered(self, query: InterruptQuery, after: bytes | None) -> InterruptListing:
-        """A page from one filter index (audience, else session, else tenant), newest first, of the
-        pending interrupts that also match the query's other filters. Each batch of members is
-        checked against the runs' hashes (one round trip): a member whose interrupt was answered or
-        moved in the meantime is skipped. O(log N + page) with one filter; with more, the first's
-        members that fail the others are read too."""
-        kind, value = next(
-            (k, v) for k, v in (("aud", query.audience), ("session", query.session), ("tenant", query.tenant)) if v
-        )
-        key, want = keys.filter_index(kind, value), query.limit + 1
-        high, low = _created_bounds(query, after)
-        replies, feed = self._with_feed(query, lambda pipe: pipe.zrevrangebylex(key, high, low, start=0, num=want))
-        batch: list[bytes] = replies[0]
-        found: list[tuple[bytes, InterruptRecord]] = []
-        while batch:
-            entries = [codec.parse_member(m, "newest", "") for m in batch]
-            pipe = self.client.pipeline(transaction=False)
-            for e in entries:
-                pipe.hgetall(keys.run(e.run_id))
-                pipe.hgetall(keys.summary(e.run_id))
-            replies = pipe.execute()
-            for m, e, fields, summary in zip(batch, entries, replies[::2], replies[1::2], strict=True):
-                record = layout.pending_in(e.run_id, e.expires_at, fields, summary, query.now)
-                if record is not None and e.expires_at > query.now and _matches(record, query):
-                    found.append((m, record))
-            if len(batch) < want or len(found) >= want:
-                break
-            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=want)
-        more = len(found) > query.limit
-        cursor = codec.make_cursor(found[query.limit - 1][0], "newest") if more else None
-        return InterruptListing([r for _, r in found[: query.limit]], cursor, feed)
-
-    def _waiting_interrupt(self, query: InterruptQuery) -> InterruptListing:
-        """The open interrupts of the run and of every run below it (``tree_interrupts``), a page of
-        them in the query's order from its cursor."""
-        r = query.run_id or ""
-        replies, feed = self._with_feed(query, lambda pipe: _read_below(pipe, r))
-        found = [x for x in self.tree_interrupts(r, query.now, first=replies)
-                 if x.expires_at > query.now and _matches(x, query)]
-        member = {id(x): codec.member(codec.entry_of(x), query.order) for x in found}
-        newest = query.order == "newest"
-        found.sort(key=lambda x: member[id(x)], reverse=newest)
-        after = codec.parse_cursor(query.cursor, query.order)
-        if after is not None:
-            found = [x for x in found if (member[id(x)] < after if newest else member[id(x)] > after)]
-        more = len(found) > query.limit
-        cursor = codec.make_cursor(member[id(found[query.limit - 1])], query.order) if more else None
-        return InterruptListing(found[: query.limit], cursor, feed)
-
-    def tree_interrupts(self, run_id: str, now: int, first: Sequence[Any] | None = None) -> list[InterruptRecord]:
-        """The interrupts the run and the runs below it wait on, read level by level (one round trip
-        each): a run waiting on a child follows it (``use_workflow``), one whose interrupt a child
-        races follows that child too (``use_first(child=)``, while the interrupt is pending), and a
-        fan-out follows its live children (``use_workflows``). ``first``: the run's replies of
-        ``_read_below`` already read."""
-        level, out = [run_id], []
-        replies = list(first) if first is not None else None
-        for _ in range(MAX_TREE_DEPTH):
-            if not level:
-                break
-            if replies is None:
-                pipe = self.client.pipeline(transaction=False)
-                for r in level:
-                    _read_below(pipe, r)
-                replies = pipe.execute()
-            below: list[str] = []
-            for i, r in enumerate(level):
-                fields, summary, children = replies[3 * i : 3 * i + 3]
-                waited = layout.interrupt_waited(fields)
-                record = layout.with_lifecycle(r, waited, fields, summary, now) if waited else None
-                if record is not None:
-                    out.append(record)
-                below += layout.children_below(fields)
-                below += sorted(_text(c) for c in children)
-            level, replies = below[:MAX_TREE_RUNS], None
-        return out
-
-    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
-        """The run's events after ``after`` (``layout.read_events``: the run's hash and stream in one
-        round trip; when there are none, a blocking read of the stream)."""
-        with translated(run_id):
-            return run_plan(self.client, layout.read_events(run_id, after, block_ms, count))
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters, the workflows' names, the leases' and the outbox's sizes and
@@ -1527,47 +1205,8 @@ def _overdue(replies: Sequence[Any]) -> Overdue:
     return Overdue(count, oldest)
 
 
-def _created_bounds(query: InterruptQuery, after: bytes | None) -> tuple[bytes | str, bytes | str]:
-    """The lex range of a ``newest`` page (members lead with their creation time): below the cursor
-    and ``created_before``, from ``created_after`` on."""
-    high: bytes | str = b"(" + after if after else "+"
-    if query.created_before is not None:
-        before = codec.time_floor(query.created_before)
-        if after is None or before <= after:
-            high = b"(" + before
-    low: bytes | str = b"[" + codec.time_floor(query.created_after) if query.created_after is not None else "-"
-    return high, low
-
-
-def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:
-    """Whether a record (read from one filter index, or by run id) matches every filter of the query."""
-    if query.created_after is not None and record.created_at < query.created_after:
-        return False
-    if query.created_before is not None and record.created_at >= query.created_before:
-        return False
-    wanted = (
-        (query.workflow, record.workflow),
-        (query.audience, record.audience),
-        (query.tenant, record.tenant),
-        (query.session, record.session),
-    )
-    return all(want is None or want == have for want, have in wanted)
-
-
 MAX_MOVES = 5
 """how many escalations one resume follows before it gives up (each one is a reconciler's pass)"""
-MAX_TREE_DEPTH = 16
-"""how far down a tree of child runs a listing by run id looks for the interrupts it waits on"""
-MAX_TREE_RUNS = 10_000
-"""the most runs of one level of a tree a listing by run id reads (a fan-out's children)"""
-
-
-def _read_below(pipe: Any, run_id: str) -> None:
-    """Queue the reads that say what a run waits on and what runs below it (``tree_interrupts``):
-    its hash, its summary (its interrupt's lifecycle record), its fan-out's live children."""
-    pipe.hgetall(keys.run(run_id))
-    pipe.hgetall(keys.summary(run_id))
-    pipe.smembers(keys.fanout(run_id))
 
 
 def _requeue(reply: Sequence[Any]) -> Requeue:
@@ -1575,183 +1214,3 @@ def _requeue(reply: Sequence[Any]) -> Requeue:
     if len(reply) == 1:
         return Requeue(outcome)  # type: ignore[arg-type]
     return Requeue(outcome, int(reply[1]), int(reply[2]))  # type: ignore[arg-type]
-
-
-SOCKET_TIMEOUT_S = 5.0
-"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s) and a
-waiting listing's (``parkway.client.PAUSE_WAIT_SLICE_MS``, 4 s)"""
-CONNECT_TIMEOUT_S = 2.0
-"""longest wait for a TCP connection (at most SOCKET_TIMEOUT_S: no attempt waits longer than that)"""
-GIVE_UP_S = 15.0
-"""a call on ``connect()``'s client ends within this many seconds when Redis does not answer"""
-
-_deadline: ContextVar[float | None] = ContextVar("parkway_redis_deadline", default=None)
-
-
-class _RetryUntil(Retry):
-    """redis-py's Retry, bounded by time rather than by count.
-
-    A failed attempt is retried, after a backoff (0.1 s doubling to 1 s, jittered), only while
-    one more attempt can end within ``GIVE_UP_S`` of the call's start. redis-py nests retries
-    (a command's retry reconnects, connecting retries the socket connect, a health check
-    retries its PING): the nested ones share the outermost one's deadline, so they cannot
-    multiply it. It overrides ``call_with_retry`` (redis-py 8's signature) and reads the base
-    class's ``_backoff`` and ``_supported_errors``; tests/test_frozen_redis.py fails if they change.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(EqualJitterBackoff(cap=1.0, base=0.1), retries=-1)
-
-    def call_with_retry(
-        self,
-        do: Callable[[], T],
-        fail: Callable[..., Any],
-        is_retryable: Callable[[Exception], bool] | None = None,
-        with_failure_count: bool = False,
-    ) -> T:
-        outer = _deadline.get()
-        deadline = time.monotonic() + GIVE_UP_S if outer is None else outer
-        token = _deadline.set(deadline) if outer is None else None
-        try:
-            self._backoff.reset()  # type: ignore[no-untyped-call]
-            failures = 0
-            while True:
-                try:
-                    return do()
-                except self._supported_errors as error:
-                    if is_retryable is not None and not is_retryable(error):
-                        raise
-                    failures += 1
-                    if with_failure_count:
-                        fail(error, failures)
-                    else:
-                        fail(error)
-                    pause = self._backoff.compute(failures)
-                    if time.monotonic() + pause + SOCKET_TIMEOUT_S > deadline:
-                        raise
-                    time.sleep(pause)
-        finally:
-            if token is not None:
-                _deadline.reset(token)
-
-
-def run_plan(client: redis.Redis, plan: layout.Plan[T]) -> T:
-    """What ``plan`` returns, each of its round trips sent as one pipeline on ``client``."""
-    try:
-        commands = next(plan)
-        while True:
-            pipe: Any = client.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)
-            commands = plan.send(pipe.execute())
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-def run_script(
-    client: redis.Redis, script: Any, keys_: Sequence[Any], args: Sequence[Any], acks: ReplicaAcks | None = None
-) -> Any:
-    """``script`` (a ``client.register_script``) run on ``keys_`` and ``args``: its EVALSHA sent on a
-    connection of the client's pool and its reply read, on the one path every transition takes.
-
-    What redis-py's own call (``Script.__call__``, then ``execute_command``) does around a command,
-    this does too: the connection's retry (``_RetryUntil`` from ``connect``) retries a failed attempt
-    after dropping the connection, and a script the server does not know (NOSCRIPT: Redis restarted,
-    or SCRIPT FLUSH) is loaded and sent again. What it leaves out (event dispatch, metrics hooks,
-    response callbacks: EVALSHA has none) is Python that every transition paid for nothing. A
-    connection whose reply may be half read (anything raised but Redis's own error reply) is dropped,
-    never reused. Reads the public ``connection_pool``, ``Connection.send_command``/``read_response``,
-    ``Connection.pack_commands``/``send_packed_command``, ``Connection.retry`` and
-    ``Script.sha``/``script``: tests/test_storage.py holds them.
-
-    With ``acks``, the EVALSHA is followed in the same round trip by ``WAIT`` (see :mod:`.replicas`):
-    fewer replicas than asked acknowledging it drops the connection and raises ``ReplicaShortfall``
-    (``translated`` makes it ``StoreUnavailable``), never retried here: the script may have run."""
-    pool = client.connection_pool
-    conn: Any = pool.get_connection()
-    evalsha = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
-    try:
-        def attempt() -> Any:
-            try:
-                return _send(conn, evalsha, acks)
-            except rex.NoScriptError:
-                conn.send_command("SCRIPT", "LOAD", script.script)
-                conn.read_response()
-                return _send(conn, evalsha, acks)
-
-        return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
-    except rex.ResponseError:
-        raise
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
-
-
-def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
-    """``command``'s reply; with ``acks``, sent with its ``WAIT`` and checked against it."""
-    if acks is None:
-        conn.send_command(*command)
-        return conn.read_response()
-    sent = time.monotonic()
-    conn.send_packed_command(conn.pack_commands([command, ("WAIT", acks.replicas, acks.timeout_ms)]))
-    refused: rex.ResponseError | None = None
-    try:
-        reply = conn.read_response()
-    except rex.ResponseError as exc:  # WAIT's reply follows it on the wire all the same
-        refused = exc
-    acknowledged = conn.read_response()
-    if refused is not None:
-        raise refused
-    shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - sent) * 1000)
-    if shortfall is not None:
-        raise ReplicaShortfall(shortfall)
-    return reply
-
-
-def connect(url: str, *, max_connections: int | None = None) -> redis.Redis:
-    """A client each of whose calls ends within ``GIVE_UP_S`` (15 s) when Redis does not answer.
-    ``url`` is a Redis URL, or a ``redis+sentinel://`` string: the client then follows the master
-    the sentinels name, asking them again at every (re)connect (:mod:`.sentinel`).
-
-    That holds whether Redis is down (connection refused), unreachable (no route, or no answer
-    to the connect) or frozen (the kernel accepts the connection, nothing ever replies): an
-    attempt waits at most 5 s for a reply (2 s to connect), and a failed one is retried with
-    backoff only while another can still end within 15 s of the first (``_RetryUntil``). So a
-    refused connection is retried for about 10 s (a Redis restart that takes less goes
-    unnoticed) and a frozen Redis raises after about 10 s (two attempts of 5 s); the error is
-    redis-py's ConnectionError or TimeoutError, which ``translated`` turns into
-    ``StoreUnavailable``. A parkway call that makes several round trips raises at the first
-    one left unanswered, so it too ends within 15 s of Redis going silent.
-
-    No health-check PING (``health_check_interval``): the pool already notices a connection the
-    server closed when it hands it out, and one that died silently fails its command and is
-    retried like any failed attempt; the PING would only add a round trip and a third nested
-    retry.
-
-    RQ's worker raises its own connection's socket timeout above its blocking dequeue (BLMOVE,
-    up to ``worker_ttl`` - 15 s), so the worker's job loop waits longer than this bound; the
-    worker's store, and with it the maintenance thread, has a client of its own.
-
-    ``max_connections`` makes the pool a fixed one of at most that many connections, which a
-    thread waits for (up to ``SOCKET_TIMEOUT_S``) when all are busy: a server's burst of requests
-    then leaves no more connections open than that (None: as many as threads use at once, kept).
-    """
-    options: dict[str, Any] = dict(
-        socket_timeout=SOCKET_TIMEOUT_S,
-        socket_connect_timeout=CONNECT_TIMEOUT_S,
-        health_check_interval=0,
-        retry=_RetryUntil(),
-    )
-    if is_sentinel_url(url):
-        options.update(pool_kwargs(parse_sentinel_url(url)))
-        if max_connections is None:
-            return redis.Redis(connection_pool=redis.ConnectionPool(**options))
-        blocking = redis.BlockingConnectionPool(max_connections=max_connections, timeout=SOCKET_TIMEOUT_S, **options)  # type: ignore[no-untyped-call]
-        return redis.Redis(connection_pool=blocking)
-    if max_connections is None:
-        return redis.Redis.from_url(url, **options)
-    pool = redis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=SOCKET_TIMEOUT_S,
-                                                 **options)
-    return redis.Redis(connection_pool=pool)

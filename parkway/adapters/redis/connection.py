@@ -1,0 +1,222 @@
+"""The connection to Redis, and the one room for redis-py's internals.
+
+``connect`` builds the client every store and worker uses: each call ends within ``GIVE_UP_S``
+when Redis does not answer (``_RetryUntil``). ``run_script`` is the path every transition takes
+(EVALSHA on a pooled connection, NOSCRIPT reloaded, with ``WAIT`` for replica acknowledgements);
+``run_plan`` drives a sans-IO read (``layout.Plan``) on a sync client. What they borrow of
+redis-py beyond its public calls, and where a test holds it:
+
+- ``Retry._backoff`` and ``Retry._supported_errors``, and ``call_with_retry``'s signature
+  (``_RetryUntil``): tests/test_frozen_redis.py;
+- ``connection_pool``, ``Connection.send_command``/``read_response``, ``pack_commands``/
+  ``send_packed_command``, ``Connection.retry``, ``Script.sha``/``script`` (``run_script``):
+  tests/test_storage.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+import redis
+import redis.exceptions as rex
+from redis.backoff import EqualJitterBackoff
+from redis.retry import Retry
+
+from . import layout
+from .replicas import ReplicaAcks, ReplicaShortfall
+from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
+
+T = TypeVar("T")
+
+
+def text(value: Any) -> str:
+    """A reply's bytes (or number) as a str."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+SOCKET_TIMEOUT_S = 5.0
+"""longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s) and a
+waiting listing's (``parkway.client.PAUSE_WAIT_SLICE_MS``, 4 s)"""
+
+
+CONNECT_TIMEOUT_S = 2.0
+"""longest wait for a TCP connection (at most SOCKET_TIMEOUT_S: no attempt waits longer than that)"""
+
+
+GIVE_UP_S = 15.0
+"""a call on ``connect()``'s client ends within this many seconds when Redis does not answer"""
+
+
+_deadline: ContextVar[float | None] = ContextVar("parkway_redis_deadline", default=None)
+
+
+class _RetryUntil(Retry):
+    """redis-py's Retry, bounded by time rather than by count.
+
+    A failed attempt is retried, after a backoff (0.1 s doubling to 1 s, jittered), only while
+    one more attempt can end within ``GIVE_UP_S`` of the call's start. redis-py nests retries
+    (a command's retry reconnects, connecting retries the socket connect, a health check
+    retries its PING): the nested ones share the outermost one's deadline, so they cannot
+    multiply it. It overrides ``call_with_retry`` (redis-py 8's signature) and reads the base
+    class's ``_backoff`` and ``_supported_errors``; tests/test_frozen_redis.py fails if they change.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(EqualJitterBackoff(cap=1.0, base=0.1), retries=-1)
+
+    def call_with_retry(
+        self,
+        do: Callable[[], T],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        outer = _deadline.get()
+        deadline = time.monotonic() + GIVE_UP_S if outer is None else outer
+        token = _deadline.set(deadline) if outer is None else None
+        try:
+            self._backoff.reset()  # type: ignore[no-untyped-call]
+            failures = 0
+            while True:
+                try:
+                    return do()
+                except self._supported_errors as error:
+                    if is_retryable is not None and not is_retryable(error):
+                        raise
+                    failures += 1
+                    if with_failure_count:
+                        fail(error, failures)
+                    else:
+                        fail(error)
+                    pause = self._backoff.compute(failures)
+                    if time.monotonic() + pause + SOCKET_TIMEOUT_S > deadline:
+                        raise
+                    time.sleep(pause)
+        finally:
+            if token is not None:
+                _deadline.reset(token)
+
+
+def run_plan(client: redis.Redis, plan: layout.Plan[T]) -> T:
+    """What ``plan`` returns, each of its round trips sent as one pipeline on ``client``."""
+    try:
+        commands = next(plan)
+        while True:
+            pipe: Any = client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            commands = plan.send(pipe.execute())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def run_script(
+    client: redis.Redis, script: Any, keys_: Sequence[Any], args: Sequence[Any], acks: ReplicaAcks | None = None
+) -> Any:
+    """``script`` (a ``client.register_script``) run on ``keys_`` and ``args``: its EVALSHA sent on a
+    connection of the client's pool and its reply read, on the one path every transition takes.
+
+    What redis-py's own call (``Script.__call__``, then ``execute_command``) does around a command,
+    this does too: the connection's retry (``_RetryUntil`` from ``connect``) retries a failed attempt
+    after dropping the connection, and a script the server does not know (NOSCRIPT: Redis restarted,
+    or SCRIPT FLUSH) is loaded and sent again. What it leaves out (event dispatch, metrics hooks,
+    response callbacks: EVALSHA has none) is Python that every transition paid for nothing. A
+    connection whose reply may be half read (anything raised but Redis's own error reply) is dropped,
+    never reused. Reads the public ``connection_pool``, ``Connection.send_command``/``read_response``,
+    ``Connection.pack_commands``/``send_packed_command``, ``Connection.retry`` and
+    ``Script.sha``/``script``: tests/test_storage.py holds them.
+
+    With ``acks``, the EVALSHA is followed in the same round trip by ``WAIT`` (see :mod:`.replicas`):
+    fewer replicas than asked acknowledging it drops the connection and raises ``ReplicaShortfall``
+    (``translated`` makes it ``StoreUnavailable``), never retried here: the script may have run."""
+    pool = client.connection_pool
+    conn: Any = pool.get_connection()
+    evalsha = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
+    try:
+        def attempt() -> Any:
+            try:
+                return _send(conn, evalsha, acks)
+            except rex.NoScriptError:
+                conn.send_command("SCRIPT", "LOAD", script.script)
+                conn.read_response()
+                return _send(conn, evalsha, acks)
+
+        return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
+    except rex.ResponseError:
+        raise
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
+    """``command``'s reply; with ``acks``, sent with its ``WAIT`` and checked against it."""
+    if acks is None:
+        conn.send_command(*command)
+        return conn.read_response()
+    sent = time.monotonic()
+    conn.send_packed_command(conn.pack_commands([command, ("WAIT", acks.replicas, acks.timeout_ms)]))
+    refused: rex.ResponseError | None = None
+    try:
+        reply = conn.read_response()
+    except rex.ResponseError as exc:  # WAIT's reply follows it on the wire all the same
+        refused = exc
+    acknowledged = conn.read_response()
+    if refused is not None:
+        raise refused
+    shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - sent) * 1000)
+    if shortfall is not None:
+        raise ReplicaShortfall(shortfall)
+    return reply
+
+
+def connect(url: str, *, max_connections: int | None = None) -> redis.Redis:
+    """A client each of whose calls ends within ``GIVE_UP_S`` (15 s) when Redis does not answer.
+    ``url`` is a Redis URL, or a ``redis+sentinel://`` string: the client then follows the master
+    the sentinels name, asking them again at every (re)connect (:mod:`.sentinel`).
+
+    That holds whether Redis is down (connection refused), unreachable (no route, or no answer
+    to the connect) or frozen (the kernel accepts the connection, nothing ever replies): an
+    attempt waits at most 5 s for a reply (2 s to connect), and a failed one is retried with
+    backoff only while another can still end within 15 s of the first (``_RetryUntil``). So a
+    refused connection is retried for about 10 s (a Redis restart that takes less goes
+    unnoticed) and a frozen Redis raises after about 10 s (two attempts of 5 s); the error is
+    redis-py's ConnectionError or TimeoutError, which ``translated`` turns into
+    ``StoreUnavailable``. A parkway call that makes several round trips raises at the first
+    one left unanswered, so it too ends within 15 s of Redis going silent.
+
+    No health-check PING (``health_check_interval``): the pool already notices a connection the
+    server closed when it hands it out, and one that died silently fails its command and is
+    retried like any failed attempt; the PING would only add a round trip and a third nested
+    retry.
+
+    RQ's worker raises its own connection's socket timeout above its blocking dequeue (BLMOVE,
+    up to ``worker_ttl`` - 15 s), so the worker's job loop waits longer than this bound; the
+    worker's store, and with it the maintenance thread, has a client of its own.
+
+    ``max_connections`` makes the pool a fixed one of at most that many connections, which a
+    thread waits for (up to ``SOCKET_TIMEOUT_S``) when all are busy: a server's burst of requests
+    then leaves no more connections open than that (None: as many as threads use at once, kept).
+    """
+    options: dict[str, Any] = dict(
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        health_check_interval=0,
+        retry=_RetryUntil(),
+    )
+    if is_sentinel_url(url):
+        options.update(pool_kwargs(parse_sentinel_url(url)))
+        if max_connections is None:
+            return redis.Redis(connection_pool=redis.ConnectionPool(**options))
+        blocking = redis.BlockingConnectionPool(max_connections=max_connections, timeout=SOCKET_TIMEOUT_S, **options)  # type: ignore[no-untyped-call]
+        return redis.Redis(connection_pool=blocking)
+    if max_connections is None:
+        return redis.Redis.from_url(url, **options)
+    pool = redis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=SOCKET_TIMEOUT_S,
+                                                 **options)
+    return redis.Redis(connection_pool=pool)

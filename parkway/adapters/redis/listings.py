@@ -1,0 +1,318 @@
+"""The interrupt index read: listings of pending interrupts (by workflow, by a filter, by run and
+the runs below it) and of closed ones, one interrupt by id, and the pause feed a listing watches.
+Members and cursors are ``codec``'s; the records they stand for are read from the runs' hashes
+(``layout``). Part of ``RedisStore``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...runtime.store import InterruptListing, InterruptQuery, InterruptRecord
+from .. import codec
+from ..limits import Limits
+from . import keys, layout
+from .connection import text as _text
+from .errors import translated
+
+
+class InterruptListings:
+    """The interrupt listings and reads (``RedisStore``'s; no transition)."""
+
+    client: Any
+    limits: Limits
+    _workflows: list[str] | None = None
+    """the workflows with an index, as the last listing across them read them"""
+
+    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        with translated(run_id):
+            fields = self.client.hgetall(keys.run(run_id))
+        return layout.interrupt_in(run_id, request_id, fields)
+
+    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
+        with translated(run_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.run(run_id))
+            pipe.hgetall(keys.summary(run_id))
+            fields, summary = pipe.execute()
+        return layout.with_lifecycle(run_id, request_id, fields, summary, now)
+
+    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
+        if query.status != "pending":
+            return self._closed(query)
+        after = codec.parse_cursor(query.cursor, query.order)
+        with translated():
+            if query.run_id is not None:
+                return self._waiting_interrupt(query)
+            if query.filtered:
+                return self._filtered(query, after)
+            members, feed = self._page(query, after)
+            entries = [codec.parse_member(m, query.order, wf) for wf, m in members[: query.limit]]
+            pipe = self.client.pipeline(transaction=False)
+            for e in entries:
+                pipe.hgetall(keys.run(e.run_id))
+                pipe.hgetall(keys.summary(e.run_id))
+            replies = pipe.execute() if entries else []
+        pairs = zip(entries, replies[::2], replies[1::2], strict=True)
+        found = (layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, f, s in pairs)
+        items = [record for record in found if record is not None]
+        more = len(members) > query.limit
+        cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
+        return InterruptListing(items, cursor, feed)
+
+    def _closed(self, query: InterruptQuery) -> InterruptListing:
+        """Interrupts that ended ``query.status``, newest end first, within the retention: each
+        workflow's closed index read from the cursor down (O(log N + page)), merged, then the runs'
+        records and summaries of the page in one round trip. Members past the retention are left
+        out (the scripts that add to an index prune it); one whose summary is gone is skipped."""
+        after = codec.parse_closed_cursor(query.cursor, query.status)
+        want, floor = query.limit + 1, codec.time_floor(max(0, query.now - self.limits.retention_ms))
+        with translated():
+            if query.run_id is not None:
+                return InterruptListing(self._closed_of_run(query), None)
+            names = [query.workflow] if query.workflow else sorted(map(_text, self.client.smembers(keys.workflows())))
+            pipe = self.client.pipeline(transaction=False)
+            for wf in names:
+                pipe.zrevrangebylex(keys.closed_index(query.status, wf), b"(" + after if after else "+",
+                                    b"[" + floor, start=0, num=want)
+            batches = pipe.execute() if names else []
+            members = sorted((m for batch in batches for m in batch), reverse=True)[:want]
+            page = [codec.parse_closed_member(m) for m in members[: query.limit]]
+            pipe = self.client.pipeline(transaction=False)
+            for _, run_id, _ in page:
+                pipe.hgetall(keys.run(run_id))
+                pipe.hgetall(keys.summary(run_id))
+            replies = pipe.execute() if page else []
+        items = []
+        for (_, run_id, request_id), fields, summary in zip(page, replies[::2], replies[1::2], strict=True):
+            record = layout.with_lifecycle(run_id, request_id, fields, summary, query.now)
+            if record is not None:
+                items.append(record)
+        more = len(members) > query.limit
+        cursor = codec.make_closed_cursor(members[query.limit - 1], query.status) if more else None
+        return InterruptListing(items, cursor)
+
+    def _closed_of_run(self, query: InterruptQuery) -> list[InterruptRecord]:
+        """One run's interrupts that ended ``query.status`` (its summary holds them all), newest first."""
+        r = query.run_id or ""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(keys.run(r))
+        pipe.hgetall(keys.summary(r))
+        fields, summary = pipe.execute()
+        made = layout.lifecycle_ids(summary, "i", r)
+        found = (layout.with_lifecycle(r, request_id, fields, summary, query.now) for request_id in made)
+        items = [x for x in found if x is not None and x.lifecycle is not None and x.lifecycle.status == query.status]
+        items.sort(key=lambda x: (x.lifecycle.ended_at if x.lifecycle else 0) or 0, reverse=True)
+        return items[: query.limit]
+
+    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], None]) -> tuple[list[Any], str | None]:
+        """The replies of the commands ``read(pipeline)`` queues, in one round trip. When the query
+        watches: with the pause feed's last id read just before them (a pause they miss is after
+        that id); when it waits, after an XREAD BLOCK on the feed, in that round trip too (Redis
+        runs a connection's commands in order: the ones behind a blocked one run when it returns,
+        woken or timed out)."""
+        pipe = self.client.pipeline(transaction=False)
+        watching = query.watch or query.wait_after is not None
+        if query.wait_after is not None:
+            pipe.xread({keys.pauses(): query.wait_after}, count=1, block=max(1, query.wait_ms))
+        if watching:
+            pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+        skip = (query.wait_after is not None) + watching
+        read(pipe)
+        replies = pipe.execute()
+        if not watching:
+            return replies, None
+        last = replies[skip - 1]
+        return replies[skip:], _text(last[0][0]) if last else "0-0"
+
+    def _page(self, query: InterruptQuery, after: bytes | None) -> tuple[list[tuple[str, bytes]], str | None]:
+        """Up to limit+1 unexpired (workflow, member) after the cursor, in order (expired members await
+        the reconciler), and the pause feed's position if the query watches. Without a workflow, the
+        workflows' indexes are merged: each gives its first limit+1, read together in one round trip
+        with the set of workflows (a workflow new to this store is read in one more)."""
+        want, newest = query.limit + 1, query.order == "newest"
+        floor = codec.time_floor(query.now + 1)
+
+        high, low = _created_bounds(query, after)
+
+        def first(pipe: Any, wf: str) -> None:
+            key = keys.index(query.order, wf)
+            if newest:
+                pipe.zrevrangebylex(key, high, low, start=0, num=want)
+            else:  # the order itself puts expired members first: start past them
+                start = b"(" + after if after and after > floor else b"[" + floor
+                pipe.zrangebylex(key, start, "+", start=0, num=want)
+
+        if query.workflow is not None:
+            names = [query.workflow]
+        elif self._workflows is None:
+            names = self._workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
+        else:
+            names = self._workflows
+
+        def read(pipe: Any) -> None:
+            for wf in names:
+                first(pipe, wf)
+            if query.workflow is None:
+                pipe.smembers(keys.workflows())
+
+        replies, feed = self._with_feed(query, read)
+        batches = dict(zip(names, replies, strict=False))
+        if query.workflow is None:
+            known = sorted(_text(n) for n in replies[-1])
+            if new := [wf for wf in known if wf not in batches]:
+                pipe = self.client.pipeline(transaction=False)
+                for wf in new:
+                    first(pipe, wf)
+                batches.update(zip(new, pipe.execute(), strict=True))
+            self._workflows = known
+        out: list[tuple[str, bytes]] = []
+        for wf, batch in batches.items():
+            out += [(wf, m) for m in (self._unexpired(query, wf, batch, want, low) if newest else batch)]
+        out.sort(key=lambda pair: pair[1], reverse=newest)
+        return out[:want], feed
+
+    def _unexpired(
+        self, query: InterruptQuery, wf: str, batch: list[bytes], want: int, low: bytes | str = "-"
+    ) -> list[bytes]:
+        """From a ``newest`` batch on, the first ``want`` members of ``wf``'s index not yet expired
+        (down to ``low``, the created-after bound). Past expired members (a backlog the reconcilers
+        have not reached) each next batch is twice as large, up to ``SKIP_BATCH_MAX``, and the
+        reading stops once it holds every unexpired member the expiring index counts: a deep
+        backlog costs a few round trips, not one per ``want`` members."""
+        key, out, size, left = keys.index("newest", wf), [], want, None
+        while True:
+            out += [m for m in batch if codec.parse_member(m, "newest", wf).expires_at > query.now]
+            if len(out) >= want or len(batch) < size:
+                return out[:want]
+            if left is None:
+                unexpired = b"[" + codec.time_floor(query.now + 1)
+                left = int(self.client.zlexcount(keys.index("expiring", wf), unexpired, "+"))
+            if len(out) >= left:
+                return out[:want]
+            size = min(size * 2, SKIP_BATCH_MAX)
+            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=size)
+
+    def _filtered(self, query: InterruptQuery, after: bytes | None) -> InterruptListing:
+        """A page from one filter index (audience, else session, else tenant), newest first, of the
+        pending interrupts that also match the query's other filters. Each batch of members is
+        checked against the runs' hashes (one round trip): a member whose interrupt was answered or
+        moved in the meantime is skipped. O(log N + page) with one filter; with more, the first's
+        members that fail the others are read too."""
+        kind, value = next(
+            (k, v) for k, v in (("aud", query.audience), ("session", query.session), ("tenant", query.tenant)) if v
+        )
+        key, want = keys.filter_index(kind, value), query.limit + 1
+        high, low = _created_bounds(query, after)
+        replies, feed = self._with_feed(query, lambda pipe: pipe.zrevrangebylex(key, high, low, start=0, num=want))
+        batch: list[bytes] = replies[0]
+        found: list[tuple[bytes, InterruptRecord]] = []
+        while batch:
+            entries = [codec.parse_member(m, "newest", "") for m in batch]
+            pipe = self.client.pipeline(transaction=False)
+            for e in entries:
+                pipe.hgetall(keys.run(e.run_id))
+                pipe.hgetall(keys.summary(e.run_id))
+            replies = pipe.execute()
+            for m, e, fields, summary in zip(batch, entries, replies[::2], replies[1::2], strict=True):
+                record = layout.pending_in(e.run_id, e.expires_at, fields, summary, query.now)
+                if record is not None and e.expires_at > query.now and _matches(record, query):
+                    found.append((m, record))
+            if len(batch) < want or len(found) >= want:
+                break
+            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=want)
+        more = len(found) > query.limit
+        cursor = codec.make_cursor(found[query.limit - 1][0], "newest") if more else None
+        return InterruptListing([r for _, r in found[: query.limit]], cursor, feed)
+
+    def _waiting_interrupt(self, query: InterruptQuery) -> InterruptListing:
+        """The open interrupts of the run and of every run below it (``tree_interrupts``), a page of
+        them in the query's order from its cursor."""
+        r = query.run_id or ""
+        replies, feed = self._with_feed(query, lambda pipe: _read_below(pipe, r))
+        found = [x for x in self.tree_interrupts(r, query.now, first=replies)
+                 if x.expires_at > query.now and _matches(x, query)]
+        member = {id(x): codec.member(codec.entry_of(x), query.order) for x in found}
+        newest = query.order == "newest"
+        found.sort(key=lambda x: member[id(x)], reverse=newest)
+        after = codec.parse_cursor(query.cursor, query.order)
+        if after is not None:
+            found = [x for x in found if (member[id(x)] < after if newest else member[id(x)] > after)]
+        more = len(found) > query.limit
+        cursor = codec.make_cursor(member[id(found[query.limit - 1])], query.order) if more else None
+        return InterruptListing(found[: query.limit], cursor, feed)
+
+    def tree_interrupts(self, run_id: str, now: int, first: Sequence[Any] | None = None) -> list[InterruptRecord]:
+        """The interrupts the run and the runs below it wait on, read level by level (one round trip
+        each): a run waiting on a child follows it (``use_workflow``), one whose interrupt a child
+        races follows that child too (``use_first(child=)``, while the interrupt is pending), and a
+        fan-out follows its live children (``use_workflows``). ``first``: the run's replies of
+        ``_read_below`` already read."""
+        level, out = [run_id], []
+        replies = list(first) if first is not None else None
+        for _ in range(MAX_TREE_DEPTH):
+            if not level:
+                break
+            if replies is None:
+                pipe = self.client.pipeline(transaction=False)
+                for r in level:
+                    _read_below(pipe, r)
+                replies = pipe.execute()
+            below: list[str] = []
+            for i, r in enumerate(level):
+                fields, summary, children = replies[3 * i : 3 * i + 3]
+                waited = layout.interrupt_waited(fields)
+                record = layout.with_lifecycle(r, waited, fields, summary, now) if waited else None
+                if record is not None:
+                    out.append(record)
+                below += layout.children_below(fields)
+                below += sorted(_text(c) for c in children)
+            level, replies = below[:MAX_TREE_RUNS], None
+        return out
+
+
+SKIP_BATCH_MAX = 4096
+"""the most members one round trip of a ``newest`` listing reads past expired ones"""
+
+
+MAX_TREE_DEPTH = 16
+"""how far down a tree of child runs a listing by run id looks for the interrupts it waits on"""
+
+
+MAX_TREE_RUNS = 10_000
+"""the most runs of one level of a tree a listing by run id reads (a fan-out's children)"""
+
+
+def _read_below(pipe: Any, run_id: str) -> None:
+    """Queue the reads that say what a run waits on and what runs below it (``tree_interrupts``):
+    its hash, its summary (its interrupt's lifecycle record), its fan-out's live children."""
+    pipe.hgetall(keys.run(run_id))
+    pipe.hgetall(keys.summary(run_id))
+    pipe.smembers(keys.fanout(run_id))
+
+
+def _created_bounds(query: InterruptQuery, after: bytes | None) -> tuple[bytes | str, bytes | str]:
+    """The lex range of a ``newest`` page (members lead with their creation time): below the cursor
+    and ``created_before``, from ``created_after`` on."""
+    high: bytes | str = b"(" + after if after else "+"
+    if query.created_before is not None:
+        before = codec.time_floor(query.created_before)
+        if after is None or before <= after:
+            high = b"(" + before
+    low: bytes | str = b"[" + codec.time_floor(query.created_after) if query.created_after is not None else "-"
+    return high, low
+
+
+def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:
+    """Whether a record (read from one filter index, or by run id) matches every filter of the query."""
+    if query.created_after is not None and record.created_at < query.created_after:
+        return False
+    if query.created_before is not None and record.created_at >= query.created_before:
+        return False
+    wanted = (
+        (query.workflow, record.workflow),
+        (query.audience, record.audience),
+        (query.tenant, record.tenant),
+        (query.session, record.session),
+    )
+    return all(want is None or want == have for want, have in wanted)

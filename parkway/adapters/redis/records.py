@@ -1,0 +1,83 @@
+"""A run's records read: its record, whose it is, an activation's journal and state, where a fork
+starts, its fan-out's live children, its events (``layout.read_events``). Part of ``RedisStore``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...runtime.store import JournalEntry, RunRecord, StoredEvent
+from .. import codec
+from . import keys, layout
+from .connection import run_plan
+from .connection import text as _text
+from .errors import translated
+
+
+class RunRecords:
+    """The reads of one run's records (``RedisStore``'s; no transition)."""
+
+    client: Any
+
+    def get_run(self, run_id: str, now: int) -> RunRecord | None:
+        with translated(run_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.run(run_id))
+            pipe.hgetall(keys.summary(run_id))
+            run, summary = pipe.execute()
+        return layout.run_or_summary(run_id, run, summary)
+
+    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Whose each run is: ``run id -> (tenant, owner)`` as its summary was created with (it
+        outlives the run's records); a run without a summary is left out. One round trip."""
+        if not run_ids:
+            return {}
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            for r in run_ids:
+                pipe.hmget(keys.summary(r), *layout.AUTHORITY_FIELDS)
+            found = {r: layout.authority(values) for r, values in zip(run_ids, pipe.execute(), strict=True)}
+        return {r: whose for r, whose in found.items() if whose is not None}
+
+    def answered_steps(self, run_id: str, below: int) -> list[int]:
+        """The activations before ``below`` whose interrupt ended (answered, cancelled, or expired
+        into its policy), oldest first: what a fork past them would skip. Read from the lifecycle
+        records in the run's summary (an activation's journal is gone once it completed)."""
+        if below <= 0:
+            return []
+        with translated(run_id):
+            summary = self.client.hgetall(keys.summary(run_id))
+        return sorted(step for step in layout.answered_steps(summary, run_id) if step < below)
+
+    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
+        """The journal of activation ``step`` and the run's workflow state, read only."""
+        with translated(run_id):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.journal(run_id, step))
+            pipe.hgetall(keys.workflow_state(run_id))
+            journal, state = pipe.execute()
+        return (
+            {_text(k): layout.entry_from_blob(v) for k, v in journal.items()},
+            {_text(k): codec.decode(v, what="workflow state") for k, v in state.items()},
+        )
+
+    def fork_point(self, run_id: str, step: int) -> Any:
+        """The data activation ``step`` of ``run_id`` started with (its input for step 0, else its
+        snapshot; None when there is none), read only: a snapshot never changes once written."""
+        with translated(run_id):
+            if step == 0:
+                blob = self.client.hget(keys.run(run_id), layout.INPUT)
+            else:
+                blob = self.client.hget(keys.snapshots(run_id), str(step))
+        return None if blob is None else codec.decode(blob, what="run data")
+
+    def live_children(self, run_id: str) -> list[str]:
+        """The children of the run's fan-out started and not yet ended (``use_workflows``)."""
+        with translated(run_id):
+            return sorted(_text(c) for c in self.client.smembers(keys.fanout(run_id)))
+
+    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        """The run's events after ``after`` (``layout.read_events``: the run's hash and stream in one
+        round trip; when there are none, a blocking read of the stream)."""
+        with translated(run_id):
+            return run_plan(self.client, layout.read_events(run_id, after, block_ms, count))
