@@ -1,5 +1,5 @@
-"""Each RQ internal parkway leans on (listed in ``parkway/workers/rq_internals.py``) is where and
-what parkway expects: an RQ upgrade that changes one fails here, by name."""
+"""Each RQ internal parkway leans on (listed in ``parkway/workers/rq_internals/__init__.py``) is
+where and what parkway expects: an RQ upgrade that changes one fails here, by name."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import time
 import zlib
+from importlib import resources
 
 import pytest
 import redis
@@ -24,7 +25,8 @@ from parkway.workers.serializer import MSGPACK, MsgpackSerializer
 QUEUE = "parkway"
 
 UNIQUE_ENQUEUE_SHA1 = "5cee5213d2ee93f19f93badbfc1c8abbccde5baf"
-"""rq 3.0.0's UNIQUE_ENQUEUE_SCRIPT, which ``hand_off`` in _common.lua mirrors: read it again on a change"""
+"""rq 3.0.0's UNIQUE_ENQUEUE_SCRIPT, which ``hand_off`` (rq_internals/hand_off.lua) mirrors: read it
+again on a change"""
 
 WORKER_OVERRIDES = {
     "__init__": [
@@ -86,12 +88,28 @@ def test_the_job_hash_is_rqs_prepared_job_flattened(redis_client: redis.Redis) -
     assert zlib.decompress(dict(zip(fields[::2], fields[1::2], strict=True))["data"]) == job.data
 
 
+def test_hand_off_is_generated_from_the_job_format_and_written_nowhere_else() -> None:
+    """The Lua ``hand_off`` binds each of ``HAND_OFF_ARGS`` by name, writes each field of
+    ``PER_JOB`` with its fixed fields after them, and is the only definition of it: the store's
+    shared Lua only declares it."""
+    lua = rq_internals.hand_off_lua()
+    assert "$" not in lua
+    assert f"local {', '.join(rq_internals.HAND_OFF_ARGS)} = args[at], args[at + 1]," in lua
+    for field, expression in rq_internals.PER_JOB.items():
+        assert f"'{field}', {expression}" in lua
+    assert f"unpack(args, at + {len(rq_internals.HAND_OFF_ARGS)}, last)" in lua
+    assert rq_internals.FILLED_IN == tuple(rq_internals.PER_JOB)
+    common = resources.files("parkway.adapters.redis").joinpath("_common.lua").read_text()
+    assert "\nlocal hand_off\n" in common and "function hand_off" not in common
+
+
 def test_rq_reads_job_data_left_uncompressed_and_laid_out_as_data_head_says(redis_client: redis.Redis) -> None:
     """``Job.restore`` reads ``data`` that does not decompress as it is; ``Job.data`` is msgpack of
     (function, instance, args, kwargs), whose head up to the step ``data_head`` gives."""
     for step, fence in [(0, 0), (3, 200), (70_000, 5_000_000_000)]:
         data = MsgpackSerializer.dumps((jobs.EXECUTE_JOB, None, ("run_x", step, fence), {}))
         assert data.startswith(rq_internals.data_head(jobs.EXECUTE_JOB, "run_x"))
+        assert data.endswith(rq_internals.DATA_TAIL)
         fields = {"data": data, "created_at": rq_internals.stamp()}
         redis_client.hset(f"{rq_internals.JOB_KEY_PREFIX}odd", mapping=fields)  # type: ignore[arg-type]
         job = Job.fetch("odd", connection=redis_client, serializer=MsgpackSerializer)
@@ -117,10 +135,11 @@ def test_unique_enqueue_and_its_keys_are_the_ones_hand_off_mirrors(redis_client:
     assert redis_client.lrange(queue.intermediate_queue_key, 0, -1) == [b"pw-run_x-1"]
 
 
-def test_the_job_class_overrides_what_rq_resolves_and_runs(redis_client: redis.Redis) -> None:
+def test_the_job_class_overrides_what_rq_resolves(redis_client: redis.Redis) -> None:
     """RQ keeps a job's callbacks' names in ``JOB_CALLBACK_FIELDS`` and resolves them in the
-    ``*_callback`` properties ``ParkwayJob`` overrides; ``Job.perform`` runs the function through
-    ``Job._execute``; ``Job.webhooks`` exists."""
+    ``*_callback`` properties ``ParkwayJob`` overrides, and nothing else of RQ's Job (what a job
+    began with is an argument of the function that runs it, never left on the job);
+    ``Job.webhooks`` exists."""
     named = Callback("time.time")
     job = Job.create("time.time", connection=redis_client, on_success=named, on_failure=named, on_stopped=named)
     assert [getattr(job, name) for name in JOB_CALLBACK_FIELDS] == ["time.time"] * 3
@@ -128,7 +147,8 @@ def test_the_job_class_overrides_what_rq_resolves_and_runs(redis_client: redis.R
     assert rq_internals.names_callbacks(job)
     job.__class__ = ParkwayJob
     assert [job.success_callback, job.failure_callback, job.stopped_callback] == [None] * 3
-    assert _params(Job._execute) == ["self"] and "self._execute()" in inspect.getsource(Job.perform)
+    overridden = {name for name in vars(ParkwayJob) if hasattr(Job, name) and not name.startswith("__")}
+    assert overridden == {"success_callback", "failure_callback", "stopped_callback"}
     assert job.webhooks is None or isinstance(job.webhooks, list)
 
 
@@ -179,6 +199,13 @@ def test_the_worker_methods_trimmed_worker_overrides_and_calls_keep_their_parame
         if inspect.isfunction(value) and hasattr(SimpleWorker, name) and name != "__init__"
     }
     assert overridden == set(WORKER_OVERRIDES) - {"__init__"}
+
+
+def test_the_room_says_why_for_each_worker_override() -> None:
+    """The room's docstring names each SimpleWorker method TrimmedWorker overrides."""
+    listed = rq_internals.__doc__ or ""
+    for name in WORKER_OVERRIDES:
+        assert f"``{name}``" in listed, name
 
 
 def test_the_worker_state_and_records_the_overrides_touch_are_where_they_are_read(redis_client: redis.Redis) -> None:

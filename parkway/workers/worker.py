@@ -59,8 +59,9 @@ class ParkwayWorker(TrimmedWorker):
       ``worker_ttl`` + 60 s); ``rq suspend`` is checked at most once a second;
       an unchanged worker state is not rewritten;
     - starting a job (its execution record, started registry entry, status,
-      removal from the intermediate list) is one MULTI instead of two, and a
-      parkway job's ``begin`` (fence check, lease) runs inside it;
+      removal from the intermediate list) is one MULTI instead of two (a parkway
+      job that keeps its result, which parkway never enqueues, takes this path
+      too, and begins itself when it runs);
     - a job that succeeds with ``result_ttl=0`` (all of parkway's) is deleted
       in the same MULTI that records the success, instead of RQ's read-then-delete
       of its registries; the dependents check is skipped, so **no job on the
@@ -138,8 +139,21 @@ class ParkwayWorker(TrimmedWorker):
             return f"its arguments {args!r:.200} {kwargs!r:.200} are not (run_id, step, fence)"
         return None
 
-    def begin_command(self, job: Job) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]] | None:
-        return _begin_command(job, self.parkway_runtime)
+    def claim_read(self, job: Job) -> Claim | None:
+        """A parkway job read from its hash (one whose id is not parkway's) runs as ``claim``'s do,
+        for the run, step and fence its arguments name (its stored timeout kept). None for any other
+        job, and as ``_begin`` says (the job then takes RQ's path)."""
+        try:
+            if job.func_name != EXECUTE_JOB:
+                return None
+            run_id, step, fence = str(job.args[0]), int(job.args[1]), int(job.args[2])
+        except Exception:  # noqa: BLE001 - any such job is RQ's to fail, not the worker's to die of
+            return None
+        begun = _begin(self.parkway_runtime, run_id, step, fence)
+        if begun is None:
+            return None
+        rt, command, read = begun
+        return Claim(command, read, functools.partial(execute_with, rt, run_id, step, fence), None)
 
     def claim(self, job_id: str) -> Claim | None:
         """A parkway job is run by its id alone, which names its run and fence: its hash is
@@ -223,22 +237,6 @@ def _step_arguments(args: Any, kwargs: Any) -> bool:
         and isinstance(args[0], str)
         and all(type(a) is int for a in args[1:])
     )
-
-
-def _begin_command(
-    job: Job, runtime: Callable[[], WorkerRuntime]
-) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]] | None:
-    """For a parkway job read from its hash (one whose id is not parkway's), its ``begin`` as a
-    command to send in the round trip that takes the job, and the function that reads the reply
-    (see ``RedisStore.begin_command``); None for any other job, and as ``_begin`` says."""
-    try:
-        if job.func_name != EXECUTE_JOB:
-            return None
-        run_id, step, fence = str(job.args[0]), int(job.args[1]), int(job.args[2])
-    except Exception:  # noqa: BLE001 - any such job is RQ's to fail, not the worker's to die of
-        return None
-    begun = _begin(runtime, run_id, step, fence)
-    return None if begun is None else begun[1:]
 
 
 def _begin(

@@ -131,29 +131,12 @@ local function mp_uint(n)
   return '\207' .. be(math.floor(n / 4294967296), 4) .. be(n % 4294967296, 4)
 end
 
--- Enqueue the RQ job that carries the transition on, for the `step` and `fence` this script just
--- wrote, as RQ's unique enqueue does: the job hash unless one exists, then the push on the queue
--- (see parkway/workers/rq_internals.py for the format and the test that holds it to RQ's).
--- `keys`: the queue, RQ's set of queues. `args` from `at` on ('' = enqueue nothing): the job key
--- prefix, the job id prefix, the job data up to the step and fence, the description up to the
--- step, the enqueue time, then the job hash's fixed field/value pairs (up to `last`, else to the end).
--- The job key is the one key name built here, from the prefix and the fence: it depends on a value
--- only this script knows (the fence it wrote). RQ's job keys carry no hash tag, as the queue does
--- not: the hand-off is single-instance Redis only.
-local function hand_off(keys, args, at, step, fence, last)
-  if args[at] == '' then return 0 end
-  local id = args[at + 1] .. fence
-  local job = args[at] .. id
-  if redis.call('EXISTS', job) == 0 then
-    -- the data: msgpack of (function, nil, (run id, step, fence), {}); RQ reads it uncompressed
-    redis.call('HSET', job, 'data', args[at + 2] .. mp_uint(step) .. mp_uint(fence) .. '\128',
-      'description', args[at + 3] .. step, 'created_at', args[at + 4], 'enqueued_at', args[at + 4],
-      unpack(args, at + 5, last))
-    redis.call('RPUSH', keys[1], id)
-  end
-  redis.call('SADD', keys[2], keys[1])
-  return 1
-end
+-- Enqueue the job that carries the transition on, for the `step` and `fence` this script just
+-- wrote: hand_off(keys, args, at, step, fence, last), where `keys` are the job's two keys and
+-- `args` from `at` (to `last`, else to the end) its arguments ('' = enqueue nothing); returns 1 if
+-- it enqueued. Its body is the job format's, not the store's: it is assigned after this file, from
+-- the store's NextJob (parkway/workers/rq_internals/hand_off.lua, generated from RQ's job format).
+local hand_off
 
 -- Queue a parent run at a new fence for a replay of its `step` (its outbox entry and its job: see
 -- hand_off), renewing its records. `k`: its run, journal, workflow state, events, summary, outbox,

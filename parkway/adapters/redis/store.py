@@ -102,13 +102,20 @@ _ANSWERING = ("resume", "session_answer", "session_switch")
 """scripts that answer interrupts: _resume.lua's functions go before their body"""
 
 
+NO_HAND_OFF = "function hand_off() return 0 end"
+"""``hand_off`` for a store given no ``NextJob``: it enqueues nothing (the caller enqueues)"""
+
+
 @functools.cache
-def _source(name: str) -> str:
+def _source(name: str, hand_off: str) -> str:
+    """The script ``name`` as loaded: _common.lua, then ``hand_off`` (the Lua that assigns the
+    function _common.lua declares: ``NextJob.lua``), the shared parts it needs, its body."""
     folder = resources.files(__package__)
-    shared = ["_common.lua", "_session.lua"] if name.startswith("session_") else ["_common.lua"]
+    shared = ["_session.lua"] if name.startswith("session_") else []
     shared += ["_resume.lua"] if name in _ANSWERING else []
     parts = [*shared, f"{name}.lua", *([_FOLLOWED_BY[name]] if name in _FOLLOWED_BY else [])]
-    return "\n".join(folder.joinpath(part).read_text() for part in parts)
+    return "\n".join([folder.joinpath("_common.lua").read_text(), hand_off,
+                      *(folder.joinpath(part).read_text() for part in parts)])
 
 
 @dataclass(frozen=True)
@@ -132,8 +139,12 @@ def _fields(flat: Sequence[Any]) -> dict[bytes, Any]:
 
 class NextJob(Protocol):
     """The job that carries a transition on, as the scripts that commit a start or a resume write
-    it (``hand_off`` in ``_common.lua``): one round trip instead of two, and no window between the
-    commit and the enqueue. Its format is RQ's; ``parkway.workers.rq_internals`` provides it."""
+    it (``hand_off``, declared in ``_common.lua``): one round trip instead of two, and no window
+    between the commit and the enqueue. Its format is RQ's, and so is the Lua that writes it:
+    ``parkway.workers.rq_internals`` provides both (``JobHash``)."""
+
+    lua: str
+    """the Lua that assigns ``hand_off(keys, args, at, step, fence, last)``, loaded with every script"""
 
     def keys(self) -> list[str]:
         """``hand_off``'s KEYS: the queue, RQ's set of queues."""
@@ -161,7 +172,8 @@ class RedisStore(RunRecords, InterruptListings):
         """what each committing script waits for (``WAIT`` in its round trip); None: nothing"""
         self.next_job = next_job
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
-        self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
+        hand_off = next_job.lua if next_job is not None else NO_HAND_OFF
+        self._scripts = {name: client.register_script(_source(name, hand_off)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
         self.sessions = SessionStore(self)
         """the session transitions, on the same client and scripts"""

@@ -1,87 +1,5 @@
-"""Every internal of RQ that parkway leans on, in one room (STYLE 16), for rq 3.0.x (pinned).
-
-Other modules use RQ's public API only (``Queue``, ``Queue.create_job``/``enqueue_job``,
-``Job.key_for``, ``JobStatus``, ``WorkerPool``, ``Worker.work``, ``Worker.all``, ``Queue.count``)
-and come here for the rest.
-``tests/test_rq_internals.py`` names each one below and fails when an RQ upgrade changes it.
-
-**The job format.** The store's scripts write parkway's jobs themselves, in the call that commits
-the transition that calls for one (``hand_off`` in ``adapters/redis/_common.lua``):
-
-- the job hash: ``Job.to_dict`` of a job ``Queue._prepare_for_queue`` prepared (origin, enqueue
-  time, status, the server's version), flattened by ``rq.scripts._build_hset_args``: ``JobHash``
-  takes its fixed fields from RQ itself, once per dispatcher;
-- the job data: ``Job.data`` is the serializer's dump of ``(func_name, instance, args, kwargs)``,
-  stored zlib-compressed, and ``Job.restore`` reads it as it is when it does not decompress (a
-  msgpack array never starts like a zlib stream): the script appends the step and the fence to
-  the msgpack head ``data_head`` gives it;
-- the job key: ``Job.redis_job_namespace_prefix`` + id (``JOB_KEY_PREFIX``), built inside the
-  script, since the id holds the fence only the script knows; embedded drain scans it too;
-- unique enqueue: ``Queue.enqueue_job(unique=True)`` runs ``rq.scripts.UNIQUE_ENQUEUE_SCRIPT``
-  (the hash unless one exists, then RPUSH of the id) and registers the queue in
-  ``Queue.redis_queues_keys``: ``hand_off`` does the same;
-- the intermediate list ``Queue.intermediate_queue_key``, where a dequeue moves an id until its
-  worker starts the job: a job listed there is taken (``is_taken``), and the worker clears it.
-
-**The job class** (``ParkwayJob``): the callbacks' names in ``JOB_CALLBACK_FIELDS`` (never
-resolved: the ``success_callback``, ``failure_callback`` and ``stopped_callback`` properties are
-overridden) and ``Job.webhooks``; ``Job._execute``, which ``Job.perform`` calls to run the
-function, passes the worker's begin reply (``began``).
-
-**The queue class** (``DeferredFetchQueue``, the worker's ``queue_class``): RQ's worker dequeues
-with ``queue_class.dequeue_any``, which hands each id it pops to ``Queue._fetch_dequeued_job``;
-the override returns the job unread (RQ's own attaches ``job_id`` and ``queue`` to the error of an
-id it rejects, and so does this one), and the worker reads it with ``Job.refresh`` only when it
-cannot run it by its id alone (``claim``: parkway's jobs). ``validate_queues`` is overridden to
-accept any RQ Queue, as it checks each against ``queue_class``.
-
-**The worker** (``TrimmedWorker``, which ``ParkwayWorker`` extends), overriding SimpleWorker's:
-
-- ``execute_job``: a job ``claim`` names, and one read from its hash whose ``begin_command`` takes
-  over its crash recovery and whose result is not kept (``result_ttl=0``), run without RQ's
-  per-job records (``_run_begun``: one round trip takes it off the intermediate list, deletes its
-  hash, raises the worker key's expiry and begins it, with a ``WAIT`` for ``begin_acks``'s replicas;
-  RQ's state ``_state`` is set busy in memory
-  only, which RQ's stop signal handler ``_shutdown`` reads through ``get_state``, so a stop waits
-  for the job; the job runs under ``death_penalty_class`` with ``JobTimeoutException`` as RQ's
-  ``perform_job`` does); any other job: RQ's ``prepare_execution`` and ``prepare_job_execution`` in one MULTI with
-  the job's ``begin``: ``Execution.create``, ``self.executions``, ``Job.prepare_for_execution``,
-  the intermediate list; ``set_state(BUSY)`` and ``heartbeat(ttl)`` as ``_busy`` writes them: the
-  fields ``state`` and ``last_heartbeat`` of ``self.key`` in one HSET, the expiry of ``self.key``
-  and ``self.executions_key``, ``self._state``, ``self.last_heartbeat``; then ``perform_job``), and
-  ``prepare_job_execution`` made a no-op;
-- ``handle_execution_ended`` and ``handle_job_success`` (a ``result_ttl=0`` job deleted in the
-  MULTI that records its success: ``increment_successful_job_count``,
-  ``increment_total_working_time``, ``cleanup_execution`` as its parts
-  (``StartedJobRegistry.remove_execution``, ``Execution.key``, ``worker_executions_key`` and
-  ``composite_key``, ``self.executions``) but for its ZREM from ``Job.execution_registry``, whose
-  key the same MULTI deletes, ``Result.get_key``, ``Job.dependents_key``/``dependencies_key``,
-  ``self._state``, ``Job._status``);
-- ``heartbeat`` (sent at most every ``HEARTBEAT_EVERY``, via ``self.last_heartbeat``; raises
-  ``StopRequested`` after ``stop()``, as RQ calls it whenever its wait for a job times out),
-  ``check_for_suspension`` (at most once a second), ``set_state`` (unchanged state not rewritten);
-- ``stop()`` sets RQ's ``_stop_requested``; ``request_stop`` (RQ's SIGTERM handler, which a
-  pool's child also compares against) notes a stop asked for; off the main thread
-  ``_install_signal_handlers`` and ``procline`` do nothing and ``death_penalty_class`` is
-  ``TimerDeathPenalty``;
-- ``dequeue_job_and_maintain_ttl``: a job RQ cannot load is set aside, named by the error
-  ``Queue._fetch_dequeued_job`` raises (its ``job_id`` and ``queue`` attributes) or by the
-  ``UnicodeDecodeError`` of an id that is not UTF-8;
-- Redis away for now (``store_away``: a lost connection, or a ``NOREPLICAS``, ``READONLY``,
-  ``MASTERDOWN`` or ``LOADING`` reply, as during a failover) is waited out (``_store_away``, with
-  backoff) in ``register_birth``, ``check_for_suspension``, ``heartbeat``,
-  ``dequeue_job_and_maintain_ttl`` and ``execute_job`` (the job is then left as a killed worker
-  leaves it, to its lease), where RQ's ``Worker.work`` quits on any error it does not expect;
-- ``run_maintenance_tasks`` (and ``self.last_cleaned_at``): clears what RQ's cleanup would die on
-  first, and survives a failed pass; setting aside and refusing a job write RQ's failed registry
-  (``failed_job_registry.add``, ``Result.create_failure``, ``DEFAULT_FAILURE_TTL``,
-  ``increment_failed_job_count``, ``validate_job_id``);
-- ``__init__``: RQ's WorkerPool gives its children queues with RQ's default serializer and job
-  class; the worker's own go to every queue it serves. RQ's worker records the serializer's
-  name (``_serializer_arg``, which an instance lacks), so it is given the class, and the worker
-  then keeps the instance ``MSGPACK`` (``self.serializer``), which RQ's Protocol check on every
-  Job, Queue and registry it builds passes faster.
-"""
+"""RQ's SimpleWorker, trimmed and armoured for parkway (``TrimmedWorker``): each override of RQ's
+worker is listed, with why, in the package docstring."""
 
 from __future__ import annotations
 
@@ -103,16 +21,14 @@ from rq.exceptions import NoSuchJobError, StopRequested
 from rq.executions import Execution
 from rq.job import Job, JobStatus, validate_job_id
 from rq.results import Result
-from rq.scripts import _build_hset_args
 from rq.timeouts import JobTimeoutException, TimerDeathPenalty
 from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
-from ..adapters.redis.errors import translated
-from ..adapters.redis.replicas import ReplicaAcks, ReplicaShortfall
-from ..runtime.errors import StoreError, StoreUnavailable
-from ..runtime.store import Attempt
-from .serializer import MSGPACK, MsgpackSerializer
+from ...adapters.redis.replicas import ReplicaAcks, ReplicaShortfall
+from ...runtime.errors import StoreError, StoreUnavailable
+from ..serializer import MSGPACK, MsgpackSerializer
+from .job_format import DeferredFetchQueue, ParkwayJob, intermediate_key
 
 log = structlog.get_logger("parkway")
 
@@ -136,137 +52,12 @@ def store_away(exc: BaseException) -> bool:
         return any(reply in text for reply in AWAY_REPLIES)
     return False
 
-JOB_KEY_PREFIX: str = Job.redis_job_namespace_prefix
-"""what RQ puts before a job id to name its hash"""
-
-FILLED_IN = ("data", "description", "created_at", "enqueued_at")
-"""the job hash's fields the script writes per job; the others are the same for every parkway job"""
-
-
-class JobHash:
-    """The job hash RQ's unique enqueue writes for a parkway job, as the arguments of the store's
-    ``hand_off`` (``adapters.redis.store.NextJob``).
-
-    ``job`` is a parkway job as the queue creates it (any run, step 0, fence 0); its hash gives
-    every field but ``FILLED_IN``. Per run, ``args`` adds the heads of the job id and of the
-    description (what precedes the fence and the step: ``heads(run_id)``) and of the data (the
-    call up to its step and fence)."""
-
-    def __init__(self, queue: Queue, job: Job, heads: Callable[[str], tuple[str, str]]) -> None:
-        with translated():
-            queue._prepare_for_queue(job)  # reads the server's version once per queue
-        flat = _build_hset_args(job)  # type: ignore[no-untyped-call]
-        self.fields: tuple[Any, ...] = tuple(
-            item for i in range(0, len(flat), 2) if flat[i] not in FILLED_IN for item in flat[i : i + 2]
-        )
-        self.func_name = str(job.func_name)
-        self.heads = heads
-        self._keys = [queue.key, queue.redis_queues_keys]
-
-    def keys(self) -> list[str]:
-        return list(self._keys)
-
-    def args(self, run_id: str) -> list[str | bytes]:
-        id_head, description_head = self.heads(run_id)
-        return [JOB_KEY_PREFIX, id_head, data_head(self.func_name, run_id), description_head, stamp(), *self.fields]
-
-
-def data_head(func_name: str, run_id: str) -> bytes:
-    """RQ's job data for ``func_name(run_id, step, fence)`` up to the step: the script appends the
-    step, the fence (msgpack integers) and the empty kwargs map."""
-    whole = MsgpackSerializer.dumps((func_name, None, (run_id, 0, 0), {}))
-    assert whole.endswith(b"\x00\x00\x80"), "the msgpack layout of a job's data changed"
-    return whole[:-3]
-
-
-def stamp() -> str:
-    """Now, as RQ writes a job's ``created_at`` and ``enqueued_at``."""
-    return utcformat(now())
-
-
-def intermediate_key(queue: Queue) -> str:
-    """RQ's list of the ids a worker took from ``queue`` and has not started yet."""
-    return str(queue.intermediate_queue_key)
-
-
-def is_taken(pipe: redis.client.Pipeline, queue: Queue, job_id: str) -> None:
-    """Queue on ``pipe`` the look at whether a worker took ``job_id`` from ``queue`` (its position in
-    RQ's intermediate list, or None)."""
-    pipe.lpos(intermediate_key(queue), job_id)
-
-
-# --- the job class and the worker ------------------------------------------------------------
-
-JOB_CALLBACK_FIELDS = ("_success_callback_name", "_failure_callback_name", "_stopped_callback_name")
-"""where ``rq.job.Job`` keeps the callbacks a job hash names; RQ imports and calls them around the job"""
-
-
-class ParkwayJob(Job):
-    """RQ's Job, except that the callbacks its hash names are never imported or called (parkway
-    sets none, and RQ would run those of a hash written by hand after the job, or when its
-    cleanup fails the job as abandoned), and that a job its worker began in its start
-    transaction hands the entrypoint what began (``began``)."""
-
-    began: Callable[[], Attempt] | None = None
-    """set by the worker that sent the activation's ``begin`` in the round trip that took the job:
-    reads the reply (see ``RedisStore.begin_command``); passed to ``execute_job`` as its ``began``"""
-    fetched = True
-    """False for a job the worker's queue handed over unread (``DeferredFetchQueue``)"""
-
-    def _execute(self) -> Any:
-        if self.began is None:
-            return super()._execute()
-        return self.func(*self.args, began=self.began)
-
-    @property
-    def success_callback(self) -> None:
-        return None
-
-    @property
-    def failure_callback(self) -> None:
-        return None
-
-    @property
-    def stopped_callback(self) -> None:
-        return None
-
-
-class DeferredFetchQueue(Queue):
-    """RQ's Queue, except that a job the worker dequeues is handed over unread (``fetched`` False):
-    the worker reads its hash only if it cannot run it by its id alone (``TrimmedWorker.claim``).
-    Overrides ``Queue._fetch_dequeued_job``, which ``Queue.dequeue_any`` calls with each id it pops."""
-
-    @classmethod
-    def _fetch_dequeued_job(
-        cls,
-        connection: redis.Redis,
-        queue_key: str,
-        job_id: str,
-        job_class: type[Job] | None = None,
-        serializer: Any = None,
-        death_penalty_class: Any = None,
-    ) -> tuple[Job, Queue] | None:
-        job_cls = job_class if job_class is not None else cls.job_class
-        # built without the serializer, given it after: RQ checks a serializer against a runtime
-        # Protocol on every Job and Queue it builds (about 60 us for the two, per job)
-        queue = cls.from_queue_key(
-            queue_key, connection=connection, job_class=job_cls, death_penalty_class=death_penalty_class
-        )
-        queue.serializer = serializer if serializer is not None else queue.serializer
-        try:
-            job = job_cls(job_id, connection=connection)
-        except Exception as exc:  # an id RQ rejects: named on the error, as RQ's own fetch does
-            exc.job_id, exc.queue = job_id, queue  # type: ignore[attr-defined]
-            raise
-        job.serializer = queue.serializer
-        job.description = job_id  # RQ's dequeue logs it, colored at a terminal (None would not concatenate)
-        job.fetched = False  # type: ignore[attr-defined]
-        return job, queue
-
-
 @dataclass(frozen=True)
 class Claim:
-    """A job its worker runs by its id alone (parkway's: the id names the run and the fence)."""
+    """How a worker runs a job on parkway's lease (``_run_claimed``): one known by its id alone
+    (``claim``: the id names the run and the fence), or one read from its hash that calls parkway's
+    entrypoint and keeps no result (``claim_read``). Its begin goes in the round trip that takes
+    the job, and what the begin began is handed to ``run`` as its argument."""
 
     command: tuple[Any, ...]
     """the job's begin, sent in the round trip that takes the job"""
@@ -274,19 +65,14 @@ class Claim:
     """turns the begin's reply into what the job begins with (raising what begin would)"""
     run: Callable[[Callable[[], Any]], Any]
     """runs the job, given the function that returns what it began with"""
-    timeout: int
-    """seconds the job may run"""
-
-
-def names_callbacks(job: Job) -> bool:
-    """Whether ``job``'s hash names callbacks or webhooks (read from its stored fields only)."""
-    return any(getattr(job, name) for name in JOB_CALLBACK_FIELDS) or bool(job.webhooks)
+    timeout: int | None
+    """seconds the job may run; None: as its hash says"""
 
 
 class TrimmedWorker(SimpleWorker):
     """RQ's SimpleWorker with every override parkway makes of RQ's worker internals (listed in the
-    module docstring); :class:`~parkway.workers.worker.ParkwayWorker` adds parkway's policy through
-    the hooks ``_refusal``, ``begin_command`` and ``job_context``."""
+    package docstring); :class:`~parkway.workers.worker.ParkwayWorker` adds parkway's policy through
+    the hooks ``_refusal``, ``claim``, ``claim_read``, ``begin_acks`` and ``job_context``."""
 
     job_class = ParkwayJob
     queue_class = DeferredFetchQueue
@@ -320,13 +106,13 @@ class TrimmedWorker(SimpleWorker):
         """Why this worker will not run ``job`` (it is failed unrun), or None."""
         return None
 
-    def begin_command(self, job: Job) -> tuple[tuple[Any, ...], Callable[[Any], Any]] | None:
-        """A command to send in the round trip that takes the job and the function that reads its
-        reply (given to the job as ``began``), or None."""
-        return None
-
     def claim(self, job_id: str) -> Claim | None:
         """How to run the job ``job_id`` names without reading its hash, or None (it is read)."""
+        return None
+
+    def claim_read(self, job: Job) -> Claim | None:
+        """How to run ``job``, read from its hash and kept by nothing once it succeeds, on parkway's
+        lease instead of RQ's records (``_run_claimed``), or None (RQ's path runs it)."""
         return None
 
     def job_context(self) -> AbstractContextManager[Any]:
@@ -334,7 +120,7 @@ class TrimmedWorker(SimpleWorker):
         return nullcontext()
 
     def begin_acks(self) -> ReplicaAcks | None:
-        """The replicas that must acknowledge a job's begin before it runs (``_run_begun``), or None."""
+        """The replicas that must acknowledge a job's begin before it runs (``_run_claimed``), or None."""
         return None
 
     @property
@@ -437,10 +223,9 @@ class TrimmedWorker(SimpleWorker):
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         """A job the worker can run by its id alone (``claim``) runs without its hash being read;
-        any other is read, then refused (``_refusal``), or run lean if its ``begin_command`` takes
-        over its crash recovery and its result is not kept (``_run_begun``), or else run by RQ's
-        path: RQ's prepare_execution and prepare_job_execution in one transaction, the job's
-        ``begin_command`` in it, its reply handed to the job as ``began``."""
+        any other is read, then refused (``_refusal``), or run on parkway's lease if
+        ``claim_read`` says how and its result is not kept (``_run_claimed``), or else run by
+        RQ's path: RQ's prepare_execution and prepare_job_execution in one transaction."""
         try:
             self._execute_job(job, queue)
         except Exception as exc:
@@ -455,8 +240,7 @@ class TrimmedWorker(SimpleWorker):
         if not getattr(job, "fetched", True):
             claim = self.claim(job.id)
             if claim is not None:
-                job.timeout = claim.timeout
-                self._run_begun(job, queue, claim.command, claim.read, claim.run)
+                self._run_claimed(job, queue, claim)
                 return
             if not self._fetch(job, queue):
                 return
@@ -464,11 +248,11 @@ class TrimmedWorker(SimpleWorker):
         if reason is not None:
             self._refuse(job, queue, reason)
             return
-        ttl = self.get_heartbeat_ttl(job)
-        begin = self.begin_command(job)
-        if begin is not None and _deleted_on_success(job, self):
-            self._run_begun(job, queue, *begin, functools.partial(_perform, job))
+        claim = self.claim_read(job) if _deleted_on_success(job, self) else None
+        if claim is not None:
+            self._run_claimed(job, queue, claim)
             return
+        ttl = self.get_heartbeat_ttl(job)
         self.jobs_begun += 1
         with self.connection.pipeline() as pipe:
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
@@ -478,17 +262,7 @@ class TrimmedWorker(SimpleWorker):
             pipe.persist(job.key)  # a job requeued from the failed registry keeps its failure TTL
             if len(self.queues) == 1:
                 pipe.lrem(intermediate_key(queue), 1, job.id)
-            if begin is None:
-                pipe.execute()
-            else:
-                command, read = begin
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-                replies = pipe.execute(raise_on_error=False)
-                # an error in the begin reply is the job's, raised when it begins
-                job.began = functools.partial(read, replies[-1])  # type: ignore[attr-defined]
-                for reply in replies[:-1]:
-                    if isinstance(reply, Exception):
-                        raise reply
+            pipe.execute()
         with self.job_context():
             self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
@@ -508,24 +282,19 @@ class TrimmedWorker(SimpleWorker):
         job.fetched = True  # type: ignore[attr-defined]
         return True
 
-    def _run_begun(
-        self,
-        job: Job,
-        queue: Queue,
-        command: tuple[Any, ...],
-        read: Callable[[Any], Any],
-        run: Callable[[Callable[[], Any]], Any],
-    ) -> None:
-        """Run a job whose begin ``command`` takes over its crash recovery (parkway's: the fence
-        check and the lease, which the reconciler watches) and whose result is not kept, without
-        RQ's per-job records: one round trip takes it off the intermediate list, deletes its hash
-        and begins it; ``run`` then runs it, given what ``read`` makes of the begin's reply;
-        nothing is written when it ends. No execution record, started-registry entry,
+    def _run_claimed(self, job: Job, queue: Queue, claim: Claim) -> None:
+        """Run a job whose begin (``claim.command``) takes over its crash recovery (parkway's: the
+        fence check and the lease, which the reconciler watches) and whose result is not kept,
+        without RQ's per-job records: one round trip takes it off the intermediate list, deletes its
+        hash and begins it; ``claim.run`` then runs it, given what ``claim.read`` makes of the
+        begin's reply; nothing is written when it ends. No execution record, started-registry entry,
         busy state in the worker key or success count is written: a worker killed mid-job leaves
         its run's lease to lapse (the reconciler replays the node), and an error the entrypoint
         raises is logged (the run's lease lapses the same way). The worker key's expiry is raised
         for the job's duration, as RQ's busy state does; the state RQ's stop signal handler reads
         is kept in memory, so a stop signal mid-job still waits for the job to end."""
+        if claim.timeout is not None:
+            job.timeout = claim.timeout
         ttl = self.get_heartbeat_ttl(job)
         self._state = WorkerStatus.BUSY  # before the hash goes: a drain always sees one or the other
         self.jobs_begun += 1
@@ -537,7 +306,7 @@ class TrimmedWorker(SimpleWorker):
                     pipe.lrem(intermediate_key(queue), 1, job.id)
                 pipe.delete(job.key)
                 pipe.expire(self.key, ttl)
-                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                pipe.execute_command(*claim.command)  # type: ignore[no-untyped-call]
                 if acks is not None:  # the begin confirmed before the node runs (see begin_acks)
                     pipe.execute_command("WAIT", acks.replicas, acks.timeout_ms)  # type: ignore[no-untyped-call]
                 replies = pipe.execute(raise_on_error=False)
@@ -551,13 +320,13 @@ class TrimmedWorker(SimpleWorker):
             for reply in replies[:-1]:
                 if isinstance(reply, Exception):
                     raise reply  # Redis's trouble, not the job's: RQ's loop deals with it, as before
-            began = functools.partial(read, replies[-1])
+            began = functools.partial(claim.read, replies[-1])
             job.started_at = now()
             timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
             penalty = self.death_penalty_class(timeout, JobTimeoutException, job_id=job.id)
             try:
                 with self.job_context(), penalty:
-                    run(began)
+                    claim.run(began)
             except BaseException:  # noqa: BLE001 - as RQ's perform_job: even a SystemExit the job
                 # raises is the job's, not the worker's (a cold shutdown's, raised by RQ's signal
                 # handler, ends the loop there: the first signal set _stop_requested)
@@ -711,12 +480,6 @@ class TrimmedWorker(SimpleWorker):
             raise
         except Exception as exc:  # the stored fields do not even write back
             self._set_aside(job.id, [queue], exc)
-
-
-def _perform(job: Job, began: Callable[[], Any]) -> Any:
-    """Run a job read from its hash, handing its function what its begin began (``ParkwayJob``)."""
-    job.began = began  # type: ignore[attr-defined]
-    return job.perform()
 
 
 def _rq_id(raw_id: str | bytes) -> str | None:

@@ -1,0 +1,22 @@
+-- RQ's unique enqueue (rq.scripts.UNIQUE_ENQUEUE_SCRIPT) of the job that carries a transition on,
+-- written by the script that commits the transition, for the `step` and `fence` it just wrote: the
+-- job hash unless one exists, then the push on the queue, and the queue in RQ's set of queues.
+-- Assigns `hand_off`, which _common.lua declares. The names after a dollar sign are filled in by
+-- job_format.py (hand_off_lua) from RQ's job format: the arguments' names, the fields per job.
+-- `keys`: the queue, RQ's set of queues. `args` from `at` on ('' = enqueue nothing): the named
+-- arguments, then the job hash's fixed field/value pairs (up to `last`, else to the end).
+-- The job key is the one key name built in Lua, from the prefix and the fence: it depends on a
+-- value only this script knows (the fence it wrote). RQ's job keys carry no hash tag, as the queue
+-- does not: the hand-off is single-instance Redis only.
+function hand_off(keys, args, at, step, fence, last)
+  if args[at] == '' then return 0 end
+  local $names = $reads
+  local id = id_head .. fence
+  local job = key_prefix .. id
+  if redis.call('EXISTS', job) == 0 then
+    redis.call('HSET', job, $fields, unpack(args, at + $fixed_at, last))
+    redis.call('RPUSH', keys[1], id)
+  end
+  redis.call('SADD', keys[2], keys[1])
+  return 1
+end
