@@ -14,8 +14,10 @@ Both hand the worker the same job (its hash, its id on the queue), so the worker
 same. Printed per variant, medians of the rounds: cycles/s, Redis CPU per cycle from ``INFO cpu``
 (used_cpu_user + used_cpu_sys) and from ``INFO commandstats`` (the sum of ``usec`` over every
 command, scripts' inner commands included, after ``CONFIG RESETSTAT``), Redis commands per cycle,
-and the client's and worker's CPU per cycle. One task (``python -m bench.handoff '<json>'``) is one
-round of one variant.
+and the client's and worker's CPU per cycle. A cycle's Redis figures are mostly the listing's and
+the worker's, the same in both; so each round also times the hand-off alone: ``--n`` starts of a
+run (its commit and its job, no worker), the same figures per start. One task (``python -m
+bench.handoff '<json>'``) is one round of one variant.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .env import RedisServer, Workers, emit_result, flush, redis_cpu, run_task, 
 
 VARIANTS = ("lua", "public")
 FIGURES = ("cycles_per_s", "redis_cpu_us", "redis_cmd_us", "redis_calls", "client_cpu_us", "worker_cpu_us")
+START_FIGURES = ("starts_per_s", "start_redis_cpu_us", "start_redis_cmd_us", "start_redis_calls", "start_client_cpu_us")
 
 
 def system_for(variant: str, url: str) -> ParkwayCycles:
@@ -54,9 +57,32 @@ def commandstats(r: redis.Redis) -> tuple[int, int]:
     return sum(int(v["calls"]) for v in stats), sum(int(v["usec"]) for v in stats)
 
 
+def measure_starts(system: ParkwayCycles, r: redis.Redis, n: int, warmup: int) -> dict[str, float]:
+    """``n`` starts (a commit and its job each), no worker: the hand-off's own cost."""
+    for i in range(warmup):
+        system.start(-1 - i)
+    r.config_resetstat()
+    r0, c0, t0 = redis_cpu(r), self_cpu(), time.perf_counter()
+    for i in range(n):
+        system.start(-1 - warmup - i)
+    t1 = time.perf_counter()
+    r1, c1 = redis_cpu(r), self_cpu()
+    calls, usec = commandstats(r)
+    assert r.llen(system.pw.backend.dispatcher.queue.key) == warmup + n  # type: ignore[attr-defined]
+    return {
+        "starts_per_s": n / (t1 - t0),
+        "start_redis_cpu_us": (r1 - r0) / n * 1e6,
+        "start_redis_cmd_us": usec / n,
+        "start_redis_calls": calls / n,
+        "start_client_cpu_us": (c1 - c0) / n * 1e6,
+    }
+
+
 def measure(params: dict[str, Any]) -> dict[str, Any]:
     url, n, window, warmup = params["url"], int(params["n"]), int(params["window"]), int(params["warmup"])
     r = redis.Redis.from_url(url)
+    flush(r)
+    starts = measure_starts(system_for(params["variant"], url), r, n, warmup)
     flush(r)
     system = system_for(params["variant"], url)
     pool = Workers(system.worker_argv(url), 1, system.worker_env(url)).start(r)
@@ -82,6 +108,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
         "client_cpu_us": (c1 - c0) / n * 1e6,
         "worker_cpu_us": (w1 - w0) / n * 1e6,
         "late": late,
+        **starts,
     }
 
 
@@ -108,9 +135,10 @@ def main(argv: list[str]) -> int:
     finally:
         server.stop()
     print(f"medians of {args.rounds} rounds of {args.n} cycles")
-    print(f"{'variant':8}" + "".join(f"{f:>15}" for f in FIGURES))
-    for variant, rounds in results.items():
-        print(f"{variant:8}" + "".join(f"{statistics.median(r[f] for r in rounds):15.1f}" for f in FIGURES))
+    for figures in (FIGURES, START_FIGURES):
+        print(f"{'variant':8}" + "".join(f"{f:>20}" for f in figures))
+        for variant, rounds in results.items():
+            print(f"{variant:8}" + "".join(f"{statistics.median(r[f] for r in rounds):20.1f}" for f in figures))
     return 0
 
 

@@ -318,6 +318,24 @@ def test_a_malformed_parkway_job_fails_in_rq_and_the_worker_goes_on(
     assert pw.get_run(run_id).status is RunStatus.COMPLETED
 
 
+def test_a_parkway_job_read_from_its_hash_runs_its_node_whether_or_not_it_keeps_its_result(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """A job under another id naming parkway's entrypoint runs the run it names: on its lease when it
+    keeps no result (its hash deleted as it begins), by RQ's path when it keeps one (RQ keeps it)."""
+    settings = Settings(redis_url=private_redis.url, secret=SECRET)
+    pw = closing(Parkway(settings))
+    queue = pw.backend.dispatcher.queue  # type: ignore[attr-defined]
+    lean, kept = pw.start(flows.loop, {}), pw.start(flows.loop, {})
+    queue.connection.delete(queue.key, *(f"rq:job:{jobs.job_id(r, 0)}" for r in (lean, kept)))
+    queue.enqueue_call(jobs.EXECUTE_JOB, args=(lean, 0, 0), job_id="lean", result_ttl=0)
+    queue.enqueue_call(jobs.EXECUTE_JOB, args=(kept, 0, 0), job_id="kept", result_ttl=60)
+    _run_parkway_jobs(private_redis.url, closing, runs=[lean, kept])
+    assert pw.get_run(lean).status is pw.get_run(kept).status is RunStatus.COMPLETED
+    assert queue.connection.exists("rq:job:lean") == 0
+    assert queue.connection.hget("rq:job:kept", "status") == b"finished"
+
+
 def test_a_parkway_job_without_parkway_settings_fails_in_rq_and_the_worker_goes_on(
     private_redis: RedisServer, closing: Closing
 ) -> None:
