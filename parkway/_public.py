@@ -51,6 +51,7 @@ from .runtime.hooks import (
     use_workflow_state,
     use_workflows,
 )
+from .runtime.listing import ListingQuery
 from .runtime.protocol import (
     CancelOutcome,
     CancelResult,
@@ -94,6 +95,7 @@ __all__ = [
     "InterruptRequest",
     "InvalidAnswer",
     "InvalidId",
+    "ListingQuery",
     "MalformedResume",
     "ModelProvider",
     "NondeterminismError",

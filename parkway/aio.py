@@ -16,8 +16,11 @@ from typing import Any, Literal, TypeVar
 
 from .client import Parkway, ends_stream, read_window
 from .config import Settings
+from .runtime.authority import Door
+from .runtime.listing import ListingQuery
 from .runtime.protocol import (
     CancelResult,
+    DeploymentStatus,
     Event,
     Interrupt,
     InterruptPage,
@@ -27,7 +30,9 @@ from .runtime.protocol import (
     check_event_id,
     check_id,
 )
-from .runtime.store import StoredEvent
+from .runtime.replay import ReplayReport
+from .runtime.sessions import Caller, Origin
+from .runtime.store import RunRecord, StoredEvent
 from .runtime.workflow import Workflow
 from .sessions import Cleared, Sent, Sessions, SessionView
 
@@ -74,8 +79,19 @@ class AsyncSessions:
         return await asyncio.to_thread(self.sync.answer_tool, session_id, tool_call_id, result, **kwargs)
 
 
+NOT_AWAITED = {
+    "event": "turns a stored event into the client's, without I/O: ``stream`` yields them already",
+    "list_watching": "the HTTP server's seam for its own asynchronous wait: ``list_interrupts`` waits here",
+    "prepare_answer": "the sessions package's seam (an answer checked, committed by a session script)",
+    "answer_committed": "the sessions package's seam (after a session script committed an answer)",
+}
+""":class:`parkway.Parkway`'s public methods AsyncParkway does not await, and why (the parity test
+reads this table): seams between parkway's own layers, reached through ``AsyncParkway.sync``."""
+
+
 class AsyncParkway:
-    """The asyncio twin of :class:`parkway.Parkway`: the same methods, awaited.
+    """The asyncio twin of :class:`parkway.Parkway`: the same methods, with the same signatures,
+    awaited (a test holds them equal; the exceptions are in ``NOT_AWAITED``).
 
     >>> async with AsyncParkway() as pw:
     ...     run_id = await pw.start("myapp.flows:approval", {"title": "Q3"})
@@ -103,8 +119,13 @@ class AsyncParkway:
         run_id: str | None = None,
         ttl_ms: int | None = None,
         tenant: str | None = None,
+        owner: str | None = None,
+        origin: Origin = "system",
     ) -> str:
-        result: str = await self._call(self.sync.start, workflow, input, run_id=run_id, ttl_ms=ttl_ms, tenant=tenant)
+        """As :meth:`parkway.Parkway.start`."""
+        result: str = await self._call(
+            self.sync.start, workflow, input, run_id=run_id, ttl_ms=ttl_ms, tenant=tenant, owner=owner, origin=origin
+        )
         return result
 
     async def fork(
@@ -119,11 +140,18 @@ class AsyncParkway:
         result: str = await self._call(self.sync.fork, run_id, step=step, new_run_id=new_run_id, input=input)
         return result
 
+    async def gated_step(self, run_id: str, step: int) -> int:
+        """As :meth:`parkway.Parkway.gated_step`."""
+        result: int = await self._call(self.sync.gated_step, run_id, step)
+        return result
+
     async def get_run(self, run_id: str) -> Run:
+        """As :meth:`parkway.Parkway.get_run`."""
         result: Run = await self._call(self.sync.get_run, run_id)
         return result
 
     async def wait(self, run_id: str, *, timeout: float = 30.0) -> Run:
+        """As :meth:`parkway.Parkway.wait`; the wait holds a worker thread, not the event loop."""
         result: Run = await self._call(self.sync.wait, run_id, timeout=timeout)
         return result
 
@@ -136,6 +164,7 @@ class AsyncParkway:
         request_id: str | None = None,
         responder: str | None = None,
     ) -> ResumeResult:
+        """As :meth:`parkway.Parkway.resume`."""
         result: ResumeResult = await self._call(
             self.sync.resume, token, selected=selected, value=value, request_id=request_id, responder=responder
         )
@@ -151,6 +180,7 @@ class AsyncParkway:
         responder: str | None = None,
         input: Mapping[str, Any] | None = None,
         workflow: Workflow | str | None = None,
+        tenant: str | None = None,
     ) -> ResumeOrStartResult:
         """As :meth:`parkway.Parkway.resume_or_start`."""
         result: ResumeOrStartResult = await self._call(
@@ -162,62 +192,46 @@ class AsyncParkway:
             responder=responder,
             input=input,
             workflow=workflow,
+            tenant=tenant,
         )
         return result
 
     async def resume_message(self, message: Mapping[str, Any], *, responder: str | None = None) -> ResumeResult:
+        """As :meth:`parkway.Parkway.resume_message`."""
         result: ResumeResult = await self._call(self.sync.resume_message, message, responder=responder)
         return result
 
     async def cancel_interrupt(
-        self, token: str, *, reason: str | None = None, responder: str | None = None
+        self,
+        token: str,
+        *,
+        reason: str | None = None,
+        responder: str | None = None,
+        request_id: str | None = None,
     ) -> ResumeResult:
-        result: ResumeResult = await self._call(self.sync.cancel_interrupt, token, reason=reason, responder=responder)
+        """As :meth:`parkway.Parkway.cancel_interrupt`."""
+        result: ResumeResult = await self._call(
+            self.sync.cancel_interrupt, token, reason=reason, responder=responder, request_id=request_id
+        )
         return result
 
     async def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
+        """As :meth:`parkway.Parkway.cancel`."""
         result: CancelResult = await self._call(self.sync.cancel, run_id, reason=reason, responder=responder)
         return result
 
     async def list_interrupts(
-        self,
-        *,
-        workflow: str | None = None,
-        run_id: str | None = None,
-        order: Literal["newest", "expiring"] = "newest",
-        limit: int = 50,
-        cursor: str | None = None,
-        include_tokens: bool = False,
-        wait_ms: int = 0,
-        audience: str | None = None,
-        tenant: str | None = None,
-        session: str | None = None,
-        created_after: int | None = None,
-        created_before: int | None = None,
-        status: str = "pending",
-        workflow_prefix: str | None = None,
-        search: str | None = None,
+        self, query: ListingQuery | None = None, /, *, caller: Caller | None = None, **keywords: Any
     ) -> InterruptPage:
-        """As :meth:`parkway.Parkway.list_interrupts`; a wait (``wait_ms``) holds a worker thread,
-        not the event loop, and runs its course even if the awaiting task is cancelled."""
-        result: InterruptPage = await self._call(
-            self.sync.list_interrupts,
-            workflow=workflow,
-            run_id=run_id,
-            order=order,
-            limit=limit,
-            cursor=cursor,
-            include_tokens=include_tokens,
-            wait_ms=wait_ms,
-            audience=audience,
-            tenant=tenant,
-            session=session,
-            created_after=created_after,
-            created_before=created_before,
-            status=status,
-            workflow_prefix=workflow_prefix,
-            search=search,
-        )
+        """As :meth:`parkway.Parkway.list_interrupts` (a :class:`ListingQuery`, or its fields as
+        keywords); a wait (``wait_ms``) holds a worker thread, not the event loop, and runs its
+        course even if the awaiting task is cancelled."""
+        result: InterruptPage = await self._call(self.sync.list_interrupts, query, caller=caller, **keywords)
+        return result
+
+    async def check_run(self, run_id: str, caller: Caller, door: Door = "read") -> RunRecord | None:
+        """As :meth:`parkway.Parkway.check_run`."""
+        result: RunRecord | None = await self._call(self.sync.check_run, run_id, caller, door)
         return result
 
     async def get_interrupt(self, request_id: str, *, run_id: str | None = None) -> Interrupt:
@@ -226,8 +240,32 @@ class AsyncParkway:
         return result
 
     async def lookup(self, token: str) -> Interrupt | ResumeResult:
+        """As :meth:`parkway.Parkway.lookup`."""
         result: Interrupt | ResumeResult = await self._call(self.sync.lookup, token)
         return result
+
+    async def answer_links(
+        self, token: str, base_url: str, *, responder: str | None = None, ttl_ms: int | None = None
+    ) -> dict[str, str]:
+        """As :meth:`parkway.Parkway.answer_links`."""
+        result: dict[str, str] = await self._call(
+            self.sync.answer_links, token, base_url, responder=responder, ttl_ms=ttl_ms
+        )
+        return result
+
+    async def replay(self, run_id: str, against: Workflow | str) -> ReplayReport:
+        """As :meth:`parkway.Parkway.replay`."""
+        result: ReplayReport = await self._call(self.sync.replay, run_id, against)
+        return result
+
+    async def status(self) -> DeploymentStatus:
+        """As :meth:`parkway.Parkway.status`."""
+        result: DeploymentStatus = await self._call(self.sync.status)
+        return result
+
+    async def drain(self, timeout: float = 60.0) -> None:
+        """As :meth:`parkway.Parkway.drain` (embedded only), waiting in a worker thread."""
+        await self._call(self.sync.drain, timeout)
 
     async def stream(
         self,
@@ -250,6 +288,7 @@ class AsyncParkway:
                     return
 
     async def close(self) -> None:
+        """As :meth:`parkway.Parkway.close`."""
         await self._call(self.sync.close)
 
     async def __aenter__(self) -> AsyncParkway:

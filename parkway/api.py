@@ -70,6 +70,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import replace
 from html import escape
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -84,7 +85,7 @@ from pydantic.alias_generators import to_camel
 from starlette.background import BackgroundTask
 
 from . import links, problems, session_api
-from .client import MAX_WAIT_MS, Parkway, ends_stream
+from .client import Parkway, ends_stream
 from .config import MIN_TTL_MS, Settings
 from .metrics import ParkwayCollector, Refused
 from .problems import outcome_problem, problem
@@ -105,6 +106,7 @@ from .runtime.errors import (
     ValidationError,
     WorkflowError,
 )
+from .runtime.listing import MAX_PAGE, MAX_SEARCH, MAX_WAIT_MS, ListingQuery, Order, Status
 from .runtime.logger import get_logger
 from .runtime.protocol import (
     MAX_TTL_MS,
@@ -567,8 +569,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         who: Auth,
         workflow: str | None = None,
         run_id: Annotated[str | None, Query(alias="runId")] = None,
-        order: Literal["newest", "expiring"] = "newest",
-        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        order: Order = "newest",
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         cursor: str | None = None,
         tokens: bool = False,
         wait_ms: Annotated[int, Query(alias="waitMs", ge=0, le=MAX_WAIT_MS)] = 0,
@@ -577,9 +579,11 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         session: str | None = None,
         created_after: Annotated[int | None, Query(alias="createdAfter")] = None,
         created_before: Annotated[int | None, Query(alias="createdBefore")] = None,
-        status: Literal["pending", "resolved", "cancelled", "expired"] = "pending",
-        workflow_prefix: Annotated[str | None, Query(alias="workflowPrefix", min_length=1, max_length=200)] = None,
-        q: Annotated[str | None, Query(min_length=1, max_length=200,
+        status: Status = "pending",
+        workflow_prefix: Annotated[
+            str | None, Query(alias="workflowPrefix", min_length=1, max_length=MAX_SEARCH)
+        ] = None,
+        q: Annotated[str | None, Query(min_length=1, max_length=MAX_SEARCH,
                                        description="text the question holds (case ignored)")] = None,
     ) -> dict[str, Any]:
         if tokens and who.role == "user":
@@ -590,18 +594,16 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             tenant = None  # ended ones list by workflow or run only: the caller filter keeps its tenant's
         # what the caller may not see is filtered out before paging, and the cursor is opaque
         # (parkway.runtime.authority, parkway.runtime.cursors)
-        filters: dict[str, Any] = dict(
+        query = ListingQuery(
             workflow=workflow, run_id=run_id, order=order, limit=limit, cursor=cursor, include_tokens=tokens,
-            audience=audience, tenant=tenant, session=session, created_after=created_after,
-            created_before=created_before, status=status, caller=who, workflow_prefix=workflow_prefix, search=q,
+            wait_ms=wait_ms, audience=audience, tenant=tenant, session=session, created_after=created_after,
+            created_before=created_before, status=status, workflow_prefix=workflow_prefix, search=q,
         )
-        if wait_ms and status != "pending":
-            raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
         if not wait_ms:
-            page = await anyio.to_thread.run_sync(lambda: pw.list_interrupts(**filters))
+            page = await anyio.to_thread.run_sync(lambda: pw.list_interrupts(query, caller=who))
         else:
             with waiting.slot(request.state.key):  # 429 past the key's bound
-                page = await _wait_for_page(pw, pauses, filters, wait_ms)
+                page = await _wait_for_page(pw, pauses, query, who)
         return _dump(page)
 
     @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
@@ -837,18 +839,17 @@ class _MaskLinks(logging.Filter):
 _MASK_LINKS = _MaskLinks()
 
 
-async def _wait_for_page(
-    pw: Parkway, pauses: _PauseWatch | None, filters: dict[str, Any], wait_ms: int
-) -> InterruptPage:
+async def _wait_for_page(pw: Parkway, pauses: _PauseWatch | None, query: ListingQuery, who: Caller) -> InterruptPage:
     """A waiting listing that holds no thread while it waits: list (in a thread, with the pause feed's
     position), and while the page is empty wait on the process's one watch of the feed for a pause
-    past that position, then list again, until ``wait_ms`` have passed. Embedded (no asyncio Redis
-    client), the client's own wait runs in a thread."""
+    past that position, then list again, until ``query.wait_ms`` have passed. Embedded (no asyncio
+    Redis client), the client's own wait runs in a thread."""
     if pauses is None:
-        return await anyio.to_thread.run_sync(lambda: pw.list_interrupts(**filters, wait_ms=wait_ms))
-    deadline = anyio.current_time() + wait_ms / 1000
+        return await anyio.to_thread.run_sync(lambda: pw.list_interrupts(query, caller=who))
+    deadline = anyio.current_time() + query.wait_ms / 1000
+    once = replace(query, wait_ms=0)
     while True:
-        page, feed = await anyio.to_thread.run_sync(lambda: pw.list_watching(**filters))
+        page, feed = await anyio.to_thread.run_sync(lambda: pw.list_watching(once, caller=who))
         left = deadline - anyio.current_time()
         if page.items or left <= 0 or not await pauses.wait_past(feed, left):
             return page

@@ -29,6 +29,7 @@ from .runtime.errors import (
 )
 from .runtime.executor import check_version
 from .runtime.hooks import CHILD_SEPARATOR
+from .runtime.listing import ListingQuery
 from .runtime.loading import split_ref
 from .runtime.logger import get_logger
 from .runtime.protocol import (
@@ -46,7 +47,6 @@ from .runtime.protocol import (
     Run,
     RunError,
     RunStatus,
-    check_audience,
     check_depth,
     check_event_id,
     check_id,
@@ -72,43 +72,17 @@ from .sessions import Sessions
 
 log = get_logger()
 
-MAX_SEARCH = 200
-"""longest ``workflow_prefix`` or ``search`` of a listing"""
-
-
 def _ALL(found: list[InterruptRecord]) -> list[InterruptRecord]:
     """A listing's keeper that keeps everything."""
     return found
-
-
-def _matcher(workflow_prefix: str | None, search: str | None) -> Callable[[InterruptRecord], bool] | None:
-    """What a listing's ``workflow_prefix`` and ``search`` keep (None: everything), checked."""
-    for name, value in (("workflow_prefix", workflow_prefix), ("search", search)):
-        if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= MAX_SEARCH
-                                  or not value.isprintable()):
-            raise ValidationError(f"{name} must be printable text of 1 to {MAX_SEARCH} characters")
-    if workflow_prefix is None and search is None:
-        return None
-    needle = None if search is None else search.casefold()
-
-    def match(record: InterruptRecord) -> bool:
-        if workflow_prefix is not None and not record.workflow.startswith(workflow_prefix):
-            return False
-        question = record.request.get("question") if isinstance(record.request, dict) else None
-        return needle is None or needle in str(question or "").casefold()
-
-    return match
 
 
 KNOWN_INTERRUPTS = 1024
 """how many pending interrupts a client keeps as it read them (listings, lookups), so that answering
 one of them needs no lookup first"""
 
-MAX_PAGE = 1000
-MAX_WAIT_MS = 30_000
 MAX_SCAN_PAGES = 20
 """pages a listing for a caller reads at most to fill one page of what the caller may see"""
-"""longest ``list_interrupts(wait_ms=)``"""
 PAUSE_WAIT_SLICE_MS = 4_000
 """longest single blocking read of the pause feed: below the Redis client's 5 s socket timeout"""
 
@@ -531,26 +505,16 @@ class Parkway:
         )
 
     def list_interrupts(
-        self,
-        *,
-        workflow: str | None = None,
-        run_id: str | None = None,
-        order: Literal["newest", "expiring"] = "newest",
-        limit: int = 50,
-        cursor: str | None = None,
-        include_tokens: bool = False,
-        wait_ms: int = 0,
-        audience: str | None = None,
-        tenant: str | None = None,
-        session: str | None = None,
-        created_after: int | None = None,
-        created_before: int | None = None,
-        status: str = "pending",
-        caller: Caller | None = None,
-        workflow_prefix: str | None = None,
-        search: str | None = None,
+        self, query: ListingQuery | None = None, /, *, caller: Caller | None = None, **keywords: Any
     ) -> InterruptPage:
         """Pending, unexpired interrupts across runs, a page at a time (pass ``next_cursor`` on).
+
+        The listing is a :class:`~parkway.runtime.listing.ListingQuery`, given as one or as its
+        fields' keywords (``list_interrupts(workflow="approval", limit=10)``): ``workflow``,
+        ``run_id``, ``order`` (``newest`` or ``expiring``), ``limit`` (up to 1,000), ``cursor``,
+        ``include_tokens``, ``wait_ms``, ``audience``, ``tenant``, ``session``, ``created_after``,
+        ``created_before``, ``status``, ``workflow_prefix``, ``search``; each is checked as the
+        query is built (ValidationError).
 
         Filters: ``audience`` (who is asked now: escalations move an interrupt between audiences),
         ``tenant`` (of the run, ``start(tenant=)``), ``session`` (a session's branch runs), each read
@@ -580,79 +544,45 @@ class Parkway:
         filtered before paging as ``caller`` is: a page may then hold fewer than ``limit`` items
         while its cursor still goes on.
         """
-        if caller is not None and not isinstance(caller, Caller):
-            raise ValidationError("caller must be a parkway Caller")
-        query = self._query(workflow, run_id, order, limit, cursor, include_tokens, wait_ms, audience, tenant, session,
-                            created_after, created_before, status)
-        keep = self._keeper(caller, _matcher(workflow_prefix, search))
-        listing = self.store.list_interrupts(query)
-        if wait_ms and not keep(listing.items) and status == "pending":
-            listing = self._wait_for_pause(query, listing, time.monotonic() + wait_ms / 1000, keep)
-        return self._page(query, listing, include_tokens, keep, filtered=keep is not _ALL)
+        asked = ListingQuery.of(query, keywords)
+        keep = self._keeper(caller, asked.matcher())
+        stored = self._store_query(asked, watch=asked.wait_ms > 0)
+        listing = self.store.list_interrupts(stored)
+        if asked.wait_ms and not keep(listing.items) and asked.status == "pending":
+            listing = self._wait_for_pause(stored, listing, time.monotonic() + asked.wait_ms / 1000, keep)
+        return self._page(stored, listing, asked.include_tokens, keep, filtered=keep is not _ALL)
 
-    def list_watching(self, *, caller: Caller | None = None, **filters: Any) -> tuple[InterruptPage, str]:
-        """``list_interrupts(**filters)`` once, without waiting, and the position of the pause feed read
+    def list_watching(self, query: ListingQuery, /, *, caller: Caller | None = None) -> tuple[InterruptPage, str]:
+        """``list_interrupts(query)`` once, without waiting, and the position of the pause feed read
         just before that listing: a caller that waits by itself (the HTTP server, asynchronously, many
         listings on one connection) waits for a feed entry past that position, then lists again (a
         pause made since the listing is always past it)."""
-        if filters.get("wait_ms"):
+        if not isinstance(query, ListingQuery):
+            raise ValidationError(f"list_watching takes a ListingQuery, not {type(query).__name__}")
+        if query.wait_ms:
             raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
-        if caller is not None and not isinstance(caller, Caller):
-            raise ValidationError("caller must be a parkway Caller")
-        keep = self._keeper(caller, _matcher(filters.pop("workflow_prefix", None), filters.pop("search", None)))
-        query = self._query(**filters, watch=True)
-        listing = self.store.list_interrupts(query)
-        page = self._page(query, listing, bool(filters.get("include_tokens")), keep,
-                          filtered=keep is not _ALL)
+        keep = self._keeper(caller, query.matcher())
+        stored = self._store_query(query, watch=True)
+        listing = self.store.list_interrupts(stored)
+        page = self._page(stored, listing, query.include_tokens, keep, filtered=keep is not _ALL)
         return page, listing.feed or "0-0"
 
-    def _query(
-        self,
-        workflow: str | None = None,
-        run_id: str | None = None,
-        order: Literal["newest", "expiring"] = "newest",
-        limit: int = 50,
-        cursor: str | None = None,
-        include_tokens: bool = False,
-        wait_ms: int = 0,
-        audience: str | None = None,
-        tenant: str | None = None,
-        session: str | None = None,
-        created_after: int | None = None,
-        created_before: int | None = None,
-        status: str = "pending",
-        *,
-        watch: bool = False,
-    ) -> InterruptQuery:
-        """A listing's arguments, checked, as the store's query (it watches the pause feed if it waits);
-        the cursor unsealed (``parkway.runtime.cursors``)."""
-        if workflow is not None:
-            check_id(workflow, "workflow name")
-        if run_id is not None:
-            check_id(run_id, "run id")
-        if order not in ("newest", "expiring"):
-            raise ValidationError("order must be 'newest' or 'expiring'")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-            raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
-        if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or not 0 <= wait_ms <= MAX_WAIT_MS:
-            raise ValidationError(f"wait_ms must be an integer from 0 to {MAX_WAIT_MS}")
-        if status not in ("pending", *telemetry.CLOSED_STATUSES):
-            raise ValidationError(f"status must be 'pending', 'resolved', 'cancelled' or 'expired', not {status!r}")
-        filters = listing_filters(order, audience, tenant, session, created_after, created_before)
-        if status != "pending" and (order != "newest" or wait_ms or include_tokens):
-            raise ValidationError("a listing of ended interrupts is newest first, without wait_ms or tokens")
-        if status != "pending" and any(value is not None for value in filters.values()):
-            raise ValidationError("a listing of ended interrupts filters by workflow or run id only")
-        position = None if cursor is None else cursors.unseal(self.backend.options.secret, cursor)
+    def _store_query(self, query: ListingQuery, *, watch: bool) -> InterruptQuery:
+        """The store's query for a listing (it watches the pause feed if it waits), the cursor unsealed
+        (``parkway.runtime.cursors``)."""
+        position = None if query.cursor is None else cursors.unseal(self.backend.options.secret, query.cursor)
         return InterruptQuery(
-            workflow, run_id, order, limit, position, now_ms(), watch=watch or wait_ms > 0,
-            status=status, **filters,  # type: ignore[arg-type]
+            query.workflow, query.run_id, query.order, query.limit, position, now_ms(), watch=watch,
+            audience=query.audience, tenant=query.tenant, session=query.session,
+            created_after=query.created_after, created_before=query.created_before, status=query.status,
         )
 
     def _keeper(
         self, caller: Caller | None, match: Callable[[InterruptRecord], bool] | None = None
     ) -> Callable[[list[InterruptRecord]], list[InterruptRecord]]:
         """What of a page ``caller`` may see and ``match`` keeps (all of it without either)."""
+        if caller is not None and not isinstance(caller, Caller):
+            raise ValidationError("caller must be a parkway Caller")
         if caller is None and match is None:
             return _ALL
         if caller is None:
@@ -964,36 +894,6 @@ class Parkway:
             audience=record.audience,
             tenant=record.tenant,
         )
-
-
-def listing_filters(
-    order: str,
-    audience: str | None,
-    tenant: str | None,
-    session: str | None,
-    created_after: int | None,
-    created_before: int | None,
-) -> dict[str, Any]:
-    """``list_interrupts``' filters, checked (a clear ValidationError for each bad one)."""
-    if audience is not None:
-        check_audience(audience)
-    if tenant is not None:
-        check_id(tenant, "tenant")
-    if session is not None:
-        check_id(session, "session id")
-    for name, value in (("created_after", created_after), ("created_before", created_before)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 48):
-            raise ValidationError(f"{name} must be a time in epoch milliseconds (a non-negative integer)")
-    filtered = audience is not None or tenant is not None or session is not None
-    if order != "newest" and (filtered or created_after is not None or created_before is not None):
-        raise ValidationError("audience, tenant, session and created_after/created_before list in order 'newest'")
-    return {
-        "audience": audience,
-        "tenant": tenant,
-        "session": session,
-        "created_after": created_after,
-        "created_before": created_before,
-    }
 
 
 def _new_run_id(run_id: str | None) -> str:

@@ -108,3 +108,55 @@ def test_stream_validates_its_position(harness: Harness) -> None:
                 pass
 
     asyncio.run(scenario())
+
+
+def _public_methods(cls: type) -> dict[str, object]:
+    return {n: v for n, v in vars(cls).items() if not n.startswith("_") and callable(v)}
+
+
+def test_the_async_client_has_every_method_of_the_sync_one_with_the_same_signature() -> None:
+    """Each public method of Parkway is AsyncParkway's too, awaited (an async generator for ``stream``),
+    with the same parameters, defaults and annotations; the exceptions are named, with a reason, in
+    ``NOT_AWAITED``."""
+    import inspect
+
+    from parkway import Parkway
+    from parkway.aio import NOT_AWAITED
+
+    sync, awaited = _public_methods(Parkway), _public_methods(AsyncParkway)
+    assert set(NOT_AWAITED) <= set(sync), "NOT_AWAITED names a method Parkway does not have"
+    assert set(sync) - set(NOT_AWAITED) == set(awaited), "AsyncParkway's methods differ from Parkway's"
+    for name, method in awaited.items():
+        assert inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method), name
+        mine, theirs = inspect.signature(method), inspect.signature(sync[name])  # type: ignore[arg-type]
+        assert mine.parameters == theirs.parameters, name
+        returns = str(mine.return_annotation).removeprefix("Async")
+        assert returns == str(theirs.return_annotation), name
+    assert isinstance(vars(Parkway)["sessions"], property) and isinstance(vars(AsyncParkway)["sessions"], property)
+
+
+def test_a_listing_takes_one_query_object_or_its_keywords(harness: Harness) -> None:
+    """list_interrupts takes a ListingQuery or its fields as keywords (not both), awaited or not;
+    each field is checked as the query is built."""
+    from parkway import ListingQuery
+
+    async def scenario() -> None:
+        pw = AsyncParkway(client=harness.pw)
+        run_id = await pw.start(flows.one_choice, {})
+        harness.run_jobs()  # (RQ's worker wants the main thread)
+        await pw.wait(run_id, timeout=10)
+        query = ListingQuery(run_id=run_id, include_tokens=True)
+        by_object, by_keywords = await pw.list_interrupts(query), await pw.list_interrupts(run_id=run_id)
+        assert [i.request_id for i in by_object.items] == [i.request_id for i in by_keywords.items]
+        assert by_object.items[0].resume_token is not None and by_keywords.items[0].resume_token is None
+        assert harness.pw.list_interrupts(query).items == by_object.items
+        with pytest.raises(ValidationError, match="not both"):
+            await pw.list_interrupts(query, limit=5)
+
+    asyncio.run(scenario())
+    with pytest.raises(ValidationError, match="limit"):
+        ListingQuery(limit=0)
+    with pytest.raises(ValidationError, match="order 'newest'"):
+        ListingQuery(order="expiring", tenant="t1")
+    with pytest.raises(TypeError):
+        harness.pw.list_interrupts(nonsense=1)
