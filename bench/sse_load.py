@@ -34,7 +34,7 @@ from bench.env import (
     parkway_worker_env,
     percentile,
 )
-from parkway.api import hash_key
+from parkway.http.app import hash_key
 
 KEY = "bench-key-" + "b" * 30
 STREAM_KEYS = [f"bench-stream-key-{i}-" + "s" * 24 for i in range(20)]
@@ -47,7 +47,7 @@ def _api_server(url: str) -> tuple[subprocess.Popen[bytes], str]:
            "PARKWAY_API_KEYS": ",".join(f"{hash_key(k)}=machine" for k in (KEY, *STREAM_KEYS)),
            "PARKWAY_WORKFLOWS": "tests"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(port),
+        [sys.executable, "-m", "uvicorn", "--factory", "parkway.http.app:app_from_env", "--port", str(port),
          "--log-level", "warning", "--no-access-log"],
         cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
     )

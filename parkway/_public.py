@@ -1,39 +1,25 @@
-"""The names ``parkway`` exports (its ``__all__``), loaded when one of them is first used."""
+"""The names ``parkway`` exports (its ``__all__``), loaded when one of them is first used: the
+workflow API, the client and what it returns, the errors' root and the errors an application
+commonly catches. Agents are in :mod:`parkway.agents`, sessions in :mod:`parkway.sessions`, every
+error in :mod:`parkway.errors`."""
 
-
-from .aio import AsyncParkway
-from .client import Parkway
+from .client import AsyncParkway, Parkway
 from .config import Settings
-from .runtime.agents import add_message, use_model, use_tool, use_triggers
 from .runtime.contracts import Contract
 from .runtime.errors import (
-    BranchBusy,
-    BranchParked,
     ChildFailed,
     ConfigError,
-    CorruptRecord,
     InterruptCancelled,
     InterruptNotFound,
     InvalidAnswer,
-    InvalidId,
-    MalformedResume,
     NondeterminismError,
     ParkwayError,
-    PayloadTooLarge,
-    RunGone,
     RunNotFound,
-    SessionDenied,
-    SessionError,
-    SessionNotFound,
-    StaleFence,
-    StoreError,
     StoreUnavailable,
-    ToolError,
     ValidationError,
     VersionNotReplayed,
     WaitTimeout,
     WorkflowError,
-    WorkflowUnavailable,
 )
 from .runtime.hooks import (
     First,
@@ -67,24 +53,18 @@ from .runtime.protocol import (
     Run,
     RunStatus,
 )
-from .runtime.reasoning import ModelProvider, ScriptedModel, use_reason
 from .runtime.resume import parse_resume_metadata
 from .runtime.sessions import Caller
 from .runtime.workflow import Result, Retry, Workflow
-from .sessions import Cleared, Sent, SessionView
 
 __all__ = [
     "AsyncParkway",
-    "BranchBusy",
-    "BranchParked",
     "Caller",
     "CancelOutcome",
     "CancelResult",
     "ChildFailed",
-    "Cleared",
     "ConfigError",
     "Contract",
-    "CorruptRecord",
     "Event",
     "First",
     "Interrupt",
@@ -94,57 +74,37 @@ __all__ = [
     "InterruptPage",
     "InterruptRequest",
     "InvalidAnswer",
-    "InvalidId",
     "ListingQuery",
-    "MalformedResume",
-    "ModelProvider",
     "NondeterminismError",
     "Option",
     "Parkway",
     "ParkwayError",
     "ParkwayWarning",
-    "PayloadTooLarge",
     "Result",
     "ResumeOrStartResult",
     "ResumeOutcome",
     "ResumeResult",
     "Retry",
     "Run",
-    "RunGone",
     "RunNotFound",
     "RunStatus",
-    "ScriptedModel",
-    "Sent",
-    "SessionDenied",
-    "SessionError",
-    "SessionNotFound",
-    "SessionView",
     "Settings",
-    "StaleFence",
-    "StoreError",
     "StoreUnavailable",
-    "ToolError",
     "ValidationError",
     "VersionNotReplayed",
     "WaitTimeout",
     "Workflow",
     "WorkflowError",
-    "WorkflowUnavailable",
-    "add_message",
     "complete_response",
     "emit",
     "idempotency_key",
     "parse_resume_metadata",
     "use_first",
     "use_interrupt",
-    "use_model",
     "use_node_state",
     "use_now",
-    "use_reason",
     "use_stable_id",
     "use_step",
-    "use_tool",
-    "use_triggers",
     "use_workflow",
     "use_workflow_state",
     "use_workflows",

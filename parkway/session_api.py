@@ -1,4 +1,4 @@
-"""Sessions over HTTP (mounted by :func:`parkway.api.create_app`), acting as the key's caller.
+"""Sessions over HTTP (mounted by :func:`parkway.http.app.create_app`), acting as the key's caller.
 
 (No ``from __future__ import annotations`` here: FastAPI reads the routes' annotations, and the
 caller dependency is local to ``add_routes``.)
@@ -46,7 +46,7 @@ from pydantic.alias_generators import to_camel
 
 from .client import Parkway
 from .config import MIN_TTL_MS
-from .problems import outcome_problem
+from .http.problems import outcome_problem
 from .runtime.errors import SessionDenied, SessionNotFound, ValidationError
 from .runtime.protocol import MAX_TTL_MS, ResumeOutcome, check_event_id
 from .runtime.sessions import Caller

@@ -58,7 +58,7 @@ def add(sub: Any, command: Any) -> None:
 
 
 def cmd_session(args: argparse.Namespace) -> int:
-    from .cli import _client
+    from .cli.commands import _client
 
     usage, words = USAGE[args.action]
     if len(args.rest) != words:

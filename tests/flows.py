@@ -392,7 +392,7 @@ reasoning = Workflow("reasoning")
 
 @reasoning.node(start=True)
 def think(data: dict[str, Any]) -> dict[str, Any]:
-    from parkway import use_reason
+    from parkway.agents import use_reason
 
     answer = use_reason(
         reasoners[data["script"]],

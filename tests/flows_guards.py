@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import ScriptedModel, Workflow, use_interrupt, use_model, use_node_state
+from parkway import Workflow, use_interrupt, use_node_state
+from parkway.agents import ScriptedModel, use_model
 
 QUESTION = {"kind": "text", "question": "Go on?"}
 

@@ -7,16 +7,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from parkway import (
-    ScriptedModel,
-    ToolError,
-    Workflow,
-    add_message,
-    use_interrupt,
-    use_model,
-    use_tool,
-    use_triggers,
-)
+from parkway import Workflow, use_interrupt
+from parkway.agents import ScriptedModel, ToolError, add_message, use_model, use_tool, use_triggers
 
 
 def _answer(messages: Sequence[Mapping[str, Any]], tools: Any = ()) -> dict[str, Any]:

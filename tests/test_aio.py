@@ -74,7 +74,8 @@ def test_streams_time_out_without_blocking_the_loop(harness: Harness) -> None:
 
 def test_sessions_awaited(harness: Harness) -> None:
     """The session surface, awaited: the same outcomes and refusals as the sync client's."""
-    from parkway import BranchParked, Caller
+    from parkway import Caller
+    from parkway.errors import BranchParked
     from tests import session_flows
 
     ada = Caller("user", "ada", "acme")
@@ -121,7 +122,7 @@ def test_the_async_client_has_every_method_of_the_sync_one_with_the_same_signatu
     import inspect
 
     from parkway import Parkway
-    from parkway.aio import NOT_AWAITED
+    from parkway.client.aio import NOT_AWAITED
 
     sync, awaited = _public_methods(Parkway), _public_methods(AsyncParkway)
     assert set(NOT_AWAITED) <= set(sync), "NOT_AWAITED names a method Parkway does not have"

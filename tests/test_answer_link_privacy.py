@@ -9,7 +9,8 @@ import httpx
 import pytest
 import redis
 
-from parkway import Parkway, Settings, links
+from parkway import Parkway, Settings
+from parkway.http import links
 from parkway.runtime.errors import MalformedResume
 from tests.conftest import SECRET, Closing
 from tests.procs import Worker

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 import redis
 
-from parkway import BranchBusy, BranchParked, Caller, Parkway, RunStatus, Settings, ValidationError
+from parkway import Caller, Parkway, RunStatus, Settings, ValidationError
+from parkway.errors import BranchBusy, BranchParked
 from parkway.runtime.clock import now_ms
 from parkway.runtime.sessions import rebuild
 from tests import session_flows as sf

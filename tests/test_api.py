@@ -18,8 +18,8 @@ import httpx
 import pytest
 import redis
 
-from parkway import links
-from parkway.api import hash_key
+from parkway.http import links
+from parkway.http.app import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing
 from tests.procs import ROOT, Worker, answers, free_port, wait_for
@@ -29,7 +29,7 @@ USER_KEY = "user-key-" + "u" * 24
 
 
 class Server:
-    """`uvicorn --factory parkway.api:app_from_env` in a process of its own."""
+    """`uvicorn --factory parkway.http.app:app_from_env` in a process of its own."""
 
     def __init__(self, redis_url: str, extra_keys: str = "", *, cwd: Path = ROOT, **env_vars: str) -> None:
         self.port = free_port()
@@ -40,7 +40,7 @@ class Server:
                "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine,{hash_key(USER_KEY)}=user:ana:acme{extra_keys}",
                **env_vars}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(self.port),
+            [sys.executable, "-m", "uvicorn", "--factory", "parkway.http.app:app_from_env", "--port", str(self.port),
              "--host", "127.0.0.1"],
             cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
@@ -256,7 +256,7 @@ def test_the_app_closes_its_own_redis_connections_when_it_shuts_down(
     import asyncio
 
     from parkway import Parkway, Settings
-    from parkway.api import create_app
+    from parkway.http.app import create_app
     from tests.test_hardening import _connections
 
     pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import redis
 
-from parkway.api import API_CONNECTIONS, MAX_STREAMS_PER_KEY, MAX_WAITING_PER_KEY, hash_key
+from parkway.http.app import API_CONNECTIONS, MAX_STREAMS_PER_KEY, MAX_WAITING_PER_KEY, hash_key
 from tests.procs import open_fds, redis_connections, wait_for
 from tests.test_api import KEY, Server, _api, _wait_status, close_api_clients, serving
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import redis
 
-from parkway.api import hash_key
+from parkway.http.app import hash_key
 from tests.conftest import SECRET, Harness
 from tests.procs import ROOT, Worker, answers, free_port, wait_for
 
@@ -76,7 +76,7 @@ class Deployment:
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
                "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS), "PARKWAY_WORKFLOWS": "tests"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "parkway.api:app_from_env", "--port", str(self.port),
+            [sys.executable, "-m", "uvicorn", "--factory", "parkway.http.app:app_from_env", "--port", str(self.port),
              "--host", "127.0.0.1"],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
@@ -537,7 +537,7 @@ def test_resume_or_start_keeps_the_tenant_of_a_run_whose_records_are_gone(harnes
 def test_a_lower_origin_cannot_take_the_interrupt_id_a_higher_one_will_raise(harness: Harness) -> None:
     """Finding 5: ada raises 'stop' first; the system's 'stop' is still raised (ids live in their
     origin's namespace), and ada cannot clear it, only her own."""
-    from parkway import SessionDenied
+    from parkway.errors import SessionDenied
     from parkway.runtime.sessions import Caller
     from tests import session_flows
 
@@ -557,7 +557,7 @@ def test_a_machine_stop_parks_every_branch_so_editing_the_anchored_message_does_
 ) -> None:
     """Low: a system or machine raise defaults to session scope: editing the message it would have
     been anchored at opens no unparked sibling branch."""
-    from parkway import BranchParked
+    from parkway.errors import BranchParked
     from parkway.runtime.sessions import Caller
     from tests import session_flows
 

@@ -10,7 +10,7 @@ import httpx
 import redis
 
 from parkway import Parkway, Settings
-from parkway.api import hash_key
+from parkway.http.app import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing
 from tests.procs import ROOT, answers, free_port, wait_for

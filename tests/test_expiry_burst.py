@@ -177,7 +177,7 @@ def test_the_oldest_overdue_interrupt_is_a_metric_and_a_log_line(short_grace: Ha
     from prometheus_client import CollectorRegistry, generate_latest
     from structlog.testing import capture_logs
 
-    from parkway.metrics import ParkwayCollector, Refused
+    from parkway.http.metrics import ParkwayCollector, Refused
 
     pw = short_grace.pw
     run_id = pw.start(flows_expiry.until, {"deadline": now_ms() + 1000})

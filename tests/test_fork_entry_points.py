@@ -8,7 +8,7 @@ import json
 import redis
 
 from parkway import Parkway, RunStatus, Settings
-from parkway.aio import AsyncParkway
+from parkway.client.aio import AsyncParkway
 from tests import flows_fork
 from tests.conftest import SECRET, Harness
 from tests.procs import wait_for

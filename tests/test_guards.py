@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from parkway import Caller, MalformedResume, Parkway, RunStatus
+from parkway import Caller, Parkway, RunStatus
 from parkway.adapters.redis.store import RedisStore, ScriptCall
+from parkway.errors import MalformedResume
 from parkway.runtime import tokens
 from parkway.runtime.clock import now_ms
 from tests import flows_fork, flows_guards
@@ -170,7 +171,7 @@ def _serving(pw: Parkway) -> Iterator[str]:
     the client's scripts); its base URL."""
     import uvicorn
 
-    from parkway.api import create_app
+    from parkway.http.app import create_app
 
     server = uvicorn.Server(uvicorn.Config(create_app(pw), host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -14,20 +14,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from parkway import (
-    ConfigError,
-    InvalidAnswer,
-    InvalidId,
-    MalformedResume,
-    Parkway,
-    ResumeOutcome,
-    RunStatus,
-    Settings,
-    ValidationError,
-    WorkflowUnavailable,
-)
+from parkway import ConfigError, InvalidAnswer, Parkway, ResumeOutcome, RunStatus, Settings, ValidationError
 from parkway.adapters.limits import Limits
 from parkway.adapters.redis import keys
+from parkway.errors import InvalidId, MalformedResume, WorkflowUnavailable
 from parkway.runtime.clock import now_ms
 from parkway.runtime.loading import WorkflowModules
 from parkway.runtime.protocol import check_id

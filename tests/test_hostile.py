@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from parkway import MalformedResume, ParkwayError, ResumeOutcome, RunStatus, parse_resume_metadata
+from parkway import ParkwayError, ResumeOutcome, RunStatus, parse_resume_metadata
 from parkway.adapters.redis import keys
+from parkway.errors import MalformedResume
 from tests import flows
 from tests.conftest import Closing, Harness
 
@@ -207,7 +208,7 @@ def test_corrupt_event_json_in_the_stream_is_reported(harness: Harness) -> None:
     """An event entry that is not msgpack is reported as CorruptRecord, not a crash of the reader."""
     if harness.connection is None:
         pytest.skip("writes garbage into Redis")
-    from parkway import CorruptRecord
+    from parkway.errors import CorruptRecord
 
     run_id = harness.start_and_run(flows.one_choice)
     harness.connection.xadd(keys.events(run_id), {"t": "data", "d": json.dumps({"x": 1}).encode() + b"\xc1"})

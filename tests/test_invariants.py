@@ -25,12 +25,10 @@ from parkway import (
     InvalidAnswer,
     NondeterminismError,
     Parkway,
-    PayloadTooLarge,
     ResumeOutcome,
     RunNotFound,
     RunStatus,
     Settings,
-    StaleFence,
     Workflow,
     emit,
     use_interrupt,
@@ -40,6 +38,7 @@ from parkway import (
 from parkway.adapters.limits import Limits
 from parkway.adapters.redis import embedded, keys
 from parkway.adapters.redis.store import RedisStore
+from parkway.errors import PayloadTooLarge, StaleFence
 from parkway.runtime import executor, telemetry, tokens
 from parkway.runtime.store import (
     Advance,

@@ -14,7 +14,7 @@ import redis
 
 from parkway import ValidationError
 from parkway.adapters.redis import keys
-from parkway.api import hash_key
+from parkway.http.app import hash_key
 from tests import flows_escalate as fe
 from tests import session_flows as sf
 from tests.conftest import Harness

@@ -12,7 +12,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from parkway.api import hash_key
+from parkway.http.app import hash_key
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
 from tests.conftest import SECRET, Harness
@@ -131,7 +131,7 @@ def test_metrics_use_a_registry_per_app() -> None:
     from prometheus_client import REGISTRY
 
     from parkway import Parkway, Settings
-    from parkway.api import create_app
+    from parkway.http.app import create_app
 
     async def scrape(app: Any) -> str:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as local:

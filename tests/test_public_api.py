@@ -6,18 +6,36 @@ import parkway
 
 
 def test_all_is_sorted_and_complete() -> None:
-    """parkway.__all__ is sorted, and every name in it exists."""
-    assert parkway.__all__ == sorted(parkway.__all__)
-    for name in parkway.__all__:
-        assert hasattr(parkway, name), name
+    """parkway.__all__, parkway.errors.__all__ and parkway.agents.__all__ are sorted, and every name
+    in them exists."""
+    from parkway import agents, errors
+
+    for module in (parkway, errors, agents):
+        assert module.__all__ == sorted(module.__all__), module.__name__
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
 
 
-def test_every_public_error_is_exported() -> None:
-    """Each ParkwayError subclass users can catch is in __all__."""
-    from parkway.runtime import errors
+def test_every_public_error_is_exported_from_parkway_errors() -> None:
+    """Each ParkwayError subclass users can catch is in parkway.errors.__all__; parkway itself
+    exports the root and only errors (no session or agent error: those are their submodules')."""
+    from parkway import errors
+    from parkway.runtime import errors as defined
 
-    public = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, errors.ParkwayError)}
-    assert public <= set(parkway.__all__)
+    public = {n for n, v in vars(defined).items() if isinstance(v, type) and issubclass(v, defined.ParkwayError)}
+    assert public == set(errors.__all__)
+    top = {n for n in parkway.__all__ if n in public}
+    assert "ParkwayError" in top and not any(n.startswith(("Session", "Branch", "Tool")) for n in top)
+
+
+def test_the_top_level_is_the_workflow_api_the_client_and_common_errors() -> None:
+    """Agents' hooks live in parkway.agents and sessions' types in parkway.sessions, not at the top
+    level; the top level stays small (at most 50 names)."""
+    from parkway import agents
+
+    assert not set(agents.__all__) & set(parkway.__all__)
+    assert not {"Sent", "Cleared", "SessionView"} & set(parkway.__all__)
+    assert len(parkway.__all__) <= 50
 
 
 def test_runtime_imports_neither_redis_nor_rq() -> None:

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from parkway import RunStatus, ScriptedModel, ValidationError
+from parkway import RunStatus, ValidationError
+from parkway.agents import ScriptedModel
 from tests import flows
 from tests.conftest import Harness
 

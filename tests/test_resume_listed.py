@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from parkway import InvalidAnswer, Parkway, ResumeOutcome, RunStatus, Settings
-from parkway.client import _ReadInterrupts
+from parkway.client.sync import _ReadInterrupts
 from parkway.runtime.store import InterruptRecord
 from parkway.workers.reconciler import reconcile_once
 from tests import flows

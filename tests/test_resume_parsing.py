@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from parkway import InterruptRequest, InvalidAnswer, MalformedResume, parse_resume_metadata
+from parkway import InterruptRequest, InvalidAnswer, parse_resume_metadata
+from parkway.errors import MalformedResume
 from parkway.runtime.resume import validate_answer
 
 TOKEN = "run_1.int_1." + "A" * 32

@@ -11,9 +11,10 @@ import redis
 import redis.exceptions as rex
 from redis.retry import Retry
 
-from parkway import Parkway, RunStatus, Settings, StaleFence
+from parkway import Parkway, RunStatus, Settings
 from parkway.adapters.redis.connection import run_script
 from parkway.adapters.redis.store import RedisStore
+from parkway.errors import StaleFence
 from parkway.runtime.clock import now_ms
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness

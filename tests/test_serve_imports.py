@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from parkway.api import hash_key
+from parkway.http.app import hash_key
 from parkway.runtime.errors import WorkflowUnavailable
 from parkway.runtime.loading import WorkflowModules
 from tests.procs import free_port

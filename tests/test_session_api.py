@@ -10,7 +10,7 @@ import httpx
 import pytest
 import redis
 
-from parkway.api import hash_key
+from parkway.http.app import hash_key
 from tests.conftest import SECRET
 from tests.procs import Worker, wait_for
 from tests.test_api import KEY, USER_KEY, Server

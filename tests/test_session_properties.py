@@ -10,7 +10,8 @@ import hypothesis.strategies as st
 import redis
 from hypothesis import HealthCheck, given, settings
 
-from parkway import BranchBusy, BranchParked, Caller, Parkway, SessionDenied, Settings
+from parkway import Caller, Parkway, Settings
+from parkway.errors import BranchBusy, BranchParked, SessionDenied
 from parkway.runtime.sessions import rebuild
 from tests import session_flows as sf
 from tests.conftest import SECRET, Harness

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from parkway import BranchBusy, BranchParked, Caller, ResumeOutcome, RunStatus, SessionDenied, ValidationError
+from parkway import Caller, ResumeOutcome, RunStatus, ValidationError
+from parkway.errors import BranchBusy, BranchParked, SessionDenied
 from parkway.runtime.sessions import parse_actions, rebuild
 from tests import session_flows as sf
 from tests.conftest import SECRET, Harness
@@ -438,7 +439,7 @@ def test_bad_session_input_is_refused_with_nothing_written(harness: Harness, cal
 
 
 def test_an_unknown_session_is_not_found(harness: Harness) -> None:
-    from parkway import SessionNotFound
+    from parkway.errors import SessionNotFound
 
     for call in (lambda: harness.pw.sessions.get("nope"), lambda: harness.pw.sessions.send("nope", "hi"),
                  lambda: harness.pw.sessions.resume_interrupt("nope", "x")):
@@ -602,7 +603,7 @@ def test_every_session_transition_renews_all_its_keys(harness: Harness) -> None:
 def test_a_stale_attempt_settles_nothing(harness: Harness) -> None:
     """A branch run's hook result from an attempt that is no longer current (another fence, or a
     run not running) is refused and writes neither the journal nor a message."""
-    from parkway import StaleFence
+    from parkway.errors import StaleFence
     from parkway.runtime.store import JournalEntry
 
     sid = _open(harness, sf.echo)

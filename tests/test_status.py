@@ -43,7 +43,7 @@ def _scrape(pw: Parkway) -> dict[str, float]:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from parkway.metrics import ParkwayCollector, Refused
+    from parkway.http.metrics import ParkwayCollector, Refused
     from parkway.runtime.clock import now_ms
 
     registry = CollectorRegistry()

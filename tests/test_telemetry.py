@@ -11,7 +11,6 @@ import pytest
 from parkway import (
     InterruptNotFound,
     InvalidAnswer,
-    InvalidId,
     Parkway,
     ResumeOutcome,
     RunStatus,
@@ -20,6 +19,7 @@ from parkway import (
     Workflow,
 )
 from parkway.adapters.redis import keys, layout
+from parkway.errors import InvalidId
 from parkway.runtime import telemetry, tokens
 from parkway.workers.reconciler import reconcile_once
 from tests import flows, telemetry_flows

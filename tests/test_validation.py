@@ -9,17 +9,15 @@ import pytest
 from parkway import (
     ConfigError,
     InvalidAnswer,
-    InvalidId,
-    MalformedResume,
     Parkway,
     ParkwayError,
-    PayloadTooLarge,
     RunNotFound,
     Settings,
     ValidationError,
     Workflow,
     WorkflowError,
 )
+from parkway.errors import InvalidId, MalformedResume, PayloadTooLarge
 from parkway.runtime import tokens
 from tests import flows
 from tests.conftest import SECRET, Harness

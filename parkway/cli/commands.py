@@ -18,16 +18,16 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .adapters.limits import DEFAULT_TTL_MS
-from .runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
-from .session_cli import add as add_session_commands
+from ..adapters.limits import DEFAULT_TTL_MS
+from ..runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
+from ..session_cli import add as add_session_commands
 
 if TYPE_CHECKING:  # the command's start stays light: what a command needs, it imports when it runs
-    from .client import Parkway
-    from .config import Settings
-    from .runtime.contracts import Contract
-    from .runtime.protocol import Event, Interrupt, InterruptRequest, Run
-    from .runtime.store import StoredEvent
+    from ..client import Parkway
+    from ..config import Settings
+    from ..runtime.contracts import Contract
+    from ..runtime.protocol import Event, Interrupt, InterruptRequest, Run
+    from ..runtime.store import StoredEvent
 
 DEMO_INPUT = {"title": "Quarterly report"}
 
@@ -49,7 +49,7 @@ NEEDS_REDIS = (
 
 
 def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
-    from .config import Settings
+    from ..config import Settings
 
     return Settings.from_env(
         redis_url=_redis_url(args), workflows=getattr(args, "workflows", None), **overrides
@@ -60,7 +60,7 @@ def _redis_url(args: argparse.Namespace) -> str | None:
     """The Redis the command line names: ``--redis-url``, or ``--redis-sentinels`` with
     ``--redis-master`` (passwords from ``PARKWAY_REDIS_PASSWORD`` and
     ``PARKWAY_REDIS_SENTINEL_PASSWORD``) as one ``redis+sentinel://`` string; None: the environment's."""
-    from .config import sentinel_url
+    from ..config import sentinel_url
 
     url: str | None = getattr(args, "redis_url", None)
     sentinels, master = getattr(args, "redis_sentinels", None), getattr(args, "redis_master", None)
@@ -79,7 +79,7 @@ def _client(args: argparse.Namespace, *, embedded: bool = False, redis_only: boo
         settings = settings.with_(redis_url=None)
     elif redis_only and settings.embedded:
         raise ConfigError(f"parkway {args.command} {NEEDS_REDIS}")
-    from .client import Parkway
+    from ..client import Parkway
 
     return Parkway(settings)
 
@@ -214,7 +214,7 @@ def ask(
     for i, option in enumerate(request.options, 1):
         out.write(f"  {i}. {option.label} [{option.id}]" + (f" - {option.description}" if option.description else ""))
         out.write("\n")
-    from .runtime.resume import validate_answer
+    from ..runtime.resume import validate_answer
 
     while True:
         try:
@@ -384,8 +384,8 @@ def _line(stdin: TextIO) -> str:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from .adapters.redis.errors import translated
-    from .workers.worker import run_worker
+    from ..adapters.redis.errors import translated
+    from ..workers.worker import run_worker
 
     settings = _settings(args, queue=args.queue)
     if settings.redis_url is None:
@@ -453,7 +453,7 @@ def _left_behind(pw: Parkway, run_id: str) -> str:
 def _follow(pw: Parkway, args: argparse.Namespace, run_id: str) -> int:
     """Print the run's events; answer its interrupts at a terminal; return the exit status."""
     as_json = args.json or not sys.stdout.isatty()
-    from .runtime.protocol import RunStatus
+    from ..runtime.protocol import RunStatus
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     after, hinted = "0", False
@@ -589,7 +589,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         if args.select:
             _check_select(pw, args.token)
         if not kwargs:
-            from .runtime.protocol import Interrupt
+            from ..runtime.protocol import Interrupt
 
             found = pw.lookup(args.token)
             if isinstance(found, Interrupt):
@@ -616,7 +616,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _check_select(pw: Parkway, token: str) -> None:
     """Refuse --select for a question that takes text (the library takes ``selected=<text>`` from
     clients that send text that way; on the command line --select means option ids)."""
-    from .runtime.protocol import Interrupt
+    from ..runtime.protocol import Interrupt
 
     found = pw.lookup(token)
     if isinstance(found, Interrupt) and found.asked().kind == "text":
@@ -669,7 +669,7 @@ def cmd_interrupt(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .runtime.protocol import RunStatus
+    from ..runtime.protocol import RunStatus
 
     with _client(args) as pw:
         run = pw.get_run(args.run_id)
@@ -729,7 +729,7 @@ def _cancellation(events: Iterator[StoredEvent]) -> dict[str, Any]:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from .runtime.protocol import check_event_id
+    from ..runtime.protocol import check_event_id
 
     check_event_id(args.after, "--after")
     with _client(args) as pw:
@@ -778,14 +778,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.hash_key is not None:
-        from .api import hash_key
+        from ..http.app import hash_key
 
         print(hash_key(args.hash_key))
         return 0
     try:
         import uvicorn
 
-        from .api import app_from_env
+        from ..http.app import app_from_env
     except ImportError as exc:
         raise ParkwayError(f"parkway serve needs the http extra: pip install 'parkway[http]' ({exc})") from None
     url = _redis_url(args)
@@ -806,7 +806,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_reconcile(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from .workers.reconciler import reconcile_once
+    from ..workers.reconciler import reconcile_once
 
     with _client(args) as pw:
         report = reconcile_once(pw.store, pw.backend.dispatcher, max_lost=pw.settings.max_lost_attempts,
@@ -837,7 +837,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .logs import configure as configure_logs
+    from ..logs import configure as configure_logs
 
     configure_logs("INFO" if args.verbose else "ERROR")  # the demo says itself that it runs embedded
     with _client(args, embedded=True) as pw:
@@ -845,7 +845,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _demo(pw: Parkway) -> int:
-    from .demo import approval
+    from ..demo import approval
 
     out = sys.stdout
     run_id = pw.start(approval, DEMO_INPUT)
@@ -1283,7 +1283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = p.parse_known_args(argv)
     if extra:
         _unknown_options(p, args, extra)
-    from .logs import configure as configure_logs
+    from ..logs import configure as configure_logs
 
     configure_logs("INFO" if args.verbose else "WARNING")
     _extend_path(getattr(args, "path", None))
@@ -1294,7 +1294,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,11 +14,10 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, TypeVar
 
-from .client import Parkway, ends_stream, read_window
-from .config import Settings
-from .runtime.authority import Door
-from .runtime.listing import ListingQuery
-from .runtime.protocol import (
+from ..config import Settings
+from ..runtime.authority import Door
+from ..runtime.listing import ListingQuery
+from ..runtime.protocol import (
     CancelResult,
     DeploymentStatus,
     Event,
@@ -30,11 +29,12 @@ from .runtime.protocol import (
     check_event_id,
     check_id,
 )
-from .runtime.replay import ReplayReport
-from .runtime.sessions import Caller, Origin
-from .runtime.store import RunRecord, StoredEvent
-from .runtime.workflow import Workflow
-from .sessions import Cleared, Sent, Sessions, SessionView
+from ..runtime.replay import ReplayReport
+from ..runtime.sessions import Caller, Origin
+from ..runtime.store import RunRecord, StoredEvent
+from ..runtime.workflow import Workflow
+from ..sessions import Cleared, Sent, Sessions, SessionView
+from .sync import Parkway, ends_stream, read_window
 
 T = TypeVar("T")
 

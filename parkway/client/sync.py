@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
-from . import links
-from .backend import Backend, build_backend
-from .config import Settings, check_ttl
-from .runtime import cursors, telemetry, tokens
-from .runtime.authority import Door, check_reaches, reaches
-from .runtime.cancel import cancel_run
-from .runtime.clock import now_ms
-from .runtime.errors import (
+from ..backend import Backend, build_backend
+from ..config import Settings, check_ttl
+from ..http import links
+from ..runtime import cursors, telemetry, tokens
+from ..runtime.authority import Door, check_reaches, reaches
+from ..runtime.cancel import cancel_run
+from ..runtime.clock import now_ms
+from ..runtime.errors import (
     InterruptNotFound,
     InvalidAnswer,
     ParkwayError,
@@ -27,12 +27,12 @@ from .runtime.errors import (
     WaitTimeout,
     WorkflowError,
 )
-from .runtime.executor import check_version
-from .runtime.hooks import CHILD_SEPARATOR
-from .runtime.listing import ListingQuery
-from .runtime.loading import split_ref
-from .runtime.logger import get_logger
-from .runtime.protocol import (
+from ..runtime.executor import check_version
+from ..runtime.hooks import CHILD_SEPARATOR
+from ..runtime.listing import ListingQuery
+from ..runtime.loading import split_ref
+from ..runtime.logger import get_logger
+from ..runtime.protocol import (
     CancelOutcome,
     CancelResult,
     DeploymentStatus,
@@ -51,10 +51,10 @@ from .runtime.protocol import (
     check_event_id,
     check_id,
 )
-from .runtime.replay import ReplayReport, replay
-from .runtime.resume import parse_resume_metadata, validate_answer
-from .runtime.sessions import RANK, Caller, Origin
-from .runtime.store import (
+from ..runtime.replay import ReplayReport, replay
+from ..runtime.resume import parse_resume_metadata, validate_answer
+from ..runtime.sessions import RANK, Caller, Origin
+from ..runtime.store import (
     Answer,
     ForkOutcome,
     InterruptListing,
@@ -67,8 +67,8 @@ from .runtime.store import (
     RunRecord,
     StoredEvent,
 )
-from .runtime.workflow import Workflow
-from .sessions import Sessions
+from ..runtime.workflow import Workflow
+from ..sessions import Sessions
 
 log = get_logger()
 
@@ -676,9 +676,9 @@ class Parkway:
         self, token: str, base_url: str, *, responder: str | None = None, ttl_ms: int | None = None
     ) -> dict[str, str]:
         """One signed URL per option of the choice interrupt ``token`` names (``{option id: url}``),
-        for an e-mail or a chat message; served by ``parkway.api`` under ``/a/``. Each expires with the
+        for an e-mail or a chat message; served by ``parkway.http.app`` under ``/a/``. Each expires with the
         interrupt (or after ``ttl_ms``, if sooner), answers only its own option, and works once:
-        see :mod:`parkway.links`."""
+        see :mod:`parkway.http.links`."""
         _check_text(responder, "responder", 200)
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValidationError("base_url must be an http:// or https:// URL")

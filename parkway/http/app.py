@@ -4,7 +4,7 @@
 route                                       what it does
 ==========================================  ===================================================
 ``GET  /healthz``                           200 when Redis answers, 503 when not (no key needed)
-``GET  /metrics``                           Prometheus text (see ``parkway.metrics``); needs a
+``GET  /metrics``                           Prometheus text (see ``parkway.http.metrics``); needs a
                                             metrics key or a system key bound to no tenant
 ``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?, tenant?}``
                                             -> 201 (a tenant-bound key: its own tenant)
@@ -48,7 +48,7 @@ in a URL, so never in an access log line) and never in an error.
 
 Every ``/v1`` route, and ``/metrics``, needs an API key (``Authorization: Bearer <key>``). Keys are
 configured hashed (``PARKWAY_API_KEYS``: ``<sha256 hex>=<role>[:<owner>[:<tenant>]]``,
-comma-separated; ``parkway.api.hash_key`` or ``parkway serve --hash-key`` makes
+comma-separated; ``parkway.http.app.hash_key`` or ``parkway serve --hash-key`` makes
 the hash) and map to a caller: ``system``, ``machine`` or ``user`` with an owner
 and a tenant. A resume's responder defaults to the caller. What each caller reaches is read from the
 records (the owner, tenant and origin written on every run and its summary when it is created), at
@@ -84,15 +84,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.background import BackgroundTask
 
-from . import links, problems, session_api
-from .client import Parkway, ends_stream
-from .config import MIN_TTL_MS, Settings
-from .metrics import ParkwayCollector, Refused
-from .problems import outcome_problem, problem
-from .runtime import telemetry, tokens
-from .runtime.authority import Door, check_overlay
-from .runtime.clock import now_ms
-from .runtime.errors import (
+from .. import session_api
+from ..client.sync import Parkway, ends_stream
+from ..config import MIN_TTL_MS, Settings
+from ..runtime import telemetry, tokens
+from ..runtime.authority import Door, check_overlay
+from ..runtime.clock import now_ms
+from ..runtime.errors import (
     ConfigError,
     InterruptNotFound,
     InvalidAnswer,
@@ -106,9 +104,9 @@ from .runtime.errors import (
     ValidationError,
     WorkflowError,
 )
-from .runtime.listing import MAX_PAGE, MAX_SEARCH, MAX_WAIT_MS, ListingQuery, Order, Status
-from .runtime.logger import get_logger
-from .runtime.protocol import (
+from ..runtime.listing import MAX_PAGE, MAX_SEARCH, MAX_WAIT_MS, ListingQuery, Order, Status
+from ..runtime.logger import get_logger
+from ..runtime.protocol import (
     MAX_TTL_MS,
     CancelOutcome,
     CancelResult,
@@ -121,7 +119,10 @@ from .runtime.protocol import (
     check_event_id,
     check_id,
 )
-from .runtime.sessions import Caller
+from ..runtime.sessions import Caller
+from . import links, problems
+from .metrics import ParkwayCollector, Refused
+from .problems import outcome_problem, problem
 
 log = get_logger()
 ROLES = ("system", "machine", "user")
@@ -279,7 +280,7 @@ class AnswerForm(_Body):
 
 
 class Problem(_Body):
-    """An error body (RFC 9457): see :mod:`parkway.problems`."""
+    """An error body (RFC 9457): see :mod:`parkway.http.problems`."""
 
     type: str
     title: str
@@ -327,7 +328,7 @@ _ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (429, "this key has as many of these in flight as it may (`Retry-After` says when to try again)"),
     )
 }
-"""the error responses every route may give, all problems (``parkway.problems``), in the OpenAPI document"""
+"""the error responses every route may give, all problems (``parkway.http.problems``), in the OpenAPI document"""
 
 
 def _own_tenant(who: Caller, asked: str | None) -> str | None:
@@ -500,7 +501,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
 
     @app.get("/metrics", tags=["health"], response_class=Response)
     def metrics(_: Annotated[None, Depends(_scraper)]) -> Response:
-        """Prometheus text exposition: the deployment's counters, kept in Redis (``parkway.metrics``)."""
+        """Prometheus text exposition: the deployment's counters, kept in Redis (``parkway.http.metrics``)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/runs", status_code=201, response_model=Started, tags=["runs"])
@@ -921,7 +922,7 @@ class _PauseWatch:
             self.waiting -= 1
 
     async def _read(self, after: str) -> None:
-        from .adapters.redis import keys
+        from ..adapters.redis import keys
 
         self.seen = max(self.seen, _feed_id(after))  # ``after`` was the feed's newest entry
         after = f"{self.seen[0]}-{self.seen[1]}"
@@ -986,7 +987,7 @@ class _EventReader:
             return None
         from redis import asyncio as aioredis
 
-        from .adapters.redis.sentinel import async_client, async_sentinels, is_sentinel_url
+        from ..adapters.redis.sentinel import async_client, async_sentinels, is_sentinel_url
 
         # a read blocks up to STREAM_BLOCK_MS, and on a busy host its reply may come later still
         bounds: dict[str, Any] = {"socket_timeout": STREAM_BLOCK_MS / 1000 + 10, "socket_connect_timeout": 5,
@@ -998,7 +999,7 @@ class _EventReader:
         return aioredis.Redis.from_url(self.url, **bounds)
 
     async def _read(self, client: Any, run_id: str, after: str, *, session: bool = False) -> list[Any]:
-        from .adapters.redis import keys, layout
+        from ..adapters.redis import keys, layout
 
         if client is None:
             if session:
@@ -1100,7 +1101,7 @@ class _Streams:
 
 
 def app_from_env() -> FastAPI:
-    """The app as ``uvicorn --factory parkway.api:app_from_env`` (and ``parkway serve``) builds it:
+    """The app as ``uvicorn --factory parkway.http.app:app_from_env`` (and ``parkway serve``) builds it:
     settings from ``PARKWAY_*``; keys from ``PARKWAY_API_KEYS`` (required unless
     ``PARKWAY_API_NO_AUTH=1``); ``PARKWAY_WORKFLOWS`` required: a caller names a workflow, and only
     the operator's modules (and their submodules) may be imported for it, never what happens to
@@ -1109,7 +1110,7 @@ def app_from_env() -> FastAPI:
     raw = os.environ.get("PARKWAY_API_KEYS", "")
     if not raw and os.environ.get("PARKWAY_API_NO_AUTH") != "1":
         raise ConfigError(
-            "parkway serve needs PARKWAY_API_KEYS (see parkway.api), or PARKWAY_API_NO_AUTH=1 for a server "
+            "parkway serve needs PARKWAY_API_KEYS (see parkway.http.app), or PARKWAY_API_NO_AUTH=1 for a server "
             "only this machine can reach"
         )
     if settings.workflows is None:

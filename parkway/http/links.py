@@ -27,8 +27,8 @@ import json
 import secrets
 from dataclasses import dataclass
 
-from .runtime.errors import MalformedResume
-from .runtime.protocol import ID_PATTERN
+from ..runtime.errors import MalformedResume
+from ..runtime.protocol import ID_PATTERN
 
 _SIGNATURE_BYTES = 24
 MAX_LINK_LENGTH = 1200

@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .runtime.store import Tallies
+from ..runtime.store import Tallies
 
 RUN_STATUSES = ("completed", "failed", "cancelled", "expired")
 REFUSED = ("already_resolved", "expired", "unknown", "invalid")

@@ -112,7 +112,7 @@ def _errors(exc: RequestValidationError) -> list[dict[str, str]]:
 
 def install(app: FastAPI) -> None:
     """Make the framework's own errors (a refused key, an unknown route, a body that does not fit)
-    problems too; parkway's errors are turned into problems where they are caught (``parkway.api``)."""
+    problems too; parkway's errors are turned into problems where they are caught (``parkway.http.app``)."""
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
