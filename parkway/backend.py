@@ -12,6 +12,7 @@ from .adapters.redis.errors import translated
 from .adapters.redis.store import RedisStore
 from .adapters.redis.token_key import token_key
 from .config import Settings
+from .extensions import EXTENSIONS
 from .runtime import executor
 from .runtime.logger import get_logger
 from .runtime.store import Store
@@ -58,7 +59,9 @@ def build_backend(settings: Settings) -> Backend:
     except BaseException:
         client.close()  # refused (another key, no Redis): the connection goes with the handle that never was
         raise
-    options = executor.Options(secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms)
+    options = executor.Options(
+        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
+    )
     return Backend(settings, store, dispatcher, options)
 
 
@@ -75,6 +78,7 @@ def _embedded(settings: Settings) -> Backend:
         loader=workflows.load,
         lease_ms=settings.lease_ms,
         refer=workflows.register,  # a child workflow defined anywhere, even in __main__, as start() allows
+        extensions=EXTENSIONS,
     )
     worker = WorkerThread(server, settings, options)
     dispatcher = EmbeddedDispatcher(client, settings, worker.activity)

@@ -26,7 +26,7 @@ import redis
 from parkway import Caller, Parkway, RunStatus, Settings, ValidationError
 from parkway.errors import BranchBusy, BranchParked
 from parkway.runtime.clock import now_ms
-from parkway.runtime.sessions import rebuild
+from parkway.sessions.rules import rebuild
 from tests import session_flows as sf
 from tests.conftest import SECRET
 from tests.procs import Worker
@@ -173,7 +173,7 @@ def _journal(pw: Parkway, run_id: str, step: int) -> dict[str, Any]:
 
 def _check(pw: Parkway, sid: str, ledger: Ledger) -> None:
     view = pw.sessions.get(sid)
-    rec = pw.store.sessions.read(sid)  # type: ignore[attr-defined]
+    rec = pw.sessions.store.read(sid)
     # what get() shows is what the events rebuild
     state = rebuild((e.type, e.data) for e in pw.sessions.events(sid))
     assert state.head == view.head

@@ -538,7 +538,7 @@ def test_a_lower_origin_cannot_take_the_interrupt_id_a_higher_one_will_raise(har
     """Finding 5: ada raises 'stop' first; the system's 'stop' is still raised (ids live in their
     origin's namespace), and ada cannot clear it, only her own."""
     from parkway.errors import SessionDenied
-    from parkway.runtime.sessions import Caller
+    from parkway.runtime.authority import Caller
     from tests import session_flows
 
     ada = Caller("user", "ada", "acme")
@@ -558,7 +558,7 @@ def test_a_machine_stop_parks_every_branch_so_editing_the_anchored_message_does_
     """Low: a system or machine raise defaults to session scope: editing the message it would have
     been anchored at opens no unparked sibling branch."""
     from parkway.errors import BranchParked
-    from parkway.runtime.sessions import Caller
+    from parkway.runtime.authority import Caller
     from tests import session_flows
 
     ada = Caller("user", "ada", "acme")

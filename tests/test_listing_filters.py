@@ -256,8 +256,8 @@ def test_a_runs_tenant_is_kept_in_its_summary_and_checked_after_its_records_expi
     """A run's tenant goes into its summary as well (a fork and a child take their run's): once
     only the summary is left, a caller of another tenant is still refused it, and its own is not."""
     from parkway import RunNotFound
+    from parkway.runtime.authority import Caller
     from parkway.runtime.clock import now_ms
-    from parkway.runtime.sessions import Caller
 
     run_id = harness.pw.start(fe.asks_audience, {}, tenant="acme")
     harness.run_jobs()
@@ -281,8 +281,8 @@ def test_a_session_named_after_a_run_grants_nothing_over_the_runs_children(harne
     """Session ids are chosen by callers and share the hash tag space with run ids: a session named
     after another tenant's run must not open that run's children to the session's tenant."""
     from parkway import RunNotFound
+    from parkway.runtime.authority import Caller
     from parkway.runtime.clock import now_ms
-    from parkway.runtime.sessions import Caller
 
     parent = harness.pw.start(fe.parent_of_escalating, {"policy": "expire"}, tenant="other")
     harness.run_jobs()

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from parkway import AsyncParkway, ValidationError
-from parkway.runtime.sessions import Caller
+from parkway.runtime.authority import Caller
 from tests import flows
 from tests.conftest import Harness
 

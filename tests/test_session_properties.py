@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from parkway import Caller, Parkway, Settings
 from parkway.errors import BranchBusy, BranchParked, SessionDenied
-from parkway.runtime.sessions import rebuild
+from parkway.sessions.rules import rebuild
 from tests import session_flows as sf
 from tests.conftest import SECRET, Harness
 

@@ -13,7 +13,8 @@ import pytest
 
 from parkway import Caller, ResumeOutcome, RunStatus, ValidationError
 from parkway.errors import BranchBusy, BranchParked, SessionDenied
-from parkway.runtime.sessions import parse_actions, rebuild
+from parkway.runtime.policy import parse_actions
+from parkway.sessions.rules import rebuild
 from tests import session_flows as sf
 from tests.conftest import SECRET, Harness
 from tests.procs import Worker, wait_for
@@ -449,8 +450,8 @@ def test_an_unknown_session_is_not_found(harness: Harness) -> None:
 
 def test_a_run_posing_as_a_branch_run_can_neither_read_nor_write_the_session(harness: Harness) -> None:
     """start() refuses a branch run's id shape; a run written with one anyway (and the session in
-    its input) is not one of the session's live runs: it fails before its node reads a message,
-    and the session is untouched."""
+    its input) is no branch run (only the session's scripts write a run's session and leaf): its
+    add_message is refused, the run fails, and the session is untouched."""
     sid = _open(harness, sf.echo)
     before = harness.pw.sessions.events(sid)
     with pytest.raises(ValidationError, match="may not contain"):
@@ -459,13 +460,13 @@ def test_a_run_posing_as_a_branch_run_can_neither_read_nor_write_the_session(har
     from parkway.runtime.store import NewRun
 
     forged = f"{sid}--forged"
-    ref = harness.pw._workflow_ref(sf.poser)[1]
+    ref = harness.pw.workflow_ref(sf.poser)[1]
     if not harness.pw.store.create_run(NewRun(forged, "session-poser", ref, "pose", {"session": sid, "leaf": ""},
                                               60_000, 1)):
-        harness.pw._dispatch(forged, 0, 0)
+        harness.pw.backend.dispatcher.enqueue(forged, 0, 0)
     harness.run_jobs()
     run = harness.pw.get_run(forged)
-    assert run.status is RunStatus.FAILED and "not a live branch run" in (run.error.message if run.error else "")
+    assert run.status is RunStatus.FAILED and "branch run only" in (run.error.message if run.error else "")
     assert harness.pw.sessions.events(sid) == before
     assert harness.pw.sessions.get(sid).messages == {}
 
@@ -611,7 +612,7 @@ def test_a_stale_attempt_settles_nothing(harness: Harness) -> None:
     message = {"id": "m_stale", "role": "assistant", "content": "late", "run": sent.run_id}
     for fence in (0, 7):
         with pytest.raises(StaleFence):
-            harness.pw.store.sessions.settle(
+            harness.pw.sessions.store.settle(
                 sid, sent.run_id, fence, 0, "keep", "@0", JournalEntry("model", "", {}), message, 1
             )
     assert set(_messages(harness, sid)) == {sent.message_id}

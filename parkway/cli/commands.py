@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..adapters.limits import DEFAULT_TTL_MS
 from ..runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
-from ..session_cli import add as add_session_commands
+from ..sessions.cli import add as add_session_commands
 
 if TYPE_CHECKING:  # the command's start stays light: what a command needs, it imports when it runs
     from ..client import Parkway
@@ -925,7 +925,7 @@ def parser() -> argparse.ArgumentParser:
     for add in (_add_worker, _add_run, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
                 _add_cancel, _add_fork, _add_replay, _add_serve, _add_reconcile, _add_status, _add_demo):
         add(sub)
-    add_session_commands(sub, _command)
+    add_session_commands(sub, _command, _client)
     return p
 
 

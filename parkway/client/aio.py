@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, TypeVar
 
 from ..config import Settings
-from ..runtime.authority import Door
+from ..runtime.authority import Caller, Door, Origin
 from ..runtime.listing import ListingQuery
 from ..runtime.protocol import (
     CancelResult,
@@ -30,7 +30,6 @@ from ..runtime.protocol import (
     check_id,
 )
 from ..runtime.replay import ReplayReport
-from ..runtime.sessions import Caller, Origin
 from ..runtime.store import RunRecord, StoredEvent
 from ..runtime.workflow import Workflow
 from ..sessions import Cleared, Sent, Sessions, SessionView

@@ -14,7 +14,7 @@ from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
 from ..http import links
 from ..runtime import cursors, telemetry, tokens
-from ..runtime.authority import Door, check_reaches, reaches
+from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches, reaches
 from ..runtime.cancel import cancel_run
 from ..runtime.clock import now_ms
 from ..runtime.errors import (
@@ -53,7 +53,6 @@ from ..runtime.protocol import (
 )
 from ..runtime.replay import ReplayReport, replay
 from ..runtime.resume import parse_resume_metadata, validate_answer
-from ..runtime.sessions import RANK, Caller, Origin
 from ..runtime.store import (
     Answer,
     ForkOutcome,
@@ -134,7 +133,7 @@ class Parkway:
         owner: str | None = None,
         origin: str = "system",
     ) -> str:
-        wf, ref = self._workflow_ref(workflow)
+        wf, ref = self.workflow_ref(workflow)
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
@@ -209,8 +208,9 @@ class Parkway:
         answered = self.store.answered_steps(run_id, step)
         return answered[-1] if answered else step
 
-    def _workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
-        """The workflow and the reference workers find it by; refused now if workers would refuse it."""
+    def workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
+        """The workflow and the reference workers find it by; refused now if workers would refuse it
+        (``start``, a session's agent)."""
         if isinstance(workflow, Workflow):
             workflow.validate()
             if self.backend.workflows is not None:  # embedded: defined anywhere, even in __main__

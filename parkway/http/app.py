@@ -38,7 +38,7 @@ route                                       what it does
                                             GET shows a confirmation page, only its POST answers
 ``/v1/sessions...``                         sessions: open, read, events, messages, edit, switch,
                                             raise and resume interrupts, answer deferred tools
-                                            (see ``parkway.session_api``)
+                                            (see ``parkway.sessions.http``)
 ==========================================  ===================================================
 
 A resume answers with a status that says what happened: 200 accepted, 422 an
@@ -84,11 +84,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.background import BackgroundTask
 
-from .. import session_api
 from ..client.sync import Parkway, ends_stream
 from ..config import MIN_TTL_MS, Settings
 from ..runtime import telemetry, tokens
-from ..runtime.authority import Door, check_overlay
+from ..runtime.authority import Caller, Door, check_overlay
 from ..runtime.clock import now_ms
 from ..runtime.errors import (
     ConfigError,
@@ -119,7 +118,7 @@ from ..runtime.protocol import (
     check_event_id,
     check_id,
 )
-from ..runtime.sessions import Caller
+from ..sessions import http as session_http
 from . import links, problems
 from .metrics import ParkwayCollector, Refused
 from .problems import outcome_problem, problem
@@ -780,7 +779,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
     ) -> StreamingResponse:
         return streams.open(request, events.session_sse(session_id, after, still))
 
-    session_api.add_routes(app, pw, _caller, session_stream)
+    session_http.add_routes(app, pw.sessions, _caller, session_stream)
     return app
 
 
@@ -1003,7 +1002,7 @@ class _EventReader:
 
         if client is None:
             if session:
-                return await anyio.to_thread.run_sync(self.pw.store.sessions.events, run_id, after, 1000, 100)
+                return await anyio.to_thread.run_sync(self.pw.sessions.store.events, run_id, after, 1000, 100)
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
         if session:
             return layout.events_from(await client.xread({keys.session_events(run_id): after}, count=100,

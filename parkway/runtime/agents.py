@@ -1,13 +1,13 @@
-"""Hooks for agents: model calls, tool calls under a policy, and the messages a branch run adds.
+"""Hooks for agents: model calls and tool calls under a policy.
 
-Inside a session's branch run (see :mod:`parkway.runtime.sessions`) these
-hooks commit through the session: a model reply that settles while the
-branch is parked is *voided* (never recorded; the call is made again after
-the resume), a tool result that settles while parked is recorded, and in
-both cases the run is *held* — it ends its job and waits, without compute,
-until the interrupts parking its branch are cleared; the resume is then
-delivered first (``interrupt.resumed`` on the run's stream) and the node
-replays to its follow-on. Outside a session they record like ``use_step``.
+Each call tells the job's observers (``parkway.runtime.observers``) before it
+calls out and when it settles: a feature may hold the run instead, or commit
+the settled value itself. Inside a session's branch run (see
+:mod:`parkway.sessions`) a model reply that settles while the branch is parked
+is *voided* (never recorded; the call is made again after the resume), a tool
+result that settles while parked is recorded, and in both cases the run is
+*held*. With no observer committing it, a settled call records like
+``use_step``.
 
 ``use_tool`` asks the workflow's policy, ``decide(trigger, proposed)``::
 
@@ -42,15 +42,11 @@ from . import journal
 from .contracts import Contract
 from .errors import InterruptCancelled, ToolError, ValidationError
 from .hooks import NodeContext, current, pause_for
+from .observers import before_call, on_settle
+from .policy import parse_actions
 from .protocol import InterruptRequest, check_id
 from .reasoning import Message, ModelProvider
-from .sessions import check_text, parse_actions
 from .store import JournalEntry
-
-
-class Held(BaseException):
-    """The session held the run (its branch is parked): the job ends, the run waits. Raised by the
-    session hooks only; out of reach of ``except Exception`` like a pause."""
 
 
 class SessionAsk(BaseModel):
@@ -94,31 +90,6 @@ def request_id_for(prefix: str, run_id: str, step: int, field: str) -> str:
     return prefix + hashlib.sha256(f"{run_id}:{step}:{field}".encode()).hexdigest()[:24]
 
 
-def _settle(ctx: NodeContext, field: str, entry: JournalEntry, mode: str, message: Mapping[str, Any] | None) -> None:
-    if ctx.session is None:
-        ctx.write(field, entry)
-        return
-    outcome = ctx.store.sessions.settle(
-        ctx.session, ctx.run_id, ctx.fence, ctx.step, mode, field, entry, message, ctx.clock()
-    )
-    if outcome in ("voided", "held"):
-        raise Held(f"run {ctx.run_id} held: its branch is parked ({outcome})")
-    ctx.journal[field] = entry
-
-
-def hold_if_parked(ctx: NodeContext) -> None:
-    """In a branch run, before calling out (a model, a tool) or starting an attempt: hold the run
-    now if its branch is parked, so nothing is called while parked."""
-    if ctx.session is None:
-        return
-    check = JournalEntry("check", "", None)
-    if (
-        ctx.store.sessions.settle(ctx.session, ctx.run_id, ctx.fence, ctx.step, "check", "", check, None, ctx.clock())
-        == "held"
-    ):
-        raise Held(f"run {ctx.run_id} held: its branch is parked")
-
-
 def use_model(
     model: ModelProvider,
     messages: Sequence[Message],
@@ -135,32 +106,12 @@ def use_model(
     entry = ctx.replayed(field, "model", id or "")
     if entry is not None:
         return dict(entry.value)
-    hold_if_parked(ctx)
+    before_call(ctx)  # an observer may hold the run instead (a session's parked branch)
     turn = model.complete(list(messages), list(tools))
     if not isinstance(turn, Mapping):
         raise ValidationError(f"a model turn is a dict, not {type(turn).__name__}")
-    _settle(ctx, field, JournalEntry("model", id or "", dict(turn)), "void", None)
+    on_settle(ctx, field, JournalEntry("model", id or "", dict(turn)), "void", None)
     return dict(turn)
-
-
-def add_message(content: str, *, role: str = "assistant", id: str | None = None) -> str:
-    """Add a message below this branch run's leaf (once; replays do not add it again) and return
-    its id. The session's head follows when it was at the leaf. On a parked branch the run is held
-    and the message is added after the resume."""
-    ctx = current()
-    if ctx.session is None:
-        raise ValidationError("add_message works in a session's branch run only")
-    check_text(content, "a message's content")
-    if role not in ("assistant", "tool"):
-        raise ValidationError("a branch run adds assistant or tool messages")
-    field = journal.message(check_id(id, 'message id')) if id is not None else ctx.next_position()
-    entry = ctx.replayed(field, "message", role)
-    if entry is not None:
-        return str(entry.value)
-    message_id = request_id_for("m_", ctx.run_id, ctx.step, field)[:16]
-    message = {"id": message_id, "role": role, "content": content, "run": ctx.run_id}
-    _settle(ctx, field, JournalEntry("message", role, message_id), "void", message)
-    return message_id
 
 
 def _decide(ctx: NodeContext, trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -289,14 +240,6 @@ def delivered(ctx: NodeContext, data: Mapping[str, Any]) -> list[tuple[str, dict
     return out
 
 
-def consult_delivered(ctx: NodeContext) -> None:
-    """Show the policy each trigger delivered to this activation (``interrupt.resumed`` of a
-    cleared session interrupt, with its payload), once each, in order; an ``interrupt`` action
-    parks the run there. Called by the executor before the node runs, once it set ``ctx.triggers``."""
-    for name, trigger in ctx.triggers:
-        consult(ctx, trigger, journal.interrupt(f"policy:trigger:{name}"))
-
-
 def use_triggers() -> list[dict[str, Any]]:
     """The triggers delivered to this activation of a branch run, in the order they came: when
     interrupts raised on its branch by callers are cleared, each one's ``{"type":
@@ -306,19 +249,6 @@ def use_triggers() -> list[dict[str, Any]]:
     a session's branch run."""
     ctx = current()
     return [trigger for _, trigger in ctx.triggers]
-
-
-def consult_start(ctx: NodeContext, data: Mapping[str, Any]) -> None:
-    """At the start of a branch run: ``session.start`` for the session's first message, then the
-    run's own trigger (``user.message``); called by the executor before the first node."""
-    trigger = data.get("trigger") if isinstance(data.get("trigger"), Mapping) else None
-    messages = data.get("messages") or []
-    if trigger is None or trigger.get("type") != "user.message":
-        return
-    if len(messages) == 1:
-        consult(ctx, {"type": "session.start", "session": ctx.session}, journal.interrupt("policy:start"))
-    content = messages[-1].get("content") if messages else None
-    consult(ctx, {**trigger, "content": content}, journal.interrupt("policy:message"))
 
 
 def _act(
@@ -358,14 +288,13 @@ def _act(
                 "run": ctx.run_id,
                 "tool_call_id": call_id,
             }
-            _settle(ctx, field, entry, "keep", message if ctx.session else None)
-            ctx.journal[field] = entry
+            on_settle(ctx, field, entry, "keep", message)
             return entry
     raise ToolError(f"the policy gave no action for tool {name!r}", tool=name, tool_call_id=call_id)
 
 
 def _run_tool(ctx: NodeContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    hold_if_parked(ctx)
+    before_call(ctx)
     tools = ctx.definition.tools if ctx.definition is not None else {}
     fn = tools.get(name)
     if fn is None:

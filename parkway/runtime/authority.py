@@ -30,10 +30,53 @@ answer for another tenant's run would tell that it exists.
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from .errors import RunNotFound, SessionDenied
-from .sessions import RANK, Caller
+from .errors import RunNotFound, SessionDenied, ValidationError
+from .protocol import check_id
+
+Role = Literal["system", "machine", "user"]
+Origin = Literal["system", "machine", "frontend"]
+RANK: dict[str, int] = {"frontend": 1, "machine": 2, "system": 3}
+"""the origins' privilege: a caller may do what needs at most its own origin's rank"""
+ROLES = ("system", "machine", "user")
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls: a role, and for a user the owner and tenant it acts as. Authenticated by the
+    surface (an HTTP key, the CLI's Redis, Python code in the deployment), never read from a payload."""
+
+    role: Role
+    owner: str | None = None
+    tenant: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValidationError(f"a caller's role is one of {ROLES}, not {self.role!r}")
+        if self.owner is not None:
+            check_id(self.owner, "caller owner")
+        if self.tenant is not None:
+            check_id(self.tenant, "caller tenant")
+        if self.role == "user" and (self.owner is None or self.tenant is None):
+            raise ValidationError("a user caller needs an owner and a tenant")
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}:{self.owner}" if self.owner else self.role
+
+    @property
+    def origin(self) -> Origin:
+        """The origin what this caller starts or raises records: ``frontend`` for a user."""
+        return "frontend" if self.role == "user" else self.role
+
+    def public(self) -> dict[str, Any]:
+        return {"role": self.role, "owner": self.owner, "tenant": self.tenant}
+
+
+SYSTEM = Caller("system")
+"""the caller Python code in the deployment acts as by default"""
 
 Door = Literal["read", "events", "cancel", "fork", "answer", "restart", "list"]
 OWNED_DOORS: tuple[Door, ...] = ("read", "events", "cancel", "fork")

@@ -22,7 +22,6 @@ from typing import Any
 import structlog
 
 from . import telemetry, tokens
-from .agents import Held, consult_delivered, consult_start, delivered, hold_if_parked
 from .clock import now_ms
 from .errors import (
     ChildFailed,
@@ -32,7 +31,6 @@ from .errors import (
     ParkwayError,
     RunGone,
     StaleFence,
-    StoreError,
     StoreUnavailable,
     ValidationError,
     VersionNotReplayed,
@@ -40,8 +38,8 @@ from .errors import (
     WorkflowUnavailable,
 )
 from .hooks import (
-    CHILD_SEPARATOR,
     ChildAsk,
+    Held,
     NodeContext,
     Pause,
     SpawnChild,
@@ -52,6 +50,7 @@ from .hooks import (
 )
 from .loading import WorkflowModules
 from .logger import get_logger
+from .observers import Extension, before_attempt, on_park
 from .store import (
     Advance,
     Attempt,
@@ -91,6 +90,8 @@ class Options:
     refer: Callable[[Workflow], str] | None = None
     """the reference a child run of this workflow records (``use_workflow``), findable by ``loader``;
     None: ``Workflow.ref`` (its module-level name)"""
+    extensions: tuple[Extension, ...] = ()
+    """the features observing runs (``parkway.runtime.observers``), in the order their hooks run"""
 
 
 def execute(
@@ -154,27 +155,22 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         if refused is not None:  # a worker running that version may take it (a rolling deploy)
             return _defer(store, options, run.run_id, fence, run.step, refused)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
+    observers = tuple(o for e in options.extensions if (o := e.observe(store, run)) is not None)
     structlog.contextvars.bind_contextvars(workflow=workflow.name)
     while True:
         structlog.contextvars.bind_contextvars(node=node, step=step)
         started = time.perf_counter()
         ctx = NodeContext(
             store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock,
-            session=_session_of(run), definition=workflow,
+            observers=observers, definition=workflow,
         )
-        try:
-            view = _with_path(store, ctx, data)
-        except StoreError as exc:
-            if isinstance(exc, StoreUnavailable):
-                raise
-            return _fail(store, options, run.run_id, fence, exc, node)  # not one of the session's runs
-        outcome = _attempt(workflow, ctx, view)
+        outcome = _attempt(workflow, ctx, data)
         ran = isinstance(outcome, Pause | SpawnChild) or not isinstance(outcome, BaseException)
         left = ctx.unconsumed_error() if ran else None  # (not after a hold: the node stopped short)
         if left is not None:  # an answer taken that this code no longer asks for: never dropped
             return _defer(store, options, run.run_id, fence, step, left)
         if isinstance(outcome, Held):
-            log.info("run_held", reason=str(outcome))  # the session script committed the hold
+            log.info("run_held", reason=str(outcome))  # the observer's store call committed the hold
             return JobEnd.WAITING
         if isinstance(outcome, Pause):
             try:
@@ -216,24 +212,6 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             log.info("run_completed")
             return JobEnd.COMPLETED
         node, step, journal = next_node, step + 1, {}
-
-
-def _with_path(store: Store, ctx: NodeContext, data: dict[str, Any]) -> dict[str, Any]:
-    """What a branch run's node receives: its data with ``messages``, the path to its leaf, read
-    from the session (messages never change, so every attempt reads the same path). The run keeps
-    only the leaf: a long conversation's path is not copied into each of its runs."""
-    if ctx.session is None:
-        return data
-    return {**data, "messages": store.sessions.path(ctx.session, str(data.get("leaf") or ""), ctx.run_id)}
-
-
-def _session_of(run: RunRecord) -> str | None:
-    """The session whose branch run this is (its id is ``<session>--<hex>`` and its input names
-    the session), else None. The session scripts check the run is one of the session's."""
-    session = run.data.get("session") if isinstance(run.data, dict) else None
-    if isinstance(session, str) and run.run_id.startswith(session + CHILD_SEPARATOR):
-        return session
-    return None
 
 
 def check_version(workflow: Workflow, run_id: str, node: str, recorded: str, when: str) -> VersionNotReplayed | None:
@@ -302,13 +280,8 @@ def _attempt(
         ctx.position = 0
         token = activate(ctx)
         try:
-            if ctx.session is not None:
-                hold_if_parked(ctx)  # a run released onto a parked branch waits before it does anything
-                if ctx.step == 0:
-                    consult_start(ctx, data)  # the policy sees the run's trigger before the node runs
-                ctx.triggers = delivered(ctx, data)
-                consult_delivered(ctx)  # and each interrupt.resumed delivered to it
-            value = spec.fn(copy.deepcopy(data))
+            view = before_attempt(ctx, data)  # what the node receives, once the features had their say
+            value = spec.fn(copy.deepcopy(view))
             if inspect.isawaitable(value):
                 value = _run_async(value)
             return as_result(value, ctx.node)
@@ -363,11 +336,7 @@ def _park(
 ) -> None:
     run_ttl_ms = run.ttl_ms
     now = options.clock()
-    if ctx.session is not None:  # listings show a session's interrupts with the session and anchor
-        sessions = store.sessions
-        anchor = sessions.leaf(ctx.session, ctx.run_id)
-        meta = {**pause.request.meta, "session": ctx.session, "anchor": anchor, "branchRun": ctx.run_id}
-        pause.request = pause.request.model_copy(update={"meta": meta})
+    on_park(ctx, pause)  # a feature may add to the request (a session: its session and anchor)
     policy = pause.on_expire
     if policy is None and workflow.on_expire is not None:
         policy = expiry_policy(pause.request, workflow.on_expire, pause.contract)

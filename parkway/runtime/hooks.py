@@ -125,8 +125,35 @@ class SpawnChildren(BaseException):
 def pause_for(
     request: InterruptRequest, journal_field: str, name: str, contract: Contract[Any, Any], request_id: str
 ) -> Pause:
-    """A pause under a chosen request id, for the session hooks (``parkway.runtime.agents``)."""
+    """A pause under a chosen request id, for the agent hooks (``parkway.runtime.agents``)."""
     return Pause(_PAUSE_KEY, request, journal_field, name, None, None, contract, request_id)
+
+
+class Held(BaseException):
+    """An observer held the run: the job ends, the run waits (the observer's store call committed
+    the hold). Out of reach of ``except Exception``, like a pause."""
+
+
+class RunObserver:
+    """One feature's view of one run's job; every hook is a no-op (override the ones you need)."""
+
+    def before_attempt(self, ctx: NodeContext, data: dict[str, Any]) -> dict[str, Any]:
+        """Before each attempt of a node: the data the node receives (``data`` as it is, here)."""
+        return data
+
+    def before_call(self, ctx: NodeContext) -> None:
+        """Before a hook calls out (a model, a tool)."""
+
+    def on_settle(
+        self, ctx: NodeContext, field_name: str, entry: JournalEntry, mode: str, message: Mapping[str, Any] | None
+    ) -> bool:
+        """A hook's call settled with ``entry`` for journal field ``field_name``; ``mode``: ``void`` (a
+        reply the run may drop and ask again) or ``keep`` (a result that must be kept); ``message``:
+        what the call adds to a conversation, if anything. Whether this observer committed it."""
+        return False
+
+    def on_park(self, ctx: NodeContext, pause: Pause) -> None:
+        """The node asked a question (``pause.request``), not yet committed."""
 
 
 @dataclass
@@ -143,12 +170,12 @@ class NodeContext:
     workflow_state: dict[str, Any]
     clock: Callable[[], int]
     position: int = 0
-    session: str | None = None
-    """the session id when this run is a session's branch run (``parkway.runtime.agents``)"""
+    observers: tuple[RunObserver, ...] = ()
+    """the features' observers of this job (``parkway.runtime.observers``)"""
     definition: Workflow | None = None
     """the running workflow (its tools and policy, for ``use_tool``)"""
     triggers: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    """a branch run's triggers delivered to this activation (``agents.delivered``)"""
+    """the triggers delivered to this activation (``agents.delivered``): set by an observer"""
     consumed: set[str] = field(default_factory=set)
     """the journal fields a hook read in this attempt (see ``unconsumed_answers``)"""
 

@@ -95,7 +95,10 @@ class RunRecord:
     origin: str | None = None
     """the rank of the caller that started it (None: a run written before parkway kept it)"""
     session: str | None = None
-    """a branch run's session"""
+    """the session whose branch run it is, or whose branch run's child (written at creation)"""
+    leaf: str | None = None
+    """a session's branch run's message: the one it was dispatched for, where the path it reads
+    ends (written at creation by the session's script; None for every other run)"""
 
 
 @dataclass(frozen=True)
@@ -441,42 +444,8 @@ class Tallies:
     """how long the oldest of them has waited past its expiry (0: none)"""
 
 
-class SessionTransitions(Protocol):
-    """What a branch run's hooks need of a session (``parkway.runtime.agents``); the Redis store's
-    ``sessions`` has these and the session transitions clients use (``parkway.sessions``)."""
-
-    def settle(
-        self,
-        session_id: str,
-        run_id: str,
-        fence: int,
-        step: int,
-        mode: str,
-        journal_field: str,
-        entry: JournalEntry,
-        message: Mapping[str, Any] | None,
-        now: int,
-    ) -> str:
-        """Record a settled hook value unless the branch is parked and ``mode`` is ``void``; hold
-        the run when the branch is parked. Returns ``ok``, ``held`` or ``voided``."""
-
-    def leaf(self, session_id: str, run_id: str) -> str:
-        """The message a live branch run is at ('' when it is not one)."""
-
-    def path(self, session_id: str, leaf: str, run_id: str) -> list[dict[str, Any]]:
-        """The messages from the session's first to ``leaf`` (``{id, role, content}``), oldest
-        first, for the live branch run ``run_id`` (refused for any other run)."""
-
-    def events(self, session_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
-        """The session's events after ``after`` (waiting up to ``block_ms`` for one, if given)."""
-
-
 class Store(Protocol):
     """The atomic transitions of a run; implemented by the Redis store (on a server, or in-process)."""
-
-    @property
-    def sessions(self) -> SessionTransitions:
-        """The session transitions branch runs use."""
 
     def create_run(self, run: NewRun) -> bool:
         """Write a queued run with its summary, first events and outbox entry; the run id must be new.

@@ -30,6 +30,7 @@ from ..adapters.redis.errors import translated
 from ..adapters.redis.store import RedisStore
 from ..adapters.redis.token_key import token_key
 from ..config import Settings
+from ..extensions import EXTENSIONS
 from ..runtime import executor
 from ..runtime.errors import InvalidId
 from ..runtime.logger import get_logger
@@ -195,7 +196,9 @@ def install(settings: Settings) -> WorkerRuntime:
     except BaseException:
         client.close()
         raise
-    options = executor.Options(secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms)
+    options = executor.Options(
+        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
+    )
     uninstall()
     _runtime = WorkerRuntime(os.getpid(), settings, store, options, dispatcher)
     return _runtime

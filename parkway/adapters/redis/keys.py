@@ -8,7 +8,7 @@ spawn that parks a parent and creates its child; the end of a child that
 records its outcome in the parent and queues it). ``T`` is the run's TTL
 (refreshed by every write; while the run waits it is the interrupt's TTL).
 A session's keys carry its id as hash tag ``{S}``, and its branch runs are
-``<S>--<hex>``: a script may move a session and its runs together. ``S``
+``<S>--<hex>`` (``tagged_run_id``): a script may move a session and its runs together. ``S``
 below is the session's TTL, refreshed by its transitions.
 Below, ``pw:{R}:...`` stands for ``pw:{R}:<run id>:...`` for a child run.
 
@@ -140,6 +140,12 @@ PAUSE_FEED_MAXLEN = 2000
 
 
 CHILD_SEPARATOR = "--"
+"""what separates the id whose hash tag a run's keys share from the rest of the run's id"""
+
+
+def tagged_run_id(root: str, suffix: str) -> str:
+    """A run id whose keys share ``root``'s hash tag (a session's branch run: its session's)."""
+    return f"{root}{CHILD_SEPARATOR}{suffix}"
 
 
 def _tag(run_id: str) -> str:

@@ -25,7 +25,10 @@ fence, input, data, output,     input is it); ``waiting``: a request id (whole),
 error, created, updated, ttl,   id>``, ``children`` (a fan-out's, ``fl``: how many children it has
 expires, waiting, fl, paused    left to start) or ``session``; ``paused``: ``<step> <code version>``
                                 of the last pause
-tenant, owner, origin, session  whose it is, written at creation
+tenant, owner, origin, session  whose it is, written at creation (session: a branch run's, and
+                                its children's)
+leaf                            a session's branch run's: the message it answers (where the path
+                                its node reads ends), written by the session's script at creation
 parent, pstep, pfield, lineage  a child's: where its outcome goes (``PARENT_FIELDS``), its
                                 ancestors (``run:step`` words, parent first)
 rc, rs                          the child racing an interrupt (``use_first(child=)``) and that
@@ -202,6 +205,7 @@ def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
             owner=_s(f.get("owner")) or None,
             origin=_s(f.get("origin")) or None,
             session=_s(f.get("session")) or None,
+            leaf=_s(f.get("leaf")) or None,
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc

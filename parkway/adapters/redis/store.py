@@ -8,7 +8,7 @@ translated into parkway errors by :func:`~parkway.adapters.redis.errors.translat
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -52,12 +52,11 @@ from .errors import translated
 from .listings import InterruptListings
 from .records import RunRecords
 from .replicas import ReplicaAcks
-from .sessions import SessionStore
 
 T = TypeVar("T")
 WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
 """upper bounds (seconds) of the resume-wait histogram's buckets, which resume.lua fills"""
-READ_ONLY_SCRIPTS = frozenset({"lookup", "session_path"})
+READ_ONLY_SCRIPTS = frozenset({"lookup"})
 """scripts that write nothing: no replica acknowledgement is waited for after them"""
 HOLD_CHUNK = 1000
 """runs whose records one round trip of ``hold_overdue`` keeps"""
@@ -83,14 +82,6 @@ _SCRIPTS = (
     "refuse",
     "close_raced",
     "prune",
-    "session_open",
-    "session_send",
-    "session_settle",
-    "session_raise",
-    "session_clear",
-    "session_answer",
-    "session_switch",
-    "session_path",
 )
 
 
@@ -98,7 +89,7 @@ _FOLLOWED_BY = {"first": "park.lua"}
 """scripts made of a prelude and another transition's body: first.lua parks as park.lua does"""
 
 
-_ANSWERING = ("resume", "session_answer", "session_switch")
+_ANSWERING = ("resume",)
 """scripts that answer interrupts: _resume.lua's functions go before their body"""
 
 
@@ -108,14 +99,23 @@ NO_HAND_OFF = "function hand_off() return 0 end"
 
 @functools.cache
 def _source(name: str, hand_off: str) -> str:
-    """The script ``name`` as loaded: _common.lua, then ``hand_off`` (the Lua that assigns the
-    function _common.lua declares: ``NextJob.lua``), the shared parts it needs, its body."""
-    folder = resources.files(__package__)
-    shared = ["_session.lua"] if name.startswith("session_") else []
-    shared += ["_resume.lua"] if name in _ANSWERING else []
+    """The script ``name`` as loaded: the prelude (``_common.lua``, then ``hand_off``: the Lua that
+    assigns the function _common.lua declares, ``NextJob.lua``), the shared parts it needs, its body."""
+    shared = ["_resume.lua"] if name in _ANSWERING else []
     parts = [*shared, f"{name}.lua", *([_FOLLOWED_BY[name]] if name in _FOLLOWED_BY else [])]
-    return "\n".join([folder.joinpath("_common.lua").read_text(), hand_off,
-                      *(folder.joinpath(part).read_text() for part in parts)])
+    return "\n".join([_prelude(hand_off), *(shared_lua(part) for part in parts)])
+
+
+def _prelude(hand_off: str) -> str:
+    return "\n".join([shared_lua("_common.lua"), hand_off])
+
+
+@functools.cache
+def shared_lua(name: str) -> str:
+    """The text of one of this folder's .lua files: a feature composes its scripts' bodies from the
+    shared parts it needs (``_resume.lua``) and its own, and registers them (``RedisStore.add_scripts``,
+    which puts the prelude every script starts with before each)."""
+    return resources.files(__package__).joinpath(name).read_text()
 
 
 @dataclass(frozen=True)
@@ -173,14 +173,33 @@ class RedisStore(RunRecords, InterruptListings):
         self.next_job = next_job
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         hand_off = next_job.lua if next_job is not None else NO_HAND_OFF
+        self._prelude = _prelude(hand_off)
         self._scripts = {name: client.register_script(_source(name, hand_off)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
-        self.sessions = SessionStore(self)
-        """the session transitions, on the same client and scripts"""
+        self._read_only = set(READ_ONLY_SCRIPTS)
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None, acks: ReplicaAcks | None = None) -> RedisStore:
         return cls(connect(url), limits, acks=acks)
+
+    def add_scripts(self, bodies: Mapping[str, str], read_only: Iterable[str] = ()) -> None:
+        """Register a feature's scripts (name -> Lua body, after the prelude every script starts with:
+        ``_common.lua`` and this store's ``hand_off``) on this store's client, once: ``call_script``
+        then calls them like the store's own (translated errors, replica waits unless ``read_only``,
+        ``around_scripts``)."""
+        for name, body in bodies.items():
+            if name not in self._scripts:
+                self._scripts[name] = self.client.register_script("\n".join([self._prelude, body]))
+        self._read_only.update(read_only)
+
+    def call_script(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
+        """Call the script ``name`` (the store's or one ``add_scripts`` registered) for ``run_id``."""
+        return self._call(name, run_id, keys_, args)
+
+    def hand_off(self, run_id: str) -> tuple[list[str], list[Any]]:
+        """The keys and arguments a script's ``hand_off`` takes to enqueue a job of ``run_id`` (see
+        ``_common.lua``): none and one empty argument when this store enqueues no jobs."""
+        return self._hand_off(run_id)
 
     def _hand_off(self, run_id: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments a script's ``hand_off`` takes (see ``_common.lua``)."""
@@ -196,7 +215,7 @@ class RedisStore(RunRecords, InterruptListings):
 
     def _run(self, call: ScriptCall) -> Any:
         with translated(call.run_id):
-            acks = None if call.name in READ_ONLY_SCRIPTS else self.acks
+            acks = None if call.name in self._read_only else self.acks
             return run_script(self.client, self._scripts[call.name], call.keys, call.args, acks)
 
     @contextmanager

@@ -6,7 +6,8 @@
 --       job's queues (see hand_off), 15... the run hashes of the session's live runs
 -- ARGV: 1 mode (send | edit), 2 edited message ('' for send), 3 expected parent, 4 new message id,
 --       5 message blob, 6 now, 7 maxlen, 8 message.added blob, 9 run.dispatched blob, 10 run id,
---       11 live count, 12-21 the run (see create_run), 22... the live run ids, then the job (hand_off)
+--       11 live count, 12 session id, 13-22 the run (see create_run), 23... the live run ids, then the
+--       job (hand_off)
 local ttl = session_ttl()
 if not ttl then return {'gone'} end
 local parent = ARGV[3]
@@ -18,7 +19,7 @@ else
   if p ~= parent then return {'retry'} end
 end
 local count = tonumber(ARGV[11])
-local runs = live_runs(S.live, 15, 22, count)
+local runs = live_runs(S.live, 15, 23, count)
 if not runs then return {'retry'} end
 local by = parking(S.open, S.dl, runs, path_of(S.up, parent))
 if #by > 0 then return {'parked', unpack(by)} end
@@ -31,9 +32,10 @@ if redis.call('HSETNX', S.m, ARGV[4], ARGV[5]) == 0 then return redis.error_repl
 redis.call('HSET', S.up, ARGV[4], parent)
 redis.call('HSET', S.s, 'head', ARGV[4])
 -- a branch run is its session's owner's and tenant's (written on it: the session may expire)
-local handed = create_run({KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]}, ARGV, 12, 22 + count, nil,
-  session_authority(ARGV[10]))
+local handed = create_run({KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]}, ARGV, 13, 23 + count, nil,
+  session_authority(ARGV[12]))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
+set_leaf(KEYS[9], ARGV[4])
 redis.call('HSET', S.live, ARGV[10], ARGV[4])
 xadd(S.sev, ARGV[7], 'message.added', ARGV[8])
 xadd(S.sev, ARGV[7], 'run.dispatched', ARGV[9])

@@ -3,12 +3,14 @@
 A session is a tree of messages (``user``, ``assistant``, ``tool``) with an
 active head, an owner and a tenant. Each user message dispatches the
 session's *agent* (an ordinary workflow) as a *branch run* for the path that
-ends at it; the run adds its own messages below. An interrupt is anchored at
+ends at it; the run adds its own messages below (its session and the message
+it answers are fields of the run, written when the session creates it). An interrupt is anchored at
 a message and parks every path through it; one with no anchor parks every
-branch. This module holds what needs no store: who may do what (the
-privilege table), the policy's action/trigger/input shapes, and the fold that
-rebuilds a session from its events. The transitions are scripts
-(``adapters/redis/session_*.lua``); the client is :mod:`parkway.sessions`.
+branch. This module holds what needs no store: who may do what to a session (the
+privilege table; the caller and its ranks are :mod:`parkway.runtime.authority`'s),
+the client input's shape, and the fold that rebuilds a session from its events.
+The transitions are scripts (``parkway/sessions/lua/session_*.lua``, called by
+:mod:`parkway.sessions.store`); the client is :mod:`parkway.sessions.client`.
 
 Privilege, from the authenticated caller, never from a payload::
 
@@ -24,55 +26,18 @@ interrupts, so the session's user can answer them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from .errors import SessionDenied, ValidationError
-from .protocol import check_id
+from ..runtime.authority import RANK, Caller
+from ..runtime.errors import SessionDenied, ValidationError
+from ..runtime.policy import check_text, loaded
+from ..runtime.protocol import check_id
 
-Role = Literal["system", "machine", "user"]
-Origin = Literal["system", "machine", "frontend"]
-RANK: dict[str, int] = {"frontend": 1, "machine": 2, "system": 3}
-ROLES = ("system", "machine", "user")
+__all__ = ["MESSAGE_ROLES", "SessionState", "check_access", "check_may_clear", "check_text", "parse_resume", "rebuild"]
+
 MESSAGE_ROLES = ("user", "assistant", "tool")
-MAX_MESSAGE_CHARS = 100_000
-MAX_REASON_CHARS = 1000
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who calls: a role, and for a user the owner and tenant it acts as."""
-
-    role: Role
-    owner: str | None = None
-    tenant: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValidationError(f"a caller's role is one of {ROLES}, not {self.role!r}")
-        if self.owner is not None:
-            check_id(self.owner, "caller owner")
-        if self.tenant is not None:
-            check_id(self.tenant, "caller tenant")
-        if self.role == "user" and (self.owner is None or self.tenant is None):
-            raise ValidationError("a user caller needs an owner and a tenant")
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}:{self.owner}" if self.owner else self.role
-
-    @property
-    def origin(self) -> Origin:
-        """The origin an interrupt this caller raises records."""
-        return "frontend" if self.role == "user" else self.role
-
-    def public(self) -> dict[str, Any]:
-        return {"role": self.role, "owner": self.owner, "tenant": self.tenant}
-
-
-SYSTEM = Caller("system")
 
 
 def check_access(caller: Caller, owner: str, tenant: str) -> None:
@@ -95,69 +60,10 @@ def check_may_clear(caller: Caller, origin: str, owner: str, tenant: str) -> Non
         )
 
 
-def check_text(value: object, what: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > limit:
-        raise ValidationError(f"{what} must be a non-empty string of at most {limit} characters")
-    return value
-
-
-# --- the policy's shapes (the seed's Spec: actions, triggers, client input) ---------------------
-
-TRIGGERS = ("session.start", "user.message", "tool.execute", "tool.results", "interrupt.resumed")
-ACTIONS = ("interrupt", "tool.run", "tool.defer", "tool.result", "tool.error")
-
-
-def _loaded(value: Any, what: str) -> Any:
-    if isinstance(value, str | bytes):
-        try:
-            return json.loads(value)
-        except ValueError as exc:
-            raise ValidationError(f"{what} is not valid JSON: {exc}") from exc
-    return value
-
-
-def parse_action(raw: Any) -> dict[str, Any]:
-    """One action, checked: ``{"type": "interrupt", "reason": ..., "interrupt_id"?, "payload"?}``,
-    ``{"type": "tool.result", "result": ...}``, ``{"type": "tool.error", "error": "..."}``,
-    ``{"type": "tool.run"}`` (run the tool) or ``{"type": "tool.defer"}`` (wait for ``answer_tool``)."""
-    action = _loaded(raw, "an action")
-    if not isinstance(action, Mapping) or action.get("type") not in ACTIONS:
-        raise ValidationError(f"an action is a dict whose type is one of {ACTIONS}, not {raw!r:.200}")
-    out = dict(action)
-    if out["type"] == "interrupt":
-        reason = out.get("reason")
-        if not isinstance(reason, str) or not reason.strip():
-            raise ValidationError("an interrupt action needs a reason (a non-empty string)")
-        check_text(reason, "an interrupt's reason", MAX_REASON_CHARS)
-        if out.get("interrupt_id") is not None:
-            interrupt_id = check_id(out["interrupt_id"], "interrupt id")
-            if interrupt_id.startswith(("int_", "tool_")):
-                raise ValidationError("an interrupt id given by a policy may not start with 'int_' or 'tool_'")
-    elif out["type"] == "tool.error":
-        check_text(out.get("error"), "a tool.error's error", MAX_REASON_CHARS)
-    elif out["type"] == "tool.result" and "result" not in out:
-        raise ValidationError("a tool.result action needs a result")
-    return out
-
-
-def parse_actions(raw: Any) -> list[dict[str, Any]]:
-    """What a policy returned: ``{"actions": [...]}``, a list of actions, one action, or JSON of those."""
-    value = _loaded(raw, "the policy's decision")
-    if value is None:
-        return []
-    if isinstance(value, Mapping) and "actions" in value:
-        value = value["actions"]
-    if isinstance(value, Mapping):
-        value = [value]
-    if not isinstance(value, list | tuple):
-        raise ValidationError("a policy returns {'actions': [...]}, a list of actions or one action")
-    return [parse_action(a) for a in value]
-
-
 def parse_resume(raw: Any) -> tuple[str, Any]:
     """The seed's client input ``{"type": "interrupt.resume", "interrupt_id": ..., "payload"?: ...}``
     (a dict or JSON): ``(interrupt id, payload)``."""
-    value = _loaded(raw, "the resume input")
+    value = loaded(raw, "the resume input")
     if not isinstance(value, Mapping) or value.get("type") != "interrupt.resume":
         raise ValidationError("a resume input is {'type': 'interrupt.resume', 'interrupt_id': ..., 'payload': ...}")
     return check_id(value.get("interrupt_id"), "interrupt id"), value.get("payload")

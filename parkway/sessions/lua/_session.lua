@@ -1,5 +1,6 @@
 -- Shared by the session scripts (prepended after _common.lua). A session's keys share its hash
--- tag with its branch runs (run ids ``<session id>--<hex>``), so a script may read and move both.
+-- tag with its branch runs (keys.py: a run id made of the session's and a suffix), so a script may
+-- read and move both.
 -- Every session script takes the session's eight keys first, in this order (KEYS[1..8]), then its
 -- own; each transition renews all eight, so a session's records expire together.
 local S = {s = KEYS[1], m = KEYS[2], up = KEYS[3], open = KEYS[4], i = KEYS[5], dl = KEYS[6],
@@ -21,11 +22,17 @@ end
 
 local ENDED = {completed = true, failed = true, cancelled = true, expired = true}
 
--- Whose the session's branch run `run_id` (``<session id>--<hex>``) is: the session's owner and
--- tenant, and the session (create_run's `auth`).
-local function session_authority(run_id)
+-- Whose a branch run of the session `session_id` is: the session's owner and tenant, and the
+-- session (create_run's `auth`: its children and its summary keep them too).
+local function session_authority(session_id)
   local found = redis.call('HMGET', S.s, 'owner', 'tenant')
-  return {'owner', found[1], 'tenant', found[2], 'origin', 'frontend', 'session', string.match(run_id, '^(.-)%-%-')}
+  return {'owner', found[1], 'tenant', found[2], 'origin', 'frontend', 'session', session_id}
+end
+
+-- A new branch run's own record of the message it answers (its path ends there): `leaf`, on the
+-- branch run only (a child's record has its session, from the authority, but no leaf).
+local function set_leaf(run_key, leaf)
+  redis.call('HSET', run_key, 'leaf', leaf)
 end
 
 -- The messages on the path from the root to `leaf`, as a set ('' = the empty path).

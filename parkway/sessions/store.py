@@ -1,5 +1,9 @@
-"""The session transitions on Redis: one script each (``session_*.lua``), over the session's keys
+"""The session transitions on Redis: one script each (``lua/session_*.lua``), over the session's keys
 and its branch runs' (they share the session's hash tag). Reads are one pipeline.
+
+Built from a store's public parts (:class:`ScriptStore`: the Redis store has them): its client, its
+limits, ``new_run``/``resume_call``/``hand_off`` (the arguments of the shared Lua functions that create
+a run, answer an interrupt, enqueue a job) and ``call_script`` for the scripts registered here.
 
 Scripts that must see the session's live runs get them from the caller (their run keys cannot be
 named inside a script): the caller reads the live set, and the script answers ``retry`` when the
@@ -8,21 +12,67 @@ set changed meanwhile; the caller then reads again.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from importlib import resources
+from typing import Any, Protocol, runtime_checkable
 
-from ...runtime.errors import CorruptRecord, SessionError, SessionNotFound, ValidationError
-from ...runtime.store import Answer, JournalEntry, NewRun, StoredEvent
-from .. import codec
-from . import keys, layout
-from .errors import translated
+from ..adapters import codec
+from ..adapters.limits import Limits
+from ..adapters.redis import keys, layout
+from ..adapters.redis.errors import translated
+from ..adapters.redis.store import shared_lua
+from ..runtime.errors import CorruptRecord, SessionError, SessionNotFound, StoreError, ValidationError
+from ..runtime.store import Answer, JournalEntry, NewRun, StoredEvent
 
-if TYPE_CHECKING:
-    from .store import RedisStore
+SCRIPTS = ("open", "send", "settle", "raise", "clear", "answer", "switch", "path")
+"""the session transitions, ``lua/session_<name>.lua`` each"""
+_ANSWERING = ("answer", "switch")
+"""scripts that answer a branch run's interrupt: ``_resume.lua``'s functions go before their body"""
 
-RETRIES = 20
+
+@functools.cache
+def bodies() -> dict[str, str]:
+    """Each session script after the store's prelude: the shared parts it needs, ``_session.lua``, its body."""
+    folder = resources.files(__package__).joinpath("lua")
+    out = {}
+    for name in SCRIPTS:
+        shared = [shared_lua("_resume.lua")] if name in _ANSWERING else []
+        own = [folder.joinpath(part).read_text() for part in ("_session.lua", f"session_{name}.lua")]
+        out[f"session_{name}"] = "\n".join([*shared, *own])
+    return out
+
+
+def branch_run_id(session_id: str) -> str:
+    """A new branch run's id: its keys share the session's hash tag, so one script moves both."""
+    return keys.tagged_run_id(session_id, uuid.uuid4().hex[:16])
+
+
+def check_session_id(session_id: str, limit: int) -> None:
+    """Refuse a session id that could not tag its branch runs' keys (too long, or a separator in it)."""
+    if len(session_id) > limit or keys.CHILD_SEPARATOR in session_id:
+        raise ValidationError(f"a session id is at most {limit} characters, without {keys.CHILD_SEPARATOR!r}")
+
+
+@runtime_checkable
+class ScriptStore(Protocol):
+    """What the session transitions need of a store: the Redis store's public seam."""
+
+    client: Any
+    limits: Limits
+    next_job: Any
+
+    def add_scripts(self, sources: Mapping[str, str], read_only: Iterable[str] = ()) -> None: ...
+
+    def call_script(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any: ...
+
+    def hand_off(self, run_id: str) -> tuple[list[str], list[Any]]: ...
+
+    def new_run(self, run: NewRun) -> tuple[list[str], list[Any]]: ...
+
+    def resume_call(self, run_id: str, answer: Answer) -> tuple[list[str], list[Any]]: ...
 
 
 def _text(value: Any) -> str:
@@ -62,10 +112,18 @@ def _trigger_entry(trigger: Mapping[str, Any]) -> JournalEntry:
 
 
 class SessionStore:
-    """The session transitions of a RedisStore (``store.sessions``)."""
+    """The session transitions and reads, on a store's client and scripts."""
 
-    def __init__(self, store: RedisStore) -> None:
+    def __init__(self, store: object) -> None:
+        if not isinstance(store, ScriptStore):
+            raise StoreError(f"sessions need a store that runs their scripts (the Redis store), not {store!r:.80}")
+        store.add_scripts(bodies(), read_only=("session_path",))
         self.store = store
+
+    @property
+    def enqueues(self) -> bool:
+        """Whether the scripts enqueue the jobs they call for (else the caller does)."""
+        return self.store.next_job is not None
 
     def _maxlen(self) -> int:
         return self.store.limits.max_events
@@ -81,7 +139,7 @@ class SessionStore:
     def _queues(self, run_id: str) -> tuple[list[str], list[Any]]:
         """hand_off's keys and arguments; two stand-in keys when the store enqueues no jobs, so the
         keys after them stay where the scripts read them."""
-        hand_keys, hand_args = self.store._hand_off(run_id)
+        hand_keys, hand_args = self.store.hand_off(run_id)
         return (hand_keys or [keys.outbox(), keys.outbox()]), hand_args
 
     def _keys(self, s: str) -> dict[str, str]:
@@ -166,7 +224,7 @@ class SessionStore:
     def path(self, session_id: str, leaf: str, run_id: str) -> list[dict[str, Any]]:
         """The messages from the first to ``leaf`` (``{id, role, content}``), oldest first, for the
         live branch run ``run_id`` (StoreError for any other run)."""
-        reply = self.store._call("session_path", run_id, self._all(session_id), [leaf, run_id])
+        reply = self.store.call_script("session_path", run_id, self._all(session_id), [leaf, run_id])
         out = []
         for i in range(0, len(reply), 2):
             message = self._decode(reply[i + 1], "session message") if reply[i + 1] else {}
@@ -201,7 +259,7 @@ class SessionStore:
         inc = uuid.uuid4().hex[:16]
         event = {"sessionId": session_id, "owner": owner, "tenant": tenant, "workflow": workflow, "incarnation": inc}
         try:
-            self.store._call(
+            self.store.call_script(
                 "session_open",
                 None,
                 self._all(session_id),
@@ -228,7 +286,7 @@ class SessionStore:
         body = {key: value for key, value in message.items() if key != "id"}
         added = {"id": message["id"], "parent": parent, **body}
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
-        reply = self.store._call(
+        reply = self.store.call_script(
             "session_send",
             run.run_id,
             [
@@ -249,6 +307,7 @@ class SessionStore:
                 self._event(dispatched),
                 run.run_id,
                 len(live),
+                session_id,
                 *run_args,
                 *live,
                 *hand_args,
@@ -280,7 +339,7 @@ class SessionStore:
         else:
             message_id, message_blob, added = "", b"", b""
         held = self._event({"runId": r, "reason": "the branch is parked", "voided": mode == "void"})
-        reply = self.store._call(
+        reply = self.store.call_script(
             "session_settle",
             r,
             [*self._all(session_id), keys.run(r), keys.journal(r, step), keys.events(r), keys.leases()],
@@ -295,7 +354,7 @@ class SessionStore:
             "scope": "session",
             **{key: record[key] for key in ("reason", "payload", "origin", "raisedBy") if key in record},
         }
-        reply = self.store._call(
+        reply = self.store.call_script(
             "session_raise",
             None,
             self._all(session_id),
@@ -328,7 +387,7 @@ class SessionStore:
         path (seq, trigger), in clearing order."""
         run_keys, run_args = self.store.new_run(run)
         hand_keys, hand_args = self._queues(run.run_id)
-        blocks = [self.store._hand_off(r)[1] for r in live]
+        blocks = [self.store.hand_off(r)[1] for r in live]
         live_keys = [key for r, step in live.items() for key in (keys.run(r), keys.events(r), keys.journal(r, step))]
         limit = self.store.limits.max_answer_bytes
         kept_args = [
@@ -338,7 +397,7 @@ class SessionStore:
         ]
         cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
         dispatched = {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
-        reply = self.store._call(
+        reply = self.store.call_script(
             "session_clear",
             None,
             [
@@ -365,6 +424,7 @@ class SessionStore:
                 *run_args,
                 layout.entry_to_blob(_trigger_entry(trigger), limit),
                 len(kept),
+                session_id,
                 *live,
                 *(str(step) for step in live.values()),
                 *kept_args,
@@ -381,7 +441,7 @@ class SessionStore:
         request_id = answer.interrupt.request_id
         resume_keys, resume_args = self.store.resume_call(run_id, answer)
         cleared = {"interruptId": request_id, "clearedBy": record.get("clearedBy")}
-        reply = self.store._call(
+        reply = self.store.call_script(
             "session_answer",
             run_id,
             [*self._all(session_id), *resume_keys],
@@ -421,7 +481,7 @@ class SessionStore:
                 self._event({**event, "reason": "the run no longer waits on it"}),
                 *resume_args,
             ]
-        reply = self.store._call(
+        reply = self.store.call_script(
             "session_switch",
             None,
             [*self._all(session_id), *more_keys],

@@ -12,7 +12,7 @@
 -- ARGV: 1 interrupt id, 2 cleared record blob, 3 now, 4 maxlen, 5 interrupt.cleared blob,
 --       6 interrupt.resumed blob, 7 expected head, 8 live count, 9 job block length, 10 new run id,
 --       11 run.dispatched blob, 12-21 the new run (see create_run), 22 this trigger's journal entry,
---       23 number of kept triggers due on the head's path, 24... the live run ids, then their steps
+--       23 number of kept triggers due on the head's path, 24 session id, 25... the live run ids, then their steps
 --       as read, then per kept trigger: its seq, journal entry, interrupt.resumed blob; then the new
 --       run's job block, then one job block per live run (see hand_off)
 local ttl = session_ttl()
@@ -26,7 +26,7 @@ end
 local head = ARGV[7]
 if redis.call('HGET', S.s, 'head') ~= head then return {'retry'} end
 local count, jl, nkept = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[23])
-local ids_at, steps_at, kept_at = 24, 24 + count, 24 + 2 * count
+local ids_at, steps_at, kept_at = 25, 25 + count, 25 + 2 * count
 local jobs = kept_at + 3 * nkept + jl  -- the first live run's job block
 local runs = live_runs(S.live, 15, ids_at, count, 3)
 if not runs then return {'retry'} end
@@ -103,8 +103,9 @@ for id, r in pairs(runs) do
 end
 -- a branch run is its session's owner's and tenant's (written on it: the session may expire)
 local handed = create_run({KEYS[10], KEYS[11], KEYS[12], KEYS[9], KEYS[13], KEYS[14]}, ARGV, 12, kept_at + 3 * nkept,
-  kept_at + 3 * nkept + jl - 1, session_authority(ARGV[10]))
+  kept_at + 3 * nkept + jl - 1, session_authority(ARGV[24]))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
+set_leaf(KEYS[10], head)
 for _, t in ipairs(due) do redis.call('HDEL', S.s, 't:' .. t.seq) end
 redis.call('HSET', S.live, ARGV[10], head)
 xadd(S.sev, ARGV[4], 'run.dispatched', ARGV[11])

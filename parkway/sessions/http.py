@@ -44,12 +44,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from .client import Parkway
-from .config import MIN_TTL_MS
-from .http.problems import outcome_problem
-from .runtime.errors import SessionDenied, SessionNotFound, ValidationError
-from .runtime.protocol import MAX_TTL_MS, ResumeOutcome, check_event_id
-from .runtime.sessions import Caller
+from ..config import MIN_TTL_MS
+from ..http.problems import outcome_problem
+from ..runtime.authority import Caller
+from ..runtime.errors import SessionDenied, SessionNotFound, ValidationError
+from ..runtime.protocol import MAX_TTL_MS, ResumeOutcome, check_event_id
+from .client import Sessions
 
 _CLEARED_STATUS = {"already_cleared": 409, "unknown": 404, "expired": 410}
 _TOOL_STATUS = {
@@ -106,14 +106,13 @@ class ToolBody(_Body):
 
 def add_routes(
     app: FastAPI,
-    pw: Parkway,
+    sessions: Sessions,
     caller: Callable[..., Caller],
     sse: Callable[[Request, str, str, Callable[[], bool]], StreamingResponse],
 ) -> None:
     """Mount the session routes; ``caller`` is the app's dependency that authenticates a request,
     ``sse(request, session_id, after, still)`` opens the response that streams a session's events as
     server-sent event frames (bounded per key: 429 past the bound) while ``still()`` says it may go on."""
-    sessions = pw.sessions
     Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
 
     @app.post("/v1/sessions", status_code=201, tags=["sessions"])

@@ -1,16 +1,30 @@
 """``parkway session ...``: show a session's tree with its parked branches, its events, and act on it.
 
 The CLI has the deployment's Redis, so it acts as the system caller (see
-:mod:`parkway.runtime.sessions` for what other callers may do).
+:mod:`parkway.sessions.rules` for what other callers may do).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
-from .runtime.errors import ParkwayError
+from ..runtime.errors import ParkwayError
+from .client import Sessions
+
+
+class Client(Protocol):
+    """What the commands need of the CLI's client: its sessions."""
+
+    @property
+    def sessions(self) -> Sessions: ...
+
+
+Connect = Callable[[argparse.Namespace], AbstractContextManager[Client]]
+"""how the CLI opens its client for a command's arguments (``parkway.cli``'s)"""
 
 USAGE = {
     "open": ("SESSION --agent MODULE:ATTR --owner ID --tenant ID", 0),
@@ -24,8 +38,17 @@ USAGE = {
 """each action's usage and how many words it takes after SESSION"""
 
 
-def add(sub: Any, command: Any) -> None:
-    """Register ``session`` and its actions; ``command`` is the CLI's subcommand builder."""
+def add(sub: Any, command: Any, connect: Connect) -> None:
+    """Register ``session`` and its actions; ``command`` is the CLI's subcommand builder, ``connect``
+    opens its client."""
+
+    def cmd_session(args: argparse.Namespace) -> int:
+        usage, words = USAGE[args.action]
+        if len(args.rest) != words:
+            raise ParkwayError(f"usage: parkway session {args.action} {usage}")
+        with connect(args) as pw:
+            return _act(pw.sessions, args)
+
     s = command(
         sub,
         "session",
@@ -57,17 +80,7 @@ def add(sub: Any, command: Any) -> None:
     s.add_argument("--json", action="store_true", help="show: print the session as JSON")
 
 
-def cmd_session(args: argparse.Namespace) -> int:
-    from .cli.commands import _client
-
-    usage, words = USAGE[args.action]
-    if len(args.rest) != words:
-        raise ParkwayError(f"usage: parkway session {args.action} {usage}")
-    with _client(args) as pw:
-        return _act(pw.sessions, args)
-
-
-def _act(sessions: Any, args: argparse.Namespace) -> int:
+def _act(sessions: Sessions, args: argparse.Namespace) -> int:
     sid, rest = args.session_id, args.rest
     if args.action == "open":
         missing = [flag for flag, value in (("--agent", args.agent), ("--owner", args.owner),

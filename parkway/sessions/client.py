@@ -1,4 +1,4 @@
-"""Sessions, as applications use them: ``pw.sessions``.
+"""Sessions, as applications use them: ``pw.sessions`` (a :class:`Sessions` over the client).
 
 ::
 
@@ -8,10 +8,10 @@
     view = pw.sessions.get(sid)                                # tree, head, interrupts, parked paths
     pw.sessions.resume_interrupt(sid, view.open_interrupts[0].id, {"approved": True}, caller=user)
 
-Every call takes the authenticated ``caller`` (:class:`~parkway.runtime.sessions.Caller`);
+Every call takes the authenticated ``caller`` (:class:`~parkway.runtime.authority.Caller`);
 Python code in the deployment defaults to the system caller. See
-:mod:`parkway.runtime.sessions` for the rules and :mod:`parkway.runtime.agents` for the hooks
-the agent's node code uses.
+:mod:`parkway.sessions.rules` for the rules, :mod:`parkway.sessions.branch` for what a branch
+run does (``add_message``) and :mod:`parkway.runtime.agents` for the agent's hooks.
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from .adapters.redis.sessions import SessionStore as RedisSessions
-from .config import check_ttl
-from .runtime import telemetry, tokens
-from .runtime.clock import now_ms
-from .runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
-from .runtime.hooks import MAX_ROOT_ID
-from .runtime.protocol import (
+from ..config import Settings, check_ttl
+from ..runtime import telemetry, tokens
+from ..runtime.authority import SYSTEM, Caller
+from ..runtime.clock import now_ms
+from ..runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
+from ..runtime.executor import Options
+from ..runtime.hooks import MAX_ROOT_ID
+from ..runtime.protocol import (
     InterruptRequest,
     ResumeOutcome,
     ResumeResult,
@@ -35,14 +36,62 @@ from .runtime.protocol import (
     check_event_id,
     check_id,
 )
-from .runtime.resume import validate_answer
-from .runtime.sessions import SYSTEM, Caller, check_access, check_may_clear, check_text, parse_resume
-from .runtime.store import Answer, InterruptRecord, NewRun, ResumeCommit, StoredEvent
+from ..runtime.resume import validate_answer
+from ..runtime.store import Answer, InterruptRecord, NewRun, ResumeCommit, Store, StoredEvent
+from ..runtime.workflow import Workflow
+from .rules import check_access, check_may_clear, check_text, parse_resume
+from .store import SessionRecords, SessionStore, branch_run_id, check_session_id
 
-if TYPE_CHECKING:
-    from .adapters.redis.sessions import SessionRecords
-    from .client import Parkway
-    from .runtime.workflow import Workflow
+
+class Dispatcher(Protocol):
+    def enqueue(self, run_id: str, step: int, fence: int) -> None: ...
+
+
+class Backend(Protocol):
+    @property
+    def options(self) -> Options: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+
+class Host(Protocol):
+    """What the session operations need of the client they belong to (``parkway.client.Parkway``)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def backend(self) -> Backend: ...
+
+    def workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]: ...
+
+    def prepare_answer(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+        fresh: bool = False,
+    ) -> Answer | ResumeResult: ...
+
+    def answer_committed(self, answer: Answer, commit: ResumeCommit) -> None: ...
+
+    def resume(
+        self,
+        token: str,
+        *,
+        selected: Any = None,
+        value: Any = None,
+        request_id: str | None = None,
+        responder: str | None = None,
+    ) -> ResumeResult: ...
+
 
 RETRIES = 20
 _ENDED = ("completed", "failed", "cancelled", "expired", "gone")
@@ -203,14 +252,14 @@ class SessionView:
 class Sessions:
     """The session operations of a :class:`~parkway.client.Parkway` (``pw.sessions``)."""
 
-    def __init__(self, pw: Parkway) -> None:
+    def __init__(self, pw: Host) -> None:
         self.pw = pw
+        self._store = SessionStore(pw.store)
 
     @property
-    def _store(self) -> RedisSessions:
-        store = self.pw.store.sessions
-        assert isinstance(store, RedisSessions)
-        return store
+    def store(self) -> SessionStore:
+        """The session transitions and reads on the client's store."""
+        return self._store
 
     # --- reads --------------------------------------------------------------------------------
 
@@ -223,7 +272,7 @@ class Sessions:
     def incarnation(self, session_id: str, *, caller: Caller = SYSTEM) -> str:
         """The session's incarnation (a nonce of the open that made it: an id opened again after it
         expired is another), once ``caller`` may read it (SessionDenied otherwise; SessionNotFound for
-        none). A stream holds on to it and ends when it changes (``parkway.session_api``)."""
+        none). A stream holds on to it and ends when it changes (``parkway.sessions.http``)."""
         check_id(session_id, "session id")
         found = self._store.whose(session_id)
         if found is None:
@@ -290,7 +339,7 @@ class Sessions:
         self, session_id: str, *, after: str = "0", caller: Caller = SYSTEM, limit: int | None = None
     ) -> list[StoredEvent]:
         """The session's events after ``after``, oldest first, at most ``limit`` of them (None: all):
-        enough to rebuild it (``parkway.runtime.sessions.rebuild``) while the stream holds them all
+        enough to rebuild it (``parkway.sessions.rules.rebuild``) while the stream holds them all
         (it keeps the last ``max_events``, like a run's). Page on with ``after=`` the last one's id."""
         check_event_id(after)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -322,9 +371,8 @@ class Sessions:
         check_id(tenant, "session tenant")
         check_access(caller, owner, tenant)
         session_id = check_id(session_id, "session id") if session_id is not None else "s_" + uuid.uuid4().hex[:20]
-        if len(session_id) > MAX_ROOT_ID or "--" in session_id:
-            raise ValidationError(f"a session id is at most {MAX_ROOT_ID} characters, without '--'")
-        wf, ref = self.pw._workflow_ref(agent)
+        check_session_id(session_id, MAX_ROOT_ID)
+        wf, ref = self.pw.workflow_ref(agent)
         ttl = check_ttl(ttl_ms, error=ValidationError) if ttl_ms is not None else self.pw.settings.ttl_ms
         self._store.open(session_id, ref, wf.name, owner, tenant, ttl, now_ms())
         return session_id
@@ -357,13 +405,13 @@ class Sessions:
             else:
                 parent = rec.fields.get("head", "")
             message_id = "m_" + uuid.uuid4().hex[:14]
-            run_id = f"{session_id}--{uuid.uuid4().hex[:16]}"
+            run_id = branch_run_id(session_id)
             new = {"id": message_id, "role": "user", "content": content, "at": now_ms(), "run": run_id}
             run = self._branch_run(rec, run_id, parent, {"type": "user.message", "message_id": message_id}, new)
             reply = self._store.send(session_id, mode, edited, parent, new, run, list(rec.live), now_ms())
             if reply[0] == "ok":
                 if reply[1] == "0":
-                    self.pw._dispatch(run_id, 0, 0)
+                    self.pw.backend.dispatcher.enqueue(run_id, 0, 0)
                 return Sent(message_id, run_id)
             self._refused(session_id, reply)
         raise ValidationError(f"session {session_id} kept changing; try again")
@@ -641,7 +689,7 @@ class Sessions:
             (seq, _resumed(kept_id, rec.interrupts.get(kept_id, {}).get("answer")))
             for seq, kept_id in rec.kept_triggers(set(self._view(rec).path(head)) | {head})
         ]
-        run_id = f"{rec.session_id}--{uuid.uuid4().hex[:16]}"
+        run_id = branch_run_id(rec.session_id)
         triggers = [t for _, t in kept] + [trigger]
         run = self._branch_run(rec, run_id, head, triggers[0], None, triggers)
         live = {r: int(rec.runs.get(r, {}).get("step") or 0) for r in rec.live}
@@ -652,8 +700,8 @@ class Sessions:
         if outcome == "gone":
             raise SessionNotFound(f"no session {rec.session_id!r}", session_id=rec.session_id)
         if outcome == "dispatched":
-            if self.pw.store.next_job is None:  # type: ignore[attr-defined]
-                self.pw._dispatch(run_id, 0, 0)
+            if not self._store.enqueues:
+                self.pw.backend.dispatcher.enqueue(run_id, 0, 0)
             return Cleared("dispatched", interrupt_id, run_id)
         if outcome == "resumed":
             return Cleared("resumed", interrupt_id, reply[1])
