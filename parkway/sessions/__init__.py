@@ -12,9 +12,28 @@ The feature in one folder, reaching core only through the executor's extension p
 
 from __future__ import annotations
 
-from .branch import BranchRuns, add_message
-from .client import Cleared, Sent, SessionInterrupt, SessionMessage, Sessions, SessionView, as_caller
-from .rules import rebuild
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .branch import BranchRuns, add_message
+    from .client import Cleared, Sent, SessionInterrupt, SessionMessage, Sessions, SessionView, as_caller
+    from .rules import rebuild
+
+_HOMES = {
+    "BranchRuns": "branch",
+    "add_message": "branch",
+    "Cleared": "client",
+    "Sent": "client",
+    "SessionInterrupt": "client",
+    "SessionMessage": "client",
+    "SessionView": "client",
+    "Sessions": "client",
+    "as_caller": "client",
+    "rebuild": "rules",
+}
+"""where each public name lives: imported when first asked for, so ``parkway --help`` (which
+imports ``sessions.cli``) loads none of the client's dependencies"""
 
 __all__ = [
     "BranchRuns",
@@ -28,3 +47,9 @@ __all__ = [
     "as_caller",
     "rebuild",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)

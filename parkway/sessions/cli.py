@@ -10,10 +10,12 @@ import argparse
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..runtime.errors import ParkwayError
-from .client import Sessions
+
+if TYPE_CHECKING:
+    from .client import Sessions
 
 
 class Client(Protocol):
