@@ -83,6 +83,7 @@ NOT_AWAITED = {
     "list_watching": "the HTTP server's seam for its own asynchronous wait: ``list_interrupts`` waits here",
     "prepare_answer": "the sessions package's seam (an answer checked, committed by a session script)",
     "answer_committed": "the sessions package's seam (after a session script committed an answer)",
+    "workflow_ref": "the sessions package's seam (a session's agent checked and referenced as start does)",
 }
 """:class:`parkway.Parkway`'s public methods AsyncParkway does not await, and why (the parity test
 reads this table): seams between parkway's own layers, reached through ``AsyncParkway.sync``."""
