@@ -131,6 +131,13 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
+@pytest.fixture
+def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
+    """A client on this test's emptied database (``redis_client`` empties it), closed after the test."""
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
+        yield client
+
+
 @dataclass
 class Harness:
     """A client plus a way to run every queued job to completion (with parkway's worker, as production)."""

@@ -11,13 +11,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import redis
 
-from parkway import Parkway, RunStatus, Settings, cli
+from parkway import Parkway, RunStatus, cli
 from tests import flows
 from tests.conftest import SECRET
 from tests.procs import ROOT
@@ -59,12 +59,6 @@ def _assert_one_error_line(done: subprocess.CompletedProcess[str], pattern: str)
     assert len(lines) == 1, done.stderr
     assert ERROR_LINE.match(lines[0]) and re.search(pattern, lines[0]), lines[0]
     assert "Traceback" not in done.stdout + done.stderr
-
-
-@pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
-    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
-        yield client
 
 
 # --- demo ------------------------------------------------------------------

@@ -11,24 +11,16 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import redis
 
-from parkway import Parkway, RunStatus, Settings, cli
+from parkway import Parkway, RunStatus, cli
 from parkway.cli import commands
 from parkway.runtime.protocol import Interrupt, InterruptRequest, Option
 from tests import flows
-from tests.conftest import SECRET
 from tests.procs import ROOT
 from tests.test_cli import CTRL_C, _completed_output, _env, _in_a_terminal, _json_lines, _stderr_lines, parkway
-
-
-@pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
-    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
-        yield client
 
 
 def _waiting(pw: Parkway, redis_url: str, workflow: object = flows.one_choice) -> tuple[str, str]:

@@ -12,18 +12,12 @@ import pytest
 import redis
 from rq import Queue
 
-from parkway import Parkway, RunStatus, Settings, WorkflowError
+from parkway import Parkway, RunStatus, WorkflowError
 from tests import flows
 from tests.conftest import SECRET
 from tests.procs import ROOT, Worker
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
-    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
-        yield client
 
 
 @pytest.fixture

@@ -4,25 +4,18 @@ for the fence that call wrote, exactly as RQ's own unique enqueue writes it."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
 
 import pytest
 import redis
 
-from parkway import Parkway, RunStatus, Settings
+from parkway import Parkway, RunStatus
 from parkway.adapters.redis import keys
 from parkway.workers import jobs
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import Harness
 from tests.procs import sent_commands
 
 _STAMPS = {"created_at", "enqueued_at"}
-
-
-@pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
-    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
-        yield client
 
 
 def _job_hash(client: redis.Redis, job_id: str) -> dict[bytes, bytes]:

@@ -127,12 +127,6 @@ def client(redis_client: redis.Redis) -> redis.Redis:
 
 
 @pytest.fixture
-def pw(redis_client: redis.Redis, redis_url: str) -> Iterator[Parkway]:
-    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
-        yield client
-
-
-@pytest.fixture
 def workers() -> Iterator[list[Worker]]:
     """`parkway worker` processes the test starts; each is stopped at the end."""
     started: list[Worker] = []
