@@ -257,7 +257,7 @@ def test_the_app_closes_its_own_redis_connections_when_it_shuts_down(
 
     from parkway import Parkway, Settings
     from parkway.http.app import create_app
-    from tests.test_hardening import _connections
+    from tests.test_secret import _connections
 
     pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
     run_id = pw.start(flows.one_choice, {})

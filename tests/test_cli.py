@@ -6,21 +6,27 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
-from parkway import Parkway, RunStatus, cli
+from parkway import Parkway, RunStatus, Settings, cli
+from parkway.adapters.redis import keys
+from parkway.http.app import hash_key
 from tests import flows
-from tests.conftest import SECRET
-from tests.procs import ROOT
+from tests.conftest import SECRET, Closing, Harness
+from tests.procs import ROOT, answers, free_port, wait_for
 
 ERROR_LINE = re.compile(r"^parkway: error: \S.*$")
 
@@ -402,3 +408,113 @@ def test_run_at_a_terminal_prints_one_readable_line_per_event() -> None:
     rc, text = _in_a_terminal(["run", "tests.flows:one_choice", "--json"], [], answering=False)
     as_json = _json_lines(text)
     assert [e["type"] for e in as_json] == ["run.started", "node.started", "interrupt"]
+
+
+def test_replay_reports_consistent_or_nondeterministic_by_exit_status(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """replay exits 0 for the code the run recorded and 3 for code whose hooks changed, with JSON."""
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    harness = Harness("redis", closing(Parkway(settings)), settings, redis_client)
+    run_id = harness.start_and_run(flows.announcer, {"tag": "cli"})
+    env = _env(PARKWAY_REDIS_URL=redis_url)
+    same = parkway("replay", run_id, "--against", "tests.flows:announcer", env=env)
+    assert same.returncode == 0 and json.loads(same.stdout)["outcome"] == "consistent", same.stderr
+    changed = parkway("replay", run_id, "--against", "tests.flows:announcer_changed", env=env)
+    assert changed.returncode == 3 and json.loads(changed.stdout)["outcome"] == "nondeterministic", changed.stderr
+
+
+def test_serve_answers_health_and_refuses_without_keys(redis_url: str, redis_client: redis.Redis) -> None:
+    """`parkway serve` without keys, or without the workflows it may import, refuses to start; with both
+    it serves /healthz and /v1 for the key."""
+    refused = parkway("serve", "--port", str(free_port()), env=_env(PARKWAY_REDIS_URL=redis_url))
+    assert refused.returncode == 1 and "PARKWAY_API_KEYS" in refused.stderr
+    port = free_port()
+    env = _env(PARKWAY_REDIS_URL=redis_url, PARKWAY_API_KEYS=f"{hash_key('k' * 32)}=machine")
+    unlisted = parkway("serve", "--port", str(port), env=env)
+    assert unlisted.returncode == 1 and "PARKWAY_WORKFLOWS" in unlisted.stderr  # it would import what callers name
+    proc = subprocess.Popen([sys.executable, "-m", "parkway.cli", "serve", "--port", str(port), "--workflows", "tests"],
+                            cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: answers(f"http://127.0.0.1:{port}"), 30, "parkway serve to answer")
+        listed = httpx.get(f"http://127.0.0.1:{port}/v1/interrupts", headers={"Authorization": "Bearer " + "k" * 32})
+        assert listed.status_code == 200 and listed.json()["items"] == []
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+EXPENSES = textwrap.dedent(
+    """
+    from parkway import Workflow, use_interrupt
+
+    expense = Workflow("expense")
+
+    @expense.node(start=True)
+    def review(data):
+        return {"ok": use_interrupt({"kind": "text", "question": "Why?"}, id="why")}
+    """
+)
+
+
+def _parkway(*args: str, cwd: Path, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("parkway")
+    command = [exe] if exe else [sys.executable, "-c", "import sys; from parkway.cli import main; sys.exit(main())"]
+    return subprocess.run(
+        [*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+    )
+
+
+def _user_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_") and k != "PYTHONPATH"}
+    return {**env, "PARKWAY_SECRET": SECRET, **extra}
+
+
+@pytest.mark.slow
+def test_the_production_commands_work_from_the_modules_directory(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """`parkway worker` and `parkway run expenses:expense`, started in the directory of expenses.py
+    (as the README says), find it; a worker started elsewhere leaves the run queued and says how
+    to fix it, and a worker with --path then completes it."""
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "expenses.py").write_text(EXPENSES)
+    env = _user_env(PARKWAY_REDIS_URL=redis_url)
+    started = _parkway("run", "expenses:expense", "--run-id", "exp1", "--timeout", "1", cwd=tmp_path / "app", env=env)
+    assert "No module named" not in started.stderr, started.stderr
+    # a worker in the wrong directory: the run is given back, not failed
+    elsewhere = _parkway("worker", "--burst", cwd=tmp_path, env=env)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
+    assert pw.get_run("exp1").status is RunStatus.QUEUED
+    deferred = [e for e in pw.store.read_events("exp1", "0", None, 1000) if e.type == "node.deferred"]
+    assert deferred and "--path" in deferred[0].data["reason"]
+    # the reconciler enqueues it again (its outbox entry aged here rather than waited for)
+    redis_client.zadd(keys.outbox(), {m: 0 for m in redis_client.zrange(keys.outbox(), 0, -1)})
+    assert "exp1" in _parkway("reconcile", cwd=tmp_path, env=env).stdout
+    # and a worker that can import it parks it
+    right = _parkway("worker", "--burst", "--path", str(tmp_path / "app"), cwd=tmp_path, env=env)
+    assert right.returncode == 0, right.stderr
+    wait_for(lambda: pw.get_run("exp1").status is RunStatus.WAITING, 20, "the run to park")
+
+
+@pytest.mark.parametrize("command", [["demo"], ["run", "tests.flows:one_choice", "--timeout", "10"]])
+def test_a_closed_stdin_is_no_crash(command: list[str]) -> None:
+    """`parkway demo <&-` and `parkway run ... <&-` (stdin closed, not /dev/null) run without a traceback."""
+    line = " ".join([sys.executable, "-m", "parkway.cli", *command]) + " <&-"
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=ROOT, env=_user_env(), capture_output=True, text=True, timeout=60
+    )
+    assert "Traceback" not in done.stderr and "AttributeError" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_deep_value_on_the_command_line_is_a_clear_error(tmp_path: Path) -> None:
+    """--value with 50,000 nested brackets exits 1 with a parkway error, not a traceback."""
+    done = _parkway("resume", "run_1.int_1." + "A" * 32, "--value", "[" * 50_000 + "]" * 50_000,
+                    cwd=tmp_path, env=_user_env(PARKWAY_REDIS_URL="redis://127.0.0.1:1/0"))
+    assert done.returncode == 1 and "parkway: error" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -11,16 +11,27 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import redis
 
-from parkway import Parkway, RunStatus, cli
+from parkway import Parkway, RunStatus, Settings, cli
 from parkway.cli import commands
 from parkway.runtime.protocol import Interrupt, InterruptRequest, Option
 from tests import flows
+from tests.conftest import SECRET, Harness
 from tests.procs import ROOT
-from tests.test_cli import CTRL_C, _completed_output, _env, _in_a_terminal, _json_lines, _stderr_lines, parkway
+from tests.test_cli import (
+    CTRL_C,
+    _assert_one_error_line,
+    _completed_output,
+    _env,
+    _in_a_terminal,
+    _json_lines,
+    _stderr_lines,
+    parkway,
+)
 
 
 def _waiting(pw: Parkway, redis_url: str, workflow: object = flows.one_choice) -> tuple[str, str]:
@@ -425,3 +436,23 @@ def test_worker_start_line_hides_the_redis_password(redis_url: str) -> None:
     done = parkway("worker", "--burst", "--redis-url", url)
     assert "hunter2" not in done.stderr
     assert redis_url.replace("redis://", "redis://user@") in done.stderr
+
+
+@pytest.fixture
+def live(redis_client: redis.Redis, redis_url: str) -> Iterator[Harness]:
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    with Parkway(settings) as client:
+        yield Harness("redis", client, settings, redis_client)
+
+
+def test_resume_select_on_a_text_question_is_refused_and_the_token_still_works(live: Harness, redis_url: str) -> None:
+    """`parkway resume <text token> --select foo` exits 1 naming --text and records nothing (before
+    the fix it recorded "foo" as the text); --text then answers it."""
+    url = ["--redis-url", redis_url]
+    pw = live.pw
+    run_id = live.start_and_run(flows.two_questions)
+    token = live.token(run_id)
+    refused = parkway("resume", token, "--select", "foo", *url)
+    _assert_one_error_line(refused, r"a text question takes --text TEXT, not --select")
+    assert pw.get_run(run_id).status is RunStatus.WAITING
+    assert parkway("resume", token, "--text", "Ada", *url).returncode == 0

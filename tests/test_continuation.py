@@ -50,3 +50,11 @@ def test_interrupt_events_say_how_to_present_them(harness: Harness) -> None:
     picker = [e.data for e in harness.pw.store.read_events(run_id, "0", None, 100) if e.type == "interrupt"][-1]
     seen[picker["presentation"]] = picker["optionCount"]
     assert seen == {"static-options": 2, "freeform": 0, "contract": 0, "dynamic-picker": 0}
+
+
+def test_an_interrupt_event_without_options_streams_them_as_an_empty_list(harness: Harness) -> None:
+    """stream() gives a text question's request ``options: []``, a list as for a choice's (before
+    the fix: an empty tuple)."""
+    run_id = harness.start_and_run(flows.two_questions)
+    [event] = [e for e in harness.pw.stream(run_id, until="settled", timeout=10) if e.type == "interrupt"]
+    assert event.data["input"]["options"] == [] and isinstance(event.data["input"]["options"], list)

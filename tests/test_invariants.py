@@ -22,6 +22,7 @@ from structlog.testing import capture_logs
 
 from parkway import (
     CancelOutcome,
+    ConfigError,
     InvalidAnswer,
     NondeterminismError,
     Parkway,
@@ -51,7 +52,7 @@ from parkway.runtime.store import (
 )
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
-from tests.conftest import SECRET, Harness, all_at_once
+from tests.conftest import SECRET, Closing, Harness, all_at_once
 from tests.procs import wait_for
 from tests.test_recovery import Recorder
 
@@ -780,3 +781,15 @@ def test_a_commit_refused_for_its_fence_publishes_nothing(harness: Harness, comm
     assert harness.pw.list_interrupts().items == ()
     assert store.lookup(run_id, token_hash, now).outcome == "unknown"
     assert store.get_run(run_id, now).status is RunStatus.QUEUED  # type: ignore[union-attr]
+
+
+def test_retention_is_a_setting(redis_url: str, redis_client: redis.Redis, closing: Closing) -> None:
+    """PARKWAY_RETENTION_MS sets how long a run's summary outlives its records (7 days by default)."""
+    assert Settings.from_env({}).limits.retention_ms == 7 * 24 * 3600 * 1000
+    settings = Settings.from_env({"PARKWAY_RETENTION_MS": "5000"}, redis_url=redis_url, secret=SECRET)
+    assert settings.limits == Limits(retention_ms=5000)
+    run_id = closing(Parkway(settings)).start(flows.one_choice, {})
+    records, summary = redis_client.pttl(keys.run(run_id)), redis_client.pttl(keys.summary(run_id))
+    assert 0 < records < summary <= records + 5000 and summary >= records + 4000
+    with pytest.raises(ConfigError):
+        Settings.from_env({"PARKWAY_RETENTION_MS": "soon"})

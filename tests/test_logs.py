@@ -1,15 +1,21 @@
-"""Logs are facts with the job's context bound."""
+"""Logs are facts with the job's context bound; a library left unconfigured prints nothing on stdout."""
 
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+import textwrap
 
 import structlog
 from structlog.testing import capture_logs
 
 from parkway.runtime import executor
+from parkway.runtime.store import NewRun
 from tests import flows
 from tests.conftest import Harness
+from tests.procs import ROOT
+from tests.test_cli import _user_env
 
 
 def test_a_job_logs_with_run_node_step_and_request_bound(harness: Harness) -> None:
@@ -47,7 +53,6 @@ def test_start_and_an_accepted_resume_are_logged_on_both_stores(harness: Harness
 
 
 def executor_new_run(run_id: str, ref: str):  # type: ignore[no-untyped-def]
-    from parkway.runtime.store import NewRun
 
     return NewRun(run_id, "one_choice", ref, "choose", {}, 60_000, 0)
 
@@ -97,3 +102,25 @@ def test_lines_about_a_run_name_its_workflow_a_completed_node_its_duration_a_fai
     assert isinstance(failed[0]["exc_info"], ValueError) and "the node broke" in str(failed[0]["exc_info"])
     rendered = structlog.processors.format_exc_info(None, "error", dict(failed[0]))
     assert "Traceback" in rendered["exception"] and "explode" in rendered["exception"]
+
+
+def test_the_library_is_quiet_on_stdout() -> None:
+    """Used as a library with structlog unconfigured, parkway prints nothing on stdout (INFO lines
+    are dropped); its warnings go to stderr."""
+    program = textwrap.dedent(
+        """
+        from parkway import Parkway, Settings
+        from parkway.demo import approval
+        pw = Parkway(Settings())
+        run_id = pw.start(approval, {"title": "t"})
+        pw.wait(run_id, timeout=10)
+        token = pw.list_interrupts(include_tokens=True).items[0].resume_token
+        pw.resume(token, selected="approve")
+        print("done:", pw.wait(run_id, timeout=10).status.value)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=_user_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout == "done: completed\n", done.stdout
+    assert "run_started" not in done.stderr and "resume_accepted" not in done.stderr
+    assert "embedded" in done.stderr  # the one warning: nothing survives the process

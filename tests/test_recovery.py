@@ -6,19 +6,24 @@ import time
 import uuid
 
 import pytest
+import redis
 
 from parkway import (
     CancelOutcome,
+    Parkway,
     ResumeOutcome,
     RunStatus,
+    Settings,
     Workflow,
 )
 from parkway.runtime import executor, tokens
+from parkway.runtime.clock import now_ms
 from parkway.runtime.errors import StaleFence
 from parkway.runtime.store import Answer, JournalEntry, NewRun
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
-from tests.conftest import Harness
+from tests.conftest import SECRET, Closing, Harness
+from tests.procs import Worker, wait_for
 
 
 def _execute(harness: Harness, run_id: str, step: int, fence: int) -> executor.JobEnd:
@@ -208,3 +213,42 @@ def test_cancel_of_a_queued_run_ends_it_and_its_job_is_stale(harness: Harness) -
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.CANCELLED
     assert "interrupt" not in _events(harness, run_id)
+
+
+def test_a_duplicate_job_never_runs_a_node_while_another_attempt_holds_the_lease(harness: Harness) -> None:
+    """While one attempt holds a live lease on the activation, a second copy of its job is stale and
+    runs nothing; once that lease has lapsed, a copy may take the activation over."""
+    run_id = harness.pw.start(flows.stepper, {"tag": "dup"})
+    now = now_ms()
+    harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)  # another worker is running it
+    harness.pw.backend.dispatcher.enqueue(run_id, 0, 0)
+    harness.run_jobs()
+    assert flows.effects["charge:dup"] == 0
+    assert harness.pw.get_run(run_id).status is RunStatus.RUNNING
+    harness.pw.store.heartbeat([run_id], now_ms() - 1)  # its worker went silent
+    harness.pw.store.begin(run_id, 0, 0, now_ms(), now_ms() + 60_000)
+    assert flows.effects["charge:dup"] == 0
+
+
+@pytest.mark.slow
+def test_two_copies_of_one_job_on_two_workers_charge_once(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """The same job pushed twice before two worker processes start runs the node body once."""
+    pw = closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
+    run_id = pw.start(flows.blocking, {"tag": "twice"})
+    redis_client.set("test:block:twice", 1)
+    job = f"pw-{run_id}-0"
+    redis_client.rpush("rq:queue:parkway", job)  # the second copy
+    env = {"PARKWAY_EFFECTS_URL": redis_url}
+    workers = [Worker(redis_url, SECRET, env=env), Worker(redis_url, SECRET, env=env)]
+    try:
+        wait_for(lambda: redis_client.exists("test:inside:twice"), 30, "one attempt inside the node")
+        time.sleep(1.5)  # the other worker has had the copy by now
+        assert int(redis_client.get("test:effects:charge:twice") or 0) == 1
+        redis_client.delete("test:block:twice")
+        wait_for(lambda: pw.get_run(run_id).status is RunStatus.COMPLETED, 30, "the run to complete")
+        assert int(redis_client.get("test:effects:charge:twice") or 0) == 1
+    finally:
+        for w in workers:
+            w.stop()

@@ -11,7 +11,9 @@ from parkway import (
     InvalidAnswer,
     Parkway,
     ParkwayError,
+    ResumeOutcome,
     RunNotFound,
+    RunStatus,
     Settings,
     ValidationError,
     Workflow,
@@ -19,6 +21,7 @@ from parkway import (
 )
 from parkway.errors import InvalidId, MalformedResume, PayloadTooLarge
 from parkway.runtime import tokens
+from parkway.runtime.protocol import check_id
 from tests import flows
 from tests.conftest import SECRET, Harness
 
@@ -219,3 +222,78 @@ def test_event_positions_are_validated_before_a_read(harness: Harness, bad: obje
     session = harness.pw.sessions.open("tests.session_flows:echo", owner="ada", tenant="acme")
     with pytest.raises(ValidationError, match="event id"):
         harness.pw.sessions.events(session, after=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["evil\n", "evil\r\n", "\nevil", "ev\nil", "evil ", "a" * 65, "", "-x", "é", "١٢"])
+def test_ids_are_checked_by_full_match(bad: str) -> None:
+    """An id with a trailing newline (which `$` would let through), a space, a non-ASCII letter or
+    digit, or the wrong length is refused."""
+    with pytest.raises(InvalidId):
+        check_id(bad, "run id")
+
+
+@pytest.mark.parametrize("where", ["run_id", "workflow", "request_id", "queue"])
+def test_a_trailing_newline_reaches_no_key(harness: Harness, where: str) -> None:
+    """start(run_id="evil\\n"), a listing filter, a resume's requestId and a queue name ending in a
+    newline are refused before anything is written."""
+    with pytest.raises(ValidationError):
+        if where == "run_id":
+            harness.pw.start(flows.one_choice, {}, run_id="evil\n")
+        elif where == "workflow":
+            harness.pw.list_interrupts(workflow="one_choice\n")
+        elif where == "request_id":
+            run_id = harness.start_and_run(flows.one_choice)
+            harness.pw.resume(harness.token(run_id), selected="red", request_id="int_x\n")
+        else:
+            Settings(queue="parkway\n")
+    with pytest.raises(ValidationError):
+        harness.pw.list_interrupts(cursor="n.0000000000000:0000000000000:w:r:q\n")
+
+
+def _nested(depth: int) -> list:
+    value: list = ["red"]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [400, 600, 5000])
+def test_deep_answers_and_inputs_are_refused_and_the_interrupt_stays_open(harness: Harness, depth: int) -> None:
+    """A selected or value nested hundreds of levels deep, and such a run input, raise a parkway
+    error (never RecursionError); the interrupt stays open."""
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    with pytest.raises(InvalidAnswer):
+        harness.pw.resume(token, selected=_nested(depth))
+    with pytest.raises(ValidationError):
+        harness.pw.start(flows.one_choice, {"deep": _nested(depth)})
+    assert harness.pw.resume(token, selected="red").accepted
+
+
+def test_resume_message_needs_the_request_id_and_checks_it(harness: Harness) -> None:
+    """resume_message without requestId is malformed; with another request's id it is refused."""
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    with pytest.raises(MalformedResume, match="requestId"):
+        harness.pw.resume_message({"metadata": {"resume": {"token": token, "selected": "red"}}})
+    with pytest.raises(InvalidAnswer, match="requestId"):
+        resume = {"token": token, "requestId": "int_other", "selected": "red"}
+        harness.pw.resume_message({"metadata": {"resume": resume}})
+    assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+
+
+@pytest.mark.parametrize("answer", [{}, {"selected": "red"}])
+def test_cancel_in_a_message_cancels_and_is_never_recorded_as_an_answer(harness: Harness, answer: dict) -> None:
+    """{cancel: true} (alone, or beside an answer) cancels the interrupt: the run ends cancelled,
+    no answer is recorded, and the token is spent."""
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    request_id = token.split(".")[1]
+    message = {"metadata": {"resume": {"token": token, "requestId": request_id, "cancel": True, **answer}}}
+    assert harness.pw.resume_message(message).accepted
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.CANCELLED and "picked" not in run.data
+    events = [e.type for e in harness.pw.store.read_events(run_id, "0", None, 1000)]
+    assert "interrupt.cancelled" in events and "interrupt.resumed" not in events
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED

@@ -22,6 +22,7 @@ from parkway.workers.worker import ParkwayWorker
 from tests import flows
 from tests.conftest import SECRET, Closing
 from tests.procs import RedisServer, Worker, sent_commands, wait_for
+from tests.test_secret import _connections
 
 STAND_INS = frozenset({"time.time", "time.sleep", "os.abort_not_a_function"})
 """the trivial jobs these tests time and kill: ParkwayWorker runs only parkway's entrypoint otherwise"""
@@ -405,3 +406,19 @@ def test_a_job_known_by_its_id_alone_cannot_run_without_the_begin_its_worker_sen
         executor.execute(rt.store, rt.options, run_id, None, 0)
     assert pw.get_run(run_id).status is RunStatus.QUEUED
     assert executor.execute(rt.store, rt.options, run_id, 0, 0) is executor.JobEnd.WAITING
+
+
+def test_installing_a_worker_runtime_again_closes_the_one_it_replaces(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """jobs.install twice in one process leaves one runtime's connections open, not two."""
+    from parkway.workers import jobs
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    first = jobs.install(settings)
+    first.store.client.ping()
+    before = _connections(redis_client)
+    jobs.install(settings).store.client.ping()
+    assert _connections(redis_client) == before
+    jobs.uninstall()
+    assert _connections(redis_client) == before - 1

@@ -1,16 +1,23 @@
-"""What the HTTP server imports: only the operator's workflow modules, never one a caller names."""
+"""Which workflow modules parkway imports: only the application's (or PARKWAY_WORKFLOWS' allow-list),
+refused before import otherwise, and never one a caller or a stored run names."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from parkway import ConfigError, Parkway, RunStatus, Settings
+from parkway.errors import WorkflowUnavailable
 from parkway.http.app import hash_key
-from parkway.runtime.errors import WorkflowUnavailable
+from parkway.runtime.clock import now_ms
 from parkway.runtime.loading import WorkflowModules
+from parkway.runtime.store import NewRun
+from tests import flows
+from tests.conftest import SECRET, Closing, Harness
 from tests.procs import free_port
 from tests.test_api import Server, _api, close_api_clients
 from tests.test_cli import _env, parkway
@@ -65,3 +72,40 @@ def test_the_server_refuses_to_start_without_a_workflow_list(redis_url: str) -> 
     env = _env(PARKWAY_REDIS_URL=redis_url, PARKWAY_API_KEYS=f"{hash_key('k' * 32)}=machine")
     refused = parkway("serve", "--port", str(free_port()), env=env)
     assert refused.returncode == 1 and "PARKWAY_WORKFLOWS" in refused.stderr
+
+
+def test_a_workflow_ref_outside_the_application_is_refused_before_import(closing: Closing) -> None:
+    """`this:s` (the standard library) and an installed package are refused without importing
+    them, with an error that names PARKWAY_WORKFLOWS."""
+    sys.modules.pop("this", None)
+    pw = closing(Parkway(Settings(secret=SECRET)))
+    for ref in ("this:s", "pytest:main", "os.path:join"):
+        with pytest.raises(WorkflowUnavailable, match="PARKWAY_WORKFLOWS"):
+            pw.start(ref, {})
+    assert "this" not in sys.modules
+
+
+def test_an_allow_list_admits_its_modules_only() -> None:
+    """With PARKWAY_WORKFLOWS, its modules (and submodules) load; application code outside it is refused."""
+    settings = Settings.from_env({"PARKWAY_WORKFLOWS": "tests.flows, bench"}, secret=SECRET)
+    assert settings.workflows == ("tests.flows", "bench")
+    assert settings.modules.load("tests.flows:one_choice") is flows.one_choice
+    with pytest.raises(WorkflowUnavailable, match="not in PARKWAY_WORKFLOWS"):
+        WorkflowModules(("tests.flow",)).load("tests.flows:one_choice")  # a prefix is not a parent
+    with pytest.raises(ConfigError):
+        Settings(workflows=("tests/flows",))
+
+
+def test_a_run_record_naming_a_foreign_module_is_never_imported(harness: Harness) -> None:
+    """A run whose stored ref names a module outside the allowed ones (as written by anyone with
+    Redis access) is given back queued, with a node.deferred event; the module is not imported."""
+    sys.modules.pop("antigravity", None)
+    run_id = "run_foreign"
+    harness.pw.store.create_run(NewRun(run_id, "foreign", "antigravity:fly", "start", {}, 60_000, now_ms()))
+    harness.pw.backend.dispatcher.enqueue(run_id, 0, 0)
+    harness.run_jobs()
+    assert "antigravity" not in sys.modules
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.QUEUED
+    deferred = [e for e in harness.pw.store.read_events(run_id, "0", None, 1000) if e.type == "node.deferred"]
+    assert deferred and "PARKWAY_WORKFLOWS" in deferred[0].data["reason"]
