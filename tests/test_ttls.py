@@ -1,15 +1,12 @@
-"""The design's invariants, each pinned where a small change to the stores, the scripts or the
-hooks would otherwise pass unnoticed.
-
-Grouped by behaviour: what each transition puts under a TTL (invariant 5); what a run reads as
-once its records are gone (5); an interrupt past its expiry (2, 3); replay (emit and the journal's
-names); the answer bound (3); the fence a resume moves the run to (1, 2); persist, then publish (4).
-"""
+"""Every key of a run lives under a TTL, and time passing reads as what it is: what each transition
+puts under a TTL (the design's invariant 5), what a run reads as once its records are gone (5), an
+interrupt past its expiry (2, 3), and the retention setting (how long a run's summary outlives its
+records). Replay from the journal is in test_journal, the answer bound in test_validation, the
+fence a resume moves a run to and persist-then-publish in test_fences."""
 
 from __future__ import annotations
 
 import inspect
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -17,14 +14,11 @@ from typing import Any
 
 import pytest
 import redis
-import structlog
-from structlog.testing import capture_logs
 
 from parkway import (
     CancelOutcome,
     ConfigError,
     InvalidAnswer,
-    NondeterminismError,
     Parkway,
     ResumeOutcome,
     RunNotFound,
@@ -39,8 +33,7 @@ from parkway import (
 from parkway.adapters.limits import Limits
 from parkway.adapters.redis import embedded, keys
 from parkway.adapters.redis.store import RedisStore
-from parkway.errors import PayloadTooLarge, StaleFence
-from parkway.runtime import executor, telemetry, tokens
+from parkway.runtime import telemetry, tokens
 from parkway.runtime.store import (
     Advance,
     Answer,
@@ -52,9 +45,8 @@ from parkway.runtime.store import (
 )
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
-from tests.conftest import SECRET, Closing, Harness, all_at_once
+from tests.conftest import SECRET, Closing, Harness
 from tests.procs import wait_for
-from tests.test_recovery import Recorder
 
 
 def _now() -> int:
@@ -62,55 +54,6 @@ def _now() -> int:
 
 
 # --- workflows these tests run (module level, so RQ workers import them) ---------------------
-
-counted = Workflow("counted")
-
-
-@counted.node(start=True)
-def counts_then_asks(data: dict[str, Any]) -> dict[str, Any]:
-    """Counts every execution of its body, then asks for a color."""
-    flows.count_effect(f"body:{data.get('tag', 'counted')}")
-    answer = use_interrupt(flows.COLORS, id="q")
-    return {"answer": answer}
-
-
-emitting = Workflow("emitting")
-
-
-@emitting.node(start=True)
-def emits_around_pauses(data: dict[str, Any]) -> dict[str, Any]:
-    """Emits before, between and after two pauses, with no use_node_state guard."""
-    emit("progress", {"at": "before"})
-    name = use_interrupt({"kind": "text", "question": "Your name?"}, id="name")
-    emit("progress", {"at": "between", "name": name})
-    color = use_interrupt(flows.COLORS, id="color")
-    emit("progress", {"at": "after", "color": color})
-    return {"name": name, "color": color}
-
-
-drift = {"first": "emit", "data_type": "progress"}
-"""what `drifts` does at journal position @0 on its next attempt (a test changes it between attempts)"""
-
-drifting_names = Workflow("drifting_names")
-
-
-@drifting_names.node(start=True)
-def drifts(data: dict[str, Any]) -> dict[str, Any]:
-    if drift["first"] == "emit":
-        emit(drift["data_type"], {"n": 1})
-    else:
-        use_node_state(0)
-    answer = use_interrupt(flows.COLORS, id="q")
-    return {"answer": answer}
-
-
-long_text = Workflow("long_text")
-
-
-@long_text.node(start=True)
-def asks_for_a_long_text(data: dict[str, Any]) -> dict[str, Any]:
-    answer = use_interrupt({"kind": "text", "question": "Paste the log", "maxLength": 200_000}, id="log")
-    return {"length": len(answer)}
 
 
 every_hook = Workflow("every_hook")
@@ -128,11 +71,6 @@ def writes_everything(data: dict[str, Any]) -> dict[str, Any]:
     return {"answer": answer}
 
 
-@pytest.fixture(autouse=True)
-def _reset_drift() -> None:
-    drift.update(first="emit", data_type="progress")
-
-
 # --- helpers ----------------------------------------------------------------------------------
 
 
@@ -148,19 +86,6 @@ def _harness(request: pytest.FixtureRequest, kind: str, **settings: Any) -> Harn
     pw = Parkway(s)
     request.addfinalizer(pw.close)
     return Harness("redis", pw, s, client)
-
-
-def _create(harness: Harness, workflow: Workflow, data: dict[str, Any] | None = None) -> str:
-    """A queued run whose job nobody enqueued (so the test runs its jobs by hand)."""
-    run_id = "run_" + uuid.uuid4().hex
-    start = workflow.start or ""
-    harness.manual_store.create_run(NewRun(run_id, workflow.name, workflow.ref(), start, data or {}, 60_000, _now()))
-    return run_id
-
-
-def _execute(harness: Harness, run_id: str, step: int, fence: int) -> executor.JobEnd:
-    """Run one job in this thread, as a worker would."""
-    return executor.execute(harness.pw.store, harness.pw.backend.options, run_id, step, fence)
 
 
 def _event_types(harness: Harness, run_id: str) -> list[str]:
@@ -597,190 +522,6 @@ def test_before_its_expiry_an_invalid_answer_is_refused(harness: Harness) -> Non
     run_id = harness.start_and_run(flows.one_choice)
     with pytest.raises(InvalidAnswer):
         harness.pw.resume(harness.token(run_id), selected="green")
-
-
-# --- 4, 5. replay: emit once, and the journal's names ------------------------------------------
-
-
-def test_emit_outside_a_node_state_guard_is_not_emitted_again_on_replay(harness: Harness) -> None:
-    """A node that emits before, between and after two pauses, replayed twice, shows each data event
-    exactly once, in order."""
-    run_id = harness.start_and_run(emitting)
-    assert harness.pw.resume(harness.token(run_id), value="Ada").accepted
-    harness.run_jobs()
-    assert harness.pw.resume(harness.token(run_id), selected="blue").accepted
-    harness.run_jobs()
-    assert harness.pw.get_run(run_id).output == {"name": "Ada", "color": "blue"}
-    data = [e.data["data"] for e in harness.pw.stream(run_id, timeout=5) if e.type == "data"]
-    assert data == [{"at": "before"}, {"at": "between", "name": "Ada"}, {"at": "after", "color": "blue"}]
-
-
-def test_a_changed_data_type_at_the_same_position_raises_nondeterminism(harness: Harness) -> None:
-    """If the node emits another data type where the journal recorded an emit, the run fails with
-    NondeterminismError naming both."""
-    run_id = harness.start_and_run(drifting_names)
-    drift["data_type"] = "status"  # the node's code "changes" before its replay
-    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
-    harness.run_jobs()
-    run = harness.pw.get_run(run_id)
-    assert run.status is RunStatus.FAILED and run.error is not None
-    assert run.error.type.endswith(NondeterminismError.__name__) and run.error.node == "drifts"
-    assert "@0" in run.error.message
-    assert "recorded emit 'progress'" in run.error.message and "asks for emit 'status'" in run.error.message
-    assert [e.data["dataType"] for e in harness.pw.stream(run_id, timeout=5) if e.type == "data"] == ["progress"]
-
-
-def test_another_hook_at_the_same_position_raises_nondeterminism(harness: Harness) -> None:
-    """If the node calls use_node_state where the journal recorded an emit, the run fails clearly."""
-    run_id = harness.start_and_run(drifting_names)
-    drift["first"] = "state"
-    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
-    harness.run_jobs()
-    run = harness.pw.get_run(run_id)
-    assert run.status is RunStatus.FAILED and run.error is not None
-    assert run.error.type.endswith(NondeterminismError.__name__)
-    assert "recorded emit 'progress'" in run.error.message and "asks for state ''" in run.error.message
-
-
-def test_the_same_hooks_replay_cleanly(harness: Harness) -> None:
-    """The control: unchanged, the drifting node completes with its answer."""
-    run_id = harness.start_and_run(drifting_names)
-    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
-    harness.run_jobs()
-    assert harness.pw.get_run(run_id).output == {"answer": "red"}
-
-
-# --- 6. the answer bound (invariant 3) ---------------------------------------------------------
-
-
-def test_an_answer_above_the_byte_bound_is_refused_and_the_interrupt_stays_open(harness: Harness) -> None:
-    """A text answer within the request's maxLength but above the 64 KiB answer bound (100,000 ASCII
-    characters; 30,000 three-byte characters) raises PayloadTooLarge and leaves the interrupt open;
-    60,000 characters then resume it."""
-    assert harness.settings.limits.max_answer_bytes == 64 << 10
-    run_id = harness.start_and_run(long_text)
-    token = harness.token(run_id)
-    request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
-    for text in ("x" * 100_000, "\u20ac" * 30_000):
-        with pytest.raises(PayloadTooLarge):
-            harness.pw.resume(token, value=text)
-        assert harness.pw.get_run(run_id).status is RunStatus.WAITING
-        assert [i.request_id for i in harness.pw.list_interrupts(run_id=run_id).items] == [request_id]
-    assert "interrupt.resumed" not in _event_types(harness, run_id)
-    assert harness.pw.resume(token, value="y" * 60_000).accepted
-    harness.run_jobs()
-    assert harness.pw.get_run(run_id).output == {"length": 60_000}
-
-
-# --- 7. a resume moves the run to a new fence (invariants 1, 2) --------------------------------
-
-
-def test_jobs_of_the_parked_attempt_are_stale_once_a_resume_is_accepted(harness: Harness) -> None:
-    """After an accepted resume, the job that began the parked attempt and a job carrying the fence
-    the run held while parked both change nothing; the resume's own job carries the run on."""
-    run_id = _create(harness, counted, {"tag": "fenced"})
-    assert _execute(harness, run_id, 0, 0) is executor.JobEnd.WAITING
-    parked_fence = _fence(harness, run_id)
-    token, record = _pending_lookup(harness, run_id)
-    # no hand-off: this test runs the resume's job itself (the embedded worker would race it)
-    commit = harness.manual_store.resume(run_id, _answer(record, tokens.hash_token(token)))
-    assert commit.outcome is ResumeOutcome.ACCEPTED and commit.fence > parked_fence
-    events = _event_types(harness, run_id)
-
-    for fence in (0, parked_fence):
-        assert _execute(harness, run_id, 0, fence) is executor.JobEnd.STALE
-    assert flows.effects["body:fenced"] == 1
-    assert _event_types(harness, run_id) == events
-    assert _execute(harness, run_id, commit.step, commit.fence) is executor.JobEnd.COMPLETED
-    assert flows.effects["body:fenced"] == 2
-    assert harness.pw.get_run(run_id).output == {"tag": "fenced", "answer": "red"}
-
-
-def test_racing_resumes_then_a_stale_job_run_the_node_once_more_only(harness: Harness) -> None:
-    """20 concurrent resumes accept one; a job re-enqueued by hand for the fence the run held while
-    parked then runs, is refused as stale, and the node body has run once to park and once to replay."""
-    run_id = harness.start_and_run(counted, {"tag": "race"})
-    parked_fence = _fence(harness, run_id)
-    token = harness.token(run_id)
-    outcomes = all_at_once(lambda i: harness.pw.resume(token, selected="red" if i % 2 else "blue").outcome)
-    assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
-    assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
-
-    with capture_logs(processors=[structlog.contextvars.merge_contextvars]) as logs:
-        harness.pw.backend.dispatcher.enqueue(run_id, 0, parked_fence)
-        harness.run_jobs()
-    stale = [e for e in logs if e["event"] == "job_stale" and e.get("run_id") == run_id]
-    assert len(stale) == 1, "the job for the parked fence must run, and be refused"
-    assert flows.effects["body:race"] == 2
-    assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
-    events = _event_types(harness, run_id)
-    assert events.count("interrupt.resumed") == 1 and events.count("run.completed") == 1
-
-
-# --- 8. persist, then publish (invariant 4) ----------------------------------------------------
-
-
-def test_a_reader_that_resumes_the_instant_it_sees_the_interrupt_is_accepted(harness: Harness) -> None:
-    """A reader in another thread resumes with the interrupt event's token the instant the event
-    reaches it: the interrupt is already stored and pending, so every such resume is accepted."""
-    for _ in range(3):
-        run_id = "run_" + uuid.uuid4().hex
-        outcomes: list[ResumeOutcome] = []
-
-        def read(run_id: str = run_id, outcomes: list[ResumeOutcome] = outcomes) -> None:
-            for event in harness.pw.stream(run_id, until="settled", timeout=10):
-                if event.type == "interrupt":
-                    outcomes.append(harness.pw.resume(event.data["resumeToken"], selected="red").outcome)
-
-        reader = threading.Thread(target=read)
-        reader.start()
-        harness.pw.start(flows.one_choice, {}, run_id=run_id)
-        harness.run_jobs()
-        reader.join(timeout=15)
-        assert outcomes == [ResumeOutcome.ACCEPTED]
-        harness.run_jobs()
-        assert harness.pw.get_run(run_id).output == {"picked": "red", "painted": "red"}
-
-
-@pytest.mark.parametrize("commit", ["record", "advance", "park", "finish"])
-def test_a_commit_refused_for_its_fence_publishes_nothing(harness: Harness, commit: str) -> None:
-    """A commit from an attempt that lost its lease (and so its fence) raises StaleFence, appends no
-    event and opens no interrupt."""
-    store = harness.pw.store
-    run_id = _create(harness, counted)
-    store.begin(run_id, 0, 0, _now(), _now() - 1)  # the zombie: began, then went silent
-    assert reconcile_once(store, Recorder(), now=_now()).recovered == [run_id]
-    events, now = _event_types(harness, run_id), _now()
-    token_hash = uuid.uuid4().hex * 2
-    request_id = "int_" + uuid.uuid4().hex[:24]
-    record = InterruptRecord(
-        request_id,
-        run_id,
-        counted.name,
-        "counts_then_asks",
-        0,
-        "i:q",
-        dict(flows.COLORS),
-        now,
-        now + 60_000,
-        token_hash,
-    )
-    attempts: dict[str, Callable[[], Any]] = {
-        "record": lambda: store.record(
-            run_id, 0, 0, "journal", "@0", JournalEntry("emit", "x", None), ("data", {"data": {}}), now
-        ),
-        "advance": lambda: store.advance(
-            run_id, 0, 0, Advance({}, None, {}, [("run.completed", {}), ("done", {"status": "completed"})], now)
-        ),
-        "park": lambda: store.park(run_id, 0, 0, Park(record, 60_000, {"requestId": request_id}, now)),
-        "finish": lambda: store.finish(run_id, 0, "failed", _ERROR, ("run.failed", {}), now),
-    }
-    with pytest.raises(StaleFence):
-        attempts[commit]()
-    assert _event_types(harness, run_id) == events
-    assert harness.pw.list_interrupts().items == ()
-    assert store.lookup(run_id, token_hash, now).outcome == "unknown"
-    assert store.get_run(run_id, now).status is RunStatus.QUEUED  # type: ignore[union-attr]
 
 
 def test_retention_is_a_setting(redis_url: str, redis_client: redis.Redis, closing: Closing) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
@@ -18,12 +19,14 @@ from parkway import (
     ValidationError,
     Workflow,
     WorkflowError,
+    use_interrupt,
 )
 from parkway.errors import InvalidId, MalformedResume, PayloadTooLarge
 from parkway.runtime import tokens
 from parkway.runtime.protocol import check_id
 from tests import flows
 from tests.conftest import SECRET, Harness
+from tests.test_ttls import _event_types
 
 
 @pytest.mark.parametrize("bad", ["", "a:b", "{x}", "a*", "a b", "a.b", "x" * 65, "-lead", 5, None, "ä"])
@@ -297,3 +300,31 @@ def test_cancel_in_a_message_cancels_and_is_never_recorded_as_an_answer(harness:
     events = [e.type for e in harness.pw.store.read_events(run_id, "0", None, 1000)]
     assert "interrupt.cancelled" in events and "interrupt.resumed" not in events
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+
+
+long_text = Workflow("long_text")
+
+
+@long_text.node(start=True)
+def asks_for_a_long_text(data: dict[str, Any]) -> dict[str, Any]:
+    answer = use_interrupt({"kind": "text", "question": "Paste the log", "maxLength": 200_000}, id="log")
+    return {"length": len(answer)}
+
+
+def test_an_answer_above_the_byte_bound_is_refused_and_the_interrupt_stays_open(harness: Harness) -> None:
+    """A text answer within the request's maxLength but above the 64 KiB answer bound (100,000 ASCII
+    characters; 30,000 three-byte characters) raises PayloadTooLarge and leaves the interrupt open;
+    60,000 characters then resume it."""
+    assert harness.settings.limits.max_answer_bytes == 64 << 10
+    run_id = harness.start_and_run(long_text)
+    token = harness.token(run_id)
+    request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
+    for text in ("x" * 100_000, "\u20ac" * 30_000):
+        with pytest.raises(PayloadTooLarge):
+            harness.pw.resume(token, value=text)
+        assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+        assert [i.request_id for i in harness.pw.list_interrupts(run_id=run_id).items] == [request_id]
+    assert "interrupt.resumed" not in _event_types(harness, run_id)
+    assert harness.pw.resume(token, value="y" * 60_000).accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"length": 60_000}
