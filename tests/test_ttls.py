@@ -181,7 +181,7 @@ class Scene:
 
     def create(self) -> None:
         self.store.create_run(
-            NewRun(self.run_id, WF, f"tests.test_invariants:{WF}", "first", {"x": 1}, T, self.clock())
+            NewRun(self.run_id, WF, f"tests.test_ttls:{WF}", "first", {"x": 1}, T, self.clock())
         )
 
     def begin(self) -> None:

@@ -72,7 +72,7 @@ class ParkwayWorker(TrimmedWorker):
     registry and crash detection are RQ's own, unchanged: a job killed mid-run stays
     in the started registry and is recovered as in stock RQ.
 
-    No job stops it or runs anything but parkway's entrypoint (``tests/test_worker_armour.py``;
+    No job stops it or runs anything but parkway's entrypoint (``tests/test_worker_safety.py``;
     the RQ internals named here are checked by ``tests/test_rq_internals.py``):
 
     - a job whose id is parkway's runs parkway's entrypoint for the run and fence the id names,
