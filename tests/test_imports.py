@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 import parkway
 
 ROOT = Path(parkway.__file__).parent
@@ -112,11 +110,6 @@ def test_relative_imports_resolve() -> None:
     assert imported("p.a", node, modules) == {"p", "p.b"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sessions' cycles (the sessions helper is removing them): parkway.adapters.redis.sessions <-> "
-    "store, parkway.client(.sync, .aio) <-> parkway.sessions, parkway.cli.commands <-> parkway.session_cli",
-)
 def test_no_import_cycle() -> None:
     """No module of parkway imports, directly or through others, a module that imports it."""
     found = cycles(import_graph(module_files()))
