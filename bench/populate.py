@@ -205,24 +205,36 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
                 value = value.replace(bold, bnew)
         return value
 
+    import dataclasses
+
+    from parkway.adapters.redis.scripts import Args
     from parkway.adapters.redis.store import ScriptCall
 
-    def args_of(call: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> list[Any]:
-        """The call's arguments for the new ids. park's (after its 20 fixed ones, the 18th the run's
-        ``paused`` step and version, the 19th its number of filter indexes, the 20th its event for
-        ancestors) end with the interrupt record in parts (rq, its request id, rn, its count, then
-        each part: a 64-byte split may cut an id in two): joined, substituted, split again."""
-        if call.name != "park":
-            return [substitute(a, pairs, bpairs) for a in call.args]
-        head, tail = call.args[:20], call.args[20:]
-        if tail[0] != layout.RECORD_HELD or tail[2] != layout.RECORD_PARTS:
-            raise RuntimeError("park's arguments changed shape: the bulk writer needs updating")
-        blob = substitute(b"".join(tail[5::2]), pairs, bpairs)
-        parts = layout.split(blob)
-        record = [layout.RECORD_HELD, substitute(tail[1], pairs, bpairs), layout.RECORD_PARTS, len(parts)]
-        for n, part in enumerate(parts):
-            record += [layout.record_field(n), part]
-        return [substitute(a, pairs, bpairs) for a in head] + record
+    def renamed(params: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
+        """The call's typed arguments for the new ids, blocks too. A park's record (rq, its request
+        id, rn, its count, then each part: a 64-byte split may cut an id in two) is joined,
+        substituted and split again."""
+        changes: dict[str, Any] = {}
+        for field in dataclasses.fields(params):
+            value = getattr(params, field.name)
+            if isinstance(value, Args):
+                value = renamed(value, pairs, bpairs)
+            elif isinstance(value, list):
+                value = [renamed(v, pairs, bpairs) if isinstance(v, Args) else substitute(v, pairs, bpairs)
+                         for v in value]
+            else:
+                value = substitute(value, pairs, bpairs)
+            changes[field.name] = value
+        if params.script == "park":
+            record = params.record
+            if record[0] != layout.RECORD_HELD or record[2] != layout.RECORD_PARTS:
+                raise RuntimeError("park's record changed shape: the bulk writer needs updating")
+            parts = layout.split(substitute(b"".join(record[5::2]), pairs, bpairs))
+            held = substitute(record[1], pairs, bpairs)
+            changes["record"] = [layout.RECORD_HELD, held, layout.RECORD_PARTS, len(parts)]
+            for n, part in enumerate(parts):
+                changes["record"] += [layout.record_field(n), part]
+        return dataclasses.replace(params, **changes)
 
     pipe = store.client.pipeline(transaction=False)
     last = template
@@ -239,9 +251,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
                 raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")
             bpairs = [(a.encode(), b.encode()) for a, b in pairs]
             for call in calls:
-                keys_ = [substitute(k, pairs, bpairs) for k in call.keys]
-                args = args_of(call, pairs, bpairs)
-                store.queue_script(pipe, ScriptCall(call.name, rid, keys_, args))
+                store.queue_script(pipe, ScriptCall.of(rid, renamed(call.params, pairs, bpairs)))
             last = rid
         for reply in pipe.execute(raise_on_error=False):
             if isinstance(reply, Exception):

@@ -104,11 +104,11 @@ def test_a_job_already_enqueued_is_neither_overwritten_nor_queued_twice(pw: Park
 def test_the_scripts_write_integers_as_msgpack_does(harness: Harness) -> None:
     """``mp_uint`` in _common.lua, which writes a job's step and fence, gives msgpack's own bytes
     for every width, on the in-process Redis and on a real one."""
-    from importlib import resources
-
     import msgpack
 
-    common = resources.files("parkway.adapters.redis").joinpath("_common.lua").read_text()
+    from parkway.adapters.redis import scripts
+
+    common = scripts.common()
     script = harness.pw.store.client.register_script(common + "\nreturn mp_uint(ARGV[1])")  # type: ignore[attr-defined]
     for n in [0, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 5_000_000_000, 2**53]:
         assert script(args=[n]) == msgpack.packb(n), n

@@ -1,4 +1,48 @@
--- Shared by every script (prepended when loading).
+-- Shared by every script (prepended when loading, after the constants and schemas scripts.py
+-- writes: FOLD_MAX, PART_BYTES, outbox_member, SPEC).
+
+-- Name the values of `list` from `at` on by `part` (a schema's KEYS or ARGV as SPEC holds them:
+-- {name, kind[, block's part]} per header entry, see scripts.py): a table of name -> value, tails
+-- as lists, blocks as tables (a list of them, or nil for an absent one). The counts (`#name`)
+-- are ARGV's: binding ARGV (`argv` nil) keeps them in the table under '#'; binding KEYS takes them
+-- from `argv`, that schema's ARGV as bound. Returns the table and the position after it.
+local function bind(part, list, at, argv)
+  local out, counts = {}, {}
+  if argv then counts = argv['#'] or {} else out['#'] = counts end
+  for _, e in ipairs(part) do
+    local name, kind = e[1], e[2]
+    if kind == 'count' then
+      counts[name] = tonumber(list[at])
+      at = at + 1
+    elseif kind == 'one' then
+      out[name] = list[at]
+      at = at + 1
+    elseif kind == 'tail' then
+      local n = counts[name] or #list - at + 1  -- uncounted: to the end
+      out[name] = {unpack(list, at, at + n - 1)}
+      at = at + n
+    elseif kind == 'block' then
+      out[name], at = bind(e[3], list, at, argv and (argv[name] or {}))
+    else  -- 'blocks' (counted) or 'opt' (counted 0 or 1)
+      local items, twins = {}, nil
+      if argv then twins = kind == 'opt' and {argv[name]} or argv[name] or {} end
+      for i = 1, counts[name] do items[i], at = bind(e[3], list, at, twins and (twins[i] or {})) end
+      if kind == 'opt' then out[name] = items[1] else out[name] = items end
+    end
+  end
+  return out, at
+end
+
+-- A call's KEYS and ARGV (`keys`, `args`: lists) by the names its schema `spec` gives them
+-- (SPEC.<script>): K, A. Values left over or missing are the caller's mistake: an error.
+local function bind_call(spec, keys, args)
+  local A, at = bind(spec.argv, args, 1)
+  if at ~= #args + 1 then error('ARGV holds ' .. #args .. ' values, its header names ' .. (at - 1)) end
+  local K, kat = bind(spec.keys, keys, 1, A)
+  if kat ~= #keys + 1 then error('KEYS holds ' .. #keys .. ' keys, its header names ' .. (kat - 1)) end
+  return K, A
+end
+
 local function stale(msg) return redis.error_reply('STALE ' .. msg) end
 -- no run under that id (its records expired, or the id was never a run's): a stale fence too
 local function gone() return redis.error_reply('STALE GONE run is gone') end
@@ -31,25 +75,55 @@ local function records_left(run_key)
   return left
 end
 
--- A child run's interrupt keeps its ancestors' records at least `held` ms: from KEYS[at] to
--- KEYS[last], ANCESTOR_KEYS keys per ancestor (events, run, journal of the step waiting, workflow
--- state, summary, fan-out set: a fan-out's child must find itself there when it ends).
-local ANCESTOR_KEYS = 6
-local function keep_ancestors(at, last, held, retention)
-  for i = at, last, ANCESTOR_KEYS do
-    if redis.call('PTTL', KEYS[i + 1]) < held then
-      expire_all(held, {KEYS[i], KEYS[i + 1], KEYS[i + 2], KEYS[i + 3], KEYS[i + 5]})
-      keep_summary(KEYS[i + 4], held, retention)
+-- BLOCK ancestor: an ancestor of a child run whose interrupt shows on its stream too
+-- KEYS
+--   events         the ancestor's stream
+--   run            its hash
+--   journal        the journal of its step waiting
+--   state          its workflow state
+--   summary        its summary
+--   fanout         its fan-out set (a fan-out's child must find itself there when it ends)
+
+-- A child run's interrupt keeps its ancestors' records (`ancestors`: ancestor blocks) at least
+-- `held` ms.
+local function keep_ancestors(ancestors, held, retention)
+  for _, a in ipairs(ancestors) do
+    if redis.call('PTTL', a.run) < held then
+      expire_all(held, {a.events, a.run, a.journal, a.state, a.fanout})
+      keep_summary(a.summary, held, retention)
     end
   end
 end
 
--- Write `blob` in a hash as parts of at most 64 bytes, `field:0`, `field:1`, ... (so the hash keeps
--- Redis's compact encoding: keys.PART_BYTES), and drop the parts a longer blob written there left.
+-- Write `blob` in a hash as parts of at most PART_BYTES, `field:0`, `field:1`, ... (so the hash keeps
+-- Redis's compact encoding), and drop the parts a longer blob written there left.
 local function hset_parts(key, field, blob)
-  local n = math.max(1, math.ceil(#blob / 64))
-  for i = 0, n - 1 do redis.call('HSET', key, field .. ':' .. i, string.sub(blob, i * 64 + 1, (i + 1) * 64)) end
+  local n = math.max(1, math.ceil(#blob / PART_BYTES))
+  for i = 0, n - 1 do
+    redis.call('HSET', key, field .. ':' .. i, string.sub(blob, i * PART_BYTES + 1, (i + 1) * PART_BYTES))
+  end
   while redis.call('HDEL', key, field .. ':' .. n) == 1 do n = n + 1 end
+end
+
+-- BLOCK closing: how an interrupt's lifecycle record ends, and its place among the closed ones
+-- KEYS
+--   index          the workflow's index of closed interrupts of its new status
+-- ARGV
+--   end_field      the lifecycle field of its end in the summary (e:<req>)
+--   ended          its blob
+--   member         the closed index member
+--   floor          the oldest end time the closed index keeps (6 bytes, as members start)
+--   created_field  the lifecycle record's first part's field (i:<req>)
+--   created        its blob (written at the end: while open, the run's record says it; '' when
+--                  the run's records are gone)
+
+-- Write the end of an interrupt's lifecycle record in `summary` and list it as closed (`k`, `a`:
+-- a closing block's keys and arguments).
+local function write_closing(summary, k, a)
+  hset_parts(summary, a.end_field, a.ended)
+  if a.created ~= '' then hset_parts(summary, a.created_field, a.created) end
+  redis.call('ZADD', k.index, 0, a.member)
+  redis.call('ZREMRANGEBYLEX', k.index, '-', '(' .. a.floor)
 end
 
 local function xadd(stream, maxlen, kind, blob)
@@ -59,14 +133,12 @@ end
 -- A parked run's few events live in its hash, not in a stream of their own (a Redis stream costs
 -- ~750 bytes however small): park copies them there, each in one field `~<i>` (from 0, in order)
 -- holding `<entry id> <type length as one byte><type><data>`, when they are at most FOLD_MAX and
--- each fits in 64 bytes (keys.PART_BYTES: the hash stays a listpack); else the stream stays whole.
+-- each fits in PART_BYTES (the hash stays a listpack); else the stream stays whole.
 -- The stream itself then lives FOLD_WAKE_MS more, not deleted at once: Redis serves the readers
 -- blocked on it (XREAD BLOCK) the new interrupt event when the park script ends, and a deleted key
 -- would leave them blocked. Readers read both, an entry once (store.read_events); whatever appends
 -- to the run's stream unfolds first (xadd_run): the entries go back with their ids (those still in
 -- the stream stay), so the stream reads as if it had never moved.
-local FOLD_MAX = 8
-local FOLD_WAKE_MS = 1000
 local function fold(run, stream)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end
@@ -75,7 +147,7 @@ local function fold(run, stream)
     local f = e[2]
     if #f ~= 4 or f[1] ~= 't' or f[3] ~= 'd' or #f[2] > 255 then return false end
     local v = e[1] .. ' ' .. string.char(#f[2]) .. f[2] .. f[4]
-    if #v > 64 then return false end
+    if #v > PART_BYTES then return false end
     pairs_out[#pairs_out + 1] = '~' .. (i - 1)
     pairs_out[#pairs_out + 1] = v
   end
@@ -139,55 +211,77 @@ end
 local hand_off
 
 -- Queue a parent run at a new fence for a replay of its `step` (its outbox entry and its job: see
--- hand_off), renewing its records. `k`: its run, journal, workflow state, events, summary, outbox,
--- then its job's queues; `args` from `at` (to `last`, else to the end): its job (see hand_off).
-local function queue_parent(k, parent, step, now, retention, args, at, last)
-  local fence = redis.call('HINCRBY', k[1], 'fence', 1)
-  redis.call('HSET', k[1], 'status', 'queued', 'waiting', '', 'expires', '', 'updated', now)
-  redis.call('ZADD', k[6], now, parent .. ':' .. step .. ':' .. fence)
-  local ttl = redis.call('HGET', k[1], 'ttl')
-  expire_all(ttl, {k[1], k[2], k[3], k[4]})
-  keep_summary(k[5], ttl, retention)
-  return hand_off({k[7], k[8]}, args, at, step, fence, last)
+-- hand_off, on `queues` and `job`), renewing its records. `p`: its run, journal, state, events,
+-- summary and the outbox by those names (a parent block, or a script's own K).
+local function queue_parent(p, parent, step, now, retention, queues, job)
+  local fence = redis.call('HINCRBY', p.run, 'fence', 1)
+  redis.call('HSET', p.run, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', now)
+  redis.call('ZADD', p.outbox, now, outbox_member(parent, step, fence))
+  local ttl = redis.call('HGET', p.run, 'ttl')
+  expire_all(ttl, {p.run, p.journal, p.state, p.events})
+  keep_summary(p.summary, ttl, retention)
+  return hand_off(queues, job, 1, step, fence)
 end
+
+-- BLOCK parent: where a child run's end goes (see notify_parent)
+-- KEYS
+--   run            the parent's hash
+--   journal        its journal (of the step waiting)
+--   state          its workflow state
+--   events         its stream
+--   summary        its summary
+--   outbox         the outbox
+--   fanout         its fan-out set
+--   child_run      the child's hash
+--   child_events   its stream
+--   child_state    its workflow state
+--   child_snapshots  its snapshots
+--   child_journal  the journal of its last step
+--   queues...      the parent's next job's queues (see hand_off)
+-- ARGV
+--   #queues        how many
+--   #job           how many job arguments
+--   run_id         the parent run
+--   child_id       the child run
+--   field          the parent's journal field for the child
+--   entry          the journal entry blob
+--   event_type     the parent's event (child.completed | child.ended)
+--   event          its blob
+--   now            ms
+--   maxlen         the streams' cap
+--   retention      ms a summary outlives its records
+--   job...         the parent's next job (see hand_off)
 
 -- A child run ended: record its outcome in its parent's journal and queue the parent, exactly
 -- once (only a parent still waiting on this child, or on the interrupt it races, moves). Called by every script that ends a run
--- (advance, finish, recover, expire) as its last step; a root run passes '' and nothing happens.
+-- (advance, finish, recover, expire) as its last step, with its parent block (`p`: keys, `a`:
+-- arguments); a root run has none (nil) and nothing happens.
 -- A child of a fan-out (use_workflows: it is in the parent's fan-out set) records its outcome
 -- whatever its parent is doing (a replay in flight sees it when it parks again: fanout.lua), and
 -- queues the parent only when it waits on its children and either none is left running or some
 -- are left to start; its own records then go (its summary stays: a finished fan-out child keeps
 -- a few hundred bytes, its output being in the parent's journal).
--- KEYS from `kat`: parent run, parent journal (of the step waiting), parent workflow state,
---   parent events, parent summary, outbox, parent fan-out set, the child's run, events, workflow
---   state, snapshots and journal of its last step, then the parent's next job's queues (see hand_off)
--- ARGV from `at` ('' = the run has no parent): parent run id, child run id, journal field,
---   journal entry blob, event type, event blob, now, maxlen, retention ms, then the next job
-local function notify_parent(kat, at)
-  if ARGV[at] == '' then return 0 end
-  local prun = KEYS[kat]
-  local parent_keys = {prun, KEYS[kat + 1], KEYS[kat + 2], KEYS[kat + 3], KEYS[kat + 4], KEYS[kat + 5],
-    KEYS[kat + 12], KEYS[kat + 13]}
-  local cur = redis.call('HMGET', prun, 'status', 'waiting', 'step', 'rc', 'rs', 'expires', 'fl')
-  if redis.call('SREM', KEYS[kat + 6], ARGV[at + 1]) == 1 then
-    redis.call('DEL', KEYS[kat + 7], KEYS[kat + 8], KEYS[kat + 9], KEYS[kat + 10], KEYS[kat + 11])
+local function notify_parent(p, a)
+  if not p then return 0 end
+  local cur = redis.call('HMGET', p.run, 'status', 'waiting', 'step', 'rc', 'rs', 'expires', 'fl')
+  if redis.call('SREM', p.fanout, a.child_id) == 1 then
+    redis.call('DEL', p.child_run, p.child_events, p.child_state, p.child_snapshots, p.child_journal)
     if cur[1] ~= 'queued' and cur[1] ~= 'running' and cur[1] ~= 'waiting' then return 0 end
-    redis.call('HSET', KEYS[kat + 1], ARGV[at + 2], ARGV[at + 3])
-    xadd_run(prun, KEYS[kat + 3], ARGV[at + 7], ARGV[at + 4], ARGV[at + 5])
+    redis.call('HSET', p.journal, a.field, a.entry)
+    xadd_run(p.run, p.events, a.maxlen, a.event_type, a.event)
     if cur[1] ~= 'waiting' or cur[2] ~= 'children' then return 0 end
-    if redis.call('SCARD', KEYS[kat + 6]) > 0 and tonumber(cur[7] or '0') == 0 then return 0 end
-    return queue_parent(parent_keys, ARGV[at], cur[3], ARGV[at + 6], ARGV[at + 8], ARGV, at + 9)
+    if redis.call('SCARD', p.fanout) > 0 and tonumber(cur[7] or '0') == 0 then return 0 end
+    return queue_parent(p, a.run_id, cur[3], a.now, a.retention, p.queues, a.job)
   end
   -- a child racing the interrupt the parent waits on (use_first, first.lua) wins while it is pending
   -- and before its deadline (the timer's: past it the timer came first, and the reconciler says so)
-  local raced = cur[1] == 'waiting' and cur[4] == ARGV[at + 1] and redis.call('HGET', prun, cur[5]) == 'pending'
-    and tonumber(ARGV[at + 6]) < (tonumber(cur[6]) or 0)
-  if not raced and (cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. ARGV[at + 1]) then return 0 end
-  if raced then redis.call('HSET', prun, cur[5], 'cancelled') end  -- its token now answers nothing
-  redis.call('HSET', KEYS[kat + 1], ARGV[at + 2], ARGV[at + 3])
-  xadd_run(prun, KEYS[kat + 3], ARGV[at + 7], ARGV[at + 4], ARGV[at + 5])
-  return queue_parent(parent_keys, ARGV[at], cur[3], ARGV[at + 6], ARGV[at + 8], ARGV, at + 9)
+  local raced = cur[1] == 'waiting' and cur[4] == a.child_id and redis.call('HGET', p.run, cur[5]) == 'pending'
+    and tonumber(a.now) < (tonumber(cur[6]) or 0)
+  if not raced and (cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. a.child_id) then return 0 end
+  if raced then redis.call('HSET', p.run, cur[5], 'cancelled') end  -- its token now answers nothing
+  redis.call('HSET', p.journal, a.field, a.entry)
+  xadd_run(p.run, p.events, a.maxlen, a.event_type, a.event)
+  return queue_parent(p, a.run_id, cur[3], a.now, a.retention, p.queues, a.job)
 end
 
 -- Whose a run is: written on the run and its summary when it is created and never changed after, so
@@ -220,26 +314,82 @@ local function authority_arg(text)
   return out
 end
 
+-- BLOCK new_run: a run to create (see create_run)
+-- KEYS
+--   run            its hash
+--   summary        its summary
+--   events         its stream
+--   outbox         the outbox
+-- ARGV
+--   workflow       its workflow
+--   ref            the workflow's reference (code version)
+--   node           its start node
+--   input          its input blob
+--   ttl            ms its records live
+--   now            ms
+--   retention      ms its summary outlives them
+--   maxlen         its stream's cap
+--   started        its run.started blob
+--   member         its first job's outbox member
+
 -- Create a queued run with its summary, its run.started event and outbox entry, and queue its
 -- first job (node.started is the job's, written when a worker begins the node: begin.lua); nil
--- when the run id is taken. `k`: run, summary, events, outbox, then the job's queues (see
--- hand_off). From A[a]: workflow, ref, start node, input blob, ttl ms, now, retention ms, maxlen,
--- run.started blob, outbox member; the job's args from A[job_at] (to A[job_last], else to the end).
--- `auth` (authority_of, authority_arg): whose the run is, kept in its summary too, so a caller
--- bound to another tenant or owner is refused the run after its records expire as well.
-local function create_run(k, A, a, job_at, job_last, auth)
-  if redis.call('EXISTS', k[1]) == 1 or redis.call('EXISTS', k[2]) == 1 then return nil end
-  redis.call('HSET', k[1], 'wf', A[a], 'ref', A[a + 1], 'status', 'queued', 'node', A[a + 2],
-    'step', 0, 'fence', 0, 'input', A[a + 3], 'created', A[a + 5], 'updated', A[a + 5],
-    'ttl', A[a + 4])
-  redis.call('HSET', k[2], 'wf', A[a], 'status', 'queued', 'created', A[a + 5], 'updated', A[a + 5])
+-- when the run id is taken. `k`, `a`: a new_run block's keys and arguments; `queues`, `job`: its
+-- first job (see hand_off). `auth` (authority_of, authority_arg): whose the run is, kept in its
+-- summary too, so a caller bound to another tenant or owner is refused the run after its records
+-- expire as well.
+local function create_run(k, a, queues, job, auth)
+  if redis.call('EXISTS', k.run) == 1 or redis.call('EXISTS', k.summary) == 1 then return nil end
+  redis.call('HSET', k.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
+    'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl)
+  redis.call('HSET', k.summary, 'wf', a.workflow, 'status', 'queued', 'created', a.now, 'updated', a.now)
   if #auth > 0 then
-    redis.call('HSET', k[1], unpack(auth))
-    redis.call('HSET', k[2], unpack(auth))
+    redis.call('HSET', k.run, unpack(auth))
+    redis.call('HSET', k.summary, unpack(auth))
   end
-  keep_summary(k[2], A[a + 4], A[a + 6])
-  xadd(k[3], A[a + 7], 'run.started', A[a + 8])
-  redis.call('ZADD', k[4], A[a + 5], A[a + 9])
-  expire_all(A[a + 4], {k[1], k[3]})
-  return hand_off({k[5], k[6]}, A, job_at, 0, 0, job_last)
+  keep_summary(k.summary, a.ttl, a.retention)
+  xadd(k.events, a.maxlen, 'run.started', a.started)
+  redis.call('ZADD', k.outbox, a.now, a.member)
+  expire_all(a.ttl, {k.run, k.events})
+  return hand_off(queues, job, 1, 0, 0)
+end
+
+-- BLOCK child: a child run a node starts (use_workflow: spawn.lua; use_workflows: fanout.lua)
+-- KEYS
+--   run            its hash
+--   summary        its summary
+--   events         its stream
+-- ARGV
+--   #job           how many job arguments
+--   run_id         the child run
+--   workflow       its workflow
+--   ref            the workflow's reference
+--   node           its start node
+--   input          its input blob
+--   ttl            ms its records live
+--   started        its run.started blob
+--   field          the parent's journal field for its outcome (w:<id>)
+--   lineage        its ancestors as run:step, parent first, space-separated
+--   check_field    the child check's journal field in the parent (c:<id>)
+--   check_entry    its entry
+--   parent_event   child.started blob (for the parent's stream)
+--   job...         its first job (see hand_off; its node.started is its job's, as for any run)
+
+-- Create the child run `c` (keys), `a` (arguments) of the parent `parent` at `step`: queued, its
+-- outcome going to the parent's journal (notify_parent), with its summary, run.started, outbox
+-- entry and first job (on `queues`). `auth`: whose it is (field, value pairs).
+local function start_child(c, a, parent, step, now, maxlen, retention, auth, outbox, queues)
+  redis.call('HSET', c.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
+    'step', 0, 'fence', 0, 'input', a.input, 'created', now, 'updated', now, 'ttl', a.ttl,
+    'parent', parent, 'pstep', step, 'pfield', a.field, 'lineage', a.lineage)
+  redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now)
+  if #auth > 0 then
+    redis.call('HSET', c.run, unpack(auth))
+    redis.call('HSET', c.summary, unpack(auth))
+  end
+  keep_summary(c.summary, a.ttl, retention)
+  xadd(c.events, maxlen, 'run.started', a.started)
+  redis.call('ZADD', outbox, now, outbox_member(a.run_id, 0, 0))
+  expire_all(a.ttl, {c.run, c.events})
+  return hand_off(queues, a.job, 1, 0, 0)
 end

@@ -7,77 +7,62 @@
 -- bump the fence, write the outbox, unindex, publish the event. The status field in the run hash
 -- is the exactly-once point: of N concurrent calls, only the first finds it pending (scripts run
 -- one at a time); an interrupt past the run's `expires` at `now` can no longer be answered.
--- An interrupt escalated since the caller read it (its expiry is not ARGV 17's) gets 'moved': the
+-- An interrupt escalated since the caller read it (its expiry is not A.expires) gets 'moved': the
 -- caller reads it again (its filter indexes changed) and retries.
--- K and A are resume.lua's KEYS and ARGV:
--- K: 1 run, 2 journal, 3 workflow state, 4 events, 5 summary, 6 outbox, 7 the workflow's index newest,
---       8 its index expiring, 9 metrics, 10 the workflow's index of closed interrupts of the new
---       status, 11... A[18] filter indexes, then the next job's queues (see hand_off)
--- A: 1 token field, 2 expected request id as the run hash names it (keys.held_id; '' = any), 3 journal field, 4 entry blob,
---       5 event blob, 6 now, 7 member newest, 8 member expiring, 9 run id, 10 maxlen,
---       11 new interrupt status (resolved | cancelled), 12 event type, 13 retention ms,
---       14 wait buckets (upper bounds in seconds, ascending, space-separated), 15 prefix of the status
---       field, 16 created at (ms), 17 expires at (ms) as read, 18 number of filter indexes,
---       19 the lifecycle field of its end in the summary (e:<req>), 20 its blob, 21 the closed index
---       member, 22 the oldest end time the closed index keeps (6 bytes, as members start), 23 the
---       lifecycle record's first part's field (i:<req>), 24 its blob (written now, with the end:
---       while open, the run's record says it), 25 the run's 'ans' ("<step> <the x: field of its
---       lifecycle record> <1 | 0: the answer's output captured>", for finish.lua; '' for a cancel),
---       26... the next job (see hand_off)
+-- K and A are resume.lua's KEYS and ARGV, bound by its header (a session script binds the call it
+-- carries with bind_call(SPEC.resume, ...)).
 local function resume_refused(K, A, delivering)
-  local req = redis.call('HGET', K[1], A[1])
+  local req = redis.call('HGET', K.run, A.token_field)
   if not req then
-    if redis.call('EXISTS', K[1]) == 0 and redis.call('EXISTS', K[5]) == 1 then return {'expired'} end
+    if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
     return {'unknown'}
   end
-  if A[2] ~= '' and A[2] ~= req then return {'mismatch', req} end
+  if A.request_id ~= '' and A.request_id ~= req then return {'mismatch', req} end
   -- an answer its session keeps for the run's abandoned branch (session_answer) is the answer: another
   -- one is refused; only the switch back delivers it (`delivering`). A cancellation still goes through.
-  if not delivering and A[11] == 'resolved' and redis.call('HGET', K[1], 'kept') == req then
+  if not delivering and A.status == 'resolved' and redis.call('HGET', K.run, 'kept') == req then
     return {'already_resolved', req}
   end
-  local sfield = A[15] .. req
-  local cur = redis.call('HMGET', K[1], sfield, 'expires', 'step')
+  local cur = redis.call('HMGET', K.run, A.status_prefix .. req, 'expires', 'step')
   if cur[1] ~= 'pending' then
     if cur[1] == 'expired' then return {'expired', req} end
     return {'already_resolved', req}
   end
-  if tonumber(A[6]) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
-  if cur[2] ~= A[17] then return {'moved', req} end
+  if tonumber(A.now) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
+  if cur[2] ~= A.expires then return {'moved', req} end
   return nil
 end
 
-local function resume_commit(K, A)
-  local req = redis.call('HGET', K[1], A[1])
-  local sfield = A[15] .. req
-  local step = redis.call('HGET', K[1], 'step')
-  local hand = 11 + tonumber(A[18])  -- the first of the next job's keys
-  for i = 11, hand - 1 do redis.call('ZREM', K[i], A[7]) end
-  redis.call('HSET', K[2], A[3], A[4])
-  local fence = redis.call('HINCRBY', K[1], 'fence', 1)
-  redis.call('HSET', K[1], sfield, A[11], 'status', 'queued', 'waiting', '', 'expires', '', 'updated', A[6])
-  redis.call('ZADD', K[6], A[6], A[9] .. ':' .. step .. ':' .. fence)
-  redis.call('ZREM', K[7], A[7])
-  redis.call('ZREM', K[8], A[8])
-  xadd_run(K[1], K[4], A[10], A[12], A[5])
-  local ttl = redis.call('HGET', K[1], 'ttl')
-  expire_all(ttl, {K[1], K[2], K[3], K[4]})
-  keep_summary(K[5], ttl, A[13])
-  -- the wait, from the interrupt's creation
-  local waited = math.max(0, tonumber(A[6]) - tonumber(A[16]))
+-- The wait from the interrupt's creation, counted in the histogram's bucket (`buckets`: bounds in s).
+local function count_wait(metrics, created, now, buckets)
+  local waited = math.max(0, tonumber(now) - tonumber(created))
   local bucket = '+Inf'
-  for bound in string.gmatch(A[14], '%S+') do
+  for bound in string.gmatch(buckets, '%S+') do
     if waited <= tonumber(bound) * 1000 then bucket = bound break end
   end
-  redis.call('HINCRBY', K[9], 'resumes:accepted', 1)
-  redis.call('HINCRBY', K[9], 'wait:' .. bucket, 1)
-  redis.call('HINCRBY', K[9], 'wait:sum_ms', waited)
-  -- the lifecycle record: how it ended, and its place among the workflow's closed interrupts
-  hset_parts(K[5], A[19], A[20])
-  if A[24] ~= '' then hset_parts(K[5], A[23], A[24]) end
-  redis.call('ZADD', K[10], 0, A[21])
-  redis.call('ZREMRANGEBYLEX', K[10], '-', '(' .. A[22])
-  if A[25] ~= '' then redis.call('HSET', K[1], 'ans', A[25]) end
-  redis.call('HDEL', K[1], 'kept')
-  return {'accepted', req, step, fence, hand_off({K[hand], K[hand + 1]}, A, 26, step, fence)}
+  redis.call('HINCRBY', metrics, 'resumes:accepted', 1)
+  redis.call('HINCRBY', metrics, 'wait:' .. bucket, 1)
+  redis.call('HINCRBY', metrics, 'wait:sum_ms', waited)
+end
+
+local function resume_commit(K, A)
+  local req = redis.call('HGET', K.run, A.token_field)
+  local step = redis.call('HGET', K.run, 'step')
+  for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
+  redis.call('HSET', K.journal, A.field, A.entry)
+  local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+  redis.call('HSET', K.run, A.status_prefix .. req, A.status, 'status', 'queued', 'waiting', '', 'expires', '',
+    'updated', A.now)
+  redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
+  redis.call('ZREM', K.newest, A.member_newest)
+  redis.call('ZREM', K.expiring, A.member_expiring)
+  xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event)
+  local ttl = redis.call('HGET', K.run, 'ttl')
+  expire_all(ttl, {K.run, K.journal, K.state, K.events})
+  keep_summary(K.summary, ttl, A.retention)
+  count_wait(K.metrics, A.created, A.now, A.buckets)
+  write_closing(K.summary, K.closing, A.closing)
+  if A.answered ~= '' then redis.call('HSET', K.run, 'ans', A.answered) end
+  redis.call('HDEL', K.run, 'kept')
+  return {'accepted', req, step, fence, hand_off(K.queues, A.job, 1, step, fence)}
 end

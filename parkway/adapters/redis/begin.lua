@@ -7,10 +7,22 @@
 -- activation), and its journal key and outbox member are made here: the journal key is the one
 -- key this script names without its KEYS (it is the run key's, with `j:<step>` for `run`: the
 -- same hash slot).
--- KEYS: 1 run, 2 journal of the step ('' = the step is not given), 3 workflow state, 4 leases,
---   5 outbox, 6 metrics, 7 events
--- ARGV: 1 step ('' = not given), 2 fence, 3 now, 4 lease until (ms), 5 run id, 6 outbox member
---   ('' when the step is not given), 7 maxlen
+-- KEYS
+--   run            the run's hash
+--   journal        the journal of the step ('' = the step is not given)
+--   state          the workflow state
+--   leases         the leases
+--   outbox         the outbox
+--   metrics        the counters
+--   events         the run's stream
+-- ARGV
+--   step           the job's step ('' = not given)
+--   fence          the job's fence
+--   now            ms
+--   lease_until    ms the lease lasts until
+--   run_id         the run
+--   member         the job's outbox member ('' when the step is not given)
+--   maxlen         the stream's cap
 
 -- msgpack of a string (as msgpack-python writes it)
 local function mp_str(s)
@@ -22,30 +34,30 @@ local function mp_str(s)
     math.floor(n / 256) % 256, n % 256) .. s
 end
 
-local cur, err = check_fence(KEYS[1], ARGV[2], {'queued', 'running'})
+local cur, err = check_fence(K.run, A.fence, {'queued', 'running'})
 if not cur then return err end
-local step, journal, member = ARGV[1], KEYS[2], ARGV[6]
+local step, journal, member = A.step, K.journal, A.member
 if step == '' then
   step = cur[3]
-  journal = string.sub(KEYS[1], 1, -4) .. 'j:' .. step
-  member = ARGV[5] .. ':' .. step .. ':' .. ARGV[2]
+  journal = string.sub(K.run, 1, -4) .. 'j:' .. step
+  member = outbox_member(A.run_id, step, A.fence)
 end
 if cur[3] ~= step then return stale('run is at step ' .. cur[3] .. ', the job has ' .. step) end
 if cur[2] == 'running' then
-  local lease = redis.call('ZSCORE', KEYS[4], ARGV[5])
-  if lease and tonumber(lease) > tonumber(ARGV[3]) then
+  local lease = redis.call('ZSCORE', K.leases, A.run_id)
+  if lease and tonumber(lease) > tonumber(A.now) then
     return stale('another attempt holds the lease of this activation')
   end
 end
-redis.call('HSET', KEYS[1], 'status', 'running', 'updated', ARGV[3])
-redis.call('ZADD', KEYS[4], ARGV[4], ARGV[5])
-redis.call('ZREM', KEYS[5], member)
-redis.call('HINCRBY', KEYS[6], 'attempts', 1)
+redis.call('HSET', K.run, 'status', 'running', 'updated', A.now)
+redis.call('ZADD', K.leases, A.lease_until, A.run_id)
+redis.call('ZREM', K.outbox, member)
+redis.call('HINCRBY', K.metrics, 'attempts', 1)
 -- {node, step, replay}: a replay runs the node again over what its journal holds (an answer, a
 -- cancellation, the steps of a lost attempt)
 local replay = redis.call('HLEN', journal) > 0 and '\195' or '\194'
-local node = redis.call('HGET', KEYS[1], 'node') or ''
-xadd_run(KEYS[1], KEYS[7], ARGV[7], 'node.started',
+local node = redis.call('HGET', K.run, 'node') or ''
+xadd_run(K.run, K.events, A.maxlen, 'node.started',
   '\131\164node' .. mp_str(node) .. '\164step' .. mp_uint(step) .. '\166replay' .. replay)
-if redis.call('PTTL', KEYS[7]) == -1 then redis.call('PEXPIRE', KEYS[7], records_left(KEYS[1])) end
-return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', journal), redis.call('HGETALL', KEYS[3])}
+if redis.call('PTTL', K.events) == -1 then redis.call('PEXPIRE', K.events, records_left(K.run)) end
+return {redis.call('HGETALL', K.run), redis.call('HGETALL', journal), redis.call('HGETALL', K.state)}

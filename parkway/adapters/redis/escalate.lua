@@ -3,44 +3,70 @@
 -- its record (new expiry, audience and remaining policy) and its index members move, and the run's
 -- stream gets interrupt.expired (saying it escalated) and then a fresh interrupt event.
 -- Exactly once against a racing resume: this script acts only on an interrupt still pending at
--- the expiry the caller read (`expires at`), past it at `now`; a resume that read the old expiry
+-- the expiry the caller read (`expires`), past it at `now`; a resume that read the old expiry
 -- gets 'moved' from resume.lua and answers the escalated one (see resume.lua).
--- KEYS: 1 run, 2 events, 3 summary, 4 the workflow's index newest, 5 its index expiring,
---       6 journal of the interrupt's step, 7 workflow state, 8 pause feed,
---       9... ARGV[17] filter indexes it leaves, then ARGV[18] it joins, then ANCESTOR_KEYS (6) keys per ancestor
---       of a child run: events, run, journal of the step waiting, workflow state, summary; last: the
---       run's snapshots (see advance.lua), kept as long as the run
--- ARGV: 1 request id, 2 now, 3 member newest, 4 member expiring, 5 new member newest,
---       6 new member expiring, 7 status field, 8 expires at (as read), 9 new expires at,
---       10 maxlen, 11 interrupt.expired blob, 12 interrupt event blob, 13 new ttl ms, 14 grace ms,
---       15 retention ms, 16 workflow name, 17 number of filter indexes left, 18 number joined,
---       19 pause feed maxlen, 20 run id, 21... the record's fields as pairs: rq and the interrupt's
---       name in the run hash (keys.held_id), rn and its number of parts, then each part's field and part
 -- Returns {'pending'}, {'gone'} (resolved, expired, or moved on: old members only removed) or
 -- {'escalated', fence}.
-local state = redis.call('HMGET', KEYS[1], ARGV[7], 'expires', 'status', 'waiting', 'rq', 'rn')
-local current = state[2] == ARGV[8]
-if current and state[1] == 'pending' and tonumber(ARGV[2]) < (tonumber(state[2]) or 0) then return {'pending'} end
-local left = 9 + tonumber(ARGV[17])  -- the first index joined
-local ancestors = left + tonumber(ARGV[18])
-redis.call('ZREM', KEYS[4], ARGV[3])
-redis.call('ZREM', KEYS[5], ARGV[4])
-for i = 9, left - 1 do redis.call('ZREM', KEYS[i], ARGV[3]) end
-if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or state[4] ~= ARGV[1] or state[5] ~= ARGV[22] then
+-- KEYS
+--   run            the run's hash
+--   events         its stream
+--   summary        its summary
+--   newest         the workflow's index newest
+--   expiring       its index expiring
+--   journal        the journal of the interrupt's step
+--   state          the workflow state
+--   pauses         the pause feed
+--   snapshots      the run's snapshots (see advance.lua), kept as long as the run
+--   left...        the filter indexes the interrupt leaves
+--   joined...      the filter indexes it joins
+--   ancestors...: ancestor  a child run's ancestors (see park.lua)
+-- ARGV
+--   #left          how many filter indexes it leaves
+--   #joined        how many it joins
+--   #ancestors     how many ancestors
+--   #record        how many values the record takes
+--   request_id     the interrupt
+--   held_id        the interrupt as the run hash names it (keys.held_id)
+--   now            ms
+--   member_newest  its member in the index newest (and the filter indexes)
+--   member_expiring  its member in the index expiring
+--   new_member_newest  its new member in the index newest (and the filter indexes)
+--   new_member_expiring  its new member in the index expiring
+--   status_field   its status field
+--   expires        ms it expires at, as read
+--   new_expires    ms it expires at now
+--   maxlen         the streams' cap
+--   expired_event  the interrupt.expired blob
+--   event          the interrupt event blob
+--   ttl            ms the interrupt is open again
+--   grace          ms the records outlive it
+--   retention      ms the summary outlives the records
+--   workflow       the workflow
+--   pauses_maxlen  the pause feed's cap
+--   run_id         the run
+--   record...      the record's fields as pairs (see park.lua)
+local state = redis.call('HMGET', K.run, A.status_field, 'expires', 'status', 'waiting', 'rq', 'rn')
+local current = state[2] == A.expires
+if current and state[1] == 'pending' and tonumber(A.now) < (tonumber(state[2]) or 0) then return {'pending'} end
+redis.call('ZREM', K.newest, A.member_newest)
+redis.call('ZREM', K.expiring, A.member_expiring)
+for _, index in ipairs(K.left) do redis.call('ZREM', index, A.member_newest) end
+if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or state[4] ~= A.request_id
+    or state[5] ~= A.held_id then
   return {'gone'}
 end
-redis.call('ZADD', KEYS[4], 0, ARGV[5])
-redis.call('ZADD', KEYS[5], 0, ARGV[6])
-for i = left, ancestors - 1 do redis.call('ZADD', KEYS[i], 0, ARGV[5]) end
-for i = 0, tonumber(state[6]) - 1 do redis.call('HDEL', KEYS[1], 'r' .. i) end
-local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
-redis.call('HSET', KEYS[1], 'expires', ARGV[9], 'updated', ARGV[2], unpack(ARGV, 21))
-xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt.expired', ARGV[11])
-xadd_run(KEYS[1], KEYS[2], ARGV[10], 'interrupt', ARGV[12])
-for i = ancestors, #KEYS - 1, ANCESTOR_KEYS do xadd_run(KEYS[i + 1], KEYS[i], ARGV[10], 'interrupt', ARGV[12]) end
-redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[19], '*', 'w', ARGV[16], 'r', ARGV[20])
-local held = tonumber(ARGV[13]) + tonumber(ARGV[14])
-expire_all(held, {KEYS[1], KEYS[2], KEYS[6], KEYS[7], KEYS[#KEYS]})
-keep_summary(KEYS[3], held, ARGV[15])
-keep_ancestors(ancestors, #KEYS - 1, held, ARGV[15])
+redis.call('ZADD', K.newest, 0, A.new_member_newest)
+redis.call('ZADD', K.expiring, 0, A.new_member_expiring)
+for _, index in ipairs(K.joined) do redis.call('ZADD', index, 0, A.new_member_newest) end
+for i = 0, tonumber(state[6]) - 1 do redis.call('HDEL', K.run, 'r' .. i) end
+local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+redis.call('HSET', K.run, 'expires', A.new_expires, 'updated', A.now, unpack(A.record))
+xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
+xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
+for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.event) end
+redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id)
+local held = tonumber(A.ttl) + tonumber(A.grace)
+expire_all(held, {K.run, K.events, K.journal, K.state, K.snapshots})
+keep_summary(K.summary, held, A.retention)
+keep_ancestors(K.ancestors, held, A.retention)
 return {'escalated', fence}

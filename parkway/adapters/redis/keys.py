@@ -226,6 +226,22 @@ def outbox() -> str:
     return f"{PREFIX}:outbox"
 
 
+OUTBOX_SEPARATOR = ":"
+OUTBOX_MEMBER = OUTBOX_SEPARATOR.join(("{run}", "{step}", "{fence}"))
+"""an outbox member: the job of a run's activation (its step, at its fence); the scripts' own
+``outbox_member`` is generated from this (scripts.lua_template)"""
+
+
+def outbox_member(run_id: str, step: int | str, fence: int | str) -> str:
+    return OUTBOX_MEMBER.format(run=run_id, step=step, fence=fence)
+
+
+def outbox_job(member: str) -> tuple[str, int, int]:
+    """The run, step and fence an outbox member names (a run id may hold the separator)."""
+    run_id, step, fence = member.rsplit(OUTBOX_SEPARATOR, 2)
+    return run_id, int(step), int(fence)
+
+
 def secret() -> str:
     """The token key, only when PARKWAY_SECRET is unset (a development fallback)."""
     return f"{PREFIX}:secret"

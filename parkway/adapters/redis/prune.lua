@@ -4,16 +4,24 @@
 -- park adds it back, in the same step as its index member); once no workflow is left, neither is a
 -- parked run, and the pause feed and the reconciler's mark in it go too (a waiting listing blocked
 -- on the feed is served by the next park, which creates it again, with greater ids).
--- KEYS: 1 workflows, 2 the workflow's index newest, 3 its index expiring, 4 its closed index
---       resolved, 5 cancelled, 6 expired, 7 pause feed, 8 the reconciler's mark in it
--- ARGV: 1 workflow, 2 the oldest end time the closed indexes keep
-local workflow, floor = ARGV[1], ARGV[2]
-local held = redis.call('EXISTS', KEYS[2], KEYS[3])
-for i = 4, 6 do
-  redis.call('ZREMRANGEBYLEX', KEYS[i], '-', '(' .. floor)
-  held = held + redis.call('EXISTS', KEYS[i])
+-- KEYS
+--   workflows      the workflows with interrupts
+--   newest         the workflow's index newest
+--   expiring       its index expiring
+--   resolved       its closed index of resolved interrupts
+--   cancelled      of cancelled ones
+--   expired        of expired ones
+--   pauses         the pause feed
+--   reclaimed      the reconciler's mark in it
+-- ARGV
+--   workflow       the workflow
+--   floor          the oldest end time the closed indexes keep
+local held = redis.call('EXISTS', K.newest, K.expiring)
+for _, closed in ipairs({K.resolved, K.cancelled, K.expired}) do
+  redis.call('ZREMRANGEBYLEX', closed, '-', '(' .. A.floor)
+  held = held + redis.call('EXISTS', closed)
 end
 if held > 0 then return 0 end
-redis.call('SREM', KEYS[1], workflow)
-if redis.call('SCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[7], KEYS[8]) end
+redis.call('SREM', K.workflows, A.workflow)
+if redis.call('SCARD', K.workflows) == 0 then redis.call('DEL', K.pauses, K.reclaimed) end
 return 1

@@ -1,29 +1,45 @@
 -- A running run whose lease expired (its worker died or hangs): requeue it for replay on a
 -- live worker under a new fence, or fail it after too many lost attempts.
--- KEYS: 1 run, 2 events, 3 outbox, 4 summary, 5 leases, 6 metrics, 7... the parent's (see notify_parent)
--- ARGV: 1 run id, 2 now, 3 max lost attempts, 4 retention ms, 5 maxlen,
---       6 recovered event blob, 7 failed error blob, 8 run.failed blob, 9 done blob,
---       10... the parent's (see notify_parent)
-local score = redis.call('ZSCORE', KEYS[5], ARGV[1])
-if score and tonumber(score) > tonumber(ARGV[2]) then return {'alive'} end
-redis.call('ZREM', KEYS[5], ARGV[1])
-local cur = redis.call('HMGET', KEYS[1], 'status', 'step', 'crashes')
+-- KEYS
+--   run            the run's hash
+--   events         its stream
+--   outbox         the outbox
+--   summary        its summary
+--   leases         the leases
+--   metrics        the counters
+--   parent?: parent  where the run's end goes, for a child run (see notify_parent)
+-- ARGV
+--   #parent        1 for a child run, else 0
+--   run_id         the run
+--   now            ms
+--   max_lost       the lost attempts that fail the run
+--   retention      ms the summary outlives the records
+--   maxlen         the stream's cap
+--   recovered      the node.recovered blob
+--   error          the error blob (when it fails)
+--   failed_event   the run.failed blob
+--   done           the done blob
+--   parent?: parent  the parent's (see notify_parent)
+local score = redis.call('ZSCORE', K.leases, A.run_id)
+if score and tonumber(score) > tonumber(A.now) then return {'alive'} end
+redis.call('ZREM', K.leases, A.run_id)
+local cur = redis.call('HMGET', K.run, 'status', 'step', 'crashes')
 if cur[1] ~= 'running' then return {'gone'} end
 local crashes = tonumber(cur[3] or '0') + 1
-local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
-redis.call('HSET', KEYS[1], 'crashes', crashes, 'updated', ARGV[2])
-if crashes >= tonumber(ARGV[3]) then
-  redis.call('HSET', KEYS[1], 'status', 'failed', 'error', ARGV[7])
-  redis.call('HSET', KEYS[4], 'status', 'failed', 'updated', ARGV[2])
-  keep_summary(KEYS[4], records_left(KEYS[1]), ARGV[4])
-  xadd_run(KEYS[1], KEYS[2], ARGV[5], 'run.failed', ARGV[8])
-  redis.call('HINCRBY', KEYS[6], 'runs:failed', 1)
-  xadd_run(KEYS[1], KEYS[2], ARGV[5], 'done', ARGV[9])
-  notify_parent(7, 10)
+local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+redis.call('HSET', K.run, 'crashes', crashes, 'updated', A.now)
+if crashes >= tonumber(A.max_lost) then
+  redis.call('HSET', K.run, 'status', 'failed', 'error', A.error)
+  redis.call('HSET', K.summary, 'status', 'failed', 'updated', A.now)
+  keep_summary(K.summary, records_left(K.run), A.retention)
+  xadd_run(K.run, K.events, A.maxlen, 'run.failed', A.failed_event)
+  redis.call('HINCRBY', K.metrics, 'runs:failed', 1)
+  xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
+  notify_parent(K.parent, A.parent)
   return {'failed', cur[2], fence}
 end
-redis.call('HSET', KEYS[1], 'status', 'queued')
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1] .. ':' .. cur[2] .. ':' .. fence)
-xadd_run(KEYS[1], KEYS[2], ARGV[5], 'node.recovered', ARGV[6])
-redis.call('HINCRBY', KEYS[6], 'recovered', 1)
+redis.call('HSET', K.run, 'status', 'queued')
+redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur[2], fence))
+xadd_run(K.run, K.events, A.maxlen, 'node.recovered', A.recovered)
+redis.call('HINCRBY', K.metrics, 'recovered', 1)
 return {'requeued', cur[2], fence}

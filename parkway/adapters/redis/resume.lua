@@ -1,4 +1,42 @@
--- Answer (or cancel) an interrupt exactly once: see _resume.lua (KEYS and ARGV are its K and A).
-local refused = resume_refused(KEYS, ARGV)
+-- Answer (or cancel) an interrupt exactly once: see _resume.lua (its functions take K and A).
+-- KEYS
+--   run            the run's hash
+--   journal        the journal of the interrupt's step
+--   state          the workflow state
+--   events         the run's stream
+--   summary        the run's summary
+--   outbox         the outbox
+--   newest         the workflow's index newest
+--   expiring       its index expiring
+--   metrics        the counters
+--   closing: closing  the closed index of the interrupt's new status
+--   filters...     the interrupt's filter indexes
+--   queues...      the next job's queues (see hand_off)
+-- ARGV
+--   #filters       how many filter indexes
+--   #queues        how many queues
+--   #job           how many job arguments
+--   token_field    the token's field in the run hash
+--   request_id     the request id expected, as the run hash names it (keys.held_id; '' = any)
+--   field          the journal field of the answer
+--   entry          the journal entry blob
+--   event          the event blob
+--   now            ms
+--   member_newest  the interrupt's member in the index newest (and the filter indexes)
+--   member_expiring  its member in the index expiring
+--   run_id         the run
+--   maxlen         the stream's cap
+--   status         the interrupt's new status (resolved | cancelled)
+--   event_type     the event's type (interrupt.resumed | interrupt.cancelled)
+--   retention      ms the summary outlives the records
+--   buckets        the wait histogram's upper bounds in seconds, ascending, space-separated
+--   status_prefix  what an interrupt's status field starts with
+--   created        ms the interrupt was created at
+--   expires        ms it expires at, as read
+--   closing: closing  its lifecycle record's end
+--   answered       the run's 'ans' ("<step> <the x: field of its lifecycle record> <1 | 0: the
+--                  answer's output captured>", for finish.lua; '' for a cancel)
+--   job...         the next job (see hand_off)
+local refused = resume_refused(K, A)
 if refused then return refused end
-return resume_commit(KEYS, ARGV)
+return resume_commit(K, A)

@@ -1,8 +1,9 @@
 """The Redis Store: each transition is one Lua script over the run's keys.
 
-Scripts live beside this module as ``.lua`` files (``_common.lua`` is
-prepended to each) and are registered once per client. redis-py errors are
-translated into parkway errors by :func:`~parkway.adapters.redis.errors.translated`.
+Scripts live beside this module as ``.lua`` files, each opening with its KEYS/ARGV schema; the
+loader (:func:`.scripts.source`) adds the shared files and binds the names, and each is called
+through its typed arguments (:mod:`.calls`). They are registered once per client. redis-py errors
+are translated into parkway errors by :func:`~parkway.adapters.redis.errors.translated`.
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ from ...runtime.store import (
 )
 from .. import codec
 from ..limits import Limits
-from . import keys, layout
+from . import calls, keys, layout, scripts
 from .connection import connect, run_script
 from .connection import text as _text
 from .errors import translated
 from .listings import InterruptListings
 from .records import RunRecords
 from .replicas import ReplicaAcks
+from .scripts import Args
 
 T = TypeVar("T")
 WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
@@ -85,29 +87,16 @@ _SCRIPTS = (
 )
 
 
-_FOLLOWED_BY = {"first": "park.lua"}
-"""scripts made of a prelude and another transition's body: first.lua parks as park.lua does"""
-
-
-_ANSWERING = ("resume",)
-"""scripts that answer interrupts: _resume.lua's functions go before their body"""
-
-
 NO_HAND_OFF = "function hand_off() return 0 end"
 """``hand_off`` for a store given no ``NextJob``: it enqueues nothing (the caller enqueues)"""
 
 
-@functools.cache
-def _source(name: str, hand_off: str) -> str:
-    """The script ``name`` as loaded: the prelude (``_common.lua``, then ``hand_off``: the Lua that
-    assigns the function _common.lua declares, ``NextJob.lua``), the shared parts it needs, its body."""
-    shared = ["_resume.lua"] if name in _ANSWERING else []
-    parts = [*shared, f"{name}.lua", *([_FOLLOWED_BY[name]] if name in _FOLLOWED_BY else [])]
-    return "\n".join([_prelude(hand_off), *(shared_lua(part) for part in parts)])
-
-
 def _prelude(hand_off: str) -> str:
-    return "\n".join([shared_lua("_common.lua"), hand_off])
+    """What a feature's script (``add_scripts``) starts with: the constants, the schemas it may bind
+    what it carries by (``bind_call(SPEC.resume, ...)``, ``bind(SPEC.new_run.argv, ...)``),
+    ``_common.lua`` and ``hand_off``. The store's own scripts: ``scripts.source``."""
+    return "\n".join([scripts.constants(), scripts.spec_lua(["resume", "new_run"]), shared_lua("_common.lua"),
+                      hand_off])
 
 
 @functools.cache
@@ -120,12 +109,19 @@ def shared_lua(name: str) -> str:
 
 @dataclass(frozen=True)
 class ScriptCall:
-    """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV."""
+    """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV as
+    sent, and the typed arguments they were rendered from (None for a feature's script, called with
+    lists: ``call_script``)."""
 
     name: str
     run_id: str | None
-    keys: list[str]
+    keys: list[Any]
     args: list[Any]
+    params: Args | None = None
+
+    @classmethod
+    def of(cls, run_id: str | None, params: Args) -> ScriptCall:
+        return cls(params.script, run_id, params.keys(), params.args(), params)
 
 
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
@@ -174,7 +170,7 @@ class RedisStore(RunRecords, InterruptListings):
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         hand_off = next_job.lua if next_job is not None else NO_HAND_OFF
         self._prelude = _prelude(hand_off)
-        self._scripts = {name: client.register_script(_source(name, hand_off)) for name in _SCRIPTS}
+        self._scripts = {name: client.register_script(scripts.source(name, hand_off)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
         self._read_only = set(READ_ONLY_SCRIPTS)
 
@@ -207,8 +203,15 @@ class RedisStore(RunRecords, InterruptListings):
             return [], [""]
         return self.next_job.keys(), self.next_job.args(run_id)
 
+    def _script(self, run_id: str | None, params: Args) -> Any:
+        """Call ``params``'s script (its typed arguments: see :mod:`.calls`) for ``run_id``."""
+        return self._send(ScriptCall.of(run_id, params))
+
     def _call(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
-        call = ScriptCall(name, run_id, keys_, args)
+        """Call a script taking lists (a feature's: ``call_script``)."""
+        return self._send(ScriptCall(name, run_id, keys_, args))
+
+    def _send(self, call: ScriptCall) -> Any:
         if self._around is not None:
             return self._around(call, lambda: self._run(call))
         return self._run(call)
@@ -236,11 +239,6 @@ class RedisStore(RunRecords, InterruptListings):
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
 
-    def _ending_keys(self, run_id: str, step: int) -> list[str]:
-        """The keys of an activation a script ends (advance, spawn): run, journal, state, events, summary."""
-        r = run_id
-        return [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)]
-
     def _index_keys(self, workflow: str) -> list[str]:
         """The workflow's two indexes of pending interrupts (there is no index across workflows: a
         listing of every workflow merges theirs)."""
@@ -254,56 +252,39 @@ class RedisStore(RunRecords, InterruptListings):
     # --- transitions ----------------------------------------------------
 
     def create_run(self, run: NewRun) -> bool:
-        run_keys, run_args = self.new_run(run)
-        hand_keys, hand_args = self._hand_off(run.run_id)
-        args = [*run_args, codec.authority_arg(run), *hand_args]
-        return bool(self._call("create", run.run_id, [*run_keys, *hand_keys], args))
+        queues, job = self._hand_off(run.run_id)
+        return bool(self._script(run.run_id, calls.Create(self._new_run(run), queues, codec.authority_arg(run), job)))
 
     def new_run(self, run: NewRun) -> tuple[list[str], list[Any]]:
-        """``create_run``'s keys (run, summary, events, outbox) and arguments (see ``_common.lua``),
-        for the scripts that create a run as part of their transition (a session's send)."""
-        blob = codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input")
+        """``create_run``'s keys and arguments (a ``new_run`` block, see ``_common.lua``), for the
+        session scripts that create a run as part of their transition (a session's send)."""
+        block = self._new_run(run)
+        return block.keys(), block.args()
+
+    def _new_run(self, run: NewRun, started: Mapping[str, Any] | None = None) -> calls.NewRun:
+        """The ``new_run`` block creating ``run`` (``started``: its run.started event, if not the usual)."""
         r = run.run_id
-        return [keys.run(r), keys.summary(r), keys.events(r), keys.outbox()], [
-            run.workflow,
-            run.ref,
-            run.start_node,
-            blob,
-            run.ttl_ms,
-            run.now,
-            self.limits.retention_ms,
-            self.limits.max_events,
-            self._event(
+        if started is None:
+            started = (
                 {"workflow": run.workflow, "input": run.input}
                 | ({"restartedFrom": run.restarted_from} if run.restarted_from else {})
                 | ({"tenant": run.tenant} if run.tenant else {})
                 | ({"forkedFrom": {"runId": run.forked_from[0], "step": run.forked_from[1]}} if run.forked_from else {})
-            ),
-            f"{r}:0:0",
-        ]
+            )
+        return calls.NewRun(
+            run=keys.run(r), summary=keys.summary(r), events=keys.events(r), outbox=keys.outbox(),
+            workflow=run.workflow, ref=run.ref, node=run.start_node,
+            input=codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input"),
+            ttl=run.ttl_ms, now=run.now, retention=self.limits.retention_ms, maxlen=self.limits.max_events,
+            started=self._event(started), member=keys.outbox_member(r, 0, 0),
+        )
 
-    def _begin_call(
-        self, r: str, step: int | None, fence: int, now: int, lease_until: int
-    ) -> tuple[list[str], list[Any]]:
-        return (
-            [
-                keys.run(r),
-                "" if step is None else keys.journal(r, step),
-                keys.workflow_state(r),
-                keys.leases(),
-                keys.outbox(),
-                keys.metrics(),
-                keys.events(r),
-            ],
-            [
-                "" if step is None else step,
-                fence,
-                now,
-                lease_until,
-                r,
-                "" if step is None else f"{r}:{step}:{fence}",
-                self.limits.max_events,
-            ],
+    def _begin_call(self, r: str, step: int | None, fence: int, now: int, lease_until: int) -> calls.Begin:
+        return calls.Begin(
+            run=keys.run(r), journal="" if step is None else keys.journal(r, step), state=keys.workflow_state(r),
+            leases=keys.leases(), outbox=keys.outbox(), metrics=keys.metrics(), events=keys.events(r),
+            step="" if step is None else step, fence=fence, now=now, lease_until=lease_until, run_id=r,
+            member="" if step is None else keys.outbox_member(r, step, fence), maxlen=self.limits.max_events,
         )
 
     def begin_command(
@@ -314,11 +295,12 @@ class RedisStore(RunRecords, InterruptListings):
         the Attempt (``begin`` would return), raising what ``begin`` would raise. ``step`` None:
         the job is known by its run and fence alone, which name one activation; the script
         begins the run's step at that fence."""
-        keys_, args = self._begin_call(run_id, step, fence, now, lease_until)
+        params = self._begin_call(run_id, step, fence, now, lease_until)
+        keys_, args = params.keys(), params.args()
 
         def attempt(reply: Any) -> Attempt:
             if isinstance(reply, rex.NoScriptError):  # a server that lost its scripts: call again
-                reply = self._call("begin", run_id, keys_, args)
+                reply = self._script(run_id, params)
             elif isinstance(reply, Exception):
                 with translated(run_id):
                     raise reply
@@ -327,7 +309,7 @@ class RedisStore(RunRecords, InterruptListings):
         return ("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args), attempt
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
-        reply = self._call("begin", run_id, *self._begin_call(run_id, step, fence, now, lease_until))
+        reply = self._script(run_id, self._begin_call(run_id, step, fence, now, lease_until))
         return self._attempt(run_id, reply)
 
     def _attempt(self, run_id: str, reply: Any) -> Attempt:
@@ -361,130 +343,85 @@ class RedisStore(RunRecords, InterruptListings):
             blob = codec.encode(value, limit=self.limits.max_payload_bytes, what="workflow state value")
             target = keys.workflow_state(r)
         kind, data = (event[0], self._event(event[1])) if event else ("", b"")
-        self._call(
-            "record",
-            r,
-            [keys.run(r), target, keys.journal(r, step), keys.workflow_state(r), keys.events(r), keys.summary(r)],
-            [fence, name, blob, kind, data, self.limits.max_events, self.limits.retention_ms],
-        )
+        self._script(r, calls.Record(
+            run=keys.run(r), target=target, journal=keys.journal(r, step), state=keys.workflow_state(r),
+            events=keys.events(r), summary=keys.summary(r), fence=fence, field=name, blob=blob, event_type=kind,
+            event=data, maxlen=self.limits.max_events, retention=self.limits.retention_ms,
+        ))
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
         r = run_id
-        data = codec.encode(commit.data, limit=self.limits.max_payload_bytes, what="run data")
-        args: list[Any] = [
-            fence,
-            step,
-            data,
-            commit.next_node or "",
-            codec.encode(commit.output, what="run output"),
-            commit.now,
-            self.limits.retention_ms,
-            self.limits.max_events,
-            r,
-            len(commit.events),
-        ]
-        for kind, payload in commit.events:
-            args += [kind, self._event(payload)]
         ended = commit.next_node is None
-        parent_keys, parent_args = self._parent_tail(r, "completed", commit.output, commit.now) if ended else ([], [""])
-        return int(
-            self._call(
-                "advance",
-                r,
-                [*self._ending_keys(r, step), keys.leases(), keys.metrics(), keys.snapshots(r), *parent_keys],
-                [*args, *parent_args],
-            )
-        )
+        return int(self._script(r, calls.Advance(
+            run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
+            summary=keys.summary(r), leases=keys.leases(), metrics=keys.metrics(), snapshots=keys.snapshots(r),
+            parent=self._parent(r, "completed", commit.output, commit.now) if ended else None,
+            fence=fence, step=step,
+            data=codec.encode(commit.data, limit=self.limits.max_payload_bytes, what="run data"),
+            next_node=commit.next_node or "", output=codec.encode(commit.output, what="run output"),
+            now=commit.now, retention=self.limits.retention_ms, maxlen=self.limits.max_events, run_id=r,
+            emitted=[x for kind, payload in commit.events for x in (kind, self._event(payload))],
+        )))
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
+        parked = self._park(run_id, fence, step, commit)
+        if commit.child is None:
+            return int(self._script(run_id, parked))
+        return int(self._script(run_id, self._racing_child(run_id, commit.child, parked)))
+
+    def _park(self, run_id: str, fence: int, step: int, commit: Park) -> calls.Park:
         r, rec = run_id, commit.interrupt
         entry = codec.entry_of(rec)
-        child_keys, child_args = self._racing_child(r, step, commit.child) if commit.child else ([], [])
-        return int(
-            self._call(
-                "first" if commit.child else "park",
-                r,
-                [
-                    keys.run(r),
-                    keys.journal(r, step),
-                    keys.workflow_state(r),
-                    keys.events(r),
-                    *self._index_keys(rec.workflow),
-                    keys.leases(),
-                    keys.summary(r),
-                    keys.workflows(),
-                    keys.pauses(),
-                    *self._filter_keys(rec),
-                    *self._ancestor_keys(commit.lineage),
-                    keys.snapshots(r),
-                    *child_keys,
-                ],
-                [
-                    fence,
-                    step,
-                    rec.request_id,
-                    layout.token_field(rec.token_hash),
-                    layout.status_field(rec.request_id, r),
-                    commit.ttl_ms,
-                    commit.now,
-                    rec.expires_at,
-                    codec.member(entry, "newest"),
-                    codec.member(entry, "expiring"),
-                    self._event(layout.short_interrupt_event(rec)),
-                    self.limits.max_events,
-                    self.limits.expiry_grace_ms,
-                    r,
-                    self.limits.retention_ms,
-                    rec.workflow,
-                    keys.PAUSE_FEED_MAXLEN,
-                    f"{step} {commit.version}" if commit.version else "",
-                    len(self._filter_keys(rec)),
-                    self._event(commit.event) if commit.lineage else "",
-                    *layout.record_parts(rec),
-                    *child_args,
-                ],
-            )
+        return calls.Park(
+            run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
+            newest=keys.index("newest", rec.workflow), expiring=keys.index("expiring", rec.workflow),
+            leases=keys.leases(), summary=keys.summary(r), workflows=keys.workflows(), pauses=keys.pauses(),
+            snapshots=keys.snapshots(r), filters=self._filter_keys(rec), ancestors=self._ancestors(commit.lineage),
+            fence=fence, step=step, request_id=rec.request_id, held_id=layout.short_id(rec.request_id, r),
+            token_field=layout.token_field(rec.token_hash), status_field=layout.status_field(rec.request_id, r),
+            ttl=commit.ttl_ms, now=commit.now, expires=rec.expires_at,
+            member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
+            event=self._event(layout.short_interrupt_event(rec)), maxlen=self.limits.max_events,
+            grace=self.limits.expiry_grace_ms, run_id=r, retention=self.limits.retention_ms, workflow=rec.workflow,
+            pauses_maxlen=keys.PAUSE_FEED_MAXLEN, paused=f"{step} {commit.version}" if commit.version else "",
+            ancestor_event=self._event(commit.event) if commit.lineage else "", record=layout.record_parts(rec),
         )
 
-    def _racing_child(self, run_id: str, step: int, spawn: Spawn) -> tuple[list[str], list[Any]]:
-        """``first.lua``'s keys and arguments for the child that races the interrupt (after park's)."""
+    def _racing_child(self, run_id: str, spawn: Spawn, parked: calls.Park) -> calls.First:
+        """``first.lua``'s call: the child that races the interrupt, then the park it carries."""
         child = spawn.child
-        run_keys, run_args = self.new_run(child)
+        queues, job = self._hand_off(child.run_id)
         # its run.started names its parent, as spawn's does
-        run_args[8] = self._event({"workflow": child.workflow, "input": child.input, "parentRunId": run_id})
-        hand_keys, hand_args = self._hand_off(child.run_id)
-        args = [
-            child.run_id,
-            spawn.asked_field,
-            layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
-            self._event(spawn.event),
-            layout.lineage_field(spawn.lineage),
-            spawn.journal_field,
-            *run_args,
-            *hand_args,
-        ]
-        return [*run_keys, *hand_keys], [*args, len(args), len(hand_keys)]
+        started = {"workflow": child.workflow, "input": child.input, "parentRunId": run_id}
+        return calls.First(
+            park=parked, child=self._new_run(child, started), queues=queues, child_id=child.run_id,
+            check_field=spawn.asked_field,
+            check_entry=layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+            started=self._event(spawn.event), lineage=layout.lineage_field(spawn.lineage),
+            field=spawn.journal_field, job=job,
+        )
 
     def _lifecycle(self, part: Mapping[str, Any]) -> bytes:
         return layout.lifecycle_blob(part, self.limits.max_payload_bytes)
 
     def _closing(
         self, entry: IndexEntry, record: InterruptRecord | None, status: str, end: Mapping[str, Any], now: int
-    ) -> tuple[str, list[Any]]:
-        """The closed index and the arguments a script that ends an interrupt writes its lifecycle
-        record with: its end's field and blob, the index member, the oldest end time kept, then its
+    ) -> calls.Closing:
+        """How a script that ends an interrupt writes its lifecycle record (a ``closing`` block): the
+        closed index, its end's field and blob, the index member, the oldest end time kept, then its
         first part's field and blob ('' when the run's records are gone). The first part is written
         here, at the end, not at park: while the interrupt is open its run's record says the same,
         and a parked run keeps a few hundred bytes less (``telemetry.created``)."""
         created = telemetry.created(record) if record else None
-        return keys.closed_index(status, entry.workflow), [
-            layout.lifecycle_field("e", entry.request_id, entry.run_id),
-            self._lifecycle(end),
-            codec.closed_member(now, entry.run_id, entry.request_id),
-            codec.time_floor(max(0, now - self.limits.retention_ms)),
-            layout.lifecycle_field("i", entry.request_id, entry.run_id),
-            self._lifecycle(created) if created is not None else "",
-        ]
+        return calls.Closing(
+            index=keys.closed_index(status, entry.workflow),
+            end_field=layout.lifecycle_field("e", entry.request_id, entry.run_id),
+            ended=self._lifecycle(end),
+            member=codec.closed_member(now, entry.run_id, entry.request_id),
+            floor=codec.time_floor(max(0, now - self.limits.retention_ms)),
+            created_field=layout.lifecycle_field("i", entry.request_id, entry.run_id),
+            created=self._lifecycle(created) if created is not None else "",
+        )
 
     def finish(
         self,
@@ -496,141 +433,67 @@ class RedisStore(RunRecords, InterruptListings):
         now: int,
     ) -> None:
         r = run_id
-        parent_keys, parent_args = self._parent_tail(r, status, dict(error) if error else None, now)
-        self._call(
-            "finish",
-            r,
-            [
-                keys.run(r),
-                keys.workflow_state(r),
-                keys.events(r),
-                keys.summary(r),
-                keys.leases(),
-                keys.metrics(),
-                *parent_keys,
-            ],
-            [
-                "" if fence is None else fence,
-                status,
-                codec.encode(dict(error), what="run error") if error else "",
-                now,
-                self.limits.retention_ms,
-                self.limits.max_events,
-                event[0],
-                self._event(event[1]),
-                self._event({"status": status}),
-                r,
-                *self._failed_replay(status, error, now),
-                *parent_args,
-            ],
-        )
+        failed_replay, failed_type = self._failed_replay(status, error, now)
+        self._script(r, calls.Finish(
+            run=keys.run(r), state=keys.workflow_state(r), events=keys.events(r), summary=keys.summary(r),
+            leases=keys.leases(), metrics=keys.metrics(),
+            parent=self._parent(r, status, dict(error) if error else None, now),
+            fence="" if fence is None else fence, status=status,
+            error=codec.encode(dict(error), what="run error") if error else "", now=now,
+            retention=self.limits.retention_ms, maxlen=self.limits.max_events, event_type=event[0],
+            event=self._event(event[1]), done=self._event({"status": status}), run_id=r,
+            failed_replay=failed_replay, failed_type=failed_type,
+        ))
 
-    def _failed_replay(self, status: str, error: Mapping[str, Any] | None, now: int) -> list[Any]:
+    def _failed_replay(self, status: str, error: Mapping[str, Any] | None, now: int) -> tuple[Any, Any]:
         """``finish.lua``'s lifecycle blobs for a replay after an answer that failed the run: with the
         error's message, and with its type only (for an interrupt whose output is not captured)."""
         if status != "failed" or not error:
-            return ["", ""]
+            return "", ""
         kind, message = str(error.get("type", "")), str(error.get("message", ""))
-        return [self._lifecycle(telemetry.failure(now, kind, message, capture))
-                for capture in (telemetry.CAPTURE_KINDS, ())]
+        with_message, type_only = (self._lifecycle(telemetry.failure(now, kind, message, capture))
+                                   for capture in (telemetry.CAPTURE_KINDS, ()))
+        return with_message, type_only
 
     def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
-        r, child = run_id, commit.child
-        c = child.run_id
-        hand_keys, hand_args = self._hand_off(c)
-        return int(
-            self._call(
-                "spawn",
-                r,
-                [
-                    *self._ending_keys(r, step),
-                    keys.leases(),
-                    keys.run(c),
-                    keys.summary(c),
-                    keys.events(c),
-                    keys.outbox(),
-                    keys.snapshots(r),
-                    *hand_keys,
-                ],
-                [
-                    fence,
-                    step,
-                    child.now,
-                    r,
-                    c,
-                    self._event(commit.event),
-                    self.limits.max_events,
-                    self.limits.retention_ms,
-                    self.limits.expiry_grace_ms,
-                    *self._child_fields(r, commit),
-                    *hand_args,
-                ],
-            )
-        )
+        r = run_id
+        queues, _ = self._hand_off(commit.child.run_id)
+        return int(self._script(r, calls.Spawn(
+            run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
+            summary=keys.summary(r), leases=keys.leases(), outbox=keys.outbox(), snapshots=keys.snapshots(r),
+            child=self._child(r, commit), queues=queues, fence=fence, step=step, now=commit.child.now, run_id=r,
+            maxlen=self.limits.max_events, retention=self.limits.retention_ms, grace=self.limits.expiry_grace_ms,
+        )))
 
-    def _child_fields(self, parent_id: str, spawn: Spawn) -> list[Any]:
-        """What ``spawn.lua`` and ``fanout.lua`` take of a child they create, in this order: its
-        workflow, ref, start node, input, TTL, run.started event, and the parent's journal field for it
-        (with the child's lineage, its answer field and what the parent asked)."""
+    def _child(self, parent_id: str, spawn: Spawn) -> calls.Child:
+        """The ``child`` block that ``spawn.lua`` and ``fanout.lua`` create a child run from: its keys,
+        fields, run.started event, the parent's journal field for it (with the child's lineage, its
+        answer field and what the parent asked), the parent's child.started, its first job."""
         child = spawn.child
-        return [
-            child.workflow,
-            child.ref,
-            child.start_node,
-            codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input"),
-            child.ttl_ms,
-            self._event({"workflow": child.workflow, "input": child.input, "parentRunId": parent_id}),
-            spawn.journal_field,
-            layout.lineage_field(spawn.lineage),
-            spawn.asked_field,
-            layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
-        ]
+        c = child.run_id
+        return calls.Child(
+            run=keys.run(c), summary=keys.summary(c), events=keys.events(c), run_id=c,
+            workflow=child.workflow, ref=child.ref, node=child.start_node,
+            input=codec.encode(child.input, limit=self.limits.max_payload_bytes, what="child workflow input"),
+            ttl=child.ttl_ms,
+            started=self._event({"workflow": child.workflow, "input": child.input, "parentRunId": parent_id}),
+            field=spawn.journal_field, lineage=layout.lineage_field(spawn.lineage),
+            check_field=spawn.asked_field,
+            check_entry=layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
+            parent_event=self._event(spawn.event), job=self._hand_off(c)[1],
+        )
 
     def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
         r = run_id
-        hand_keys, parent_job = self._hand_off(r)
-        blocks: list[Any] = []
-        child_keys: list[str] = []
-        for spawn in commit.children:
-            child = spawn.child
-            c = child.run_id
-            _, job = self._hand_off(c)
-            child_keys += [keys.run(c), keys.summary(c), keys.events(c)]
-            blocks.append([c, *self._child_fields(r, spawn), self._event(spawn.event), *job])
-        per_child = len(blocks[0]) if blocks else 0
-        reply = self._call(
-            "fanout",
-            r,
-            [
-                keys.run(r),
-                keys.journal(r, step),
-                keys.workflow_state(r),
-                keys.events(r),
-                keys.summary(r),
-                keys.leases(),
-                keys.outbox(),
-                keys.snapshots(r),
-                keys.fanout(r),
-                *(hand_keys or ["", ""]),
-                *child_keys,
-            ],
-            [
-                fence,
-                step,
-                commit.now,
-                r,
-                self.limits.max_events,
-                self.limits.retention_ms,
-                self.limits.expiry_grace_ms,
-                commit.live,
-                commit.left,
-                len(blocks),
-                per_child,
-                len(parent_job),
-                *parent_job,
-                *(arg for block in blocks for arg in block),
-            ],
-        )
+        queues, job = self._hand_off(r)
+        reply = self._script(r, calls.FanOut(
+            run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
+            summary=keys.summary(r), leases=keys.leases(), outbox=keys.outbox(), snapshots=keys.snapshots(r),
+            fanout=keys.fanout(r), queues=queues, children=[self._child(r, spawn) for spawn in commit.children],
+            fence=fence, step=step, now=commit.now, run_id=r, maxlen=self.limits.max_events,
+            retention=self.limits.retention_ms, grace=self.limits.expiry_grace_ms, live=commit.live,
+            left=commit.left, job=job,
+        ))
         return FanOutOutcome(_text(reply[0]) == "waiting", int(reply[1]))
 
     def fork(self, new: NewRun, step: int) -> ForkOutcome:
@@ -638,39 +501,35 @@ class RedisStore(RunRecords, InterruptListings):
         the new run starts at the node that step ran, with ``new.input`` as its data."""
         assert new.forked_from is not None
         old = new.forked_from[0]
-        run_keys, run_args = self.new_run(new)
-        hand_keys, hand_args = self._hand_off(new.run_id)
-        run_args[2] = ""  # the step's node: the script reads it
-        reply = self._call(
-            "fork",
-            old,
-            [keys.run(old), keys.summary(old), keys.snapshots(old), *run_keys, *hand_keys],
-            [step, *run_args, *hand_args],
-        )
+        queues, job = self._hand_off(new.run_id)
+        created = replace(self._new_run(new), node="")  # the step's node: the script reads it
+        reply = self._script(old, calls.Fork(
+            old_run=keys.run(old), old_summary=keys.summary(old), old_snapshots=keys.snapshots(old),
+            new=created, queues=queues, step=step, job=job,
+        ))
         outcome = _text(reply[0])
         if outcome == "forked":
             return ForkOutcome("forked", handed=bool(reply[1]))
         return ForkOutcome(outcome, current_step=int(reply[1]) if len(reply) > 1 else None)  # type: ignore[arg-type]
 
-    def _ancestor_keys(self, lineage: Sequence[tuple[str, int]]) -> list[str]:
-        """For ``park.lua``: each ancestor's events, run, journal of its waiting step, workflow state,
-        summary, fan-out set (``ANCESTOR_KEYS`` in ``_common.lua``)."""
-        out: list[str] = []
-        for a, step in lineage:
-            out += [keys.events(a), keys.run(a), keys.journal(a, step), keys.workflow_state(a), keys.summary(a),
-                    keys.fanout(a)]
-        return out
+    def _ancestors(self, lineage: Sequence[tuple[str, int]]) -> list[calls.Ancestor]:
+        """For ``park.lua`` and ``escalate.lua``: each ancestor's keys (an ``ancestor`` block)."""
+        return [
+            calls.Ancestor(events=keys.events(a), run=keys.run(a), journal=keys.journal(a, step),
+                           state=keys.workflow_state(a), summary=keys.summary(a), fanout=keys.fanout(a))
+            for a, step in lineage
+        ]
 
-    def _parent_tail(self, run_id: str, status: str, value: Any, now: int) -> tuple[list[str], list[Any]]:
-        """The parent's keys and arguments for ``notify_parent`` (``_common.lua``) when ``run_id``
-        ends ``status`` with ``value`` (its output, or its error); ``[""]`` for a root run. Where a
-        child's outcome goes is written once, when the child is created, so reading it first is safe."""
+    def _parent(self, run_id: str, status: str, value: Any, now: int) -> calls.Parent | None:
+        """Where ``run_id``'s end goes (a ``parent`` block, for ``notify_parent`` in ``_common.lua``)
+        when it ends ``status`` with ``value`` (its output, or its error); None for a root run. Where
+        a child's outcome goes is written once, when the child is created, so reading it first is safe."""
         if keys.CHILD_SEPARATOR not in run_id:
-            return [], [""]
+            return None
         with translated(run_id):
             found = layout.parent_of(self.client.hmget(keys.run(run_id), *layout.PARENT_FIELDS))
         if found is None:
-            return [], [""]
+            return None
         p, step, field, own = found
         c = run_id
         name = journal.child_name(field)
@@ -681,56 +540,31 @@ class RedisStore(RunRecords, InterruptListings):
         event: dict[str, Any] = {"childRunId": run_id, "id": name, "status": status}
         if isinstance(value, dict) and status != "completed":
             event["error"] = value.get("message")
-        hand_keys, hand_args = self._hand_off(p)
-        return (
-            [
-                keys.run(p),
-                keys.journal(p, step),
-                keys.workflow_state(p),
-                keys.events(p),
-                keys.summary(p),
-                keys.outbox(),
-                keys.fanout(p),
-                keys.run(c),
-                keys.events(c),
-                keys.workflow_state(c),
-                keys.snapshots(c),
-                keys.journal(c, own),
-                *hand_keys,
-            ],
-            [
-                p,
-                run_id,
-                field,
-                layout.entry_to_blob(entry, self.limits.max_payload_bytes),
-                "child.completed" if status == "completed" else "child.ended",
-                self._event(event),
-                now,
-                self.limits.max_events,
-                self.limits.retention_ms,
-                *hand_args,
-            ],
+        queues, job = self._hand_off(p)
+        return calls.Parent(
+            run=keys.run(p), journal=keys.journal(p, step), state=keys.workflow_state(p), events=keys.events(p),
+            summary=keys.summary(p), outbox=keys.outbox(), fanout=keys.fanout(p), child_run=keys.run(c),
+            child_events=keys.events(c), child_state=keys.workflow_state(c), child_snapshots=keys.snapshots(c),
+            child_journal=keys.journal(c, own), queues=queues, run_id=p, child_id=run_id, field=field,
+            entry=layout.entry_to_blob(entry, self.limits.max_payload_bytes),
+            event_type="child.completed" if status == "completed" else "child.ended", event=self._event(event),
+            now=now, maxlen=self.limits.max_events, retention=self.limits.retention_ms, job=job,
         )
 
     def release(self, run_id: str, fence: int, step: int, event: Mapping[str, Any], now: int) -> int:
         r = run_id
-        return int(
-            self._call(
-                "release",
-                r,
-                [keys.run(r), keys.events(r), keys.outbox(), keys.leases(), keys.summary(r), keys.metrics()],
-                [fence, step, now, self.limits.max_events, self._event(event), r, self.limits.retention_ms],
-            )
-        )
+        return int(self._script(r, calls.Release(
+            run=keys.run(r), events=keys.events(r), outbox=keys.outbox(), leases=keys.leases(),
+            summary=keys.summary(r), metrics=keys.metrics(), fence=fence, step=step, now=now,
+            maxlen=self.limits.max_events, event=self._event(event), run_id=r, retention=self.limits.retention_ms,
+        )))
 
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         r = run_id
-        reply = self._call(
-            "lookup",
-            r,
-            [keys.run(r), keys.summary(r)],
-            [layout.token_field(token_hash), now, layout.STATUS_PREFIX],
-        )
+        reply = self._script(r, calls.Lookup(
+            run=keys.run(r), summary=keys.summary(r), token_field=layout.token_field(token_hash), now=now,
+            status_prefix=layout.STATUS_PREFIX,
+        ))
         status, record = layout.looked_up(r, token_hash, reply)
         return Lookup(status, record)  # type: ignore[arg-type]
 
@@ -757,82 +591,53 @@ class RedisStore(RunRecords, InterruptListings):
         return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id, bool(reply[4]))
 
     def _resume(self, run_id: str, answer: Answer) -> Any:
-        return self._call("resume", run_id, *self.resume_call(run_id, answer))
+        return self._script(run_id, self._resume_params(run_id, answer))
 
     def resume_call(self, run_id: str, answer: Answer) -> tuple[list[str], list[Any]]:
-        """resume.lua's KEYS and ARGV for ``answer`` (the session scripts that deliver answers run
-        the same transition inside their own: ``_resume.lua``)."""
+        """resume.lua's KEYS and ARGV for ``answer``, for the session scripts that deliver answers
+        (they run the same transition inside their own, binding these with ``bind_call``)."""
+        params = self._resume_params(run_id, answer)
+        return params.keys(), params.args()
+
+    def _resume_params(self, run_id: str, answer: Answer) -> calls.Resume:
         r, rec = run_id, answer.interrupt
-        hand_keys, hand_args = self._hand_off(r) if answer.dispatch else ([], [""])
+        queues, job = self._hand_off(r) if answer.dispatch else ([], [""])
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
-        closed, closing = self._closing(entry, rec, status, answer.lifecycle, answer.now)
         failed = layout.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
-        answered = "" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}"
-        return (
-            [
-                keys.run(r),
-                keys.journal(r, rec.step),
-                keys.workflow_state(r),
-                keys.events(r),
-                keys.summary(r),
-                keys.outbox(),
-                *self._index_keys(rec.workflow),
-                keys.metrics(),
-                closed,
-                *self._filter_keys(rec),
-                *hand_keys,
-            ],
-            [
-                layout.token_field(answer.token_hash),
-                layout.short_id(answer.request_id, r) if answer.request_id else "",
-                rec.journal_field,
-                layout.entry_to_blob(answer.entry, self.limits.max_answer_bytes),
-                self._event(answer.event),
-                answer.now,
-                codec.member(entry, "newest"),
-                codec.member(entry, "expiring"),
-                r,
-                self.limits.max_events,
-                status,
-                event,
-                self.limits.retention_ms,
-                _WAIT_BUCKETS_ARG,
-                layout.STATUS_PREFIX,
-                rec.created_at,
-                rec.expires_at,
-                len(self._filter_keys(rec)),
-                *closing,
-                answered,
-                *hand_args,
-            ],
+        return calls.Resume(
+            run=keys.run(r), journal=keys.journal(r, rec.step), state=keys.workflow_state(r), events=keys.events(r),
+            summary=keys.summary(r), outbox=keys.outbox(), newest=keys.index("newest", rec.workflow),
+            expiring=keys.index("expiring", rec.workflow), metrics=keys.metrics(),
+            closing=self._closing(entry, rec, status, answer.lifecycle, answer.now), filters=self._filter_keys(rec),
+            queues=queues, token_field=layout.token_field(answer.token_hash),
+            request_id=layout.short_id(answer.request_id, r) if answer.request_id else "", field=rec.journal_field,
+            entry=layout.entry_to_blob(answer.entry, self.limits.max_answer_bytes), event=self._event(answer.event),
+            now=answer.now, member_newest=codec.member(entry, "newest"),
+            member_expiring=codec.member(entry, "expiring"),
+            run_id=r, maxlen=self.limits.max_events, status=status, event_type=event,
+            retention=self.limits.retention_ms, buckets=_WAIT_BUCKETS_ARG, status_prefix=layout.STATUS_PREFIX,
+            created=rec.created_at, expires=rec.expires_at,
+            answered="" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}", job=job,
         )
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         r = run_id
-        parent_keys, parent_args = self._parent_tail(r, "failed", dict(error), now)
-        reply = self._call(
-            "recover",
-            r,
-            [keys.run(r), keys.events(r), keys.outbox(), keys.summary(r), keys.leases(), keys.metrics(), *parent_keys],
-            [
-                r,
-                now,
-                max_lost,
-                self.limits.retention_ms,
-                self.limits.max_events,
-                self._event({"reason": "worker lost"}),
-                codec.encode(dict(error), what="run error"),
-                self._event({"error": dict(error)}),
-                self._event({"status": "failed"}),
-                *parent_args,
-            ],
-        )
+        reply = self._script(r, calls.Recover(
+            run=keys.run(r), events=keys.events(r), outbox=keys.outbox(), summary=keys.summary(r),
+            leases=keys.leases(), metrics=keys.metrics(), parent=self._parent(r, "failed", dict(error), now),
+            run_id=r, now=now, max_lost=max_lost, retention=self.limits.retention_ms, maxlen=self.limits.max_events,
+            recovered=self._event({"reason": "worker lost"}), error=codec.encode(dict(error), what="run error"),
+            failed_event=self._event({"error": dict(error)}), done=self._event({"status": "failed"}),
+        ))
         return _requeue(reply)
 
     def redispatch(self, run_id: str, step: int, fence: int, now: int) -> Requeue:
         r = run_id
-        reply = self._call("redispatch", r, [keys.run(r), keys.outbox()], [r, step, fence, now, f"{r}:{step}:{fence}"])
+        reply = self._script(r, calls.Redispatch(
+            run=keys.run(r), outbox=keys.outbox(), run_id=r, step=step, fence=fence, now=now,
+            member=keys.outbox_member(r, step, fence),
+        ))
         return _requeue(reply)
 
     def expire(self, entry: IndexEntry, now: int) -> Expiry:
@@ -867,51 +672,26 @@ class RedisStore(RunRecords, InterruptListings):
         reason = {"timer": "timer", "expire": None}.get(action, action)
         end = telemetry.ended(ended, now, record.created_at if record else entry.created_at,
                               record.capture if record else (), reason=reason, reason_is_content=False)
-        closed, closing = self._closing(entry, record, ended, end, now)
         if action == "fail":
-            parent_keys, parent_args = self._parent_tail(r, "failed", error, now)
+            parent = self._parent(r, "failed", error, now)
         elif action == "expire":
-            parent_keys, parent_args = self._parent_tail(r, "expired", None, now)
+            parent = self._parent(r, "expired", None, now)
         else:
-            parent_keys, parent_args = [], [""]
-        reply = self._call(
-            "expire",
-            r,
-            [
-                keys.run(r),
-                keys.events(r),
-                keys.summary(r),
-                *self._index_keys(entry.workflow),
-                keys.journal(r, step),
-                keys.workflow_state(r),
-                keys.outbox(),
-                keys.metrics(),
-                closed,
-                *(filters := self._filter_keys(record) if record else []),
-                *parent_keys,
-            ],
-            [
-                entry.request_id,
-                now,
-                codec.member(entry, "newest"),
-                codec.member(entry, "expiring"),
-                self.limits.retention_ms,
-                self.limits.max_events,
-                self._event({"requestId": entry.request_id, "expiresAt": entry.expires_at, "action": action}),
-                self._event({"status": "failed" if action == "fail" else "expired"}),
-                action,
-                record.journal_field if record else "",
-                journal_blob,
-                error_blob,
-                failed_blob,
-                r,
-                layout.status_field(entry.request_id, r),
-                entry.expires_at,
-                len(filters),
-                *closing,
-                *parent_args,
-            ],
-        )
+            parent = None
+        reply = self._script(r, calls.Expire(
+            run=keys.run(r), events=keys.events(r), summary=keys.summary(r),
+            newest=keys.index("newest", entry.workflow), expiring=keys.index("expiring", entry.workflow),
+            journal=keys.journal(r, step), state=keys.workflow_state(r), outbox=keys.outbox(), metrics=keys.metrics(),
+            closing=self._closing(entry, record, ended, end, now),
+            filters=self._filter_keys(record) if record else [], parent=parent, request_id=entry.request_id,
+            now=now, member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
+            retention=self.limits.retention_ms, maxlen=self.limits.max_events,
+            expired_event=self._event({"requestId": entry.request_id, "expiresAt": entry.expires_at, "action": action}),
+            done=self._event({"status": "failed" if action == "fail" else "expired"}), action=action,
+            field=record.journal_field if record else "", entry=journal_blob, error=error_blob,
+            failed_event=failed_blob, run_id=r, status_field=layout.status_field(entry.request_id, r),
+            expires=entry.expires_at,
+        ))
         outcome = _text(reply[0])
         if outcome != "expired" or len(reply) < 4:
             return Expiry(outcome, _text(reply[1]) if len(reply) > 1 else "")  # type: ignore[arg-type]
@@ -947,48 +727,22 @@ class RedisStore(RunRecords, InterruptListings):
             "newExpiresAt": moved.expires_at,
         }
         event = interrupt_event(moved, telemetry.public_request(record.request)) | {"escalation": step}
-        left, joined = self._filter_keys(record), self._filter_keys(moved)
-        parts = layout.record_parts(moved)  # rq and its id first: escalate.lua checks the run still holds it
-        reply = self._call(
-            "escalate",
-            r,
-            [
-                keys.run(r),
-                keys.events(r),
-                keys.summary(r),
-                *self._index_keys(record.workflow),
-                keys.journal(r, record.step),
-                keys.workflow_state(r),
-                keys.pauses(),
-                *left,
-                *joined,
-                *self._ancestor_keys(lineage),
-                keys.snapshots(r),
-            ],
-            [
-                record.request_id,
-                now,
-                codec.member(entry, "newest"),
-                codec.member(entry, "expiring"),
-                codec.member(new_entry, "newest"),
-                codec.member(new_entry, "expiring"),
-                layout.status_field(record.request_id, r),
-                entry.expires_at,
-                moved.expires_at,
-                self.limits.max_events,
-                self._event(expired),
-                self._event(event),
-                ttl_ms,
-                self.limits.expiry_grace_ms,
-                self.limits.retention_ms,
-                record.workflow,
-                len(left),
-                len(joined),
-                keys.PAUSE_FEED_MAXLEN,
-                r,
-                *parts,
-            ],
-        )
+        reply = self._script(r, calls.Escalate(
+            run=keys.run(r), events=keys.events(r), summary=keys.summary(r),
+            newest=keys.index("newest", record.workflow), expiring=keys.index("expiring", record.workflow),
+            journal=keys.journal(r, record.step), state=keys.workflow_state(r), pauses=keys.pauses(),
+            snapshots=keys.snapshots(r), left=self._filter_keys(record), joined=self._filter_keys(moved),
+            ancestors=self._ancestors(lineage), request_id=record.request_id,
+            held_id=layout.short_id(record.request_id, r), now=now,
+            member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
+            new_member_newest=codec.member(new_entry, "newest"),
+            new_member_expiring=codec.member(new_entry, "expiring"),
+            status_field=layout.status_field(record.request_id, r), expires=entry.expires_at,
+            new_expires=moved.expires_at, maxlen=self.limits.max_events, expired_event=self._event(expired),
+            event=self._event(event), ttl=ttl_ms, grace=self.limits.expiry_grace_ms,
+            retention=self.limits.retention_ms, workflow=record.workflow, pauses_maxlen=keys.PAUSE_FEED_MAXLEN,
+            run_id=r, record=layout.record_parts(moved),
+        ))
         outcome = _text(reply[0])
         if outcome != "escalated":
             return Expiry(outcome)  # type: ignore[arg-type]
@@ -1001,11 +755,7 @@ class RedisStore(RunRecords, InterruptListings):
             pipe.zrangebyscore(keys.leases(), "-inf", now, start=0, num=limit)
             pipe.zrangebyscore(keys.outbox(), "-inf", now - outbox_age_ms, start=0, num=limit)
             leases, outbox = pipe.execute()
-        stale = []
-        for m in outbox:
-            run_id, step, fence = _text(m).rsplit(":", 2)
-            stale.append((run_id, int(step), int(fence)))
-        return Due([_text(m) for m in leases], stale)
+        return Due([_text(m) for m in leases], [keys.outbox_job(_text(m)) for m in outbox])
 
     def _due_members(self, before: int, count: int) -> list[IndexEntry]:
         """The first ``count`` members of each workflow's expiring index that expired before
@@ -1049,7 +799,7 @@ class RedisStore(RunRecords, InterruptListings):
     def hold_overdue(self, now: int, before: int, until: int, limit: int) -> int:
         """Reads each run's step and lineage, then extends (PEXPIREAT GT: never shortens, never
         revives) what its expiry needs: its hash, the journal of its step, its workflow state,
-        snapshots and stream, its ancestors' (``_ancestor_keys``, as park keeps them), and the
+        snapshots and stream, its ancestors' (``_ancestors``, as park keeps them), and the
         summaries to the retention past them. A run that moved on meanwhile keeps its records a little longer, no
         more. Two round trips, then two per ``HOLD_CHUNK`` runs."""
         due = self._due_members(before, limit)[:limit]
@@ -1070,7 +820,8 @@ class RedisStore(RunRecords, InterruptListings):
                     continue
                 r, (step, ancestors) = entry.run_id, held
                 kept = [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.snapshots(r),
-                        keys.events(r), keys.summary(r), *self._ancestor_keys(ancestors)]
+                        keys.events(r), keys.summary(r)]
+                kept += [key for a in self._ancestors(ancestors) for key in a.keys()]
                 summaries = {keys.summary(r), *(keys.summary(a) for a, _ in ancestors)}
                 for key in kept:
                     pipe.pexpireat(key, until + self.limits.retention_ms if key in summaries else until, gt=True)
@@ -1129,9 +880,13 @@ class RedisStore(RunRecords, InterruptListings):
             pipe = self.client.pipeline(transaction=False)
             for wf in workflows:
                 closed = [keys.closed_index(status, wf) for status in telemetry.CLOSED_STATUSES]
-                call = ScriptCall("prune", None, [keys.workflows(), *self._index_keys(wf), *closed,
-                                                  keys.pauses(), keys.reclaimed()], [wf, floor])
-                self.queue_script(pipe, call)
+                newest, expiring = self._index_keys(wf)
+                resolved, cancelled, expired = closed
+                self.queue_script(pipe, ScriptCall.of(None, calls.Prune(
+                    workflows=keys.workflows(), newest=newest, expiring=expiring, resolved=resolved,
+                    cancelled=cancelled, expired=expired, pauses=keys.pauses(), reclaimed=keys.reclaimed(),
+                    workflow=wf, floor=floor,
+                )))
             pruned = pipe.execute()
         return [wf for wf, gone in zip(workflows, pruned, strict=True) if gone]
 
@@ -1158,39 +913,22 @@ class RedisStore(RunRecords, InterruptListings):
         entry = codec.entry_of(record)
         end = telemetry.ended("cancelled", now, record.created_at, record.capture, reason="child",
                               reason_is_content=False)
-        closed, closing = self._closing(entry, record, "cancelled", end, now)
-        return bool(
-            self._call(
-                "close_raced",
-                r,
-                [keys.run(r), keys.summary(r), *self._index_keys(record.workflow), closed, *self._filter_keys(record)],
-                [
-                    layout.status_field(record.request_id, r),
-                    codec.member(entry, "newest"),
-                    codec.member(entry, "expiring"),
-                    *closing,
-                ],
-            )
-        )
+        return bool(self._script(r, calls.CloseRaced(
+            run=keys.run(r), summary=keys.summary(r), newest=keys.index("newest", record.workflow),
+            expiring=keys.index("expiring", record.workflow),
+            closing=self._closing(entry, record, "cancelled", end, now), filters=self._filter_keys(record),
+            status_field=layout.status_field(record.request_id, r), member_newest=codec.member(entry, "newest"),
+            member_expiring=codec.member(entry, "expiring"),
+        )))
 
     def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
         r, req = run_id, request_id
-        return int(
-            self._call(
-                "refuse",
-                r,
-                [keys.run(r), keys.summary(r)],
-                [
-                    layout.token_field(token_hash),
-                    now,
-                    layout.status_field(req, r),
-                    layout.short_id(req, r),
-                    layout.lifecycle_field("f", req, r),
-                    layout.lifecycle_field("fl", req, r),
-                    self._lifecycle(error),
-                ],
-            )
-        )
+        return int(self._script(r, calls.Refuse(
+            run=keys.run(r), summary=keys.summary(r), token_field=layout.token_field(token_hash), now=now,
+            status_field=layout.status_field(req, r), request_id=layout.short_id(req, r),
+            count_field=layout.lifecycle_field("f", req, r), last_field=layout.lifecycle_field("fl", req, r),
+            refusal=self._lifecycle(error),
+        )))
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters, the workflows' names, the leases' and the outbox's sizes and

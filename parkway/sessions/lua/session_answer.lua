@@ -14,7 +14,7 @@ local ttl = session_ttl()
 if not ttl then return {'gone'} end
 local req, run = ARGV[1], ARGV[2]
 if redis.call('HEXISTS', S.i, req) == 1 then return {'already_cleared'} end
-local K, A = {unpack(KEYS, SESSION_KEYS + 1)}, {unpack(ARGV, 9, 8 + tonumber(ARGV[8]))}
+local K, A = bind_call(SPEC.resume, {unpack(KEYS, SESSION_KEYS + 1)}, {unpack(ARGV, 9, 8 + tonumber(ARGV[8]))})
 local refused = resume_refused(K, A)
 if refused then return refused end
 local leaf = redis.call('HGET', S.live, run)
@@ -25,7 +25,7 @@ redis.call('HSET', S.i, req, ARGV[3])
 if not on_active[leaf] then
   redis.call('HSET', S.dl, req, run)
   -- its token answers nothing else now (resume_refused): `kept` names it as the run hash does
-  redis.call('HSET', K[1], 'kept', redis.call('HGET', K[1], A[1]))
+  redis.call('HSET', K.run, 'kept', redis.call('HGET', K.run, A.token_field))
   xadd(S.sev, ARGV[5], 'interrupt.cleared', ARGV[7])
   touch(ttl, ARGV[4])
   return {'kept'}

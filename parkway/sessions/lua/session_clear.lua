@@ -102,8 +102,10 @@ for id, r in pairs(runs) do
   end
 end
 -- a branch run is its session's owner's and tenant's (written on it: the session may expire)
-local handed = create_run({KEYS[10], KEYS[11], KEYS[12], KEYS[9], KEYS[13], KEYS[14]}, ARGV, 12, kept_at + 3 * nkept,
-  kept_at + 3 * nkept + jl - 1, session_authority(ARGV[24]))
+local new_keys = {run = KEYS[10], summary = KEYS[11], events = KEYS[12], outbox = KEYS[9]}
+local job_at = kept_at + 3 * nkept
+local handed = create_run(new_keys, bind(SPEC.new_run.argv, ARGV, 12), {KEYS[13], KEYS[14]},
+  {unpack(ARGV, job_at, job_at + jl - 1)}, session_authority(ARGV[24]))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 set_leaf(KEYS[10], head)
 for _, t in ipairs(due) do redis.call('HDEL', S.s, 't:' .. t.seq) end

@@ -32,7 +32,8 @@ if redis.call('HSETNX', S.m, ARGV[4], ARGV[5]) == 0 then return redis.error_repl
 redis.call('HSET', S.up, ARGV[4], parent)
 redis.call('HSET', S.s, 'head', ARGV[4])
 -- a branch run is its session's owner's and tenant's (written on it: the session may expire)
-local handed = create_run({KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14]}, ARGV, 13, 23 + count, nil,
+local new_keys = {run = KEYS[9], summary = KEYS[10], events = KEYS[11], outbox = KEYS[12]}
+local handed = create_run(new_keys, bind(SPEC.new_run.argv, ARGV, 13), {KEYS[13], KEYS[14]}, {unpack(ARGV, 23 + count)},
   session_authority(ARGV[12]))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 set_leaf(KEYS[9], ARGV[4])

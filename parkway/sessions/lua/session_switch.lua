@@ -35,6 +35,7 @@ end
 for _, d in ipairs(due) do
   if redis.call('HGET', S.dl, d.req) ~= d.run then return {'retry'} end
   if d.na > 0 then
+    d.K, d.A = bind_call(SPEC.resume, d.K, d.A)
     d.refused = resume_refused(d.K, d.A, true)
     if d.refused and d.refused[1] == 'moved' then return {'retry'} end
   end

@@ -1,0 +1,212 @@
+"""Each Lua script's header is its schema: bodies read names, Python calls through a checked object."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import fakeredis
+import pytest
+
+from parkway.adapters.redis import calls, keys, layout, scripts
+from parkway.adapters.redis.scripts import Args, SchemaMismatch, schema
+
+FOLDER = resources.files("parkway.adapters.redis")
+RAW = re.compile(r"\b(ARGV|KEYS)\[")
+
+
+def _script_names() -> list[str]:
+    return sorted(p.name.removesuffix(".lua") for p in FOLDER.iterdir() if p.name.endswith(".lua")
+                  and not p.name.startswith("_"))
+
+
+CONVERTED = _script_names()
+
+
+def _code(text: str) -> str:
+    """A Lua file without its comments (a header may say ``KEYS``)."""
+    return "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_a_script_body_reads_its_keys_and_arguments_by_name(name: str) -> None:
+    """No script body indexes KEYS or ARGV: the generated prologue binds them to the header's names."""
+    assert not RAW.search(_code(FOLDER.joinpath(f"{name}.lua").read_text()))
+
+
+@pytest.mark.parametrize("name", ["_common", "_resume", "_park"])
+def test_the_shared_functions_take_what_they_read_by_name(name: str) -> None:
+    """The shared files index no KEYS or ARGV either: their functions take bound tables."""
+    assert not RAW.search(_code(FOLDER.joinpath(f"{name}.lua").read_text()))
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_every_script_has_a_header_and_a_class_that_matches_it(name: str) -> None:
+    """Every script declares its KEYS and ARGV, and one registered class (checked at import) calls it."""
+    assert name in scripts.schemas()
+    assert scripts.classes()[name].SCHEMA is scripts.schemas()[name]
+
+
+def test_the_prologue_binds_names_after_the_shared_files() -> None:
+    """The text sent to Redis is constants, schemas, shared files, then the prologue, then the body."""
+    text = scripts.source("redispatch", "")
+    assert text.index("local FOLD_MAX") < text.index("SPEC.redispatch =") < text.index("local function bind(")
+    assert text.index("local function bind(") < text.index("local K, A = bind_call(SPEC.redispatch")
+    assert text.rstrip().endswith(FOLDER.joinpath("redispatch.lua").read_text().rstrip())
+
+
+def test_a_class_whose_fields_differ_from_the_header_is_refused_when_defined() -> None:
+    """Fields out of the header's order (or missing, or extra) raise as the class is defined."""
+    with pytest.raises(SchemaMismatch, match="redispatch"):
+
+        @schema("redispatch")
+        @dataclass(frozen=True)
+        class Swapped(Args):
+            outbox: str
+            run: str
+            run_id: str
+            step: int
+            fence: int
+            now: int
+            member: str
+
+
+def test_a_class_that_is_not_frozen_or_names_no_header_is_refused() -> None:
+    """Only a frozen dataclass, for a script that has a header, is registered."""
+    with pytest.raises(SchemaMismatch, match="frozen"):
+
+        @schema("lookup")
+        @dataclass
+        class Loose(Args):
+            run: str
+            summary: str
+            token_field: str
+            now: int
+            status_prefix: str
+
+    with pytest.raises(SchemaMismatch, match="no header"):
+
+        @schema("no_such_script")
+        @dataclass(frozen=True)
+        class Nowhere(Args):
+            run: str
+
+
+def test_a_header_entry_is_parsed_with_its_kind() -> None:
+    """Names, tails, counts, blocks, lists of blocks and optional blocks each parse as themselves."""
+    text = "\n".join([
+        "-- What it does.",
+        "-- KEYS",
+        "--   run            the run",
+        "--   filters...     counted by #filters",
+        "--   parent?: blk   a block that may be absent",
+        "-- ARGV",
+        "--   #filters       how many",
+        "--   #parent        0 or 1",
+        "--   #kids          how many kids",
+        "--   kids...: blk   blocks",
+        "--   parent?: blk   its arguments",
+        "--                  described at length",
+        "--   rest...        to the end",
+        "return 1",
+    ])
+    found = scripts.parse(text, "x")["x"]
+    assert [(e.name, e.kind, e.block) for e in found.keys] == [
+        ("run", "one", None), ("filters", "tail", None), ("parent", "opt", "blk")]
+    assert [(e.name, e.kind) for e in found.argv] == [
+        ("filters", "count"), ("parent", "count"), ("kids", "count"), ("kids", "blocks"), ("parent", "opt"),
+        ("rest", "tail")]
+    assert [e.name for e in found.fields()] == ["run", "filters", "parent", "kids", "rest"]
+
+
+def test_a_header_that_the_binder_could_not_follow_is_refused() -> None:
+    """A tail neither counted nor last, or a name in KEYS and ARGV that is not one block, raises."""
+    with pytest.raises(SchemaMismatch, match="not last"):
+        scripts.parse("-- KEYS\n--   a...  tail\n--   b  one\nreturn 1", "x")
+    with pytest.raises(SchemaMismatch, match="KEYS and ARGV"):
+        scripts.parse("-- KEYS\n--   a  one\n-- ARGV\n--   a  one\nreturn 1", "x")
+
+
+def test_the_shared_constants_are_written_into_the_lua_from_python() -> None:
+    """FOLD_MAX, FOLD_WAKE_MS and PART_BYTES reach every script from keys.py, defined nowhere in Lua."""
+    lines = scripts.constants().splitlines()
+    assert f"local FOLD_MAX = {layout.FOLD_MAX}" in lines
+    assert f"local FOLD_WAKE_MS = {layout.FOLD_WAKE_MS}" in lines
+    assert f"local PART_BYTES = {layout.PART_BYTES}" in lines
+    for path in FOLDER.iterdir():
+        if path.name.endswith(".lua"):
+            assert not re.search(r"local (FOLD_MAX|FOLD_WAKE_MS|PART_BYTES|function outbox_member)\b",
+                                 path.read_text()), path.name
+    for name in _script_names():
+        assert scripts.constants() in scripts.source(name, "")
+
+
+def test_the_outbox_member_is_built_in_lua_as_python_builds_it() -> None:
+    """outbox_member in the scripts is generated from keys.OUTBOX_MEMBER and agrees with keys.outbox_member."""
+    assert scripts.lua_template("f", "{a}:{b}") == "local function f(a, b) return a .. ':' .. b end"
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    run = client.register_script(scripts.common() + "\nreturn outbox_member(ARGV[1], ARGV[2], ARGV[3])")
+    assert run(args=["run_a--b:c", 3, 7]).decode() == keys.outbox_member("run_a--b:c", 3, 7)
+    assert keys.outbox_job(keys.outbox_member("run_a--b:c", 3, 7)) == ("run_a--b:c", 3, 7)
+
+
+def test_lua_binds_what_python_renders_by_the_same_names() -> None:
+    """An object's KEYS and ARGV, bound in Lua by its schema, give back each field by its name."""
+    call = calls.Refuse("k:run", "k:sum", "t:x", 5, "s:y", "req", "f:y", "fl:y", b"blob")
+    probe = "\nlocal K, A = bind_call(SPEC.refuse, KEYS, ARGV)\nreturn {K.run, K.summary, A.token_field, A.refusal}"
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    text = "\n".join([scripts.constants(), scripts.spec_lua(["refuse"]),
+                      FOLDER.joinpath("_common.lua").read_text(), probe])
+    assert client.register_script(text)(keys=call.keys(), args=call.args()) == [b"k:run", b"k:sum", b"t:x", b"blob"]
+
+
+def _bound(name: str, call: Args, returns: str) -> list[object]:
+    """What ``returns`` (Lua over the bound K and A) gives for ``call`` bound by script ``name``'s schema."""
+    probe = f"\nlocal K, A = bind_call(SPEC.{name}, KEYS, ARGV)\nreturn {returns}"
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    text = "\n".join([scripts.constants(), scripts.spec_lua([name]), FOLDER.joinpath("_common.lua").read_text(), probe])
+    return client.register_script(text)(keys=call.keys(), args=call.args())  # type: ignore[no-any-return]
+
+
+def _parent() -> calls.Parent:
+    names = [f.name for f in __import__("dataclasses").fields(calls.Parent)]
+    values: dict[str, object] = {n: f"p.{n}" for n in names}
+    return calls.Parent(**{**values, "queues": ["q1", "q2"], "job": ["j1", "j2", "j3"]})  # type: ignore[arg-type]
+
+
+def _advance(parent: calls.Parent | None, emitted: list[object]) -> calls.Advance:
+    return calls.Advance("run", "j", "ws", "ev", "sum", "leases", "metrics", "snap", parent, 1, 2, b"d", "", b"o",
+                         3, 4, 5, "r", emitted)
+
+
+def test_tails_and_an_optional_block_bind_by_their_counts() -> None:
+    """A counted tail, then a block that may be absent, bind to their own values in KEYS and ARGV."""
+    with_parent = _advance(_parent(), ["node.a", b"1", "node.b", b"2"])
+    assert with_parent.args()[:2] == [4, 1]  # the counts come first, rendered from the fields
+    got = _bound("advance", with_parent,
+                 "{#A.emitted, A.emitted[3], K.parent.run, K.parent.queues[2], A.parent.run_id, #A.parent.job,"
+                 " A.parent.job[3], K.snapshots, A.run_id}")
+    assert got == [4, b"node.b", b"p.run", b"q2", b"p.run_id", 3, b"j3", b"snap", b"r"]
+    assert _bound("advance", _advance(None, []), "{#A.emitted, K.parent == nil and 1 or 0, A.run_id}") == [0, 1, b"r"]
+
+
+def test_a_list_of_blocks_binds_each_block_by_name() -> None:
+    """Blocks counted in ARGV (ancestors, children) each bind their own keys and arguments."""
+    child = [calls.Child(f"c{i}.run", f"c{i}.sum", f"c{i}.ev", f"c{i}", "wf", "ref", "n", b"in", 9, b"s", "w:x",
+                         "", "c:x", b"e", b"pe", ["job", str(i)]) for i in range(2)]
+    fan = calls.FanOut("run", "j", "ws", "ev", "sum", "leases", "outbox", "snap", "fo", [], child, 1, 2, 3, "r",
+                       5, 6, 7, 8, 9, [""])
+    got = _bound("fanout", fan, "{#K.children, K.children[2].summary, A.children[2].run_id, A.children[2].job[2],"
+                                " #K.queues, A.job[1], A.left}")
+    assert got == [2, b"c1.sum", b"c1", b"1", 0, b"", b"9"]
+
+
+def test_a_call_the_header_does_not_account_for_is_an_error() -> None:
+    """Values past (or short of) what the header names make the script fail, not read the wrong ones."""
+    call = calls.Refuse("k:run", "k:sum", "t:x", 5, "s:y", "req", "f:y", "fl:y", b"blob")
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    text = "\n".join([scripts.constants(), scripts.spec_lua(["refuse"]), FOLDER.joinpath("_common.lua").read_text(),
+                      "local K, A = bind_call(SPEC.refuse, KEYS, ARGV)\nreturn 1"])
+    with pytest.raises(Exception, match="ARGV holds 8 values, its header names 7"):
+        client.register_script(text)(keys=call.keys(), args=[*call.args(), "extra"])
