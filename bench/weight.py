@@ -62,7 +62,7 @@ def settled(r: redis.Redis, *, reconciler: bool) -> int:
     """``used_memory`` once the streams of the runs just parked are past their ``FOLD_WAKE_MS``
     and reclaimed: by a worker's reconciler (which runs every second and reads them past a margin),
     else by a SCAN (which reads every key it meets, as the reconciler reads the parked runs')."""
-    from parkway.adapters.redis.keys import RECLAIM_MARGIN_MS
+    from parkway.adapters.redis.housekeeping import RECLAIM_MARGIN_MS
     from parkway.adapters.redis.layout import FOLD_WAKE_MS
 
     if reconciler:

@@ -13,7 +13,7 @@ import redis
 
 from parkway import Parkway, ResumeOutcome, RunStatus, Settings
 from parkway.adapters import codec
-from parkway.adapters.redis import keys, layout
+from parkway.adapters.redis import housekeeping, keys, layout
 from parkway.runtime import executor
 from parkway.runtime.clock import now_ms
 from parkway.workers import jobs
@@ -198,10 +198,10 @@ def test_the_reconciler_has_redis_drop_the_streams_parks_left_to_expire(tmp_path
             before = client.dbsize()  # counts the expired streams: nothing has read them
             early = reconcile_once(rt.store, rt.dispatcher, now=now_ms())  # within the margin: untouched
             assert not early and client.dbsize() == before
-            reconcile_once(rt.store, rt.dispatcher, now=now_ms() + keys.RECLAIM_MARGIN_MS)
+            reconcile_once(rt.store, rt.dispatcher, now=now_ms() + housekeeping.RECLAIM_MARGIN_MS)
             assert client.exists(keys.reclaimed())  # the pass's cursor: one key more, five streams less
             assert before + 1 - client.dbsize() == len(runs)
-            assert rt.store.reclaim_folded(now_ms() + keys.RECLAIM_MARGIN_MS, 100) == 0  # each park once
+            assert rt.store.reclaim_folded(now_ms() + housekeeping.RECLAIM_MARGIN_MS, 100) == 0  # each park once
             assert [rt.store.read_events(r, "0", None, 100) for r in runs] == events
             assert all(pw.get_run(r).status is RunStatus.WAITING for r in runs)
     finally:

@@ -525,3 +525,20 @@ class CloseRaced(Args):
     status_field: str
     member_newest: bytes
     member_expiring: bytes
+
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV as
+    sent, and the typed arguments they were rendered from (None for a feature's script, called with
+    lists: ``call_script``)."""
+
+    name: str
+    run_id: str | None
+    keys: list[Any]
+    args: list[Any]
+    params: Args | None = None
+
+    @classmethod
+    def of(cls, run_id: str | None, params: Args) -> ScriptCall:
+        return cls(params.script, run_id, params.keys(), params.args(), params)

@@ -185,11 +185,6 @@ def events(run_id: str) -> str:
     return f"{_tag(run_id)}:ev"
 
 
-RECLAIM_MARGIN_MS = 1000
-"""how much longer the reconciler waits before it touches a parked run's stream: the pause feed's
-ids are Redis's clock, ``now`` the worker's"""
-
-
 def index(order: str, workflow: str) -> str:
     """A workflow's index of pending interrupts in ``order`` (newest | expiring)."""
     return f"{PREFIX}:ix:{order}:{workflow}"

@@ -108,6 +108,8 @@ HOLD_FIELDS = ("step", "lineage")
 """what the reconciler reads of a run to keep its records past its expiry"""
 CHILD_WAIT = "child:"
 """``waiting``'s prefix for a run waiting on its child"""
+WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
+"""upper bounds (seconds) of the resume-wait histogram's buckets, which resume.lua fills"""
 
 
 # --- field names ---------------------------------------------------------------
