@@ -2,8 +2,11 @@
 
 Scripts live beside this module as ``.lua`` files, each opening with its KEYS/ARGV schema; the
 loader (:func:`.scripts.source`) adds the shared files and binds the names, and each is called
-through its typed arguments (:mod:`.calls`). They are registered once per client. redis-py errors
-are translated into parkway errors by :func:`~parkway.adapters.redis.errors.translated`.
+through its typed arguments (:mod:`.calls`). They are registered once per client, and sent here
+(``_send``: translated errors, replica waits, ``around_scripts``). redis-py errors are translated
+into parkway errors by :func:`~parkway.adapters.redis.errors.translated`. ``RedisStore`` is
+composed of the transitions (:mod:`.transitions`), the housekeeping (:mod:`.housekeeping`), a
+run's records (:mod:`.records`) and the interrupt listings (:mod:`.listings`).
 """
 
 from __future__ import annotations
