@@ -11,14 +11,22 @@ import pytest
 
 from parkway.adapters.redis import calls, keys, layout, scripts
 from parkway.adapters.redis.scripts import Args, SchemaMismatch, schema
+from parkway.sessions import calls as session_calls
 
 FOLDER = resources.files("parkway.adapters.redis")
+SESSIONS = resources.files("parkway.sessions").joinpath("lua")
+FOLDERS = (FOLDER, SESSIONS)
 RAW = re.compile(r"\b(ARGV|KEYS)\[")
 
 
 def _script_names() -> list[str]:
-    return sorted(p.name.removesuffix(".lua") for p in FOLDER.iterdir() if p.name.endswith(".lua")
-                  and not p.name.startswith("_"))
+    return sorted(p.name.removesuffix(".lua") for folder in FOLDERS for p in folder.iterdir()
+                  if p.name.endswith(".lua") and not p.name.startswith("_"))
+
+
+def _read(name: str) -> str:
+    """The text of the .lua file ``name`` (without .lua), in whichever folder holds it."""
+    return next(f.joinpath(f"{name}.lua") for f in FOLDERS if f.joinpath(f"{name}.lua").is_file()).read_text()
 
 
 CONVERTED = _script_names()
@@ -32,13 +40,25 @@ def _code(text: str) -> str:
 @pytest.mark.parametrize("name", CONVERTED)
 def test_a_script_body_reads_its_keys_and_arguments_by_name(name: str) -> None:
     """No script body indexes KEYS or ARGV: the generated prologue binds them to the header's names."""
-    assert not RAW.search(_code(FOLDER.joinpath(f"{name}.lua").read_text()))
+    assert not RAW.search(_code(_read(name)))
 
 
-@pytest.mark.parametrize("name", ["_common", "_resume", "_park"])
+@pytest.mark.parametrize("name", ["_common", "_resume", "_park", "_session"])
 def test_the_shared_functions_take_what_they_read_by_name(name: str) -> None:
     """The shared files index no KEYS or ARGV either: their functions take bound tables."""
-    assert not RAW.search(_code(FOLDER.joinpath(f"{name}.lua").read_text()))
+    assert not RAW.search(_code(_read(name)))
+
+
+def test_the_session_scripts_come_from_their_package_through_the_loaders_seam() -> None:
+    """The sessions package adds its lua/ folder to the loader (no adapter module imports it): its
+    scripts and blocks have headers and classes like the store's, and their text holds _session.lua."""
+    assert session_calls.SessionSwitch.SCHEMA is scripts.schemas()["session_switch"]
+    assert "session_send" in _script_names() and not FOLDER.joinpath("session_send.lua").is_file()
+    text = scripts.source("session_send", "")
+    assert _read("_session") in text and text.rstrip().endswith(_read("session_send").rstrip())
+    for path in resources.files("parkway.adapters").joinpath("redis").iterdir():
+        if path.name.endswith(".py"):
+            assert "parkway.sessions" not in path.read_text() and "..sessions" not in path.read_text(), path.name
 
 
 @pytest.mark.parametrize("name", CONVERTED)
@@ -134,7 +154,7 @@ def test_the_shared_constants_are_written_into_the_lua_from_python() -> None:
     assert f"local FOLD_MAX = {layout.FOLD_MAX}" in lines
     assert f"local FOLD_WAKE_MS = {layout.FOLD_WAKE_MS}" in lines
     assert f"local PART_BYTES = {layout.PART_BYTES}" in lines
-    for path in FOLDER.iterdir():
+    for path in (p for folder in FOLDERS for p in folder.iterdir()):
         if path.name.endswith(".lua"):
             assert not re.search(r"local (FOLD_MAX|FOLD_WAKE_MS|PART_BYTES|function outbox_member)\b",
                                  path.read_text()), path.name

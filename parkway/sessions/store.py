@@ -12,37 +12,37 @@ set changed meanwhile; the caller then reads again.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
 from ..adapters import codec
 from ..adapters.limits import Limits
+from ..adapters.redis import calls as store_calls
 from ..adapters.redis import keys, layout
 from ..adapters.redis.errors import translated
-from ..adapters.redis.store import shared_lua
+from ..adapters.redis.scripts import Args
 from ..runtime.errors import CorruptRecord, SessionError, SessionNotFound, StoreError, ValidationError
 from ..runtime.store import Answer, JournalEntry, NewRun, StoredEvent
+from .calls import (
+    Delivery,
+    Kept,
+    Live,
+    LiveAt,
+    Session,
+    SessionAnswer,
+    SessionClear,
+    SessionOpen,
+    SessionPath,
+    SessionRaise,
+    SessionSend,
+    SessionSettle,
+    SessionSwitch,
+)
 
-SCRIPTS = ("open", "send", "settle", "raise", "clear", "answer", "switch", "path")
-"""the session transitions, ``lua/session_<name>.lua`` each"""
-_ANSWERING = ("answer", "switch")
-"""scripts that answer a branch run's interrupt: ``_resume.lua``'s functions go before their body"""
-
-
-@functools.cache
-def bodies() -> dict[str, str]:
-    """Each session script after the store's prelude: the shared parts it needs, ``_session.lua``, its body."""
-    folder = resources.files(__package__).joinpath("lua")
-    out = {}
-    for name in SCRIPTS:
-        shared = [shared_lua("_resume.lua")] if name in _ANSWERING else []
-        own = [folder.joinpath(part).read_text() for part in ("_session.lua", f"session_{name}.lua")]
-        out[f"session_{name}"] = "\n".join([*shared, *own])
-    return out
+SCRIPTS = tuple(f"session_{name}" for name in ("open", "send", "settle", "raise", "clear", "answer", "switch", "path"))
+"""the session transitions, ``lua/<name>.lua`` each (their arguments: :mod:`.calls`)"""
 
 
 def branch_run_id(session_id: str) -> str:
@@ -64,15 +64,15 @@ class ScriptStore(Protocol):
     limits: Limits
     next_job: Any
 
-    def add_scripts(self, sources: Mapping[str, str], read_only: Iterable[str] = ()) -> None: ...
+    def add_scripts(self, names: Iterable[str], read_only: Iterable[str] = ()) -> None: ...
 
-    def call_script(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any: ...
+    def call_script(self, run_id: str | None, params: Args) -> Any: ...
 
     def hand_off(self, run_id: str) -> tuple[list[str], list[Any]]: ...
 
-    def new_run(self, run: NewRun) -> tuple[list[str], list[Any]]: ...
+    def new_run(self, run: NewRun) -> store_calls.NewRun: ...
 
-    def resume_call(self, run_id: str, answer: Answer) -> tuple[list[str], list[Any]]: ...
+    def resume_call(self, run_id: str, answer: Answer) -> store_calls.Resume: ...
 
 
 def _text(value: Any) -> str:
@@ -117,7 +117,7 @@ class SessionStore:
     def __init__(self, store: object) -> None:
         if not isinstance(store, ScriptStore):
             raise StoreError(f"sessions need a store that runs their scripts (the Redis store), not {store!r:.80}")
-        store.add_scripts(bodies(), read_only=("session_path",))
+        store.add_scripts(SCRIPTS, read_only=("session_path",))
         self.store = store
 
     @property
@@ -131,41 +131,21 @@ class SessionStore:
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
 
-    def _all(self, s: str) -> list[str]:
-        """The session's eight keys, in the order every session script takes them first."""
-        k = self._keys(s)
-        return [k["s"], k["m"], k["up"], k["open"], k["i"], k["dl"], k["live"], k["sev"]]
-
-    def _queues(self, run_id: str) -> tuple[list[str], list[Any]]:
-        """hand_off's keys and arguments; two stand-in keys when the store enqueues no jobs, so the
-        keys after them stay where the scripts read them."""
-        hand_keys, hand_args = self.store.hand_off(run_id)
-        return (hand_keys or [keys.outbox(), keys.outbox()]), hand_args
-
-    def _keys(self, s: str) -> dict[str, str]:
-        return {
-            "s": keys.session(s),
-            "m": keys.session_messages(s),
-            "up": keys.session_up(s),
-            "open": keys.session_open(s),
-            "i": keys.session_interrupts(s),
-            "dl": keys.session_deliveries(s),
-            "live": keys.session_live(s),
-            "sev": keys.session_events(s),
-        }
+    def _session(self, s: str) -> Session:
+        """The session's keys, which every session script takes first."""
+        return Session(
+            hash=keys.session(s), messages=keys.session_messages(s), up=keys.session_up(s),
+            open=keys.session_open(s), interrupts=keys.session_interrupts(s),
+            deliveries=keys.session_deliveries(s), live=keys.session_live(s), events=keys.session_events(s),
+        )
 
     # --- reads -------------------------------------------------------------------------------
 
     def read(self, session_id: str) -> SessionRecords:
-        k = self._keys(session_id)
+        k = self._session(session_id)
         pipe = self.store.client.pipeline(transaction=True)
-        pipe.hgetall(k["s"])
-        pipe.hgetall(k["m"])
-        pipe.hgetall(k["up"])
-        pipe.hgetall(k["open"])
-        pipe.hgetall(k["i"])
-        pipe.hgetall(k["dl"])
-        pipe.hgetall(k["live"])
+        for key in (k.hash, k.messages, k.up, k.open, k.interrupts, k.deliveries, k.live):
+            pipe.hgetall(key)
 
         with translated():
             fields, messages, up, open_, interrupts, deliveries, live = pipe.execute()
@@ -224,7 +204,7 @@ class SessionStore:
     def path(self, session_id: str, leaf: str, run_id: str) -> list[dict[str, Any]]:
         """The messages from the first to ``leaf`` (``{id, role, content}``), oldest first, for the
         live branch run ``run_id`` (StoreError for any other run)."""
-        reply = self.store.call_script("session_path", run_id, self._all(session_id), [leaf, run_id])
+        reply = self.store.call_script(run_id, SessionPath(self._session(session_id), leaf=leaf, run_id=run_id))
         out = []
         for i in range(0, len(reply), 2):
             message = self._decode(reply[i + 1], "session message") if reply[i + 1] else {}
@@ -259,12 +239,10 @@ class SessionStore:
         inc = uuid.uuid4().hex[:16]
         event = {"sessionId": session_id, "owner": owner, "tenant": tenant, "workflow": workflow, "incarnation": inc}
         try:
-            self.store.call_script(
-                "session_open",
-                None,
-                self._all(session_id),
-                [agent_ref, workflow, owner, tenant, ttl_ms, now, self._maxlen(), self._event(event), inc],
-            )
+            self.store.call_script(None, SessionOpen(
+                self._session(session_id), agent=agent_ref, workflow=workflow, owner=owner, tenant=tenant,
+                ttl=ttl_ms, now=now, maxlen=self._maxlen(), event=self._event(event), incarnation=inc,
+            ))
         except ValidationError:
             raise SessionError(f"session id {session_id!r} is taken", session_id=session_id) from None
 
@@ -281,38 +259,18 @@ class SessionStore:
     ) -> list[str]:
         """``session_send.lua``'s reply: ``ok``, ``retry``, ``parked`` + ids, ``busy`` + run id,
         ``no_message``, ``gone``."""
-        run_keys, run_args = self.store.new_run(run)
-        hand_keys, hand_args = self._queues(run.run_id)
+        queues, job = self.store.hand_off(run.run_id)
         body = {key: value for key, value in message.items() if key != "id"}
         added = {"id": message["id"], "parent": parent, **body}
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
-        reply = self.store.call_script(
-            "session_send",
-            run.run_id,
-            [
-                *self._all(session_id),
-                *run_keys,
-                *hand_keys,
-                *(keys.run(r) for r in live),
-            ],
-            [
-                mode,
-                edited,
-                parent,
-                message["id"],
-                codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
-                now,
-                self._maxlen(),
-                self._event(added),
-                self._event(dispatched),
-                run.run_id,
-                len(live),
-                session_id,
-                *run_args,
-                *live,
-                *hand_args,
-            ],
-        )
+        reply = self.store.call_script(run.run_id, SessionSend(
+            self._session(session_id), new=self.store.new_run(run), queues=queues,
+            live=[Live(run=keys.run(r), run_id=r) for r in live], mode=mode, edited=edited, parent=parent,
+            message_id=message["id"],
+            message=codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
+            now=now, maxlen=self._maxlen(), added=self._event(added), dispatched=self._event(dispatched),
+            run_id=run.run_id, session_id=session_id, job=job,
+        ))
         return [_text(x) for x in reply]
 
     def settle(
@@ -339,12 +297,11 @@ class SessionStore:
         else:
             message_id, message_blob, added = "", b"", b""
         held = self._event({"runId": r, "reason": "the branch is parked", "voided": mode == "void"})
-        reply = self.store.call_script(
-            "session_settle",
-            r,
-            [*self._all(session_id), keys.run(r), keys.journal(r, step), keys.events(r), keys.leases()],
-            [fence, step, r, mode, journal_field, blob, message_id, message_blob, now, self._maxlen(), added, held],
-        )
+        reply = self.store.call_script(r, SessionSettle(
+            self._session(session_id), run=keys.run(r), journal=keys.journal(r, step), events=keys.events(r),
+            leases=keys.leases(), fence=fence, step=step, run_id=r, mode=mode, field=journal_field, entry=blob,
+            message_id=message_id, message=message_blob, now=now, maxlen=self._maxlen(), added=added, held=held,
+        ))
         return _text(reply)
 
     def raise_(self, session_id: str, interrupt_id: str, anchor: str, record: Mapping[str, Any], now: int) -> str:
@@ -354,19 +311,11 @@ class SessionStore:
             "scope": "session",
             **{key: record[key] for key in ("reason", "payload", "origin", "raisedBy") if key in record},
         }
-        reply = self.store.call_script(
-            "session_raise",
-            None,
-            self._all(session_id),
-            [
-                interrupt_id,
-                anchor,
-                codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
-                self._event(event),
-                now,
-                self._maxlen(),
-            ],
-        )
+        reply = self.store.call_script(None, SessionRaise(
+            self._session(session_id), interrupt_id=interrupt_id, anchor=anchor,
+            record=codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
+            event=self._event(event), now=now, maxlen=self._maxlen(),
+        ))
         return _text(reply)
 
     def clear(
@@ -385,53 +334,28 @@ class SessionStore:
         ``still_parked`` + ids, ``already_cleared``, ``unknown``, ``retry``, ``gone``.
         ``live``: the live runs with their steps as read; ``kept``: the triggers kept for the head's
         path (seq, trigger), in clearing order."""
-        run_keys, run_args = self.store.new_run(run)
-        hand_keys, hand_args = self._queues(run.run_id)
-        blocks = [self.store.hand_off(r)[1] for r in live]
-        live_keys = [key for r, step in live.items() for key in (keys.run(r), keys.events(r), keys.journal(r, step))]
+        queues, job = self.store.hand_off(run.run_id)
         limit = self.store.limits.max_answer_bytes
-        kept_args = [
-            a
-            for seq, kept_trigger in kept
-            for a in (seq, layout.entry_to_blob(_trigger_entry(kept_trigger), limit), self._event(dict(kept_trigger)))
-        ]
         cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
         dispatched = {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
-        reply = self.store.call_script(
-            "session_clear",
-            None,
-            [
-                *self._all(session_id),
-                run_keys[3],
-                run_keys[0],
-                run_keys[1],
-                run_keys[2],
-                *hand_keys,
-                *live_keys,
+        reply = self.store.call_script(None, SessionClear(
+            self._session(session_id), new=self.store.new_run(run), queues=queues,
+            live=[
+                LiveAt(run=keys.run(r), events=keys.events(r), journal=keys.journal(r, step), run_id=r,
+                             step=step, job=self.store.hand_off(r)[1])
+                for r, step in live.items()
             ],
-            [
-                interrupt_id,
-                codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
-                now,
-                self._maxlen(),
-                self._event(cleared),
-                self._event(dict(trigger)),
-                head,
-                len(live),
-                len(hand_args),
-                run.run_id,
-                self._event(dispatched),
-                *run_args,
-                layout.entry_to_blob(_trigger_entry(trigger), limit),
-                len(kept),
-                session_id,
-                *live,
-                *(str(step) for step in live.values()),
-                *kept_args,
-                *hand_args,
-                *(a for b in blocks for a in b),
+            interrupt_id=interrupt_id,
+            record=codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
+            now=now, maxlen=self._maxlen(), cleared=self._event(cleared), resumed=self._event(dict(trigger)),
+            head=head, run_id=run.run_id, dispatched=self._event(dispatched),
+            entry=layout.entry_to_blob(_trigger_entry(trigger), limit), session_id=session_id,
+            kept=[
+                Kept(seq=seq, entry=layout.entry_to_blob(_trigger_entry(t), limit), event=self._event(dict(t)))
+                for seq, t in kept
             ],
-        )
+            job=job,
+        ))
         return [_text(x) for x in reply]
 
     def answer(self, session_id: str, run_id: str, answer: Answer, record: Mapping[str, Any], now: int) -> list[str]:
@@ -439,24 +363,14 @@ class SessionStore:
         request id, step, fence, handed off, ids still parking the head; ``kept``;
         ``already_cleared``; ``not_live``; ``gone``; or resume.lua's refusal."""
         request_id = answer.interrupt.request_id
-        resume_keys, resume_args = self.store.resume_call(run_id, answer)
         cleared = {"interruptId": request_id, "clearedBy": record.get("clearedBy")}
-        reply = self.store.call_script(
-            "session_answer",
-            run_id,
-            [*self._all(session_id), *resume_keys],
-            [
-                request_id,
-                run_id,
-                codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
-                now,
-                self._maxlen(),
-                self._event({**cleared, "delivered": True}),
-                self._event({**cleared, "delivered": False}),
-                len(resume_args),
-                *resume_args,
-            ],
-        )
+        reply = self.store.call_script(run_id, SessionAnswer(
+            self._session(session_id), resume=self.store.resume_call(run_id, answer), request_id=request_id,
+            run_id=run_id,
+            record=codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
+            now=now, maxlen=self._maxlen(), delivered=self._event({**cleared, "delivered": True}),
+            kept=self._event({**cleared, "delivered": False}),
+        ))
         return [_text(x) for x in reply]
 
     def switch(
@@ -466,25 +380,16 @@ class SessionStore:
         delivery (step '' when it was dropped), ``retry``, ``gone`` or ``no_message``.
         ``deliveries``: each kept answer due on the new head's path, with its answer prepared (None:
         the run can no longer take it)."""
-        more_keys: list[str] = []
-        more_args: list[Any] = []
+        prepared = []
         for request_id, run_id, answer in deliveries:
-            resume_keys, resume_args = self.store.resume_call(run_id, answer) if answer is not None else ([], [])
-            more_keys += resume_keys
             event = {"interruptId": request_id, "runId": run_id}
-            more_args += [
-                request_id,
-                run_id,
-                len(resume_keys),
-                len(resume_args),
-                self._event(event),
-                self._event({**event, "reason": "the run no longer waits on it"}),
-                *resume_args,
-            ]
-        reply = self.store.call_script(
-            "session_switch",
-            None,
-            [*self._all(session_id), *more_keys],
-            [head, now, self._maxlen(), self._event({"head": head}), len(deliveries), *more_args],
-        )
+            prepared.append(Delivery(
+                resume=self.store.resume_call(run_id, answer) if answer is not None else None,
+                request_id=request_id, run_id=run_id, delivered=self._event(event),
+                undelivered=self._event({**event, "reason": "the run no longer waits on it"}),
+            ))
+        reply = self.store.call_script(None, SessionSwitch(
+            self._session(session_id), deliveries=prepared, head=head, now=now, maxlen=self._maxlen(),
+            switched=self._event({"head": head}),
+        ))
         return [_text(x) for x in reply]

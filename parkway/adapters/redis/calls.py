@@ -530,14 +530,13 @@ class CloseRaced(Args):
 @dataclass(frozen=True)
 class ScriptCall:
     """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV as
-    sent, and the typed arguments they were rendered from (None for a feature's script, called with
-    lists: ``call_script``)."""
+    sent, and the typed arguments they were rendered from."""
 
     name: str
     run_id: str | None
     keys: list[Any]
     args: list[Any]
-    params: Args | None = None
+    params: Args
 
     @classmethod
     def of(cls, run_id: str | None, params: Args) -> ScriptCall:

@@ -55,6 +55,13 @@ render KEYS and ARGV in header order; ``call.script`` is the script's name.
 
 Adding a field: add it to the header where it belongs and to the class at the same place; the
 body reads it by name. Nothing else moves.
+
+**A feature's scripts** live in its own package, in a folder it hands the loader with
+:func:`add_folder` before defining their classes (``parkway/sessions/calls.py`` adds
+``parkway/sessions/lua/``): their headers, ``-- BLOCK`` sections and shared files (``_session.lua``)
+join this folder's, so they may name this folder's blocks (``new_run``, ``resume``) and are loaded
+and checked alike; the store registers them by name (``RedisStore.add_scripts``). Nothing here
+imports the feature.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ import string
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, ClassVar, Literal, TypeVar
 
 from . import keys, layout
@@ -205,21 +213,55 @@ def _check_schema(s: Schema) -> None:
             raise SchemaMismatch(f"{where}: #{e.name} counts nothing")
 
 
-@functools.cache
-def schemas() -> dict[str, Schema]:
-    """Every schema the package's ``.lua`` files declare, by name (scripts by their file's)."""
+_FOLDERS: list[Traversable] = [resources.files(__package__)]
+"""where the loader reads scripts: this package's folder, then those features added (``add_folder``)"""
+
+
+def add_folder(folder: Traversable) -> None:
+    """Let the loader read the ``.lua`` files of ``folder`` too (a feature's scripts and shared
+    files, such as the sessions package's ``lua/``): their headers join :func:`schemas`, their
+    scripts are loaded by :func:`source` like this package's. Call it before defining the classes
+    (``@schema``) of its scripts."""
+    if str(folder) in {str(f) for f in _FOLDERS}:
+        return
+    known = schemas()
+    _add(known, _parse_folder(folder))
+    _FOLDERS.append(folder)
+
+
+def _file(name: str) -> Traversable:
+    """The ``.lua`` file ``name`` in the first folder that has it."""
+    for folder in _FOLDERS:
+        if folder.joinpath(name).is_file():
+            return folder.joinpath(name)
+    raise SchemaMismatch(f"no folder of scripts holds {name}")
+
+
+def _parse_folder(folder: Traversable) -> dict[str, Schema]:
     out: dict[str, Schema] = {}
-    for path in sorted(resources.files(__package__).iterdir(), key=lambda p: p.name):
+    for path in sorted(folder.iterdir(), key=lambda p: p.name):
         if path.name.endswith(".lua"):
-            found = parse(path.read_text(), path.name.removesuffix(".lua"))
-            clash = set(found) & set(out)
-            if clash:
-                raise SchemaMismatch(f"{path.name}: schema {sorted(clash)} declared twice")
-            out.update(found)
-    for s in out.values():
+            _add(out, parse(path.read_text(), path.name.removesuffix(".lua")), check=False)
+    return out
+
+
+def _add(out: dict[str, Schema], found: dict[str, Schema], check: bool = True) -> None:
+    clash = set(found) & set(out)
+    if clash:
+        raise SchemaMismatch(f"schema {sorted(clash)} declared twice")
+    out.update(found)
+    for s in out.values() if check else ():
         for ref in s.refs():
             if ref not in out:
                 raise SchemaMismatch(f"schema {s.name!r} names {ref!r}, which no header declares")
+
+
+@functools.cache
+def schemas() -> dict[str, Schema]:
+    """Every schema the ``.lua`` files of the folders declare, by name (scripts by their file's)."""
+    out: dict[str, Schema] = {}
+    for folder in _FOLDERS:
+        _add(out, _parse_folder(folder))
     return out
 
 
@@ -375,9 +417,8 @@ PROLOGUE = "local K, A = bind_call(SPEC.{name}, KEYS, ARGV)"
 
 def _shared(names: Sequence[str]) -> Iterator[str]:
     """The shared files a script needs: ``_<name>.lua`` of each schema it binds, when there is one."""
-    folder = resources.files(__package__)
     for name in _closure(names):
-        if folder.joinpath(f"_{name}.lua").is_file():
+        if any(folder.joinpath(f"_{name}.lua").is_file() for folder in _FOLDERS):
             yield f"_{name}.lua"
 
 
@@ -391,10 +432,9 @@ def source(name: str, hand_off: str) -> str:
     """The whole text sent to Redis for script ``name``: constants, schemas, _common.lua,
     ``hand_off`` (the Lua assigning the function _common.lua declares: the store's ``NextJob.lua``),
     the shared files its schema needs, prologue, body."""
-    folder = resources.files(__package__)
     if name not in schemas():
         raise SchemaMismatch(f"{name}.lua has no header (-- KEYS / -- ARGV)")
-    parts = [constants(), spec_lua([name]), folder.joinpath("_common.lua").read_text(), hand_off]
-    parts += [folder.joinpath(f).read_text() for f in _shared([name])]
-    parts += [PROLOGUE.format(name=name), folder.joinpath(f"{name}.lua").read_text()]
+    parts = [constants(), spec_lua([name]), _file("_common.lua").read_text(), hand_off]
+    parts += [_file(f).read_text() for f in _shared([name])]
+    parts += [PROLOGUE.format(name=name), _file(f"{name}.lua").read_text()]
     return "\n".join(parts)

@@ -11,10 +11,8 @@ run's records (:mod:`.records`) and the interrupt listings (:mod:`.listings`).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from importlib import resources
 from typing import Any, Protocol, TypeVar
 
 import redis
@@ -62,22 +60,6 @@ NO_HAND_OFF = "function hand_off() return 0 end"
 """``hand_off`` for a store given no ``NextJob``: it enqueues nothing (the caller enqueues)"""
 
 
-def _prelude(hand_off: str) -> str:
-    """What a feature's script (``add_scripts``) starts with: the constants, the schemas it may bind
-    what it carries by (``bind_call(SPEC.resume, ...)``, ``bind(SPEC.new_run.argv, ...)``),
-    ``_common.lua`` and ``hand_off``. The store's own scripts: ``scripts.source``."""
-    return "\n".join([scripts.constants(), scripts.spec_lua(["resume", "new_run"]), shared_lua("_common.lua"),
-                      hand_off])
-
-
-@functools.cache
-def shared_lua(name: str) -> str:
-    """The text of one of this folder's .lua files: a feature composes its scripts' bodies from the
-    shared parts it needs (``_resume.lua``) and its own, and registers them (``RedisStore.add_scripts``,
-    which puts the prelude every script starts with before each)."""
-    return resources.files(__package__).joinpath(name).read_text()
-
-
 class NextJob(Protocol):
     """The job that carries a transition on, as the scripts that commit a start or a resume write
     it (``hand_off``, declared in ``_common.lua``): one round trip instead of two, and no window
@@ -114,9 +96,8 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings):
         """what each committing script waits for (``WAIT`` in its round trip); None: nothing"""
         self.next_job = next_job
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
-        hand_off = next_job.lua if next_job is not None else NO_HAND_OFF
-        self._prelude = _prelude(hand_off)
-        self._scripts = {name: client.register_script(scripts.source(name, hand_off)) for name in _SCRIPTS}
+        self._hand_off_lua = next_job.lua if next_job is not None else NO_HAND_OFF
+        self._scripts = {name: client.register_script(scripts.source(name, self._hand_off_lua)) for name in _SCRIPTS}
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
         self._read_only = set(READ_ONLY_SCRIPTS)
 
@@ -124,19 +105,19 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings):
     def from_url(cls, url: str, limits: Limits | None = None, acks: ReplicaAcks | None = None) -> RedisStore:
         return cls(connect(url), limits, acks=acks)
 
-    def add_scripts(self, bodies: Mapping[str, str], read_only: Iterable[str] = ()) -> None:
-        """Register a feature's scripts (name -> Lua body, after the prelude every script starts with:
-        ``_common.lua`` and this store's ``hand_off``) on this store's client, once: ``call_script``
-        then calls them like the store's own (translated errors, replica waits unless ``read_only``,
-        ``around_scripts``)."""
-        for name, body in bodies.items():
+    def add_scripts(self, names: Iterable[str], read_only: Iterable[str] = ()) -> None:
+        """Register a feature's scripts on this store's client, once: ``names`` are scripts of a
+        folder the feature gave the loader (``scripts.add_folder``), loaded like the store's own
+        (``scripts.source``, with this store's ``hand_off``). ``call_script`` then calls them like
+        the store's own (translated errors, replica waits unless ``read_only``, ``around_scripts``)."""
+        for name in names:
             if name not in self._scripts:
-                self._scripts[name] = self.client.register_script("\n".join([self._prelude, body]))
+                self._scripts[name] = self.client.register_script(scripts.source(name, self._hand_off_lua))
         self._read_only.update(read_only)
 
-    def call_script(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
-        """Call the script ``name`` (the store's or one ``add_scripts`` registered) for ``run_id``."""
-        return self._call(name, run_id, keys_, args)
+    def call_script(self, run_id: str | None, params: Args) -> Any:
+        """Call ``params``'s script (the store's or one ``add_scripts`` registered) for ``run_id``."""
+        return self._script(run_id, params)
 
     def hand_off(self, run_id: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments a script's ``hand_off`` takes to enqueue a job of ``run_id`` (see
@@ -152,10 +133,6 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings):
     def _script(self, run_id: str | None, params: Args) -> Any:
         """Call ``params``'s script (its typed arguments: see :mod:`.calls`) for ``run_id``."""
         return self._send(ScriptCall.of(run_id, params))
-
-    def _call(self, name: str, run_id: str | None, keys_: list[str], args: list[Any]) -> Any:
-        """Call a script taking lists (a feature's: ``call_script``)."""
-        return self._send(ScriptCall(name, run_id, keys_, args))
 
     def _send(self, call: ScriptCall) -> Any:
         if self._around is not None:

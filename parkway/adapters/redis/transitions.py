@@ -64,11 +64,10 @@ class Transitions:
         queues, job = self._hand_off(run.run_id)
         return bool(self._script(run.run_id, calls.Create(self._new_run(run), queues, codec.authority_arg(run), job)))
 
-    def new_run(self, run: NewRun) -> tuple[list[str], list[Any]]:
-        """``create_run``'s keys and arguments (a ``new_run`` block, see ``_common.lua``), for the
-        session scripts that create a run as part of their transition (a session's send)."""
-        block = self._new_run(run)
-        return block.keys(), block.args()
+    def new_run(self, run: NewRun) -> calls.NewRun:
+        """``create_run``'s ``new_run`` block (see ``_common.lua``), for the session scripts that
+        create a run as part of their transition (a session's send)."""
+        return self._new_run(run)
 
     def _new_run(self, run: NewRun, started: Mapping[str, Any] | None = None) -> calls.NewRun:
         """The ``new_run`` block creating ``run`` (``started``: its run.started event, if not the usual)."""
@@ -397,11 +396,10 @@ class Transitions:
     def _resume(self, run_id: str, answer: Answer) -> Any:
         return self._script(run_id, self._resume_params(run_id, answer))
 
-    def resume_call(self, run_id: str, answer: Answer) -> tuple[list[str], list[Any]]:
-        """resume.lua's KEYS and ARGV for ``answer``, for the session scripts that deliver answers
-        (they run the same transition inside their own, binding these with ``bind_call``)."""
-        params = self._resume_params(run_id, answer)
-        return params.keys(), params.args()
+    def resume_call(self, run_id: str, answer: Answer) -> calls.Resume:
+        """resume.lua's arguments for ``answer``, for the session scripts that deliver answers
+        (they run the same transition inside their own: a ``resume`` block in their headers)."""
+        return self._resume_params(run_id, answer)
 
     def _resume_params(self, run_id: str, answer: Answer) -> calls.Resume:
         r, rec = run_id, answer.interrupt

@@ -1,31 +1,71 @@
--- Shared by the session scripts (prepended after _common.lua). A session's keys share its hash
--- tag with its branch runs (keys.py: a run id made of the session's and a suffix), so a script may
--- read and move both.
--- Every session script takes the session's eight keys first, in this order (KEYS[1..8]), then its
--- own; each transition renews all eight, so a session's records expire together.
-local S = {s = KEYS[1], m = KEYS[2], up = KEYS[3], open = KEYS[4], i = KEYS[5], dl = KEYS[6],
-  live = KEYS[7], sev = KEYS[8]}
-local SESSION_KEYS = 8
+-- Shared by the session scripts (the loader sends it after _common.lua to every script whose
+-- header names a session block). A session's keys share its hash tag with its branch runs
+-- (keys.py: a run id made of the session's and a suffix), so a script may read and move both.
+-- BLOCK session: the session's keys, which every session script takes first (each transition
+-- renews them all, so a session's records expire together)
+-- KEYS
+--   hash           the session's hash (agent, owner, tenant, head, ttl, ...)
+--   messages       its messages by id
+--   up             each message's parent
+--   open           its open session-level interrupts (id -> anchor, '' = global)
+--   interrupts     every interrupt's record, open or cleared
+--   deliveries     answers kept for abandoned branches (request id -> run id)
+--   live           its live branch runs (run id -> leaf)
+--   events         its stream
 
--- The session's TTL (nil when the session is gone).
-local function session_ttl()
-  local ttl = redis.call('HGET', S.s, 'ttl')
+-- BLOCK live: a live branch run of the session, as the caller read the live set
+-- KEYS
+--   run            its hash
+-- ARGV
+--   run_id         its id
+
+-- BLOCK live_at: a live branch run of the session, as the caller read it, with what waking it takes
+-- KEYS
+--   run            its hash
+--   events         its stream
+--   journal        its journal at the step read
+-- ARGV
+--   #job           how many job arguments
+--   run_id         its id
+--   step           its step as read
+--   job...         its next job, if it is woken (see hand_off)
+
+-- BLOCK kept: a trigger kept while the path it is due on was parked (session_clear)
+-- ARGV
+--   seq            its place in clearing order (the session hash's `t:<seq>`)
+--   entry          its journal entry blob
+--   event          its interrupt.resumed blob
+
+-- BLOCK delivery: an answer the session kept for a branch, delivered when its path is active again
+-- KEYS
+--   resume?: resume  the answer's resume call (absent: the caller found it undeliverable)
+-- ARGV
+--   #resume        1, or 0 when the caller found it undeliverable
+--   request_id     the interrupt answered
+--   run_id         its run
+--   delivered      interrupt.delivered blob
+--   undelivered    interrupt.undelivered blob
+--   resume?: resume  (see KEYS)
+
+-- The session's TTL (nil when the session is gone). `S`: a session block's keys.
+local function session_ttl(S)
+  local ttl = redis.call('HGET', S.hash, 'ttl')
   if ttl then return ttl end
   return nil
 end
 
 -- Renew every key of the session, and note the time of this transition.
-local function touch(ttl, now)
-  if now then redis.call('HSET', S.s, 'updated', now) end
-  expire_all(ttl, {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]})
+local function touch(S, ttl, now)
+  if now then redis.call('HSET', S.hash, 'updated', now) end
+  expire_all(ttl, {S.hash, S.messages, S.up, S.open, S.interrupts, S.deliveries, S.live, S.events})
 end
 
 local ENDED = {completed = true, failed = true, cancelled = true, expired = true}
 
 -- Whose a branch run of the session `session_id` is: the session's owner and tenant, and the
 -- session (create_run's `auth`: its children and its summary keep them too).
-local function session_authority(session_id)
-  local found = redis.call('HMGET', S.s, 'owner', 'tenant')
+local function session_authority(S, session_id)
+  local found = redis.call('HMGET', S.hash, 'owner', 'tenant')
   return {'owner', found[1], 'tenant', found[2], 'origin', 'frontend', 'session', session_id}
 end
 
@@ -46,22 +86,22 @@ local function path_of(up, leaf)
   return on
 end
 
--- The session's live branch runs, given as ARGV[at .. at+count-1] (run ids) with their run hashes
--- as KEYS[kat], KEYS[kat + stride], ...: run id -> {key, leaf, status, waiting, step, index}. Runs that ended leave the live set
--- here. nil when the caller's list is not the live set (it read it before a concurrent change:
--- it reads again and retries).
-local function live_runs(live_key, kat, at, count, stride)
+-- The session's live branch runs, as the caller read them (`keys`, `args`: live or live_at
+-- blocks' keys and arguments, in the same order): run id -> {key, leaf, status, waiting, step, k,
+-- a} (`k`, `a`: its block's). Runs that ended leave the live set here. nil when the caller's list
+-- is not the live set (it read it before a concurrent change: it reads again and retries).
+local function live_runs(live_key, keys, args)
   local listed = redis.call('HGETALL', live_key)
-  if #listed ~= 2 * count then return nil end
+  if #listed ~= 2 * #args then return nil end
   local runs = {}
   for i = 1, #listed, 2 do runs[listed[i]] = {leaf = listed[i + 1]} end
-  for j = 0, count - 1 do
-    local r = runs[ARGV[at + j]]
+  for j, a in ipairs(args) do
+    local r = runs[a.run_id]
     if not r then return nil end
-    local key = KEYS[kat + j * (stride or 1)]
+    local key = keys[j].run
     local cur = redis.call('HMGET', key, 'status', 'waiting', 'step')
     r.key, r.status, r.waiting, r.step = key, cur[1], cur[2], cur[3]
-    r.index = j
+    r.k, r.a = keys[j], a
   end
   for id, r in pairs(runs) do
     if not r.status or ENDED[r.status] then

@@ -6,42 +6,57 @@
 -- policy and node code read them, and a replay reads the same) and on its stream; with no run live
 -- at the head, a run is dispatched with them as its input. Clearing an interrupt of an abandoned
 -- branch records the clearing, delivers nothing.
--- KEYS: 1-8 the session's, 9 outbox, 10 new run, 11 its summary, 12 its events, 13-14 the job
---       queues (see hand_off), 15... three per live run: its run hash, its events, its journal
---       at the step read
--- ARGV: 1 interrupt id, 2 cleared record blob, 3 now, 4 maxlen, 5 interrupt.cleared blob,
---       6 interrupt.resumed blob, 7 expected head, 8 live count, 9 job block length, 10 new run id,
---       11 run.dispatched blob, 12-21 the new run (see create_run), 22 this trigger's journal entry,
---       23 number of kept triggers due on the head's path, 24 session id, 25... the live run ids, then their steps
---       as read, then per kept trigger: its seq, journal entry, interrupt.resumed blob; then the new
---       run's job block, then one job block per live run (see hand_off)
-local ttl = session_ttl()
+-- Returns {'resumed', run id}, {'dispatched', run id}, {'cleared'}, {'still_parked', ids...},
+-- {'already_cleared'}, {'unknown'}, {'retry'}, {'gone'}.
+-- KEYS
+--   session: session  the session's keys
+--   new: new_run   the run dispatched when none is live at the head (see create_run)
+--   queues...      the jobs' queues (see hand_off)
+--   live...: live_at  the session's live runs, as the caller read them
+-- ARGV
+--   #queues        how many queues
+--   #live          how many live runs
+--   #kept          how many kept triggers are due on the head's path
+--   #job           how many job arguments (the new run's)
+--   interrupt_id   the interrupt cleared
+--   record         its cleared record blob
+--   now            ms
+--   maxlen         the streams' cap
+--   cleared        interrupt.cleared blob
+--   resumed        interrupt.resumed blob
+--   head           the expected head
+--   run_id         the new run's id
+--   dispatched     run.dispatched blob
+--   new: new_run   (see KEYS)
+--   entry          this trigger's journal entry
+--   session_id     the session's id
+--   live...: live_at  (see KEYS)
+--   kept...: kept  the kept triggers due on the head's path, in clearing order
+--   job...         the new run's first job (see hand_off)
+local S = K.session
+local ttl = session_ttl(S)
 if not ttl then return {'gone'} end
-local iid = ARGV[1]
+local iid = A.interrupt_id
 local anchor = redis.call('HGET', S.open, iid)
 if not anchor then
-  if redis.call('HEXISTS', S.i, iid) == 1 then return {'already_cleared'} end
+  if redis.call('HEXISTS', S.interrupts, iid) == 1 then return {'already_cleared'} end
   return {'unknown'}
 end
-local head = ARGV[7]
-if redis.call('HGET', S.s, 'head') ~= head then return {'retry'} end
-local count, jl, nkept = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[23])
-local ids_at, steps_at, kept_at = 25, 25 + count, 25 + 2 * count
-local jobs = kept_at + 3 * nkept + jl  -- the first live run's job block
-local runs = live_runs(S.live, 15, ids_at, count, 3)
+local head = A.head
+if redis.call('HGET', S.hash, 'head') ~= head then return {'retry'} end
+local runs = live_runs(S.live, K.live, A.live)
 if not runs then return {'retry'} end
 for _, r in pairs(runs) do
-  if r.step ~= ARGV[steps_at + r.index] then return {'retry'} end
+  if r.step ~= r.a.step then return {'retry'} end
 end
 local on_active = path_of(S.up, head)
 -- the kept triggers due on the active path must be the ones the caller prepared
 local due, given = {}, {}
-for j = 0, nkept - 1 do
-  local at = kept_at + 3 * j
-  due[#due + 1] = {seq = ARGV[at], entry = ARGV[at + 1], event = ARGV[at + 2]}
-  given[ARGV[at]] = true
+for _, t in ipairs(A.kept) do
+  due[#due + 1] = t
+  given[t.seq] = true
 end
-local fields = redis.call('HGETALL', S.s)
+local fields = redis.call('HGETALL', S.hash)
 for i = 1, #fields, 2 do
   local seq = string.match(fields[i], '^t:(%d+)$')
   if seq then
@@ -55,42 +70,41 @@ end
 if next(given) then return {'retry'} end
 local parked_active = anchor == '' or on_active[anchor] == true
 redis.call('HDEL', S.open, iid)
-redis.call('HSET', S.i, iid, ARGV[2])
-xadd(S.sev, ARGV[4], 'interrupt.cleared', ARGV[5])
-touch(ttl, ARGV[3])
-local seq = parked_active and tostring(redis.call('HINCRBY', S.s, 'tseq', 1)) or nil
-due[#due + 1] = {seq = seq, entry = ARGV[22], event = ARGV[6]}
+redis.call('HSET', S.interrupts, iid, A.record)
+xadd(S.events, A.maxlen, 'interrupt.cleared', A.cleared)
+touch(S, ttl, A.now)
+local seq = parked_active and tostring(redis.call('HINCRBY', S.hash, 'tseq', 1)) or nil
+due[#due + 1] = {seq = seq, entry = A.entry, event = A.resumed}
 -- the triggers, in clearing order, into the journal and onto the stream of the run `r`
 local function deliver(r)
   for _, t in ipairs(due) do
-    redis.call('HSET', KEYS[15 + 3 * r.index + 2], 'g:' .. t.seq, t.entry)
-    xadd_run(r.key, KEYS[15 + 3 * r.index + 1], ARGV[4], 'interrupt.resumed', t.event)
-    redis.call('HDEL', S.s, 't:' .. t.seq)
+    redis.call('HSET', r.k.journal, 'g:' .. t.seq, t.entry)
+    xadd_run(r.key, r.k.events, A.maxlen, 'interrupt.resumed', t.event)
+    redis.call('HDEL', S.hash, 't:' .. t.seq)
   end
-  redis.call('PEXPIRE', KEYS[15 + 3 * r.index + 2], redis.call('HGET', r.key, 'ttl'))
+  redis.call('PEXPIRE', r.k.journal, redis.call('HGET', r.key, 'ttl'))
 end
 -- what still parks the active path (held runs waking below do not change it)
-local still = parked_active and parking(S.open, S.dl, runs, on_active) or {}
+local still = parked_active and parking(S.open, S.deliveries, runs, on_active) or {}
 local woken_active
 for id, r in pairs(runs) do
   if r.status == 'waiting' and r.waiting == 'session'
-      and #parking(S.open, S.dl, runs, path_of(S.up, r.leaf)) == 0 then
+      and #parking(S.open, S.deliveries, runs, path_of(S.up, r.leaf)) == 0 then
     local fence = redis.call('HINCRBY', r.key, 'fence', 1)
-    redis.call('HSET', r.key, 'status', 'queued', 'waiting', '', 'updated', ARGV[3])
-    redis.call('ZADD', KEYS[9], ARGV[3], id .. ':' .. r.step .. ':' .. fence)
+    redis.call('HSET', r.key, 'status', 'queued', 'waiting', '', 'updated', A.now)
+    redis.call('ZADD', K.new.outbox, A.now, outbox_member(id, r.step, fence))
     if parked_active and on_active[r.leaf] and #still == 0 then
       deliver(r)
       woken_active = id
     end
-    local at = jobs + r.index * jl
-    hand_off({KEYS[13], KEYS[14]}, ARGV, at, r.step, fence, at + jl - 1)
+    hand_off(K.queues, r.a.job, 1, r.step, fence)
     r.status = 'queued'
   end
 end
 if not parked_active then return {'cleared'} end
 if #still > 0 then
   -- held like any follow-on: the trigger waits until nothing parks the path
-  redis.call('HSET', S.s, 't:' .. seq, head .. ' ' .. iid)
+  redis.call('HSET', S.hash, 't:' .. seq, head .. ' ' .. iid)
   return {'still_parked', unpack(still)}
 end
 if woken_active then return {'resumed', woken_active} end
@@ -102,14 +116,11 @@ for id, r in pairs(runs) do
   end
 end
 -- a branch run is its session's owner's and tenant's (written on it: the session may expire)
-local new_keys = {run = KEYS[10], summary = KEYS[11], events = KEYS[12], outbox = KEYS[9]}
-local job_at = kept_at + 3 * nkept
-local handed = create_run(new_keys, bind(SPEC.new_run.argv, ARGV, 12), {KEYS[13], KEYS[14]},
-  {unpack(ARGV, job_at, job_at + jl - 1)}, session_authority(ARGV[24]))
+local handed = create_run(K.new, A.new, K.queues, A.job, session_authority(S, A.session_id))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
-set_leaf(KEYS[10], head)
-for _, t in ipairs(due) do redis.call('HDEL', S.s, 't:' .. t.seq) end
-redis.call('HSET', S.live, ARGV[10], head)
-xadd(S.sev, ARGV[4], 'run.dispatched', ARGV[11])
-touch(ttl)
-return {'dispatched', ARGV[10]}
+set_leaf(K.new.run, head)
+for _, t in ipairs(due) do redis.call('HDEL', S.hash, 't:' .. t.seq) end
+redis.call('HSET', S.live, A.run_id, head)
+xadd(S.events, A.maxlen, 'run.dispatched', A.dispatched)
+touch(S, ttl)
+return {'dispatched', A.run_id}

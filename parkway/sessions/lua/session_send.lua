@@ -2,43 +2,62 @@
 -- `edit` forks a sibling of an edited message (below the edited message's parent). Refused, with
 -- nothing written, when the path is parked (an interrupt anchored on it, or a global one) or, for
 -- a send, when a run is live at the head (one live run per branch).
--- KEYS: 1-8 the session's, 9 run, 10 run summary, 11 run events, 12 outbox, 13-14 the run's first
---       job's queues (see hand_off), 15... the run hashes of the session's live runs
--- ARGV: 1 mode (send | edit), 2 edited message ('' for send), 3 expected parent, 4 new message id,
---       5 message blob, 6 now, 7 maxlen, 8 message.added blob, 9 run.dispatched blob, 10 run id,
---       11 live count, 12 session id, 13-22 the run (see create_run), 23... the live run ids, then the
---       job (hand_off)
-local ttl = session_ttl()
+-- Returns {'ok', handed off}, {'retry'}, {'parked', ids...}, {'busy', run id}, {'no_message'},
+-- {'gone'}.
+-- KEYS
+--   session: session  the session's keys
+--   new: new_run   the branch run to dispatch (see create_run)
+--   queues...      its first job's queues (see hand_off)
+--   live...: live  the session's live runs, as the caller read them
+-- ARGV
+--   #queues        how many queues
+--   #live          how many live runs
+--   #job           how many job arguments
+--   mode           send | edit
+--   edited         the edited message ('' for send)
+--   parent         the expected parent of the new message
+--   message_id     the new message's id
+--   message        its blob
+--   now            ms
+--   maxlen         the streams' cap
+--   added          message.added blob
+--   dispatched     run.dispatched blob
+--   run_id         the new run's id
+--   session_id     the session's id
+--   new: new_run   (see KEYS)
+--   live...: live  (see KEYS)
+--   job...         the new run's first job (see hand_off)
+local S = K.session
+local ttl = session_ttl(S)
 if not ttl then return {'gone'} end
-local parent = ARGV[3]
-if ARGV[1] == 'send' then
-  if redis.call('HGET', S.s, 'head') ~= parent then return {'retry'} end
+local parent = A.parent
+if A.mode == 'send' then
+  if redis.call('HGET', S.hash, 'head') ~= parent then return {'retry'} end
 else
-  local p = redis.call('HGET', S.up, ARGV[2])
+  local p = redis.call('HGET', S.up, A.edited)
   if not p then return {'no_message'} end
   if p ~= parent then return {'retry'} end
 end
-local count = tonumber(ARGV[11])
-local runs = live_runs(S.live, 15, 23, count)
+local runs = live_runs(S.live, K.live, A.live)
 if not runs then return {'retry'} end
-local by = parking(S.open, S.dl, runs, path_of(S.up, parent))
+local by = parking(S.open, S.deliveries, runs, path_of(S.up, parent))
 if #by > 0 then return {'parked', unpack(by)} end
-if ARGV[1] == 'send' then
+if A.mode == 'send' then
   for id, r in pairs(runs) do
     if r.leaf == parent and parent ~= '' then return {'busy', id} end
   end
 end
-if redis.call('HSETNX', S.m, ARGV[4], ARGV[5]) == 0 then return redis.error_reply('EXISTS message id is taken') end
-redis.call('HSET', S.up, ARGV[4], parent)
-redis.call('HSET', S.s, 'head', ARGV[4])
+if redis.call('HSETNX', S.messages, A.message_id, A.message) == 0 then
+  return redis.error_reply('EXISTS message id is taken')
+end
+redis.call('HSET', S.up, A.message_id, parent)
+redis.call('HSET', S.hash, 'head', A.message_id)
 -- a branch run is its session's owner's and tenant's (written on it: the session may expire)
-local new_keys = {run = KEYS[9], summary = KEYS[10], events = KEYS[11], outbox = KEYS[12]}
-local handed = create_run(new_keys, bind(SPEC.new_run.argv, ARGV, 13), {KEYS[13], KEYS[14]}, {unpack(ARGV, 23 + count)},
-  session_authority(ARGV[12]))
+local handed = create_run(K.new, A.new, K.queues, A.job, session_authority(S, A.session_id))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
-set_leaf(KEYS[9], ARGV[4])
-redis.call('HSET', S.live, ARGV[10], ARGV[4])
-xadd(S.sev, ARGV[7], 'message.added', ARGV[8])
-xadd(S.sev, ARGV[7], 'run.dispatched', ARGV[9])
-touch(ttl, ARGV[6])
+set_leaf(K.new.run, A.message_id)
+redis.call('HSET', S.live, A.run_id, A.message_id)
+xadd(S.events, A.maxlen, 'message.added', A.added)
+xadd(S.events, A.maxlen, 'run.dispatched', A.dispatched)
+touch(S, ttl, A.now)
 return {'ok', handed}
