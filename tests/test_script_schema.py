@@ -230,3 +230,27 @@ def test_a_call_the_header_does_not_account_for_is_an_error() -> None:
                       "local K, A = bind_call(SPEC.refuse, KEYS, ARGV)\nreturn 1"])
     with pytest.raises(Exception, match="ARGV holds 8 values, its header names 7"):
         client.register_script(text)(keys=call.keys(), args=[*call.args(), "extra"])
+
+
+def _resume(tag: str) -> calls.Resume:
+    names = [f.name for f in __import__("dataclasses").fields(calls.Resume)]
+    values: dict[str, object] = {n: f"{tag}.{n}" for n in names}
+    closing = calls.Closing(*(f"{tag}.c{i}" for i in range(7)))
+    return calls.Resume(**{**values, "closing": closing, "filters": [f"{tag}.f1"], "queues": ["q1", "q2"],  # type: ignore[arg-type]
+                           "job": [f"{tag}.j1"]})
+
+
+def test_blocks_inside_a_list_of_blocks_bind_by_their_own_counts() -> None:
+    """A session switch's deliveries (a list of blocks) each carry a resume call or none (an
+    optional block with tails of its own): each binds its own, whatever the ones before it hold."""
+    deliveries = [
+        session_calls.Delivery(None, "req1", "run1", b"d1", b"u1"),
+        session_calls.Delivery(_resume("r2"), "req2", "run2", b"d2", b"u2"),
+        session_calls.Delivery(_resume("r3"), "req3", "run3", b"d3", b"u3"),
+    ]
+    session = session_calls.Session(*(f"s.{i}" for i in range(8)))
+    switch = session_calls.SessionSwitch(session, deliveries, "head", 5, 6, b"sw")
+    got = _bound("session_switch", switch, "{#K.deliveries, A.deliveries[1].resume == nil and 1 or 0,"
+                 " K.deliveries[2].resume.filters[1], K.deliveries[3].resume.queues[2], A.deliveries[3].resume.job[1],"
+                 " A.deliveries[3].resume.closing.created, A.deliveries[3].request_id, K.session.events, A.switched}")
+    assert got == [3, 1, b"r2.f1", b"q2", b"r3.j1", b"r3.c6", b"req3", b"s.7", b"sw"]
