@@ -1,7 +1,8 @@
 -- Answer (or cancel) an interrupt exactly once, as two functions over resume.lua's KEYS and ARGV
 -- (as K and A), so that the session scripts that deliver an answer run the same transition inside
 -- their own (session_answer, session_switch): resume_refused says why the answer cannot be taken
--- (a reply) or nil, writing nothing; resume_commit then takes it (call it only after nil). The run
+-- (a reply) or nil and the pending interrupt it read ({req, step}), writing nothing; resume_commit then
+-- takes it (call it only after nil, with that pending: it reads neither again). The run
 -- hash's `kept` names an interrupt whose answer its session keeps (session_answer, session_switch).
 -- Answering: flip its status from pending, record the answer,
 -- bump the fence, write the outbox, unindex, publish the event. The status field in the run hash
@@ -30,7 +31,7 @@ local function resume_refused(K, A, delivering)
   end
   if tonumber(A.now) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
   if cur[2] ~= A.expires then return {'moved', req} end
-  return nil
+  return nil, {req = req, step = cur[3]}
 end
 
 -- The wait from the interrupt's creation, counted in the histogram's bucket (`buckets`: bounds in s).
@@ -45,9 +46,8 @@ local function count_wait(metrics, created, now, buckets)
   redis.call('HINCRBY', metrics, 'wait:sum_ms', waited)
 end
 
-local function resume_commit(K, A)
-  local req = redis.call('HGET', K.run, A.token_field)
-  local step = redis.call('HGET', K.run, 'step')
+local function resume_commit(K, A, pending)
+  local req, step = pending.req, pending.step
   for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
   redis.call('HSET', K.journal, A.field, A.entry)
   local fence = redis.call('HINCRBY', K.run, 'fence', 1)

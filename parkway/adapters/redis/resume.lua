@@ -37,6 +37,6 @@
 --   answered       the run's 'ans' ("<step> <the x: field of its lifecycle record> <1 | 0: the
 --                  answer's output captured>", for finish.lua; '' for a cancel)
 --   job...         the next job (see hand_off)
-local refused = resume_refused(K, A)
+local refused, pending = resume_refused(K, A)
 if refused then return refused end
-return resume_commit(K, A)
+return resume_commit(K, A, pending)

@@ -23,7 +23,7 @@ local S = K.session
 local ttl = session_ttl(S)
 if not ttl then return {'gone'} end
 if redis.call('HEXISTS', S.interrupts, A.request_id) == 1 then return {'already_cleared'} end
-local refused = resume_refused(K.resume, A.resume)
+local refused, pending = resume_refused(K.resume, A.resume)
 if refused then return refused end
 local leaf = redis.call('HGET', S.live, A.run_id)
 if not leaf then return {'not_live'} end
@@ -33,12 +33,12 @@ redis.call('HSET', S.interrupts, A.request_id, A.record)
 if not on_active[leaf] then
   redis.call('HSET', S.deliveries, A.request_id, A.run_id)
   -- its token answers nothing else now (resume_refused): `kept` names it as the run hash does
-  redis.call('HSET', K.resume.run, 'kept', redis.call('HGET', K.resume.run, A.resume.token_field))
+  redis.call('HSET', K.resume.run, 'kept', pending.req)
   xadd(S.events, A.maxlen, 'interrupt.cleared', A.kept)
   touch(S, ttl, A.now)
   return {'kept'}
 end
-local taken = resume_commit(K.resume, A.resume)
+local taken = resume_commit(K.resume, A.resume, pending)
 xadd(S.events, A.maxlen, 'interrupt.cleared', A.delivered)
 touch(S, ttl, A.now)
 local still = parking(S.open, S.deliveries, {}, on_active)

@@ -31,11 +31,11 @@ for i = 1, #kept, 2 do
   local leaf = redis.call('HGET', S.live, kept[i + 1])
   if leaf and on[leaf] and not given[kept[i]] then return {'retry'} end
 end
-local refused = {}
+local refused, pending = {}, {}
 for i, d in ipairs(A.deliveries) do
   if redis.call('HGET', S.deliveries, d.request_id) ~= d.run_id then return {'retry'} end
   if d.resume then
-    refused[i] = resume_refused(K.deliveries[i].resume, d.resume, true)
+    refused[i], pending[i] = resume_refused(K.deliveries[i].resume, d.resume, true)
     if refused[i] and refused[i][1] == 'moved' then return {'retry'} end
   end
 end
@@ -48,7 +48,7 @@ for i, d in ipairs(A.deliveries) do
     xadd(S.events, A.maxlen, 'interrupt.undelivered', d.undelivered)
     out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = d.request_id, d.run_id, '', '', ''
   else
-    local taken = resume_commit(K.deliveries[i].resume, d.resume)
+    local taken = resume_commit(K.deliveries[i].resume, d.resume, pending[i])
     xadd(S.events, A.maxlen, 'interrupt.delivered', d.delivered)
     out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = d.request_id, d.run_id, taken[3],
       taken[4], taken[5]
