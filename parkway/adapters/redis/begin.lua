@@ -34,6 +34,19 @@ local function mp_str(s)
     math.floor(n / 256) % 256, n % 256) .. s
 end
 
+-- the run's fields the attempt reads (RUN_FIELDS, from layout.py) as pairs, and the status field
+-- `rs` names (a racing interrupt's): not its interrupts' records or tokens
+local function run_fields(run)
+  local values = redis.call('HMGET', run, unpack(RUN_FIELDS))
+  local out = {}
+  for i, name in ipairs(RUN_FIELDS) do
+    if values[i] then out[#out + 1], out[#out + 2] = name, values[i] end
+    local racing = name == 'rs' and values[i] and values[i] ~= '' and redis.call('HGET', run, values[i])
+    if racing then out[#out + 1], out[#out + 2] = values[i], racing end
+  end
+  return out
+end
+
 local cur, err = check_fence(K.run, A.fence, {'queued', 'running'})
 if not cur then return err end
 local step, journal, member = A.step, K.journal, A.member
@@ -60,4 +73,4 @@ local node = redis.call('HGET', K.run, 'node') or ''
 xadd_run(K.run, K.events, A.maxlen, 'node.started',
   '\131\164node' .. mp_str(node) .. '\164step' .. mp_uint(step) .. '\166replay' .. replay)
 if redis.call('PTTL', K.events) == -1 then redis.call('PEXPIRE', K.events, records_left(K.run)) end
-return {redis.call('HGETALL', K.run), redis.call('HGETALL', journal), redis.call('HGETALL', K.state)}
+return {run_fields(K.run), redis.call('HGETALL', journal), redis.call('HGETALL', K.state)}

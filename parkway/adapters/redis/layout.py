@@ -179,6 +179,15 @@ def _s(v: Any) -> str:
 # --- the run's record ------------------------------------------------------------
 
 
+RUN_FIELDS = (
+    "wf", "ref", "status", "node", "step", "fence", "input", "data", "output", "error", "created", "updated",
+    "ttl", "expires", "waiting", "lineage", "paused", "tenant", "rs", "rc", "owner", "origin", "session", "leaf",
+)
+"""the run hash's fields ``run_record`` reads (and, by its name in ``rs``, the racing interrupt's status
+field): what ``begin.lua`` returns of the run (as ``RUN_FIELDS``, generated into the scripts), not its
+interrupts' records or tokens"""
+
+
 def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
     """The run's record from its hash (``HGETALL``; or the pairs a script returns, keys as bytes)."""
     f = {_s(k): v for k, v in fields.items()}
