@@ -7,13 +7,52 @@ from __future__ import annotations
 import dataclasses
 import re
 from importlib import resources
+from typing import Any
+
+import pytest
 
 from parkway.adapters.redis import layout
 from parkway.adapters.redis.store import RedisStore
+from parkway.runtime import hooks
 from parkway.runtime.clock import now_ms
 from parkway.runtime.protocol import RunStatus
 from tests import flows
 from tests.conftest import Harness
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[Any]:
+    calls: list[Any] = []
+    real = getattr(owner, name)
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_replay_builds_the_request_only_when_the_node_pauses(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A contract ask is built and checked (its payload against the contract) when the node pauses;
+    on replay after the answer the journal entry's kind is compared, and nothing is built again."""
+    built = _counting(monkeypatch, hooks, "_request_of")
+    run_id = harness.start_and_run(flows.contracted, {"team": "ops"})
+    assert len(built) == 1
+    assert harness.pw.resume(harness.token(run_id), value={"job_id": "job-42"}).accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"team": "ops", "job": "job-42", "note": None}
+    assert len(built) == 1
+
+
+def test_a_request_kind_reads_as_validation_reads_it() -> None:
+    """Replay's kind of a request dict is the one validation infers (none for one it would refuse)."""
+    kind_of = hooks.InterruptRequest.kind_of
+    assert kind_of({"question": "q"}) == "text"
+    assert kind_of({"options": [{"id": "a", "label": "A"}]}) == "choice"
+    assert kind_of({"kind": "choice", "multiple": True}) == "multi-choice"
+    assert kind_of({"kind": 5}) is None and kind_of({"multiple": "yes"}) is None
 
 
 def test_resume_commit_reads_neither_the_token_nor_the_step_again() -> None:
@@ -43,3 +82,4 @@ def test_begin_returns_the_run_record_not_the_run_hash(harness: Harness) -> None
     began = attempt_of(reply).run
     assert began.status is RunStatus.RUNNING
     assert dataclasses.replace(began, status=before.status, updated_at=before.updated_at) == before
+

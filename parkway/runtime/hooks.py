@@ -410,23 +410,7 @@ def _ask(
     the Pause; ``timer``: the interrupt races a timer (its TTL), and ``child`` a child run (whose
     outcome's entry is returned if it came first), see ``use_first``."""
     ctx = current()
-    if contract is not None:
-        req = InterruptRequest.model_validate(
-            {
-                "kind": "contract",
-                "question": contract.question or contract.schema_id,
-                "schemaId": contract.schema_id,
-                "schemaVersion": contract.version,
-                "contractRef": contract.ref(),
-                "payload": contract.check_request(request if request is not None else {}),
-            }
-        )
-    elif isinstance(request, InterruptRequest):
-        req = request
-    elif isinstance(request, Mapping):
-        req = InterruptRequest.model_validate(request)
-    else:
-        raise ValidationError("use_interrupt takes a request dict or InterruptRequest, or contract= and its request")
+    kind = _kind_of(request, contract)
     if ttl_ms is not None and (isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int)
                                or not 1000 <= ttl_ms <= MAX_TTL_MS):
         raise ValidationError(f"use_interrupt ttl_ms must be an integer from 1000 to {MAX_TTL_MS}")
@@ -443,7 +427,7 @@ def _ask(
         field_name = journal.interrupt(name)
     if child is not None:  # the same child as recorded, or nondeterminism
         ctx.replayed(journal.child_asked(child.name), "child", child.name, child.asked.detail)
-    entry = ctx.replayed(field_name, "interrupt", name, req.kind)
+    entry = ctx.replayed(field_name, "interrupt", name, kind)
     if entry is not None and entry.status == "cancelled":
         reason = entry.value if isinstance(entry.value, str) else None
         raise InterruptCancelled(
@@ -458,12 +442,49 @@ def _ask(
         won = ctx.replayed(child.journal_field, "workflow", child.name)
         if won is not None:
             return won, contract
+    req = _request_of(request, contract)  # validated here, where it is made: once, when the node pauses
     policy = expiry_policy(req, on_expire, contract) if on_expire is not None else None
     if timer:
         policy = {"action": "timer"}  # at the deadline the reconciler records the timer's win
     raise Pause(
         _PAUSE_KEY, req, field_name, name, ttl_ms, policy, contract, audience=audience, child=child, capture=capture
     )
+
+
+def _kind_of(
+    request: InterruptRequest | Mapping[str, Any] | BaseModel | None, contract: Contract[Any, Any] | None
+) -> str:
+    """The kind of request ``use_interrupt`` asks, all that replay compares with its journal entry:
+    read without building the request (``_request_of``, only when the node pauses). A kind that
+    validation would not read as one raises as building the request does."""
+    if contract is not None:
+        return "contract"
+    if isinstance(request, InterruptRequest):
+        return request.kind
+    if not isinstance(request, Mapping):
+        raise ValidationError("use_interrupt takes a request dict or InterruptRequest, or contract= and its request")
+    kind = InterruptRequest.kind_of(request)
+    return kind if kind is not None else InterruptRequest.model_validate(request).kind
+
+
+def _request_of(
+    request: InterruptRequest | Mapping[str, Any] | BaseModel | None, contract: Contract[Any, Any] | None
+) -> InterruptRequest:
+    """The request ``use_interrupt`` asks, validated (a contract's payload against its request model)."""
+    if contract is not None:
+        return InterruptRequest.model_validate(
+            {
+                "kind": "contract",
+                "question": contract.question or contract.schema_id,
+                "schemaId": contract.schema_id,
+                "schemaVersion": contract.version,
+                "contractRef": contract.ref(),
+                "payload": contract.check_request(request if request is not None else {}),
+            }
+        )
+    if isinstance(request, InterruptRequest):
+        return request
+    return InterruptRequest.model_validate(request)
 
 
 EXPIRY_ACTIONS = ("expire", "fail", "cancel")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
@@ -153,6 +153,25 @@ class Option(_Model):
 RequestKind = Literal["text", "choice", "multi-choice", "contract"]
 
 
+
+def _infer_kind(raw: Any) -> Any:
+    """The shapes other clients send: no kind (a choice if it has options, multi-choice with
+    ``multiple: true``, else text), or ``kind: "choice"`` with ``multiple: true``."""
+    if not isinstance(raw, Mapping) or "multiple" not in raw and "kind" in raw:
+        return raw
+    out = dict(raw)
+    multiple = out.pop("multiple", False)
+    if not isinstance(multiple, bool):
+        raise ValueError("multiple must be true or false")
+    if "kind" not in out:
+        out["kind"] = "multi-choice" if multiple else ("choice" if out.get("options") else "text")
+    elif multiple and out["kind"] == "choice":
+        out["kind"] = "multi-choice"
+    elif out["kind"] == "multi-choice" and "multiple" in raw and not multiple:
+        raise ValueError("a multi-choice request with multiple: false")
+    return out
+
+
 class InterruptRequest(_Model):
     """What a node asks a person.
 
@@ -179,22 +198,18 @@ class InterruptRequest(_Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _infer_kind(cls, raw: Any) -> Any:
-        """The shapes other clients send: no kind (a choice if it has options, multi-choice with
-        ``multiple: true``, else text), or ``kind: "choice"`` with ``multiple: true``."""
-        if not isinstance(raw, Mapping) or "multiple" not in raw and "kind" in raw:
-            return raw
-        out = dict(raw)
-        multiple = out.pop("multiple", False)
-        if not isinstance(multiple, bool):
-            raise ValueError("multiple must be true or false")
-        if "kind" not in out:
-            out["kind"] = "multi-choice" if multiple else ("choice" if out.get("options") else "text")
-        elif multiple and out["kind"] == "choice":
-            out["kind"] = "multi-choice"
-        elif out["kind"] == "multi-choice" and "multiple" in raw and not multiple:
-            raise ValueError("a multi-choice request with multiple: false")
-        return out
+    def _inferred(cls, raw: Any) -> Any:
+        return _infer_kind(raw)
+
+    @classmethod
+    def kind_of(cls, raw: Mapping[str, Any]) -> RequestKind | None:
+        """The kind validation reads ``raw`` as (its other shapes inferred as ``_infer_kind``),
+        without validating the rest; None if it would read none (validating it raises)."""
+        try:
+            kind = _infer_kind(raw).get("kind")
+        except ValueError:
+            return None
+        return kind if kind in get_args(RequestKind) else None
 
     @property
     def multiple(self) -> bool:
