@@ -21,6 +21,7 @@ from parkway import (
 )
 from parkway.errors import StaleFence
 from parkway.runtime import executor, tokens
+from parkway.runtime.protocol import InterruptRequest
 from parkway.runtime.store import (
     Advance,
     InterruptRecord,
@@ -140,7 +141,7 @@ def test_a_commit_refused_for_its_fence_publishes_nothing(harness: Harness, comm
         "counts_then_asks",
         0,
         "i:q",
-        dict(flows.COLORS),
+        InterruptRequest.model_validate(flows.COLORS),
         now,
         now + 60_000,
         token_hash,

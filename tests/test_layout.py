@@ -11,6 +11,7 @@ import pytest
 from parkway.adapters import codec
 from parkway.adapters.redis import keys, layout
 from parkway.runtime import journal, telemetry
+from parkway.runtime.protocol import InterruptRequest
 from parkway.runtime.store import InterruptRecord, StoredEvent
 
 RUN = "run_" + "a" * 32
@@ -25,11 +26,11 @@ def _record(**changes: Any) -> InterruptRecord:
         node="ask",
         step=2,
         journal_field=journal.interrupt("color"),
-        request={
+        request=InterruptRequest.model_validate({
             "kind": "choice",
             "question": "Which colour? " * 20,
             "options": [{"id": "red", "label": "Red"}, {"id": "blue", "label": "Blue"}],
-        },
+        }),
         created_at=1_700_000_000_000,
         expires_at=1_700_000_060_000,
         token_hash="ab" * 16,

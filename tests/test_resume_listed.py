@@ -96,7 +96,7 @@ def test_a_listed_interrupt_past_its_expiry_reads_expired(harness: Harness) -> N
 def _record(i: int) -> InterruptRecord:
     return InterruptRecord(
         request_id=f"req{i}", run_id=f"run{i}", workflow="w", node="n", step=0, journal_field="f",
-        request={}, created_at=0, expires_at=1, token_hash=f"hash{i}",
+        request=None, created_at=0, expires_at=1, token_hash=f"hash{i}",
     )
 
 

@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from parkway.adapters import codec
 from parkway.adapters.redis import layout
 from parkway.adapters.redis.store import RedisStore
 from parkway.runtime import hooks
 from parkway.runtime.clock import now_ms
-from parkway.runtime.protocol import RunStatus
+from parkway.runtime.errors import CorruptRecord
+from parkway.runtime.protocol import InterruptRequest, ResumeOutcome, RunStatus
+from parkway.runtime.store import Answer, InterruptRecord
 from tests import flows
 from tests.conftest import Harness
 
@@ -70,7 +73,9 @@ def test_begin_returns_the_run_record_not_the_run_hash(harness: Harness) -> None
     store = harness.pw.store
     assert isinstance(store, RedisStore)
     run_id = harness.start_and_run(flows.stepper, {"tag": "walk"})
-    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    answer = harness.pw.prepare_answer(harness.token(run_id), selected="red")
+    assert isinstance(answer, Answer)  # committed without a job: this test begins the attempt
+    assert harness.manual_store.resume(run_id, answer).outcome is ResumeOutcome.ACCEPTED
     before = store.get_run(run_id, now_ms())
     assert before is not None and before.status is RunStatus.QUEUED
     now = now_ms()
@@ -83,3 +88,32 @@ def test_begin_returns_the_run_record_not_the_run_hash(harness: Harness) -> None
     assert began.status is RunStatus.RUNNING
     assert dataclasses.replace(began, status=before.status, updated_at=before.updated_at) == before
 
+
+
+def test_the_stored_request_is_validated_once_where_the_record_is_read(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answering reads the interrupt's record and checks the answer against its request as the
+    record's reader built it: the request is validated once (in the reader), not again by the client."""
+    run_id = harness.start_and_run(flows.stepper, {"tag": "once"})
+    token = harness.token(run_id)
+    validated = _counting(monkeypatch, InterruptRequest, "model_validate")
+    prepared = harness.pw.prepare_answer(token, selected="red", fresh=True)
+    assert isinstance(prepared, Answer) and prepared.entry.detail == "choice"
+    assert len(validated) == 1
+
+
+def test_a_stored_request_that_does_not_validate_is_a_corrupt_record() -> None:
+    """The record's reader is where a stored request is checked: one that does not validate is a
+    CorruptRecord there (not a pydantic error further on)."""
+    record = InterruptRecord(
+        "int_x", "run_x", "w", "n", 0, "i:q", InterruptRequest.model_validate(flows.COLORS), 0, 1, "h"
+    )
+    raw = codec.decode(layout.interrupt_to_blob(record), what="interrupt")
+    raw[_REQUEST_AT] = {"kind": "bogus"}
+    with pytest.raises(CorruptRecord):
+        layout.interrupt_from_blob("run_x", "w", "h", codec.encode(raw, what="interrupt"), "int_x")
+
+
+_REQUEST_AT = 4
+"""the request's place in a stored interrupt record's array (after request id, node, step, journal field)"""

@@ -150,7 +150,8 @@ def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness
     assert fields[layout.RECORD_HELD.encode()] == layout.short_id(held.request_id, run_id).encode()
     assert not [f for f in fields if f.startswith(b"r") and f[1:].isdigit() and int(f[1:]) >= parts]
     earlier = harness.pw.store.get_interrupt(run_id, first_id)
-    assert earlier is not None and earlier.request_id == first_id and earlier.request["question"]
+    assert earlier is not None and earlier.request_id == first_id
+    assert earlier.request is not None and earlier.request.question
     assert harness.pw.resume(first, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
     assert harness.pw.lookup(second).request_id == held.request_id  # type: ignore[union-attr]
 

@@ -34,6 +34,7 @@ from parkway.adapters.limits import Limits
 from parkway.adapters.redis import embedded, keys
 from parkway.adapters.redis.store import RedisStore
 from parkway.runtime import telemetry, tokens
+from parkway.runtime.protocol import InterruptRequest
 from parkway.runtime.store import (
     Advance,
     Answer,
@@ -100,7 +101,7 @@ def _fence(harness: Harness, run_id: str) -> int:
 
 def _answer(record: InterruptRecord, token_hash: str, value: Any = "red") -> Answer:
     """What the client commits for a choice answer to ``record``."""
-    entry = JournalEntry("interrupt", record.journal_field.removeprefix("i:"), value, record.request["kind"])
+    entry = JournalEntry("interrupt", record.journal_field.removeprefix("i:"), value, record.request_kind)
     return Answer(record, token_hash, None, entry, {"requestId": record.request_id}, _now())
 
 
@@ -218,7 +219,8 @@ class Scene:
         request_id = "int_" + uuid.uuid4().hex[:24]
         self.token_hash = uuid.uuid4().hex * 2
         self.interrupt = InterruptRecord(
-            request_id, self.run_id, WF, "second", self.step, "i:q", dict(flows.COLORS), now, now + P, self.token_hash
+            request_id, self.run_id, WF, "second", self.step, "i:q", InterruptRequest.model_validate(flows.COLORS),
+            now, now + P, self.token_hash,
         )
         park = Park(self.interrupt, P, {"requestId": request_id}, now)
         self.fence = self.store.park(self.run_id, self.fence, self.step, park)

@@ -18,6 +18,7 @@ from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches, reach
 from ..runtime.cancel import cancel_run
 from ..runtime.clock import now_ms
 from ..runtime.errors import (
+    CorruptRecord,
     InterruptNotFound,
     InvalidAnswer,
     ParkwayError,
@@ -40,7 +41,6 @@ from ..runtime.protocol import (
     Interrupt,
     InterruptLifecycle,
     InterruptPage,
-    InterruptRequest,
     ResumeOrStartResult,
     ResumeOutcome,
     ResumeResult,
@@ -352,7 +352,9 @@ class Parkway:
         record, token_hash, read_now = found
         try:
             self._check_version(record)
-            request = InterruptRequest.model_validate(record.request)
+            request = record.request  # validated where it was asked, and read back by the store's reader
+            if request is None:
+                raise CorruptRecord("an open interrupt's record has no request", run_id=record.run_id)
             contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
             answer = validate_answer(request, selected=selected, value=value, contract=contract)
         except (InvalidAnswer, VersionNotReplayed) as exc:
@@ -883,7 +885,7 @@ class Parkway:
             workflow=record.workflow,
             node=record.node,
             step=record.step,
-            request=InterruptRequest.model_validate(record.request) if record.request else None,
+            request=record.request,
             lifecycle=_lifecycle(life) if life is not None else None,
             created_at=record.created_at,
             expires_at=record.expires_at,

@@ -200,7 +200,7 @@ def _interrupt_id(ctx: NodeContext, ask_field: str) -> str:
     """The id a session interrupt was raised under (the policy's, else its request id)."""
     request_id = request_id_for("int_", ctx.run_id, ctx.step, ask_field)
     record = ctx.store.get_interrupt(ctx.run_id, request_id)
-    meta = (record.request.get("meta") or {}) if record is not None else {}
+    meta = record.request.meta if record is not None and record.request is not None else {}
     return str(meta.get("interruptId") or request_id)
 
 

@@ -352,7 +352,7 @@ def _park(
         node=ctx.node,
         step=ctx.step,
         journal_field=pause.journal_field,
-        request=pause.request.model_dump(by_alias=True, exclude_none=True),
+        request=pause.request,
         created_at=now,
         expires_at=now + ttl_ms,
         token_hash=tokens.hash_token(token),

@@ -122,7 +122,7 @@ class ListingQuery:
         def match(record: InterruptRecord) -> bool:
             if prefix is not None and not record.workflow.startswith(prefix):
                 return False
-            question = record.request.get("question") if isinstance(record.request, dict) else None
+            question = record.request.question if record.request is not None else None
             return needle is None or needle in str(question or "").casefold()
 
         return match

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from . import journal
-from .protocol import ResumeOutcome, RunStatus
+from .protocol import InterruptRequest, ResumeOutcome, RunStatus
 
 EventSpec = tuple[str, Mapping[str, Any]]
 """An event to append: ``(type, data)``; the store adds id, run id and timestamp."""
@@ -174,7 +174,9 @@ class InterruptRecord:
     node: str
     step: int
     journal_field: str
-    request: dict[str, Any]
+    request: InterruptRequest | None
+    """what the node asked, as validated when it paused (its stored form's reader builds it: the one place
+    a stored request is checked); None for an ended interrupt whose lifecycle record did not capture it"""
     created_at: int
     expires_at: int
     token_hash: str
@@ -203,9 +205,13 @@ class InterruptRecord:
     @property
     def session(self) -> str | None:
         """The session of a session branch run's interrupt (``request.meta.session``), else None."""
-        meta = self.request.get("meta")
-        value = meta.get("session") if isinstance(meta, dict) else None
+        value = self.request.meta.get("session") if self.request is not None else None
         return value if isinstance(value, str) else None
+
+    @property
+    def request_kind(self) -> str:
+        """Its request's kind, what its journal entry records as ``detail`` ("" if it kept no request)."""
+        return self.request.kind if self.request is not None else ""
 
     @property
     def hook_name(self) -> str:
@@ -214,7 +220,7 @@ class InterruptRecord:
 
     def cancellation(self, reason: str | None) -> JournalEntry:
         """What a cancel records where the answer would go: the replayed ``use_interrupt`` raises."""
-        return JournalEntry("interrupt", self.hook_name, reason, self.request.get("kind", ""), "cancelled")
+        return JournalEntry("interrupt", self.hook_name, reason, self.request_kind, "cancelled")
 
 
 @dataclass(frozen=True)

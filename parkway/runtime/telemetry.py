@@ -63,22 +63,20 @@ def presentation(public_request: Mapping[str, Any]) -> str:
     return "static-options" if public_request.get("options") else "dynamic-picker"
 
 
-def public_request(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored request (as an interrupt record keeps it) as clients see it."""
-    return InterruptRequest.model_validate(stored).public()
+def public_request(request: InterruptRequest | None) -> dict[str, Any]:
+    """An interrupt record's request as clients see it ({} for a record that kept none)."""
+    return request.public() if request is not None else {}
 
 
 def created(record: InterruptRecord, *, with_request: bool = True) -> dict[str, Any]:
     """The record's first part: where and when, presentation, option count, contract identity,
     capture, and (``with_request``) the request as clients see it, only if ``input`` is captured
-    (``record.capture``). Without ``with_request`` nothing is validated: the stored request's
-    kind, options and schema fields are read as they are (for an open interrupt, whose request
-    is its record's)."""
-    capture = record.capture
-    stored = record.request
+    (``record.capture``); without ``with_request`` (an open interrupt, whose request is its
+    record's) it is left out. The record's request was validated where it was read."""
+    capture, request = record.capture, record.request
     out: dict[str, Any] = {
-        "k": presentation(stored),
-        "o": len(stored.get("options") or ()),
+        "k": presentation({"kind": request.kind, "options": request.options} if request is not None else {}),
+        "o": len(request.options) if request is not None else 0,
         "c": record.created_at,
         "x": record.expires_at,
         "n": record.node,
@@ -88,12 +86,12 @@ def created(record: InterruptRecord, *, with_request: bool = True) -> dict[str, 
     for key, value in (("rr", record.root_run_id), ("pr", record.parent_run_id), ("v", record.version)):
         if value is not None:
             out[key] = value
-    if stored.get("schemaId") is not None:
-        out["sid"] = stored["schemaId"]
-    if stored.get("schemaVersion") is not None:
-        out["sv"] = stored["schemaVersion"]
-    if with_request and "input" in capture:
-        out["q"] = public_request(stored)
+    if request is not None and request.schema_id is not None:
+        out["sid"] = request.schema_id
+    if request is not None and request.schema_version is not None:
+        out["sv"] = request.schema_version
+    if with_request and "input" in capture and request is not None:
+        out["q"] = request.public()
     return out
 
 

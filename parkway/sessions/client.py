@@ -25,11 +25,17 @@ from ..config import Settings, check_ttl
 from ..runtime import telemetry, tokens
 from ..runtime.authority import SYSTEM, Caller
 from ..runtime.clock import now_ms
-from ..runtime.errors import BranchBusy, BranchParked, SessionDenied, SessionNotFound, ValidationError
+from ..runtime.errors import (
+    BranchBusy,
+    BranchParked,
+    CorruptRecord,
+    SessionDenied,
+    SessionNotFound,
+    ValidationError,
+)
 from ..runtime.executor import Options
 from ..runtime.hooks import MAX_ROOT_ID
 from ..runtime.protocol import (
-    InterruptRequest,
     ResumeOutcome,
     ResumeResult,
     check_depth,
@@ -309,7 +315,8 @@ class Sessions:
             waiting = state.get("waiting", "")
             if state.get("status") == "waiting" and _waits_on(waiting, "int_") and waiting not in known:
                 found = self.pw.store.get_interrupt(run_id, waiting)
-                request = found.request if found else {}
+                asked = found.request if found else None
+                request = asked.model_dump(by_alias=True, exclude_none=True) if asked is not None else {}
                 named = (request.get("meta") or {}).get("interruptId")
                 interrupts.append(
                     SessionInterrupt(
@@ -643,7 +650,7 @@ class Sessions:
             "int_",
             lambda record: (
                 interrupt_id
-                in (record.request_id, record.hook_name, (record.request.get("meta") or {}).get("interruptId"))
+                in (record.request_id, record.hook_name, _meta(record).get("interruptId"))
             ),
         )
 
@@ -672,7 +679,9 @@ class Sessions:
     def _answer(self, interrupt: InterruptRecord, payload: Any) -> dict[str, Any]:
         """``resume``'s answer arguments for ``payload``, checked against the interrupt's request
         (a choice takes it as ``selected``, the others as ``value``); raises InvalidAnswer."""
-        request = InterruptRequest.model_validate(interrupt.request)
+        request = interrupt.request
+        if request is None:
+            raise CorruptRecord("an open interrupt's record has no request", what="interrupt")
         contract = self.pw.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
         answer = {"selected": payload} if request.kind in ("choice", "multi-choice") else {"value": payload}
         validate_answer(request, contract=contract, **answer)
@@ -726,7 +735,7 @@ class Sessions:
         rec = self._read(session_id, caller)
         check_may_clear(caller, "frontend", rec.fields["owner"], rec.fields["tenant"])
         found = self._waiting(
-            rec, "tool_", lambda record: (record.request.get("meta") or {}).get("toolCallId") == tool_call_id
+            rec, "tool_", lambda record: _meta(record).get("toolCallId") == tool_call_id
         )
         if found is not None:
             run_id, waiting, _ = found
@@ -765,3 +774,8 @@ def _waits_on(waiting: str, prefix: str) -> bool:
     """Whether a run's ``waiting`` names an interrupt of the kind ``prefix`` marks: ``tool_`` a tool
     approval, ``int_`` a question, which is also any id parkway minted (``i<n>_<nonce>_<run id>``)."""
     return waiting.startswith(prefix) or (prefix == "int_" and telemetry.run_of_request(waiting) is not None)
+
+
+def _meta(record: InterruptRecord) -> dict[str, Any]:
+    """The interrupt's request's ``meta`` ({} for a record that kept no request)."""
+    return record.request.meta if record.request is not None else {}

@@ -71,10 +71,12 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from pydantic import ValidationError as PydanticError
+
 from ...runtime import telemetry
 from ...runtime.errors import CorruptRecord
 from ...runtime.executor import interrupt_event
-from ...runtime.protocol import RunStatus
+from ...runtime.protocol import InterruptRequest, RunStatus
 from ...runtime.store import InterruptRecord, JournalEntry, Lifecycle, RunRecord, StoredEvent
 from .. import codec
 from . import keys
@@ -375,7 +377,24 @@ None, and a record without ``capture`` captures both)"""
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
     """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run
     holds (its request id is nil: the run hash names the record by it, ``rq``)."""
-    return codec.encode([None, *(getattr(record, name) for name in _INTERRUPT_FIELDS[1:])], what="interrupt")
+    values = [_stored(record.request) if name == "request" else getattr(record, name) for name in _INTERRUPT_FIELDS[1:]]
+    return codec.encode([None, *values], what="interrupt")
+
+
+def _stored(request: InterruptRequest | None) -> dict[str, Any]:
+    return request.model_dump(by_alias=True, exclude_none=True) if request is not None else {}
+
+
+def _request(raw: Any) -> InterruptRequest | None:
+    """A stored request read back, validated here (the one place: a client answering it, listing it
+    or escalating it trusts what this returns); {} or None reads as None (none kept). One that does
+    not validate is a CorruptRecord."""
+    if not raw:
+        return None
+    try:
+        return InterruptRequest.model_validate(raw)
+    except PydanticError as exc:
+        raise CorruptRecord(f"interrupt record's request does not validate: {exc}", what="interrupt") from exc
 
 
 def interrupt_from_blob(
@@ -390,6 +409,7 @@ def interrupt_from_blob(
         fields = dict(zip(_INTERRUPT_FIELDS, raw, strict=False))
         fields["request_id"] = fields["request_id"] or request_id
         fields["capture"] = tuple(fields.get("capture", ("input", "output")))
+        fields["request"] = _request(fields["request"])
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, ref=ref, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
@@ -537,7 +557,7 @@ def with_lifecycle(
     lifecycle = lifecycle_from(run_id, request_id, summary, status, opened)
     if record is not None:
         if lifecycle is not None and lifecycle.status != "pending" and "input" not in record.capture:
-            record = replace(record, request={})  # ended: only what its lifecycle record captured shows
+            record = replace(record, request=None)  # ended: only what its lifecycle record captured shows
         return replace(record, lifecycle=lifecycle)
     if lifecycle is None:
         return None
@@ -549,7 +569,7 @@ def with_lifecycle(
         node=str(made.get("n", "")),
         step=int(made.get("s", 0)),
         journal_field="",
-        request=lifecycle.request or {},
+        request=_request(lifecycle.request),
         created_at=lifecycle.created_at,
         expires_at=int(made.get("x", 0)),
         token_hash="",

@@ -459,7 +459,7 @@ class Transitions:
         elif action == "cancel" and record is not None:
             journal_blob = layout.entry_to_blob(record.cancellation("expired"), self.limits.max_answer_bytes)
         elif action == "timer" and record is not None:  # use_first: the timer came first
-            won = JournalEntry("interrupt", record.hook_name, None, record.request.get("kind", ""), "timer")
+            won = JournalEntry("interrupt", record.hook_name, None, record.request_kind, "timer")
             journal_blob = layout.entry_to_blob(won, self.limits.max_answer_bytes)
         elif action == "fail":
             error = {
