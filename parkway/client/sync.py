@@ -432,7 +432,16 @@ class Parkway:
         """Before an answer is committed: compare the version the interrupt was made under with the
         workflow's code here, if this process can load it (else the worker that replays checks).
         A difference is logged; a version the code does not replay raises VersionNotReplayed, and
-        the token is not spent."""
+        the token is not spent.
+
+        The version is checked here AND by the worker (``executor._carry``), on purpose: the two
+        answer different questions. Here: may this answer be accepted at all? Refusing before the
+        token is spent means an answer is never taken for code that cannot replay it (the person is
+        told now, the interrupt stays open for the right deployment). The worker's: can the code that
+        actually runs this activation replay it? Only it knows (a rolling deploy, a client that cannot
+        load the workflow, an answer committed by another surface), and it gives the activation back
+        queued. Dropping this one would spend tokens on answers no worker can use; dropping the
+        worker's would run unreplayable code. tests/test_versions.py holds both."""
         if not record.version or not record.ref:
             return
         try:
