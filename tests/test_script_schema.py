@@ -69,11 +69,19 @@ def test_every_script_has_a_header_and_a_class_that_matches_it(name: str) -> Non
 
 
 def test_the_prologue_binds_names_after_the_shared_files() -> None:
-    """The text sent to Redis is constants, schemas, shared files, then the prologue, then the body."""
+    """The text sent to Redis is constants, shared files, then the prologue generated from the header, then the body."""
     text = scripts.source("redispatch", "")
-    assert text.index("local FOLD_MAX") < text.index("SPEC.redispatch =") < text.index("local function bind(")
-    assert text.index("local function bind(") < text.index("local K, A = bind_call(SPEC.redispatch")
+    assert text.index("local FOLD_MAX") < text.index("local function stale(") < text.index("local K, A\n")
+    assert "K = {run = KEYS[1], outbox = KEYS[2]}" in text
     assert text.rstrip().endswith(FOLDER.joinpath("redispatch.lua").read_text().rstrip())
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_nothing_reads_a_schema_when_a_script_runs(name: str) -> None:
+    """A script's own K and A are straight-line constructors: no schema tables, no generic binder."""
+    text = scripts.source(name, "")
+    assert "bind_call(" not in scripts.prologue(name) and "SPEC." not in scripts.prologue(name)
+    assert ("\nSPEC." in text) == bool(scripts.schemas()[name].uses)
 
 
 def test_a_class_whose_fields_differ_from_the_header_is_refused_when_defined() -> None:
@@ -174,18 +182,29 @@ def test_the_outbox_member_is_built_in_lua_as_python_builds_it() -> None:
 def test_lua_binds_what_python_renders_by_the_same_names() -> None:
     """An object's KEYS and ARGV, bound in Lua by its schema, give back each field by its name."""
     call = calls.Refuse("k:run", "k:sum", "t:x", 5, "s:y", "req", "f:y", "fl:y", b"blob")
+    got = _bound("refuse", call, "{K.run, K.summary, A.token_field, A.refusal}")
+    assert got == [b"k:run", b"k:sum", b"t:x", b"blob"]
+
+
+def test_a_call_carried_in_a_scripts_values_binds_by_its_schemas_generated_binder() -> None:
+    """bind_call(SPEC.<name>, ...) (a schema a script USES) binds as that script's own prologue does."""
+    call = calls.Refuse("k:run", "k:sum", "t:x", 5, "s:y", "req", "f:y", "fl:y", b"blob")
     probe = "\nlocal K, A = bind_call(SPEC.refuse, KEYS, ARGV)\nreturn {K.run, K.summary, A.token_field, A.refusal}"
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     text = "\n".join([scripts.constants(), scripts.spec_lua(["refuse"]),
                       FOLDER.joinpath("_common.lua").read_text(), probe])
     assert client.register_script(text)(keys=call.keys(), args=call.args()) == [b"k:run", b"k:sum", b"t:x", b"blob"]
+    probe = "\nreturn bind(SPEC.refuse.argv, ARGV, 2).refusal"
+    text = "\n".join([scripts.constants(), scripts.spec_lua(["refuse"]),
+                      FOLDER.joinpath("_common.lua").read_text(), probe])
+    assert client.register_script(text)(keys=[], args=["x", *call.args()]) == b"blob"
 
 
 def _bound(name: str, call: Args, returns: str) -> list[object]:
     """What ``returns`` (Lua over the bound K and A) gives for ``call`` bound by script ``name``'s schema."""
-    probe = f"\nlocal K, A = bind_call(SPEC.{name}, KEYS, ARGV)\nreturn {returns}"
+    probe = f"\n{scripts.prologue(name)}\nreturn {returns}"
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    text = "\n".join([scripts.constants(), scripts.spec_lua([name]), FOLDER.joinpath("_common.lua").read_text(), probe])
+    text = "\n".join([scripts.constants(), FOLDER.joinpath("_common.lua").read_text(), probe])
     return client.register_script(text)(keys=call.keys(), args=call.args())  # type: ignore[no-any-return]
 
 
@@ -226,10 +245,17 @@ def test_a_call_the_header_does_not_account_for_is_an_error() -> None:
     """Values past (or short of) what the header names make the script fail, not read the wrong ones."""
     call = calls.Refuse("k:run", "k:sum", "t:x", 5, "s:y", "req", "f:y", "fl:y", b"blob")
     client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    text = "\n".join([scripts.constants(), scripts.spec_lua(["refuse"]), FOLDER.joinpath("_common.lua").read_text(),
-                      "local K, A = bind_call(SPEC.refuse, KEYS, ARGV)\nreturn 1"])
+    text = "\n".join([scripts.constants(), FOLDER.joinpath("_common.lua").read_text(), scripts.prologue("refuse"),
+                      "return 1"])
     with pytest.raises(Exception, match="ARGV holds 8 values, its header names 7"):
         client.register_script(text)(keys=call.keys(), args=[*call.args(), "extra"])
+    with pytest.raises(Exception, match="KEYS holds 1 values, its header names 2"):
+        client.register_script(text)(keys=call.keys()[:1], args=call.args())
+    advance = _advance(_parent(), ["node.a", b"1"])  # 8 keys, the parent's 12 and its 2 queues
+    text = "\n".join([scripts.constants(), FOLDER.joinpath("_common.lua").read_text(), scripts.prologue("advance"),
+                      "return 1"])
+    with pytest.raises(Exception, match="KEYS holds 21 values, its header names 22"):
+        client.register_script(text)(keys=advance.keys()[:-1], args=advance.args())
 
 
 def _resume(tag: str) -> calls.Resume:

@@ -1,47 +1,14 @@
 -- Shared by every script (prepended when loading, after the constants and schemas scripts.py
--- writes: FOLD_MAX, PART_BYTES, outbox_member, SPEC).
+-- writes: FOLD_MAX, PART_BYTES, outbox_member, SPEC; each script's own K and A are bound by the
+-- prologue scripts.py generates, after the shared files).
 
--- Name the values of `list` from `at` on by `part` (a schema's KEYS or ARGV as SPEC holds them:
--- {name, kind[, block's part]} per header entry, see scripts.py): a table of name -> value, tails
--- as lists, blocks as tables (a list of them, or nil for an absent one). The counts (`#name`)
--- are ARGV's: binding ARGV (`argv` nil) keeps them in the table under '#'; binding KEYS takes them
--- from `argv`, that schema's ARGV as bound. Returns the table and the position after it.
-local function bind(part, list, at, argv)
-  local out, counts = {}, {}
-  if argv then counts = argv['#'] or {} else out['#'] = counts end
-  for _, e in ipairs(part) do
-    local name, kind = e[1], e[2]
-    if kind == 'count' then
-      counts[name] = tonumber(list[at])
-      at = at + 1
-    elseif kind == 'one' then
-      out[name] = list[at]
-      at = at + 1
-    elseif kind == 'tail' then
-      local n = counts[name] or #list - at + 1  -- uncounted: to the end
-      out[name] = {unpack(list, at, at + n - 1)}
-      at = at + n
-    elseif kind == 'block' then
-      out[name], at = bind(e[3], list, at, argv and (argv[name] or {}))
-    else  -- 'blocks' (counted) or 'opt' (counted 0 or 1)
-      local items, twins = {}, nil
-      if argv then twins = kind == 'opt' and {argv[name]} or argv[name] or {} end
-      for i = 1, counts[name] do items[i], at = bind(e[3], list, at, twins and (twins[i] or {})) end
-      if kind == 'opt' then out[name] = items[1] else out[name] = items end
-    end
-  end
-  return out, at
-end
-
--- A call's KEYS and ARGV (`keys`, `args`: lists) by the names its schema `spec` gives them
--- (SPEC.<script>): K, A. Values left over or missing are the caller's mistake: an error.
-local function bind_call(spec, keys, args)
-  local A, at = bind(spec.argv, args, 1)
-  if at ~= #args + 1 then error('ARGV holds ' .. #args .. ' values, its header names ' .. (at - 1)) end
-  local K, kat = bind(spec.keys, keys, 1, A)
-  if kat ~= #keys + 1 then error('KEYS holds ' .. #keys .. ' keys, its header names ' .. (kat - 1)) end
-  return K, A
-end
+-- A call a script carries in its own values, bound by the binder scripts.py generated from its
+-- schema's header (SPEC.<name>, for the schemas the script USES): K, A. Values left over or
+-- missing are the caller's mistake: an error.
+local function bind_call(spec, keys, args) return spec.call(keys, args) end
+-- One schema's ARGV alone, read from `list` at `at` on (`part`: SPEC.<name>.argv): the table and
+-- the position after it.
+local function bind(part, list, at) return part(list, at) end
 
 local function stale(msg) return redis.error_reply('STALE ' .. msg) end
 -- no run under that id (its records expired, or the id was never a run's): a stale fence too

@@ -79,6 +79,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from . import keys, layout
 
 Kind = Literal["one", "count", "tail", "block", "blocks", "opt"]
+Side = Literal["keys", "argv"]
 
 CONSTANTS: dict[str, int] = {
     "FOLD_MAX": layout.FOLD_MAX,
@@ -348,7 +349,7 @@ def classes() -> dict[str, type[Args]]:
     return dict(_CLASSES)
 
 
-# --- Lua: the prelude, the schemas as data, the prologue ------------------------------------
+# --- Lua: the prelude and the binders generated from the headers ---------------------------
 
 
 def _lua_str(text: str) -> str:
@@ -377,16 +378,6 @@ def constants() -> str:
     return "\n".join(lines)
 
 
-def _lua_part(part: Sequence[Entry], side: str) -> str:
-    items = []
-    for e in part:
-        if e.block:
-            items.append(f"{{{_lua_str(e.name)}, {_lua_str(e.kind)}, SPEC.{e.block}.{side}}}")
-        else:
-            items.append(f"{{{_lua_str(e.name)}, {_lua_str(e.kind)}}}")
-    return "{" + ", ".join(items) + "}"
-
-
 def _closure(names: Sequence[str]) -> list[str]:
     """``names`` and every schema they bind, each after those it binds."""
     out: list[str] = []
@@ -403,17 +394,170 @@ def _closure(names: Sequence[str]) -> list[str]:
     return out
 
 
+class _Counts:
+    """Where a pass finds the counts the ARGV pass read: Lua locals (``names``) and the bound ARGV
+    of lists of blocks (``lists``), or, inside a loop over blocks, that element's bound ARGV table
+    ``base``, which then holds its counts as ``['#name']``."""
+
+    def __init__(self, base: str | None = None) -> None:
+        self.base = base
+        self.names: dict[str, str] = {}
+        self.blocks: dict[str, _Counts] = {}
+        self.lists: dict[str, str] = {}
+
+    def count(self, name: str, where: str) -> str:
+        if self.base is not None:
+            return f"{self.base}['#{name}']"
+        if name not in self.names:
+            raise SchemaMismatch(f"{where}: #{name} is not in the ARGV bound with it")
+        return self.names[name]
+
+    def block(self, name: str) -> _Counts:
+        return self.blocks.get(name, _Counts()) if self.base is None else _Counts(f"{self.base}.{name}")
+
+    def bound(self, name: str) -> str | None:
+        return self.lists.get(name) if self.base is None else f"{self.base}.{name}"
+
+
+@dataclass(frozen=True)
+class _Pos:
+    """Where the next value is: ``base + off`` (``base`` a Lua local), or ``off`` while every width
+    before it is fixed; ``open``: an uncounted tail ran to the end of the list from there."""
+
+    base: str | None
+    off: int
+    open: bool = False
+
+    def at(self, plus: int = 0) -> str:
+        if self.base is None:
+            return str(self.off + plus)
+        off = self.off + plus
+        return f"{self.base} + {off}" if off > 0 else f"{self.base} - {-off}" if off < 0 else self.base
+
+    def step(self) -> _Pos:
+        return _Pos(self.base, self.off + 1)
+
+
+class _Binder:
+    """Writes the straight-line Lua that binds a schema's KEYS and ARGV to named tables: one
+    table constructor per table, a counted loop per list of blocks; nothing reads a schema when
+    the script runs. ARGV is bound first: its counts size the tails and blocks of both lists."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.ids = 0
+
+    def local(self, stem: str) -> str:
+        self.ids += 1
+        return f"_{stem}{self.ids}"
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("  " * depth + line)
+
+    def part(self, s: Schema, side: Side, lst: str, pos: _Pos, counts: _Counts, depth: int,
+             looped: bool) -> tuple[str, _Pos]:
+        """A table constructor for one side of ``s``, read from ``lst`` from ``pos`` on (the lines
+        it needs emitted before it), and the position after it."""
+        fields: list[str] = []
+        where = f"schema {s.name!r}"
+        counted = {c.name for c in s.argv if c.kind == "count"}
+        for e in s.keys if side == "keys" else s.argv:
+            if pos.open:
+                raise SchemaMismatch(f"{where}: {e.name} follows a tail that runs to the end")
+            if e.kind == "count":
+                n = self.local("n")
+                self.emit(depth, f"local {n} = tonumber({lst}[{pos.at()}])")
+                counts.names[e.name] = n
+                if looped:  # the KEYS pass of this block reads it from the bound table
+                    fields.append(f"['#{e.name}'] = {n}")
+                pos = pos.step()
+            elif e.kind == "one":
+                fields.append(f"{e.name} = {lst}[{pos.at()}]")
+                pos = pos.step()
+            elif e.kind == "tail" and e.name not in counted:
+                fields.append(f"{e.name} = {{unpack({lst}, {pos.at()})}}")
+                pos = _Pos(pos.base, pos.off, open=True)
+            elif e.kind == "tail":
+                n = counts.count(e.name, where)
+                fields.append(f"{e.name} = {{unpack({lst}, {pos.at()}, {pos.at(-1)} + {n})}}")
+                end = self.local("p")
+                self.emit(depth, f"local {end} = {pos.at()} + {n}")
+                pos = _Pos(end, 0)
+            elif e.kind == "block":
+                inner = counts.block(e.name)
+                if side == "argv" and counts.base is None:
+                    counts.blocks[e.name] = inner
+                built, pos = self.part(schemas()[e.block or ""], side, lst, pos, inner, depth, looped)
+                fields.append(f"{e.name} = {built}")
+            else:
+                twin = any(a.name == e.name for a in s.argv)
+                value, pos = self.blocks(e, side, lst, pos, counts, depth, twin, where)
+                fields.append(f"{e.name} = {value}")
+        return "{" + ", ".join(fields) + "}", pos
+
+    def blocks(self, e: Entry, side: Side, lst: str, pos: _Pos, counts: _Counts, depth: int, twin: bool,
+               where: str) -> tuple[str, _Pos]:
+        """A list of blocks, or a block that may be absent (a list of 0 or 1): a counted loop."""
+        n, out, cursor = counts.count(e.name, where), self.local("b"), self.local("p")
+        self.emit(depth, f"local {cursor} = {pos.at()}")
+        self.emit(depth, f"local {out} = {{}}" if e.kind == "blocks" else f"local {out}")
+        inner = _Counts()
+        if side == "argv" and counts.base is None:
+            counts.lists[e.name] = out
+        elif side == "keys" and twin:
+            bound = counts.bound(e.name)
+            inner = _Counts(f"{bound}[i]" if e.kind == "blocks" else bound)
+        self.emit(depth, f"for i = 1, {n} do")
+        built, after = self.part(schemas()[e.block or ""], side, lst, _Pos(cursor, 0), inner, depth + 1, True)
+        self.emit(depth + 1, f"{out}[i] = {built}" if e.kind == "blocks" else f"{out} = {built}")
+        self.emit(depth + 1, f"{cursor} = {after.at()}")
+        self.emit(depth, "end")
+        return out, _Pos(cursor, 0)
+
+    def check(self, depth: int, lst: str, label: str, end: _Pos) -> None:
+        """An error when ``lst`` holds more or fewer values than the header named."""
+        if end.open:
+            self.emit(depth, f"if #{lst} < {end.at(-1)} then error('{label} holds ' .. #{lst} .. "
+                             f"' values, its header names at least ' .. ({end.at(-1)})) end")
+        else:
+            self.emit(depth, f"if #{lst} ~= {end.at(-1)} then error('{label} holds ' .. #{lst} .. "
+                             f"' values, its header names ' .. ({end.at(-1)})) end")
+
+    def call(self, s: Schema, keys: str, args: str, depth: int) -> None:
+        """Lines assigning ``K`` and ``A`` (declared by the caller) from the lists ``keys`` and ``args``."""
+        counts = _Counts()
+        built, end = self.part(s, "argv", args, _Pos(None, 1), counts, depth, False)
+        self.check(depth, args, "ARGV", end)
+        self.emit(depth, f"A = {built}")
+        built, end = self.part(s, "keys", keys, _Pos(None, 1), counts, depth, False)
+        self.check(depth, keys, "KEYS", end)
+        self.emit(depth, f"K = {built}")
+
+
+def prologue(name: str) -> str:
+    """The lines binding script ``name``'s own KEYS and ARGV to ``K`` and ``A``, generated from its
+    header (a length check, then a constructor per table)."""
+    b = _Binder()
+    b.call(schemas()[name], "KEYS", "ARGV", 1)
+    return "\n".join([f"-- generated by scripts.py from {name}.lua's header", "local K, A", "do", *b.lines, "end"])
+
+
 def spec_lua(names: Sequence[str]) -> str:
-    """``SPEC.<name> = {keys = ..., argv = ...}`` for ``names`` and what they bind (see ``bind``)."""
+    """``SPEC.<name>``, generated binders for calls a script carries in its own values:
+    ``SPEC.<name>.call(keys, args)`` gives K, A (``bind_call`` in _common.lua) and
+    ``SPEC.<name>.argv(list, at)`` binds ARGV alone from ``at`` on (``bind``)."""
     lines = ["local SPEC = {}"]
-    for name in _closure(names):
+    for name in names:
         s = schemas()[name]
-        lines.append(f"SPEC.{name} = {{keys = {_lua_part(s.keys, 'keys')}, argv = {_lua_part(s.argv, 'argv')}}}")
+        call = _Binder()
+        call.call(s, "keys", "args", 1)
+        argv = _Binder()
+        built, end = argv.part(s, "argv", "list", _Pos("at", 0), _Counts(), 1, False)
+        after = "#list + 1" if end.open else end.at()
+        lines += [f"SPEC.{name} = {{}}",
+                  f"SPEC.{name}.call = function(keys, args)", "  local K, A", *call.lines, "  return K, A", "end",
+                  f"SPEC.{name}.argv = function(list, at)", *argv.lines, f"  return {built}, {after}", "end"]
     return "\n".join(lines)
-
-
-PROLOGUE = "local K, A = bind_call(SPEC.{name}, KEYS, ARGV)"
-"""what binds a script's own KEYS and ARGV, after the shared files (``bind_call`` in _common.lua)"""
 
 
 def _shared(names: Sequence[str]) -> Iterator[str]:
@@ -430,12 +574,12 @@ def common() -> str:
 
 @functools.cache
 def source(name: str, hand_off: str) -> str:
-    """The whole text sent to Redis for script ``name``: constants, schemas, _common.lua,
-    ``hand_off`` (the Lua assigning the function _common.lua declares: the store's ``NextJob.lua``),
-    the shared files its schema needs, prologue, body."""
+    """The whole text sent to Redis for script ``name``: constants, the binders of calls it carries
+    (USES), _common.lua, ``hand_off`` (the Lua assigning the function _common.lua declares: the
+    store's ``NextJob.lua``), the shared files its schema needs, its generated prologue, its body."""
     if name not in schemas():
         raise SchemaMismatch(f"{name}.lua has no header (-- KEYS / -- ARGV)")
-    parts = [constants(), spec_lua([name]), _file("_common.lua").read_text(), hand_off]
+    parts = [constants(), spec_lua(schemas()[name].uses), _file("_common.lua").read_text(), hand_off]
     parts += [_file(f).read_text() for f in _shared([name])]
-    parts += [PROLOGUE.format(name=name), _file(f"{name}.lua").read_text()]
+    parts += [prologue(name), _file(f"{name}.lua").read_text()]
     return "\n".join(parts)
