@@ -498,7 +498,7 @@ class _Binder:
     def blocks(self, e: Entry, side: Side, lst: str, pos: _Pos, counts: _Counts, depth: int, twin: bool,
                where: str) -> tuple[str, _Pos]:
         """A list of blocks, or a block that may be absent (a list of 0 or 1): a counted loop."""
-        n, out, cursor = counts.count(e.name, where), self.local("b"), self.local("p")
+        n, out, cursor, i = counts.count(e.name, where), self.local("b"), self.local("p"), self.local("i")
         self.emit(depth, f"local {cursor} = {pos.at()}")
         self.emit(depth, f"local {out} = {{}}" if e.kind == "blocks" else f"local {out}")
         inner = _Counts()
@@ -506,10 +506,10 @@ class _Binder:
             counts.lists[e.name] = out
         elif side == "keys" and twin:
             bound = counts.bound(e.name)
-            inner = _Counts(f"{bound}[i]" if e.kind == "blocks" else bound)
-        self.emit(depth, f"for i = 1, {n} do")
+            inner = _Counts(f"{bound}[{i}]" if e.kind == "blocks" else bound)
+        self.emit(depth, f"for {i} = 1, {n} do")  # a loop's own index: an inner loop reads the outer's
         built, after = self.part(schemas()[e.block or ""], side, lst, _Pos(cursor, 0), inner, depth + 1, True)
-        self.emit(depth + 1, f"{out}[i] = {built}" if e.kind == "blocks" else f"{out} = {built}")
+        self.emit(depth + 1, f"{out}[{i}] = {built}" if e.kind == "blocks" else f"{out} = {built}")
         self.emit(depth + 1, f"{cursor} = {after.at()}")
         self.emit(depth, "end")
         return out, _Pos(cursor, 0)
