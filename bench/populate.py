@@ -227,11 +227,11 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
             changes[field.name] = value
         if params.script == "park":
             record = params.record
-            if record[0] != layout.RECORD_HELD or record[2] != layout.RECORD_PARTS:
+            if record[0] != layout.RECORD_LATEST or record[2] != layout.RECORD_PARTS:
                 raise RuntimeError("park's record changed shape: the bulk writer needs updating")
             parts = layout.split(substitute(b"".join(record[5::2]), pairs, bpairs))
             held = substitute(record[1], pairs, bpairs)
-            changes["record"] = [layout.RECORD_HELD, held, layout.RECORD_PARTS, len(parts)]
+            changes["record"] = [layout.RECORD_LATEST, held, layout.RECORD_PARTS, len(parts)]
             for n, part in enumerate(parts):
                 changes["record"] += [layout.record_field(n), part]
         return dataclasses.replace(params, **changes)

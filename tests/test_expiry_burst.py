@@ -194,7 +194,7 @@ def test_the_oldest_overdue_interrupt_is_a_metric_and_a_log_line(short_grace: Ha
 
     assert scrape() == {"parkway_interrupts_overdue": 1.0, "parkway_interrupt_overdue_seconds": 6.0}
     with capture_logs() as logs:
-        watch_backlog(pw.store, late, GRACE_MS, hold=False)
+        watch_backlog(pw.store, late, GRACE_MS, extend=False)
     assert [(e["interrupts"], e["oldest_overdue_ms"]) for e in logs if e["event"] == "expiry_overdue"] == [(1, 6000)]
     reconcile_once(pw.store, pw.backend.dispatcher, now=late, grace_ms=GRACE_MS)
     assert scrape() == {"parkway_interrupts_overdue": 0.0, "parkway_interrupt_overdue_seconds": 0.0}

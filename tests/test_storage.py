@@ -52,7 +52,7 @@ def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(
     fields = client.hgetall(keys.run(run_id))
     request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
     assert fields[layout.status_field(request_id, run_id).encode()] == b"pending"
-    assert fields[layout.RECORD_HELD.encode()] == layout.short_id(request_id, run_id).encode()
+    assert fields[layout.RECORD_LATEST.encode()] == layout.short_id(request_id, run_id).encode()
     # the request id is kept whole once (in waiting); elsewhere the hash names it without its run id
     assert [f for f, v in fields.items() if request_id.encode() in f + v] == [b"waiting"]
     assert b"data" not in fields  # no copy of the input before a node completes
@@ -147,7 +147,7 @@ def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness
     held = harness.pw.list_interrupts(run_id=run_id).items[0]
     fields = client.hgetall(keys.run(run_id))
     parts = int(fields[b"rn"])
-    assert fields[layout.RECORD_HELD.encode()] == layout.short_id(held.request_id, run_id).encode()
+    assert fields[layout.RECORD_LATEST.encode()] == layout.short_id(held.request_id, run_id).encode()
     assert not [f for f in fields if f.startswith(b"r") and f[1:].isdigit() and int(f[1:]) >= parts]
     earlier = harness.pw.store.get_interrupt(run_id, first_id)
     assert earlier is not None and earlier.request_id == first_id

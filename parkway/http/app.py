@@ -870,21 +870,21 @@ class _Slots:
 
     def __init__(self, what: str, limit: int, total: int | None = None) -> None:
         self.what, self.limit, self.total = what, limit, total
-        self.held: dict[str, int] = {}
+        self.in_use: dict[str, int] = {}
 
     @contextmanager
     def slot(self, key: str) -> Iterator[None]:
-        if self.held.get(key, 0) >= self.limit:
+        if self.in_use.get(key, 0) >= self.limit:
             raise TooMany(f"{self.what} of this key", self.limit)
-        if self.total is not None and sum(self.held.values()) >= self.total:
+        if self.total is not None and sum(self.in_use.values()) >= self.total:
             raise TooMany(f"{self.what} of this server", self.total)
-        self.held[key] = self.held.get(key, 0) + 1
+        self.in_use[key] = self.in_use.get(key, 0) + 1
         try:
             yield
         finally:
-            self.held[key] -= 1
-            if not self.held[key]:
-                del self.held[key]
+            self.in_use[key] -= 1
+            if not self.in_use[key]:
+                del self.in_use[key]
 
 
 def _feed_id(entry: str) -> tuple[int, int]:
@@ -1074,15 +1074,15 @@ class _Streams:
 
     def open(self, request: Request, frames: AsyncIterator[bytes]) -> StreamingResponse:
         key = getattr(request.state, "key", "-")
-        held = self.slots.slot(key)
-        held.__enter__()  # raises TooMany before any response starts
+        slot = self.slots.slot(key)
+        slot.__enter__()  # raises TooMany before any response starts
         done = False
 
         def release() -> None:
             nonlocal done
             if not done:
                 done = True
-                held.__exit__(None, None, None)
+                slot.__exit__(None, None, None)
 
         async def body() -> AsyncIterator[bytes]:
             try:

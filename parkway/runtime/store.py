@@ -554,10 +554,10 @@ class Store(Protocol):
     def release_claims(self, run_ids: Sequence[str]) -> None:
         """End the claims ``claim_due`` took on these runs' interrupts."""
 
-    def hold_overdue(self, now: int, before: int, until: int, limit: int) -> int:
+    def extend_overdue(self, now: int, before: int, until: int, limit: int) -> int:
         """Keep the records of the runs whose interrupt expired before ``before`` and is not recorded
         yet (and of their ancestors) until ``until`` at least, so its expiry can still be recorded
-        however late; the earliest ``limit`` of them. How many it held."""
+        however late; the earliest ``limit`` of them. How many it extended."""
 
     def overdue(self, now: int) -> Overdue:
         """The interrupts past their expiry at ``now`` whose expiry is not recorded yet."""

@@ -48,7 +48,7 @@ SETTLE_POLL_S = 0.02
 """how often a pass that waits for other reconcilers' claims looks again"""
 OVERDUE_LOG_MS = 5000
 """an interrupt this long past its expiry, unrecorded, is logged (``expiry_overdue``) at every pass"""
-HOLD_LIMIT = 100_000
+EXTEND_LIMIT = 100_000
 """the most runs one pass keeps the records of (the earliest due first; per workflow)"""
 
 
@@ -126,19 +126,19 @@ def housekeep(
         log.info("workflow_idle", workflow=workflow)
 
 
-def watch_backlog(store: Store, now: int, grace_ms: int, *, hold: bool = True) -> None:
+def watch_backlog(store: Store, now: int, grace_ms: int, *, extend: bool = True) -> None:
     """Log the interrupts past their expiry still unrecorded when the oldest waited ``OVERDUE_LOG_MS``
-    or more; with ``hold``, keep the records of those an eighth of the grace past their expiry
-    alive a whole grace from now (``Store.hold_overdue``), so a backlog however deep never outlives
+    or more; with ``extend``, keep the records of those an eighth of the grace past their expiry
+    alive a whole grace from now (``Store.extend_overdue``), so a backlog however deep never outlives
     them: a run's expiry is late, never lost, while some reconciler watches every eighth of the
     grace (late by up to half the grace still loses nothing)."""
     backlog = store.overdue(now)
     age = backlog.age_ms(now)
     if age >= OVERDUE_LOG_MS:
         log.warning("expiry_overdue", interrupts=backlog.count, oldest_overdue_ms=age)
-    if hold and age >= grace_ms // 8:
-        held = store.hold_overdue(now, now - grace_ms // 8, now + grace_ms, HOLD_LIMIT)
-        log.info("expiry_records_held", runs=held, until_ms=now + grace_ms)
+    if extend and age >= grace_ms // 8:
+        extended = store.extend_overdue(now, now - grace_ms // 8, now + grace_ms, EXTEND_LIMIT)
+        log.info("expiry_records_extended", runs=extended, until_ms=now + grace_ms)
 
 
 def expire_due(
@@ -220,7 +220,7 @@ class Maintenance:
         self.lease_ms, self.max_lost, self.grace_ms = lease_ms, max_lost, grace_ms
         self.interval = lease_ms / 5000
         self.period = max(0.05, min(self.interval, grace_ms / 8000))
-        self._next_hold = 0.0
+        self._next_extend = 0.0
         self._stop = threading.Event()
         beats = ((self.tick, self.period, "maintenance"), (self.sweep, self.interval, "sweep"),
                  (self.drain, self.interval, "expiry"))
@@ -247,10 +247,10 @@ class Maintenance:
         if run_id is not None:
             self.store.heartbeat([run_id], now_ms() + self.lease_ms)
         if self._lead():
-            hold = time.monotonic() >= self._next_hold
-            if hold:  # every eighth of the grace, not at every beat: a deep backlog costs a read per run
-                self._next_hold = time.monotonic() + self.grace_ms / 8000
-            watch_backlog(self.store, now_ms(), self.grace_ms, hold=hold)
+            extend = time.monotonic() >= self._next_extend
+            if extend:  # every eighth of the grace, not at every beat: a deep backlog costs a read per run
+                self._next_extend = time.monotonic() + self.grace_ms / 8000
+            watch_backlog(self.store, now_ms(), self.grace_ms, extend=extend)
         return False
 
     def sweep(self) -> bool:

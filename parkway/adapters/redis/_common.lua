@@ -52,12 +52,12 @@ end
 --   fanout         its fan-out set (a fan-out's child must find itself there when it ends)
 
 -- A child run's interrupt keeps its ancestors' records (`ancestors`: ancestor blocks) at least
--- `held` ms.
-local function keep_ancestors(ancestors, held, retention)
+-- `keep_ms` ms.
+local function keep_ancestors(ancestors, keep_ms, retention)
   for _, a in ipairs(ancestors) do
-    if redis.call('PTTL', a.run) < held then
-      expire_all(held, {a.events, a.run, a.journal, a.state, a.fanout})
-      keep_summary(a.summary, held, retention)
+    if redis.call('PTTL', a.run) < keep_ms then
+      expire_all(keep_ms, {a.events, a.run, a.journal, a.state, a.fanout})
+      keep_summary(a.summary, keep_ms, retention)
     end
   end
 end
@@ -132,16 +132,16 @@ for i = 0, FOLD_MAX - 1 do FOLDED[#FOLDED + 1] = '~' .. i end
 local function unfold(run, stream)
   if not redis.call('HGET', run, '~0') then return end  -- the usual case: nothing folded
   local got = redis.call('HMGET', run, unpack(FOLDED))
-  local held = {}
+  local moved = {}
   for i, entry in ipairs(got) do  -- in order, up to the first field not there
     if not entry then break end
     local sp = string.find(entry, ' ', 1, true)
     local n = string.byte(entry, sp + 1)
     redis.pcall('XADD', stream, string.sub(entry, 1, sp - 1), 't', string.sub(entry, sp + 2, sp + 1 + n),
       'd', string.sub(entry, sp + 2 + n))
-    held[i] = FOLDED[i]
+    moved[i] = FOLDED[i]
   end
-  redis.call('HDEL', run, unpack(held))
+  redis.call('HDEL', run, unpack(moved))
   local left = redis.call('PTTL', run)
   if left > 0 then redis.call('PEXPIRE', stream, left) end
 end

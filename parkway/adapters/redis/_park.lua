@@ -16,7 +16,7 @@ local function park(K, A)
   redis.call('ZREM', K.leases, A.run_id)
   if A.paused ~= '' then redis.call('HSET', K.run, 'paused', A.paused) end
   local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-  -- the record the run held (its interrupt before this one, answered or expired) keeps its parts
+  -- the run's latest record (its interrupt before this one, answered or expired) keeps its parts
   -- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...
   local before = redis.call('HMGET', K.run, 'rq', 'rn')
   if before[1] then
@@ -27,14 +27,14 @@ local function park(K, A)
   end
   -- the token field names the interrupt as rq does (its request id without the run id)
   redis.call('HSET', K.run, 'status', 'waiting', 'waiting', A.request_id, 'expires', A.expires, 'updated', A.now,
-    'crashes', 0, A.token_field, A.held_id, A.status_field, 'pending', unpack(A.record))
+    'crashes', 0, A.token_field, A.short_id, A.status_field, 'pending', unpack(A.record))
   -- a new pause: the interrupt answered before it (if any) did not fail its replay
   redis.call('HDEL', K.run, 'ans')
   xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
   for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.ancestor_event) end
   redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id)
-  local held = tonumber(A.ttl) + tonumber(A.grace)
-  expire_all(held, {K.run, K.journal, K.state, K.snapshots})
+  local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
+  expire_all(keep_ms, {K.run, K.journal, K.state, K.snapshots})
   -- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold in
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
@@ -42,9 +42,9 @@ local function park(K, A)
   if not fold(K.run, K.events) then
     local stream = redis.call('DUMP', K.events)
     redis.call('DEL', K.events)
-    redis.call('RESTORE', K.events, held, stream)
+    redis.call('RESTORE', K.events, keep_ms, stream)
   end
-  keep_summary(K.summary, held, A.retention)
-  keep_ancestors(K.ancestors, held, A.retention)
+  keep_summary(K.summary, keep_ms, A.retention)
+  keep_ancestors(K.ancestors, keep_ms, A.retention)
   return fence
 end

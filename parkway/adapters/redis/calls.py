@@ -279,7 +279,7 @@ class Park(Args):
     fence: int
     step: int
     request_id: str
-    held_id: str
+    short_id: str
     token_field: str
     status_field: str
     ttl: int
@@ -492,7 +492,7 @@ class Escalate(Args):
     joined: list[str]
     ancestors: list[Ancestor]
     request_id: str
-    held_id: str
+    short_id: str
     now: int
     member_newest: bytes
     member_expiring: bytes

@@ -26,7 +26,7 @@
 --   #ancestors     how many ancestors
 --   #record        how many values the record takes
 --   request_id     the interrupt
---   held_id        the interrupt as the run hash names it (keys.held_id)
+--   short_id       the interrupt as the run hash names it (layout.short_id)
 --   now            ms
 --   member_newest  its member in the index newest (and the filter indexes)
 --   member_expiring  its member in the index expiring
@@ -52,7 +52,7 @@ redis.call('ZREM', K.newest, A.member_newest)
 redis.call('ZREM', K.expiring, A.member_expiring)
 for _, index in ipairs(K.left) do redis.call('ZREM', index, A.member_newest) end
 if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or state[4] ~= A.request_id
-    or state[5] ~= A.held_id then
+    or state[5] ~= A.short_id then
   return {'gone'}
 end
 redis.call('ZADD', K.newest, 0, A.new_member_newest)
@@ -65,8 +65,8 @@ xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
 for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.event) end
 redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id)
-local held = tonumber(A.ttl) + tonumber(A.grace)
-expire_all(held, {K.run, K.events, K.journal, K.state, K.snapshots})
-keep_summary(K.summary, held, A.retention)
-keep_ancestors(K.ancestors, held, A.retention)
+local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
+expire_all(keep_ms, {K.run, K.events, K.journal, K.state, K.snapshots})
+keep_summary(K.summary, keep_ms, A.retention)
+keep_ancestors(K.ancestors, keep_ms, A.retention)
 return {'escalated', fence}

@@ -37,7 +37,7 @@ if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 redis.call('ZREM', K.leases, A.run_id)
 -- the parent outlives its children's records (each child has the parent's TTL from now)
-local held = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
+local keep_ms = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
 local tenant = redis.call('HGET', K.run, 'tenant')  -- a child lists under its tree's tenant
 local auth = tenant and {'tenant', tenant} or {}
 for i, c in ipairs(K.children) do
@@ -52,11 +52,11 @@ end
 redis.call('HSET', K.run, 'fl', A.left, 'crashes', 0, 'updated', A.now)
 if redis.call('SCARD', K.fanout) < tonumber(A.live) + #A.children then
   queue_parent(K, A.run_id, A.step, A.now, A.retention, K.queues, A.job)
-  expire_all(held, {K.fanout})
+  expire_all(keep_ms, {K.fanout})
   return {'queued', redis.call('HGET', K.run, 'fence')}
 end
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
 redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'children', 'expires', '')
-expire_all(held, {K.run, K.journal, K.state, K.events, K.snapshots, K.fanout})
-keep_summary(K.summary, held, A.retention)
+expire_all(keep_ms, {K.run, K.journal, K.state, K.events, K.snapshots, K.fanout})
+keep_summary(K.summary, keep_ms, A.retention)
 return {'waiting', fence}

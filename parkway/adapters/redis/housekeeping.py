@@ -71,8 +71,8 @@ class Housekeeping:
             pipe = self.client.pipeline(transaction=False)
             pipe.zremrangebyscore(keys.expiry_claims(), "-inf", now)
             pipe.zcard(keys.expiry_claims())
-            held = int(pipe.execute()[1])
-        due = self._due_members(now, limit + held)[: limit + held]
+            claimed = int(pipe.execute()[1])
+        due = self._due_members(now, limit + claimed)[: limit + claimed]
         if not due:
             return []
         with translated():
@@ -87,29 +87,29 @@ class Housekeeping:
             with translated():
                 self.client.zrem(keys.expiry_claims(), *run_ids)
 
-    def hold_overdue(self, now: int, before: int, until: int, limit: int) -> int:
+    def extend_overdue(self, now: int, before: int, until: int, limit: int) -> int:
         """Reads each run's step and lineage, then extends (PEXPIREAT GT: never shortens, never
         revives) what its expiry needs: its hash, the journal of its step, its workflow state,
         snapshots and stream, its ancestors' (``_ancestors``, as park keeps them), and the
         summaries to the retention past them. A run that moved on meanwhile keeps its records a little longer, no
-        more. Two round trips, then two per ``HOLD_CHUNK`` runs."""
+        more. Two round trips, then two per ``EXTEND_CHUNK`` runs."""
         due = self._due_members(before, limit)[:limit]
-        for at in range(0, len(due), HOLD_CHUNK):
-            self._hold(due[at : at + HOLD_CHUNK], until)
+        for at in range(0, len(due), EXTEND_CHUNK):
+            self._extend(due[at : at + EXTEND_CHUNK], until)
         return len(due)
 
-    def _hold(self, due: Sequence[IndexEntry], until: int) -> None:
+    def _extend(self, due: Sequence[IndexEntry], until: int) -> None:
         with translated():
             pipe = self.client.pipeline(transaction=False)
             for entry in due:
-                pipe.hmget(keys.run(entry.run_id), *layout.HOLD_FIELDS)
+                pipe.hmget(keys.run(entry.run_id), *layout.EXTEND_FIELDS)
             found = pipe.execute()
             pipe = self.client.pipeline(transaction=False)
             for entry, values in zip(due, found, strict=True):
-                held = layout.held_step(values)
-                if held is None:  # its records are gone already: nothing to keep
+                found_step = layout.extend_step(values)
+                if found_step is None:  # its records are gone already: nothing to keep
                     continue
-                r, (step, ancestors) = entry.run_id, held
+                r, (step, ancestors) = entry.run_id, found_step
                 kept = [keys.run(r), keys.journal(r, step), keys.workflow_state(r), keys.snapshots(r),
                         keys.events(r), keys.summary(r)]
                 kept += [key for a in self._ancestors(ancestors) for key in a.keys()]
@@ -226,8 +226,8 @@ class Housekeeping:
 RECLAIM_MARGIN_MS = 1000
 """how much longer the reconciler waits before it touches a parked run's stream: the pause feed's
 ids are Redis's clock, ``now`` the worker's"""
-HOLD_CHUNK = 1000
-"""runs whose records one round trip of ``hold_overdue`` keeps"""
+EXTEND_CHUNK = 1000
+"""runs whose records one round trip of ``extend_overdue`` keeps"""
 
 
 def _overdue(replies: Sequence[Any]) -> Overdue:

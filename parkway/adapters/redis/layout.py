@@ -97,8 +97,8 @@ TOKEN_FIELD_HEX = 32
 STATUS_PREFIX = "s:"
 """an interrupt's status field in the run hash: ``s:<req>``"""
 TOKEN_PREFIX = "t:"
-RECORD_HELD = "rq"
-"""the run-hash field naming the interrupt whose record the run holds (its latest)"""
+RECORD_LATEST = "rq"
+"""the run-hash field naming the run's latest interrupt, whose record is in parts r0, r1, ..."""
 RECORD_PARTS = "rn"
 """the run-hash field counting the parts of that record"""
 INPUT = "input"
@@ -106,7 +106,7 @@ INPUT = "input"
 PARENT_FIELDS = ("parent", "pstep", "pfield", "step")
 """a child run's fields naming where its outcome goes (its parent, the parent's step and journal
 field) and its own step"""
-HOLD_FIELDS = ("step", "lineage")
+EXTEND_FIELDS = ("step", "lineage")
 """what the reconciler reads of a run to keep its records past its expiry"""
 CHILD_WAIT = "child:"
 """``waiting``'s prefix for a run waiting on its child"""
@@ -300,8 +300,8 @@ def parent_of(values: Sequence[Any]) -> tuple[str, int, str, int] | None:
     return _s(parent), int(pstep), _s(pfield), int(own or 0)
 
 
-def held_step(values: Sequence[Any]) -> tuple[int, tuple[tuple[str, int], ...]] | None:
-    """(step, lineage) from ``HOLD_FIELDS``' values; None when the run's records are gone."""
+def extend_step(values: Sequence[Any]) -> tuple[int, tuple[tuple[str, int], ...]] | None:
+    """(step, lineage) from ``EXTEND_FIELDS``' values; None when the run's records are gone."""
     step, lineage = values
     return None if step is None else (int(step), lineage_from(_s(lineage)))
 
@@ -419,7 +419,7 @@ def record_parts(record: InterruptRecord) -> list[Any]:
     """An interrupt record as the run hash keeps it, as (field, value) pairs flat: ``rq`` and its
     <req> first, ``rn`` and the part count, then each part (``r0``, ``r1``...) of at most 64 bytes."""
     parts = split(interrupt_to_blob(record))
-    out: list[Any] = [RECORD_HELD, short_id(record.request_id, record.run_id), RECORD_PARTS, len(parts)]
+    out: list[Any] = [RECORD_LATEST, short_id(record.request_id, record.run_id), RECORD_PARTS, len(parts)]
     for i, part in enumerate(parts):
         out += [record_field(i), part]
     return out
@@ -429,7 +429,7 @@ def interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) ->
     """The interrupt ``request_id`` from its run's hash (its parts joined), or None if it has none:
     the latest interrupt's parts are r0, r1, ...; an earlier one's r:<req>:0, r:<req>:1, ..."""
     short = short_id(request_id, run_id).encode()
-    if fields.get(RECORD_HELD.encode(), b"") == short:
+    if fields.get(RECORD_LATEST.encode(), b"") == short:
         parts = [fields.get(record_field(i).encode(), b"") for i in range(int(fields.get(RECORD_PARTS.encode(), 0)))]
     else:
         parts = []
@@ -443,10 +443,10 @@ def interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) ->
                                _s(fields.get(b"ref", b"")))
 
 
-def held_record(run_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
-    """The record the run holds (its latest interrupt's), or None."""
-    held = fields.get(RECORD_HELD.encode())
-    return interrupt_in(run_id, full_id(_s(held), run_id), fields) if held else None
+def latest_record(run_id: str, fields: Mapping[bytes, bytes]) -> InterruptRecord | None:
+    """The run's latest interrupt's record, or None."""
+    latest = fields.get(RECORD_LATEST.encode())
+    return interrupt_in(run_id, full_id(_s(latest), run_id), fields) if latest else None
 
 
 def looked_up(run_id: str, token_hash: str, reply: Sequence[Any]) -> tuple[str, InterruptRecord | None]:

@@ -3,7 +3,7 @@
 -- check of the code version).
 -- Returns {status}, {status, request id}, or, when the run holds the interrupt's record,
 -- {status, request id, workflow, workflow reference, the record's parts in order}; the request id
--- as the run hash names it (keys.held_id: without its run id; telemetry.full_id reads it back).
+-- as the run hash names it (layout.short_id: without its run id; layout.full_id reads it back).
 -- KEYS
 --   run            the run's hash
 --   summary        the run's summary (what is left of an expired run)

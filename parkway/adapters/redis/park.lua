@@ -21,7 +21,7 @@
 --   fence          the job's fence
 --   step           the job's step
 --   request_id     the interrupt
---   held_id        the interrupt as the run hash names it (keys.held_id)
+--   short_id       the interrupt as the run hash names it (layout.short_id)
 --   token_field    the token's field in the run hash
 --   status_field   the interrupt's status field
 --   ttl            ms the interrupt is open
@@ -30,7 +30,7 @@
 --   member_newest  its member in the index newest (and the filter indexes)
 --   member_expiring  its member in the index expiring
 --   event          the interrupt event as the run's stream keeps it (its record has the rest:
---                  codec.held_interrupt_event)
+--                  layout.short_interrupt_event)
 --   maxlen         the streams' cap
 --   grace          ms the records outlive the interrupt (for the reconciler to record its expiry)
 --   run_id         the run
@@ -39,7 +39,7 @@
 --   pauses_maxlen  the pause feed's cap
 --   paused         the step and the code's version ("<step> <version>", the run's 'paused'; '' = none)
 --   ancestor_event  the interrupt event whole, for the ancestors' streams ('' for a root run)
---   record...      the record's fields as pairs: rq and its name in the run hash (keys.held_id),
+--   record...      the record's fields as pairs: rq and its name in the run hash (layout.short_id),
 --                  rn and its number of parts, then each part's field and part (its lifecycle
 --                  record is written when it ends: see resume.lua)
 return park(K, A)

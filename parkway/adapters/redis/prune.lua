@@ -16,12 +16,12 @@
 -- ARGV
 --   workflow       the workflow
 --   floor          the oldest end time the closed indexes keep
-local held = redis.call('EXISTS', K.newest, K.expiring)
+local live = redis.call('EXISTS', K.newest, K.expiring)
 for _, closed in ipairs({K.resolved, K.cancelled, K.expired}) do
   redis.call('ZREMRANGEBYLEX', closed, '-', '(' .. A.floor)
-  held = held + redis.call('EXISTS', closed)
+  live = live + redis.call('EXISTS', closed)
 end
-if held > 0 then return 0 end
+if live > 0 then return 0 end
 redis.call('SREM', K.workflows, A.workflow)
 if redis.call('SCARD', K.workflows) == 0 then redis.call('DEL', K.pauses, K.reclaimed) end
 return 1

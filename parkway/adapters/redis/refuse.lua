@@ -10,7 +10,7 @@
 --   token_field    the token's field in the run hash
 --   now            ms
 --   status_field   the interrupt's status field
---   request_id     the interrupt, as the run hash names it (keys.held_id)
+--   request_id     the interrupt, as the run hash names it (layout.short_id)
 --   count_field    its lifecycle record's count of refusals (f:)
 --   last_field     the last refusal's field (fl:)
 --   refusal        the refusal's blob

@@ -17,7 +17,7 @@
 --   #queues        how many queues
 --   #job           how many job arguments
 --   token_field    the token's field in the run hash
---   request_id     the request id expected, as the run hash names it (keys.held_id; '' = any)
+--   request_id     the request id expected, as the run hash names it (layout.short_id; '' = any)
 --   field          the journal field of the answer
 --   entry          the journal entry blob
 --   event          the event blob

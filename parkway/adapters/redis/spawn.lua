@@ -33,9 +33,9 @@ redis.call('ZREM', K.leases, A.run_id)
 xadd_run(K.run, K.events, A.maxlen, 'child.started', c.parent_event)
 redis.call('HSET', K.journal, c.check_field, c.check_entry)
 -- the parent outlives its child's records (the child has the parent's TTL from now)
-local held = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
-expire_all(held, {K.run, K.journal, K.state, K.events, K.snapshots})
-keep_summary(K.summary, held, A.retention)
+local keep_ms = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
+expire_all(keep_ms, {K.run, K.journal, K.state, K.events, K.snapshots})
+keep_summary(K.summary, keep_ms, A.retention)
 if redis.call('EXISTS', K.child.run) == 1 or redis.call('EXISTS', K.child.summary) == 1 then
   return fence  -- the child exists already: the parent waits on it, nothing starts twice
 end

@@ -180,7 +180,7 @@ class Transitions:
             newest=keys.index("newest", rec.workflow), expiring=keys.index("expiring", rec.workflow),
             leases=keys.leases(), summary=keys.summary(r), workflows=keys.workflows(), pauses=keys.pauses(),
             snapshots=keys.snapshots(r), filters=self._filter_keys(rec), ancestors=self._ancestors(commit.lineage),
-            fence=fence, step=step, request_id=rec.request_id, held_id=layout.short_id(rec.request_id, r),
+            fence=fence, step=step, request_id=rec.request_id, short_id=layout.short_id(rec.request_id, r),
             token_field=layout.token_field(rec.token_hash), status_field=layout.status_field(rec.request_id, r),
             ttl=commit.ttl_ms, now=commit.now, expires=rec.expires_at,
             member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
@@ -535,7 +535,7 @@ class Transitions:
             journal=keys.journal(r, record.step), state=keys.workflow_state(r), pauses=keys.pauses(),
             snapshots=keys.snapshots(r), left=self._filter_keys(record), joined=self._filter_keys(moved),
             ancestors=self._ancestors(lineage), request_id=record.request_id,
-            held_id=layout.short_id(record.request_id, r), now=now,
+            short_id=layout.short_id(record.request_id, r), now=now,
             member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
             new_member_newest=codec.member(new_entry, "newest"),
             new_member_expiring=codec.member(new_entry, "expiring"),
@@ -553,7 +553,7 @@ class Transitions:
     def close_raced(self, run_id: str, now: int) -> bool:
         r = run_id
         with translated(r):
-            record = layout.held_record(r, self.client.hgetall(keys.run(r)))
+            record = layout.latest_record(r, self.client.hgetall(keys.run(r)))
         if record is None:
             return False
         entry = codec.entry_of(record)
