@@ -544,8 +544,8 @@ def _escalation(request: InterruptRequest, spec: Any, contract: Contract[Any, An
     then = spec.get("then", "expire")
     if isinstance(then, Mapping) and "escalate" in then:
         raise ValidationError("on_expire escalate 'then' cannot escalate again: list the audiences in 'to'")
-    steps = audiences + [audiences[-1]] * (times - len(audiences))
-    return {"action": "escalate", "to": steps, "ttl_ms": ttl_ms, "then": expiry_policy(request, then, contract)}
+    in_turn = audiences + [audiences[-1]] * (times - len(audiences))  # one audience per escalation
+    return {"action": "escalate", "to": in_turn, "ttl_ms": ttl_ms, "then": expiry_policy(request, then, contract)}
 
 
 CHILD_SEPARATOR = "--"

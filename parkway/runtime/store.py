@@ -184,7 +184,7 @@ class InterruptRecord:
     """what the reconciler does at expiry (see ``hooks.use_interrupt``): None ends the run expired;
     ``{"action": "fail"}``, ``{"action": "cancel"}``, ``{"action": "answer", "entry": <journal entry>}``,
     ``{"action": "timer"}`` (``use_first``) or ``{"action": "escalate", "to": [audience, ...], "ttl_ms": N,
-    "step": done so far, "then": <one of these, or None>}`` (the next escalation's audience first)"""
+    "escalation": how many made so far, "then": <one of these, or None>}`` (the next escalation's audience first)"""
     root_run_id: str | None = None
     """for an interrupt of a child run: the root of its tree"""
     parent_run_id: str | None = None

@@ -509,9 +509,11 @@ class Transitions:
     ) -> Expiry:
         """Ask ``record``'s question again of the policy's next audience (escalate.lua); a child
         run's ``lineage`` gets the new interrupt event too, as at its park."""
-        r, to, step = record.run_id, list(policy["to"]), int(policy.get("step", 0)) + 1
+        # how many escalations this one makes (records written before the rename call it "step")
+        escalation = int(policy.get("escalation", policy.get("step", 0))) + 1
+        r, to = record.run_id, list(policy["to"])
         ttl_ms = int(policy["ttl_ms"])
-        rest = {**policy, "to": to[1:], "step": step}
+        rest = {k: v for k, v in policy.items() if k != "step"} | {"to": to[1:], "escalation": escalation}
         moved = replace(
             record,
             expires_at=now + ttl_ms,
@@ -523,12 +525,12 @@ class Transitions:
             "requestId": record.request_id,
             "expiresAt": record.expires_at,
             "action": "escalate",
-            "escalation": step,
+            "escalation": escalation,
             "audience": moved.audience,
             "from": record.audience,
             "newExpiresAt": moved.expires_at,
         }
-        event = interrupt_event(moved, telemetry.public_request(record.request)) | {"escalation": step}
+        event = interrupt_event(moved, telemetry.public_request(record.request)) | {"escalation": escalation}
         reply = self._script(r, calls.Escalate(
             run=keys.run(r), events=keys.events(r), summary=keys.summary(r),
             newest=keys.index("newest", record.workflow), expiring=keys.index("expiring", record.workflow),
