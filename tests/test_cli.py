@@ -413,16 +413,19 @@ def test_run_at_a_terminal_prints_one_readable_line_per_event() -> None:
 def test_replay_reports_consistent_or_nondeterministic_by_exit_status(
     redis_url: str, redis_client: redis.Redis, closing: Closing
 ) -> None:
-    """replay exits 0 for the code the run recorded and 3 for code whose hooks changed, with JSON."""
+    """check-deploy (or replay, its old name) exits 0 for the code the run recorded and 3 for code whose
+    hooks changed, with JSON."""
 
     settings = Settings(redis_url=redis_url, secret=SECRET)
     harness = Harness("redis", closing(Parkway(settings)), settings, redis_client)
     run_id = harness.start_and_run(flows.announcer, {"tag": "cli"})
     env = _env(PARKWAY_REDIS_URL=redis_url)
-    same = parkway("replay", run_id, "--against", "tests.flows:announcer", env=env)
+    same = parkway("check-deploy", run_id, "--against", "tests.flows:announcer", env=env)
     assert same.returncode == 0 and json.loads(same.stdout)["outcome"] == "consistent", same.stderr
-    changed = parkway("replay", run_id, "--against", "tests.flows:announcer_changed", env=env)
+    changed = parkway("check-deploy", run_id, "--against", "tests.flows:announcer_changed", env=env)
     assert changed.returncode == 3 and json.loads(changed.stdout)["outcome"] == "nondeterministic", changed.stderr
+    old_name = parkway("replay", run_id, "--against", "tests.flows:announcer", env=env)  # its deprecated alias
+    assert old_name.returncode == 0 and json.loads(old_name.stdout)["outcome"] == "consistent", old_name.stderr
 
 
 def test_serve_answers_health_and_refuses_without_keys(redis_url: str, redis_client: redis.Redis) -> None:

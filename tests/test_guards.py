@@ -35,8 +35,8 @@ def test_a_deploy_swapping_an_unkeyed_node_state_for_an_unkeyed_model_call_is_no
     """At the same position, with equal (empty) names, a model call where a node state was recorded
     is refused on replay: the record's kind differs."""
     run_id = harness.start_and_run(flows_guards.counting)
-    assert harness.pw.replay(run_id, flows_guards.counting).outcome == "consistent"
-    report = harness.pw.replay(run_id, flows_guards.modelling)
+    assert harness.pw.check_deploy(run_id, flows_guards.counting).outcome == "consistent"
+    report = harness.pw.check_deploy(run_id, flows_guards.modelling)
     assert report.outcome == "nondeterministic", report
     assert "state" in report.detail and "model" in report.detail
 

@@ -53,9 +53,9 @@ def test_replay_reports_a_pending_interrupt_the_new_code_no_longer_reaches(harne
     nondeterministic and names it (before the fix: consistent)."""
     module = deployed.stem
     run_id = harness.start_and_run(f"{module}:flow")
-    assert harness.pw.replay(run_id, f"{module}:flow").outcome == "consistent"
+    assert harness.pw.check_deploy(run_id, f"{module}:flow").outcome == "consistent"
     _deploy(deployed, RENAMED)
-    report = harness.pw.replay(run_id, f"{module}:flow")
+    report = harness.pw.check_deploy(run_id, f"{module}:flow")
     assert report.outcome == "nondeterministic", report
     assert "'approval'" in report.detail and "i:approval-v2" in report.detail, report.detail
 
@@ -81,7 +81,7 @@ def test_an_answer_no_hook_consumes_stops_the_run_visibly_and_a_deploy_that_asks
     assert "'approval'" in deferred[-1].data["reason"] and "i:approval" in deferred[-1].data["reason"]
     journal, _ = harness.pw.store.read_activation(run_id, run.step)
     assert journal["i:approval"].value == "reject"  # the answer is kept
-    report = harness.pw.replay(run_id, f"{module}:flow")
+    report = harness.pw.check_deploy(run_id, f"{module}:flow")
     assert report.outcome == "nondeterministic" and "'approval'" in report.detail, report
     _deploy(deployed, CODE)  # the code that asks for it again
     reconcile_once(harness.pw.store, harness.pw.backend.dispatcher, outbox_age_ms=0)
@@ -105,6 +105,6 @@ def test_the_replay_command_exits_nondeterministic_for_a_renamed_pending_interru
     _deploy(deployed, RENAMED)
     env = _env(PARKWAY_REDIS_URL=redis_url)
     env["PYTHONPATH"] += os.pathsep + str(deployed.parent)
-    done = parkway("replay", run_id, "--against", f"{deployed.stem}:flow", env=env)
+    done = parkway("check-deploy", run_id, "--against", f"{deployed.stem}:flow", env=env)
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert "'approval'" in json.loads(done.stdout)["detail"]

@@ -768,9 +768,9 @@ def _events_so_far(pw: Parkway, run_id: str, after: str) -> Iterator[Event]:
 # --- reconcile, demo -----------------------------------------------------------------
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
+def cmd_check_deploy(args: argparse.Namespace) -> int:
     with _client(args) as pw:
-        report = pw.replay(args.run_id, args.against)
+        report = pw.check_deploy(args.run_id, args.against)
         print(_json({"runId": report.run_id, "node": report.node, "step": report.step, "outcome": report.outcome,
                      "recorded": report.recorded, "detail": report.detail}))
         return {"consistent": 0, "nondeterministic": 3}.get(report.outcome, 1)
@@ -923,7 +923,7 @@ def parser() -> argparse.ArgumentParser:
                    help="log at INFO (default WARNING); also accepted after the command")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
     for add in (_add_worker, _add_run, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
-                _add_cancel, _add_fork, _add_replay, _add_serve, _add_reconcile, _add_status, _add_demo):
+                _add_cancel, _add_fork, _add_check_deploy, _add_serve, _add_reconcile, _add_status, _add_demo):
         add(sub)
     add_session_commands(sub, _command, _client)
     return p
@@ -938,11 +938,13 @@ def _command(
     *,
     redis: str | None = REDIS_REQUIRED,
     imports: bool = False,
+    aliases: tuple[str, ...] = (),
 ) -> argparse.ArgumentParser:
     """A subcommand with the options commands share: -v after the command, --redis-url in the
     command's own words (none for the demo), and where workflows are imported from."""
     c = sub.add_parser(
-        name, help=help_, description=help_, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+        name, help=help_, description=help_, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        aliases=list(aliases),
     )
     c.set_defaults(fn=fn)
     # SUPPRESS: given after the command it sets verbose; absent, it leaves the one before the command alone
@@ -1185,18 +1187,20 @@ def _add_fork(sub: Subcommands) -> None:
                    help="a JSON object laid over the data the step started with (default: that data as it was)")
 
 
-def _add_replay(sub: Subcommands) -> None:
+def _add_check_deploy(sub: Subcommands) -> None:
     r = _command(
         sub,
-        "replay",
+        "check-deploy",
         "check a parked run against the code you have now, committing nothing",
-        cmd_replay,
+        cmd_check_deploy,
         "Replays the run's current node against WORKFLOW: every hook must find what it recorded; the check\n"
         "stops at the first hook with nothing recorded (no step function runs, nothing is written). Prints\n"
         "{runId, node, step, outcome, recorded, detail} as JSON.\n"
         "exit status: 0 consistent, 3 nondeterministic (a resume would fail), 1 error (the node raised, or\n"
-        "no such run)",
+        "no such run)\n"
+        "(parkway replay, its name before, still works: replay is the re-run a resume makes)",
         imports=True,
+        aliases=("replay",),
     )
     r.add_argument("run_id", metavar="RUN", help="a waiting or queued run")
     r.add_argument("--against", required=True, metavar="MODULE:ATTRIBUTE",

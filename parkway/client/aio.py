@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, TypeVar
 
 from ..config import Settings
 from ..runtime.authority import Caller, Door, Origin
+from ..runtime.deploy_check import DeployCheck
 from ..runtime.listing import ListingQuery
 from ..runtime.protocol import (
     CancelResult,
@@ -29,7 +31,6 @@ from ..runtime.protocol import (
     check_event_id,
     check_id,
 )
-from ..runtime.replay import ReplayReport
 from ..runtime.store import RunRecord, StoredEvent
 from ..runtime.workflow import Workflow
 from ..sessions import Cleared, Sent, Sessions, SessionView
@@ -253,10 +254,15 @@ class AsyncParkway:
         )
         return result
 
-    async def replay(self, run_id: str, against: Workflow | str) -> ReplayReport:
-        """As :meth:`parkway.Parkway.replay`."""
-        result: ReplayReport = await self._call(self.sync.replay, run_id, against)
+    async def check_deploy(self, run_id: str, against: Workflow | str) -> DeployCheck:
+        """As :meth:`parkway.Parkway.check_deploy`."""
+        result: DeployCheck = await self._call(self.sync.check_deploy, run_id, against)
         return result
+
+    async def replay(self, run_id: str, against: Workflow | str) -> DeployCheck:
+        """Deprecated: :meth:`check_deploy` (as :meth:`parkway.Parkway.replay`)."""
+        warnings.warn("AsyncParkway.replay is AsyncParkway.check_deploy", DeprecationWarning, stacklevel=2)
+        return await self.check_deploy(run_id, against)
 
     async def status(self) -> DeploymentStatus:
         """As :meth:`parkway.Parkway.status`."""

@@ -6,6 +6,7 @@ import math
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from ..runtime import cursors, telemetry, tokens
 from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches, reaches
 from ..runtime.cancel import cancel_run
 from ..runtime.clock import now_ms
+from ..runtime.deploy_check import DeployCheck, check_deploy
 from ..runtime.errors import (
     CorruptRecord,
     InterruptNotFound,
@@ -51,7 +53,6 @@ from ..runtime.protocol import (
     check_event_id,
     check_id,
 )
-from ..runtime.replay import ReplayReport, replay
 from ..runtime.resume import parse_resume_metadata, validate_answer
 from ..runtime.store import (
     Answer,
@@ -708,13 +709,18 @@ class Parkway:
             for option in found.asked().options
         }
 
-    def replay(self, run_id: str, against: Workflow | str) -> ReplayReport:
+    def check_deploy(self, run_id: str, against: Workflow | str) -> DeployCheck:
         """Replay a waiting or queued run's current activation against ``against`` (a Workflow or
         ``"module:attribute"``), committing nothing: does the code deployed now still match what the
-        run recorded? (see :mod:`parkway.runtime.replay`)."""
+        run recorded? (see :mod:`parkway.runtime.deploy_check`)."""
         check_id(run_id, "run id")
         workflow = against if isinstance(against, Workflow) else self.settings.modules.load(against)
-        return replay(self.store, run_id, workflow, now_ms())
+        return check_deploy(self.store, run_id, workflow, now_ms())
+
+    def replay(self, run_id: str, against: Workflow | str) -> DeployCheck:
+        """Deprecated: :meth:`check_deploy` (its name before; *replay* is the re-run a resume makes)."""
+        warnings.warn("Parkway.replay is Parkway.check_deploy", DeprecationWarning, stacklevel=2)
+        return self.check_deploy(run_id, against)
 
     def close(self) -> None:
         """Release what this handle holds: embedded, stop the in-process worker (runs still open

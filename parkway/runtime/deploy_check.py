@@ -1,7 +1,11 @@
 """Check a deploy against parked runs: replay a run's journal against the code now, commit nothing.
 
+(The *replay* is the re-run a resume makes; this module only checks in advance that it would
+match. The check was called ``replay`` before: ``Parkway.replay`` and ``parkway replay`` remain
+as deprecated aliases.)
+
 A parked (or queued) run's current activation has a journal: what its hooks
-recorded so far. :func:`replay` runs that node of the given workflow against
+recorded so far. :func:`check_deploy` runs that node of the given workflow against
 the journal in a context where every hook must find its record: the first
 hook with nothing recorded is the *frontier* (where the real replay would go
 on doing new work) and the check stops there, before that hook acts — no
@@ -79,8 +83,8 @@ def _reached(
 
 
 @dataclass(frozen=True)
-class ReplayReport:
-    """What a replay of a run's current activation against some code found."""
+class DeployCheck:
+    """What checking a run's current activation against some code found."""
 
     run_id: str
     node: str
@@ -91,7 +95,7 @@ class ReplayReport:
     """how many journal entries the activation holds"""
 
 
-def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayReport:
+def check_deploy(store: Store, run_id: str, workflow: Workflow, now: int) -> DeployCheck:
     """Replay run ``run_id``'s current activation against ``workflow``; commit nothing."""
     record = store.get_run(run_id, now)
     if record is None:
@@ -99,7 +103,7 @@ def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayRep
     if record.status.finished or record.node is None:
         raise WorkflowError(f"run {run_id} is {record.status.value}: nothing is left to replay")
     if record.node not in workflow.nodes:
-        return ReplayReport(run_id, record.node, record.step, "nondeterministic",
+        return DeployCheck(run_id, record.node, record.step, "nondeterministic",
                             f"workflow {workflow.name!r} has no node {record.node!r} any more", 0)
     journal, state = store.read_activation(run_id, record.step)
     ctx = _DryContext(_ReadOnly(), run_id, workflow.name, record.node, record.step,  # type: ignore[arg-type]
@@ -132,4 +136,8 @@ def replay(store: Store, run_id: str, workflow: Workflow, now: int) -> ReplayRep
         outcome, detail = "error", f"{type(exc).__name__}: {exc}"
     finally:
         deactivate(token)
-    return ReplayReport(run_id, record.node, record.step, outcome, detail, len(journal))  # type: ignore[arg-type]
+    return DeployCheck(run_id, record.node, record.step, outcome, detail, len(journal))  # type: ignore[arg-type]
+
+
+ReplayReport = DeployCheck
+"""deprecated: the name ``DeployCheck`` had before"""
