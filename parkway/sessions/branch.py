@@ -46,15 +46,15 @@ class BranchRuns(Extension):
 class BranchObserver(RunObserver):
     """One job of a session's branch run."""
 
-    def __init__(self, sessions: SessionStore, session_id: str, leaf: str) -> None:
-        self.sessions = sessions
+    def __init__(self, store: SessionStore, session_id: str, leaf: str) -> None:
+        self.store = store
         self.session_id = session_id
         self.leaf = leaf
 
     def before_attempt(self, ctx: NodeContext, data: dict[str, Any]) -> dict[str, Any]:
         """The node's data with ``messages``, the path to the run's leaf; the run keeps only the
         leaf, so a long conversation's path is not copied into each of its runs."""
-        view = {**data, "messages": self.sessions.path(self.session_id, self.leaf, ctx.run_id)}
+        view = {**data, "messages": self.store.path(self.session_id, self.leaf, ctx.run_id)}
         self.before_call(ctx)  # a run released onto a parked branch waits before it does anything
         if ctx.step == 0:
             self._consult_start(ctx, view)  # the policy sees the run's trigger before the node runs
@@ -66,16 +66,16 @@ class BranchObserver(RunObserver):
     def before_call(self, ctx: NodeContext) -> None:
         """Hold the run now if its branch is parked: nothing is called while parked."""
         check = JournalEntry("check", "", None)
-        held = self.sessions.settle(
+        outcome = self.store.settle(
             self.session_id, ctx.run_id, ctx.fence, ctx.step, "check", "", check, None, ctx.clock()
         )
-        if held == "held":
+        if outcome == "held":
             raise Held(f"run {ctx.run_id} held: its branch is parked")
 
     def on_settle(
         self, ctx: NodeContext, field_name: str, entry: JournalEntry, mode: str, message: Mapping[str, Any] | None
     ) -> bool:
-        outcome = self.sessions.settle(
+        outcome = self.store.settle(
             self.session_id, ctx.run_id, ctx.fence, ctx.step, mode, field_name, entry, message, ctx.clock()
         )
         if outcome in ("voided", "held"):
@@ -83,7 +83,7 @@ class BranchObserver(RunObserver):
         return True
 
     def on_park(self, ctx: NodeContext, pause: Pause) -> None:
-        anchor = self.sessions.leaf(self.session_id, ctx.run_id)
+        anchor = self.store.leaf(self.session_id, ctx.run_id)
         meta = {**pause.request.meta, "session": self.session_id, "anchor": anchor, "branchRun": ctx.run_id}
         pause.request = pause.request.model_copy(update={"meta": meta})
 
