@@ -292,6 +292,8 @@ def test_the_worker_waits_out_noreplicas_in_rqs_bookkeeping_instead_of_quitting(
                                                                         with_maintenance=False)))
         loop.start()
         try:
+            # the worker waits for jobs first: RQ's start (its registration) is not what this specifies
+            wait_for(lambda: primary.hget(worker.key, "state") == b"idle" or ended, 15, "the worker to wait for jobs")
             primary.config_set("min-replicas-max-lag", 1)
             primary.config_set("min-replicas-to-write", 1)
             replica.send_signal(signal.SIGSTOP)
