@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -407,3 +408,28 @@ def test_run_worker_returns_1_when_rqs_loop_quit_on_an_error(
     pw.start(flows.loop, {})
     monkeypatch.setattr(ParkwayWorker, "execute_job", broken)
     assert run_worker(settings, burst=True) == 1
+
+
+def test_a_stop_signal_that_lands_in_a_finalizer_is_delivered_again(redis_client: redis.Redis) -> None:
+    """A stop signal that interrupts a ``__del__`` (where RQ's StopRequested would be swallowed and the
+    stop lost) is not acted on there: the same signal comes again a moment later, outside it."""
+    from parkway.workers.rq_internals.worker import TrimmedWorker
+
+    worker = TrimmedWorker([Queue(QUEUE, connection=redis_client)], connection=redis_client)
+    came: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: came.append(signum))
+    raised: list[BaseException] = []
+
+    class Finalized:
+        def __del__(self) -> None:
+            try:
+                worker.request_stop(signal.SIGUSR1, sys._getframe())
+            except BaseException as exc:  # noqa: BLE001 - what the handler let out, which __del__ would swallow
+                raised.append(exc)
+
+    try:
+        Finalized()  # dropped at once: its __del__ runs here
+        wait_for(lambda: came, 5, "the signal delivered again")
+        assert raised == [] and not worker.ended_as_asked
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

@@ -89,7 +89,9 @@ Each SimpleWorker method it overrides, and why:
 - ``set_state``: an unchanged state is not rewritten;
 - ``request_stop`` (RQ's SIGTERM handler, which a pool's child also compares against): notes a
   stop asked for (``ended_as_asked``): RQ's idle ``_shutdown`` raises ``StopRequested`` without
-  setting ``_stop_requested``, so nothing else tells it from RQ's loop quitting on an error;
+  setting ``_stop_requested``, so nothing else tells it from RQ's loop quitting on an error; and a signal that
+  lands inside a ``__del__`` (where that raise would be swallowed, losing the stop) is sent again
+  a moment later instead;
 - ``dequeue_job_and_maintain_ttl``: a job RQ cannot load is set aside, named by the error
   ``Queue._fetch_dequeued_job`` raises (its ``job_id`` and ``queue`` attributes) or by the
   ``UnicodeDecodeError`` of an id that is not UTF-8 (RQ's loop would quit on either);

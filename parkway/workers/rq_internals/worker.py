@@ -4,6 +4,7 @@ worker is listed, with why, in the package docstring."""
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -382,6 +383,12 @@ class TrimmedWorker(SimpleWorker):
         job._status = JobStatus.FINISHED
 
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        if in_finalizer(frame):
+            # RQ stops an idle worker by raising StopRequested from the handler; raised into a
+            # ``__del__`` (redis-py's Pipeline has one) it is swallowed, printed as "Exception
+            # ignored" and the stop is lost. Deliver the signal again a moment later, outside it.
+            threading.Timer(STOP_RETRY_S, os.kill, (os.getpid(), signum)).start()
+            return
         self.ended_as_asked = True
         super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
 
@@ -500,3 +507,16 @@ def _deleted_on_success(job: Job, worker: SimpleWorker) -> bool:
         and not job.group_id
         and not job.has_rate_limit
     )
+
+
+STOP_RETRY_S = 0.01
+"""how soon a stop signal that landed in a finalizer is delivered again"""
+
+
+def in_finalizer(frame: FrameType | None) -> bool:
+    """Whether ``frame`` (where a signal interrupted the main thread) runs inside a ``__del__``."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
