@@ -78,6 +78,43 @@ class MonitorSample:
             out[f"{who}_{where}"] += 1
         return dict(out)
 
+    def by_script(self) -> dict[str, dict[str, int]]:
+        """The commands run inside each script, by the script's name (parkway's, known by its SHA1)
+        and by command: a script's commands follow its EVALSHA line (a script runs alone)."""
+        names = script_names()
+        out: dict[str, Counter[str]] = {}
+        current: Counter[str] | None = None
+        for line in self.lines:
+            words = re.findall(rb'"((?:[^"\\]|\\.)*)"', line)
+            if not words:
+                continue
+            command = words[0].decode().lower()
+            if LUA.match(line):
+                if current is not None:
+                    current[command] += 1
+                continue
+            current = None
+            if command == "evalsha" and len(words) > 1:
+                name = names.get(words[1].decode(), "other")
+                current = out.setdefault(name, Counter())
+                current["(calls)"] += 1
+        return {name: dict(c.most_common()) for name, c in sorted(out.items())}
+
+
+def script_names() -> dict[str, str]:
+    """SHA1 -> name of each of parkway's scripts, as a store with or without RQ's hand-off loads it."""
+    import hashlib
+
+    from parkway.adapters.redis import scripts
+    from parkway.adapters.redis.store import _SCRIPTS, NO_HAND_OFF
+    from parkway.workers.rq_internals.job_format import hand_off_lua
+
+    out: dict[str, str] = {}
+    for hand_off in (NO_HAND_OFF, hand_off_lua()):
+        for name in _SCRIPTS:
+            out[hashlib.sha1(scripts.source(name, hand_off).encode()).hexdigest()] = name
+    return out
+
 
 def worker_counts(pool: Workers, path: str) -> dict[str, int]:
     before = os.path.getmtime(path) if os.path.exists(path) else 0.0
@@ -138,6 +175,9 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
         },
         "monitor_cycles": sample,
         "monitor_per_cycle": {k: v / sample for k, v in mon.classify().items()},
+        "monitor_by_script_per_cycle": {
+            name: {k: v / sample for k, v in c.items()} for name, c in mon.by_script().items()
+        },
         "worker_round_trips_per_cycle": diff(w1, w0, n),
         "client_round_trips_per_cycle": diff(c1, c0, n),
         "client_empty_polls_per_cycle": polls / n,

@@ -31,7 +31,7 @@ from parkway import (
     use_workflow_state,
 )
 from parkway.adapters.limits import Limits
-from parkway.adapters.redis import embedded, keys
+from parkway.adapters.redis import embedded, keys, layout
 from parkway.adapters.redis.store import RedisStore
 from parkway.runtime import telemetry, tokens
 from parkway.runtime.protocol import InterruptRequest
@@ -287,12 +287,17 @@ ANY = None
 """a key that must have some TTL, whatever it is (the transition did not write it)"""
 
 
+def _kept(ttl: int) -> int:
+    """The most a key protected for ``ttl`` ms lives: renewed, it is given the slack too."""
+    return ttl + ttl // layout.RENEW_SLACK
+
+
 def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
     """Every key of the run after ``target``, with the TTL ``target`` must have given it."""
     r = s.run_id
     run, ev, ws, summ = keys.run(r), keys.events(r), keys.workflow_state(r), keys.summary(r)
     j0, j1, held = keys.journal(r, 0), keys.journal(r, 1), P + G
-    snap = keys.snapshots(r)  # renewed by advance, park and spawn (fork reads it)
+    snap = keys.snapshots(r)  # renewed by advance, park, resume and spawn (fork reads it)
     kept = T + R  # the summary outlives the records by the retention
     table: dict[str, dict[str, int | None]] = {
         "create": {run: T, ev: T, summ: kept},
@@ -303,7 +308,7 @@ def _redis_ttls(target: str, s: Scene) -> dict[str, int | None]:
         "advance": {run: T, ev: T, ws: T, snap: T, summ: kept},
         "record_next": {run: T, ev: T, ws: T, j1: T, snap: ANY, summ: kept},
         "park": {run: held, ev: held, ws: held, j1: held, snap: held, summ: held + R},
-        "resume": {run: T, ev: T, ws: T, j1: T, snap: ANY, summ: kept},
+        "resume": {run: T, ev: T, ws: T, j1: T, snap: T, summ: kept},
         "complete": {run: T, ev: T, ws: T, snap: T, summ: kept},
         "finish": {run: T, ev: T, ws: T, j0: ANY, summ: kept},
         "recover": {run: ANY, ev: ANY, ws: ANY, j0: ANY, summ: ANY},
@@ -333,14 +338,18 @@ def _assert_only_global_keys_persist(client: redis.Redis, workflows: tuple[str, 
     assert persistent <= allowed, f"keys without a TTL: {sorted(persistent - allowed)}"
 
 
+@pytest.mark.parametrize("renewal", ["sentinel", "fresh"])
 @pytest.mark.parametrize("server", ["redis", "fakeredis"])
 @pytest.mark.parametrize("target", list(PATHS))
 def test_each_transition_puts_every_key_it_writes_under_its_ttl(
-    request: pytest.FixtureRequest, server: str, target: str
+    request: pytest.FixtureRequest, server: str, target: str, renewal: str
 ) -> None:
     """After each transition every key of the run has a TTL, and each key it writes has the one that
     protects it: the run's TTL, the pause's plus the grace for the records of a waiting run (the
-    interrupt is in the run's hash), the retention for the summary; on Redis and on the in-process one."""
+    interrupt is in the run's hash), the retention for the summary; on Redis and on the in-process one.
+    Records found with far more left than the transition needs (``sentinel``) are renewed to it;
+    records just renewed by the transition before (``fresh``) are left as they are, and a key the
+    transition creates takes their TTL."""
     if server == "redis":
         redis_client: Any = request.getfixturevalue("redis_client")
     else:
@@ -350,8 +359,9 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
     for name in before:
         getattr(scene, name)()
     pattern = keys.run(scene.run_id).removesuffix(":run") + "*"
-    for key in redis_client.keys(pattern):
-        redis_client.pexpire(key, SENTINEL)
+    if renewal == "sentinel":
+        for key in redis_client.keys(pattern):
+            redis_client.pexpire(key, SENTINEL)
     getattr(scene, transition)()
 
     found = {k.decode(): redis_client.pttl(k) for k in redis_client.keys(pattern)}
@@ -361,7 +371,7 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
         assert ttl > 0, f"{key} has no TTL after {target}"
         want = expected[key]
         if want is not ANY:
-            assert want - SLACK <= ttl <= want, f"{key} has PTTL {ttl} after {target}; expected {want}"
+            assert want - SLACK <= ttl <= _kept(want), f"{key} has PTTL {ttl} after {target}; expected {want}"
     _assert_only_global_keys_persist(redis_client, (WF,))
 
 
@@ -377,7 +387,7 @@ def test_a_real_run_leaves_no_key_of_its_own_without_a_ttl(harness: Harness) -> 
     waiting = {k.decode(): client.pttl(k) for k in client.keys(pattern)}
     waiting.pop(keys.summary(run_id))
     assert keys.run(run_id) in waiting
-    assert waiting and all(30_000 + grace - SLACK <= ttl <= 30_000 + grace for ttl in waiting.values()), waiting
+    assert waiting and all(30_000 + grace - SLACK <= ttl <= _kept(30_000 + grace) for ttl in waiting.values()), waiting
     _assert_only_global_keys_persist(client, (every_hook.name,))
 
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted
@@ -467,14 +477,14 @@ def test_a_run_that_ends_after_the_retention_still_reads_its_end_once_its_record
 def test_a_pause_longer_than_the_retention_still_reads_expired_once_its_records_go(
     request: pytest.FixtureRequest, kind: str
 ) -> None:
-    """A pause whose TTL outlasts the retention, once recorded expired and past the grace, reads
-    expired, not an error or unknown."""
+    """A pause whose TTL outlasts the retention, once recorded expired and past the grace (and the
+    renewal's slack), reads expired, not an error or unknown."""
     h = _harness(request, kind, limits=Limits(expiry_grace_ms=400, retention_ms=1000))
     run_id = h.start_and_run(flows.one_choice, {"ttl_ms": 1500}, ttl_ms=1000)
     token, record = _interrupt_of(h, run_id)
     _sleep_until(record.expires_at + 50)
     reconcile_once(h.pw.store, h.pw.backend.dispatcher)  # what a worker's reconciler does
-    _sleep_until(record.expires_at + 400 + 200)
+    _sleep_until(record.created_at + _kept(1500 + 400) + 200)
     assert h.pw.store.read_events(run_id, "0", None, 10) == []
     assert h.pw.get_run(run_id).status is RunStatus.EXPIRED
     assert h.pw.resume(token, selected="red").outcome is ResumeOutcome.EXPIRED

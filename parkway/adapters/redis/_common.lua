@@ -35,6 +35,22 @@ local function keep_summary(summary, records_ttl, retention)
   redis.call('PEXPIRE', summary, tonumber(records_ttl) + tonumber(retention))
 end
 
+-- Keep a run's records (`keys`, with the run's hash `run` among them, and its summary) at least
+-- `need` ms: renewed to `need` plus a slack (1/RENEW_SLACK of it) only when the run's hash has less
+-- than `need` left, or more than `need` plus the slack (a pause shorter than the run's TTL), so most
+-- transitions renew nothing. Returns the ms the records have left: a key the caller may have just
+-- created (an XADD or HSET of a key that was not there) takes that when nothing was renewed
+-- (`renewed` false).
+local function keep_records(run, need, keys, summary, retention)
+  need = tonumber(need)
+  local keep = need + math.floor(need / RENEW_SLACK)
+  local left = redis.call('PTTL', run)
+  if left >= need and left <= keep then return left, false end
+  expire_all(keep, keys)
+  keep_summary(summary, keep, retention)
+  return keep, true
+end
+
 -- The records' remaining life, for scripts that end a run without renewing them.
 local function records_left(run_key)
   local left = redis.call('PTTL', run_key)
@@ -314,10 +330,11 @@ local function create_run(k, a, queues, job, auth)
     redis.call('HSET', k.run, unpack(auth))
     redis.call('HSET', k.summary, unpack(auth))
   end
-  keep_summary(k.summary, a.ttl, a.retention)
+  local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
+  keep_summary(k.summary, keep, a.retention)
   xadd(k.events, a.maxlen, 'run.started', a.started)
   redis.call('ZADD', k.outbox, a.now, a.member)
-  expire_all(a.ttl, {k.run, k.events})
+  expire_all(keep, {k.run, k.events})
   return hand_off(queues, job, 1, 0, 0)
 end
 

@@ -34,7 +34,7 @@ local function park(K, A)
   for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.ancestor_event) end
   redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id)
   local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
-  expire_all(keep_ms, {K.run, K.journal, K.state, K.snapshots})
+  local left = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary, A.retention)
   -- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold in
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
@@ -42,9 +42,8 @@ local function park(K, A)
   if not fold(K.run, K.events) then
     local stream = redis.call('DUMP', K.events)
     redis.call('DEL', K.events)
-    redis.call('RESTORE', K.events, keep_ms, stream)
+    redis.call('RESTORE', K.events, left, stream)
   end
-  keep_summary(K.summary, keep_ms, A.retention)
   keep_ancestors(K.ancestors, keep_ms, A.retention)
   return fence
 end

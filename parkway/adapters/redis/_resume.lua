@@ -57,9 +57,9 @@ local function resume_commit(K, A, pending)
   redis.call('ZREM', K.newest, A.member_newest)
   redis.call('ZREM', K.expiring, A.member_expiring)
   xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event)
-  local ttl = redis.call('HGET', K.run, 'ttl')
-  expire_all(ttl, {K.run, K.journal, K.state, K.events})
-  keep_summary(K.summary, ttl, A.retention)
+  local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.journal, K.state, K.events,
+    K.snapshots}, K.summary, A.retention)
+  if not renewed then redis.call('PEXPIRE', K.journal, left) end  -- the answer may be its step's first entry
   count_wait(K.metrics, A.created, A.now, A.buckets)
   write_closing(K.summary, K.closing, A.closing)
   if A.answered ~= '' then redis.call('HSET', K.run, 'ans', A.answered) end

@@ -41,8 +41,9 @@ else
   redis.call('HSET', K.run, 'node', A.next_node, 'step', tonumber(A.step) + 1)
 end
 for i = 1, #A.emitted, 2 do xadd_run(K.run, K.events, A.maxlen, A.emitted[i], A.emitted[i + 1]) end
-local ttl = redis.call('HGET', K.run, 'ttl')
-expire_all(ttl, {K.run, K.state, K.events, K.snapshots})
-keep_summary(K.summary, ttl, A.retention)
+local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.state, K.events, K.snapshots},
+  K.summary, A.retention)
+-- the snapshots are created by the advance of step 0 (a fork is a new run: it starts at step 0)
+if not renewed and A.step == '0' then redis.call('PEXPIRE', K.snapshots, left) end
 if A.next_node == '' then notify_parent(K.parent, A.parent) end  -- last: a fan-out's child's records go there
 return fence

@@ -394,6 +394,7 @@ class Resume(Args):
     state: str
     events: str
     summary: str
+    snapshots: str
     outbox: str
     newest: str
     expiring: str

@@ -6,7 +6,9 @@ first ``--``. A root run's tag is its own id; a child run (``use_workflow``) is
 one slot and a script may touch a parent's keys and a child's together (the
 spawn that parks a parent and creates its child; the end of a child that
 records its outcome in the parent and queues it). ``T`` is the run's TTL
-(refreshed by every write; while the run waits it is the interrupt's TTL).
+(while the run waits, the interrupt's plus the grace): every transition keeps
+the records at least that long, renewing them, to it plus an eighth, only when
+they are outside that window (``keep_records`` in _common.lua).
 A session's keys carry its id as hash tag ``{S}``, and its branch runs are
 ``<S>--<hex>`` (``tagged_run_id``): a script may move a session and its runs together. ``S``
 below is the session's TTL, refreshed by its transitions.

@@ -92,6 +92,13 @@ FOLD_WAKE_MS = 1000
 """how long a parked run's stream outlives the park that copied its events into its hash, so the
 readers blocked on it are served the interrupt event (``FOLD_WAKE_MS`` in _common.lua); the
 reconciler then has Redis drop it (``Store.reclaim_folded``)"""
+RENEW_SLACK = 8
+"""a run's records are renewed to the TTL a transition needs plus 1/RENEW_SLACK of it, and only by a
+transition that finds them outside that window (less left than it needs, or more than it plus the
+slack: a shorter pause): most transitions of a run renew nothing (``keep_records`` in _common.lua).
+An eighth covers the default grace (60 s) from a 8-minute TTL on (the default is 15): a pause as
+long as the run's TTL finds the records the run's start gave them in its window, and so does the
+resume after it"""
 TOKEN_FIELD_HEX = 32
 """hex digits of a token's SHA-256 its field keeps (128 bits, within one run's hash)"""
 STATUS_PREFIX = "s:"

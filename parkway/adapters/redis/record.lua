@@ -18,7 +18,7 @@ local cur, err = check_fence(K.run, A.fence, {'running'})
 if not cur then return err end
 redis.call('HSET', K.target, A.field, A.blob)
 if A.event_type ~= '' then xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event) end
-local ttl = redis.call('HGET', K.run, 'ttl')
-expire_all(ttl, {K.run, K.journal, K.state, K.events})
-keep_summary(K.summary, ttl, A.retention)
+local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.journal, K.state, K.events},
+  K.summary, A.retention)
+if not renewed then redis.call('PEXPIRE', K.target, left) end  -- a step's first entry, the first state
 return 1

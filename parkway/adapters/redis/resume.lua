@@ -5,6 +5,7 @@
 --   state          the workflow state
 --   events         the run's stream
 --   summary        the run's summary
+--   snapshots      the run's snapshots (renewed with the records)
 --   outbox         the outbox
 --   newest         the workflow's index newest
 --   expiring       its index expiring

@@ -89,6 +89,7 @@ CONSTANTS: dict[str, int] = {
     "FOLD_MAX": layout.FOLD_MAX,
     "FOLD_WAKE_MS": layout.FOLD_WAKE_MS,
     "PART_BYTES": layout.PART_BYTES,
+    "RENEW_SLACK": layout.RENEW_SLACK,
 }
 """the numbers Python and Lua share, written into every script from these definitions"""
 

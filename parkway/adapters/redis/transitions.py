@@ -409,7 +409,8 @@ class Transitions:
         failed = layout.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
         return calls.Resume(
             run=keys.run(r), journal=keys.journal(r, rec.step), state=keys.workflow_state(r), events=keys.events(r),
-            summary=keys.summary(r), outbox=keys.outbox(), newest=keys.index("newest", rec.workflow),
+            summary=keys.summary(r), snapshots=keys.snapshots(r), outbox=keys.outbox(),
+            newest=keys.index("newest", rec.workflow),
             expiring=keys.index("expiring", rec.workflow), metrics=keys.metrics(),
             closing=self._closing(entry, rec, status, answer.lifecycle, answer.now), filters=self._filter_keys(rec),
             queues=queues, token_field=layout.token_field(answer.token_hash),
