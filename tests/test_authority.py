@@ -228,6 +228,8 @@ RUN_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         "workflow": THREE, "input": {}, **({"tenant": t.holder.tenant} if t.holder.tenant else {})
     }).status_code == 201),
     ("GET", "/v1/runs/{run_id}"): ("read", lambda api, t: _reached(api.get(f"/v1/runs/{t.id}"))),
+    ("GET", "/v1/runs"): ("read", lambda api, t: t.id in {
+        r["runId"] for r in api.get("/v1/runs", params={"limit": 1000}).json()["items"]}),
     ("GET", "/v1/runs/{run_id}/events"): ("events", lambda api, t: _stream_reached(api, f"/v1/runs/{t.id}/events")),
     ("POST", "/v1/runs/{run_id}/fork"): ("fork", lambda api, t: _reached(
         api.post(f"/v1/runs/{t.id}/fork", json={"step": 0}))),

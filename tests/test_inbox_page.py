@@ -381,3 +381,29 @@ def test_a_run_page_links_its_child_runs(deployment: Server, api: httpx.Client, 
     page.locator("#run-pending li.card", has_text="Pick a color").get_by_role("button", name="Red").click()
     page.locator("#timeline li[data-type='done']").wait_for()
     assert _wait_status(api, run_id, "completed")["output"]["leaf"]["color"] == "red"
+
+
+def test_the_runs_list_filters_and_links_each_run_to_its_page(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """/ui/runs lists the key's runs newest first (GET /v1/runs), filters them by tenant and status,
+    and each card links to the run's page."""
+    from playwright.sync_api import expect
+
+    failed = api.post("/v1/runs", json={"workflow": "tests.flows_inbox:deep_failure", "input": {}, "tenant": tenant})
+    failed_id = failed.json()["runId"]
+    waiting_id = start(api, "tests.flows:one_choice", {}, tenant)
+    _wait_status(api, failed_id, "failed")
+    sign_in(page, deployment.url, path="/ui/runs")
+    page.fill("#r-tenant", tenant)
+    page.click("#run-filters button[type=submit]")
+    expect(page.locator("#run-items li.card")).to_have_count(2)
+    shown = page.eval_on_selector_all("#run-items li.card", "cards => cards.map(c => c.dataset.runId)")
+    assert shown == [waiting_id, failed_id]
+    check_page(page, "runs")
+    page.select_option("#r-status", "failed")
+    page.click("#run-filters button[type=submit]")
+    expect(page.locator("#run-items li.card")).to_have_count(1)
+    page.click(f"#run-items li.card[data-run-id='{failed_id}'] a")
+    page.locator("#error-message").wait_for()
+    assert page.url.endswith(f"/ui/runs/{failed_id}")

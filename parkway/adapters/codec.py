@@ -149,3 +149,36 @@ def parse_closed_cursor(cursor: str | None, status: str) -> bytes | None:
         return None
     m = _cursor(cursor, status[0], _CLOSED_CURSOR, f"status={status!r}")
     return _time(int(m.group(1))) + m.group(2).encode()
+
+
+# --- the run index ------------------------------------------------------------------
+
+_RUN_CURSOR = re.compile(r"([0-9]{13}):([A-Za-z0-9_-]{1,64})")
+
+
+def run_member(created_at: int, run_id: str) -> bytes:
+    """A run in the store-wide run index: its creation time, 6 bytes big-endian, then its id (the
+    scripts that create runs write it: ``list_run`` in ``_common.lua``)."""
+    return _time(created_at) + run_id.encode()
+
+
+def parse_run_member(raw: bytes) -> tuple[int, str]:
+    """(creation time, run id) of a run index member."""
+    run_id = raw[_TIME_BYTES:].decode("ascii", "replace")
+    if len(raw) <= _TIME_BYTES or not _RUN_ID.fullmatch(run_id):
+        raise CorruptRecord(f"run index member {raw!r} is malformed")
+    return int.from_bytes(raw[:_TIME_BYTES], "big"), run_id
+
+
+def make_run_cursor(raw: bytes) -> str:
+    """A cursor after run index member ``raw``: ``r.``, the creation time in 13 digits, the run id."""
+    created, run_id = parse_run_member(raw)
+    return f"r.{created:013d}:{run_id}"
+
+
+def parse_run_cursor(cursor: str | None) -> bytes | None:
+    """The member a run listing's cursor names (a page starts after it)."""
+    if cursor is None:
+        return None
+    m = _cursor(cursor, "r", _RUN_CURSOR, "a run listing")
+    return _time(int(m.group(1))) + m.group(2).encode()

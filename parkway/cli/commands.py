@@ -554,6 +554,35 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_runs(args: argparse.Namespace) -> int:
+    with _client(args) as pw:
+        page = pw.list_runs(
+            status=args.status,
+            workflow=args.workflow,
+            workflow_prefix=args.workflow_prefix,
+            tenant=args.tenant,
+            created_before=_ago(args.older_than),
+            created_after=_ago(args.newer_than),
+            limit=args.limit,
+            cursor=args.cursor,
+        )
+        if args.json:
+            print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
+            return 0
+        if not page.items:
+            print("no runs")
+        for run in page.items:
+            live = run.node and run.status.value in ("running", "waiting")
+            where = f" at {run.node} (step {run.step})" if live else ""
+            parent = f" child of {run.parent_run_id}" if run.parent_run_id else ""
+            tenant = f" tenant {run.tenant}" if run.tenant else ""
+            print(f"{run.run_id}  {run.workflow}  {run.status.value}{where}  created {_when(run.created_at)}"
+                  f"  updated {_when(run.updated_at)}{tenant}{parent}")
+        if page.next_cursor:
+            print(f"more: --cursor {page.next_cursor}")
+        return 0
+
+
 _AGE = re.compile(r"([0-9]{1,9})([smhd]?)")
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -922,7 +951,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log at INFO (default WARNING); also accepted after the command")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
-    for add in (_add_worker, _add_run, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
+    for add in (_add_worker, _add_run, _add_runs, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
                 _add_cancel, _add_fork, _add_check_deploy, _add_serve, _add_reconcile, _add_status, _add_demo):
         add(sub)
     add_session_commands(sub, _command, _client)
@@ -1061,6 +1090,34 @@ def _add_interrupts(sub: Subcommands) -> None:
                    help="pending (default), or those that ended so within the retention, newest end first, each "
                    "with its lifecycle record (then --order newest only, no --tokens)")
     i.add_argument("--json", action="store_true",
+                   help="print the page as one JSON object: items (camelCase, times in epoch ms) and nextCursor "
+                   "(null on the last page)")
+
+
+def _add_runs(sub: Subcommands) -> None:
+    r = _command(
+        sub,
+        "runs",
+        "list runs, newest first, with filters (status, workflow, tenant, age)",
+        cmd_runs,
+        "Each run shows its id, workflow, status, creation and last update (UTC); runs are listed while\n"
+        "their summary lasts (their TTL, then the retention). --json prints {items, nextCursor} instead.\n"
+        "exit status: 0 (also when none match), 1 error",
+    )
+    # RunStatus's values, spelt out: the parser is built without importing pydantic (a fast --help)
+    r.add_argument("--status", choices=("queued", "running", "waiting", "completed", "failed", "cancelled", "expired"),
+                   help="only runs in this status")
+    r.add_argument("--workflow", metavar="NAME", help="only this workflow's runs (its name)")
+    r.add_argument("--workflow-prefix", metavar="TEXT", help="only runs of workflows whose name starts with TEXT")
+    r.add_argument("--tenant", metavar="ID", help="only the runs started with this tenant")
+    r.add_argument("--older-than", type=_age, metavar="AGE",
+                   help="only runs created at least AGE ago: 90s, 15m, 2h, 7d")
+    r.add_argument("--newer-than", type=_age, metavar="AGE", help="only runs created at most AGE ago")
+    r.add_argument("--limit", type=_integer(1, 1000), default=50, metavar="N",
+                   help="at most N per page, 1-1000 (default 50)")
+    r.add_argument("--cursor", metavar="CURSOR",
+                   help="the next page: the cursor a previous page printed ('more: --cursor ...' or nextCursor)")
+    r.add_argument("--json", action="store_true",
                    help="print the page as one JSON object: items (camelCase, times in epoch ms) and nextCursor "
                    "(null on the last page)")
 

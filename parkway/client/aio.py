@@ -18,7 +18,7 @@ from typing import Any, Literal, TypeVar
 from ..config import Settings
 from ..runtime.authority import Caller, Door, Origin
 from ..runtime.deploy_check import DeployCheck
-from ..runtime.listing import ListingQuery
+from ..runtime.listing import ListingQuery, RunsQuery
 from ..runtime.protocol import (
     CancelResult,
     DeploymentStatus,
@@ -28,6 +28,7 @@ from ..runtime.protocol import (
     ResumeOrStartResult,
     ResumeResult,
     Run,
+    RunPage,
     check_event_id,
     check_id,
 )
@@ -228,6 +229,13 @@ class AsyncParkway:
         keywords); a wait (``wait_ms``) holds a worker thread, not the event loop, and runs its
         course even if the awaiting task is cancelled."""
         result: InterruptPage = await self._call(self.sync.list_interrupts, query, caller=caller, **keywords)
+        return result
+
+    async def list_runs(
+        self, query: RunsQuery | None = None, /, *, caller: Caller | None = None, **keywords: Any
+    ) -> RunPage:
+        """As :meth:`parkway.Parkway.list_runs` (a :class:`RunsQuery`, or its fields as keywords)."""
+        result: RunPage = await self._call(self.sync.list_runs, query, caller=caller, **keywords)
         return result
 
     async def check_run(self, run_id: str, caller: Caller, door: Door = "read") -> RunRecord | None:

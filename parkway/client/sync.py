@@ -32,7 +32,7 @@ from ..runtime.errors import (
 )
 from ..runtime.executor import check_version
 from ..runtime.hooks import CHILD_SEPARATOR
-from ..runtime.listing import ListingQuery
+from ..runtime.listing import ListingQuery, RunsQuery
 from ..runtime.loading import split_ref
 from ..runtime.logger import get_logger
 from ..runtime.protocol import (
@@ -48,7 +48,9 @@ from ..runtime.protocol import (
     ResumeResult,
     Run,
     RunError,
+    RunPage,
     RunStatus,
+    RunSummary,
     check_depth,
     check_event_id,
     check_id,
@@ -64,6 +66,7 @@ from ..runtime.store import (
     Lifecycle,
     NewRun,
     ResumeCommit,
+    RunIndexQuery,
     RunRecord,
     StoredEvent,
 )
@@ -637,6 +640,43 @@ class Parkway:
         whose = self.store.authorities(sorted({r.run_id for r in records}))
         return [r for r in records if r.run_id in whose and reaches(caller, *whose[r.run_id], "list")]
 
+    def list_runs(self, query: RunsQuery | None = None, /, *, caller: Caller | None = None, **keywords: Any) -> RunPage:
+        """Runs, newest first, a page at a time (pass ``next_cursor`` on), from the store-wide run
+        index the scripts that create runs write (roots, children, forks, sessions' branch runs),
+        kept while their summary lasts (the run's TTL and then the retention).
+
+        The listing is a :class:`~parkway.runtime.listing.RunsQuery`, given as one or as its fields'
+        keywords: ``status`` (a ``RunStatus`` value: a live run's is its record's, ``queued``,
+        ``running`` or ``waiting``), ``workflow`` (exact), ``workflow_prefix``, ``tenant``,
+        ``created_after`` / ``created_before`` (epoch ms: created at or after, strictly before),
+        ``limit`` (up to 1,000), ``cursor``.
+
+        ``caller`` (the HTTP API's): only the runs it may read (``parkway.runtime.authority``: a
+        user's key its own runs, a key bound to a tenant that tenant's), filtered as the other
+        filters are, before paging. A page holds up to ``limit`` runs; one read reads at most 5,000
+        index entries, so a narrow filter over many runs may give a short (even empty) page whose
+        ``next_cursor`` goes on. Cursors are opaque and signed (``parkway.runtime.cursors``).
+        """
+        asked = RunsQuery.of(query, keywords)
+        if caller is not None and not isinstance(caller, Caller):
+            raise ValidationError("caller must be a parkway Caller")
+        tenant, owner = asked.tenant, None
+        if caller is not None and caller.tenant is not None:
+            if tenant is not None and tenant != caller.tenant:
+                return RunPage(items=())  # another tenant's runs: none this caller may read
+            tenant = caller.tenant
+        if caller is not None and caller.role == "user":
+            owner = caller.owner
+        position = None if asked.cursor is None else cursors.unseal(self.backend.options.secret, asked.cursor)
+        listing = self.store.list_runs(RunIndexQuery(
+            limit=asked.limit, cursor=position, now=now_ms(), status=asked.status, workflow=asked.workflow,
+            workflow_prefix=asked.workflow_prefix, tenant=tenant, owner=owner, created_after=asked.created_after,
+            created_before=asked.created_before,
+        ))
+        items = [r for r in listing.items if caller is None or reaches(caller, r.tenant, r.owner, "read")]
+        sealed = None if listing.next_cursor is None else cursors.seal(self.backend.options.secret, listing.next_cursor)
+        return RunPage(items=tuple(_run_summary(r) for r in items), next_cursor=sealed)
+
     def check_run(self, run_id: str, caller: Caller, door: Door = "read") -> RunRecord | None:
         """Raise RunNotFound (as for no run: another tenant's run ids are no oracle) unless ``caller``
         may pass ``door`` of run ``run_id``, by the tenant and owner written on the run (or on its
@@ -992,6 +1032,15 @@ def _lifecycle(life: Lifecycle) -> InterruptLifecycle:
 def _check_text(value: Any, what: str, limit: int) -> None:
     if value is not None and (not isinstance(value, str) or len(value) > limit):
         raise ValidationError(f"{what} must be a string of at most {limit} characters")
+
+
+def _run_summary(record: RunRecord) -> RunSummary:
+    """A run as a listing shows it."""
+    return RunSummary(
+        run_id=record.run_id, workflow=record.workflow, status=record.status, node=record.node, step=record.step,
+        created_at=record.created_at, updated_at=record.updated_at, tenant=record.tenant, owner=record.owner,
+        session=record.session, parent_run_id=record.lineage[0][0] if record.lineage else None,
+    )
 
 
 def _run(record: RunRecord, interrupt: Interrupt | None) -> Run:

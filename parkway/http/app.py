@@ -8,6 +8,10 @@ route                                       what it does
                                             metrics key or a system key bound to no tenant
 ``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?, tenant?}``
                                             -> 201 (a tenant-bound key: its own tenant)
+``GET  /v1/runs``                           runs, newest first: ``status``, ``workflow``,
+                                            ``workflowPrefix``, ``tenant``, ``createdAfter``,
+                                            ``createdBefore``, ``limit``, ``cursor`` -> a page (a
+                                            user's key: its own runs; a tenant-bound key: its tenant's)
 ``GET  /v1/runs/{run_id}``                  the run
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
                                             (or ``?after=``) resumes after a dropped connection
@@ -103,7 +107,7 @@ from ..runtime.errors import (
     ValidationError,
     WorkflowError,
 )
-from ..runtime.listing import MAX_PAGE, MAX_SEARCH, MAX_WAIT_MS, ListingQuery, Order, Status
+from ..runtime.listing import MAX_PAGE, MAX_SEARCH, MAX_WAIT_MS, ListingQuery, Order, RunsQuery, Status
 from ..runtime.logger import get_logger
 from ..runtime.protocol import (
     MAX_TTL_MS,
@@ -115,6 +119,8 @@ from ..runtime.protocol import (
     ResumeOutcome,
     ResumeResult,
     Run,
+    RunPage,
+    RunStatus,
     check_event_id,
     check_id,
 )
@@ -510,6 +516,29 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
                           owner=who.owner if who.role == "user" else None, origin=who.origin)
         return {"runId": run_id}
 
+    @app.get("/v1/runs", response_model=RunPage, tags=["runs"])
+    def list_runs(
+        who: Auth,
+        status: RunStatus | None = None,
+        workflow: str | None = None,
+        workflow_prefix: Annotated[
+            str | None, Query(alias="workflowPrefix", min_length=1, max_length=MAX_SEARCH)
+        ] = None,
+        tenant: str | None = None,
+        created_after: Annotated[int | None, Query(alias="createdAfter")] = None,
+        created_before: Annotated[int | None, Query(alias="createdBefore")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Runs, newest first: the runs the key may read (a user key its own, a key bound to a tenant
+        its tenant's), filtered before paging; ``nextCursor`` is opaque and signed. One request reads
+        at most 5,000 index entries: a narrow filter may give a short page whose cursor goes on."""
+        query = RunsQuery(
+            status=status.value if status is not None else None, workflow=workflow, workflow_prefix=workflow_prefix,
+            tenant=tenant, created_after=created_after, created_before=created_before, limit=limit, cursor=cursor,
+        )
+        return _dump(pw.list_runs(query, caller=who))
+
     @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
     def get_run(run_id: str, who: Auth) -> dict[str, Any]:
         pw.check_run(run_id, who, "read")  # by the owner and tenant written on the run
@@ -733,6 +762,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         return JSONResponse(_dump(result), status_code=status)
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
+    @app.get("/ui/runs", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False)
     def live_page(run_id: str | None = None, session_id: str | None = None) -> HTMLResponse:

@@ -12,7 +12,8 @@ door                           user (owner O in tenant T)   machine, system (bou
                                                             T's runs; unbound: every run)
 =============================  ===========================  ==================================
 start                          a run of T owned by O        a run of T (or any, unbound), no owner
-read, events, cancel, fork     runs owned by O in T         the runs it reaches
+read, events, cancel, fork,    runs owned by O in T         the runs it reaches
+run listings
 answer, interrupt listings     runs owned by O in T, and    the runs it reaches (tokens in
                                T's runs no user owns (the   listings and events: not to users)
                                tenant's inbox); no tokens

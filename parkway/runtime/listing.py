@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import ValidationError
-from .protocol import check_audience, check_id
+from .protocol import RunStatus, check_audience, check_id
 from .store import InterruptRecord
 from .telemetry import CLOSED_STATUSES
 
@@ -126,6 +126,61 @@ class ListingQuery:
             return needle is None or needle in str(question or "").casefold()
 
         return match
+
+
+RUN_STATUSES = tuple(s.value for s in RunStatus)
+"""what a run listing filters by (``RunsQuery.status``)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunsQuery:
+    """A listing of runs, newest first, checked when built (see ``Parkway.list_runs`` for each).
+
+    >>> pw.list_runs(RunsQuery(status="failed", limit=20))
+    >>> pw.list_runs(status="failed", limit=20)   # the same query
+    """
+
+    status: str | None = None
+    workflow: str | None = None
+    workflow_prefix: str | None = None
+    tenant: str | None = None
+    created_after: int | None = None
+    created_before: int | None = None
+    limit: int = 50
+    cursor: str | None = None
+    """a page's ``next_cursor``, as it was given (sealed)"""
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in RUN_STATUSES:
+            named = ", ".join(repr(s) for s in RUN_STATUSES)
+            raise ValidationError(f"status must be one of {named}, not {self.status!r}")
+        if self.workflow is not None:
+            check_id(self.workflow, "workflow name")
+        if self.workflow_prefix is not None and (
+            not isinstance(self.workflow_prefix, str) or not 1 <= len(self.workflow_prefix) <= MAX_SEARCH
+            or not self.workflow_prefix.isprintable()
+        ):
+            raise ValidationError(f"workflow_prefix must be printable text of 1 to {MAX_SEARCH} characters")
+        if self.tenant is not None:
+            check_id(self.tenant, "tenant")
+        for name, value in (("created_after", self.created_after), ("created_before", self.created_before)):
+            if value is not None and not _integer(value, 0, (1 << 48) - 1):
+                raise ValidationError(f"{name} must be a time in epoch milliseconds (a non-negative integer)")
+        if not _integer(self.limit, 1, MAX_PAGE):
+            raise ValidationError(f"limit must be an integer from 1 to {MAX_PAGE}")
+        if self.cursor is not None and not isinstance(self.cursor, str):
+            raise ValidationError("cursor must be a page's next_cursor, as it was given")
+
+    @classmethod
+    def of(cls, query: RunsQuery | None, keywords: dict[str, Any]) -> RunsQuery:
+        """The query ``list_runs`` was given: ``query``, or one built from its keywords (not both)."""
+        if query is None:
+            return cls(**keywords)
+        if not isinstance(query, RunsQuery):
+            raise ValidationError(f"list_runs takes a RunsQuery, not {type(query).__name__}")
+        if keywords:
+            raise ValidationError(f"pass a RunsQuery or keywords, not both ({', '.join(sorted(keywords))})")
+        return query
 
 
 def _integer(value: Any, low: int, high: int) -> bool:

@@ -380,6 +380,27 @@ class InterruptPage(_Model):
     next_cursor: str | None = None
 
 
+class RunSummary(_Model):
+    """A run as a listing of runs shows it (``Parkway.list_runs``; ``get_run`` reads the whole run)."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    node: str | None = None
+    step: int = 0
+    created_at: int = Field(description="epoch milliseconds")
+    updated_at: int = Field(description="epoch milliseconds")
+    tenant: str | None = None
+    owner: str | None = None
+    session: str | None = Field(default=None, description="the session whose branch run it is")
+    parent_run_id: str | None = Field(default=None, description="the run that started it, for a child run")
+
+
+class RunPage(_Model):
+    items: tuple[RunSummary, ...]
+    next_cursor: str | None = None
+
+
 class WorkerSeen(_Model):
     """A worker as RQ's worker registry shows it (parkway's workers register there like any RQ worker)."""
 

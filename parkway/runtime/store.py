@@ -421,6 +421,36 @@ class InterruptQuery:
 
 
 @dataclass(frozen=True)
+class RunIndexQuery:
+    """A page of the store-wide run index, newest first, each filter read from the run's records
+    (the run hash while it lasts, else its summary) before paging."""
+
+    limit: int = 50
+    cursor: str | None = None
+    """the store's position (the client seals and unseals it)"""
+    now: int = 0
+    status: str | None = None
+    """a ``RunStatus`` value"""
+    workflow: str | None = None
+    workflow_prefix: str | None = None
+    tenant: str | None = None
+    owner: str | None = None
+    """only runs this user owns (a user caller's listing)"""
+    created_after: int | None = None
+    """created at or after (epoch ms)"""
+    created_before: int | None = None
+    """created before (epoch ms)"""
+    scan: int = 5000
+    """the most index members one call reads: past it the page ends short, with a cursor"""
+
+
+@dataclass(frozen=True)
+class RunIndexPage:
+    items: list[RunRecord]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
 class InterruptListing:
     items: list[InterruptRecord]
     next_cursor: str | None
@@ -564,6 +594,14 @@ class Store(Protocol):
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         """Take (or keep) the reconciler lock for ``ttl_ms``."""
+
+    def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
+        """A page of runs from the store-wide run index, newest first (see :class:`RunIndexQuery`)."""
+
+    def prune_runs(self, now: int, limit: int) -> int:
+        """Drop from the run index the runs whose summary is gone, looking at up to ``limit`` whose
+        look is due at ``now`` (the others are looked at again when their summary would expire);
+        how many it dropped."""
 
     def prune_idle(self, now: int) -> list[str]:
         """Drop the cross-run records no run holds any more at ``now`` (closed interrupts past the

@@ -10,7 +10,8 @@ One pass looks at what the store says is due and acts:
   began) -> move the run to a new fence and enqueue it;
 - what no run holds any more (closed interrupts past the retention, a workflow with no
   interrupt left, the pause feed once no workflow has one) -> drop it, so an idle deployment
-  returns to its fixed keys (``Store.prune_idle``);
+  returns to its fixed keys (``Store.prune_idle``); a run whose summary is gone -> out of the run
+  index (``Store.prune_runs``);
 - a parked run's stream past the moment its park left it for its blocked readers -> read, so
   Redis drops it now (``Store.reclaim_folded``);
 - an interrupt past its TTL -> record ``interrupt.expired`` and apply its
@@ -124,6 +125,7 @@ def housekeep(
     store.reclaim_folded(now, limit * 5)
     for workflow in store.prune_idle(now):
         log.info("workflow_idle", workflow=workflow)
+    store.prune_runs(now, limit * 5)
 
 
 def watch_backlog(store: Store, now: int, grace_ms: int, *, extend: bool = True) -> None:

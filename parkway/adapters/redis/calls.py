@@ -160,6 +160,9 @@ class NewRun(Args):
     summary: str
     events: str
     outbox: str
+    runs: str
+    runs_due: str
+    run_id: str
     workflow: str
     ref: str
     node: str
@@ -348,6 +351,8 @@ class Spawn(Args):
     summary: str
     leases: str
     outbox: str
+    runs: str
+    runs_due: str
     snapshots: str
     child: Child
     queues: list[str]
@@ -370,6 +375,8 @@ class FanOut(Args):
     summary: str
     leases: str
     outbox: str
+    runs: str
+    runs_due: str
     snapshots: str
     fanout: str
     queues: list[str]

@@ -13,6 +13,8 @@
 --   summary        its summary
 --   leases         the leases
 --   outbox         the outbox
+--   runs           the run index (see list_run)
+--   runs_due       its schedule of looks
 --   snapshots      its snapshots (see advance.lua)
 --   fanout         its fan-out set
 --   queues...      the queues of every job this script enqueues (see hand_off)
@@ -43,7 +45,7 @@ local auth = tenant and {'tenant', tenant} or {}
 for i, c in ipairs(K.children) do
   local a = A.children[i]
   if redis.call('EXISTS', c.run) == 0 and redis.call('EXISTS', c.summary) == 0 then
-    start_child(c, a, A.run_id, A.step, A.now, A.maxlen, A.retention, auth, K.outbox, K.queues)
+    start_child(c, a, A.run_id, A.step, A.now, A.maxlen, A.retention, auth, K.outbox, K.queues, K)
     redis.call('SADD', K.fanout, a.run_id)
     redis.call('HSET', K.journal, a.check_field, a.check_entry)
     xadd_run(K.run, K.events, A.maxlen, 'child.started', a.parent_event)

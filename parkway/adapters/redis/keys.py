@@ -68,6 +68,16 @@ key                         type    TTL       holds
                                               for one that does not carry its run id); pruned past
                                               the retention by the scripts that add to it and by
                                               the reconciler (``Store.prune_idle``): gone once empty
+``pw:runs``                 zset    none      every run within its summary's life (roots, children, forks,
+                                              branch runs), one member each: its creation time (6 bytes,
+                                              big-endian) and its run id, all at score 0 (a listing is a
+                                              ZREVRANGEBYLEX: ``Store.list_runs``); added by the scripts
+                                              that create runs (``create_run``, ``start_child``)
+``pw:runs:due``             zset    none      the same members, scored by when the reconciler looks next
+                                              whether the run's summary is still there: added with the
+                                              summary's first expiry; a member whose summary is gone
+                                              leaves both sets, else it is scored again by the summary's
+                                              PTTL (``Store.prune_runs``)
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on; deleted
@@ -207,6 +217,16 @@ def filter_index(kind: str, value: str) -> str:
 def closed_index(status: str, workflow: str) -> str:
     """A workflow's index of interrupts that ended ``status`` (resolved | cancelled | expired)."""
     return f"{PREFIX}:ic:{status}:{workflow}"
+
+
+def runs() -> str:
+    """Every run, by creation time (a lex index: ``codec.run_member``)."""
+    return f"{PREFIX}:runs"
+
+
+def runs_due() -> str:
+    """The run index's members by when the reconciler checks their summary next (``prune_runs``)."""
+    return f"{PREFIX}:runs:due"
 
 
 def pauses() -> str:

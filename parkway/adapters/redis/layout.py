@@ -288,6 +288,43 @@ def run_or_summary(run_id: str, run: Mapping[bytes, Any], summary: Mapping[bytes
     return None
 
 
+LISTED_RUN_FIELDS = ("wf", "status", "created", "updated", "tenant", "owner", "origin", "session", "node", "step",
+                     "lineage")
+"""what a run listing reads of each run's hash (and of its summary, the first eight: the summary
+holds those while the run's records last and after)"""
+_FINAL = ("completed", "failed", "cancelled")
+
+
+def listed_run(run_id: str, run: Sequence[Any], summary: Sequence[Any]) -> RunRecord | None:
+    """A run as a listing shows it, from its hash's ``LISTED_RUN_FIELDS`` (while its records last)
+    or its summary's (after: a run not finished then reads ``expired``, as ``summary_record``);
+    None when both are gone (a run index member the reconciler has not dropped yet)."""
+    f = dict(zip(LISTED_RUN_FIELDS, (_s(v) for v in run), strict=True)) if run[0] is not None else None
+    if f is None:
+        if summary[0] is None:
+            return None
+        f = dict(zip(LISTED_RUN_FIELDS, (_s(v) for v in summary), strict=False))
+        if f["status"] not in _FINAL:
+            f["status"] = RunStatus.EXPIRED.value
+    try:
+        return RunRecord(
+            run_id=run_id,
+            workflow=f["wf"],
+            status=RunStatus(f["status"]),
+            node=f.get("node") or None,
+            step=int(f.get("step") or 0),
+            created_at=int(f["created"]),
+            updated_at=int(f["updated"]),
+            tenant=f["tenant"] or None,
+            owner=f["owner"] or None,
+            origin=f["origin"] or None,
+            session=f["session"] or None,
+            lineage=lineage_from(f.get("lineage") or ""),
+        )
+    except ValueError as exc:
+        raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
+
+
 AUTHORITY_FIELDS = ("wf", "tenant", "owner")
 """what a summary says of whose its run is (``authority``)"""
 

@@ -10,6 +10,8 @@
 --   summary        its summary
 --   leases         the leases
 --   outbox         the outbox
+--   runs           the run index (see list_run)
+--   runs_due       its schedule of looks
 --   snapshots      its snapshots (see advance.lua)
 --   child: child   the child run
 --   queues...      the child's first job's queues (see hand_off)
@@ -40,5 +42,5 @@ if redis.call('EXISTS', K.child.run) == 1 or redis.call('EXISTS', K.child.summar
   return fence  -- the child exists already: the parent waits on it, nothing starts twice
 end
 -- a child is its tree's (its interrupts list under its tenant)
-start_child(K.child, c, A.run_id, A.step, A.now, A.maxlen, A.retention, authority_of(K.run), K.outbox, K.queues)
+start_child(K.child, c, A.run_id, A.step, A.now, A.maxlen, A.retention, authority_of(K.run), K.outbox, K.queues, K)
 return fence

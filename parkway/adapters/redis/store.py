@@ -6,7 +6,8 @@ through its typed arguments (:mod:`.calls`). They are registered once per client
 (``_send``: translated errors, replica waits, ``around_scripts``). redis-py errors are translated
 into parkway errors by :func:`~parkway.adapters.redis.errors.translated`. ``RedisStore`` is
 composed of the transitions (:mod:`.transitions`), the housekeeping (:mod:`.housekeeping`), a
-run's records (:mod:`.records`) and the interrupt listings (:mod:`.listings`).
+run's records (:mod:`.records`), the interrupt listings (:mod:`.listings`) and the run index
+(:mod:`.run_index`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .housekeeping import Housekeeping
 from .listings import InterruptListings
 from .records import RunRecords
 from .replicas import ReplicaAcks
+from .run_index import RunIndex
 from .scripts import Args
 from .transitions import Transitions
 
@@ -76,7 +78,7 @@ class NextJob(Protocol):
         """``hand_off``'s ARGV for a job of ``run_id`` (the script adds the step and fence)."""
 
 
-class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings):
+class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIndex):
     """Store on a Redis server (or a Redis-compatible one with Lua and streams): the scripts'
     registration and sending here; the transitions (``Transitions``), the housekeeping
     (``Housekeeping``), the reads of a run's records (``RunRecords``) and the interrupt listings

@@ -1,0 +1,106 @@
+"""The store-wide run index read and kept: a listing of runs, newest first, filtered before paging,
+and the reconciler's pruning of runs whose summary is gone. The index (``keys.runs``) is written
+by the scripts that create runs (``list_run`` in ``_common.lua``); a member's time and id are
+``codec.run_member``'s. Part of ``RedisStore``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...runtime.store import RunIndexPage, RunIndexQuery, RunRecord
+from .. import codec
+from ..limits import Limits
+from . import keys, layout
+from .errors import translated
+
+
+class RunIndex:
+    """The run listing and the run index's upkeep (``RedisStore``'s; no transition)."""
+
+    client: Any
+    limits: Limits
+
+    def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
+        """Newest first from the cursor: each batch of members (one ZREVRANGEBYLEX, O(log N + batch))
+        and its runs' hashes and summaries (one pipelined round trip of HMGETs), kept when they match
+        every filter, until the page holds ``limit`` runs or ``scan`` members were read (the page
+        then ends short, its cursor after the last member read). A member whose run's hash and
+        summary are both gone (the reconciler drops it soon) is skipped."""
+        after = codec.parse_run_cursor(query.cursor)
+        high: bytes | str = b"(" + after if after else "+"
+        if query.created_before is not None:
+            before = codec.time_floor(query.created_before)
+            if after is None or before <= after:
+                high = b"(" + before
+        low: bytes | str = b"[" + codec.time_floor(query.created_after) if query.created_after is not None else "-"
+        found: list[tuple[bytes, RunRecord]] = []
+        read, last = 0, None
+        batch_size = min(max(query.limit + 1, 100), query.scan)
+        with translated():
+            while read < query.scan:
+                size = min(batch_size, query.scan - read)
+                batch: list[bytes] = self.client.zrevrangebylex(keys.runs(), high, low, start=0, num=size)
+                if not batch:
+                    return RunIndexPage([r for _, r in found[: query.limit]], None)
+                read += len(batch)
+                pipe = self.client.pipeline(transaction=False)
+                parsed = [codec.parse_run_member(m) for m in batch]
+                for _, run_id in parsed:
+                    pipe.hmget(keys.run(run_id), *layout.LISTED_RUN_FIELDS)
+                    pipe.hmget(keys.summary(run_id), *layout.LISTED_RUN_FIELDS[:8])
+                replies = pipe.execute()
+                for i, (m, (created, run_id)) in enumerate(zip(batch, parsed, strict=True)):
+                    record = layout.listed_run(run_id, replies[2 * i], replies[2 * i + 1])
+                    # a member left by an earlier run of that id (its summary expired, the id taken again)
+                    if record is not None and record.created_at == created and _matches(record, query):
+                        found.append((m, record))
+                        if len(found) > query.limit:
+                            cursor = codec.make_run_cursor(found[query.limit - 1][0])
+                            return RunIndexPage([r for _, r in found[: query.limit]], cursor)
+                last = batch[-1]
+                if len(batch) < size:
+                    return RunIndexPage([r for _, r in found], None)
+                high = b"(" + last
+        # read as far as the bound allows: the page may be short, the cursor goes on from there
+        return RunIndexPage([r for _, r in found], codec.make_run_cursor(last) if last else None)
+
+    def prune_runs(self, now: int, limit: int) -> int:
+        """The due members of the run index's schedule (``keys.runs_due``), earliest first: each whose
+        summary is gone (or is another run's: an id taken again) leaves the index and the schedule;
+        each other is scheduled again for when its summary would expire (its PTTL; a summary with no
+        TTL: a retention from now). Two round trips."""
+        with translated():
+            due: list[bytes] = self.client.zrangebyscore(keys.runs_due(), "-inf", now, start=0, num=limit)
+            if not due:
+                return 0
+            pipe = self.client.pipeline(transaction=False)
+            parsed = [codec.parse_run_member(m) for m in due]
+            for _, run_id in parsed:
+                pipe.hget(keys.summary(run_id), "created")
+                pipe.pttl(keys.summary(run_id))
+            replies = pipe.execute()
+            gone, later = [], {}
+            for i, (m, (created, _)) in enumerate(zip(due, parsed, strict=True)):
+                born, ms = replies[2 * i], replies[2 * i + 1]
+                if born is None or int(born) != created:  # gone, or another run's now (its id taken again)
+                    gone.append(m)
+                else:
+                    later[m] = now + (ms if ms > 0 else self.limits.retention_ms)
+            pipe = self.client.pipeline(transaction=False)
+            if gone:
+                pipe.zrem(keys.runs(), *gone)
+                pipe.zrem(keys.runs_due(), *gone)
+            if later:
+                pipe.zadd(keys.runs_due(), later, xx=True)
+            pipe.execute()
+        return len(gone)
+
+
+def _matches(run: RunRecord, query: RunIndexQuery) -> bool:
+    """Whether a listed run matches every filter of the query (its time bounds are the index's range)."""
+    if query.status is not None and run.status.value != query.status:
+        return False
+    if query.workflow_prefix is not None and not run.workflow.startswith(query.workflow_prefix):
+        return False
+    wanted = ((query.workflow, run.workflow), (query.tenant, run.tenant), (query.owner, run.owner))
+    return all(want is None or want == have for want, have in wanted)
