@@ -1,0 +1,173 @@
+"""Sessions figure: what a turn costs as a conversation grows.
+
+``python -m bench.sessions [--url redis://...] [--levels 1,100,1000] [--samples 15]``
+
+One session per level grown to that many messages (a turn: the user's message and the agent's
+reply, each ``TEXT`` bytes), parkway's worker running each turn's job in this process. At each
+level, for ``samples`` more turns:
+
+* ``send_ms``: ``Sessions.send()`` wall time (median; the agent's run is not in it);
+* ``send_trips``: redis-py round trips ``send()`` made (``bench.counted``: one per command or
+  pipeline sent);
+* ``trips_to_model``: round trips from ``send()`` to the agent's model call (the dequeue, the run's
+  start, its hooks' checks), parkway's own (``pw:`` keys) and all;
+* ``bytes_per_turn``: the growth of the session's keys and its branch runs' (they share the
+  session's hash tag; ``MEMORY USAGE ... SAMPLES 0``) per turn over the samples, and the same less
+  the turn's text (``beyond_text``).
+
+Level 1 is the first message of a fresh session (one session per sample).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+from rq import Queue
+
+from parkway import Parkway, Settings, Workflow
+from parkway.adapters.redis import keys
+from parkway.agents import add_message, use_model
+from parkway.workers import jobs
+from parkway.workers.serializer import MsgpackSerializer
+from parkway.workers.worker import ParkwayWorker
+
+from . import counted
+from .env import SECRET, RedisServer
+
+TEXT = 100
+"""bytes of each message's text (the user's and the agent's)"""
+
+
+class EchoModel:
+    """Answers every turn with ``TEXT`` bytes; notes the round trips made up to its call."""
+
+    def __init__(self) -> None:
+        self.at_call: dict[str, int] | None = None
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> Mapping[str, Any]:
+        self.at_call = counted.snapshot()
+        return {"answer": ("re: " + str(messages[-1]["content"]))[:TEXT].ljust(TEXT, ".")}
+
+
+MODEL = EchoModel()
+agent = Workflow("bench-session-echo")
+
+
+@agent.node(start=True)
+def reply(data: dict[str, Any]) -> None:
+    turn = use_model(MODEL, data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")
+
+
+class Bench:
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.client.flushdb()
+        self.settings = Settings(redis_url=url, secret=SECRET)
+        self.pw = Parkway(self.settings)
+        self.sessions = self.pw.sessions
+        self.rt = jobs.install(self.settings)
+        self.queue = Queue(self.settings.queue, connection=self.client, serializer=MsgpackSerializer)
+        # the worker imports the agent by its reference: this module by its name, not ``__main__``
+        self.model: EchoModel = importlib.import_module("bench.sessions").MODEL
+
+    def run_jobs(self) -> None:
+        worker = ParkwayWorker([self.queue], connection=self.client, runtime=self.rt)
+        worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+
+    def open(self) -> str:
+        return self.sessions.open("bench.sessions:agent", owner="ada", tenant="acme")
+
+    def turn(self, sid: str, i: int) -> tuple[float, int, dict[str, int]]:
+        """One turn: (send's seconds, its round trips, round trips from send to the model call by owner)."""
+        text = f"message {i} ".ljust(TEXT, "x")
+        before = counted.snapshot()
+        self.model.at_call = None
+        t0 = time.perf_counter()
+        self.sessions.send(sid, text)
+        took = time.perf_counter() - t0
+        sent = counted.snapshot()
+        self.run_jobs()
+        at = self.model.at_call or {}
+        to_model = {k: at.get(k, 0) - before.get(k, 0) for k in set(at) | set(before)}
+        return took, sum(sent.values()) - sum(before.values()), to_model
+
+    def memory(self, sid: str) -> int:
+        total = 0
+        for key in self.client.scan_iter(match=f"{keys.PREFIX}:{{{sid}}}*", count=1000):
+            total += int(self.client.memory_usage(key, samples=0) or 0)
+        return total
+
+    def level(self, n: int, samples: int) -> dict[str, Any]:
+        times: list[float] = []
+        trips: list[int] = []
+        to_model: list[dict[str, int]] = []
+        mem_growth: list[float] = []
+        if n <= 1:
+            for _ in range(samples):
+                sid = self.open()
+                t, rt, tm = self.turn(sid, 0)
+                times.append(t)
+                trips.append(rt)
+                to_model.append(tm)
+        else:
+            sid = self.open()
+            i = 0
+            while 2 * i + 1 < n:  # grow to n - 1 messages: the next send is message n
+                self.turn(sid, i)
+                i += 1
+            start = self.memory(sid)
+            for k in range(samples):
+                t, rt, tm = self.turn(sid, i + k)
+                times.append(t)
+                trips.append(rt)
+                to_model.append(tm)
+            mem_growth.append((self.memory(sid) - start) / samples)
+        out: dict[str, Any] = {
+            "messages": n,
+            "send_ms": round(1000 * statistics.median(times), 3),
+            "send_ms_p90": round(1000 * sorted(times)[int(0.9 * (len(times) - 1))], 3),
+            "send_trips": statistics.median(trips),
+            "trips_to_model_parkway": statistics.median(t.get("parkway", 0) for t in to_model),
+            "trips_to_model_all": statistics.median(sum(t.values()) for t in to_model),
+        }
+        if mem_growth:
+            out["bytes_per_turn"] = round(mem_growth[0])
+            out["beyond_text"] = round(mem_growth[0] - 2 * TEXT)
+        return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.sessions")
+    parser.add_argument("--url", help="a Redis of this bench's own (flushed); default: a private redis-server")
+    parser.add_argument("--levels", default="1,100,1000")
+    parser.add_argument("--samples", type=int, default=15)
+    args = parser.parse_args(argv)
+    counted.install()
+    server = None
+    url = args.url
+    if url is None:
+        server = RedisServer().start()
+        url = server.url
+    try:
+        bench = Bench(url)
+        rows = [bench.level(int(n), args.samples) for n in args.levels.split(",")]
+        bench.pw.close()
+    finally:
+        if server is not None:
+            server.stop()
+    base = rows[0]["send_ms"]
+    for row in rows:
+        row["send_ratio"] = round(row["send_ms"] / base, 2)
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
