@@ -400,22 +400,27 @@ class Sessions:
         return self._add(session_id, "edit", message_id, content, caller)
 
     def _add(self, session_id: str, mode: str, edited: str, content: str, caller: Caller) -> Sent:
+        check_id(session_id, "session id")
         for _ in range(RETRIES):
-            rec = self._read(session_id, caller)
+            # what the script checks again (head, parent, live set) is read here only to name it:
+            # nothing here grows with the session (its script answers retry when it changed)
+            basis = self._store.basis(session_id, edited if mode == "edit" else "")
+            check_access(caller, basis.fields["owner"], basis.fields["tenant"])
             if mode == "edit":
-                message = rec.messages.get(edited)
+                message = basis.edited
                 if message is None:
                     raise ValidationError(f"session {session_id} has no message {edited!r}")
                 if message.get("role") != "user":
                     raise ValidationError("only a user's message can be edited")
                 parent = message.get("parent", "")
             else:
-                parent = rec.fields.get("head", "")
+                parent = basis.fields.get("head", "")
             message_id = "m_" + uuid.uuid4().hex[:14]
             run_id = branch_run_id(session_id)
             new = {"id": message_id, "role": "user", "content": content, "at": now_ms(), "run": run_id}
-            run = self._branch_run(rec, run_id, parent, {"type": "user.message", "message_id": message_id}, new)
-            reply = self._store.send(session_id, mode, edited, parent, new, run, list(rec.live), now_ms())
+            trigger = {"type": "user.message", "message_id": message_id}
+            run = self._branch_run(session_id, basis.fields, run_id, parent, trigger, new)
+            reply = self._store.send(session_id, mode, edited, parent, new, run, basis.live, now_ms())
             if reply[0] == "ok":
                 if reply[1] == "0":
                     self.pw.backend.dispatcher.enqueue(run_id, 0, 0)
@@ -446,7 +451,8 @@ class Sessions:
 
     def _branch_run(
         self,
-        rec: SessionRecords,
+        session_id: str,
+        fields: Mapping[str, str],
         run_id: str,
         leaf: str,
         trigger: dict[str, Any],
@@ -457,13 +463,13 @@ class Sessions:
         input (its node gets ``messages``, the path to the leaf, read when it runs); a run
         dispatched for cleared interrupts gets all their triggers, in clearing order, as
         ``triggers`` (``trigger`` is the first)."""
-        data = {"session": rec.session_id, "leaf": new["id"] if new is not None else leaf, "trigger": trigger}
+        data = {"session": session_id, "leaf": new["id"] if new is not None else leaf, "trigger": trigger}
         if triggers is not None:
             data["triggers"] = triggers
         check_depth(data, "session run input")
-        wf = self.pw.backend.options.loader(rec.fields["agent"])
+        wf = self.pw.backend.options.loader(fields["agent"])
         assert wf.start is not None
-        return NewRun(run_id, wf.name, rec.fields["agent"], wf.start, data, int(rec.fields["ttl"]), now_ms())
+        return NewRun(run_id, wf.name, fields["agent"], wf.start, data, int(fields["ttl"]), now_ms())
 
     def switch(self, session_id: str, head: str, *, caller: Caller = SYSTEM) -> SessionView:
         """Make ``head`` (a message id; '' = before the first message) the active head.
@@ -700,7 +706,7 @@ class Sessions:
         ]
         run_id = branch_run_id(rec.session_id)
         triggers = [t for _, t in kept] + [trigger]
-        run = self._branch_run(rec, run_id, head, triggers[0], None, triggers)
+        run = self._branch_run(rec.session_id, rec.fields, run_id, head, triggers[0], None, triggers)
         live = {r: int(rec.runs.get(r, {}).get("step") or 0) for r in rec.live}
         reply = self._store.clear(rec.session_id, interrupt_id, cleared, head, live, run, trigger, kept, now)
         outcome = reply[0]

@@ -106,6 +106,22 @@ class SessionRecords:
         return [(str(seq), interrupt_id) for seq, interrupt_id in sorted(out)]
 
 
+BASIS_FIELDS = ("owner", "tenant", "agent", "head", "ttl")
+"""the session hash's fields ``SessionStore.basis`` reads (``owner`` first: None means no session)"""
+
+
+@dataclass(frozen=True)
+class SendBasis:
+    """What adding a message reads of a session (``SessionStore.basis``)."""
+
+    session_id: str
+    fields: dict[str, str]
+    live: list[str]
+    """the live set's run ids (runs that ended leave it when a transition sees them ended)"""
+    edited: dict[str, Any] | None = None
+    """the edited message with its ``parent`` (an edit only; None when there is no such message)"""
+
+
 def _trigger_entry(trigger: Mapping[str, Any]) -> JournalEntry:
     """How a trigger delivered to a branch run is recorded in its journal (``g:<seq>``)."""
     return JournalEntry("trigger", str(trigger.get("type", "")), dict(trigger))
@@ -179,6 +195,28 @@ class SessionStore:
             {_text(a): _text(b) for a, b in live.items()},
             runs,
         )
+
+    def basis(self, session_id: str, edited: str = "") -> SendBasis:
+        """What adding a message needs, in one round trip and whatever the session's length: its
+        hash's fields, its live runs' ids and, for an edit, the edited message (None when there is
+        no such message)."""
+        k = self._session(session_id)
+        pipe = self.store.client.pipeline(transaction=True)
+        pipe.hmget(k.hash, *BASIS_FIELDS)
+        pipe.hkeys(k.live)
+        if edited:
+            pipe.hget(k.messages, edited)
+            pipe.hget(k.up, edited)
+        with translated():
+            found, live, *rest = pipe.execute()
+        if found[0] is None:
+            raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        fields = {name: _text(value) for name, value in zip(BASIS_FIELDS, found, strict=True) if value is not None}
+        message = None
+        if edited and rest[0] is not None:
+            message = self._decode(rest[0], "session message")
+            message["parent"] = _text(rest[1] or b"")
+        return SendBasis(session_id, fields, [_text(r) for r in live], message)
 
     def _decode(self, blob: bytes, what: str) -> dict[str, Any]:
         value = codec.decode(blob, what=what)
