@@ -302,7 +302,7 @@ def test_a_session_named_after_a_run_grants_nothing_over_the_runs_children(harne
 def test_the_cli_starts_with_a_tenant_and_lists_by_each_filter(redis_client: redis.Redis, redis_url: str) -> None:
     """`parkway run --tenant` and `parkway interrupts --audience/--tenant/--older-than/--newer-than`;
     a bad audience is one error line (exit 1), a bad age a usage error (exit 2)."""
-    from tests.test_cli import parkway
+    from tests.test_cli import in_process as parkway
 
     url = ["--redis-url", redis_url]
     flow = "tests.flows_escalate:asks_audience"

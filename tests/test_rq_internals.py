@@ -46,6 +46,7 @@ WORKER_OVERRIDES = {
     "dequeue_job_and_maintain_ttl": ["self", "timeout", "max_idle_time"],
     "run_maintenance_tasks": ["self"],
     "register_birth": ["self"],
+    "unsubscribe": ["self"],
     "validate_queues": ["self"],
     "_install_signal_handlers": ["self"],
     "procline": ["self", "message"],

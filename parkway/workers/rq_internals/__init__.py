@@ -100,6 +100,9 @@ Each SimpleWorker method it overrides, and why:
   (``failed_job_registry.add``, ``Result.create_failure``, ``DEFAULT_FAILURE_TTL``,
   ``increment_failed_job_count``, ``validate_job_id``);
 - ``register_birth``: tried again while Redis is away;
+- ``unsubscribe`` (``self.pubsub``, ``self.pubsub_thread``, redis-py's ``PubSubWorkerThread.stop``):
+  stops RQ's listener thread before unsubscribing, so a stopping worker never waits out RQ's one-second
+  join of a thread the reply put back to sleep;
 - Redis away for now (``store_away``: a lost connection, or a ``NOREPLICAS``, ``READONLY``,
   ``MASTERDOWN`` or ``LOADING`` reply, as during a failover) is waited out (``_store_away``, with
   backoff) in ``register_birth``, ``check_for_suspension``, ``heartbeat``,
