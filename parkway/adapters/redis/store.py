@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import redis
 
@@ -31,7 +31,6 @@ from .run_index import RunIndex
 from .scripts import Args
 from .transitions import Transitions
 
-T = TypeVar("T")
 READ_ONLY_SCRIPTS = frozenset({"lookup"})
 """scripts that write nothing: no replica acknowledgement is waited for after them"""
 _SCRIPTS = (
