@@ -5,6 +5,7 @@ error in :mod:`parkway.errors`."""
 
 from .client import AsyncParkway, Parkway
 from .config import Settings
+from .runtime.answers import parse_resume_metadata
 from .runtime.authority import Caller
 from .runtime.contracts import Contract
 from .runtime.errors import (
@@ -54,7 +55,6 @@ from .runtime.protocol import (
     Run,
     RunStatus,
 )
-from .runtime.resume import parse_resume_metadata
 from .runtime.workflow import Result, Retry, Workflow
 
 __all__ = [

@@ -6,7 +6,7 @@ import pytest
 
 from parkway import InterruptRequest, InvalidAnswer, parse_resume_metadata
 from parkway.errors import MalformedResume
-from parkway.runtime.resume import validate_answer
+from parkway.runtime.answers import validate_answer
 
 TOKEN = "run_1.int_1." + "A" * 32
 

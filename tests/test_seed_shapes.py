@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from parkway import InterruptRequest, InvalidAnswer, RunStatus
-from parkway.runtime.resume import validate_answer
+from parkway.runtime.answers import validate_answer
 from tests import flows
 from tests.conftest import Harness
 

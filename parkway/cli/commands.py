@@ -214,7 +214,7 @@ def ask(
     for i, option in enumerate(request.options, 1):
         out.write(f"  {i}. {option.label} [{option.id}]" + (f" - {option.description}" if option.description else ""))
         out.write("\n")
-    from ..runtime.resume import validate_answer
+    from ..runtime.answers import validate_answer
 
     while True:
         try:

@@ -15,6 +15,7 @@ from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
 from ..http import links
 from ..runtime import cursors, telemetry, tokens
+from ..runtime.answers import parse_resume_metadata, validate_answer
 from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches, reaches
 from ..runtime.cancel import cancel_run
 from ..runtime.clock import now_ms
@@ -55,7 +56,6 @@ from ..runtime.protocol import (
     check_event_id,
     check_id,
 )
-from ..runtime.resume import parse_resume_metadata, validate_answer
 from ..runtime.store import (
     Answer,
     ForkOutcome,

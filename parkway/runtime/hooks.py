@@ -511,7 +511,7 @@ def expiry_policy(
             raise ValidationError(f"on_expire must be one of {EXPIRY_ACTIONS} or {{'answer': value}}")
         return {"action": on_expire}
     if isinstance(on_expire, Mapping) and set(on_expire) == {"answer"}:
-        from .resume import validate_answer
+        from .answers import validate_answer
 
         given = on_expire["answer"]
         if request.kind in ("text", "contract"):

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from ..config import Settings, check_ttl
 from ..runtime import telemetry, tokens
+from ..runtime.answers import validate_answer
 from ..runtime.authority import SYSTEM, Caller
 from ..runtime.clock import now_ms
 from ..runtime.errors import (
@@ -42,7 +43,6 @@ from ..runtime.protocol import (
     check_event_id,
     check_id,
 )
-from ..runtime.resume import validate_answer
 from ..runtime.store import Answer, InterruptRecord, NewRun, ResumeCommit, Store, StoredEvent
 from ..runtime.workflow import Workflow
 from .rules import check_access, check_may_clear, check_text, parse_resume

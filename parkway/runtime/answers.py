@@ -1,4 +1,4 @@
-"""Resume answers: parse the message-metadata shape, validate against the request.
+"""Answers to an interrupt: parse the resume message-metadata shape, validate an answer against its request.
 
 Validation happens before anything is released: an answer that does not fit
 raises :class:`InvalidAnswer` and the interrupt stays open with the same token.
