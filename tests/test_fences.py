@@ -123,7 +123,7 @@ def test_a_reader_that_resumes_the_instant_it_sees_the_interrupt_is_accepted(har
         assert harness.pw.get_run(run_id).output == {"picked": "red", "painted": "red"}
 
 
-@pytest.mark.parametrize("commit", ["record", "advance", "park", "finish"])
+@pytest.mark.parametrize("commit", ["write_entry", "advance", "park", "finish"])
 def test_a_commit_refused_for_its_fence_publishes_nothing(harness: Harness, commit: str) -> None:
     """A commit from an attempt that lost its lease (and so its fence) raises StaleFence, appends no
     event and opens no interrupt."""
@@ -147,7 +147,7 @@ def test_a_commit_refused_for_its_fence_publishes_nothing(harness: Harness, comm
         token_hash,
     )
     attempts: dict[str, Callable[[], Any]] = {
-        "record": lambda: store.record(
+        "write_entry": lambda: store.write_entry(
             run_id, 0, 0, "journal", "@0", JournalEntry("emit", "x", None), ("data", {"data": {}}), now
         ),
         "advance": lambda: store.advance(

@@ -88,7 +88,7 @@ def test_a_zombie_attempt_cannot_commit_after_recovery(harness: Harness) -> None
     report = reconcile_once(store, recorder, now=int(time.time() * 1000))
     assert report.recovered == [run_id] and recorder.jobs == [(run_id, 0, 1)]
     with pytest.raises(StaleFence):
-        store.record(run_id, 0, 0, "journal", "@0", JournalEntry("state", "", 1), None, 0)
+        store.write_entry(run_id, 0, 0, "journal", "@0", JournalEntry("state", "", 1), None, 0)
     assert _execute(harness, run_id, 0, 0) is executor.JobEnd.STALE
     assert _execute(harness, *recorder.jobs[0]) is executor.JobEnd.WAITING  # the replacement attempt
     assert harness.pw.get_run(run_id).status is RunStatus.WAITING

@@ -200,12 +200,12 @@ class Scene:
     def record_journal(self) -> None:
         entry = JournalEntry("state", "seen", True)
         event = ("data", {"dataType": "probe", "data": {}})
-        self.store.record(self.run_id, self.fence, self.step, "journal", "n:seen", entry, event, self.clock())
+        self.store.write_entry(self.run_id, self.fence, self.step, "journal", "n:seen", entry, event, self.clock())
 
     record_next = record_journal
 
     def record_workflow(self) -> None:
-        self.store.record(self.run_id, self.fence, self.step, "workflow", "shared", {"v": 1}, None, self.clock())
+        self.store.write_entry(self.run_id, self.fence, self.step, "workflow", "shared", {"v": 1}, None, self.clock())
 
     def advance(self) -> None:
         events = [("node.completed", {"node": "first", "step": 0}), ("node.started", {"node": "second", "step": 1})]

@@ -237,7 +237,7 @@ class NodeContext:
         return entry
 
     def write(self, field_name: str, entry: JournalEntry, event: tuple[str, dict[str, Any]] | None = None) -> None:
-        self.store.record(self.run_id, self.fence, self.step, "journal", field_name, entry, event, self.clock())
+        self.store.write_entry(self.run_id, self.fence, self.step, "journal", field_name, entry, event, self.clock())
         self.journal[field_name] = entry
 
 
@@ -714,7 +714,7 @@ def use_workflow_state(
     def set_value(new: T | Callable[[T | None], T]) -> None:
         if callable(new):
             new = new(ctx.workflow_state.get(name, initial))
-        ctx.store.record(ctx.run_id, ctx.fence, ctx.step, "workflow", name, new, None, ctx.clock())
+        ctx.store.write_entry(ctx.run_id, ctx.fence, ctx.step, "workflow", name, new, None, ctx.clock())
         ctx.workflow_state[name] = new
 
     return value, set_value

@@ -502,7 +502,7 @@ class Store(Protocol):
     def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
         """Extend the leases of runs this worker is executing."""
 
-    def record(
+    def write_entry(
         self,
         run_id: str,
         fence: int,

@@ -48,9 +48,9 @@ class Redispatch(Args):
     member: str
 
 
-@schema("record")
+@schema("write_entry")
 @dataclass(frozen=True)
-class Record(Args):
+class WriteEntry(Args):
     run: str
     target: str
     journal: str

@@ -36,7 +36,7 @@ READ_ONLY_SCRIPTS = frozenset({"lookup"})
 _SCRIPTS = (
     "create",
     "begin",
-    "record",
+    "write_entry",
     "advance",
     "park",
     "first",

@@ -129,7 +129,7 @@ class Transitions:
             {k: codec.decode(v, what="workflow state") for k, v in _pairs(ws).items()},
         )
 
-    def record(
+    def write_entry(
         self,
         run_id: str,
         fence: int,
@@ -147,7 +147,7 @@ class Transitions:
             blob = codec.encode(value, limit=self.limits.max_payload_bytes, what="workflow state value")
             target = keys.workflow_state(r)
         kind, data = (event[0], self._event(event[1])) if event else ("", b"")
-        self._script(r, calls.Record(
+        self._script(r, calls.WriteEntry(
             run=keys.run(r), target=target, journal=keys.journal(r, step), state=keys.workflow_state(r),
             events=keys.events(r), summary=keys.summary(r), fence=fence, field=name, blob=blob, event_type=kind,
             event=data, maxlen=self.limits.max_events, retention=self.limits.retention_ms,
