@@ -28,7 +28,8 @@ def test_start_wait_list_resume_stream_and_cancel_awaited(harness: Harness) -> N
         settled = [e.type async for e in pw.stream(run_id, until="settled", timeout=10)]
         assert settled[-1] == "interrupt"
         assert (await pw.resume(token, selected="red")).accepted
-        assert (await pw.resume(token, selected="red")).outcome is ResumeOutcome.ALREADY_RESOLVED
+        assert (await pw.resume(token, selected="red")).accepted  # the same answer again (a retry)
+        assert (await pw.resume(token, selected="blue")).outcome is ResumeOutcome.ALREADY_RESOLVED
         harness.run_jobs()  # (RQ's worker wants the main thread)
         events = [e async for e in pw.stream(run_id, timeout=10)]
         assert events[-1].type == "done" and (await pw.get_run(run_id)).output["painted"] == "red"

@@ -144,8 +144,9 @@ def test_every_v1_route_needs_a_key_and_health_does_not(server: Server) -> None:
 
 
 def test_resume_says_what_happened_with_its_status_code(server: Server) -> None:
-    """422 for an answer that does not fit (the interrupt stays open), 200 accepted, 409 already
-    resolved, 404 for a token nobody signed, 422 for a malformed one; the responder is the caller."""
+    """422 for an answer that does not fit (the interrupt stays open), 200 accepted (the same answer
+    again too), 409 already resolved (another answer), 404 for a token nobody signed, 422 for a
+    malformed one; the responder is the caller."""
     api = _api(server)
     created = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}})
     assert created.status_code == 201
@@ -158,8 +159,10 @@ def test_resume_says_what_happened_with_its_status_code(server: Server) -> None:
     assert _token(api, run_id)[0] == token
     ok = api.post("/v1/resume", json={"token": token, "requestId": request_id, "selected": "red"})
     assert ok.status_code == 200 and ok.json()["outcome"] == "accepted"
-    again = api.post("/v1/resume", json={"token": token, "selected": "red"})
-    assert again.status_code == 409 and again.json()["outcome"] == "already_resolved"
+    again = api.post("/v1/resume", json={"token": token, "selected": "red"})  # a retry: the same answer
+    assert again.status_code == 200 and again.json()["outcome"] == "accepted"
+    other = api.post("/v1/resume", json={"token": token, "selected": "blue"})
+    assert other.status_code == 409 and other.json()["outcome"] == "already_resolved"
     forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
     assert api.post("/v1/resume", json={"token": forged, "selected": "red"}).status_code == 404
     assert api.post("/v1/resume", json={"token": "nope", "selected": "red"}).status_code == 422

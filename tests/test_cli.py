@@ -112,7 +112,8 @@ def test_demo_without_a_terminal_or_a_redis_answers_the_first_option_and_complet
     assert "Traceback" not in done.stdout + done.stderr
     assert "answering with the first option 'approve'" in done.stdout
     assert re.search(r"^resume: accepted$", done.stdout, re.M)
-    assert re.search(r"^the same token again: already_resolved$", done.stdout, re.M)
+    assert re.search(r"^the same token and answer again \(a retry\): accepted$", done.stdout, re.M)
+    assert re.search(r"^the same token, another answer: already_resolved$", done.stdout, re.M)
     run = _json_lines(done.stdout)[-1]
     assert run["status"] == "completed"
     assert run["workflow"] == "approval"
@@ -184,9 +185,12 @@ def test_run_waits_then_interrupts_resume_worker_and_show_finish_it(redis_client
     assert accepted.returncode == 0, accepted.stderr
     expected = {"outcome": "accepted", "runId": run_id, "requestId": interrupt["requestId"]}
     assert json.loads(accepted.stdout) == expected
-    again = parkway("resume", token, "--select", "red", *url)
-    assert again.returncode == 3, again.stderr
-    assert json.loads(again.stdout)["outcome"] == "already_resolved"
+    again = parkway("resume", token, "--select", "red", *url)  # a retry: the same answer reads accepted
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == expected
+    other = parkway("resume", token, "--select", "blue", *url)
+    assert other.returncode == 3, other.stderr
+    assert json.loads(other.stdout)["outcome"] == "already_resolved"
 
     worker = parkway("worker", "--burst", *url)
     assert worker.returncode == 0, worker.stderr

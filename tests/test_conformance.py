@@ -127,12 +127,18 @@ def test_duplicate_resume_is_already_resolved(harness: Harness) -> None:
 
 
 def test_twenty_concurrent_resumes_accept_exactly_one(harness: Harness) -> None:
-    """20 threads resuming one token at once: one accepted, 19 already_resolved, one continuation."""
+    """20 threads resuming one token at once, half with each answer: one answer is taken, once; the
+    threads that sent it read accepted (the same answer again reads so), the others already_resolved;
+    one continuation."""
     run_id = harness.start_and_run(flows.one_choice)
     token = harness.token(run_id)
-    outcomes = all_at_once(lambda i: harness.pw.resume(token, selected="red" if i % 2 else "blue").outcome)
-    assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
-    assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
+    colors = ["red" if i % 2 else "blue" for i in range(20)]
+    sent = all_at_once(lambda i: (colors[i], harness.pw.resume(token, selected=colors[i]).outcome))
+    outcomes = [o for _, o in sent]
+    taken = {c for c, o in sent if o is ResumeOutcome.ACCEPTED}
+    assert len(taken) == 1, outcomes
+    assert outcomes.count(ResumeOutcome.ACCEPTED) == 10
+    assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 10
     harness.run_jobs()
     events = [e.type for e in harness.pw.stream(run_id, timeout=5)]
     assert events.count("interrupt.resumed") == 1
@@ -368,7 +374,8 @@ def test_list_interrupts_filters_by_workflow_and_run_and_hides_tokens(harness: H
 
 
 def test_resumes_that_all_passed_validation_still_accept_once(harness: Harness) -> None:
-    """20 resumes that each looked the token up while it was pending race in the store: one wins."""
+    """20 resumes that each looked the token up while it was pending race in the store, half with
+    each answer: one answer wins (those that sent it read accepted, the others already_resolved)."""
     from parkway.runtime import tokens
     from parkway.runtime.store import Answer, JournalEntry
 
@@ -379,13 +386,17 @@ def test_resumes_that_all_passed_validation_still_accept_once(harness: Harness) 
     lookups = [store.lookup(run_id, token_hash, 0) for _ in range(20)]
     assert {lk.outcome for lk in lookups} == {"pending"}
     answers = []
-    for lookup in lookups:
+    colors = ["red" if i % 2 else "blue" for i in range(20)]
+    for lookup, color in zip(lookups, colors, strict=True):
         assert lookup.interrupt is not None
-        entry = JournalEntry("interrupt", "color", "red", "choice")
+        entry = JournalEntry("interrupt", "color", color, "choice")
         answers.append(Answer(lookup.interrupt, token_hash, None, entry, {}, 0))
-    outcomes = all_at_once(lambda i: store.resume(run_id, answers[i]).outcome)
-    assert outcomes.count(ResumeOutcome.ACCEPTED) == 1
-    assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 19
+    sent = all_at_once(lambda i: (colors[i], store.resume(run_id, answers[i]).outcome))
+    outcomes = [o for _, o in sent]
+    taken = {c for c, o in sent if o is ResumeOutcome.ACCEPTED}
+    assert len(taken) == 1, outcomes
+    assert outcomes.count(ResumeOutcome.ACCEPTED) == 10
+    assert outcomes.count(ResumeOutcome.ALREADY_RESOLVED) == 10
 
 
 def test_interrupts_without_ids_match_by_call_order_with_a_warning(harness: Harness) -> None:

@@ -218,8 +218,9 @@ def test_an_answer_committed_first_leaves_nothing_to_escalate(harness: Harness) 
 
 
 def test_answers_racing_escalations_answer_exactly_once(harness: Harness) -> None:
-    """Ten answers read before and ten reconciler passes, all at once: one answer accepted, at most
-    one escalation, the run completes once with the answer, no index keeps a member of it."""
+    """Ten answers read before and ten reconciler passes, all at once: the answer taken once (those
+    that commit after it read accepted: the same answer again), at most one escalation, the run
+    completes once with the answer, no index keeps a member of it."""
     run_id, event, entry = _parked(harness)
     commits = [_answer_read_now(harness, run_id, event["resumeToken"]) for _ in range(10)]
 
@@ -229,7 +230,7 @@ def test_answers_racing_escalations_answer_exactly_once(harness: Harness) -> Non
         return harness.pw.store.expire(entry, event["expiresAt"]).outcome
 
     outcomes = all_at_once(one, 20)
-    assert outcomes.count("accepted") == 1, outcomes
+    assert outcomes.count("accepted") >= 1, outcomes
     assert outcomes.count("escalated") <= 1, outcomes
     _answered_once(harness, run_id)
 

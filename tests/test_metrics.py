@@ -72,7 +72,7 @@ def test_metrics_count_what_runs_did_and_survive_a_new_api_process(
     token, _ = _token(api, answered)
     assert api.post("/v1/resume", json={"token": token, "selected": "green"}).status_code == 422  # invalid
     assert api.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 200  # accepted
-    assert api.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 409  # already
+    assert api.post("/v1/resume", json={"token": token, "selected": "blue"}).status_code == 409  # already
     forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
     assert api.post("/v1/resume", json={"token": forged, "selected": "red"}).status_code == 404  # unknown
     _wait_status(api, answered, "completed")

@@ -73,7 +73,7 @@ def test_refusals_of_every_kind_share_the_shape_and_say_their_outcome(server: Se
     refused = _is_problem(api.post("/v1/resume", json={"token": token, "selected": "green"}), 422, "invalid-answer")
     assert "green" in refused["detail"] and token not in str(refused)
     assert api.post("/v1/resume", json={"token": token, "selected": "red"}).status_code == 200
-    again = _is_problem(api.post("/v1/resume", json={"token": token, "selected": "red"}), 409, "already-resolved")
+    again = _is_problem(api.post("/v1/resume", json={"token": token, "selected": "blue"}), 409, "already-resolved")
     assert again["outcome"] == "already_resolved" and again["runId"] == run_id and again["requestId"] == request_id
 
 

@@ -72,7 +72,7 @@ def test_a_wrong_answer_to_a_listed_interrupt_leaves_it_open_for_the_right_one(h
     with pytest.raises(InvalidAnswer, match="unknown option"):
         harness.pw.resume(token, selected="green")
     assert harness.pw.resume(token, selected="red").accepted
-    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+    assert harness.pw.resume(token, selected="blue").outcome is ResumeOutcome.ALREADY_RESOLVED
     harness.run_jobs()
     harness.pw.wait(run_id, timeout=10)
     assert harness.pw.get_run(run_id).output == {"picked": "red", "painted": "red"}

@@ -78,12 +78,15 @@ def test_when_only_the_summary_is_left_workflow_and_input_are_needed(harness: Ha
 
 
 def test_a_resolved_token_starts_nothing(harness: Harness) -> None:
-    """already_resolved is passed through: no run starts."""
+    """already_resolved is passed through: no run starts; the same answer again reads resumed (a
+    retry), and starts nothing either."""
     run_id = harness.start_and_run(flows.one_choice)
     token = harness.token(run_id)
     assert harness.pw.resume(token, selected="red").accepted
-    result = harness.pw.resume_or_start(token, selected="red")
+    result = harness.pw.resume_or_start(token, selected="blue")
     assert (result.outcome, result.run_id) == ("already_resolved", run_id)
+    result = harness.pw.resume_or_start(token, selected="red")
+    assert (result.outcome, result.run_id) == ("resumed", run_id)
 
 
 def test_async_parkway_mirrors_it(harness: Harness) -> None:

@@ -152,7 +152,7 @@ def test_a_second_pause_moves_the_first_record_aside_and_both_still_read(harness
     earlier = harness.pw.store.get_interrupt(run_id, first_id)
     assert earlier is not None and earlier.request_id == first_id
     assert earlier.request is not None and earlier.request.question
-    assert harness.pw.resume(first, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+    assert harness.pw.resume(first, value="another").outcome is ResumeOutcome.ALREADY_RESOLVED
     assert harness.pw.lookup(second).request_id == held.request_id  # type: ignore[union-attr]
 
 

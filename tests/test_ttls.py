@@ -509,12 +509,15 @@ def test_a_resume_that_finds_the_interrupt_past_its_expiry_says_expired(harness:
 
 
 def test_a_resume_of_a_resolved_interrupt_says_already_resolved_even_at_the_store(harness: Harness) -> None:
-    """The other side of the same branch: a second commit for an answered interrupt is already_resolved."""
+    """The other side of the same branch: a second commit for an answered interrupt is already_resolved
+    (another answer; the same one again reads accepted, a retry)."""
     run_id = harness.start_and_run(flows.one_choice)
     token, record = _pending_lookup(harness, run_id)
     answer = _answer(record, tokens.hash_token(token))
     assert harness.pw.store.resume(run_id, answer).outcome is ResumeOutcome.ACCEPTED
-    assert harness.pw.store.resume(run_id, answer).outcome is ResumeOutcome.ALREADY_RESOLVED
+    other = _answer(record, tokens.hash_token(token), "blue")
+    assert harness.pw.store.resume(run_id, other).outcome is ResumeOutcome.ALREADY_RESOLVED
+    assert harness.pw.store.resume(run_id, answer).outcome is ResumeOutcome.ACCEPTED
 
 
 def test_a_token_past_its_expiry_reads_expired_before_its_answer_is_checked(harness: Harness) -> None:

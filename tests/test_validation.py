@@ -71,10 +71,10 @@ def test_input_that_is_not_plain_data_is_refused(harness: Harness) -> None:
 
 
 def test_duplicate_run_id_is_refused(harness: Harness) -> None:
-    """Starting a second run under a taken run id raises and leaves the first alone."""
+    """Starting a second run under a taken run id (another input) raises and leaves the first alone."""
     harness.start_and_run(flows.one_choice, run_id="dup")
     with pytest.raises(ValidationError, match="already exists"):
-        harness.pw.start(flows.one_choice, {}, run_id="dup")
+        harness.pw.start(flows.one_choice, {"other": 1}, run_id="dup")
     assert harness.pw.get_run("dup").status.value == "waiting"
 
 

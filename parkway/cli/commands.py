@@ -895,7 +895,11 @@ def _demo(pw: Parkway) -> int:
     result = pw.resume(target.resume_token, responder="demo", **answer)
     out.write(f"resume: {result.outcome.value}\n")
     again = pw.resume(target.resume_token, responder="demo", **answer)
-    out.write(f"the same token again: {again.outcome.value}\n")
+    out.write(f"the same token and answer again (a retry): {again.outcome.value}\n")
+    others = [o.id for o in target.asked().options or () if {"selected": o.id} != answer]
+    if others:
+        other = pw.resume(target.resume_token, responder="demo", selected=others[0])
+        out.write(f"the same token, another answer: {other.outcome.value}\n")
     run = pw.wait(run_id, timeout=30)
     out.write("\nthe run:\n")
     _show_run(run, out)

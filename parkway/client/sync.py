@@ -123,7 +123,11 @@ class Parkway:
         on it (``list_interrupts(tenant=)``), and over HTTP a key bound to a tenant sees only its own.
         ``owner`` (an id) makes it one user's, and ``origin`` records the rank of who started it
         (``system``, ``machine``, ``frontend``): both are written on the run and its summary, and
-        the HTTP API's role table reads them there (see the README)."""
+        the HTTP API's role table reads them there (see the README).
+
+        A ``run_id`` that is taken raises ValidationError, unless it is this very start sent again
+        (the same workflow, input, tenant, owner and origin: a retry after an unknown outcome),
+        which returns the run and starts nothing more."""
         return self._start(workflow, input, run_id, ttl_ms, None, tenant, owner, origin)
 
     def _start(
@@ -324,13 +328,15 @@ class Parkway:
 
         Returns ``accepted``, ``already_resolved``, ``expired`` or ``unknown``.
         An answer that does not fit the request raises InvalidAnswer and the
-        interrupt stays open with the same token.
+        interrupt stays open with the same token. The same answer sent again with the same token
+        (a retry after an unknown outcome) reads ``accepted`` and commits nothing twice; another
+        answer reads ``already_resolved``.
 
         An interrupt this client has listed (or looked up) lately is checked against the request
         as it read it, and answered in one round trip; any other is looked up first (two).
         """
         prepared = self.prepare_answer(
-            token, selected=selected, value=value, request_id=request_id, responder=responder
+            token, selected=selected, value=value, request_id=request_id, responder=responder, again=True
         )
         if isinstance(prepared, ResumeResult):
             return prepared
@@ -345,15 +351,33 @@ class Parkway:
         request_id: str | None = None,
         responder: str | None = None,
         fresh: bool = False,
+        again: bool = False,
     ) -> Answer | ResumeResult:
         """``resume`` up to its commit: the answer checked against the interrupt the token names,
         ready for the store (``store.resume``, or a session script that delivers it in its own
         step), or the outcome that says why there is none. Raises InvalidAnswer as ``resume`` does.
-        ``fresh``: read the interrupt from the store, not as this client listed it."""
-        found = self._lookup(token, request_id, responder, fresh=fresh)
+        ``fresh``: read the interrupt from the store, not as this client listed it. ``again``: an
+        interrupt answered already is prepared as well (``already_resolved`` only for an answer that
+        does not fit it), so that the commit can tell the same answer sent again (a retry after an
+        unknown outcome: it reads ``accepted``) from another one."""
+        found = self._lookup(token, request_id, responder, fresh=fresh, resolved=again)
         if isinstance(found, ResumeResult):
             return found
         record, token_hash, read_now = found
+        if read_now is None:  # answered already: only the same answer can read accepted, at the commit
+            try:
+                self._check_version(record)
+                request = record.request
+                if request is None:
+                    raise CorruptRecord("an answered interrupt's record has no request", run_id=record.run_id)
+                contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
+                answer = validate_answer(request, selected=selected, value=value, contract=contract)
+            except (InvalidAnswer, VersionNotReplayed):
+                return ResumeResult(outcome=ResumeOutcome.ALREADY_RESOLVED, run_id=record.run_id,
+                                    request_id=record.request_id)
+            entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
+            event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
+            return self._answer_of(record, token_hash, request_id, entry, event)
         try:
             self._check_version(record)
             request = record.request  # validated where it was asked, and read back by the store's reader
@@ -831,13 +855,15 @@ class Parkway:
         self.backend.dispatcher.enqueue(run_id, step, fence)
 
     def _lookup(
-        self, token: str, request_id: str | None, responder: str | None, *, fresh: bool = False
-    ) -> tuple[InterruptRecord, str, bool] | ResumeResult:
+        self, token: str, request_id: str | None, responder: str | None, *, fresh: bool = False,
+        resolved: bool = False,
+    ) -> tuple[InterruptRecord, str, bool | None] | ResumeResult:
         """The pending interrupt a token names, the token's hash, and whether the interrupt was read
         from the store now; or the outcome that says why there is none. An interrupt this client
         listed (or looked up) is taken as it read it, without reading it again, unless ``fresh``: an
         answer's commit checks that it is still the same pending interrupt (its request id, status
-        and expiry) and says why not, as a lookup would."""
+        and expiry) and says why not, as a lookup would. ``resolved``: an interrupt answered already
+        is returned too (with None for the third part), not cached."""
         parsed = tokens.parse(token)
         run_id = parsed.run_id
         if request_id is not None:
@@ -850,15 +876,19 @@ class Parkway:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
         token_hash = tokens.hash_token(token)
         record = None if fresh else self._read.get(run_id, parsed.request_id)
-        read_now = record is None
+        read_now: bool | None = record is None
         if record is None:
             lookup = self.store.lookup(run_id, token_hash, now_ms())
             record = lookup.interrupt
-            if lookup.outcome != "pending" or record is None:
+            if resolved and lookup.outcome == "resolved" and record is not None:
+                self._read.forget(run_id, parsed.request_id)
+                read_now = None
+            elif lookup.outcome != "pending" or record is None:
                 self._read.forget(run_id, parsed.request_id)
                 outcome = _LOOKUP_OUTCOMES.get(lookup.outcome, ResumeOutcome.UNKNOWN)
                 return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
-            self._read.put(record)
+            else:
+                self._read.put(record)
         if request_id is not None and request_id != record.request_id:
             raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
         return record, token_hash, read_now

@@ -34,6 +34,20 @@ local function resume_refused(K, A, delivering)
   return nil, {req = req, step = cur[3]}
 end
 
+-- A refusal that is one's own answer sent again (a retry after an unknown outcome: the reply of the
+-- commit was lost) reads as the commit did: `accepted` (handed off: the commit's job, or the outbox,
+-- runs it), when the interrupt was answered (not cancelled) with this very journal entry: its digest
+-- (A.digest) is the run hash's `d:<req>` (layout.ANSWERED_PREFIX, written by resume_commit; the journal itself is
+-- gone once the run ends). Another answer, or a cancellation, stays refused. Only on the refused
+-- path: the commit reads nothing more.
+local function answered_again(K, A, refused)
+  local req = refused[2]
+  if refused[1] ~= 'already_resolved' or A.status ~= 'resolved' or not req then return refused end
+  local at = redis.call('HMGET', K.run, A.status_prefix .. req, 'd:' .. req, 'step', 'fence')
+  if at[1] ~= 'resolved' or at[2] ~= A.digest then return refused end
+  return {'accepted', req, at[3] or 0, at[4] or 0, 1}
+end
+
 -- The wait from the interrupt's creation, counted in the histogram's bucket (`buckets`: bounds in s).
 local function count_wait(metrics, created, now, buckets)
   local waited = math.max(0, tonumber(now) - tonumber(created))
@@ -52,7 +66,7 @@ local function resume_commit(K, A, pending)
   redis.call('HSET', K.journal, A.field, A.entry)
   local fence = redis.call('HINCRBY', K.run, 'fence', 1)
   redis.call('HSET', K.run, A.status_prefix .. req, A.status, 'status', 'queued', 'waiting', '', 'expires', '',
-    'updated', A.now)
+    'updated', A.now, 'd:' .. req, A.digest)
   redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
   redis.call('ZREM', K.newest, A.member_newest)
   redis.call('ZREM', K.expiring, A.member_expiring)

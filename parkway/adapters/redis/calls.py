@@ -413,6 +413,7 @@ class Resume(Args):
     request_id: str
     field: str
     entry: bytes
+    digest: str
     event: bytes
     now: int
     member_newest: bytes

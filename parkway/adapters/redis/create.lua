@@ -1,4 +1,5 @@
--- Create a queued run with its summary, first events and outbox entry (see create_run).
+-- Create a queued run with its summary, first events and outbox entry (see create_run); the same start
+-- again returns as the first did (same_start).
 -- KEYS
 --   new: new_run   the run
 --   queues...      its first job's queues (see hand_off)
@@ -6,6 +7,19 @@
 --   new: new_run   the run
 --   authority      whose it is (`tenant=<id> owner=<id> origin=<rank>`, see authority_arg)
 --   job...         its first job (see hand_off)
-local handed = create_run(K.new, A.new, K.queues, A.job, authority_arg(A.authority))
-if handed == nil then return redis.error_reply('EXISTS run id is taken') end
-return handed
+-- A start sent again (a retry after an unknown outcome) with the same workflow, input and authority
+-- finds its run: it returns as the first did, handed off (the first's job, or the outbox, runs it).
+-- Anything else under a taken id is refused.
+local function same_start(run, a, auth)
+  local had = redis.call('HMGET', run, 'wf', 'input', 'tenant', 'owner', 'origin')
+  if had[1] ~= a.workflow or had[2] ~= a.input then return false end
+  local want = {}
+  for i = 1, #auth, 2 do want[auth[i]] = auth[i + 1] end
+  return had[3] == (want.tenant or false) and had[4] == (want.owner or false) and had[5] == (want.origin or false)
+end
+
+local auth = authority_arg(A.authority)
+local handed = create_run(K.new, A.new, K.queues, A.job, auth)
+if handed ~= nil then return handed end
+if same_start(K.new.run, A.new, auth) then return 1 end
+return redis.error_reply('EXISTS run id is taken')

@@ -67,6 +67,7 @@ journal, ``i:`` a created lifecycle part here and an interrupt's answer there, `
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -104,6 +105,10 @@ TOKEN_FIELD_HEX = 32
 STATUS_PREFIX = "s:"
 """an interrupt's status field in the run hash: ``s:<req>``"""
 TOKEN_PREFIX = "t:"
+ANSWERED_PREFIX = "d:"
+"""an answered interrupt's field in the run hash: ``d:<req>``, its journal entry's digest
+(:func:`answer_digest`), so that the same answer sent again reads ``accepted`` (``answered_again``
+in _resume.lua; the journal is gone once the run ends)"""
 RECORD_LATEST = "rq"
 """the run-hash field naming the run's latest interrupt, whose record is in parts r0, r1, ..."""
 RECORD_PARTS = "rn"
@@ -383,6 +388,11 @@ def entry_to_blob(entry: JournalEntry, limit: int) -> bytes:
     """A journal entry as its field's value: msgpack ``[kind, name, value, detail, status]``."""
     return codec.encode([entry.kind, entry.name, entry.value, entry.detail, entry.status], limit=limit,
                         what="journal value")
+
+
+def answer_digest(blob: bytes) -> str:
+    """A journal entry's digest as ``d:<req>`` keeps it (128 bits of its SHA-256, hex)."""
+    return hashlib.sha256(blob).hexdigest()[:32]
 
 
 def entry_from_blob(blob: bytes) -> JournalEntry:

@@ -1,4 +1,5 @@
--- Answer (or cancel) an interrupt exactly once: see _resume.lua (its functions take K and A).
+-- Answer (or cancel) an interrupt exactly once: see _resume.lua (its functions take K and A); the
+-- same answer sent again reads accepted (answered_again).
 -- KEYS
 --   run            the run's hash
 --   journal        the journal of the interrupt's step
@@ -21,6 +22,7 @@
 --   request_id     the request id expected, as the run hash names it (layout.short_id; '' = any)
 --   field          the journal field of the answer
 --   entry          the journal entry blob
+--   digest         the entry's digest (layout.answer_digest), kept as the run hash's d:<req>
 --   event          the event blob
 --   now            ms
 --   member_newest  the interrupt's member in the index newest (and the filter indexes)
@@ -39,5 +41,5 @@
 --                  answer's output captured>", for finish.lua; '' for a cancel)
 --   job...         the next job (see hand_off)
 local refused, pending = resume_refused(K, A)
-if refused then return refused end
+if refused then return answered_again(K, A, refused) end
 return resume_commit(K, A, pending)

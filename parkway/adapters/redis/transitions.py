@@ -407,6 +407,7 @@ class Transitions:
     def _resume_params(self, run_id: str, answer: Answer) -> calls.Resume:
         r, rec = run_id, answer.interrupt
         queues, job = self._hand_off(r) if answer.dispatch else ([], [""])
+        blob = layout.entry_to_blob(answer.entry, self.limits.max_answer_bytes)
         entry = codec.entry_of(rec)
         status, event = ("cancelled", "interrupt.cancelled") if answer.cancelled else ("resolved", "interrupt.resumed")
         failed = layout.lifecycle_field("x", rec.request_id, r)  # where finish.lua records a failed replay
@@ -418,7 +419,7 @@ class Transitions:
             closing=self._closing(entry, rec, status, answer.lifecycle, answer.now), filters=self._filter_keys(rec),
             queues=queues, token_field=layout.token_field(answer.token_hash),
             request_id=layout.short_id(answer.request_id, r) if answer.request_id else "", field=rec.journal_field,
-            entry=layout.entry_to_blob(answer.entry, self.limits.max_answer_bytes), event=self._event(answer.event),
+            entry=blob, digest=layout.answer_digest(blob), event=self._event(answer.event),
             now=answer.now, member_newest=codec.member(entry, "newest"),
             member_expiring=codec.member(entry, "expiring"),
             run_id=r, maxlen=self.limits.max_events, status=status, event_type=event,

@@ -1,0 +1,82 @@
+"""Retries that are safe when the outcome is unknown (issue 24): a caller whose resume or start got no
+reply (a dropped connection, a replica shortfall) cannot tell whether it was taken, so it calls
+again. Repeating the same call must then read as the first one did: a resume with the same token and
+the same answer is ``accepted`` (another answer still reads ``already_resolved``), and a start with a
+caller-chosen run id and the same input returns that run (another input is still refused)."""
+
+from __future__ import annotations
+
+import pytest
+
+from parkway import Parkway, Settings
+from parkway.runtime.errors import ValidationError
+from parkway.runtime.protocol import ResumeOutcome
+from parkway.runtime.store import Answer
+from tests import flows
+from tests.conftest import SECRET, Harness
+
+
+def test_a_resume_repeated_with_the_same_answer_reads_accepted(harness: Harness) -> None:
+    """The same token and answer again, from the same client or another one, reads ``accepted``; a
+    different answer reads ``already_resolved``; the run takes the first answer once."""
+    run_id = harness.start_and_run(flows.stepper, {"tag": "again"})
+    token = harness.token(run_id)
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ACCEPTED
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ACCEPTED
+    assert harness.pw.resume(token, selected="blue").outcome is ResumeOutcome.ALREADY_RESOLVED
+    if harness.kind == "redis":
+        with Parkway(harness.settings) as other:  # a client that never read the interrupt
+            assert other.resume(token, selected="red").outcome is ResumeOutcome.ACCEPTED
+            assert other.resume(token, selected="blue").outcome is ResumeOutcome.ALREADY_RESOLVED
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.output is not None and run.output["answer"] == "red"
+    types = [e.type for e in harness.pw.stream(run_id, timeout=10)]
+    assert types.count("interrupt.resumed") == 1, types
+    # after the run moved on, the answer it took still reads accepted
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ACCEPTED
+
+
+def test_a_commit_whose_reply_was_lost_reads_accepted_when_sent_again(harness: Harness) -> None:
+    """The store's resume sent twice with one prepared answer (the first reply lost): the second
+    reads ``accepted`` and hands off no second job."""
+    run_id = harness.start_and_run(flows.stepper, {"tag": "lost"})
+    answer = harness.pw.prepare_answer(harness.token(run_id), selected="blue")
+    assert isinstance(answer, Answer)
+    first = harness.pw.store.resume(run_id, answer)
+    again = harness.pw.store.resume(run_id, answer)
+    assert first.outcome is again.outcome is ResumeOutcome.ACCEPTED
+    assert again.handed_off and again.request_id == first.request_id
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.output is not None and run.output["answer"] == "blue"
+
+
+def test_a_cancelled_interrupt_still_refuses_an_answer(harness: Harness) -> None:
+    """Only one's own answer reads accepted again: an interrupt cancelled refuses any answer."""
+    run_id = harness.start_and_run(flows.stepper, {"tag": "cancelled"})
+    token = harness.token(run_id)
+    assert harness.pw.cancel_interrupt(token).outcome is ResumeOutcome.ACCEPTED
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+
+
+def test_a_start_repeated_with_the_same_input_returns_that_run(harness: Harness) -> None:
+    """``start(run_id=...)`` again with the same workflow and input returns the run and starts
+    nothing more; another input, workflow or owner is refused as before."""
+    pw = harness.pw
+    assert pw.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == "order-17"
+    assert pw.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == "order-17"
+    if harness.kind == "redis":
+        with Parkway(Settings(redis_url=harness.settings.redis_url, secret=SECRET)) as other:
+            assert other.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == "order-17"
+    with pytest.raises(ValidationError, match="already exists"):
+        pw.start(flows.stepper, {"tag": "s2"}, run_id="order-17", tenant="acme")
+    with pytest.raises(ValidationError, match="already exists"):
+        pw.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme", owner="bob")
+    with pytest.raises(ValidationError, match="already exists"):
+        pw.start(flows.contracted, {"tag": "s1"}, run_id="order-17", tenant="acme")
+    harness.run_jobs()
+    events = list(pw.stream("order-17", until="settled", timeout=10))
+    assert [e.type for e in events].count("run.started") == 1
+    assert [e.type for e in events].count("node.started") == 1
+    assert len(pw.list_interrupts(run_id="order-17").items) == 1
