@@ -61,6 +61,7 @@ ACME_MACHINE = Key("acme-machine", "machine", tenant="acme")
 ADA = Key("ada", "user", "ada", "acme")
 BOB = Key("bob", "user", "bob", "acme")
 EVE = Key("eve", "user", "eve", "other")
+ZED = Key("zed", "user", "zed", "other")
 MATRIX_KEYS = (SYSTEM, MACHINE, ACME_MACHINE, ADA)
 """one key of each class: system, machine, machine bound to a tenant, user"""
 
@@ -71,7 +72,7 @@ class Deployment:
     def __init__(self, redis_url: str) -> None:
         self.port = free_port()
         self.log = tempfile.TemporaryFile()
-        keys = ",".join(k.config for k in (SYSTEM, MACHINE, ACME_MACHINE, ADA, BOB, EVE))
+        keys = ",".join(k.config for k in (SYSTEM, MACHINE, ACME_MACHINE, ADA, BOB, EVE, ZED))
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
                "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS), "PARKWAY_WORKFLOWS": "tests"}
@@ -146,11 +147,13 @@ class Target:
     token: str = ""
 
 
-def _start(dep: Deployment, holder: Key, run_id: str, ttl_ms: int, workflow: str = THREE) -> None:
+def _start(dep: Deployment, holder: Key, run_id: str, ttl_ms: int, workflow: str = THREE) -> str:
+    """Start a run named ``run_id`` as ``holder``; its id (scoped by the holder's tenant: ``acme~<name>``)."""
     body: dict[str, Any] = {"workflow": workflow, "input": {"a": 1, "b": 2} if workflow == QUICK else {},
                             "runId": run_id, "ttlMs": ttl_ms}
     started = dep.api(holder).post("/v1/runs", json=body)
     assert started.status_code == 201, started.text
+    return str(started.json()["runId"])
 
 
 def _parked(dep: Deployment, target: Target) -> Target:
@@ -299,8 +302,7 @@ def _run_targets(dep: Deployment, ttl_ms: int, *, park: bool = True) -> dict[str
     holders: dict[str, Key] = {"ada": ADA, "bob": BOB, "acme-machine": ACME_MACHINE, "eve": EVE, "none": SYSTEM}
     out = {}
     for name, holder in holders.items():
-        run_id = _unique(f"r-{name}")
-        _start(dep, holder, run_id, ttl_ms, THREE if park else QUICK)
+        run_id = _start(dep, holder, _unique(f"r-{name}"), ttl_ms, THREE if park else QUICK)
         out[name] = Target(run_id, holder)
     return {name: _parked(dep, target) for name, target in out.items()} if park else out
 
@@ -308,15 +310,16 @@ def _run_targets(dep: Deployment, ttl_ms: int, *, park: bool = True) -> dict[str
 def _session_targets(dep: Deployment, ttl_ms: int) -> dict[str, Target]:
     out = {}
     for holder in (ADA, BOB, EVE):
-        sid = _unique(f"s-{holder.name}")
-        opened = dep.api(holder).post("/v1/sessions", json={"agent": ECHO, "sessionId": sid, "ttlMs": ttl_ms})
+        opened = dep.api(holder).post("/v1/sessions", json={"agent": ECHO, "sessionId": _unique(f"s-{holder.name}"),
+                                                            "ttlMs": ttl_ms})
         assert opened.status_code == 201, opened.text
-        out[holder.name] = Target(sid, holder)
+        out[holder.name] = Target(opened.json()["sessionId"], holder)
     return out
 
 
-REOPENED_BY = {"ada": EVE, "bob": EVE, "acme-machine": EVE, "eve": ADA, "none": EVE}
-"""after a target's id expired, who takes it again"""
+REOPENED_BY = {"ada": BOB, "bob": ADA, "acme-machine": BOB, "eve": ZED, "none": MACHINE}
+"""after a target's id expired, who takes it again: someone else of its scope (a tenant's ids are
+``<tenant>~<name>``, which no other tenant's key can take; an id of no tenant, a key of none)"""
 
 
 def _reopen(dep: Deployment, runs: dict[str, Target], sessions: dict[str, Target]) -> None:
@@ -398,9 +401,10 @@ def test_an_answered_question_stays_its_owners_after_her_session_expires_and_its
     neither lists it among resolved interrupts (cursors walked to the end), nor reads it by request
     id, nor reaches her branch run after re-opening the session id himself."""
     ada, bob = dep.api(ADA), dep.api(BOB)
-    sid = _unique("s-ssn")
     # (3 s: long enough to answer on a loaded machine, short enough to wait for)
-    assert ada.post("/v1/sessions", json={"agent": ASKING, "sessionId": sid, "ttlMs": 3000}).status_code == 201
+    opened = ada.post("/v1/sessions", json={"agent": ASKING, "sessionId": _unique("s-ssn"), "ttlMs": 3000})
+    assert opened.status_code == 201
+    sid = opened.json()["sessionId"]
     run_id = ada.post(f"/v1/sessions/{sid}/messages", json={"content": "What is your SSN"}).json()["runId"]
     wait_for(lambda: ada.get(f"/v1/sessions/{sid}").json()["parkedBy"], 20, "the question")
     request_id = dep.api(SYSTEM).get("/v1/interrupts", params={"runId": run_id}).json()["items"][0]["requestId"]
@@ -441,11 +445,12 @@ def test_a_tampered_or_foreign_cursor_is_refused(dep: Deployment) -> None:
 
 
 def test_a_session_stream_ends_with_its_session_and_never_shows_the_next_holder_of_its_id(dep: Deployment) -> None:
-    """Finding 2: ada holds a stream on her session; it expires and eve (another tenant) opens the same
-    id and sends a card number: ada's stream ends, and shows nothing of eve's session."""
-    ada, eve = dep.api(ADA), dep.api(EVE)
-    sid = _unique("s-support")
-    assert ada.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid, "ttlMs": 1000}).status_code == 201
+    """Finding 2: ada holds a stream on her session; it expires and bob (her tenant, so the same id)
+    opens the same id and sends a card number: ada's stream ends, and shows nothing of bob's session."""
+    ada, bob = dep.api(ADA), dep.api(BOB)
+    opened = ada.post("/v1/sessions", json={"agent": ECHO, "sessionId": _unique("s-support"), "ttlMs": 1000})
+    assert opened.status_code == 201
+    sid = opened.json()["sessionId"]
     lines: list[str] = []
     ended = threading.Event()
 
@@ -460,11 +465,11 @@ def test_a_session_stream_ends_with_its_session_and_never_shows_the_next_holder_
     holder.start()
     wait_for(lambda: any("session.opened" in line for line in lines), 60, "ada's stream to open")
     wait_for(lambda: ada.get(f"/v1/sessions/{sid}").status_code == 404, 20, "the session to expire")
-    assert eve.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).status_code == 201
-    assert eve.post(f"/v1/sessions/{sid}/messages", json={"content": "card 4111 1111 1111 1111"}).status_code == 201
-    wait_for(lambda: _head(eve, sid) == "you said card 4111 1111 1111 1111", 20, "eve's reply")
+    assert bob.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).json()["sessionId"] == sid
+    assert bob.post(f"/v1/sessions/{sid}/messages", json={"content": "card 4111 1111 1111 1111"}).status_code == 201
+    wait_for(lambda: _head(bob, sid) == "you said card 4111 1111 1111 1111", 20, "bob's reply")
     assert ended.wait(20), "ada's stream outlived her session"
-    assert not any("4111" in line or '"owner": "eve"' in line for line in lines), lines
+    assert not any("4111" in line or '"owner": "bob"' in line for line in lines), lines
 
 
 def test_a_fork_past_an_answered_interrupt_asks_again_unless_the_caller_is_system(dep: Deployment) -> None:
@@ -472,8 +477,7 @@ def test_a_fork_past_an_answered_interrupt_asks_again_unless_the_caller_is_syste
     (a user) or by a machine re-opens the gate, which asks again, with the fork's input laid over;
     a system caller's fork goes on from the step it names."""
     ada, machine, system = dep.api(ADA), dep.api(MACHINE), dep.api(SYSTEM)
-    run_id = _unique("r-gate")
-    _start(dep, ADA, run_id, 60_000)
+    run_id = _start(dep, ADA, _unique("r-gate"), 60_000)
     gate = _parked(dep, Target(run_id, ADA))
     assert machine.post("/v1/resume", json={"token": gate.token, "selected": "red"}).status_code == 200
     wait_for(lambda: ada.get(f"/v1/runs/{run_id}").json()["status"] == "completed", 20, "the run to pass its gate")
@@ -492,24 +496,24 @@ def test_a_fork_past_an_answered_interrupt_asks_again_unless_the_caller_is_syste
 
 def test_a_fork_lays_input_over_a_run_only_for_a_caller_of_its_starters_rank(dep: Deployment) -> None:
     """Finding 3: a machine may fork a system caller's run of its tenant, but not lay input over it."""
-    run_id = _unique("r-sys")
-    started = dep.api(SYSTEM).post("/v1/runs", json={"workflow": THREE, "input": {}, "runId": run_id,
+    started = dep.api(SYSTEM).post("/v1/runs", json={"workflow": THREE, "input": {}, "runId": _unique("r-sys"),
                                                      "tenant": "acme"})
     assert started.status_code == 201
+    run_id = started.json()["runId"]
     acme = dep.api(ACME_MACHINE)
     assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0, "input": {"x": 5}}).status_code == 403
     assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0}).status_code == 201
 
 
 def test_another_tenants_run_or_session_reads_exactly_as_one_that_never_existed(dep: Deployment) -> None:
-    """Low (ids are one namespace across tenants): no existence oracle: eve gets the same status and
+    """Low (no existence oracle): eve gets the same status and
     error for ada's run and session as for ids nobody used."""
     eve = dep.api(EVE)
-    run_id, sid = _unique("r-oracle"), _unique("s-oracle")
-    _start(dep, ADA, run_id, 60_000)
-    assert dep.api(ADA).post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).status_code == 201
-    for path, unused in ((f"/v1/runs/{run_id}", "/v1/runs/never-used"),
-                         (f"/v1/sessions/{sid}", "/v1/sessions/never-used")):
+    run_id = _start(dep, ADA, _unique("r-oracle"), 60_000)
+    sid = dep.api(ADA).post("/v1/sessions", json={"agent": ECHO, "sessionId": _unique("s-oracle")}).json()["sessionId"]
+    for path, unused in ((f"/v1/runs/{run_id}", "/v1/runs/never-used"), (f"/v1/runs/{run_id}", "/v1/runs/acme~never"),
+                         (f"/v1/sessions/{sid}", "/v1/sessions/never-used"),
+                         (f"/v1/sessions/{sid}", "/v1/sessions/acme~never")):
         theirs, nothing = eve.get(path), eve.get(unused)
         assert (theirs.status_code, theirs.json()["error"]) == (nothing.status_code, nothing.json()["error"])
 
@@ -574,11 +578,10 @@ def test_a_machine_stop_parks_every_branch_so_editing_the_anchored_message_does_
 
 def test_a_run_stream_ends_when_its_id_is_taken_by_another_run(dep: Deployment, redis_client: redis.Redis) -> None:
     """Finding 2, for runs: ada follows her waiting run; its records and summary go (as past the
-    retention) and eve starts a run under the same id: ada's stream ends, showing none of eve's."""
+    retention) and bob (her tenant: the same id) starts a run under it: her stream ends, showing none of his."""
     from parkway.adapters.redis import keys
 
-    run_id = _unique("r-held")
-    _start(dep, ADA, run_id, 60_000)
+    run_id = _start(dep, ADA, _unique("r-held"), 60_000)
     _parked(dep, Target(run_id, ADA))
     lines: list[str] = []
     ended = threading.Event()
@@ -595,7 +598,85 @@ def test_a_run_stream_ends_when_its_id_is_taken_by_another_run(dep: Deployment, 
     wait_for(lambda: any(line == "event: interrupt" for line in lines), 60, "ada's stream to show her question")
     redis_client.delete(*(key for key in redis_client.scan_iter(match=keys.summary(run_id).replace(":sum", ":*"))))
     assert _gone(dep, run_id)
-    started = dep.api(EVE).post("/v1/runs", json={"workflow": THREE, "input": {"card": "4111"}, "runId": run_id})
+    started = dep.api(BOB).post("/v1/runs", json={"workflow": THREE, "input": {"card": "4111"}, "runId": run_id})
     assert started.status_code == 201, started.text
     assert ended.wait(20), "ada's stream outlived her run"
     assert not any("4111" in line for line in lines), lines
+
+
+# --- ids are scoped by tenant --------------------------------------------------------------------
+
+
+def test_tenants_that_choose_the_same_run_id_each_get_a_run_of_their_own(dep: Deployment) -> None:
+    """Squatting: ada (acme) and eve (other) both start a run they call ``order-…``: each gets her own
+    (``acme~order-…``, ``other~order-…``), reads, lists and answers only it, and the other's reads
+    exactly as a run nobody started; naming the other tenant's scope is refused alike whether or
+    not a run is there."""
+    ada, eve = dep.api(ADA), dep.api(EVE)
+    name = _unique("order")
+    ada_id, eve_id = _start(dep, ADA, name, 60_000), _start(dep, EVE, name, 60_000)
+    assert (ada_id, eve_id) == (f"acme~{name}", f"other~{name}")
+    ada_run, eve_run = _parked(dep, Target(ada_id, ADA)), _parked(dep, Target(eve_id, EVE))
+    theirs, nothing = eve.get(f"/v1/runs/{ada_id}"), eve.get(f"/v1/runs/acme~{name}x")
+    assert (theirs.status_code, theirs.json()["error"]) == (nothing.status_code, nothing.json()["error"]) == (
+        404, "RunNotFound")
+    assert [i["runId"] for i in eve.get("/v1/interrupts", params={"runId": eve_id}).json()["items"]] == [eve_id]
+    assert ada_id not in eve.get("/v1/interrupts", params={"limit": 200}).text
+    again = {"workflow": THREE, "input": {}}
+    refusals = [eve.post("/v1/runs", json={**again, "runId": taken}) for taken in (ada_id, f"acme~{name}x")]
+    # another tenant's scope: the same refusal whether or not a run is there
+    assert [(r.status_code, r.json()["error"]) for r in refusals] == [(422, "InvalidId")] * 2
+    assert refusals[0].json()["detail"] == refusals[1].json()["detail"].replace(f"{name}x", name)
+    assert eve.post("/v1/resume", json={"token": ada_run.token, "selected": "red"}).status_code == 404
+    assert eve.post("/v1/resume", json={"token": eve_run.token, "selected": "red"}).json()["outcome"] == "accepted"
+    wait_for(lambda: eve.get(f"/v1/runs/{eve_id}").json()["status"] == "completed", 20, "eve's run to pass its gate")
+    assert ada.get(f"/v1/runs/{ada_id}").json()["status"] == "waiting"
+    assert ada.get(f"/v1/runs/{ada_id}").json()["input"] == {}
+
+
+def test_tenants_that_choose_the_same_session_id_each_get_a_session_of_their_own(dep: Deployment) -> None:
+    """Squatting, for sessions: ada and eve both open ``support-…``: each gets her own, and eve's
+    messages reach neither ada's session nor her stream; ada's reads to eve as one never opened."""
+    ada, eve = dep.api(ADA), dep.api(EVE)
+    name = _unique("support")
+    opened = [who.post("/v1/sessions", json={"agent": ECHO, "sessionId": name}) for who in (ada, eve)]
+    assert [o.status_code for o in opened] == [201, 201], [o.text for o in opened]
+    ada_sid, eve_sid = (o.json()["sessionId"] for o in opened)
+    assert (ada_sid, eve_sid) == (f"acme~{name}", f"other~{name}")
+    assert eve.post(f"/v1/sessions/{eve_sid}/messages", json={"content": "card 4111"}).status_code == 201
+    assert ada.post(f"/v1/sessions/{ada_sid}/messages", json={"content": "hello"}).status_code == 201
+    wait_for(lambda: _head(eve, eve_sid) == "you said card 4111", 20, "eve's reply")
+    wait_for(lambda: _head(ada, ada_sid) == "you said hello", 20, "ada's reply")
+    assert "4111" not in str(ada.get(f"/v1/sessions/{ada_sid}/events").json())
+    theirs, nothing = eve.get(f"/v1/sessions/{ada_sid}"), eve.get(f"/v1/sessions/acme~{name}x")
+    assert (theirs.status_code, theirs.json()["error"]) == (nothing.status_code, nothing.json()["error"])
+    refused = eve.post("/v1/sessions", json={"agent": ECHO, "sessionId": ada_sid})
+    assert refused.status_code == 422, refused.text
+
+
+def test_the_python_client_scopes_a_tenants_run_and_session_ids_by_its_tenant(harness: Harness) -> None:
+    """The library's doors scope the same way: a run or session of a tenant is ``<tenant>~<name>``
+    (a fork's new run and a child run too, under the root's hash tag), a run of no tenant keeps its
+    name, and an id in another scope than its run's tenant is refused."""
+    from parkway.adapters.redis import keys
+    from parkway.errors import ValidationError
+    from tests import flows_fork, session_flows
+
+    pw = harness.pw
+    runs = [pw.start(flows_fork.three, {}, run_id="order-1", tenant=t) for t in ("acme", "other", None)]
+    assert runs == ["acme~order-1", "other~order-1", "order-1"]
+    assert pw.start(flows_fork.three, {}, run_id="acme~order-2", tenant="acme") == "acme~order-2"
+    for scoped, tenant in (("acme~order-3", "other"), ("acme~order-3", None)):
+        with pytest.raises(ValidationError):
+            pw.start(flows_fork.three, {}, run_id=scoped, tenant=tenant)
+    assert pw.start(flows_fork.three, {}, tenant="acme").startswith("acme~run_")
+    tree = pw.start(flows_fork.tree_flow, {}, run_id="tree", tenant="acme")
+    harness.run_jobs()
+    assert [pw.get_run(r).tenant for r in runs] == ["acme", "other", None]
+    child = pw.get_run(tree).interrupt
+    assert child is not None and child.run_id.startswith("acme~tree--")
+    assert keys.run(child.run_id).startswith(keys.run(tree).removesuffix(":run"))  # one hash tag
+    assert pw.fork("acme~order-1", step=0, new_run_id="copy") == "acme~copy"
+    sessions = [pw.sessions.open(session_flows.echo, owner="ada", tenant=t, session_id="support-1")
+                for t in ("acme", "other")]
+    assert sessions == ["acme~support-1", "other~support-1"]

@@ -112,3 +112,17 @@ def test_the_scripts_write_integers_as_msgpack_does(harness: Harness) -> None:
     script = harness.pw.store.client.register_script(common + "\nreturn mp_uint(ARGV[1])")  # type: ignore[attr-defined]
     for n in [0, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 5_000_000_000, 2**53]:
         assert script(args=[n]) == msgpack.packb(n), n
+
+
+def test_a_tenants_run_has_job_ids_rq_accepts_and_no_run_of_no_tenant_shares() -> None:
+    """RQ allows only letters, digits, '_' and '-' in a job id: a tenant's run (``acme~order-1``) is
+    named so that its id reads back to it, and no run of no tenant (``acme-order-1``) reads the same."""
+    from rq.job import validate_job_id
+
+    for run_id in ("acme~order-1", "a-b~c--0123456789abcdef", "order-1", "acme-order-1", "4~x"):
+        named = jobs.job_id(run_id, 7)
+        validate_job_id(named)
+        assert jobs.parse_job_id(named) == (run_id, 7)
+    assert len({jobs.job_id(r, 1) for r in ("acme~order-1", "acme-order-1", "acme_order-1")}) == 3
+    for foreign in ("pw_x-a-1", "pw_9-ab-1", "pwx-a-1", "pw_1-a~b-1"):
+        assert jobs.parse_job_id(foreign) is None

@@ -278,9 +278,11 @@ def test_a_runs_tenant_is_kept_in_its_summary_and_checked_after_its_records_expi
 
 
 def test_a_session_named_after_a_run_grants_nothing_over_the_runs_children(harness: Harness) -> None:
-    """Session ids are chosen by callers and share the hash tag space with run ids: a session named
-    after another tenant's run must not open that run's children to the session's tenant."""
+    """Session ids are chosen by callers and share the hash tag space with run ids: a session cannot
+    be named after another tenant's run (its id is in that tenant's scope), and a session of the
+    same name in its own tenant's scope opens nothing of that run's children."""
     from parkway import RunNotFound
+    from parkway.errors import InvalidId
     from parkway.runtime.authority import Caller
     from parkway.runtime.clock import now_ms
 
@@ -290,7 +292,10 @@ def test_a_session_named_after_a_run_grants_nothing_over_the_runs_children(harne
     acme = Caller("machine", tenant="acme")
     with pytest.raises(RunNotFound):
         harness.pw.check_run(child, acme)
-    harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme", session_id=parent)
+    with pytest.raises(InvalidId):
+        harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme", session_id=parent)
+    assert harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme", session_id=parent.partition("~")[2]) == (
+        "acme~" + parent.partition("~")[2])
     with pytest.raises(RunNotFound):
         harness.pw.check_run(child, acme)
     harness.pw.check_run(child, Caller("machine", tenant="other"))

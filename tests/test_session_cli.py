@@ -57,6 +57,10 @@ def test_session_show_draws_the_tree_with_its_parked_branches(redis_client: Any,
         assert missing.returncode == 1 and "no session" in missing.stderr
 
 
+SID = "acme~cli-s1"
+"""the session the CLI test opens as cli-s1 in tenant acme (a tenant's session ids are scoped by it)"""
+
+
 def test_session_open_send_edit_and_switch_from_the_cli(redis_client: Any, redis_url: str) -> None:
     """`parkway session open|send|edit|switch` open a session, answer a message, branch it by an edit and
     switch the head back; each prints what it made, and a missing flag or word is one clear error."""
@@ -66,22 +70,22 @@ def test_session_open_send_edit_and_switch_from_the_cli(redis_client: Any, redis
         opened = _cli(redis_url, "open", "cli-s1", "--agent", "tests.session_flows:echo", "--owner", "ada",
                       "--tenant", "acme")
         assert opened.returncode == 0, opened.stderr
-        assert json.loads(opened.stdout) == {"sessionId": "cli-s1"}
-        assert pw.sessions.get("cli-s1").public()["owner"] == "ada"
-        first = json.loads(_cli(redis_url, "send", "cli-s1", "hello").stdout)
+        assert json.loads(opened.stdout) == {"sessionId": SID}  # scoped by its tenant
+        assert pw.sessions.get(SID).public()["owner"] == "ada"
+        first = json.loads(_cli(redis_url, "send", SID, "hello").stdout)
         h.run_jobs()
-        edited = _cli(redis_url, "edit", "cli-s1", first["messageId"], "hello again")
+        edited = _cli(redis_url, "edit", SID, first["messageId"], "hello again")
         assert edited.returncode == 0, edited.stderr
         second = json.loads(edited.stdout)
         assert second["messageId"] != first["messageId"] and second["runId"]
         h.run_jobs()
-        assert pw.sessions.get("cli-s1").public()["head"] != first["messageId"]
-        switched = _cli(redis_url, "switch", "cli-s1", first["messageId"])
+        assert pw.sessions.get(SID).public()["head"] != first["messageId"]
+        switched = _cli(redis_url, "switch", SID, first["messageId"])
         assert switched.returncode == 0, switched.stderr
-        view = pw.sessions.get("cli-s1")
+        view = pw.sessions.get(SID)
         assert first["messageId"] in view.path(view.public()["head"])
         assert any(line.lstrip().startswith("* ") for line in switched.stdout.splitlines())
         lacking = _cli(redis_url, "open", "cli-s2", "--agent", "tests.session_flows:echo")
         assert lacking.returncode == 1 and "needs --owner, --tenant" in lacking.stderr
-        short = _cli(redis_url, "edit", "cli-s1", first["messageId"])
+        short = _cli(redis_url, "edit", SID, first["messageId"])
         assert short.returncode == 1 and "usage: parkway session edit SESSION MESSAGE TEXT" in short.stderr

@@ -16,6 +16,7 @@ import msgpack
 
 from ..runtime import telemetry
 from ..runtime.errors import CorruptRecord, PayloadTooLarge, ValidationError
+from ..runtime.protocol import ID_PATTERN
 from ..runtime.store import IndexEntry, InterruptRecord, NewRun
 
 DEFAULT_MAX_BYTES = 1 << 20
@@ -53,8 +54,8 @@ def authority_arg(run: NewRun) -> str:
 
 _TIME_BYTES = 6
 """a time in an index member: epoch ms, big-endian (6 bytes reach the year 10889)"""
-_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_CURSOR = re.compile(r"([0-9]{13}):([0-9]{13}):([A-Za-z0-9_-]{1,64})")
+_RUN_ID = ID_PATTERN
+_CURSOR = re.compile(rf"([0-9]{{13}}):([0-9]{{13}}):({ID_PATTERN.pattern})")
 
 
 def entry_of(record: InterruptRecord) -> IndexEntry:
@@ -115,7 +116,7 @@ def time_floor(now: int) -> bytes:
 
 # --- lifecycle records and the closed interrupts' index ------------------------
 
-_CLOSED_CURSOR = re.compile(r"([0-9]{13}):([A-Za-z0-9_/-]{1,130})")
+_CLOSED_CURSOR = re.compile(rf"([0-9]{{13}}):((?:{ID_PATTERN.pattern}/)?{ID_PATTERN.pattern})")
 
 
 def closed_member(ended_at: int, run_id: str, request_id: str) -> bytes:
@@ -153,7 +154,7 @@ def parse_closed_cursor(cursor: str | None, status: str) -> bytes | None:
 
 # --- the run index ------------------------------------------------------------------
 
-_RUN_CURSOR = re.compile(r"([0-9]{13}):([A-Za-z0-9_-]{1,64})")
+_RUN_CURSOR = re.compile(rf"([0-9]{{13}}):({ID_PATTERN.pattern})")
 
 
 def run_member(created_at: int, run_id: str) -> bytes:

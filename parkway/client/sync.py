@@ -55,6 +55,8 @@ from ..runtime.protocol import (
     check_depth,
     check_event_id,
     check_id,
+    check_name,
+    scoped_id,
 )
 from ..runtime.store import (
     Answer,
@@ -119,8 +121,11 @@ class Parkway:
     ) -> str:
         """Start a run of ``workflow`` (a Workflow or ``"module:attribute"``); return its run id.
 
-        ``tenant`` (an id) marks the run as one tenant's: its interrupts carry it, a listing filters
+        ``tenant`` (a name) marks the run as one tenant's: its interrupts carry it, a listing filters
         on it (``list_interrupts(tenant=)``), and over HTTP a key bound to a tenant sees only its own.
+        A tenant's run ids are scoped by it: ``run_id="order-1"`` with ``tenant="acme"`` starts run
+        ``acme~order-1`` (the id returned; another tenant's ``order-1`` is another run), and a random
+        id is ``acme~run_<hex>``.
         ``owner`` (an id) makes it one user's, and ``origin`` records the rank of who started it
         (``system``, ``machine``, ``frontend``): both are written on the run and its summary, and
         the HTTP API's role table reads them there (see the README).
@@ -145,12 +150,12 @@ class Parkway:
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         check_depth(input, "run input")
-        run_id = _new_run_id(run_id)
-        ttl = check_ttl(ttl_ms, error=ValidationError) if ttl_ms is not None else self.settings.ttl_ms
         if tenant is not None:
-            check_id(tenant, "tenant")
+            check_name(tenant, "tenant")
         if owner is not None:
-            check_id(owner, "owner")
+            check_name(owner, "owner")
+        run_id = _new_run_id(run_id, tenant)
+        ttl = check_ttl(ttl_ms, error=ValidationError) if ttl_ms is not None else self.settings.ttl_ms
         if origin not in RANK:
             raise ValidationError(f"origin is one of {sorted(RANK)}, not {origin!r}")
         assert wf.start is not None
@@ -175,7 +180,8 @@ class Parkway:
         started with (``input=`` lays values over it), and runs on from there as any run does: its
         pauses get tokens of their own. Its ``run.started`` event records ``forkedFrom`` (the old
         run and step). The old run is only read: its tokens keep answering it, and die with it.
-        Workflow state (``use_workflow_state``) is not carried over. Refused with a clear error: an
+        Workflow state (``use_workflow_state``) is not carried over. The new run is the old one's
+        tenant's, and ``new_run_id`` is scoped by it as ``start``'s. Refused with a clear error: an
         unknown run (RunNotFound), one whose records expired (only its summary is left), a child
         run (fork its root), a step the run has not reached, a taken ``new_run_id``.
         """
@@ -188,10 +194,10 @@ class Parkway:
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"fork input must be a dict, not {type(input).__name__}", run_id=run_id)
         check_depth(input, "fork input")
-        new_id = _new_run_id(new_run_id)
         record = self.store.get_run(run_id, now_ms())
         if record is None:
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        new_id = _new_run_id(new_run_id, record.tenant)
         data = self.store.fork_point(run_id, step) if record.ref else None  # what the script re-checks
         data = {**(data or {}), **(input or {})}
         new = NewRun(
@@ -427,7 +433,7 @@ class Parkway:
         is the tenant when the summary names none (the caller's, over HTTP).
         """
         if tenant is not None:
-            check_id(tenant, "tenant")
+            check_name(tenant, "tenant")
         if input is not None and not isinstance(input, Mapping):
             raise ValidationError(f"run input must be a dict, not {type(input).__name__}")
         result = self.resume(token, selected=selected, value=value, request_id=request_id, responder=responder)
@@ -983,14 +989,14 @@ class Parkway:
         )
 
 
-def _new_run_id(run_id: str | None) -> str:
-    """A new root run's id: the one given, checked, or a random one."""
+def _new_run_id(run_id: str | None, tenant: str | None) -> str:
+    """A new root run's id: the one given (checked) or a random one, scoped by the run's tenant
+    (``<tenant>~<name>``: ``protocol.scoped_id``)."""
     if run_id is None:
-        return "run_" + uuid.uuid4().hex
-    check_id(run_id, "run id")
-    if CHILD_SEPARATOR in run_id:
+        run_id = "run_" + uuid.uuid4().hex
+    elif CHILD_SEPARATOR in check_id(run_id, "run id"):
         raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
-    return run_id
+    return scoped_id(run_id, tenant)
 
 
 def _fork_refused(done: ForkOutcome, run_id: str, step: int, new_id: str) -> ParkwayError:

@@ -7,7 +7,8 @@ route                                       what it does
 ``GET  /metrics``                           Prometheus text (see ``parkway.http.metrics``); needs a
                                             metrics key or a system key bound to no tenant
 ``POST /v1/runs``                           start a run: ``{workflow, input, runId?, ttlMs?, tenant?}``
-                                            -> 201 (a tenant-bound key: its own tenant)
+                                            -> 201 ``{runId}`` (a tenant-bound key: its own tenant;
+                                            a tenant's run id is ``<tenant>~<runId>``)
 ``GET  /v1/runs``                           runs, newest first: ``status``, ``workflow``,
                                             ``workflowPrefix``, ``tenant``, ``createdAfter``,
                                             ``createdBefore``, ``limit``, ``cursor`` -> a page (a
@@ -123,6 +124,7 @@ from ..runtime.protocol import (
     RunStatus,
     check_event_id,
     check_id,
+    check_name,
 )
 from ..sessions import http as session_http
 from . import links, problems
@@ -194,7 +196,7 @@ def parse_keys(text: str) -> dict[str, Key]:
             )
         for extra in parts[1:]:
             if extra:  # empty: none (a machine bound to a tenant is machine::<tenant>)
-                check_id(extra, "API key owner or tenant")
+                check_name(extra, "API key owner or tenant")
         role: Any = parts[0]
         try:
             out[digest] = Caller(role, *(part or None for part in parts[1:3]))

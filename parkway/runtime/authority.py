@@ -25,8 +25,9 @@ it would run what that answer let through without asking. A fork by any caller b
 the last answered activation at or before the step asked instead (its question is asked again),
 and only a caller of at least the run's origin may lay input over the data.
 
-A refusal reads as "no such run" (RunNotFound): run ids are chosen by callers, and a different
-answer for another tenant's run would tell that it exists.
+A refusal reads as "no such run" (RunNotFound): a different answer for another tenant's or owner's
+run would tell that it exists. A tenant's run and session ids are in its scope (``<tenant>~<name>``,
+``protocol.scoped_id``), so no other tenant can take, block or probe them by choosing an id.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import RunNotFound, SessionDenied, ValidationError
-from .protocol import check_id
+from .protocol import check_name
 
 Role = Literal["system", "machine", "user"]
 Origin = Literal["system", "machine", "frontend"]
@@ -57,9 +58,9 @@ class Caller:
         if self.role not in ROLES:
             raise ValidationError(f"a caller's role is one of {ROLES}, not {self.role!r}")
         if self.owner is not None:
-            check_id(self.owner, "caller owner")
+            check_name(self.owner, "caller owner")
         if self.tenant is not None:
-            check_id(self.tenant, "caller tenant")
+            check_name(self.tenant, "caller tenant")
         if self.role == "user" and (self.owner is None or self.tenant is None):
             raise ValidationError("a user caller needs an owner and a tenant")
 

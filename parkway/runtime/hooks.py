@@ -31,7 +31,7 @@ from . import journal
 from .cancel import cancel_run
 from .contracts import Contract
 from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, RunNotFound, ValidationError
-from .protocol import MAX_TTL_MS, InterruptRequest, check_audience, check_depth
+from .protocol import MAX_TTL_MS, InterruptRequest, check_audience, check_depth, name_of
 from .store import JournalEntry, Store
 from .telemetry import check_capture
 from .workflow import Workflow
@@ -551,7 +551,8 @@ def _escalation(request: InterruptRequest, spec: Any, contract: Contract[Any, An
 CHILD_SEPARATOR = "--"
 """a child's run id is ``<root run id>--<hash>``: the part before the first ``--`` is the tree's root"""
 MAX_ROOT_ID = 46
-"""a root run id of at most this length leaves room for its children's (run ids are at most 64)"""
+"""a root run id (its name: a tenant's run is ``<tenant>~<name>``) of at most this length leaves
+room for its children's (an id's name is at most 64)"""
 
 
 def child_run_id(parent_run_id: str, step: int, name: str) -> str:
@@ -595,8 +596,9 @@ def _child_ask(workflow: Workflow | str, input: Mapping[str, Any] | None, name: 
         raise ValidationError(f"child workflow input must be a dict, not {type(input).__name__}")
     check_depth(input, "child workflow input")  # its size is bounded where it is encoded, as a run's
     root = ctx.run_id.split(CHILD_SEPARATOR, 1)[0]
-    if len(root) > MAX_ROOT_ID:
-        raise ValidationError(f"a run that starts child workflows needs a run id of at most {MAX_ROOT_ID} characters")
+    if len(name_of(root)) > MAX_ROOT_ID:
+        raise ValidationError(f"a run that starts child workflows needs a run id (its name, after a tenant's "
+                              f"'~') of at most {MAX_ROOT_ID} characters")
     child = child_run_id(ctx.run_id, ctx.step, name)
     detail = workflow if isinstance(workflow, str) else workflow.name
     asked = JournalEntry("child", name, child, f"{detail}, input {_digest(input or {})}")

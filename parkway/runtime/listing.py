@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import ValidationError
-from .protocol import RunStatus, check_audience, check_id
+from .protocol import RunStatus, check_audience, check_id, check_name
 from .store import InterruptRecord
 from .telemetry import CLOSED_STATUSES
 
@@ -85,7 +85,7 @@ class ListingQuery:
         if self.audience is not None:
             check_audience(self.audience)
         if self.tenant is not None:
-            check_id(self.tenant, "tenant")
+            check_name(self.tenant, "tenant")
         if self.session is not None:
             check_id(self.session, "session id")
         for name, value in (("created_after", self.created_after), ("created_before", self.created_before)):
@@ -162,7 +162,7 @@ class RunsQuery:
         ):
             raise ValidationError(f"workflow_prefix must be printable text of 1 to {MAX_SEARCH} characters")
         if self.tenant is not None:
-            check_id(self.tenant, "tenant")
+            check_name(self.tenant, "tenant")
         for name, value in (("created_after", self.created_after), ("created_before", self.created_before)):
             if value is not None and not _integer(value, 0, (1 << 48) - 1):
                 raise ValidationError(f"{name} must be a time in epoch milliseconds (a non-negative integer)")

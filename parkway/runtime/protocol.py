@@ -17,22 +17,65 @@ from pydantic.alias_generators import to_camel
 
 from .errors import InvalidId, ValidationError
 
-ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-"""Run, request and workflow ids: 1-64 letters, digits, '_' and '-', starting with a letter or digit.
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
+NAME_PATTERN = re.compile(_NAME)
+"""What a caller names: a tenant, an owner, and the name it gives a run or a session: 1-64
+letters, digits, '_' and '-', starting with a letter or digit."""
+TENANT_SEPARATOR = "~"
+"""what separates a tenant's name from the name of its run or session in their id"""
+ID_PATTERN = re.compile(rf"(?:{_NAME}{TENANT_SEPARATOR})?{_NAME}")
+"""Run, session, request and workflow ids: a name, or a tenant's name and a name,
+``<tenant>~<name>`` (a run or session of a tenant: :func:`scoped_id`; a request id parkway mints
+for it carries it too). Each part 1-64 letters, digits, '_' and '-', starting with a letter or digit.
 
 Always applied with ``fullmatch``: ``$`` would also match before a trailing newline. No ':',
 '{', '}', '*', '.', whitespace, newline or glob character can reach a key."""
+MAX_ID_LENGTH = 64 + 1 + 64
+"""the longest id: a tenant's name, the separator, a name"""
+
+
+def _shown(value: object) -> str:
+    return repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
 
 
 def check_id(value: object, what: str = "id") -> str:
     """Return ``value`` if it is a valid id, else raise :class:`InvalidId`."""
     if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise InvalidId(
-            f"invalid {what} {shown}: use 1-64 letters, digits, '_' or '-', starting with a letter or digit",
+            f"invalid {what} {_shown(value)}: use 1-64 letters, digits, '_' or '-', starting with a letter or digit "
+            "(a tenant's run or session: <tenant>~<name>)",
             what=what,
         )
     return value
+
+
+def check_name(value: object, what: str = "name") -> str:
+    """Return ``value`` if it is a valid name (an id with no tenant part), else raise :class:`InvalidId`."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise InvalidId(
+            f"invalid {what} {_shown(value)}: use 1-64 letters, digits, '_' or '-', starting with a letter or digit",
+            what=what,
+        )
+    return value
+
+
+def scoped_id(given: str, tenant: str | None, what: str = "run id") -> str:
+    """The id of a new run or session of ``tenant`` that its creator calls ``given``: a tenant's ids
+    are ``<tenant>~<name>``, so two tenants that choose the same name get two runs (or sessions),
+    and neither can take, block or learn of the other's; with no tenant, the name itself. ``given``
+    may already be scoped, by ``tenant`` only (InvalidId otherwise, whether or not that id is taken)."""
+    scope, sep, name = check_id(given, what).rpartition(TENANT_SEPARATOR)
+    if sep and scope != tenant:
+        raise InvalidId(f"{what} {given!r} is in tenant {scope!r}'s scope: only a run or session of that tenant "
+                        "may have it", what=what)
+    if tenant is None:
+        return name
+    return f"{check_name(tenant, 'tenant')}{TENANT_SEPARATOR}{name}"
+
+
+def name_of(scoped: str) -> str:
+    """The name part of an id (all of it for an id of no tenant): what its creator chose."""
+    return scoped.rpartition(TENANT_SEPARATOR)[2]
 
 
 EVENT_ID_PATTERN = re.compile(r"[0-9]{1,20}(-[0-9]{1,20})?")
@@ -54,8 +97,9 @@ def _in_range(event_id: str) -> bool:
 def check_event_id(value: object, what: str = "after") -> str:
     """Return ``value`` if it is an event id (a stream position), else raise :class:`ValidationError`."""
     if not isinstance(value, str) or not EVENT_ID_PATTERN.fullmatch(value) or not _in_range(value):
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-        raise ValidationError(f"{what} must be an event id such as 1700000000000-0 (or 0 for the start), not {shown}")
+        raise ValidationError(
+            f"{what} must be an event id such as 1700000000000-0 (or 0 for the start), not {_shown(value)}"
+        )
     return value
 
 

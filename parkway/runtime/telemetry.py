@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import ValidationError
-from .protocol import ID_PATTERN, InterruptRequest
+from .protocol import ID_PATTERN, TENANT_SEPARATOR, InterruptRequest
 from .store import InterruptRecord
 
 CAPTURE_KINDS = ("input", "output")
@@ -143,7 +143,8 @@ def _base36(n: int) -> str:
 
 def mint_request_id(run_id: str, fence: int, fallback: str) -> str:
     """The request id a pause parks under: ``i<fence, base 36>_<nonce>_<run id>``, or ``fallback``
-    when that would not fit in an id's 64 characters (a long child run id).
+    when that would not fit in an id (each part of it, before and after a tenant's run id's ``~``,
+    is at most 64 characters: a long child run id).
 
     The run id can be read back from it, so ``get_interrupt`` needs no lookup. The fence makes it
     unique within the run (each pause commits at a fence of its own). The nonce (5 to 8 random
@@ -151,7 +152,9 @@ def mint_request_id(run_id: str, fence: int, fallback: str) -> str:
     id (run ids may be chosen, and reused once the earlier run's summary is gone): a token is signed
     over the run and request ids, so an old run's token must not name a new run's interrupt."""
     head = f"i{_base36(fence)}_"
-    room = min(MAX_NONCE, 64 - len(head) - 1 - len(run_id))
+    scope, sep, _ = run_id.rpartition(TENANT_SEPARATOR)
+    first = scope if sep else run_id  # the part of the request id before its '~', if the run id has one
+    room = min(MAX_NONCE, 64 - len(head) - 1 - len(first))
     if room < MIN_NONCE:
         return fallback
     nonce = "".join(_DIGITS[b % 36] for b in os.urandom(room))

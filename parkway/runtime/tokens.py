@@ -21,11 +21,11 @@ import hmac
 from dataclasses import dataclass
 
 from .errors import MalformedResume
-from .protocol import ID_PATTERN
+from .protocol import ID_PATTERN, MAX_ID_LENGTH
 
 _SIGNATURE_BYTES = 24
 _SIGNATURE_CHARS = 32  # base64url of 24 bytes, no padding needed
-MAX_TOKEN_LENGTH = 64 + 1 + 64 + 1 + _SIGNATURE_CHARS
+MAX_TOKEN_LENGTH = MAX_ID_LENGTH + 1 + MAX_ID_LENGTH + 1 + _SIGNATURE_CHARS
 
 
 @dataclass(frozen=True)

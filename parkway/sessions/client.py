@@ -42,6 +42,9 @@ from ..runtime.protocol import (
     check_depth,
     check_event_id,
     check_id,
+    check_name,
+    name_of,
+    scoped_id,
 )
 from ..runtime.store import Answer, InterruptRecord, NewRun, ResumeCommit, Store, StoredEvent
 from ..runtime.workflow import Workflow
@@ -373,12 +376,14 @@ class Sessions:
         ttl_ms: int | None = None,
         caller: Caller = SYSTEM,
     ) -> str:
-        """Open a session whose messages the workflow ``agent`` answers; return its id."""
-        check_id(owner, "session owner")
-        check_id(tenant, "session tenant")
+        """Open a session whose messages the workflow ``agent`` answers; return its id: ``session_id``
+        (default: a random name) scoped by the tenant, ``<tenant>~<name>``."""
+        check_name(owner, "session owner")
+        check_name(tenant, "session tenant")
         check_access(caller, owner, tenant)
-        session_id = check_id(session_id, "session id") if session_id is not None else "s_" + uuid.uuid4().hex[:20]
-        check_session_id(session_id, MAX_ROOT_ID)
+        # scoped by its tenant (<tenant>~<name>): another tenant's session of the same name is another
+        session_id = scoped_id(session_id or "s_" + uuid.uuid4().hex[:20], tenant, "session id")
+        check_session_id(name_of(session_id), MAX_ROOT_ID)
         wf, ref = self.pw.workflow_ref(agent)
         ttl = check_ttl(ttl_ms, error=ValidationError) if ttl_ms is not None else self.pw.settings.ttl_ms
         self._store.open(session_id, ref, wf.name, owner, tenant, ttl, now_ms())

@@ -7,7 +7,8 @@ caller dependency is local to ``add_routes``.)
 route                                               what it does
 ==================================================  ===========================================
 ``POST /v1/sessions``                               open: ``{agent, owner?, tenant?, sessionId?,
-                                                    ttlMs?}`` -> 201 ``{sessionId}`` (a user's key
+                                                    ttlMs?}`` -> 201 ``{sessionId}``, scoped by the
+                                                    tenant: ``<tenant>~<sessionId>`` (a user's key
                                                     opens its own: owner and tenant from the key)
 ``GET  /v1/sessions/{id}``                          the tree, head, interrupts, live runs
 ``GET  /v1/sessions/{id}/events``                   its events (``?after=``), oldest first, a page
@@ -30,8 +31,8 @@ route                                               what it does
 ``POST /v1/sessions/{id}/tools/{call}``             answer a deferred tool: ``{result?, error?}``
 ==================================================  ===========================================
 
-A session of another tenant, or (for a user) of another owner, reads as no session (404): ids are
-chosen by callers, and a different answer would tell that one exists. 403 when the caller may
+A session of another tenant, or (for a user) of another owner, reads as no session (404): a
+different answer would tell that one exists. 403 when the caller may
 reach the session but not do this (an interrupt of a higher origin, a session-wide raise by a user).
 """
 
@@ -48,7 +49,7 @@ from ..config import MIN_TTL_MS
 from ..http.problems import outcome_problem
 from ..runtime.authority import Caller
 from ..runtime.errors import SessionDenied, SessionNotFound, ValidationError
-from ..runtime.protocol import MAX_TTL_MS, ResumeOutcome, check_event_id
+from ..runtime.protocol import MAX_ID_LENGTH, MAX_TTL_MS, ResumeOutcome, check_event_id
 from .client import Sessions
 
 _CLEARED_STATUS = {"already_cleared": 409, "unknown": 404, "expired": 410}
@@ -95,7 +96,7 @@ class ResumeInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["interrupt.resume"]
-    interrupt_id: str = Field(max_length=64)
+    interrupt_id: str = Field(max_length=MAX_ID_LENGTH)
     payload: Any = None
 
 

@@ -51,7 +51,8 @@ def branch_run_id(session_id: str) -> str:
 
 
 def check_session_id(session_id: str, limit: int) -> None:
-    """Refuse a session id that could not tag its branch runs' keys (too long, or a separator in it)."""
+    """Refuse a session id (its name) that could not tag its branch runs' keys (too long, or a
+    separator in it)."""
     if len(session_id) > limit or keys.CHILD_SEPARATOR in session_id:
         raise ValidationError(f"a session id is at most {limit} characters, without {keys.CHILD_SEPARATOR!r}")
 

@@ -34,7 +34,7 @@ from ..extensions import EXTENSIONS
 from ..runtime import executor
 from ..runtime.errors import InvalidId
 from ..runtime.logger import get_logger
-from ..runtime.protocol import WorkerSeen, check_id
+from ..runtime.protocol import TENANT_SEPARATOR, WorkerSeen, check_id
 from ..runtime.store import Attempt
 from . import rq_internals
 from .serializer import MsgpackSerializer
@@ -46,8 +46,15 @@ _PENDING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED}
 
 def _heads(run_id: str) -> tuple[str, str]:
     """The job id and the description of ``run_id``'s jobs up to the fence and the step (the
-    store's scripts append them when they write the job)."""
-    return f"{keys.PREFIX}-{run_id}-", f"parkway {run_id} step "
+    store's scripts append them when they write the job).
+
+    RQ allows only letters, digits, '_' and '-' in a job id, so a tenant's run (``<tenant>~<name>``,
+    ``protocol.scoped_id``) is named ``<prefix>_<length of tenant>-<tenant>-<name>-<fence>``
+    (``pw_4-acme-order-1-3``): no run id of no tenant gives that (its id follows ``<prefix>-``),
+    and the length says where the tenant ends (a tenant may hold '-')."""
+    tenant, sep, name = run_id.rpartition(TENANT_SEPARATOR)
+    named = f"_{len(tenant)}-{tenant}-{name}" if sep else f"-{run_id}"
+    return f"{keys.PREFIX}{named}-", f"parkway {run_id} step "
 
 
 def job_id(run_id: str, fence: int) -> str:
@@ -57,10 +64,16 @@ def job_id(run_id: str, fence: int) -> str:
 def parse_job_id(value: str) -> tuple[str, int] | None:
     """The run and the fence a parkway job id names, or None for any other id."""
     head, _, fence = value.rpartition("-")
-    prefix = f"{keys.PREFIX}-"  # what ``_heads`` puts before the run id
-    if not head.startswith(prefix) or not fence.isascii() or not fence.isdigit() or fence != str(int(fence)):
+    if not head.startswith(keys.PREFIX) or not fence.isascii() or not fence.isdigit() or fence != str(int(fence)):
         return None
-    run_id = head[len(prefix) :]
+    run_id = head[len(keys.PREFIX) + 1 :]
+    if head[len(keys.PREFIX) : len(keys.PREFIX) + 1] == "_":  # a tenant's run: _<length>-<tenant>-<name>
+        length, _, rest = run_id.partition("-")
+        if not length.isascii() or not length.isdigit() or rest[int(length) : int(length) + 1] != "-":
+            return None
+        run_id = f"{rest[: int(length)]}{TENANT_SEPARATOR}{rest[int(length) + 1 :]}"
+    elif head[len(keys.PREFIX) : len(keys.PREFIX) + 1] != "-":
+        return None
     try:
         return check_id(run_id, "run id"), int(fence)
     except InvalidId:

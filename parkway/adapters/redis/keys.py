@@ -1,7 +1,9 @@
 """Every Redis key parkway uses, built here and nowhere else.
 
 Every key of one run carries its tree's hash tag ``{R}``: the run id up to its
-first ``--``. A root run's tag is its own id; a child run (``use_workflow``) is
+first ``--``. A run or session of a tenant has the id ``<tenant>~<name>`` (``protocol.scoped_id``),
+so two tenants' ``order-1`` are two runs with two tags, ``{acme~order-1}`` and ``{other~order-1}``.
+A root run's tag is its own id; a child run (``use_workflow``) is
 ``<root run id>--<hash>`` and shares its root's tag, so a whole tree lives in
 one slot and a script may touch a parent's keys and a child's together (the
 spawn that parks a parent and creates its child; the end of a child that
