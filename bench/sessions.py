@@ -7,6 +7,8 @@ reply, each ``TEXT`` bytes), parkway's worker running each turn's job in this pr
 level, for ``samples`` more turns:
 
 * ``send_ms``: ``Sessions.send()`` wall time (median; the agent's run is not in it);
+* ``send_redis_us``: Redis's own time in the commands ``send()`` ran (``INFO commandstats``'s
+  ``usec`` over them: give the bench a Redis of its own);
 * ``send_trips``: redis-py round trips ``send()`` made (``bench.counted``: one per command or
   pipeline sent);
 * ``trips_to_model``: round trips from ``send()`` to the agent's model call (the dequeue, the run's
@@ -85,19 +87,26 @@ class Bench:
     def open(self) -> str:
         return self.sessions.open("bench.sessions:agent", owner="ada", tenant="acme")
 
-    def turn(self, sid: str, i: int) -> tuple[float, int, dict[str, int]]:
-        """One turn: (send's seconds, its round trips, round trips from send to the model call by owner)."""
+    def redis_usec(self) -> int:
+        return sum(int(v["usec"]) for v in self.client.info("commandstats").values())
+
+    def turn(self, sid: str, i: int) -> tuple[float, int, dict[str, int], int]:
+        """One turn: (send's seconds, its round trips, round trips from send to the model call by
+        owner, Redis's microseconds in send's commands)."""
         text = f"message {i} ".ljust(TEXT, "x")
+        usec = self.redis_usec()
         before = counted.snapshot()
         self.model.at_call = None
         t0 = time.perf_counter()
         self.sessions.send(sid, text)
         took = time.perf_counter() - t0
         sent = counted.snapshot()
+        in_redis = self.redis_usec() - usec
         self.run_jobs()
         at = self.model.at_call or {}
         to_model = {k: at.get(k, 0) - before.get(k, 0) for k in set(at) | set(before)}
-        return took, sum(sent.values()) - sum(before.values()), to_model
+        to_model["other"] = to_model.get("other", 0) - 1  # the bench's own INFO after send
+        return took, sum(sent.values()) - sum(before.values()), to_model, in_redis
 
     def memory(self, sid: str) -> int:
         total = 0
@@ -107,14 +116,16 @@ class Bench:
 
     def level(self, n: int, samples: int) -> dict[str, Any]:
         times: list[float] = []
+        usecs: list[int] = []
         trips: list[int] = []
         to_model: list[dict[str, int]] = []
         mem_growth: list[float] = []
         if n <= 1:
             for _ in range(samples):
                 sid = self.open()
-                t, rt, tm = self.turn(sid, 0)
+                t, rt, tm, us = self.turn(sid, 0)
                 times.append(t)
+                usecs.append(us)
                 trips.append(rt)
                 to_model.append(tm)
         else:
@@ -125,8 +136,9 @@ class Bench:
                 i += 1
             start = self.memory(sid)
             for k in range(samples):
-                t, rt, tm = self.turn(sid, i + k)
+                t, rt, tm, us = self.turn(sid, i + k)
                 times.append(t)
+                usecs.append(us)
                 trips.append(rt)
                 to_model.append(tm)
             mem_growth.append((self.memory(sid) - start) / samples)
@@ -134,6 +146,7 @@ class Bench:
             "messages": n,
             "send_ms": round(1000 * statistics.median(times), 3),
             "send_ms_p90": round(1000 * sorted(times)[int(0.9 * (len(times) - 1))], 3),
+            "send_redis_us": statistics.median(usecs),
             "send_trips": statistics.median(trips),
             "trips_to_model_parkway": statistics.median(t.get("parkway", 0) for t in to_model),
             "trips_to_model_all": statistics.median(sum(t.values()) for t in to_model),
@@ -166,6 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     base = rows[0]["send_ms"]
     for row in rows:
         row["send_ratio"] = round(row["send_ms"] / base, 2)
+        row["redis_ratio"] = round(row["send_redis_us"] / rows[0]["send_redis_us"], 2)
         print(json.dumps(row))
 
 

@@ -28,6 +28,7 @@ class Session(Args):
     deliveries: str
     live: str
     events: str
+    path: str
 
 
 @schema("live")

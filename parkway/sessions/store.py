@@ -154,6 +154,7 @@ class SessionStore:
             hash=keys.session(s), messages=keys.session_messages(s), up=keys.session_up(s),
             open=keys.session_open(s), interrupts=keys.session_interrupts(s),
             deliveries=keys.session_deliveries(s), live=keys.session_live(s), events=keys.session_events(s),
+            path=keys.session_path(s),
         )
 
     # --- reads -------------------------------------------------------------------------------

@@ -327,3 +327,8 @@ def session_live(session_id: str) -> str:
 
 def session_events(session_id: str) -> str:
     return _session(session_id, "sev")
+
+
+def session_path(session_id: str) -> str:
+    """The session's active path: each message from the first to the head -> its depth."""
+    return _session(session_id, "path")

@@ -12,6 +12,8 @@
 --   deliveries     answers kept for abandoned branches (request id -> run id)
 --   live           its live branch runs (run id -> leaf)
 --   events         its stream
+--   path           the active path: each message from the first to the head -> its depth (1: a
+--                  first message), kept by the scripts that move the head (move_head)
 
 -- BLOCK live: a live branch run of the session, as the caller read the live set
 -- KEYS
@@ -57,7 +59,7 @@ end
 -- Renew every key of the session, and note the time of this transition.
 local function touch(S, ttl, now)
   if now then redis.call('HSET', S.hash, 'updated', now) end
-  expire_all(ttl, {S.hash, S.messages, S.up, S.open, S.interrupts, S.deliveries, S.live, S.events})
+  expire_all(ttl, {S.hash, S.messages, S.up, S.open, S.interrupts, S.deliveries, S.live, S.events, S.path})
 end
 
 local ENDED = {completed = true, failed = true, cancelled = true, expired = true}
@@ -75,15 +77,75 @@ local function set_leaf(run_key, leaf)
   redis.call('HSET', run_key, 'leaf', leaf)
 end
 
--- The messages on the path from the root to `leaf`, as a set ('' = the empty path).
-local function path_of(up, leaf)
-  local on, m, n = {}, leaf, 0
-  while m and m ~= '' and n < 100000 do
-    on[m] = true
-    n = n + 1
-    m = redis.call('HGET', up, m)
+-- The active path's length (the head's depth, the session hash's `hd`). A session opened before
+-- the path was kept has it built here, once, from `up`.
+local function head_depth(S)
+  local d = redis.call('HGET', S.hash, 'hd')
+  if d then return tonumber(d) end
+  local ids, m = {}, redis.call('HGET', S.hash, 'head') or ''
+  while m ~= '' and #ids < 100000 do
+    ids[#ids + 1] = m
+    m = redis.call('HGET', S.up, m) or ''
   end
-  return on
+  redis.call('DEL', S.path)
+  for i = #ids, 1, -1 do redis.call('HSET', S.path, ids[i], #ids - i + 1) end
+  redis.call('HSET', S.hash, 'hd', #ids)
+  return #ids
+end
+
+-- From `m` up to the active path: the messages of `m`'s branch off it (a set), and the depth of
+-- the deepest message `m`'s path shares with it (0: none). Walks only the part off the active path.
+local function off_path(S, m)
+  head_depth(S)
+  local own, n = {}, 0
+  while m ~= '' and n < 100000 do
+    local d = redis.call('HGET', S.path, m)
+    if d then return own, tonumber(d), n end
+    own[m] = true
+    n = n + 1
+    m = redis.call('HGET', S.up, m) or ''
+  end
+  return own, 0, n
+end
+
+-- The path from the first message to `leaf` ('' = the empty path) as a set: on[m] is true for the
+-- messages on it. Read through the active path, so it costs the length of `leaf`'s branch off the
+-- active path, not of the conversation (0 for a leaf on the active path). Read it before the
+-- script moves the head.
+local function path_of(S, leaf)
+  local on, depth = off_path(S, leaf)
+  return setmetatable(on, {__index = function(_, m)
+    if type(m) ~= 'string' or m == '' then return nil end
+    local d = redis.call('HGET', S.path, m)
+    if d and tonumber(d) <= depth then return true end
+    return nil
+  end})
+end
+
+-- Make `m` ('' = before the first message) the head, and the active path the path to it: a child
+-- of the head extends it; another message replaces the part below the deepest message both paths
+-- share (the head's branch off it out, `m`'s in).
+local function move_head(S, m)
+  local head = redis.call('HGET', S.hash, 'head') or ''
+  local d = head_depth(S)
+  if m ~= '' and m ~= head and redis.call('HGET', S.up, m) == head then
+    redis.call('HSET', S.path, m, d + 1)
+    redis.call('HSET', S.hash, 'head', m, 'hd', d + 1)
+    return
+  end
+  local ids, x = {}, m
+  while x ~= '' and redis.call('HEXISTS', S.path, x) == 0 and #ids < 100000 do
+    ids[#ids + 1] = x
+    x = redis.call('HGET', S.up, x) or ''
+  end
+  local base = x == '' and 0 or tonumber(redis.call('HGET', S.path, x))
+  local y = head
+  while y ~= x and y ~= '' do
+    redis.call('HDEL', S.path, y)
+    y = redis.call('HGET', S.up, y) or ''
+  end
+  for i = #ids, 1, -1 do redis.call('HSET', S.path, ids[i], base + #ids - i + 1) end
+  redis.call('HSET', S.hash, 'head', m, 'hd', base + #ids)
 end
 
 -- The session's live branch runs, as the caller read them (`keys`, `args`: live or live_at

@@ -28,7 +28,7 @@ if refused then return refused end
 local leaf = redis.call('HGET', S.live, A.run_id)
 if not leaf then return {'not_live'} end
 local head = redis.call('HGET', S.hash, 'head')
-local on_active = path_of(S.up, head)
+local on_active = path_of(S, head)
 redis.call('HSET', S.interrupts, A.request_id, A.record)
 if not on_active[leaf] then
   redis.call('HSET', S.deliveries, A.request_id, A.run_id)

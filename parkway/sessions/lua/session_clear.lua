@@ -49,7 +49,7 @@ if not runs then return {'retry'} end
 for _, r in pairs(runs) do
   if r.step ~= r.a.step then return {'retry'} end
 end
-local on_active = path_of(S.up, head)
+local on_active = path_of(S, head)
 -- the kept triggers due on the active path must be the ones the caller prepared
 local due, given = {}, {}
 for _, t in ipairs(A.kept) do
@@ -89,7 +89,7 @@ local still = parked_active and parking(S.open, S.deliveries, runs, on_active) o
 local woken_active
 for id, r in pairs(runs) do
   if r.status == 'waiting' and r.waiting == 'session'
-      and #parking(S.open, S.deliveries, runs, path_of(S.up, r.leaf)) == 0 then
+      and #parking(S.open, S.deliveries, runs, path_of(S, r.leaf)) == 0 then
     local fence = redis.call('HINCRBY', r.key, 'fence', 1)
     redis.call('HSET', r.key, 'status', 'queued', 'waiting', '', 'updated', A.now)
     redis.call('ZADD', K.new.outbox, A.now, outbox_member(id, r.step, fence))

@@ -40,7 +40,7 @@ else
 end
 local runs = live_runs(S.live, K.live, A.live)
 if not runs then return {'retry'} end
-local by = parking(S.open, S.deliveries, runs, path_of(S.up, parent))
+local by = parking(S.open, S.deliveries, runs, path_of(S, parent))
 if #by > 0 then return {'parked', unpack(by)} end
 if A.mode == 'send' then
   for id, r in pairs(runs) do
@@ -51,7 +51,7 @@ if redis.call('HSETNX', S.messages, A.message_id, A.message) == 0 then
   return redis.error_reply('EXISTS message id is taken')
 end
 redis.call('HSET', S.up, A.message_id, parent)
-redis.call('HSET', S.hash, 'head', A.message_id)
+move_head(S, A.message_id)
 -- a branch run is its session's owner's and tenant's (written on it: the session may expire)
 local handed = create_run(K.new, A.new, K.queues, A.job, session_authority(S, A.session_id))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end

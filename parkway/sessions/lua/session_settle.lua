@@ -31,7 +31,7 @@ if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 local ttl = session_ttl(S)
 local leaf = redis.call('HGET', S.live, A.run_id)
 if not ttl or not leaf then return redis.error_reply('NOTBRANCH run is not a live branch run of its session') end
-local parked = #parking(S.open, S.deliveries, {}, path_of(S.up, leaf)) > 0
+local parked = #parking(S.open, S.deliveries, {}, path_of(S, leaf)) > 0
 local function hold()
   redis.call('HINCRBY', K.run, 'fence', 1)
   redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'session', 'expires', '', 'updated', A.now)
@@ -50,7 +50,7 @@ if A.message_id ~= '' then
   if redis.call('HSETNX', S.messages, A.message_id, A.message) == 1 then
     redis.call('HSET', S.up, A.message_id, leaf)
     redis.call('HSET', S.live, A.run_id, A.message_id)
-    if redis.call('HGET', S.hash, 'head') == leaf then redis.call('HSET', S.hash, 'head', A.message_id) end
+    if redis.call('HGET', S.hash, 'head') == leaf then move_head(S, A.message_id) end
     xadd(S.events, A.maxlen, 'message.added', A.added)
   end
 end

@@ -22,7 +22,7 @@ local ttl = session_ttl(S)
 if not ttl then return {'gone'} end
 local head = A.head
 if head ~= '' and redis.call('HEXISTS', S.up, head) == 0 then return {'no_message'} end
-local on = path_of(S.up, head)
+local on = path_of(S, head)
 local given = {}
 for _, d in ipairs(A.deliveries) do given[d.request_id] = true end
 -- the kept answers due on the new path must be exactly the ones prepared
@@ -39,7 +39,7 @@ for i, d in ipairs(A.deliveries) do
     if refused[i] and refused[i][1] == 'moved' then return {'retry'} end
   end
 end
-redis.call('HSET', S.hash, 'head', head)
+move_head(S, head)
 xadd(S.events, A.maxlen, 'head.switched', A.switched)
 local out = {'ok'}
 for i, d in ipairs(A.deliveries) do
