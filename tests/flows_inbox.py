@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import Workflow, use_interrupt
+from parkway import Retry, Workflow, use_interrupt
 
 approvals = Workflow("inbox_approvals")
 
@@ -41,6 +41,6 @@ def _descend(depth: int, trail: str) -> None:
     _descend(depth - 1, trail + "/level")
 
 
-@deep_failure.node(start=True)
+@deep_failure.node(start=True, retry=Retry(attempts=2))  # a failure retried once, then the last
 def fail_deep(data: dict[str, Any]) -> None:
     _descend(30, "start")

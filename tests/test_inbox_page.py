@@ -277,7 +277,8 @@ def _all_pending(api: httpx.Client, tenant: str) -> Iterator[dict[str, Any]]:
 
 def test_a_failed_run_shows_its_whole_traceback(deployment: Server, api: httpx.Client, page: Page, tenant: str) -> None:
     """The run page of a failed run shows the error and, once opened, its whole traceback: every
-    frame of a deep failure, to its last line, as the API has it."""
+    frame of a deep failure, to its last line, as the API has it; the attempt retried before it
+    shows in the timeline (node.retry) with its own traceback."""
     response = api.post("/v1/runs", json={"workflow": "tests.flows_inbox:deep_failure", "input": {}, "tenant": tenant})
     run_id = response.json()["runId"]
     error = _wait_status(api, run_id, "failed")["error"]
@@ -287,6 +288,8 @@ def test_a_failed_run_shows_its_whole_traceback(deployment: Server, api: httpx.C
     assert "RuntimeError" in page.inner_text("#error-message")
     page.locator("#timeline li[data-type='done']").wait_for()  # the page has read the whole stream
     assert "node.started" in page.inner_text("#timeline")
+    retry = page.locator("#timeline li[data-type='node.retry']")
+    assert "attempt 1 of 2 failed, retried" in retry.inner_text() and "RuntimeError" in retry.inner_text()
     page.click("#traceback summary")
     page.wait_for_function("document.querySelector('#traceback pre').innerText.trim().length > 0")
     shown = page.inner_text("#traceback pre")

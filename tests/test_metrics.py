@@ -79,6 +79,8 @@ def test_metrics_count_what_runs_did_and_survive_a_new_api_process(
 
     broken = api.post("/v1/runs", json={"workflow": "tests.flows:boom", "input": {}}).json()["runId"]
     _wait_status(api, broken, "failed")
+    retried = api.post("/v1/runs", json={"workflow": "tests.flows:flaky", "input": {"tag": "m"}}).json()["runId"]
+    _wait_status(api, retried, "completed")  # its third attempt completes
 
     client.set("test:block:m1", 1)
     blocked = api.post("/v1/runs", json={"workflow": "tests.flows:blocking", "input": {"tag": "m1"}}).json()["runId"]
@@ -100,17 +102,27 @@ def test_metrics_count_what_runs_did_and_survive_a_new_api_process(
     _wait_status(api, denied, "waiting")
 
     seen = _scrape(_api(server, SCRAPER))
-    assert _one(seen, "parkway_runs_finished_total", status="completed") == 1
-    assert _one(seen, "parkway_runs_finished_total", status="failed") == 1
-    assert _one(seen, "parkway_runs_finished_total", status="cancelled") == 1
-    assert _one(seen, "parkway_runs_finished_total", status="expired") == 1
-    for outcome in ("accepted", "already_resolved", "expired", "unknown", "invalid"):
-        assert _one(seen, "parkway_resumes_total", outcome=outcome) == 1, outcome
-    assert _one(seen, "parkway_resume_wait_seconds_count") == 1
-    assert _one(seen, "parkway_resume_wait_seconds_bucket", le="+Inf") == 1
-    assert 0 < _one(seen, "parkway_resume_wait_seconds_sum") < 60
+    assert _one(seen, "parkway_runs_finished_total", status="completed", workflow="one_choice") == 1
+    assert _one(seen, "parkway_runs_finished_total", status="completed", workflow="flaky") == 1
+    assert _one(seen, "parkway_runs_finished_total", status="failed", workflow="boom") == 1
+    assert _one(seen, "parkway_runs_finished_total", status="cancelled", workflow="blocking") == 1
+    assert _one(seen, "parkway_runs_finished_total", status="expired", workflow="one_choice") == 1
+    assert _one(seen, "parkway_resumes_total", outcome="accepted", workflow="one_choice") == 1
+    for outcome in ("already_resolved", "expired", "unknown", "invalid"):
+        assert _one(seen, "parkway_resumes_total", outcome=outcome, workflow="") == 1, outcome
+    assert _one(seen, "parkway_resume_wait_seconds_count", workflow="one_choice") == 1
+    assert _one(seen, "parkway_resume_wait_seconds_bucket", le="+Inf", workflow="one_choice") == 1
+    assert 0 < _one(seen, "parkway_resume_wait_seconds_sum", workflow="one_choice") < 60
+    # two failed attempts of flaky, retried; boom's one, failing its run
+    assert _one(seen, "parkway_node_retries_total", workflow="flaky") == 2
+    assert _one(seen, "parkway_node_failures_total", workflow="flaky") == 2
+    assert _one(seen, "parkway_node_failures_total", workflow="boom") == 1
+    # each completed node: one_choice's two (choose, after its answer, and paint) and flaky's
+    assert _one(seen, "parkway_node_duration_seconds_count", workflow="one_choice") == 2
+    assert _one(seen, "parkway_node_duration_seconds_count", workflow="flaky") == 1
+    assert _one(seen, "parkway_node_duration_seconds_bucket", le="600.0", workflow="flaky") == 1
     # begun activations: one per run, and one more for the accepted resume
-    assert _one(seen, "parkway_job_attempts_total") == 8
+    assert _one(seen, "parkway_job_attempts_total") == 9
     assert _one(seen, "parkway_recoveries_total") == 0 and _one(seen, "parkway_deferred_total") == 0
     for workflow in ("one_choice", "denial"):
         listed = api.get("/v1/interrupts", params={"workflow": workflow, "limit": 1000}).json()["items"]
@@ -160,7 +172,7 @@ def test_recoveries_lost_runs_and_deferrals_are_counted_by_their_scripts(harness
     store.begin(given_back, 0, 0, 0, lease_until=10**13)
     store.release(given_back, 0, 0, {"step": 0}, 0)
     counters = store.tallies(int(time.time() * 1000)).counters
-    assert counters == {"attempts": 4, "recovered": 2, "runs:failed": 1, "deferred": 1}
+    assert counters == {"attempts": 4, "recovered": 2, "runs:failed:one_choice": 1, "deferred": 1}
 
 
 def test_metrics_are_for_a_metrics_key_or_a_system_key_of_no_tenant(deployment: tuple[Server, redis.Redis]) -> None:

@@ -216,7 +216,7 @@ def _parent() -> calls.Parent:
 
 def _advance(parent: calls.Parent | None, emitted: list[object]) -> calls.Advance:
     return calls.Advance("run", "j", "ws", "ev", "sum", "leases", "metrics", "snap", parent, 1, 2, b"d", "", b"o",
-                         3, 4, 5, "r", emitted)
+                         3, 4, 5, "r", emitted, [])
 
 
 def test_tails_and_an_optional_block_bind_by_their_counts() -> None:

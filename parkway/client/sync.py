@@ -820,7 +820,7 @@ class Parkway:
             queued=dispatcher.queued(),
             outstanding=tallies.outstanding,
             oldest_outstanding_ms=None if oldest is None else max(0, now - oldest),
-            runs_finished={s.value: counters.get(f"runs:{s.value}", 0) for s in RunStatus if s.finished},
+            runs_finished={s.value: _all_workflows(counters, f"runs:{s.value}") for s in RunStatus if s.finished},
             attempts=counters.get("attempts", 0),
             recovered=counters.get("recovered", 0),
             pending=tallies.pending,
@@ -1068,6 +1068,12 @@ def _lifecycle(life: Lifecycle) -> InterruptLifecycle:
 def _check_text(value: Any, what: str, limit: int) -> None:
     if value is not None and (not isinstance(value, str) or len(value) > limit):
         raise ValidationError(f"{what} must be a string of at most {limit} characters")
+
+
+def _all_workflows(counters: Mapping[str, int], name: str) -> int:
+    """A counter summed over its workflows (``<name>:<workflow>``, and ``<name>`` written before
+    counters had a workflow)."""
+    return sum(v for k, v in counters.items() if k == name or k.rpartition(":")[0] == name)
 
 
 def _run_summary(record: RunRecord) -> RunSummary:

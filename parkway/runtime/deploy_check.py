@@ -57,7 +57,7 @@ class _DryContext(NodeContext):
 class _ReadOnly:
     """Refuses every write a hook could make outside the context (``use_workflow_state``'s setter)."""
 
-    def write_entry(self, *args: Any) -> None:
+    def write_entry(self, *args: Any, **kwargs: Any) -> None:
         raise _Frontier("workflow state")
 
 

@@ -15,12 +15,13 @@ import os
 import time
 import traceback as tb
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 import structlog
 
+from . import journal as journal_fields
 from . import telemetry, tokens
 from .clock import now_ms
 from .errors import (
@@ -206,7 +207,8 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         except WorkflowError as exc:
             return _fail(store, options, run.run_id, fence, exc, node)
         data.update(outcome.data or {})
-        fence = store.advance(run.run_id, fence, step, _advance(workflow, node, step, next_node, data, options))
+        commit = replace(_advance(workflow, node, step, next_node, data, options), duration_ms=_since(started))
+        fence = store.advance(run.run_id, fence, step, commit)
         log.info("node_completed", next=next_node, duration_ms=_since(started))
         if next_node is None:
             log.info("run_completed")
@@ -298,11 +300,29 @@ def _attempt(
             retryable = spec.retry is not None and isinstance(exc, spec.retry.on) and number < attempts
             if not retryable:
                 return exc
-            log.warning("node_retry", attempt=number, error=repr(exc))
+            attempt = _record_retry(ctx, exc, spec.retry.delay if spec.retry else 0, attempts)
+            log.warning("node_retry", attempt=attempt, error=repr(exc))
             time.sleep(spec.retry.delay if spec.retry else 0)
         finally:
             deactivate(token)
     raise AssertionError("unreachable")
+
+
+def _record_retry(ctx: NodeContext, exc: BaseException, delay: float, attempts: int) -> int:
+    """Record that this attempt failed and is retried: a ``node.retry`` event (the attempt's number
+    in the activation, counting those of earlier jobs its journal holds, the policy's attempts, the
+    delay and the error with its traceback) and a journal entry (``r:<n>``), in one fence-checked
+    step that counts a retry and a failure. The attempt's number."""
+    attempt = 1 + sum(1 for name in ctx.journal if name.startswith(journal_fields.RETRY))
+    error = _error(exc, ctx.node)
+    event = {"node": ctx.node, "step": ctx.step, "attempt": attempt, "attempts": attempts, "delayS": delay,
+             "error": error}
+    entry = JournalEntry("retry", str(attempt), {"type": error["type"], "message": error["message"][:1000]})
+    field = journal_fields.retry(attempt)
+    ctx.store.write_entry(ctx.run_id, ctx.fence, ctx.step, "journal", field, entry, ("node.retry", event), ctx.clock(),
+                     retried=ctx.workflow)
+    ctx.journal[field] = entry
+    return attempt
 
 
 def _run_async(awaitable: Any) -> Any:
@@ -322,7 +342,8 @@ def _advance(
         # the same job goes on to it at once (begin.lua writes the one a job's first node starts with)
         events.append(("node.started", {"node": next_node, "step": step + 1, "replay": False}))
     return Advance(
-        data=data, next_node=next_node, output=data if next_node is None else None, events=events, now=options.clock()
+        data=data, next_node=next_node, output=data if next_node is None else None, events=events, now=options.clock(),
+        workflow=workflow.name,
     )
 
 

@@ -17,6 +17,7 @@ field       recorded by
 ``n:<key>`` ``use_node_state(key=)``
 ``s:<id>``  ``use_step`` (and ``use_stable_id``, ``use_now``: ``s:id:<id>``, ``s:now:<id>``)
 ``g:<seq>`` a trigger delivered to a session's branch run (written by ``session_clear.lua``)
+``r:<n>``   the executor: the ``n``-th attempt of the activation failed and was retried (its error)
 ``m:<id>``  a session's model call; ``a:<id>`` a message; ``t:<id>`` a tool call
 ==========  =====================================================================
 
@@ -37,6 +38,12 @@ TRIGGER = "g:"
 MODEL_CALL = "m:"
 MESSAGE = "a:"
 TOOL_CALL = "t:"
+RETRY = "r:"
+
+
+def retry(attempt: int) -> str:
+    """The field recording that attempt ``attempt`` (from 1) of an activation failed and was retried."""
+    return f"{RETRY}{attempt}"
 
 
 def position(n: int) -> str:

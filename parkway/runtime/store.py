@@ -132,6 +132,10 @@ class Advance:
     output: Any
     events: Sequence[EventSpec]
     now: int
+    workflow: str = ""
+    """the run's workflow (what the counters count it under)"""
+    duration_ms: float | None = None
+    """how long the node's attempt ran (the node-duration histogram)"""
 
 
 InterruptStatus = Literal["pending", "resolved", "cancelled", "expired"]
@@ -478,6 +482,8 @@ class Tallies:
     """the interrupts past their expiry awaiting a reconciler, across workflows"""
     overdue_ms: int = 0
     """how long the oldest of them has waited past its expiry (0: none)"""
+    node_buckets: tuple[float, ...] = ()
+    """the node-duration histogram's upper bounds in seconds"""
 
 
 class Store(Protocol):
@@ -512,8 +518,12 @@ class Store(Protocol):
         value: Any,
         event: EventSpec | None,
         now: int,
+        *,
+        retried: str | None = None,
     ) -> None:
-        """Write one journal entry (``scope="journal"``) or workflow state value, maybe with an event."""
+        """Write one journal entry (``scope="journal"``) or workflow state value, maybe with an event;
+        ``retried``: the entry records a failed attempt of a node of that workflow that is retried
+        (counted as a retry and a failure)."""
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
         """Commit a completed node; return the new fence."""

@@ -25,6 +25,11 @@ local function check_fence(run_key, fence, statuses)
   return nil, stale('run is ' .. cur[2])
 end
 
+-- Bump the counters `counts` names: (field, increment) pairs the caller built (layout.COUNTERS).
+local function count(metrics, counts)
+  for i = 1, #counts, 2 do redis.call('HINCRBY', metrics, counts[i], counts[i + 1]) end
+end
+
 local function expire_all(ttl, keys)
   for _, k in ipairs(keys) do redis.call('PEXPIRE', k, ttl) end
 end

@@ -24,14 +24,14 @@ local function resume_refused(K, A, delivering)
   if not delivering and A.status == 'resolved' and redis.call('HGET', K.run, 'kept') == req then
     return {'already_resolved', req}
   end
-  local cur = redis.call('HMGET', K.run, A.status_prefix .. req, 'expires', 'step')
+  local cur = redis.call('HMGET', K.run, A.status_prefix .. req, 'expires', 'step', 'wf')
   if cur[1] ~= 'pending' then
     if cur[1] == 'expired' then return {'expired', req} end
     return {'already_resolved', req}
   end
   if tonumber(A.now) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
   if cur[2] ~= A.expires then return {'moved', req} end
-  return nil, {req = req, step = cur[3]}
+  return nil, {req = req, step = cur[3], wf = cur[4] or ''}
 end
 
 -- A refusal that is one's own answer sent again (a retry after an unknown outcome: the reply of the
@@ -48,16 +48,17 @@ local function answered_again(K, A, refused)
   return {'accepted', req, at[3] or 0, at[4] or 0, 1}
 end
 
--- The wait from the interrupt's creation, counted in the histogram's bucket (`buckets`: bounds in s).
-local function count_wait(metrics, created, now, buckets)
+-- The wait from the interrupt's creation, counted in the histogram's bucket (`buckets`: bounds in s),
+-- by the run's workflow `wf` (the counters' fields: layout.COUNTERS).
+local function count_wait(metrics, created, now, buckets, wf)
   local waited = math.max(0, tonumber(now) - tonumber(created))
   local bucket = '+Inf'
   for bound in string.gmatch(buckets, '%S+') do
     if waited <= tonumber(bound) * 1000 then bucket = bound break end
   end
-  redis.call('HINCRBY', metrics, 'resumes:accepted', 1)
-  redis.call('HINCRBY', metrics, 'wait:' .. bucket, 1)
-  redis.call('HINCRBY', metrics, 'wait:sum_ms', waited)
+  redis.call('HINCRBY', metrics, 'resumes:accepted:' .. wf, 1)
+  redis.call('HINCRBY', metrics, 'wait:' .. wf .. ':' .. bucket, 1)
+  redis.call('HINCRBY', metrics, 'wait:' .. wf .. ':sum_ms', waited)
 end
 
 local function resume_commit(K, A, pending)
@@ -74,7 +75,7 @@ local function resume_commit(K, A, pending)
   local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.journal, K.state, K.events,
     K.snapshots}, K.summary, A.retention)
   if not renewed then redis.call('PEXPIRE', K.journal, left) end  -- the answer may be its step's first entry
-  count_wait(K.metrics, A.created, A.now, A.buckets)
+  count_wait(K.metrics, A.created, A.now, A.buckets, pending.wf)
   write_closing(K.summary, K.closing, A.closing)
   if A.answered ~= '' then redis.call('HSET', K.run, 'ans', A.answered) end
   redis.call('HDEL', K.run, 'kept')

@@ -12,6 +12,7 @@
 -- ARGV
 --   #emitted       how many values emitted takes
 --   #parent        1 for a child run, else 0
+--   #counts        how many values counts takes
 --   fence          the job's fence
 --   step           the job's step
 --   data           the data blob
@@ -22,6 +23,7 @@
 --   maxlen         the stream's cap
 --   run_id         the run
 --   emitted...     the events the step emitted, as (event type, event blob) pairs
+--   counts...      the counters to bump, as (field, increment) pairs (see count)
 --   parent?: parent  the parent's (see notify_parent)
 local cur, err = check_fence(K.run, A.fence, {'running'})
 if not cur then return err end
@@ -36,10 +38,10 @@ if A.next_node == '' then
   redis.call('HSET', K.run, 'status', 'completed', 'output', A.output)
   redis.call('HSET', K.summary, 'status', 'completed', 'updated', A.now)
   redis.call('ZREM', K.leases, A.run_id)
-  redis.call('HINCRBY', K.metrics, 'runs:completed', 1)
 else
   redis.call('HSET', K.run, 'node', A.next_node, 'step', tonumber(A.step) + 1)
 end
+count(K.metrics, A.counts)
 for i = 1, #A.emitted, 2 do xadd_run(K.run, K.events, A.maxlen, A.emitted[i], A.emitted[i + 1]) end
 local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.state, K.events, K.snapshots},
   K.summary, A.retention)

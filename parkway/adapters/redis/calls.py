@@ -57,6 +57,7 @@ class WriteEntry(Args):
     state: str
     events: str
     summary: str
+    metrics: str
     fence: int
     field: str
     blob: bytes
@@ -64,6 +65,7 @@ class WriteEntry(Args):
     event: bytes
     maxlen: int
     retention: int
+    counts: list[Any]
 
 
 @schema("prune")
@@ -261,6 +263,7 @@ class Advance(Args):
     maxlen: int
     run_id: str
     emitted: list[Any]
+    counts: list[Any]
 
 
 @schema("park")

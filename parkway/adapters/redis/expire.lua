@@ -50,7 +50,7 @@ for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) 
 if state[1] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', K.run, A.status_field, A.action == 'timer' and 'cancelled' or 'expired')
 write_closing(K.summary, K.closing, A.closing)
-local cur = redis.call('HMGET', K.run, 'status', 'waiting', 'step')
+local cur = redis.call('HMGET', K.run, 'status', 'waiting', 'step', 'wf')
 if cur[1] ~= 'waiting' or cur[2] ~= A.request_id then return {'expired', ''} end
 local action = A.action
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
@@ -72,7 +72,7 @@ if action == 'fail' then
 end
 redis.call('HSET', K.run, 'status', status, 'waiting', '', 'updated', A.now)
 redis.call('HSET', K.summary, 'status', status, 'updated', A.now)
-redis.call('HINCRBY', K.metrics, 'runs:' .. status, 1)
+redis.call('HINCRBY', K.metrics, 'runs:' .. status .. ':' .. (cur[4] or ''), 1)
 keep_summary(K.summary, records_left(K.run), A.retention)
 xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
 notify_parent(K.parent, A.parent)

@@ -28,7 +28,7 @@
 --   failed_replay  the failed replay's lifecycle blob with the error's message ('' unless failed)
 --   failed_type    the same with the error's type only (for an interrupt whose output is not captured)
 --   parent?: parent  the parent's (see notify_parent)
-local cur = redis.call('HMGET', K.run, 'fence', 'status', 'waiting', 'expires')
+local cur = redis.call('HMGET', K.run, 'fence', 'status', 'waiting', 'expires', 'wf')
 if not cur[1] then return gone() end
 if A.fence ~= '' and cur[1] ~= A.fence then return stale('run is at fence ' .. cur[1]) end
 local waiting = cur[2] == 'waiting' and (cur[3] or '') or ''
@@ -51,7 +51,9 @@ redis.call('HSET', K.run, 'status', A.status, 'updated', A.now)
 if A.error ~= '' then redis.call('HSET', K.run, 'error', A.error) end
 redis.call('HSET', K.summary, 'status', A.status, 'updated', A.now)
 redis.call('ZREM', K.leases, A.run_id)
-redis.call('HINCRBY', K.metrics, 'runs:' .. A.status, 1)
+redis.call('HINCRBY', K.metrics, 'runs:' .. A.status .. ':' .. (cur[5] or ''), 1)
+-- a node's error (not a cancellation): a failed attempt, as each retried one is (write_entry.lua's counts)
+if A.status == 'failed' and A.error ~= '' then redis.call('HINCRBY', K.metrics, 'failures:' .. (cur[5] or ''), 1) end
 xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event)
 xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
 local ttl = redis.call('HGET', K.run, 'ttl')

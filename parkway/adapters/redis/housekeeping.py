@@ -220,6 +220,7 @@ class Housekeeping:
             oldest_outstanding_at=int(oldest[0][1]) if oldest else None,
             overdue=overdue.count,
             overdue_ms=overdue.age_ms(now),
+            node_buckets=layout.NODE_BUCKETS_S,
         )
 
 

@@ -97,11 +97,13 @@ key                         type    TTL       holds
                                               empty (gone) when none is behind
 ``pw:reconciler``           string  lock      which worker runs the reconciler now
 ``pw:metrics``              hash    none      deployment-wide counters, bumped by the scripts of the
-                                              transitions they count: ``attempts`` (begin),
-                                              ``runs:<status>`` (advance, finish, recover, expire),
+                                              transitions they count, most by workflow:
+                                              ``attempts`` (begin), ``runs:<status>:<wf>``,
                                               ``recovered`` (recover), ``deferred`` (release),
-                                              ``resumes:accepted``, ``wait:<le seconds | +Inf>``
-                                              and ``wait:sum_ms`` (resume); a few dozen fields
+                                              ``resumes:accepted:<wf>``, ``wait:<wf>:<le s>``,
+                                              ``node:<wf>:<le s>``, ``retries:<wf>``,
+                                              ``failures:<wf>``: ``layout.COUNTERS``; a few
+                                              dozen fields per workflow
 ``pw:workflows``            set     none      names of workflows that parked (park): whose
                                               indexes a listing of all workflows merges, the
                                               reconciler scans and /metrics counts; a workflow

@@ -122,6 +122,38 @@ EXTEND_FIELDS = ("step", "lineage")
 """what the reconciler reads of a run to keep its records past its expiry"""
 CHILD_WAIT = "child:"
 """``waiting``'s prefix for a run waiting on its child"""
+NODE_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600)
+"""the node-duration histogram's bounds in seconds (``node:<wf>:<bound>``, see ``COUNTERS``)"""
+COUNTERS = """the fields of the counters hash (``keys.metrics``), by the workflow ``<wf>`` of the run counted:
+``runs:<status>:<wf>`` (advance, finish, recover, expire), ``resumes:accepted:<wf>``,
+``wait:<wf>:<le s | +Inf>`` and ``wait:<wf>:sum_ms`` (resume), ``node:<wf>:<le s | +Inf>`` and
+``node:<wf>:sum_ms`` (advance: a node's completed attempt), ``retries:<wf>`` (write_entry: a failed
+attempt retried), ``failures:<wf>`` (a failed attempt: retried, write_entry; or ending its run, finish);
+and with no workflow: ``attempts``, ``recovered``, ``deferred``. Fields written before counters had
+a workflow (``runs:<status>``, ``resumes:accepted``, ``wait:<le>``, ``wait:sum_ms``) read as
+workflow \"\"."""
+
+
+def _bucket(seconds: float, bounds: Sequence[float]) -> str:
+    return next((str(b) for b in bounds if seconds <= b), "+Inf")
+
+
+def advance_counts(workflow: str, duration_ms: float | None, ended: bool) -> list[Any]:
+    """What an advance counts (``COUNTERS``): the node's duration, and the run's completion."""
+    out: list[Any] = []
+    if duration_ms is not None:
+        ms = max(0, round(duration_ms))
+        out += [f"node:{workflow}:{_bucket(ms / 1000, NODE_BUCKETS_S)}", 1, f"node:{workflow}:sum_ms", ms]
+    if ended:
+        out += [f"runs:completed:{workflow}", 1]
+    return out
+
+
+def retry_counts(workflow: str) -> list[Any]:
+    """What a retried attempt counts (``COUNTERS``)."""
+    return [f"retries:{workflow}", 1, f"failures:{workflow}", 1]
+
+
 WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
 """upper bounds (seconds) of the resume-wait histogram's buckets, which resume.lua fills"""
 

@@ -23,7 +23,7 @@
 local score = redis.call('ZSCORE', K.leases, A.run_id)
 if score and tonumber(score) > tonumber(A.now) then return {'alive'} end
 redis.call('ZREM', K.leases, A.run_id)
-local cur = redis.call('HMGET', K.run, 'status', 'step', 'crashes')
+local cur = redis.call('HMGET', K.run, 'status', 'step', 'crashes', 'wf')
 if cur[1] ~= 'running' then return {'gone'} end
 local crashes = tonumber(cur[3] or '0') + 1
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
@@ -33,7 +33,7 @@ if crashes >= tonumber(A.max_lost) then
   redis.call('HSET', K.summary, 'status', 'failed', 'updated', A.now)
   keep_summary(K.summary, records_left(K.run), A.retention)
   xadd_run(K.run, K.events, A.maxlen, 'run.failed', A.failed_event)
-  redis.call('HINCRBY', K.metrics, 'runs:failed', 1)
+  redis.call('HINCRBY', K.metrics, 'runs:failed:' .. (cur[4] or ''), 1)
   xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
   notify_parent(K.parent, A.parent)
   return {'failed', cur[2], fence}

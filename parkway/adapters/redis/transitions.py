@@ -139,6 +139,8 @@ class Transitions:
         value: Any,
         event: EventSpec | None,
         now: int,
+        *,
+        retried: str | None = None,
     ) -> None:
         r = run_id
         if scope == "journal":
@@ -149,8 +151,9 @@ class Transitions:
         kind, data = (event[0], self._event(event[1])) if event else ("", b"")
         self._script(r, calls.WriteEntry(
             run=keys.run(r), target=target, journal=keys.journal(r, step), state=keys.workflow_state(r),
-            events=keys.events(r), summary=keys.summary(r), fence=fence, field=name, blob=blob, event_type=kind,
-            event=data, maxlen=self.limits.max_events, retention=self.limits.retention_ms,
+            events=keys.events(r), summary=keys.summary(r), metrics=keys.metrics(), fence=fence, field=name, blob=blob,
+            event_type=kind, event=data, maxlen=self.limits.max_events, retention=self.limits.retention_ms,
+            counts=layout.retry_counts(retried) if retried is not None else [],
         ))
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
@@ -165,6 +168,7 @@ class Transitions:
             next_node=commit.next_node or "", output=codec.encode(commit.output, what="run output"),
             now=commit.now, retention=self.limits.retention_ms, maxlen=self.limits.max_events, run_id=r,
             emitted=[x for kind, payload in commit.events for x in (kind, self._event(payload))],
+            counts=layout.advance_counts(commit.workflow, commit.duration_ms, ended),
         )))
 
     def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
