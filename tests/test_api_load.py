@@ -12,11 +12,13 @@ import httpx
 import pytest
 import redis
 
-from parkway.http.app import API_CONNECTIONS, MAX_STREAMS_PER_KEY, MAX_WAITING_PER_KEY, hash_key
+from parkway.http.app import API_CONNECTIONS, MAX_STREAMS_PER_KEY, MAX_STREAMS_PER_TENANT, MAX_WAITING_PER_KEY, hash_key
 from tests.procs import open_fds, redis_connections, wait_for
 from tests.test_api import KEY, Server, _api, _wait_status, close_api_clients, serving
 
 KEYS = [f"load-key-{i}-" + "l" * 24 for i in range(3)]
+TENANT_KEYS = [f"acme-load-key-{i}-" + "l" * 24 for i in range(3)]
+"""machine keys bound to tenant acme (``loaded`` serves them too)"""
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +29,10 @@ def _close_clients() -> Iterator[None]:
 
 @pytest.fixture
 def loaded(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
-    """The server with three more machine keys, and a worker."""
-    with serving(redis_url, "".join(f",{hash_key(k)}=machine" for k in KEYS)) as srv:
+    """The server with three more machine keys and three of tenant acme, and a worker."""
+    keys = "".join(f",{hash_key(k)}=machine" for k in KEYS)
+    keys += "".join(f",{hash_key(k)}=machine::acme" for k in TENANT_KEYS)
+    with serving(redis_url, keys) as srv:
         yield srv
 
 
@@ -140,6 +144,44 @@ def test_streams_of_one_key_past_its_bound_get_429(loaded: Server) -> None:
 
     opened = asyncio.run(scenario())
     assert opened.count(200) == MAX_STREAMS_PER_KEY and opened.count(429) == 300 - MAX_STREAMS_PER_KEY
+
+
+def test_streams_of_one_tenants_keys_past_its_bound_get_429(loaded: Server) -> None:
+    """300 event streams from three keys of one tenant (100 each, each key within its own bound):
+    MAX_STREAMS_PER_TENANT open, the rest get 429 with Retry-After, and a key of no tenant still
+    opens one: a tenant with many keys cannot take all of a process's streams."""
+    tenant_api = _api(loaded, TENANT_KEYS[0])
+    run_id: str = tenant_api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
+    _wait_status(tenant_api, run_id, "waiting")
+    assert 3 * MAX_STREAMS_PER_KEY > MAX_STREAMS_PER_TENANT >= MAX_STREAMS_PER_KEY
+
+    async def scenario() -> tuple[list[int], list[int]]:
+        opened: list[int] = []
+        others: list[int] = []
+        until = asyncio.Event()
+        clients = [_client(loaded, k) for k in TENANT_KEYS]
+        try:
+            per_key = [_hold(c, f"/v1/runs/{run_id}/events", opened, until) for c in clients
+                       for _ in range(MAX_STREAMS_PER_KEY)]
+            await asyncio.gather(*per_key, _all_open(opened, 3 * MAX_STREAMS_PER_KEY, until),
+                                 _then_one(loaded, run_id, others, opened, until))
+        finally:
+            for c in clients:
+                await c.aclose()
+        return opened, others
+
+    opened, others = asyncio.run(scenario())
+    assert opened.count(200) == MAX_STREAMS_PER_TENANT, sorted(set(opened))
+    assert opened.count(429) == 3 * MAX_STREAMS_PER_KEY - MAX_STREAMS_PER_TENANT
+    assert others == [200]
+
+
+async def _then_one(srv: Server, run_id: str, others: list[int], opened: list[int], until: asyncio.Event) -> None:
+    """Once the tenant's streams all have their status, one stream of a key of no tenant."""
+    while len(opened) < 3 * MAX_STREAMS_PER_KEY:
+        await asyncio.sleep(0.05)
+    async with _client(srv, KEYS[0]) as client:
+        await _hold(client, f"/v1/runs/{run_id}/events", others, until)
 
 
 def test_a_stream_sends_its_first_byte_at_once(loaded: Server) -> None:

@@ -16,7 +16,8 @@ route                                       what it does
 ``GET  /v1/runs/{run_id}``                  the run
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
                                             (or ``?after=``) resumes after a dropped connection
-                                            (at most MAX_STREAMS_PER_KEY open per key, else 429)
+                                            (at most MAX_STREAMS_PER_KEY open per key and
+                                            MAX_STREAMS_PER_TENANT per tenant, else 429)
 ``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
 ``POST /v1/runs/{run_id}/fork``             re-open step N as a new run: ``{step, runId?, input?}``
                                             -> 201 ``{runId, forkedFrom: {runId, step}}``
@@ -146,6 +147,9 @@ API_CONNECTIONS = 16
 pause watch have their own, each closed when it ends)"""
 MAX_STREAMS_PER_KEY = 100
 """event streams one API key may hold open at once in one process; more get 429"""
+MAX_STREAMS_PER_TENANT = 250
+"""event streams the keys bound to one tenant may hold open at once in one process, together; more
+get 429 (a tenant with many keys cannot take all of ``MAX_STREAMS``)"""
 MAX_WAITING_PER_KEY = 20
 """waiting listings (``waitMs``) one API key may have in flight at once; more get 429"""
 RETRY_AFTER_S = 1
@@ -354,7 +358,7 @@ def _key(request: Request, authorization: str | None) -> Key:
     """What an ``Authorization: Bearer <key>`` names (401 without a known key)."""
     keys: Mapping[str, Key] | None = request.app.state.keys
     if keys is None:
-        request.state.key = "-"
+        request.state.key, request.state.tenant = "-", None
         return Caller("system")
     scheme, _, key = (authorization or "").partition(" ")
     digest = hash_key(key) if scheme.lower() == "bearer" and key else ""
@@ -363,6 +367,7 @@ def _key(request: Request, authorization: str | None) -> Key:
         why = "this API key is not known here" if digest else "an API key is needed: Authorization: Bearer <key>"
         raise HTTPException(401, why, headers={"WWW-Authenticate": "Bearer"})
     request.state.key = digest  # what per-key bounds count by
+    request.state.tenant = found.tenant if isinstance(found, Caller) else None  # and per-tenant ones
     return found
 
 
@@ -897,26 +902,39 @@ class TooMany(Exception):
 
 class _Slots:
     """At most ``limit`` of one kind of long request (waiting listings, event streams) per API key at
-    once, and ``total`` in the process; ``slot(key)`` raises TooMany past either bound. (The event
-    loop is one thread: no lock needed.)"""
+    once, ``per_tenant`` for the keys bound to one tenant together, and ``total`` in the process;
+    ``slot(key, tenant)`` raises TooMany past any bound. (The event loop is one thread: no lock needed.)"""
 
-    def __init__(self, what: str, limit: int, total: int | None = None) -> None:
-        self.what, self.limit, self.total = what, limit, total
+    def __init__(self, what: str, limit: int, total: int | None = None, per_tenant: int | None = None) -> None:
+        self.what, self.limit, self.total, self.per_tenant = what, limit, total, per_tenant
         self.in_use: dict[str, int] = {}
+        self.tenants: dict[str, int] = {}
 
     @contextmanager
-    def slot(self, key: str) -> Iterator[None]:
+    def slot(self, key: str, tenant: str | None = None) -> Iterator[None]:
         if self.in_use.get(key, 0) >= self.limit:
             raise TooMany(f"{self.what} of this key", self.limit)
+        counted = tenant is not None and self.per_tenant is not None
+        if counted and self.tenants.get(tenant or "", 0) >= (self.per_tenant or 0):
+            raise TooMany(f"{self.what} of this key's tenant", self.per_tenant or 0)
         if self.total is not None and sum(self.in_use.values()) >= self.total:
             raise TooMany(f"{self.what} of this server", self.total)
-        self.in_use[key] = self.in_use.get(key, 0) + 1
+        _count(self.in_use, key, 1)
+        if counted:
+            _count(self.tenants, tenant or "", 1)
         try:
             yield
         finally:
-            self.in_use[key] -= 1
-            if not self.in_use[key]:
-                del self.in_use[key]
+            _count(self.in_use, key, -1)
+            if counted:
+                _count(self.tenants, tenant or "", -1)
+
+
+def _count(counts: dict[str, int], name: str, by: int) -> None:
+    """Add ``by`` to ``counts[name]``; a count that reaches 0 leaves the dict."""
+    counts[name] = counts.get(name, 0) + by
+    if not counts[name]:
+        del counts[name]
 
 
 def _feed_id(entry: str) -> tuple[int, int]:
@@ -1098,15 +1116,16 @@ async def _close(client: Any) -> None:
 
 
 class _Streams:
-    """Opens event-stream responses: at most ``MAX_STREAMS_PER_KEY`` per API key and ``MAX_STREAMS``
-    in the process (429 with Retry-After past either), each sending a first byte at once."""
+    """Opens event-stream responses: at most ``MAX_STREAMS_PER_KEY`` per API key,
+    ``MAX_STREAMS_PER_TENANT`` for the keys of one tenant and ``MAX_STREAMS`` in the process (429
+    with Retry-After past any), each sending a first byte at once."""
 
     def __init__(self) -> None:
-        self.slots = _Slots("event streams", MAX_STREAMS_PER_KEY, MAX_STREAMS)
+        self.slots = _Slots("event streams", MAX_STREAMS_PER_KEY, MAX_STREAMS, MAX_STREAMS_PER_TENANT)
 
     def open(self, request: Request, frames: AsyncIterator[bytes]) -> StreamingResponse:
-        key = getattr(request.state, "key", "-")
-        slot = self.slots.slot(key)
+        key, tenant = getattr(request.state, "key", "-"), getattr(request.state, "tenant", None)
+        slot = self.slots.slot(key, tenant)
         slot.__enter__()  # raises TooMany before any response starts
         done = False
 
