@@ -1,6 +1,7 @@
-"""Failover chaos: runs answered while the Redis primary under Sentinel is killed or frozen.
+"""Failover chaos: runs answered while the Redis primary under Sentinel is killed, frozen or switched.
 
-``python -m bench.failover [--fault kill|freeze] [--runs 100] [--acks 1] [--ack-ms 100] [--timeout 180]``
+``python -m bench.failover [--fault kill|freeze|switchover|bare] [--runs 100] [--acks 1] [--ack-ms 100]
+[--timeout 180]``
 
 Not a test. It starts, on loopback ports in a temp dir, a primary, two replicas and three
 ``redis-server --sentinel`` processes (``down-after-milliseconds`` 1000; ``tests.procs.SentinelGroup``),
@@ -12,15 +13,20 @@ answers are acknowledged it applies the fault to the primary:
 
 - ``kill``: SIGKILL, and once the sentinels name another master, restart it empty on its port
   (it comes back as a replica);
-- ``freeze``: SIGSTOP until the sentinels name another master, then SIGCONT (it is demoted).
+- ``freeze``: SIGSTOP until the sentinels name another master, then SIGCONT (it is demoted);
+- ``switchover``: ``parkway failover`` (the fenced switchover: writes paused on the primary, the
+  replicas caught up, ``SENTINEL FAILOVER``, then the old primary made a replica, its clients'
+  connections closed, writes unpaused), its progress lines kept in the report;
+- ``bare``: ``SENTINEL FAILOVER`` alone (what ``parkway failover`` replaces), for comparison.
 
 It goes on until every run has ended and the old primary has been demoted to a replica (clients
 still connected to it read there, until then, what it alone holds). It reports the acknowledged
 resumes lost (an interrupt answered ``accepted`` that asks again
 later: the answer vanished with the old primary), the outside effects run more than once, the
-calls that raised ``StoreUnavailable`` (outcome unknown; asked again, they read
-``already_resolved`` or are accepted), and the write gap: from the fault to the first resume
-acknowledged after it. Exit status 0 when nothing acknowledged was lost and no effect ran twice.
+calls that raised ``StoreUnavailable`` (outcome unknown; asked again, the same answer reads
+``accepted``), and the write gap: from the fault to the first resume acknowledged after it, and the
+longest wait between two acknowledged resumes from the fault on. Exit status 0 when nothing
+acknowledged was lost and no effect ran twice.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,16 +51,20 @@ from tests.procs import RedisServer, SentinelGroup, Worker
 from .chaos_flows import COUNTER_PREFIX
 
 SECRET = "failover-secret-" + "f" * 40
+SWITCHOVER_OUTPUT: list[str] = []
+"""``parkway failover``'s output in a ``switchover`` trial"""
 FLOW_REF = "bench.chaos_flows:chaos"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fault", choices=("kill", "freeze"), default="kill")
+    parser.add_argument("--fault", choices=("kill", "freeze", "switchover", "bare"), default="kill")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--acks", type=int, default=1, help="PARKWAY_REPLICA_ACKS (0: no WAIT)")
     parser.add_argument("--ack-ms", type=int, default=100, help="PARKWAY_REPLICA_ACK_MS")
     parser.add_argument("--timeout", type=float, default=180.0)
+    parser.add_argument("--lease-ms", type=int, default=1500,
+                        help="PARKWAY_LEASE_MS: a write pause longer than it lets the reconciler take an attempt back")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="parkway-failover-") as tmp:
         report = trial(Path(tmp), args)
@@ -70,7 +81,7 @@ def trial(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     counter.start()
     env = {"CHAOS_COUNTER_URL": counter.url, "CHAOS_CPU_MS": "2", "PARKWAY_REPLICA_ACKS": str(args.acks),
            "PARKWAY_REPLICA_ACK_MS": str(args.ack_ms), "PARKWAY_WORKFLOWS": "bench.chaos_flows",
-           "PARKWAY_LEASE_MS": "1500"}
+           "PARKWAY_LEASE_MS": str(args.lease_ms)}
     os.environ.update(env)  # the driver's own client reads the same settings
     stop = threading.Event()
     worker_restarts = [0]
@@ -109,6 +120,7 @@ def _drive(pw: Parkway, group: SentinelGroup, args: argparse.Namespace, worker_r
     fault_at: float | None = None
     first_ack_after: float | None = None
     fault_thread: threading.Thread | None = None
+    ack_times: list[float] = []
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         try:
@@ -130,6 +142,7 @@ def _drive(pw: Parkway, group: SentinelGroup, args: argparse.Namespace, worker_r
                 continue
             if outcome is ResumeOutcome.ACCEPTED:
                 acknowledged.add(key)
+                ack_times.append(time.monotonic())
                 if fault_at is not None and first_ack_after is None:
                     first_ack_after = time.monotonic()
         if fault_thread is None and len(acknowledged) >= args.runs * 2 // 3:
@@ -157,9 +170,20 @@ def _drive(pw: Parkway, group: SentinelGroup, args: argparse.Namespace, worker_r
         "acknowledged_resumes": len(acknowledged), "acknowledged_lost": len(lost),
         "effects_run_twice": twice, "store_unavailable_on_resume": unknown_outcomes,
         "write_gap_s": None if fault_at is None or first_ack_after is None else round(first_ack_after - fault_at, 2),
+        "longest_ack_gap_s": _longest_gap(ack_times, fault_at),
         "worker_restarts": worker_restarts[0], "statuses": statuses, "failures": failures[:5],
         "effects_run_twice_by_effect": _twice_by_effect(counter),
+        **({"parkway_failover": SWITCHOVER_OUTPUT} if args.fault == "switchover" else {}),
     }
+
+
+def _longest_gap(times: list[float], since: float | None) -> float | None:
+    """The longest wait between two acknowledged resumes from the fault on (a switchover's write
+    gap: the fault starts with the command's own start-up, before its pause)."""
+    if since is None:
+        return None
+    later = [since, *(t for t in times if t >= since)]
+    return round(max((b - a for a, b in zip(later, later[1:], strict=False)), default=0.0), 2)
 
 
 def _twice_by_effect(counter: redis.Redis) -> dict[str, int]:
@@ -175,7 +199,17 @@ def _fault(group: SentinelGroup, fault: str) -> None:
     old = group.primary.port
     proc = group.primary.proc
     assert proc is not None
-    if fault == "kill":
+    if fault == "switchover":
+        done = subprocess.run([sys.executable, "-m", "parkway.cli", "failover", "--redis-url", group.url],
+                              capture_output=True, text=True, timeout=120)
+        SWITCHOVER_OUTPUT.extend(done.stdout.splitlines() + done.stderr.splitlines()[-3:])
+        if done.returncode != 0:
+            raise RuntimeError(f"parkway failover exited {done.returncode}")
+    elif fault == "bare":
+        with group.sentinel() as s:
+            s.execute_command("SENTINEL", "FAILOVER", group.name)
+        group.wait_for_switch(old, timeout=60)
+    elif fault == "kill":
         group.primary.kill()
         group.wait_for_switch(old, timeout=60)
         group.primary.start()  # empty, on its port: the sentinels make it a replica

@@ -478,3 +478,59 @@ def test_a_node_never_runs_on_a_begin_no_replica_acknowledged(replicated: Sentin
             worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
         assert pw.get_run(run_id).status.value == "waiting"
         assert flows.effects["charge:unconfirmed-begin"] == 1
+
+
+@pytest.mark.slow
+def test_parkway_failover_switches_the_master_without_losing_an_acknowledged_resume(tmp_path: Path) -> None:
+    """`parkway failover` (the fenced switchover) while resumes are being acknowledged, with two
+    replicas (where a bare SENTINEL FAILOVER lost answers): it prints its steps and exits 0; the old
+    primary now replicates the new master; every resume acknowledged before, during or after the
+    switch is still taken (its token, answered again the same, reads accepted; none asks again); a
+    resume whose outcome was unknown (StoreUnavailable) is sent again and reads accepted."""
+    import subprocess
+    import sys
+
+    group = SentinelGroup(tmp_path, replicas=2, sentinels=3)
+    group.start()
+    try:
+        settings = Settings(redis_url=group.url, secret=SECRET, replica_ack_ms=2000)
+        with Parkway(settings) as pw:
+            run_ids = [pw.start(flows.two_questions, {}) for _ in range(40)]
+            run_jobs(settings)
+            tokens = [pw.list_interrupts(run_id=r, include_tokens=True).items[0].resume_token or "" for r in run_ids]
+            acknowledged: list[str] = []
+            unknown = [0]
+
+            def answer_all() -> None:
+                for token in tokens:
+                    while True:
+                        try:
+                            assert pw.resume(token, value="Ada").accepted
+                            break
+                        except StoreUnavailable:  # outcome unknown: the same answer again
+                            unknown[0] += 1
+                    acknowledged.append(token)
+                    time.sleep(0.05)
+
+            answering = threading.Thread(target=answer_all)
+            answering.start()
+            wait_for(lambda: len(acknowledged) >= 5, 20, "the first answers")
+            old = group.primary.port
+            at_start = len(acknowledged)
+            done = subprocess.run([sys.executable, "-m", "parkway.cli", "failover", "--redis-url", group.url],
+                                  capture_output=True, text=True, timeout=60)
+            answering.join(60)
+            assert done.returncode == 0, done.stdout + done.stderr
+            for step in ("writes paused", "SENTINEL FAILOVER sent", "now replicates", "done: master is"):
+                assert step in done.stdout, done.stdout
+            assert at_start < len(tokens) - 5  # the switch came while answers were being given
+            assert group.master_port() != old
+            with redis.Redis(port=old, decode_responses=True) as was:
+                assert was.execute_command("ROLE")[0] == "slave"
+            assert len(acknowledged) == len(tokens)
+            for token in tokens:
+                assert isinstance(pw.lookup(token), ResumeResult)  # answered: not pending again
+                assert pw.resume(token, value="Ada").accepted
+        assert len(done.stdout.splitlines()) >= 6
+    finally:
+        group.stop()

@@ -844,6 +844,33 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_failover(args: argparse.Namespace) -> int:
+    from ..adapters.redis.sentinel import is_sentinel_url, parse_sentinel_url
+    from ..adapters.redis.switchover import SwitchoverError, switchover
+    from ..config import sentinel_url
+
+    env = os.environ
+    url = _redis_url(args) or env.get("PARKWAY_REDIS_URL") or sentinel_url(
+        env.get("PARKWAY_REDIS_SENTINELS"), env.get("PARKWAY_REDIS_MASTER"), env.get("PARKWAY_REDIS_PASSWORD"),
+        env.get("PARKWAY_REDIS_SENTINEL_PASSWORD"))
+    if not url or not is_sentinel_url(url):
+        raise ConfigError("parkway failover needs Redis under Sentinel: --redis-sentinels with --redis-master, "
+                          "or a redis+sentinel:// URL")
+    started = time.monotonic()
+
+    def say(line: str) -> None:
+        print(f"[{time.monotonic() - started:6.2f}s] {line}", flush=True)
+
+    try:
+        done = switchover(parse_sentinel_url(url), pause_ms=args.pause_ms, timeout_s=args.timeout, say=say)
+    except SwitchoverError as exc:
+        say(f"failed: {exc}")
+        return 1
+    assert done.new is not None
+    say(f"done: master is {done.new[0]}:{done.new[1]}")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as pw:
         status = pw.status()
@@ -956,7 +983,8 @@ def parser() -> argparse.ArgumentParser:
                    help="log at INFO (default WARNING); also accepted after the command")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (one of these):")
     for add in (_add_worker, _add_run, _add_runs, _add_interrupts, _add_interrupt, _add_resume, _add_show, _add_events,
-                _add_cancel, _add_fork, _add_check_deploy, _add_serve, _add_reconcile, _add_status, _add_demo):
+                _add_cancel, _add_fork, _add_check_deploy, _add_serve, _add_reconcile, _add_status,
+                _add_failover, _add_demo):
         add(sub)
     add_session_commands(sub, _command, _client)
     return p
@@ -1318,6 +1346,26 @@ def _add_status(sub: Subcommands) -> None:
         "exit status: 0, 1 error",
     )
     c.add_argument("--json", action="store_true", help="print one JSON object (camelCase)")
+
+
+def _add_failover(sub: Subcommands) -> None:
+    c = _command(
+        sub,
+        "failover",
+        "switch the Sentinel master to a replica, losing no acknowledged write (a fenced switchover)",
+        cmd_failover,
+        "Pauses writes on the primary, waits until its online replicas have its replication offset, sends\n"
+        "SENTINEL FAILOVER, waits until the sentinels name the new master, then on the old primary: REPLICAOF\n"
+        "the new one, closes its clients' connections (they reconnect to the new master) and unpauses.\n"
+        "Prints one line per step. Writes wait for the switch (1-3 s on loopback); reads go on. A bare\n"
+        "SENTINEL FAILOVER instead leaves the old primary writable for seconds, and what is written there is lost.\n"
+        "exit status: 0 switched, 1 stopped (writes unpaused, the master unchanged) or an error",
+        redis="a redis+sentinel:// URL (default: $PARKWAY_REDIS_URL, or the sentinels' flags and variables)",
+    )
+    c.add_argument("--pause-ms", type=_integer(1000), default=15_000, metavar="MS",
+                   help="the longest writes stay paused on the old primary if this command dies (default 15000)")
+    c.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="how long to wait for the replicas' offset, and again for the new master (default 10)")
 
 
 def _add_demo(sub: Subcommands) -> None:
