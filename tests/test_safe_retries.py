@@ -64,11 +64,11 @@ def test_a_start_repeated_with_the_same_input_returns_that_run(harness: Harness)
     """``start(run_id=...)`` again with the same workflow and input returns the run and starts
     nothing more; another input, workflow or owner is refused as before."""
     pw = harness.pw
-    assert pw.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == "order-17"
-    assert pw.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == "order-17"
+    run_id = pw.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme")  # acme's order-17
+    assert pw.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == run_id
     if harness.kind == "redis":
         with Parkway(Settings(redis_url=harness.settings.redis_url, secret=SECRET)) as other:
-            assert other.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == "order-17"
+            assert other.start(flows.stepper, {"tag": "s1"}, run_id="order-17", tenant="acme") == run_id
     with pytest.raises(ValidationError, match="already exists"):
         pw.start(flows.stepper, {"tag": "s2"}, run_id="order-17", tenant="acme")
     with pytest.raises(ValidationError, match="already exists"):
@@ -76,7 +76,7 @@ def test_a_start_repeated_with_the_same_input_returns_that_run(harness: Harness)
     with pytest.raises(ValidationError, match="already exists"):
         pw.start(flows.contracted, {"tag": "s1"}, run_id="order-17", tenant="acme")
     harness.run_jobs()
-    events = list(pw.stream("order-17", until="settled", timeout=10))
+    events = list(pw.stream(run_id, until="settled", timeout=10))
     assert [e.type for e in events].count("run.started") == 1
     assert [e.type for e in events].count("node.started") == 1
-    assert len(pw.list_interrupts(run_id="order-17").items) == 1
+    assert len(pw.list_interrupts(run_id=run_id).items) == 1
