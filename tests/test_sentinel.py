@@ -244,7 +244,7 @@ def test_each_commit_waits_for_its_replica_in_its_own_round_trip(replicated: Sen
         # each sent twice: NOSCRIPT, SCRIPT LOAD, then again; the resume's WAIT with each of its EVALSHA
         assert [b"WAIT" in s for s in evals] == [False, False, True, True], evals
         with pytest.raises(ValidationError):
-            pw.start(flows.two_questions, {}, run_id=run_id)  # refused by its script, WAIT read all the same
+            pw.start(flows.two_questions, {"other": 1}, run_id=run_id)  # refused by its script, WAIT read all the same
         assert pw.get_run(run_id).status.value in ("queued", "running", "waiting")
         run_jobs(settings)
         assert pw.get_run(run_id).status.value == "waiting"
