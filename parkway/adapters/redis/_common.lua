@@ -14,9 +14,10 @@ local function stale(msg) return redis.error_reply('STALE ' .. msg) end
 -- no run under that id (its records expired, or the id was never a run's): a stale fence too
 local function gone() return redis.error_reply('STALE GONE run is gone') end
 
--- Check that the run exists, is at `fence` and in one of `statuses`.
-local function check_fence(run_key, fence, statuses)
-  local cur = redis.call('HMGET', run_key, 'fence', 'status', 'step')
+-- Check that the run exists, is at `fence` and in one of `statuses`: its fence, status and step,
+-- then the fields `extra` names (read in the same HMGET), or nil and the refusal.
+local function check_fence(run_key, fence, statuses, extra)
+  local cur = redis.call('HMGET', run_key, 'fence', 'status', 'step', unpack(extra or {}))
   if not cur[1] then return nil, gone() end
   if cur[1] ~= fence then return nil, stale('run is at fence ' .. cur[1] .. ', the job has ' .. fence) end
   for _, s in ipairs(statuses) do
@@ -83,14 +84,27 @@ local function keep_ancestors(ancestors, keep_ms, retention)
   end
 end
 
--- Write `blob` in a hash as parts of at most PART_BYTES, `field:0`, `field:1`, ... (so the hash keeps
--- Redis's compact encoding), and drop the parts a longer blob written there left.
-local function hset_parts(key, field, blob)
-  local n = math.max(1, math.ceil(#blob / PART_BYTES))
-  for i = 0, n - 1 do
-    redis.call('HSET', key, field .. ':' .. i, string.sub(blob, i * PART_BYTES + 1, (i + 1) * PART_BYTES))
+-- Write each `blob` (of the field, blob pairs after `key`) in a hash as parts of at most PART_BYTES,
+-- `field:0`, `field:1`, ... (so the hash keeps Redis's compact encoding), in one HSET, and drop the
+-- parts a longer blob written there left.
+local function hset_parts(key, ...)
+  local given, out, after = {...}, {}, {}
+  for j = 1, #given, 2 do
+    local field, blob = given[j], given[j + 1]
+    local n = math.max(1, math.ceil(#blob / PART_BYTES))
+    for i = 0, n - 1 do
+      out[#out + 1], out[#out + 2] = field .. ':' .. i, string.sub(blob, i * PART_BYTES + 1, (i + 1) * PART_BYTES)
+    end
+    after[#after + 1] = {field, n}
   end
-  while redis.call('HDEL', key, field .. ':' .. n) == 1 do n = n + 1 end
+  redis.call('HSET', key, unpack(out))
+  local first = {}
+  for i, f in ipairs(after) do first[i] = f[1] .. ':' .. f[2] end
+  if redis.call('HDEL', key, unpack(first)) == 0 then return end  -- the usual case: nothing longer was there
+  for _, f in ipairs(after) do
+    local n = f[2] + 1
+    while redis.call('HDEL', key, f[1] .. ':' .. n) == 1 do n = n + 1 end
+  end
 end
 
 -- BLOCK closing: how an interrupt's lifecycle record ends, and its place among the closed ones
@@ -108,8 +122,11 @@ end
 -- Write the end of an interrupt's lifecycle record in `summary` and list it as closed (`k`, `a`:
 -- a closing block's keys and arguments).
 local function write_closing(summary, k, a)
-  hset_parts(summary, a.end_field, a.ended)
-  if a.created ~= '' then hset_parts(summary, a.created_field, a.created) end
+  if a.created ~= '' then
+    hset_parts(summary, a.end_field, a.ended, a.created_field, a.created)
+  else
+    hset_parts(summary, a.end_field, a.ended)
+  end
   redis.call('ZADD', k.index, 0, a.member)
   redis.call('ZREMRANGEBYLEX', k.index, '-', '(' .. a.floor)
 end
@@ -127,20 +144,22 @@ end
 -- would leave them blocked. Readers read both, an entry once (store.read_events); whatever appends
 -- to the run's stream unfolds first (xadd_run): the entries go back with their ids (those still in
 -- the stream stay), so the stream reads as if it had never moved.
-local function fold(run, stream)
+-- fold_fields(stream, out) appends those fields to `out` (for the caller's one HSET of the run's
+-- hash) and says true, or false when the stream stays whole; a caller that folds gives the stream
+-- FOLD_WAKE_MS.
+local function fold_fields(stream, out)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end
-  local pairs_out = {}
+  local fields = {}
   for i, e in ipairs(entries) do
     local f = e[2]
     if #f ~= 4 or f[1] ~= 't' or f[3] ~= 'd' or #f[2] > 255 then return false end
     local v = e[1] .. ' ' .. string.char(#f[2]) .. f[2] .. f[4]
     if #v > PART_BYTES then return false end
-    pairs_out[#pairs_out + 1] = '~' .. (i - 1)
-    pairs_out[#pairs_out + 1] = v
+    fields[#fields + 1] = '~' .. (i - 1)
+    fields[#fields + 1] = v
   end
-  redis.call('HSET', run, unpack(pairs_out))
-  redis.call('PEXPIRE', stream, FOLD_WAKE_MS)
+  for _, v in ipairs(fields) do out[#out + 1] = v end
   return true
 end
 
@@ -150,8 +169,12 @@ end
 -- dropped (a stream's ids only grow).
 local FOLDED = {}
 for i = 0, FOLD_MAX - 1 do FOLDED[#FOLDED + 1] = '~' .. i end
-local function unfold(run, stream)
-  if not redis.call('HGET', run, '~0') then return end  -- the usual case: nothing folded
+-- `folded`: the run's `~0` field if the caller read it (false: absent), else nil (read here).
+-- unfold_entries only puts the entries back and returns the fields they were in (empty: none), for
+-- a caller that drops those fields and gives the stream the records' TTL itself (resume_commit).
+local function unfold_entries(run, stream, folded)
+  if folded == nil then folded = redis.call('HGET', run, '~0') end
+  if not folded then return {} end  -- the usual case: nothing folded
   local got = redis.call('HMGET', run, unpack(FOLDED))
   local moved = {}
   for i, entry in ipairs(got) do  -- in order, up to the first field not there
@@ -162,14 +185,21 @@ local function unfold(run, stream)
       'd', string.sub(entry, sp + 2 + n))
     moved[i] = FOLDED[i]
   end
+  return moved
+end
+
+local function unfold(run, stream, folded)
+  local moved = unfold_entries(run, stream, folded)
+  if #moved == 0 then return end
   redis.call('HDEL', run, unpack(moved))
   local left = redis.call('PTTL', run)
   if left > 0 then redis.call('PEXPIRE', stream, left) end
 end
 
--- Append to a run's stream (`run`: its hash), unfolding its parked events first (see fold).
-local function xadd_run(run, stream, maxlen, kind, blob)
-  unfold(run, stream)
+-- Append to a run's stream (`run`: its hash), unfolding its parked events first (see fold_fields;
+-- `folded`: as unfold takes it).
+local function xadd_run(run, stream, maxlen, kind, blob, folded)
+  unfold(run, stream, folded)
   return xadd(stream, maxlen, kind, blob)
 end
 
@@ -345,14 +375,11 @@ end
 -- summary too, so a caller bound to another tenant or owner is refused the run after its records
 -- expire as well.
 local function create_run(k, a, queues, job, auth)
-  if redis.call('EXISTS', k.run) == 1 or redis.call('EXISTS', k.summary) == 1 then return nil end
+  if redis.call('EXISTS', k.run, k.summary) > 0 then return nil end
   redis.call('HSET', k.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
-    'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl)
-  redis.call('HSET', k.summary, 'wf', a.workflow, 'status', 'queued', 'created', a.now, 'updated', a.now)
-  if #auth > 0 then
-    redis.call('HSET', k.run, unpack(auth))
-    redis.call('HSET', k.summary, unpack(auth))
-  end
+    'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl, unpack(auth))
+  redis.call('HSET', k.summary, 'wf', a.workflow, 'status', 'queued', 'created', a.now, 'updated', a.now,
+    unpack(auth))
   local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
   keep_summary(k.summary, keep, a.retention)
   list_run(k.runs, k.runs_due, a.run_id, a.now, keep + tonumber(a.retention))
@@ -390,12 +417,8 @@ end
 local function start_child(c, a, parent, step, now, maxlen, retention, auth, outbox, queues, index)
   redis.call('HSET', c.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
     'step', 0, 'fence', 0, 'input', a.input, 'created', now, 'updated', now, 'ttl', a.ttl,
-    'parent', parent, 'pstep', step, 'pfield', a.field, 'lineage', a.lineage)
-  redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now)
-  if #auth > 0 then
-    redis.call('HSET', c.run, unpack(auth))
-    redis.call('HSET', c.summary, unpack(auth))
-  end
+    'parent', parent, 'pstep', step, 'pfield', a.field, 'lineage', a.lineage, unpack(auth))
+  redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)
   list_run(index.runs, index.runs_due, a.run_id, now, tonumber(a.ttl) + tonumber(retention))
   xadd(c.events, maxlen, 'run.started', a.started)

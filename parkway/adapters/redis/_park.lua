@@ -6,7 +6,7 @@
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- K and A: park.lua's KEYS and ARGV by name (first.lua parks with the ones it carries).
 local function park(K, A)
-  local cur, err = check_fence(K.run, A.fence, {'running'})
+  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0'})
   if not cur then return err end
   if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
@@ -14,32 +14,47 @@ local function park(K, A)
   for _, index in ipairs(K.filters) do redis.call('ZADD', index, 0, A.member_newest) end
   redis.call('SADD', K.workflows, A.workflow)
   redis.call('ZREM', K.leases, A.run_id)
-  if A.paused ~= '' then redis.call('HSET', K.run, 'paused', A.paused) end
-  local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+  local fence = tonumber(cur[1]) + 1
+  -- what the run's hash takes, in one HSET: the token field names the interrupt as rq does (its
+  -- request id without the run id)
+  local fields = {'status', 'waiting', 'waiting', A.request_id, 'expires', A.expires, 'updated', A.now,
+    'crashes', 0, 'fence', fence, A.token_field, A.short_id, A.status_field, 'pending'}
+  if A.paused ~= '' then fields[#fields + 1], fields[#fields + 2] = 'paused', A.paused end
   -- the run's latest record (its interrupt before this one, answered or expired) keeps its parts
   -- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...
-  local before = redis.call('HMGET', K.run, 'rq', 'rn')
-  if before[1] then
-    for i = 0, tonumber(before[2]) - 1 do
-      redis.call('HSET', K.run, 'r:' .. before[1] .. ':' .. i, redis.call('HGET', K.run, 'r' .. i))
-      redis.call('HDEL', K.run, 'r' .. i)
+  local dropped = {}
+  if cur[4] then
+    local names = {}
+    for i = 0, tonumber(cur[5]) - 1 do names[#names + 1] = 'r' .. i end
+    local parts = redis.call('HMGET', K.run, unpack(names))
+    for i, name in ipairs(names) do
+      fields[#fields + 1], fields[#fields + 2] = 'r:' .. cur[4] .. ':' .. (i - 1), parts[i]
+      dropped[name] = true
     end
   end
-  -- the token field names the interrupt as rq does (its request id without the run id)
-  redis.call('HSET', K.run, 'status', 'waiting', 'waiting', A.request_id, 'expires', A.expires, 'updated', A.now,
-    'crashes', 0, A.token_field, A.short_id, A.status_field, 'pending', unpack(A.record))
+  for i = 1, #A.record, 2 do
+    fields[#fields + 1], fields[#fields + 2] = A.record[i], A.record[i + 1]
+    dropped[A.record[i]] = nil
+  end
   -- a new pause: the interrupt answered before it (if any) did not fail its replay
-  redis.call('HDEL', K.run, 'ans')
-  xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
+  local drop = {}
+  if cur[6] then drop[1] = 'ans' end
+  for name in pairs(dropped) do drop[#drop + 1] = name end
+  xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event, cur[7])
   for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.ancestor_event) end
   redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id)
-  local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
-  local left = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary, A.retention)
-  -- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold in
+  -- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold_fields in
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
   -- and a parked run may wait for hours
-  if not fold(K.run, K.events) then
+  local folded = fold_fields(K.events, fields)
+  redis.call('HSET', K.run, unpack(fields))
+  if #drop > 0 then redis.call('HDEL', K.run, unpack(drop)) end
+  local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
+  local left = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary, A.retention)
+  if folded then
+    redis.call('PEXPIRE', K.events, FOLD_WAKE_MS)
+  else
     local stream = redis.call('DUMP', K.events)
     redis.call('DEL', K.events)
     redis.call('RESTORE', K.events, left, stream)

@@ -1,7 +1,8 @@
 -- Answer (or cancel) an interrupt exactly once, as two functions over resume.lua's KEYS and ARGV
 -- (as K and A), so that the session scripts that deliver an answer run the same transition inside
 -- their own (session_answer, session_switch): resume_refused says why the answer cannot be taken
--- (a reply) or nil and the pending interrupt it read ({req, step}), writing nothing; resume_commit then
+-- (a reply) or nil and the pending interrupt it read ({req, step}, with the run's fence, ttl, kept,
+-- ~0 and wf fields: read in the same HMGET), writing nothing; resume_commit then
 -- takes it (call it only after nil, with that pending: it reads neither again). The run
 -- hash's `kept` names an interrupt whose answer its session keeps (session_answer, session_switch).
 -- Answering: flip its status from pending, record the answer,
@@ -13,7 +14,8 @@
 -- K and A are resume.lua's KEYS and ARGV, bound by its header (a session script binds the call it
 -- carries with bind_call(SPEC.resume, ...)).
 local function resume_refused(K, A, delivering)
-  local req = redis.call('HGET', K.run, A.token_field)
+  local cur = redis.call('HMGET', K.run, A.token_field, 'expires', 'step', 'kept', 'fence', 'ttl', '~0', 'wf')
+  local req = cur[1]
   if not req then
     if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
     return {'unknown'}
@@ -21,17 +23,18 @@ local function resume_refused(K, A, delivering)
   if A.request_id ~= '' and A.request_id ~= req then return {'mismatch', req} end
   -- an answer its session keeps for the run's abandoned branch (session_answer) is the answer: another
   -- one is refused; only the switch back delivers it (`delivering`). A cancellation still goes through.
-  if not delivering and A.status == 'resolved' and redis.call('HGET', K.run, 'kept') == req then
+  if not delivering and A.status == 'resolved' and cur[4] == req then
     return {'already_resolved', req}
   end
-  local cur = redis.call('HMGET', K.run, A.status_prefix .. req, 'expires', 'step', 'wf')
-  if cur[1] ~= 'pending' then
-    if cur[1] == 'expired' then return {'expired', req} end
+  local status = redis.call('HGET', K.run, A.status_prefix .. req)
+  if status ~= 'pending' then
+    if status == 'expired' then return {'expired', req} end
     return {'already_resolved', req}
   end
   if tonumber(A.now) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
   if cur[2] ~= A.expires then return {'moved', req} end
-  return nil, {req = req, step = cur[3], wf = cur[4] or ''}
+  return nil, {req = req, step = cur[3], kept = cur[4], fence = cur[5], ttl = cur[6], folded = cur[7],
+    wf = cur[8] or ''}
 end
 
 -- A refusal that is one's own answer sent again (a retry after an unknown outcome: the reply of the
@@ -65,19 +68,27 @@ local function resume_commit(K, A, pending)
   local req, step = pending.req, pending.step
   for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
   redis.call('HSET', K.journal, A.field, A.entry)
-  local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-  redis.call('HSET', K.run, A.status_prefix .. req, A.status, 'status', 'queued', 'waiting', '', 'expires', '',
-    'updated', A.now, 'd:' .. req, A.digest)
+  local fence = tonumber(pending.fence) + 1
+  local fields = {A.status_prefix .. req, A.status, 'status', 'queued', 'waiting', '', 'expires', '',
+    'updated', A.now, 'd:' .. req, A.digest, 'fence', fence}
+  if A.answered ~= '' then fields[#fields + 1], fields[#fields + 2] = 'ans', A.answered end
   redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
   redis.call('ZREM', K.newest, A.member_newest)
   redis.call('ZREM', K.expiring, A.member_expiring)
-  xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event)
-  local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.journal, K.state, K.events,
-    K.snapshots}, K.summary, A.retention)
-  if not renewed then redis.call('PEXPIRE', K.journal, left) end  -- the answer may be its step's first entry
+  -- the events park folded go back to the stream (see unfold), before this one
+  local drop = unfold_entries(K.run, K.events, pending.folded)
+  local unfolded = #drop > 0
+  if pending.kept then drop[#drop + 1] = 'kept' end
+  redis.call('HSET', K.run, unpack(fields))
+  if #drop > 0 then redis.call('HDEL', K.run, unpack(drop)) end
+  xadd(K.events, A.maxlen, A.event_type, A.event)
+  local left, renewed = keep_records(K.run, pending.ttl, {K.run, K.journal, K.state, K.events, K.snapshots},
+    K.summary, A.retention)
+  if not renewed then
+    redis.call('PEXPIRE', K.journal, left)  -- the answer may be its step's first entry
+    if unfolded then redis.call('PEXPIRE', K.events, left) end  -- a stream made again
+  end
   count_wait(K.metrics, A.created, A.now, A.buckets, pending.wf)
   write_closing(K.summary, K.closing, A.closing)
-  if A.answered ~= '' then redis.call('HSET', K.run, 'ans', A.answered) end
-  redis.call('HDEL', K.run, 'kept')
   return {'accepted', req, step, fence, hand_off(K.queues, A.job, 1, step, fence)}
 end

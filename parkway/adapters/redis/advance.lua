@@ -25,27 +25,32 @@
 --   emitted...     the events the step emitted, as (event type, event blob) pairs
 --   counts...      the counters to bump, as (field, increment) pairs (see count)
 --   parent?: parent  the parent's (see notify_parent)
-local cur, err = check_fence(K.run, A.fence, {'running'})
+local cur, err = check_fence(K.run, A.fence, {'running'}, {'node', 'ttl', '~0'})
 if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+local fence = tonumber(cur[1]) + 1
 redis.call('DEL', K.journal)
 -- the node this step ran, and the data the next step starts with (step 0 starts with the input)
-redis.call('HSET', K.snapshots, A.step .. ':node', redis.call('HGET', K.run, 'node'))
-if A.next_node ~= '' then redis.call('HSET', K.snapshots, tonumber(A.step) + 1, A.data) end
-redis.call('HSET', K.run, 'data', A.data, 'updated', A.now, 'crashes', 0)
-if A.next_node == '' then
-  redis.call('HSET', K.run, 'status', 'completed', 'output', A.output)
+local ends = A.next_node == ''
+if ends then
+  redis.call('HSET', K.snapshots, A.step .. ':node', cur[4])
+  redis.call('HSET', K.run, 'fence', fence, 'data', A.data, 'updated', A.now, 'crashes', 0, 'status', 'completed',
+    'output', A.output)
   redis.call('HSET', K.summary, 'status', 'completed', 'updated', A.now)
   redis.call('ZREM', K.leases, A.run_id)
 else
-  redis.call('HSET', K.run, 'node', A.next_node, 'step', tonumber(A.step) + 1)
+  redis.call('HSET', K.snapshots, A.step .. ':node', cur[4], tonumber(A.step) + 1, A.data)
+  redis.call('HSET', K.run, 'fence', fence, 'data', A.data, 'updated', A.now, 'crashes', 0, 'node', A.next_node,
+    'step', tonumber(A.step) + 1)
 end
 count(K.metrics, A.counts)
-for i = 1, #A.emitted, 2 do xadd_run(K.run, K.events, A.maxlen, A.emitted[i], A.emitted[i + 1]) end
-local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.state, K.events, K.snapshots},
-  K.summary, A.retention)
+local folded = cur[6]
+for i = 1, #A.emitted, 2 do
+  xadd_run(K.run, K.events, A.maxlen, A.emitted[i], A.emitted[i + 1], folded)
+  folded = false
+end
+local left, renewed = keep_records(K.run, cur[5], {K.run, K.state, K.events, K.snapshots}, K.summary, A.retention)
 -- the snapshots are created by the advance of step 0 (a fork is a new run: it starts at step 0)
 if not renewed and A.step == '0' then redis.call('PEXPIRE', K.snapshots, left) end
-if A.next_node == '' then notify_parent(K.parent, A.parent) end  -- last: a fan-out's child's records go there
+if ends then notify_parent(K.parent, A.parent) end  -- last: a fan-out's child's records go there
 return fence

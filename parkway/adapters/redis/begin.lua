@@ -34,21 +34,14 @@ local function mp_str(s)
     math.floor(n / 256) % 256, n % 256) .. s
 end
 
--- the run's fields the attempt reads (RUN_FIELDS, from layout.py) as pairs, and the status field
--- `rs` names (a racing interrupt's): not its interrupts' records or tokens
-local function run_fields(run)
-  local values = redis.call('HMGET', run, unpack(RUN_FIELDS))
-  local out = {}
-  for i, name in ipairs(RUN_FIELDS) do
-    if values[i] then out[#out + 1], out[#out + 2] = name, values[i] end
-    local racing = name == 'rs' and values[i] and values[i] ~= '' and redis.call('HGET', run, values[i])
-    if racing then out[#out + 1], out[#out + 2] = values[i], racing end
-  end
-  return out
-end
-
-local cur, err = check_fence(K.run, A.fence, {'queued', 'running'})
+-- the run's fields the attempt reads (RUN_FIELDS, from layout.py), read with the fence's check, and
+-- '~0' (whether events are folded: see fold_fields)
+local READ = {unpack(RUN_FIELDS)}
+READ[#READ + 1] = '~0'
+local cur, err = check_fence(K.run, A.fence, {'queued', 'running'}, READ)
 if not cur then return err end
+local at = {}
+for i, name in ipairs(READ) do at[name] = cur[3 + i] end
 local step, journal, member = A.step, K.journal, A.member
 if step == '' then
   step = cur[3]
@@ -63,14 +56,24 @@ if cur[2] == 'running' then
   end
 end
 redis.call('HSET', K.run, 'status', 'running', 'updated', A.now)
+at.status, at.updated = 'running', A.now
 redis.call('ZADD', K.leases, A.lease_until, A.run_id)
 redis.call('ZREM', K.outbox, member)
 redis.call('HINCRBY', K.metrics, 'attempts', 1)
 -- {node, step, replay}: a replay runs the node again over what its journal holds (an answer, a
 -- cancellation, the steps of a lost attempt)
-local replay = redis.call('HLEN', journal) > 0 and '\195' or '\194'
-local node = redis.call('HGET', K.run, 'node') or ''
+local entries = redis.call('HGETALL', journal)
+local replay = #entries > 0 and '\195' or '\194'
 xadd_run(K.run, K.events, A.maxlen, 'node.started',
-  '\131\164node' .. mp_str(node) .. '\164step' .. mp_uint(step) .. '\166replay' .. replay)
+  '\131\164node' .. mp_str(at.node or '') .. '\164step' .. mp_uint(step) .. '\166replay' .. replay, at['~0'])
 if redis.call('PTTL', K.events) == -1 then redis.call('PEXPIRE', K.events, records_left(K.run)) end
-return {run_fields(K.run), redis.call('HGETALL', journal), redis.call('HGETALL', K.state)}
+-- the run's fields as pairs, and the status field `rs` names (a racing interrupt's): not its
+-- interrupts' records or tokens
+local fields = {}
+for _, name in ipairs(RUN_FIELDS) do
+  local value = at[name]
+  if value then fields[#fields + 1], fields[#fields + 2] = name, value end
+  local racing = name == 'rs' and value and value ~= '' and redis.call('HGET', K.run, value)
+  if racing then fields[#fields + 1], fields[#fields + 2] = value, racing end
+end
+return {fields, entries, redis.call('HGETALL', K.state)}

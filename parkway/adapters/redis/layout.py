@@ -44,7 +44,7 @@ rq, rn, r0 .. r<rn-1>           the latest interrupt's <req>, its record's part 
                                 (``record_parts``; the record leaves its request id out: ``rq``
                                 has it)
 ``r:<req>:<i>``                 the parts of an earlier interrupt's record (park moves them there)
-``~0`` .. ``~7``                while it is parked: its events, when few and small (``fold`` in
+``~0`` .. ``~7``                while it is parked: its events, when few and small (``fold_fields`` in
                                 ``_common.lua``): ``<entry id> <type length, one byte><type><data>``
 ==============================  ================================================================
 
@@ -719,7 +719,7 @@ def _position(event_id: str) -> tuple[int, int]:
 
 
 def fold_value(entry_id: str, kind: str, data: bytes) -> bytes:
-    """A folded event's value (as ``fold`` in ``_common.lua`` writes it): its entry id, a space,
+    """A folded event's value (as ``fold_fields`` in ``_common.lua`` writes it): its entry id, a space,
     its type's length in one byte, its type, its data."""
     kind_bytes = kind.encode()
     return entry_id.encode() + b" " + bytes([len(kind_bytes)]) + kind_bytes + data
