@@ -680,3 +680,53 @@ def test_the_python_client_scopes_a_tenants_run_and_session_ids_by_its_tenant(ha
     sessions = [pw.sessions.open(session_flows.echo, owner="ada", tenant=t, session_id="support-1")
                 for t in ("acme", "other")]
     assert sessions == ["acme~support-1", "other~support-1"]
+
+
+# --- a session's events belong to one incarnation ------------------------------------------------
+
+
+def test_every_session_event_carries_the_incarnation_that_opened_it(dep: Deployment) -> None:
+    """Each event of a session (opened, message, dispatch, reply, interrupt) names the incarnation
+    its session.opened announced; the same id opened again after it expired is another."""
+    ada, bob = dep.api(ADA), dep.api(BOB)
+    opened = ada.post("/v1/sessions", json={"agent": ECHO, "sessionId": _unique("s-inc"), "ttlMs": 1000})
+    sid = opened.json()["sessionId"]
+    assert ada.post(f"/v1/sessions/{sid}/messages", json={"content": "hi"}).status_code == 201
+    wait_for(lambda: _head(ada, sid) == "you said hi", 20, "the reply")
+    assert ada.post(f"/v1/sessions/{sid}/interrupts", json={"reason": "wait"}).status_code == 201
+    events = ada.get(f"/v1/sessions/{sid}/events").json()
+    first = events[0]["incarnation"]
+    assert events[0]["type"] == "session.opened" and len(events) >= 5
+    assert {e["type"]: e.get("incarnation") for e in events} == {e["type"]: first for e in events}
+    wait_for(lambda: ada.get(f"/v1/sessions/{sid}").status_code == 404, 20, "the session to expire")
+    assert bob.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).status_code == 201
+    again = bob.get(f"/v1/sessions/{sid}/events").json()
+    assert again[0]["incarnation"] != first and {e["incarnation"] for e in again} == {again[0]["incarnation"]}
+
+
+def test_a_session_stream_ends_at_an_event_of_another_incarnation(dep: Deployment, redis_client: redis.Redis) -> None:
+    """A stream follows the incarnation it opened on: an event stamped with another one in the
+    session's stream (as a writer of an earlier or later holder of the id would leave) ends it
+    unshown, though the session it asks about is still the same."""
+    from parkway.adapters import codec
+    from parkway.adapters.redis import keys
+
+    ada = dep.api(ADA)
+    sid = ada.post("/v1/sessions", json={"agent": ECHO, "sessionId": _unique("s-stamp")}).json()["sessionId"]
+    lines: list[str] = []
+    ended = threading.Event()
+
+    def hold() -> None:
+        with httpx.stream("GET", f"{dep.url}/v1/sessions/{sid}/stream", timeout=30,
+                          headers={"Authorization": f"Bearer {ADA.secret}"}) as response:
+            for line in response.iter_lines():
+                lines.append(line)
+        ended.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    wait_for(lambda: any("session.opened" in line for line in lines), 60, "ada's stream to open")
+    blob = codec.encode({"message": {"content": "card 4111"}}, what="event")
+    redis_client.xadd(keys.session_events(sid), {"t": "message.added", "d": blob, "i": "another"})
+    assert ended.wait(20), "the stream went on past another incarnation's event"
+    assert not any("4111" in line for line in lines), lines
+    assert ada.get(f"/v1/sessions/{sid}").status_code == 200  # the session itself is still there

@@ -128,6 +128,7 @@ from ..runtime.protocol import (
     check_name,
 )
 from ..sessions import http as session_http
+from ..sessions.store import session_events_from
 from . import links, problems
 from .metrics import ParkwayCollector, Refused
 from .problems import outcome_problem, problem
@@ -812,9 +813,9 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         return _page(*_LINK_OUTCOMES[result.outcome])
 
     def session_stream(
-        request: Request, session_id: str, after: str, still: Callable[[], bool]
+        request: Request, session_id: str, after: str, incarnation: str, still: Callable[[], bool]
     ) -> StreamingResponse:
-        return streams.open(request, events.session_sse(session_id, after, still))
+        return streams.open(request, events.session_sse(session_id, after, incarnation, still))
 
     session_http.add_routes(app, pw.sessions, _caller, session_stream)
     return app
@@ -1055,8 +1056,8 @@ class _EventReader:
                 return await anyio.to_thread.run_sync(self.pw.sessions.store.events, run_id, after, 1000, 100)
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
         if session:
-            return layout.events_from(await client.xread({keys.session_events(run_id): after}, count=100,
-                                                         block=STREAM_BLOCK_MS))
+            reply = await client.xread({keys.session_events(run_id): after}, count=100, block=STREAM_BLOCK_MS)
+            return session_events_from(reply[0][1] if reply else [])
         events: list[Any] = await _run_plan(client, layout.read_events(run_id, after, STREAM_BLOCK_MS, 100))
         return events
 
@@ -1087,10 +1088,13 @@ class _EventReader:
         finally:
             await _close(client)
 
-    async def session_sse(self, session_id: str, after: str, still: Callable[[], bool]) -> AsyncIterator[bytes]:
-        """A session's events as SSE frames while ``still()`` (asked in the thread pool after every
-        read, before what it read is sent) says the caller still reaches the same incarnation of the
-        session: the stream ends with the session, or when its id is opened again."""
+    async def session_sse(
+        self, session_id: str, after: str, incarnation: str, still: Callable[[], bool]
+    ) -> AsyncIterator[bytes]:
+        """A session's events as SSE frames, of its ``incarnation`` only, while ``still()`` (asked in
+        the thread pool after every read, before what it read is sent) says the caller still reaches
+        that incarnation: the stream ends with the session, when its id is opened again, or at an
+        event stamped with another incarnation (unsent)."""
         client = self.connect()
         try:
             while True:
@@ -1101,6 +1105,8 @@ class _EventReader:
                     yield b": waiting\n\n"
                     continue
                 for stored in batch:
+                    if stored.data.get("incarnation") != incarnation:
+                        return
                     after = stored.id
                     data = {"eventId": stored.id, "ts": stored.ts, **stored.data}
                     yield f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n".encode()

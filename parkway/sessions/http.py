@@ -109,11 +109,12 @@ def add_routes(
     app: FastAPI,
     sessions: Sessions,
     caller: Callable[..., Caller],
-    sse: Callable[[Request, str, str, Callable[[], bool]], StreamingResponse],
+    sse: Callable[[Request, str, str, str, Callable[[], bool]], StreamingResponse],
 ) -> None:
     """Mount the session routes; ``caller`` is the app's dependency that authenticates a request,
-    ``sse(request, session_id, after, still)`` opens the response that streams a session's events as
-    server-sent event frames (bounded per key: 429 past the bound) while ``still()`` says it may go on."""
+    ``sse(request, session_id, after, incarnation, still)`` opens the response that streams a
+    session's events of that incarnation as server-sent event frames (bounded per key: 429 past the
+    bound) while ``still()`` says it may go on."""
     Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
 
     @app.post("/v1/sessions", status_code=201, tags=["sessions"])
@@ -164,7 +165,7 @@ def add_routes(
             except (SessionNotFound, SessionDenied):
                 return False
 
-        return sse(request, session_id, start_at, still)
+        return sse(request, session_id, start_at, inc, still)
 
     @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"])
     def send(session_id: str, body: MessageBody, who: Who) -> dict[str, Any]:

@@ -50,6 +50,20 @@ def branch_run_id(session_id: str) -> str:
     return keys.tagged_run_id(session_id, uuid.uuid4().hex[:16])
 
 
+def session_events_from(rows: Any) -> list[StoredEvent]:
+    """A session stream's entries (an XRANGE reply, or one stream's entries of an XREAD) as events:
+    each one's data carries the ``incarnation`` of the session that wrote it (the stream field ``i``
+    the scripts stamp from the session hash; '' for an entry without one)."""
+    out = []
+    for event_id, fields in rows:
+        named = {_text(a): b for a, b in fields.items()}
+        eid = _text(event_id)
+        data = codec.decode(named["d"], what="event")
+        data = {**(data if isinstance(data, dict) else {}), "incarnation": _text(named.get("i", b""))}
+        out.append(StoredEvent(eid, _text(named["t"]), int(eid.split("-")[0]), data))
+    return out
+
+
 def check_session_id(session_id: str, limit: int) -> None:
     """Refuse a session id (its name) that could not tag its branch runs' keys (too long, or a
     separator in it)."""
@@ -261,15 +275,7 @@ class SessionStore:
             else:
                 reply = self.store.client.xread({keys.session_events(session_id): after}, count=count, block=block_ms)
                 rows = reply[0][1] if reply else []
-        out = []
-        for event_id, data in rows:
-            fields = {_text(a): b for a, b in data.items()}
-            eid = _text(event_id)
-            data = codec.decode(fields["d"], what="event")
-            out.append(
-                StoredEvent(eid, _text(fields["t"]), int(eid.split("-")[0]), data if isinstance(data, dict) else {})
-            )
-        return out
+        return session_events_from(rows)
 
     # --- transitions -------------------------------------------------------------------------
 

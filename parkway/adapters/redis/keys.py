@@ -122,7 +122,9 @@ key                         type    TTL       holds
 ``pw:{S}:live``              hash    S         branch run id (``<S>--<hex>``) -> its leaf message; runs
                                               that ended leave it at the next session transition
 ``pw:{S}:sev``               stream  S         the session's events (messages, dispatches, interrupts,
-                                              holds, switches): the session can be rebuilt from them
+                                              holds, switches): the session can be rebuilt from them;
+                                              each entry ``t`` type, ``d`` data, ``i`` the incarnation
+                                              of the session that wrote it
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused

@@ -62,6 +62,13 @@ local function touch(S, ttl, now)
   expire_all(ttl, {S.hash, S.messages, S.up, S.open, S.interrupts, S.deliveries, S.live, S.events, S.path})
 end
 
+-- Append an event to the session's stream, stamped (`i`) with the session's incarnation (the nonce
+-- session_open wrote): a reader that follows one incarnation drops what another wrote under its id.
+local function sxadd(S, maxlen, kind, blob)
+  local inc = redis.call('HGET', S.hash, 'inc') or ''
+  return redis.call('XADD', S.events, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob, 'i', inc)
+end
+
 local ENDED = {completed = true, failed = true, cancelled = true, expired = true}
 
 -- Whose a branch run of the session `session_id` is: the session's owner and tenant, and the

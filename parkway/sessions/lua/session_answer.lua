@@ -34,12 +34,12 @@ if not on_active[leaf] then
   redis.call('HSET', S.deliveries, A.request_id, A.run_id)
   -- its token answers nothing else now (resume_refused): `kept` names it as the run hash does
   redis.call('HSET', K.resume.run, 'kept', pending.req)
-  xadd(S.events, A.maxlen, 'interrupt.cleared', A.kept)
+  sxadd(S, A.maxlen, 'interrupt.cleared', A.kept)
   touch(S, ttl, A.now)
   return {'kept'}
 end
 local taken = resume_commit(K.resume, A.resume, pending)
-xadd(S.events, A.maxlen, 'interrupt.cleared', A.delivered)
+sxadd(S, A.maxlen, 'interrupt.cleared', A.delivered)
 touch(S, ttl, A.now)
 local still = parking(S.open, S.deliveries, {}, on_active)
 return {'accepted', taken[2], taken[3], taken[4], taken[5], unpack(still)}

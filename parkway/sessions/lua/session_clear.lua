@@ -71,7 +71,7 @@ if next(given) then return {'retry'} end
 local parked_active = anchor == '' or on_active[anchor] == true
 redis.call('HDEL', S.open, iid)
 redis.call('HSET', S.interrupts, iid, A.record)
-xadd(S.events, A.maxlen, 'interrupt.cleared', A.cleared)
+sxadd(S, A.maxlen, 'interrupt.cleared', A.cleared)
 touch(S, ttl, A.now)
 local seq = parked_active and tostring(redis.call('HINCRBY', S.hash, 'tseq', 1)) or nil
 due[#due + 1] = {seq = seq, entry = A.entry, event = A.resumed}
@@ -121,6 +121,6 @@ if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 set_leaf(K.new.run, head)
 for _, t in ipairs(due) do redis.call('HDEL', S.hash, 't:' .. t.seq) end
 redis.call('HSET', S.live, A.run_id, head)
-xadd(S.events, A.maxlen, 'run.dispatched', A.dispatched)
+sxadd(S, A.maxlen, 'run.dispatched', A.dispatched)
 touch(S, ttl)
 return {'dispatched', A.run_id}

@@ -15,6 +15,6 @@ local S = K.session
 if redis.call('EXISTS', S.hash) == 1 then return redis.error_reply('EXISTS session id is taken') end
 redis.call('HSET', S.hash, 'agent', A.agent, 'wf', A.workflow, 'owner', A.owner, 'tenant', A.tenant,
   'head', '', 'ttl', A.ttl, 'created', A.now, 'updated', A.now, 'inc', A.incarnation)
-xadd(S.events, A.maxlen, 'session.opened', A.event)
+sxadd(S, A.maxlen, 'session.opened', A.event)
 touch(S, A.ttl)
 return 1

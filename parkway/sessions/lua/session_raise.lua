@@ -16,6 +16,6 @@ if redis.call('HEXISTS', S.interrupts, A.interrupt_id) == 1 then return 'exists'
 if A.anchor ~= '' and redis.call('HEXISTS', S.up, A.anchor) == 0 then return 'no_anchor' end
 redis.call('HSET', S.open, A.interrupt_id, A.anchor)
 redis.call('HSET', S.interrupts, A.interrupt_id, A.record)
-xadd(S.events, A.maxlen, 'interrupt.raised', A.event)
+sxadd(S, A.maxlen, 'interrupt.raised', A.event)
 touch(S, ttl, A.now)
 return 'raised'

@@ -57,7 +57,7 @@ local handed = create_run(K.new, A.new, K.queues, A.job, session_authority(S, A.
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 set_leaf(K.new.run, A.message_id)
 redis.call('HSET', S.live, A.run_id, A.message_id)
-xadd(S.events, A.maxlen, 'message.added', A.added)
-xadd(S.events, A.maxlen, 'run.dispatched', A.dispatched)
+sxadd(S, A.maxlen, 'message.added', A.added)
+sxadd(S, A.maxlen, 'run.dispatched', A.dispatched)
 touch(S, ttl, A.now)
 return {'ok', handed}

@@ -37,7 +37,7 @@ local function hold()
   redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'session', 'expires', '', 'updated', A.now)
   redis.call('ZREM', K.leases, A.run_id)
   xadd_run(K.run, K.events, A.maxlen, 'run.held', A.held)
-  xadd(S.events, A.maxlen, 'run.held', A.held)
+  sxadd(S, A.maxlen, 'run.held', A.held)
   touch(S, ttl, A.now)
 end
 if parked and A.mode ~= 'keep' then
@@ -51,7 +51,7 @@ if A.message_id ~= '' then
     redis.call('HSET', S.up, A.message_id, leaf)
     redis.call('HSET', S.live, A.run_id, A.message_id)
     if redis.call('HGET', S.hash, 'head') == leaf then move_head(S, A.message_id) end
-    xadd(S.events, A.maxlen, 'message.added', A.added)
+    sxadd(S, A.maxlen, 'message.added', A.added)
   end
 end
 if parked then

@@ -40,16 +40,16 @@ for i, d in ipairs(A.deliveries) do
   end
 end
 move_head(S, head)
-xadd(S.events, A.maxlen, 'head.switched', A.switched)
+sxadd(S, A.maxlen, 'head.switched', A.switched)
 local out = {'ok'}
 for i, d in ipairs(A.deliveries) do
   redis.call('HDEL', S.deliveries, d.request_id)
   if not d.resume or refused[i] then
-    xadd(S.events, A.maxlen, 'interrupt.undelivered', d.undelivered)
+    sxadd(S, A.maxlen, 'interrupt.undelivered', d.undelivered)
     out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = d.request_id, d.run_id, '', '', ''
   else
     local taken = resume_commit(K.deliveries[i].resume, d.resume, pending[i])
-    xadd(S.events, A.maxlen, 'interrupt.delivered', d.delivered)
+    sxadd(S, A.maxlen, 'interrupt.delivered', d.delivered)
     out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = d.request_id, d.run_id, taken[3],
       taken[4], taken[5]
   end
