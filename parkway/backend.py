@@ -14,6 +14,7 @@ from .adapters.redis.token_key import token_key
 from .config import Settings
 from .extensions import EXTENSIONS
 from .runtime import executor
+from .runtime.errors import ConfigError
 from .runtime.logger import get_logger
 from .runtime.store import Store
 from .workers.jobs import Dispatcher, RQDispatcher
@@ -39,6 +40,8 @@ class Backend:
         """Stop the in-process worker (embedded), or close this process's connections (Redis)."""
         if self.stop is not None:
             self.stop()
+        elif hasattr(self.store, "stores"):  # sharded: each shard's connections
+            self.store.close()  # type: ignore[attr-defined]
         else:
             with translated():
                 self.store.client.close()  # type: ignore[attr-defined]
@@ -50,6 +53,8 @@ def build_backend(settings: Settings) -> Backend:
     path"), worked by parkway's worker on a thread of this process."""
     if settings.redis_url is None:
         return _embedded(settings)
+    if settings.shards is not None and len(settings.shards) > 1:
+        return _sharded(settings)
     client = connect(settings.redis_url, max_connections=settings.max_connections)
     try:
         dispatcher = RQDispatcher(client, settings)
@@ -63,6 +68,38 @@ def build_backend(settings: Settings) -> Backend:
         secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
     )
     return Backend(settings, store, dispatcher, options)
+
+
+def _sharded(settings: Settings) -> Backend:
+    """The backend over ``settings.shards``: one Redis store and RQ dispatcher per shard, each shard
+    checked to hold this bucket -> shard table, behind a router (``ShardedStore``)."""
+    from .adapters.redis.shards import ShardedDispatcher, ShardedStore, check_table, default_table
+
+    assert settings.shards is not None
+    if settings.secret is None:
+        raise ConfigError("PARKWAY_SHARDS needs PARKWAY_SECRET: every shard must check tokens with one key")
+    table = default_table(len(settings.shards))
+    clients, stores, dispatchers, secret = [], [], [], None
+    try:
+        for index, url in enumerate(settings.shards):
+            client = connect(url, max_connections=settings.max_connections)
+            clients.append(client)
+            check_table(client, index, table)
+            shard = settings.with_(redis_url=url)
+            dispatcher = RQDispatcher(client, shard)
+            dispatchers.append(dispatcher)
+            stores.append(RedisStore(client, settings.limits, dispatcher.next_job, shard.acks))
+            secret = token_key(settings.secret, client)
+    except BaseException:
+        for client in clients:
+            client.close()
+        raise
+    assert secret is not None
+    store = ShardedStore(stores, table)
+    options = executor.Options(
+        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
+    )
+    return Backend(settings, store, ShardedDispatcher(store, dispatchers), options)  # type: ignore[arg-type]
 
 
 def _embedded(settings: Settings) -> Backend:

@@ -96,12 +96,24 @@ class Settings:
     """replicas that must acknowledge each commit; None: 1 under Sentinel, else 0 (see ``acks``)"""
     replica_ack_ms: int = 100
     """how long a commit waits for its replicas' acknowledgement"""
+    shards: tuple[str, ...] | None = None
+    """``PARKWAY_SHARDS``: the Redis servers runs are placed on by run id, in order (see
+    ``adapters.redis.shards``); ``redis_url`` is then the first, or, for a worker, its shard's"""
 
     def __post_init__(self) -> None:
         check_ttl(self.ttl_ms)
         check_id(self.queue, "queue name")
         if self.secret is not None and len(self.secret) < MIN_SECRET_LENGTH:
             raise ConfigError(f"PARKWAY_SECRET must be at least {MIN_SECRET_LENGTH} characters")
+        if self.shards is not None:
+            from .adapters.redis.shards import split_shards
+
+            shards = split_shards(self.shards) if isinstance(self.shards, str) else tuple(self.shards)
+            for url in shards:
+                _check_redis_url(url)
+            object.__setattr__(self, "shards", shards)
+            if self.redis_url is None:
+                object.__setattr__(self, "redis_url", shards[0])
         if self.redis_url is not None:
             _check_redis_url(self.redis_url)
         if self.replica_acks is not None and (isinstance(self.replica_acks, bool) or not 0 <= self.replica_acks <= 16):
@@ -146,7 +158,7 @@ class Settings:
         """Read ``PARKWAY_*`` variables; keyword arguments win over them."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue")):
+        for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue"), ("SHARDS", "shards")):
             if env.get(f"PARKWAY_{name}"):
                 values[attr] = env[f"PARKWAY_{name}"]
         sentinel = sentinel_url(

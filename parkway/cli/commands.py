@@ -390,9 +390,33 @@ def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings(args, queue=args.queue)
     if settings.redis_url is None:
         raise ParkwayError("parkway worker needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url")
+    if settings.shards is not None and len(settings.shards) > 1:
+        settings = _shard_of(settings, args.shard)
+    elif args.shard is not None:
+        raise ConfigError("--shard needs PARKWAY_SHARDS (more than one shard)")
     print(_worker_line(settings, args.workers), file=sys.stderr, flush=True)
     with translated():
         return run_worker(settings, burst=args.burst, workers=args.workers)
+
+
+def _shard_of(settings: Settings, shard: int | None) -> Settings:
+    """A worker's settings for shard ``shard`` of ``settings.shards`` (it serves that shard alone),
+    once the shard is checked to hold this process's bucket -> shard table."""
+    from ..adapters.redis.connection import connect
+    from ..adapters.redis.shards import check_table, default_table
+
+    assert settings.shards is not None
+    if shard is None or not 0 <= shard < len(settings.shards):
+        raise ConfigError(f"with PARKWAY_SHARDS a worker serves one shard: pass --shard K, K from 0 to "
+                          f"{len(settings.shards) - 1} (one worker, or --workers N, per shard)")
+    url = settings.shards[shard]
+    client = connect(url)
+    try:
+        check_table(client, shard, default_table(len(settings.shards)))
+    finally:
+        client.close()
+    print(f"parkway worker: shard {shard} of {len(settings.shards)}", file=sys.stderr, flush=True)
+    return settings.with_(redis_url=url, shards=None)
 
 
 def _worker_line(settings: Settings, workers: int) -> str:
@@ -1051,6 +1075,8 @@ def _add_worker(sub: Subcommands) -> None:
     w.add_argument("--burst", action="store_true", help="exit once the queue is empty (default: run until stopped)")
     w.add_argument("--workers", type=_integer(1), default=1, metavar="N",
                    help="number of worker processes (default 1; more runs an RQ worker pool)")
+    w.add_argument("--shard", type=_integer(0), default=None, metavar="K",
+                   help="with PARKWAY_SHARDS: the shard (0-based, in the variable's order) this worker serves")
     w.add_argument("--queue", default=None, metavar="NAME",
                    help="RQ queue name (default $PARKWAY_QUEUE or 'parkway'; clients must use the same)")
 

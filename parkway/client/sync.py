@@ -198,6 +198,9 @@ class Parkway:
         if record is None:
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
         new_id = _new_run_id(new_run_id, record.tenant)
+        colocated = getattr(self.store, "colocated", None)  # sharded: the new run lives in the old one's bucket
+        while new_run_id is None and colocated is not None and not colocated(run_id, new_id):
+            new_id = _new_run_id(None, record.tenant)
         data = self.store.fork_point(run_id, step) if record.ref else None  # what the script re-checks
         data = {**(data or {}), **(input or {})}
         new = NewRun(

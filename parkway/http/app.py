@@ -1026,7 +1026,9 @@ class _EventReader:
 
     def __init__(self, pw: Parkway) -> None:
         self.pw = pw
-        self.url = pw.settings.redis_url
+        sharded = pw.settings.shards is not None and len(pw.settings.shards) > 1
+        self.url = None if sharded else pw.settings.redis_url
+        """None also with shards: a stream reads through the store's router, in the thread pool"""
         self.sentinels: Any = None
         """under Sentinel: the asyncio clients of the sentinels every stream's connection asks"""
 

@@ -126,6 +126,9 @@ key                         type    TTL       holds
                                               each entry ``t`` type, ``d`` data, ``i`` the incarnation
                                               of the session that wrote it
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
+``pw:shards``               string  none      with ``PARKWAY_SHARDS``: this server's place in the bucket ->
+                                              shard table (``<index> <shards> <table digest>``), checked
+                                              by every process (``shards.check_table``)
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused
 ==========================  ======  ========  ===============================================
@@ -166,9 +169,15 @@ def tagged_run_id(root: str, suffix: str) -> str:
     return f"{root}{CHILD_SEPARATOR}{suffix}"
 
 
+def hash_tag(run_id: str) -> str:
+    """The hash tag a run's keys share (its id up to the first ``--``): a run, its child tree, and a
+    session with its branch runs have one; shards place runs by it (``shards.bucket_of``)."""
+    return run_id.partition(CHILD_SEPARATOR)[0]
+
+
 def _tag(run_id: str) -> str:
-    root, sep, _ = run_id.partition(CHILD_SEPARATOR)
-    if not sep:
+    root = hash_tag(run_id)
+    if root == run_id:
         return f"{PREFIX}:{{{run_id}}}"
     return f"{PREFIX}:{{{root}}}:{run_id}"
 
@@ -268,6 +277,11 @@ def outbox_job(member: str) -> tuple[str, int, int]:
 def secret() -> str:
     """The token key, only when PARKWAY_SECRET is unset (a development fallback)."""
     return f"{PREFIX}:secret"
+
+
+def shard_table() -> str:
+    """Which shard of which bucket -> shard table this Redis is (``shards.check_table``)."""
+    return f"{PREFIX}:shards"
 
 
 def key_fingerprint() -> str:

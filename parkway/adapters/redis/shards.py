@@ -1,0 +1,411 @@
+"""Past one Redis core: runs placed on several independent Redis servers (shards) by their run id.
+
+``PARKWAY_SHARDS=<url or redis+sentinel:// spec>,...`` names the shards, in order. A run's keys all
+carry its hash tag (``keys.hash_tag``: its id up to the first ``--``), so a run, its child tree and a
+session with its branch runs share one tag; the tag's CRC-32 picks one of :data:`BUCKETS` virtual
+buckets, and a fixed bucket -> shard table (:func:`default_table`: contiguous ranges) picks the
+shard. Each shard stores the table it belongs to (``keys.shard_table``: its index, the number of
+shards and the table's digest) and every process checks it at connect, as the token key's
+fingerprint is checked: a process with another list of shards (one added, removed or reordered) is
+refused instead of reading or writing runs where they are not. Adding a shard is a migration of
+buckets, not a change of the variable.
+
+:class:`ShardedStore` implements the store protocol over one ``RedisStore`` per shard: per-run calls
+go to the run's shard; listings of interrupts (pending, every filter, and ended ones) merge the
+shards' pages: the pending listing in two phases (index members from every shard, then only the
+page's records from their shards), so one page costs about what one Redis costs; the one cursor is
+an index member's position, and members sort the same way on every shard (times, then run id), so
+pages follow one another without gaps or repeats. A listing that waits watches every shard's pause
+feed (its position is one id per shard). Counters are summed. The reconciler and the workers are
+per shard (``parkway worker --shard K``): each serves the runs of its shard alone.
+
+Not routed: sessions (their scripts run on one store: a sharded client refuses them), the
+store-wide run index listing is merged naively (each shard's page, then cut).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import Any
+
+from ...runtime.errors import ConfigError
+from ...runtime.store import (
+    Advance,
+    Attempt,
+    Due,
+    Expiry,
+    FanOut,
+    FanOutOutcome,
+    ForkOutcome,
+    IndexEntry,
+    InterruptListing,
+    InterruptQuery,
+    InterruptRecord,
+    JournalEntry,
+    Lookup,
+    NewRun,
+    Overdue,
+    Park,
+    Requeue,
+    ResumeCommit,
+    RunIndexPage,
+    RunIndexQuery,
+    RunRecord,
+    Spawn,
+    StoredEvent,
+    Tallies,
+)
+from .. import codec
+from . import keys, layout
+from .errors import translated
+
+BUCKETS = 1024
+"""virtual buckets a run's hash tag is hashed into; fixed: the bucket -> shard table maps them"""
+
+
+def bucket_of(run_id: str) -> int:
+    """The virtual bucket of a run (or session) id: its hash tag's CRC-32, modulo :data:`BUCKETS`."""
+    return zlib.crc32(keys.hash_tag(run_id).encode()) % BUCKETS
+
+
+def default_table(shards: int) -> tuple[int, ...]:
+    """The bucket -> shard table for ``shards`` shards: contiguous, equal ranges of buckets."""
+    if not 1 <= shards <= BUCKETS:
+        raise ConfigError(f"PARKWAY_SHARDS names 1 to {BUCKETS} shards, not {shards}")
+    return tuple(b * shards // BUCKETS for b in range(BUCKETS))
+
+
+def table_digest(table: Sequence[int]) -> str:
+    return hashlib.sha256(bytes(str(list(table)), "ascii")).hexdigest()[:16]
+
+
+def check_table(client: Any, index: int, table: Sequence[int]) -> None:
+    """Write (first process) or check (every other) that this Redis is shard ``index`` of ``table``;
+    ConfigError when it holds another table, or another place in it."""
+    mine = f"{index} {max(table) + 1} {table_digest(table)}"
+    with translated():
+        client.set(keys.shard_table(), mine, nx=True)
+        held = client.get(keys.shard_table())
+    held = held.decode() if isinstance(held, bytes) else held
+    if held != mine:
+        raise ConfigError(
+            f"shard {index} holds the shard table {held!r}, this process has {mine!r} (shard, shards, table): "
+            "PARKWAY_SHARDS must list the same servers in the same order everywhere; adding a shard moves buckets "
+            "and is a migration, not a change of the variable"
+        )
+
+
+def split_shards(text: str) -> tuple[str, ...]:
+    """``PARKWAY_SHARDS``: URLs separated by commas (a ``redis+sentinel://`` spec's own commas, between
+    its sentinels, stay inside it: a new shard starts only where a scheme does)."""
+    import re
+
+    parts = [p.strip() for p in re.split(r",(?=\s*(?:redis|rediss|unix|redis\+sentinel)://)", text) if p.strip()]
+    if not parts:
+        raise ConfigError("PARKWAY_SHARDS names no shard")
+    return tuple(parts)
+
+
+class ShardedStore:
+    """The store protocol over one store per shard (see the module)."""
+
+    def __init__(self, stores: Sequence[Any], table: Sequence[int] | None = None) -> None:
+        self.stores = list(stores)
+        self.table = tuple(table) if table is not None else default_table(len(self.stores))
+        self.limits = self.stores[0].limits
+        self._pool = ThreadPoolExecutor(max_workers=max(2, 2 * len(self.stores)), thread_name_prefix="pw-shards")
+        self._lock = threading.Lock()
+
+    # --- placement -------------------------------------------------------------------
+
+    def shard_of(self, run_id: str) -> int:
+        return self.table[bucket_of(run_id)]
+
+    def store_of(self, run_id: str) -> Any:
+        return self.stores[self.shard_of(run_id)]
+
+    def colocated(self, run_id: str, candidate: str) -> bool:
+        """Whether ``candidate``'s records would live in ``run_id``'s bucket (a fork's new id)."""
+        return bucket_of(candidate) == bucket_of(run_id)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for s in self.stores:
+            with translated():
+                s.client.close()
+
+    def _all(self, call: Callable[[Any], Any]) -> list[Any]:
+        """``call(store)`` on every shard at once; the replies in shard order."""
+        return list(self._pool.map(call, self.stores))
+
+    # --- per run -----------------------------------------------------------------------
+
+    def create_run(self, run: NewRun) -> bool:
+        return bool(self.store_of(run.run_id).create_run(run))
+
+    def fork(self, new: NewRun, step: int) -> ForkOutcome:
+        old = new.forked_from[0] if new.forked_from else new.run_id
+        if self.shard_of(old) != self.shard_of(new.run_id):
+            from ...runtime.errors import ValidationError
+
+            raise ValidationError(f"run {new.run_id} would live on another shard than {old}: a fork's id must be "
+                                  "in its run's bucket (leave new_run_id out and parkway mints one)", run_id=old)
+        result: ForkOutcome = self.store_of(old).fork(new, step)
+        return result
+
+    def fork_point(self, run_id: str, step: int) -> Any:
+        return self.store_of(run_id).fork_point(run_id, step)
+
+    def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
+        result: Attempt = self.store_of(run_id).begin(run_id, step, fence, now, lease_until)
+        return result
+
+    def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
+        for shard, ids in self._by_shard(run_ids).items():
+            self.stores[shard].heartbeat(ids, lease_until)
+
+    def write_entry(self, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        return self.store_of(run_id).write_entry(run_id, *args, **kwargs)
+
+    def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
+        return int(self.store_of(run_id).advance(run_id, fence, step, commit))
+
+    def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
+        return int(self.store_of(run_id).park(run_id, fence, step, commit))
+
+    def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
+        return int(self.store_of(run_id).spawn(run_id, fence, step, commit))
+
+    def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
+        result: FanOutOutcome = self.store_of(run_id).fan_out(run_id, fence, step, commit)
+        return result
+
+    def live_children(self, run_id: str) -> list[str]:
+        return list(self.store_of(run_id).live_children(run_id))
+
+    def finish(self, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        return self.store_of(run_id).finish(run_id, *args, **kwargs)
+
+    def release(self, run_id: str, fence: int, step: int, event: Mapping[str, Any], now: int) -> int:
+        return int(self.store_of(run_id).release(run_id, fence, step, event, now))
+
+    def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
+        result: Lookup = self.store_of(run_id).lookup(run_id, token_hash, now)
+        return result
+
+    def resume(self, run_id: str, answer: Any) -> ResumeCommit:
+        result: ResumeCommit = self.store_of(run_id).resume(run_id, answer)
+        return result
+
+    def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
+        result: Requeue = self.store_of(run_id).recover(run_id, now, max_lost, error)
+        return result
+
+    def redispatch(self, run_id: str, step: int, fence: int, now: int) -> Requeue:
+        result: Requeue = self.store_of(run_id).redispatch(run_id, step, fence, now)
+        return result
+
+    def expire(self, entry: IndexEntry, now: int) -> Expiry:
+        result: Expiry = self.store_of(entry.run_id).expire(entry, now)
+        return result
+
+    def get_run(self, run_id: str, now: int) -> RunRecord | None:
+        result: RunRecord | None = self.store_of(run_id).get_run(run_id, now)
+        return result
+
+    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
+        result: tuple[dict[str, JournalEntry], dict[str, Any]] = self.store_of(run_id).read_activation(run_id, step)
+        return result
+
+    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        out: dict[str, tuple[str | None, str | None]] = {}
+        for shard, ids in self._by_shard(run_ids).items():
+            out.update(self.stores[shard].authorities(ids))
+        return out
+
+    def answered_steps(self, run_id: str, below: int) -> list[int]:
+        return list(self.store_of(run_id).answered_steps(run_id, below))
+
+    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        result: InterruptRecord | None = self.store_of(run_id).get_interrupt(run_id, request_id)
+        return result
+
+    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
+        result: InterruptRecord | None = self.store_of(run_id).read_interrupt(run_id, request_id, now)
+        return result
+
+    def close_raced(self, run_id: str, now: int) -> bool:
+        return bool(self.store_of(run_id).close_raced(run_id, now))
+
+    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
+        return int(self.store_of(run_id).refuse(run_id, token_hash, request_id, error, now))
+
+    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        return list(self.store_of(run_id).read_events(run_id, after, block_ms, count))
+
+    def _by_shard(self, run_ids: Sequence[str]) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for r in run_ids:
+            out.setdefault(self.shard_of(r), []).append(r)
+        return out
+
+    # --- every shard ---------------------------------------------------------------------
+
+    def ping(self) -> None:
+        self._all(lambda s: s.ping())
+
+    def tallies(self, now: int) -> Tallies:
+        each: list[Tallies] = self._all(lambda s: s.tallies(now))
+        counters: dict[str, int] = {}
+        pending: dict[str, int] = {}
+        for t in each:
+            for k, v in t.counters.items():
+                counters[k] = counters.get(k, 0) + v
+            for k, v in t.pending.items():
+                pending[k] = pending.get(k, 0) + v
+        oldest = [t.oldest_outstanding_at for t in each if t.oldest_outstanding_at is not None]
+        return Tallies(
+            counters, each[0].wait_buckets, pending, running=sum(t.running for t in each),
+            outstanding=sum(t.outstanding for t in each), oldest_outstanding_at=min(oldest) if oldest else None,
+            overdue=sum(t.overdue for t in each), overdue_ms=max(t.overdue_ms for t in each),
+            node_buckets=each[0].node_buckets,
+        )
+
+    def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
+        """Every shard's page, merged newest first and cut (naive: each shard reads a whole page)."""
+        pages: list[RunIndexPage] = self._all(lambda s: s.list_runs(query))
+        def position(r: RunRecord) -> bytes:
+            return codec.run_member(r.created_at, r.run_id)
+
+        items = sorted((r for p in pages for r in p.items), key=position, reverse=True)
+        more = any(p.next_cursor for p in pages) or len(items) > query.limit
+        page = items[: query.limit]
+        cursor = codec.make_run_cursor(position(page[-1])) if more and page else None
+        return RunIndexPage(page, cursor)
+
+    # --- listings --------------------------------------------------------------------------
+
+    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
+        if query.run_id is not None:
+            result: InterruptListing = self.store_of(query.run_id).list_interrupts(query)
+            return result
+        positions = self._positions(query.wait_after)
+        if query.wait_after is not None:
+            self._wait_for_a_pause(positions, query.wait_ms)
+            query = replace(query, wait_after=None, watch=True)
+        if query.status == "pending" and not query.filtered:
+            return self._pending(query)
+        return self._merged(query)
+
+    def _positions(self, feed: str | None) -> list[str]:
+        parts = (feed or "").split(",")
+        return parts if len(parts) == len(self.stores) else ["0-0"] * len(self.stores)
+
+    def _wait_for_a_pause(self, positions: list[str], wait_ms: int) -> None:
+        """Block until a pause after ``positions`` on any shard's feed, or ``wait_ms``."""
+
+        def watch(i: int) -> Any:
+            with translated():
+                return self.stores[i].client.xread({keys.pauses(): positions[i]}, count=1, block=max(1, wait_ms))
+
+        futures = [self._pool.submit(watch, i) for i in range(len(self.stores))]
+        done, _ = wait(futures, timeout=wait_ms / 1000 + 1, return_when=FIRST_COMPLETED)
+        for f in done:
+            f.result()  # raises what a shard raised
+
+    def _pending(self, query: InterruptQuery) -> InterruptListing:
+        """Two phases: each shard's index members after the cursor (no records), merged in the
+        order's member order; then the page's records, each from its shard, in one round trip per
+        shard. The cursor is the last member's position, valid on every shard."""
+        after = codec.parse_cursor(query.cursor, query.order)
+        newest = query.order == "newest"
+        with translated():
+            pages = self._all(lambda s: s._page(query, after))
+        merged = sorted(((m, wf, i) for i, (members, _) in enumerate(pages) for wf, m in members), reverse=newest)
+        want = merged[: query.limit]
+        entries = [(i, codec.parse_member(m, query.order, wf)) for m, wf, i in want]
+
+        def records(i: int) -> dict[str, InterruptRecord | None]:
+            mine = [e for j, e in entries if j == i]
+            if not mine:
+                return {}
+            store = self.stores[i]
+            with translated():
+                pipe = store.client.pipeline(transaction=False)
+                for e in mine:
+                    pipe.hgetall(keys.run(e.run_id))
+                    pipe.hgetall(keys.summary(e.run_id))
+                replies = pipe.execute()
+            pairs = zip(mine, replies[::2], replies[1::2], strict=True)
+            return {e.run_id: layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, f, s in pairs}
+
+        found: dict[str, InterruptRecord | None] = {}
+        for part in self._all_indexed(records):
+            found.update(part)
+        items = [r for _, e in entries if (r := found.get(e.run_id)) is not None]
+        more = len(merged) > query.limit
+        cursor = codec.make_cursor(want[-1][0], query.order) if more and want else None
+        feed = ",".join(f or "0-0" for _, f in pages) if query.watch else None
+        return InterruptListing(items, cursor, feed)
+
+    def _all_indexed(self, call: Callable[[int], Any]) -> list[Any]:
+        return list(self._pool.map(call, range(len(self.stores))))
+
+    def _merged(self, query: InterruptQuery) -> InterruptListing:
+        """Filtered and ended listings: each shard's page (records read on each), merged by the
+        listing's member order and cut; the cursor is the last item's member."""
+        pages: list[InterruptListing] = self._all(lambda s: s.list_interrupts(query))
+        closed = query.status != "pending"
+        newest = closed or query.order == "newest"
+
+        def position(r: InterruptRecord) -> bytes:
+            if closed:
+                ended = r.lifecycle.ended_at if r.lifecycle and r.lifecycle.ended_at else 0
+                return codec.closed_member(ended, r.run_id, r.request_id)
+            return codec.member(codec.entry_of(r), query.order)
+
+        items = sorted((r for p in pages for r in p.items), key=position, reverse=newest)
+        more = any(p.next_cursor for p in pages) or len(items) > query.limit
+        page = items[: query.limit]
+        cursor = None
+        if more and page:
+            last = position(page[-1])
+            cursor = codec.make_closed_cursor(last, query.status) if closed else codec.make_cursor(last, query.order)
+        feed = ",".join(p.feed or "0-0" for p in pages) if query.watch else None
+        return InterruptListing(page, cursor, feed)
+
+    # --- housekeeping is per shard ---------------------------------------------------------
+
+    def _per_shard(self, name: str) -> Any:
+        raise ConfigError(f"{name} runs per shard: a worker (parkway worker --shard K) and its reconciler serve one "
+                          "shard each")
+
+    def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
+        return self._per_shard("due")  # type: ignore[no-any-return]
+
+    def overdue(self, now: int) -> Overdue:
+        return self._per_shard("overdue")  # type: ignore[no-any-return]
+
+
+class ShardedDispatcher:
+    """The dispatchers of the shards (each enqueues on its shard's queue), routed by run id."""
+
+    def __init__(self, store: ShardedStore, dispatchers: Sequence[Any]) -> None:
+        self.store, self.dispatchers = store, list(dispatchers)
+
+    def enqueue(self, run_id: str, step: int, fence: int) -> None:
+        self.dispatchers[self.store.shard_of(run_id)].enqueue(run_id, step, fence)
+
+    def is_pending(self, run_id: str, fence: int) -> bool:
+        return bool(self.dispatchers[self.store.shard_of(run_id)].is_pending(run_id, fence))
+
+    def workers(self) -> list[Any]:
+        return [w for d in self.dispatchers for w in d.workers()]
+
+    def queued(self) -> int:
+        return sum(int(d.queued()) for d in self.dispatchers)

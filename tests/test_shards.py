@@ -1,0 +1,128 @@
+"""Shards (issue 24): runs placed on two Redis servers by their run id's hash tag, one client over
+both (``PARKWAY_SHARDS``): started on both, listed as one page stream with one cursor (no gaps, no
+repeats), resumed through the router, each shard served by its own worker (``--shard K``), and a
+process with another list of shards refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from parkway import ConfigError, Parkway, Settings
+from parkway.adapters.redis import keys
+from parkway.adapters.redis.shards import BUCKETS, ShardedStore, bucket_of, default_table, split_shards
+from tests import flows
+from tests.conftest import SECRET
+from tests.procs import RedisServer, Worker, wait_for
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    servers = []
+    for i in range(2):
+        (tmp_path / f"s{i}").mkdir()
+        srv = RedisServer(tmp_path / f"s{i}", appendonly=False)
+        srv.start()
+        servers.append(srv)
+    try:
+        yield servers[0], servers[1]
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
+def test_shards_split_on_schemes_and_buckets_map_to_contiguous_shards() -> None:
+    """PARKWAY_SHARDS splits where a scheme starts (a Sentinel spec keeps its commas); 1,024 buckets in
+    equal ranges; a run's children and a session's branch runs share its bucket."""
+    spec = "redis+sentinel://a:1,b:2/m/0"
+    assert split_shards(f"redis://x:1/0, {spec},redis://y:2/3") == ("redis://x:1/0", spec, "redis://y:2/3")
+    table = default_table(2)
+    assert len(table) == BUCKETS and table.count(0) == table.count(1) == BUCKETS // 2
+    assert bucket_of("acme~order-1--abc--def") == bucket_of("acme~order-1")
+    assert bucket_of(keys.tagged_run_id("sess-1", "ff00")) == bucket_of("sess-1")
+
+
+@pytest.mark.slow
+def test_runs_on_two_shards_list_as_one_stream_resume_through_the_router_and_each_worker_serves_its_shard(
+    two: tuple[RedisServer, RedisServer],
+) -> None:
+    urls = (two[0].url, two[1].url)
+    env = {"PARKWAY_SHARDS": ",".join(urls)}
+    settings = Settings(shards=urls, secret=SECRET)
+    with Parkway(settings) as pw:
+        store = pw.store
+        assert isinstance(store, ShardedStore)
+        run_ids = [pw.start(flows.one_choice, {"n": n}) for n in range(24)]
+        on = {r: store.shard_of(r) for r in run_ids}
+        assert set(on.values()) == {0, 1}, on
+        assert pw.start(flows.one_choice, {"n": 0}, run_id="fixed-1") == "fixed-1"  # a caller-chosen id too
+        run_ids.append("fixed-1")
+        on["fixed-1"] = store.shard_of("fixed-1")
+        for r, shard in on.items():  # each run's records on its shard alone
+            with redis.Redis.from_url(urls[shard]) as mine, redis.Redis.from_url(urls[1 - shard]) as other:
+                assert mine.exists(keys.run(r)) and not other.exists(keys.run(r))
+
+        first = Worker(urls[0], SECRET, "--shard", "0", env=env)
+        try:
+            waiting = {r for r in run_ids if on[r] == 0}
+            wait_for(lambda: all(pw.get_run(r).status.value == "waiting" for r in waiting), 30, "shard 0's runs")
+            assert all(pw.get_run(r).status.value == "queued" for r in run_ids if on[r] == 1)  # not served
+            second = Worker(urls[1], SECRET, "--shard", "1", env=env)
+            try:
+                wait_for(lambda: all(pw.get_run(r).status.value == "waiting" for r in run_ids), 30, "every run")
+
+                # one page stream over both shards: newest first, pages of 4, one cursor
+                seen: list[str] = []
+                created: list[int] = []
+                cursor = None
+                while True:
+                    page = pw.list_interrupts(limit=4, cursor=cursor, include_tokens=True)
+                    seen += [i.run_id for i in page.items]
+                    created += [i.created_at for i in page.items]
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+                assert sorted(seen) == sorted(run_ids) and len(seen) == len(set(seen))
+                assert created == sorted(created, reverse=True)
+                expiring = pw.list_interrupts(order="expiring", limit=100).items
+                assert sorted(i.run_id for i in expiring) == sorted(run_ids)
+
+                # resumed through the router, each on its shard, then worked there
+                for item in pw.list_interrupts(limit=100, include_tokens=True).items:
+                    assert pw.resume(item.resume_token or "", selected="red").accepted
+                wait_for(lambda: all(pw.get_run(r).status.value == "completed" for r in run_ids), 30, "every run")
+                ended: list[str] = []
+                cursor = None
+                while True:
+                    page = pw.list_interrupts(status="resolved", limit=5, cursor=cursor)
+                    ended += [i.run_id for i in page.items]
+                    if (cursor := page.next_cursor) is None:
+                        break
+                assert sorted(ended) == sorted(run_ids)
+                tallies = store.tallies(0)
+                assert tallies.counters.get("resumes:accepted:one_choice") == len(run_ids)  # summed over shards
+                # a listing that waits watches both shards' pause feeds: a pause on shard 1 ends it
+                late = next(f"late-{n}" for n in range(100) if store.shard_of(f"late-{n}") == 1)
+                got: list[Any] = []
+                waiter = threading.Thread(target=lambda: got.append(pw.list_interrupts(wait_ms=20_000)))
+                waiter.start()
+                time.sleep(0.3)
+                started = time.monotonic()
+                pw.start(flows.one_choice, {}, run_id=late)
+                waiter.join(25)
+                assert time.monotonic() - started < 10 and [i.run_id for i in got[0].items] == [late]
+                forked = pw.fork(run_ids[0], step=0)
+                assert bucket_of(forked) == bucket_of(run_ids[0])
+            finally:
+                second.stop()
+        finally:
+            first.stop()
+
+    with pytest.raises(ConfigError, match="shard table"):  # the same servers, in another order
+        Parkway(Settings(shards=(urls[1], urls[0]), secret=SECRET))
