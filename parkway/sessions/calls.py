@@ -35,6 +35,8 @@ class Session(Args):
 @dataclass(frozen=True)
 class Live(Args):
     run: str
+    events: str
+    snapshots: str
     run_id: str
 
 
@@ -43,6 +45,7 @@ class Live(Args):
 class LiveAt(Args):
     run: str
     events: str
+    snapshots: str
     journal: str
     run_id: str
     step: int

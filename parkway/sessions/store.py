@@ -311,7 +311,8 @@ class SessionStore:
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
         reply = self.store.call_script(run.run_id, SessionSend(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
-            live=[Live(run=keys.run(r), run_id=r) for r in live], mode=mode, edited=edited, parent=parent,
+            live=[Live(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r), run_id=r) for r in live],
+            mode=mode, edited=edited, parent=parent,
             message_id=message["id"],
             message=codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
             now=now, maxlen=self._maxlen(), added=self._event(added), dispatched=self._event(dispatched),
@@ -387,8 +388,8 @@ class SessionStore:
         reply = self.store.call_script(None, SessionClear(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
             live=[
-                LiveAt(run=keys.run(r), events=keys.events(r), journal=keys.journal(r, step), run_id=r,
-                             step=step, job=self.store.hand_off(r)[1])
+                LiveAt(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r),
+                       journal=keys.journal(r, step), run_id=r, step=step, job=self.store.hand_off(r)[1])
                 for r, step in live.items()
             ],
             interrupt_id=interrupt_id,

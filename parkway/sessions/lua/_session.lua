@@ -18,6 +18,8 @@
 -- BLOCK live: a live branch run of the session, as the caller read the live set
 -- KEYS
 --   run            its hash
+--   events         its stream
+--   snapshots      its snapshots
 -- ARGV
 --   run_id         its id
 
@@ -25,6 +27,7 @@
 -- KEYS
 --   run            its hash
 --   events         its stream
+--   snapshots      its snapshots
 --   journal        its journal at the step read
 -- ARGV
 --   #job           how many job arguments
@@ -155,6 +158,28 @@ local function move_head(S, m)
   redis.call('HSET', S.hash, 'head', m, 'hd', base + #ids)
 end
 
+-- What a session keeps of its branch run once a transition sees that it ended (and takes it out
+-- of the live set): the run hash's small fields (status, whose, when, its session and leaf, an
+-- error), rewritten so Redis keeps it compact (a listpack: its input and output, over 64 bytes,
+-- had made it a hash table), and its summary. Its stream, input, data, output and snapshots go:
+-- the session's messages and events tell the turn. `k`: its live or live_at block's keys.
+local TRIMMED = {input = true, data = true, output = true}
+local function trim_ended(k)
+  redis.call('DEL', k.events, k.snapshots)
+  local fields = redis.call('HGETALL', k.run)
+  local keep = {}
+  for i = 1, #fields, 2 do
+    if not TRIMMED[fields[i]] then
+      keep[#keep + 1], keep[#keep + 2] = fields[i], fields[i + 1]
+    end
+  end
+  if #keep == #fields then return end
+  local ttl = redis.call('PTTL', k.run)
+  redis.call('DEL', k.run)
+  redis.call('HSET', k.run, unpack(keep))
+  if ttl > 0 then redis.call('PEXPIRE', k.run, ttl) end
+end
+
 -- The session's live branch runs, as the caller read them (`keys`, `args`: live or live_at
 -- blocks' keys and arguments, in the same order): run id -> {key, leaf, status, waiting, step, k,
 -- a} (`k`, `a`: its block's). Runs that ended leave the live set here. nil when the caller's list
@@ -175,6 +200,7 @@ local function live_runs(live_key, keys, args)
   for id, r in pairs(runs) do
     if not r.status or ENDED[r.status] then
       redis.call('HDEL', live_key, id)
+      if r.status then trim_ended(r.k) end
       runs[id] = nil
     end
   end

@@ -1,0 +1,34 @@
+"""What a session keeps per turn: a branch run that ended keeps, once the session's next transition
+sees it ended, its status and its small fields (a compact hash) and its summary, not its stream,
+input, output or snapshots."""
+
+from __future__ import annotations
+
+from parkway import Caller, RunStatus
+from parkway.adapters.redis import keys
+from tests import session_flows as sf
+from tests.conftest import Harness
+
+ADA = Caller("user", "ada", "acme")
+
+
+def test_an_ended_branch_run_is_trimmed_when_the_next_turn_sees_it_ended(harness: Harness) -> None:
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    sid = harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme")
+    first = harness.pw.sessions.send(sid, "hello " * 20, caller=ADA)
+    harness.run_jobs()
+    assert client.exists(keys.events(first.run_id)) == 1  # ended: kept whole until a transition sees it
+    second = harness.pw.sessions.send(sid, "again", caller=ADA)
+    harness.run_jobs()
+    assert client.exists(keys.events(first.run_id), keys.snapshots(first.run_id)) == 0
+    fields = client.hgetall(keys.run(first.run_id))
+    assert not {b"input", b"data", b"output"} & set(fields)
+    if harness.kind == "redis":  # the embedded server has no OBJECT
+        assert client.object("encoding", keys.run(first.run_id)) == b"listpack"
+    assert client.pttl(keys.run(first.run_id)) > 0
+    run = harness.pw.get_run(first.run_id)
+    assert run.status is RunStatus.COMPLETED
+    # the session reads as before: every message, the head the second reply
+    view = harness.pw.sessions.get(sid, caller=ADA)
+    assert view.messages[view.head].content == "you said again"
+    assert client.exists(keys.events(second.run_id)) == 1  # the latest stays whole
