@@ -1,7 +1,7 @@
 """Shards (issue 24): runs placed on two Redis servers by their run id's hash tag, one client over
 both (``PARKWAY_SHARDS``): started on both, listed as one page stream with one cursor (no gaps, no
-repeats), resumed through the router, each shard served by its own worker (``--shard K``), and a
-process with another list of shards refused."""
+repeats), resumed through the router, each shard served by its own worker (``--shard K``), sessions with
+their branch runs on their id's shard, and a process with another list of shards refused."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ from typing import Any
 import pytest
 import redis
 
-from parkway import ConfigError, Parkway, Settings
+from parkway import Caller, ConfigError, Parkway, Settings
 from parkway.adapters.redis import keys
 from parkway.adapters.redis.shards import BUCKETS, ShardedStore, bucket_of, default_table, split_shards
 from tests import flows
+from tests import session_flows as sf
 from tests.conftest import SECRET
 from tests.procs import RedisServer, Worker, wait_for
+
+ADA = Caller("user", "ada", "acme")
 
 
 @pytest.fixture
@@ -117,6 +120,15 @@ def test_runs_on_two_shards_list_as_one_stream_resume_through_the_router_and_eac
                 pw.start(flows.one_choice, {}, run_id=late)
                 waiter.join(25)
                 assert time.monotonic() - started < 10 and [i.run_id for i in got[0].items] == [late]
+                # a session lives on its id's shard, its branch runs with it, served by that shard's worker
+                sessions = [pw.sessions.open(sf.echo, owner="ada", tenant="acme") for _ in range(4)]
+                assert {store.shard_of(sid) for sid in sessions} == {0, 1}
+                for sid in sessions:
+                    sent = pw.sessions.send(sid, "hello", caller=ADA)
+                    assert store.shard_of(sent.run_id) == store.shard_of(sid)
+                    wait_for(lambda r=sent.run_id: pw.get_run(r).status.value == "completed", 30, "the reply")
+                    view = pw.sessions.get(sid, caller=ADA)
+                    assert view.messages[view.head].content == "you said hello"
                 forked = pw.fork(run_ids[0], step=0)
                 assert bucket_of(forked) == bucket_of(run_ids[0])
             finally:

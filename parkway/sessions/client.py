@@ -49,7 +49,7 @@ from ..runtime.protocol import (
 from ..runtime.store import Answer, InterruptRecord, NewRun, ResumeCommit, Store, StoredEvent
 from ..runtime.workflow import Workflow
 from .rules import check_access, check_may_clear, check_text, parse_resume
-from .store import SessionRecords, SessionStore, branch_run_id, check_session_id
+from .store import SessionRecords, SessionStore, branch_run_id, check_session_id, session_store
 
 
 class Dispatcher(Protocol):
@@ -263,7 +263,7 @@ class Sessions:
 
     def __init__(self, pw: Host) -> None:
         self.pw = pw
-        self._store = SessionStore(pw.store)
+        self._store = session_store(pw.store)
 
     @property
     def store(self) -> SessionStore:

@@ -142,6 +142,35 @@ def _trigger_entry(trigger: Mapping[str, Any]) -> JournalEntry:
     return JournalEntry("trigger", str(trigger.get("type", "")), dict(trigger))
 
 
+def session_store(store: object) -> SessionStore:
+    """The session transitions on ``store``; over shards (``ShardedStore``), one per shard, each
+    session's calls on its id's shard (its branch runs, ``<session>--<hex>``, share its hash tag)."""
+    shards = getattr(store, "stores", None)
+    if shards is None:
+        return SessionStore(store)
+    return ShardedSessionStore(store, [SessionStore(s) for s in shards])  # type: ignore[return-value]
+
+
+class ShardedSessionStore:
+    """:class:`SessionStore`'s methods, each called on the shard of its first argument (the session id)."""
+
+    def __init__(self, router: Any, stores: list[SessionStore]) -> None:
+        self.router, self.stores = router, stores
+
+    @property
+    def enqueues(self) -> bool:
+        return self.stores[0].enqueues
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or not callable(getattr(SessionStore, name, None)):
+            raise AttributeError(name)
+
+        def routed(session_id: str, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self.stores[self.router.shard_of(session_id)], name)(session_id, *args, **kwargs)
+
+        return routed
+
+
 class SessionStore:
     """The session transitions and reads, on a store's client and scripts."""
 

@@ -19,8 +19,9 @@ pages follow one another without gaps or repeats. A listing that waits watches e
 feed (its position is one id per shard). Counters are summed. The reconciler and the workers are
 per shard (``parkway worker --shard K``): each serves the runs of its shard alone.
 
-Not routed: sessions (their scripts run on one store: a sharded client refuses them), the
-store-wide run index listing is merged naively (each shard's page, then cut).
+Sessions are placed as runs are, by their id (``sessions.store.session_store``: one session store
+per shard); a session's branch runs share its hash tag. The store-wide run index listing is merged
+naively (each shard's page, then cut).
 """
 
 from __future__ import annotations
