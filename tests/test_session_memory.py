@@ -32,3 +32,16 @@ def test_an_ended_branch_run_is_trimmed_when_the_next_turn_sees_it_ended(harness
     view = harness.pw.sessions.get(sid, caller=ADA)
     assert view.messages[view.head].content == "you said again"
     assert client.exists(keys.events(second.run_id)) == 1  # the latest stays whole
+
+
+def test_a_message_event_names_the_message_without_repeating_its_content(harness: Harness) -> None:
+    sid = harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, "hello", caller=ADA)
+    harness.run_jobs()
+    added = [e.data for e in harness.pw.sessions.events(sid) if e.type == "message.added"]
+    assert [(a["id"], a["role"]) for a in added][0] == (sent.message_id, "user")
+    assert added[0]["parent"] == "" and added[0]["run"] == sent.run_id
+    assert [a["role"] for a in added] == ["user", "assistant"]
+    assert all("content" not in a for a in added)
+    messages = harness.pw.sessions.get(sid).messages
+    assert [messages[a["id"]].content for a in added] == ["hello", "you said hello"]

@@ -349,8 +349,10 @@ class Sessions:
         self, session_id: str, *, after: str = "0", caller: Caller = SYSTEM, limit: int | None = None
     ) -> list[StoredEvent]:
         """The session's events after ``after``, oldest first, at most ``limit`` of them (None: all):
-        enough to rebuild it (``parkway.sessions.rules.rebuild``) while the stream holds them all
-        (it keeps the last ``max_events``, like a run's). Page on with ``after=`` the last one's id."""
+        enough to rebuild its tree (``parkway.sessions.rules.rebuild``) while the stream holds them all
+        (it keeps the last ``max_events``, like a run's). A ``message.added`` names its message (id,
+        parent, role, run, at), not its content: :meth:`get` reads that. Page on with ``after=`` the
+        last one's id."""
         check_event_id(after)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValidationError(f"limit must be a positive integer or None, not {limit!r}")

@@ -137,6 +137,12 @@ class SendBasis:
     """the edited message with its ``parent`` (an edit only; None when there is no such message)"""
 
 
+def _reference(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``message.added`` event's data: the message's fields but its content (the session's
+    messages hold it; the stream only names the message, so a turn's text is stored once)."""
+    return {key: value for key, value in message.items() if key != "content"}
+
+
 def _trigger_entry(trigger: Mapping[str, Any]) -> JournalEntry:
     """How a trigger delivered to a branch run is recorded in its journal (``g:<seq>``)."""
     return JournalEntry("trigger", str(trigger.get("type", "")), dict(trigger))
@@ -336,7 +342,7 @@ class SessionStore:
         ``no_message``, ``gone``."""
         queues, job = self.store.hand_off(run.run_id)
         body = {key: value for key, value in message.items() if key != "id"}
-        added = {"id": message["id"], "parent": parent, **body}
+        added = {"id": message["id"], "parent": parent, **_reference(body)}
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
         reply = self.store.call_script(run.run_id, SessionSend(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
@@ -369,7 +375,7 @@ class SessionStore:
                 message["id"],
                 codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
             )
-            added = self._event({"id": message_id, **body})
+            added = self._event({"id": message_id, **_reference(body)})
         else:
             message_id, message_blob, added = "", b"", b""
         held = self._event({"runId": r, "reason": "the branch is parked", "voided": mode == "void"})
