@@ -9,6 +9,7 @@ test makes its own runs and sessions (and the matrix is one test), so pytest-xdi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -232,6 +233,20 @@ def _stream_reached(api: httpx.Client, path: str) -> bool:
         return True
 
 
+def _paused_seen(api: httpx.Client, run_id: str) -> bool:
+    """Whether the pause stream, read from the feed's start to its end, tells of ``run_id``."""
+    with api.stream("GET", "/v1/interrupts/events", params={"after": "0"}) as response:
+        if response.status_code != 200:
+            response.read()
+            return _reached(response)
+        for line in response.iter_lines():
+            if line in (": caught up", ": waiting"):
+                return False
+            if line.startswith("data: ") and json.loads(line[6:])["runId"] == run_id:
+                return True
+    return False
+
+
 RUN_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     ("POST", "/v1/runs"): ("start", lambda api, t: api.post("/v1/runs", json={
         "workflow": THREE, "input": {}, **({"tenant": t.holder.tenant} if t.holder.tenant else {})
@@ -244,6 +259,7 @@ RUN_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
         api.post(f"/v1/runs/{t.id}/fork", json={"step": 0}))),
     ("GET", "/v1/interrupts"): ("list", lambda api, t: bool(
         api.get("/v1/interrupts", params={"runId": t.id}).json()["items"])),
+    ("GET", "/v1/interrupts/events"): ("list", lambda api, t: _paused_seen(api, t.id)),
     ("GET", "/v1/interrupts/{request_id}"): ("list", lambda api, t: _reached(
         api.get(f"/v1/interrupts/{t.request_id}"))),
     # an answer that does not fit: 422 (the interrupt stays open) once the door lets the caller in

@@ -361,6 +361,7 @@ def test_a_session_interrupt_is_answered_from_its_tree(deployment: Server, page:
         approval.wait_for()
         assert "Send the email?" in approval.inner_text()
         assert page.locator("#session-tree li[data-active='true']", has_text="mail bob").count() == 1
+        page.get_by_text("Live: its messages and interrupts as they happen.").wait_for()  # its stream, not a timer
         check_page(page, "session")
         approval.get_by_label("Payload (JSON, optional)").fill('{"approved": true}')
         approval.get_by_role("button", name="Resume").click()
@@ -410,3 +411,15 @@ def test_the_runs_list_filters_and_links_each_run_to_its_page(
     page.click(f"#run-items li.card[data-run-id='{failed_id}'] a")
     page.locator("#error-message").wait_for()
     assert page.url.endswith(f"/ui/runs/{failed_id}")
+
+
+def test_a_new_interrupt_reaches_the_inbox_over_its_live_stream(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """The inbox follows the pause feed (GET /v1/interrupts/events): a run that pauses after the page
+    loaded shows at once, where the timer alone would take 30 s while the stream is up."""
+    sign_in(page, deployment.url)
+    filter_tenant(page, tenant)
+    page.get_by_text("Live: new interrupts as they happen.").wait_for()
+    start(api, "tests.flows:one_choice", {"order": 7}, tenant)
+    card(page, "Pick a color").wait_for(timeout=10_000)

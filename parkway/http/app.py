@@ -30,6 +30,9 @@ route                                       what it does
                                             ``workflowPrefix``, ``q`` (text in the question). A key
                                             bound to a tenant sees its tenant's interrupts only
 ``GET  /v1/me``                              the key's caller: ``{name, role, owner, tenant}``
+``GET  /v1/interrupts/events``              the pause feed as server-sent events: ``interrupt.paused``
+                                            ``{runId, workflow}`` for each run the key may list that
+                                            pauses from now on (``Last-Event-ID`` / ``?after=`` go on)
 ``GET  /v1/interrupts/{request_id}/form``   a contract interrupt's answer schema (JSON Schema)
 ``POST /v1/interrupts/{request_id}/answer`` answer as the caller, by request id (no token):
                                             ``{runId?, selected?|value?}`` or ``{cancel: true,
@@ -93,7 +96,7 @@ from starlette.background import BackgroundTask
 from ..client.sync import Parkway, ends_stream
 from ..config import MIN_TTL_MS, Settings
 from ..runtime import telemetry, tokens
-from ..runtime.authority import Caller, Door, check_overlay
+from ..runtime.authority import Caller, Door, check_overlay, reaches
 from ..runtime.clock import now_ms
 from ..runtime.errors import (
     ConfigError,
@@ -643,6 +646,29 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
                 page = await _wait_for_page(pw, pauses, query, who)
         return _dump(page)
 
+    @app.get("/v1/interrupts/events", tags=["interrupts"], response_class=StreamingResponse)
+    async def pause_stream(
+        request: Request,
+        who: Auth,
+        after: str | None = None,
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> StreamingResponse:
+        """The pause feed as server-sent events: an ``interrupt.paused`` event (``{runId, workflow}``,
+        ``id``: the feed's entry id) for each run that pauses from now on (or after ``Last-Event-ID`` /
+        ``?after=``, within the feed's last 2,000 pauses) and that the key may list the interrupts of;
+        a comment while none does. What the inbox page follows to read its first page again."""
+        start_at = None if (last_event_id or after) is None else check_event_id(last_event_id or after, "after")
+
+        def visible(run_ids: list[str]) -> set[str]:
+            if who.role == "system" and who.tenant is None:
+                return set(run_ids)
+            whose = pw.store.authorities(sorted(set(run_ids)))
+            return {r for r, (tenant, owner) in whose.items() if reaches(who, tenant, owner, "list")}
+
+        if start_at is None:  # from now on: the feed's newest entry, read before the stream says it is open
+            start_at = await anyio.to_thread.run_sync(events.pause_position)
+        return streams.open(request, events.pause_sse(start_at, visible))
+
     @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
              tags=["interrupts"])
     def get_interrupt(
@@ -1090,6 +1116,58 @@ class _EventReader:
         finally:
             await _close(client)
 
+    def pause_position(self) -> str:
+        """The pause feed's newest entry id now ("0-0" when it is empty): a stream from it sends the
+        pauses made after this call. Blocking (the store's own connection pool)."""
+        from ..adapters.redis import keys
+        from ..adapters.redis.errors import translated
+
+        store: Any = self.pw.store
+        with translated():  # Redis away: StoreUnavailable (503), before the stream opens
+            last = store.client.xrevrange(keys.pauses(), "+", "-", count=1)
+        return _text_of(last[0][0]) if last else "0-0"
+
+    async def _read_pauses(self, client: Any, after: str) -> tuple[list[tuple[str, str, str]], str]:
+        """The pause feed's entries after ``after`` as (entry id, workflow, run id), and the position
+        to read on from; waits up to STREAM_BLOCK_MS."""
+        from ..adapters.redis import keys
+
+        store: Any = self.pw.store
+        read = client if client is not None else None
+        position = after
+        if read is not None:
+            reply = await read.xread({keys.pauses(): position}, count=100, block=STREAM_BLOCK_MS)
+        else:
+            reply = await anyio.to_thread.run_sync(
+                lambda: store.client.xread({keys.pauses(): position}, count=100, block=1000))
+        out = []
+        for entry_id, fields in (reply[0][1] if reply else []):
+            f = {_text_of(k): _text_of(v) for k, v in fields.items()}
+            out.append((_text_of(entry_id), f.get("w", ""), f.get("r", "")))
+        return out, out[-1][0] if out else after
+
+    async def pause_sse(self, after: str, visible: Callable[[list[str]], set[str]]) -> AsyncIterator[bytes]:
+        """The pause feed's entries as ``interrupt.paused`` frames, those of runs ``visible`` (asked in
+        the thread pool for each batch) keeps; a comment on every idle read (``: waiting``) and after
+        a read that reached the feed's end (``: caught up``)."""
+        client = self.connect()
+        try:
+            while True:
+                batch, after = await self._read_pauses(client, after)
+                shown = await anyio.to_thread.run_sync(visible, [r for _, _, r in batch]) if batch else set()
+                frames = [f"id: {entry_id}\nevent: interrupt.paused\ndata: "
+                          f"{json.dumps({'runId': run_id, 'workflow': workflow})}\n\n"
+                          for entry_id, workflow, run_id in batch if run_id in shown]
+                for frame in frames:
+                    yield frame.encode()
+                # a comment once the read is at the feed's end: nothing before it is left to send
+                if not batch:
+                    yield b": waiting\n\n"
+                elif len(batch) < 100:
+                    yield b": caught up\n\n"
+        finally:
+            await _close(client)
+
     async def session_sse(
         self, session_id: str, after: str, incarnation: str, still: Callable[[], bool]
     ) -> AsyncIterator[bytes]:
@@ -1114,6 +1192,10 @@ class _EventReader:
                     yield f"id: {stored.id}\nevent: {stored.type}\ndata: {json.dumps(data, default=str)}\n\n".encode()
         finally:
             await _close(client)
+
+
+def _text_of(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def _close(client: Any) -> None:
