@@ -491,14 +491,14 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
     async def parkway_error(request: Request, exc: ParkwayError) -> JSONResponse:
         if isinstance(exc, StoreUnavailable):
             return _problem(503, exc)
-        if isinstance(exc, SessionDenied) and getattr(exc, "reason", None) in ("tenant", "owner"):
-            # another tenant's or owner's session reads as none: ids are chosen by callers, and a
-            # different answer would tell that one exists
+        if isinstance(exc, SessionNotFound) or (
+            isinstance(exc, SessionDenied) and getattr(exc, "reason", None) in ("tenant", "owner")
+        ):
+            # another tenant's or owner's session reads word for word as none: a different answer
+            # would tell that one exists
             return _problem(404, SessionNotFound("no such session"))
         if isinstance(exc, SessionDenied):
             return _problem(403, exc)
-        if isinstance(exc, SessionNotFound):
-            return _problem(404, exc)
         if isinstance(exc, SessionError):  # a parked or busy branch, a session id taken
             return _problem(409, exc)
         if isinstance(exc, RunNotFound | InterruptNotFound):
