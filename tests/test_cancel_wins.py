@@ -115,7 +115,7 @@ def test_cancel_between_a_deadline_and_the_reconcilers_pass_wins(harness: Harnes
 @pytest.mark.parametrize("flow", ["guards_child", "fans_out"])
 def test_a_cancel_cut_short_after_the_parent_ended_is_finished_by_the_next(harness: Harness, flow: str) -> None:
     """When a cancel stops after ending the parent (a crash before its children), cancelling the
-    parent again says already_finished and cancels the children it left running."""
+    parent again says already_resolved and cancels the children it left running."""
     from tests.flows_life import fans_out, guards_child
 
     workflow, data = (guards_child, {}) if flow == "guards_child" else (fans_out, {"n": 3, "ask": True})

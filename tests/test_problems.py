@@ -88,12 +88,13 @@ def test_a_session_resume_spelt_in_the_other_casing_names_the_field_it_expects(s
 
 def test_a_cancel_needs_no_body_and_a_second_one_answers_as_a_second_answer_does(server: Server) -> None:
     """`POST /v1/runs/{id}/cancel` without a body cancels; cancelling the finished run again is a 409 problem
-    with the outcome `already_finished`, as answering an answered interrupt is 409 `already_resolved`."""
+    with the outcome `already_resolved`, as answering an answered interrupt is (the run's status with it)."""
     api = _api(server)
     run_id = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
     _wait_status(api, run_id, "waiting")
     first = api.post(f"/v1/runs/{run_id}/cancel")
     assert first.status_code == 200 and first.json()["outcome"] == "cancelled", first.text
-    again = _is_problem(api.post(f"/v1/runs/{run_id}/cancel"), 409, "already-finished")
-    assert again["outcome"] == "already_finished" and again["runId"] == run_id and again["status"] == 409
+    again = _is_problem(api.post(f"/v1/runs/{run_id}/cancel"), 409, "already-resolved")
+    assert again["outcome"] == "already_resolved" and again["runId"] == run_id and again["status"] == 409
+    assert again["detail"] == "this run had finished before: this call changed nothing"
     assert again["runStatus"] == "cancelled"

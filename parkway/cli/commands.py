@@ -679,7 +679,7 @@ def _check_select(pw: Parkway, token: str) -> None:
 # keyed by the outcomes' values (ResumeOutcome, CancelOutcome are str enums)
 RESUME_EXIT = {"accepted": 0, "already_resolved": 3, "expired": 4, "unknown": 5}
 
-CANCEL_EXIT = {"cancelled": 0, "already_finished": 3}
+CANCEL_EXIT = {"cancelled": 0, "already_resolved": 3}
 
 RESUME_STATUSES = (
     "exit status: 0 accepted, 3 already resolved (answered or cancelled before), 4 expired,\n"
@@ -1268,7 +1268,7 @@ def _add_cancel(sub: Subcommands) -> None:
         "A run ends cancelled at once, waiting or not (a waiting run's interrupt is cancelled with it, and its\n"
         "node does not replay); a token cancels just that interrupt: the node replays and may catch\n"
         "InterruptCancelled. Prints the outcome as JSON: {outcome, runId, status} for a run.\n"
-        "exit status for a run: 0 cancelled, 3 already finished, 1 error (no such run)\n"
+        "exit status for a run: 0 cancelled, 3 already resolved (it had finished), 1 error (no such run)\n"
         "for a token, as resume's: " + RESUME_STATUSES.removeprefix("exit status: ").replace(
             "1 error (an answer that does not fit: the interrupt stays open, the token still works)", "1 error"),
     )

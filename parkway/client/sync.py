@@ -529,7 +529,8 @@ class Parkway:
         first, then has the child cancelled the same way, down the tree: no node of the tree
         replays, and every run of it records ``reason`` and ``responder``. A
         session's branch run held while its branch is parked ends ``cancelled`` at once. A finished
-        run is left alone (``already_finished``, with its status).
+        run is left alone (``already_resolved``, with its status, as a second answer of an interrupt;
+        the word was ``already_finished`` before).
         """
         check_id(run_id, "run id")
         _check_text(reason, "reason", 1000)

@@ -559,7 +559,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
               responses={409: {"model": Problem, "content": {problems.MEDIA_TYPE: {}}}})
     def cancel(run_id: str, who: Auth, body: Annotated[CancelBody | None, Body()] = None) -> JSONResponse:
         """Cancel the run (and every run below it); a body with a ``reason`` is optional. A run that
-        had finished answers as an answered interrupt does: 409, ``already_finished``."""
+        had finished answers as an answered interrupt does: 409, ``already_resolved`` (with its
+        ``runStatus``; the outcome read ``already_finished`` before 0.x)."""
         pw.check_run(run_id, who, "cancel")
         result = _dump(pw.cancel(run_id, reason=body.reason if body else None, responder=who.name))
         if result["outcome"] != CancelOutcome.CANCELLED.value:

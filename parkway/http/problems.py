@@ -54,6 +54,7 @@ _OUTCOMES = {
     "already_resolved": "this interrupt was answered or cancelled before: this call changed nothing",
     "already_cleared": "this interrupt was cleared before: this call changed nothing",
     "already_finished": "this run had finished before: this call changed nothing",
+    "run:already_resolved": "this run had finished before: this call changed nothing",
     "expired": "this interrupt expired before the call came: it changed nothing",
     "unknown": "nothing pending answers to this: no such interrupt, or not one this key may reach",
 }
@@ -84,7 +85,8 @@ def outcome_problem(status: int, body: Mapping[str, Any]) -> JSONResponse:
     name = to_camel(outcome)[:1].upper() + to_camel(outcome)[1:]
     # a cancel's body says the run's status: `status` is the problem's own member (the HTTP status)
     members = {("runStatus" if key == "status" else key): value for key, value in body.items()}
-    return problem(status, name, _OUTCOMES.get(outcome, outcome.replace("_", " ")), **members)
+    said = _OUTCOMES.get(("run:" if "status" in body else "") + outcome) or _OUTCOMES.get(outcome)
+    return problem(status, name, said or outcome.replace("_", " "), **members)
 
 
 def _field(loc: Sequence[Any]) -> str:

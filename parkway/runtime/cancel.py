@@ -9,7 +9,7 @@ one transition: a waiting run's interrupt is cancelled (no job replays its node)
 running or child-waiting run ends; then the runs below it (the child it waited on, the child that
 raced its interrupt, the children of its fan-out still running) are cancelled the same way. Each
 step is atomic, the cascade is not: a cancel cut short between a parent's end and its children's
-(a crash) leaves them running, and cancelling the parent again (``already_finished``) cancels them.
+(a crash) leaves them running, and cancelling the parent again (``already_resolved``) cancels them.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def cancel_run(
             if record.status is RunStatus.CANCELLED:  # a cancel cut short after this run ended: finish below
                 for child in _below(store, record):
                     _cancel_below(store, child, reason, responder, clock)
-            return CancelResult(outcome=CancelOutcome.ALREADY_FINISHED, run_id=run_id, status=record.status)
+            return CancelResult(outcome=CancelOutcome.ALREADY_RESOLVED, run_id=run_id, status=record.status)
         waiting = record.waiting_on if record.status is RunStatus.WAITING else None
         if waiting and not waiting.startswith("child:") and waiting not in ("session", "children"):
             if record.racing and record.racing not in below:  # use_first's child: cancelled once this run has ended

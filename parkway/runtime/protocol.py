@@ -169,8 +169,13 @@ class ResumeOutcome(StrEnum):
 
 
 class CancelOutcome(StrEnum):
+    """A run's cancel: ``cancelled``, or ``already_resolved`` for a run that had finished (a no-op,
+    with its status), the word a second answer of an interrupt gets. Until 0.x this read
+    ``already_finished``: ``ALREADY_FINISHED`` stays as another name of the same member."""
+
     CANCELLED = "cancelled"
-    ALREADY_FINISHED = "already_finished"
+    ALREADY_RESOLVED = "already_resolved"
+    ALREADY_FINISHED = "already_resolved"  # the old name (its word was already_finished)
 
 
 class _Model(BaseModel):
