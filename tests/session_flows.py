@@ -306,3 +306,21 @@ def busy_reply(data: dict[str, Any]) -> None:
         add_message(f"noted {use_interrupt({'kind': 'text', 'question': last}, id='ask')}", id="reply")
         return
     add_message(use_model(EchoModel(), data["messages"], id="turn")["answer"], id="reply")
+
+
+TRIPS: dict[str, int] = {"now": 0, "at_model": -1}
+"""parkway's round trips so far (``pw:`` keys; a test counts them) and their count at the model call"""
+
+
+class TripModel:
+    def complete(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> dict[str, Any]:
+        TRIPS["at_model"] = TRIPS["now"]
+        return {"answer": "ok"}
+
+
+tripped = Workflow("session-tripped")
+
+
+@tripped.node(start=True)
+def tripped_reply(data: dict[str, Any]) -> None:
+    add_message(use_model(TripModel(), data["messages"], id="turn")["answer"], id="reply")

@@ -4,6 +4,10 @@ input, output or snapshots."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from parkway import Caller, RunStatus
 from parkway.adapters.redis import keys
 from tests import session_flows as sf
@@ -45,3 +49,30 @@ def test_a_message_event_names_the_message_without_repeating_its_content(harness
     assert all("content" not in a for a in added)
     messages = harness.pw.sessions.get(sid).messages
     assert [messages[a["id"]].content for a in added] == ["hello", "you said hello"]
+
+
+def test_a_turn_reaches_the_model_in_five_round_trips_whatever_the_sessions_length(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """send: its read and its script; the worker: begin, the attempt's check with its path, the
+    model call's check (redis-py's round trips naming parkway's keys, as bench.counted counts)."""
+    if harness.kind != "redis":
+        pytest.skip("counts redis-py's round trips to a real Redis")
+    from redis.connection import AbstractConnection
+
+    original = AbstractConnection.send_packed_command
+
+    def counting(self: Any, command: Any, check_health: bool = True) -> Any:
+        packed = command if isinstance(command, bytes | bytearray) else b"".join(bytes(p) for p in command)
+        if b"pw:" in packed and b"pw:keyid" not in packed:  # not the burst worker's start
+            sf.TRIPS["now"] += 1
+        return original(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counting)
+    sid = harness.pw.sessions.open(sf.tripped, owner="ada", tenant="acme")
+    for i in range(12):  # the live set names the last turn's run: a send checks it
+        start = sf.TRIPS["now"]
+        harness.pw.sessions.send(sid, f"turn {i}", caller=ADA)
+        sent = sf.TRIPS["now"] - start
+        harness.run_jobs()
+        assert (sent, sf.TRIPS["at_model"] - start) == (2, 5)

@@ -4,8 +4,8 @@
 session's script created as a branch run (its record names its ``session`` and its ``leaf``) it
 gives a :class:`BranchObserver`, which
 
-- before each attempt: reads the path to the leaf (the node's ``messages``; messages never change,
-  so every attempt reads the same), holds the run if its branch is parked, shows the policy the
+- before each attempt, in one round trip: holds the run if its branch is parked, else reads the path
+  to the leaf (the node's ``messages``; messages never change, so every attempt reads the same); shows the policy the
   run's trigger (``session.start``, ``user.message``) and the triggers delivered to this activation;
 - before a hook calls out (a model, a tool): holds the run if its branch is parked;
 - when a hook's call settles: commits it through the session (``session_settle.lua``): a model reply
@@ -54,8 +54,11 @@ class BranchObserver(RunObserver):
     def before_attempt(self, ctx: NodeContext, data: dict[str, Any]) -> dict[str, Any]:
         """The node's data with ``messages``, the path to the run's leaf; the run keeps only the
         leaf, so a long conversation's path is not copied into each of its runs."""
-        view = {**data, "messages": self.store.path(self.session_id, self.leaf, ctx.run_id)}
-        self.before_call(ctx)  # a run released onto a parked branch waits before it does anything
+        # one step: a run released onto a parked branch waits before it does anything; else its path
+        messages = self.store.begin(self.session_id, ctx.run_id, ctx.fence, ctx.step, self.leaf, ctx.clock())
+        if messages is None:
+            raise Held(f"run {ctx.run_id} held: its branch is parked")
+        view = {**data, "messages": messages}
         if ctx.step == 0:
             self._consult_start(ctx, view)  # the policy sees the run's trigger before the node runs
         ctx.triggers = delivered(ctx, view)

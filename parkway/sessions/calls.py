@@ -85,14 +85,6 @@ class SessionOpen(Args):
     incarnation: str
 
 
-@schema("session_path")
-@dataclass(frozen=True)
-class SessionPath(Args):
-    session: Session
-    leaf: str
-    run_id: str
-
-
 @schema("session_raise")
 @dataclass(frozen=True)
 class SessionRaise(Args):
@@ -146,6 +138,7 @@ class SessionSettle(Args):
     maxlen: int
     added: bytes
     held: bytes
+    path_to: str = ""
 
 
 @schema("session_clear")

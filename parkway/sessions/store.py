@@ -34,14 +34,13 @@ from .calls import (
     SessionAnswer,
     SessionClear,
     SessionOpen,
-    SessionPath,
     SessionRaise,
     SessionSend,
     SessionSettle,
     SessionSwitch,
 )
 
-SCRIPTS = tuple(f"session_{name}" for name in ("open", "send", "settle", "raise", "clear", "answer", "switch", "path"))
+SCRIPTS = tuple(f"session_{name}" for name in ("open", "send", "settle", "raise", "clear", "answer", "switch"))
 """the session transitions, ``lua/<name>.lua`` each (their arguments: :mod:`.calls`)"""
 
 
@@ -183,7 +182,7 @@ class SessionStore:
     def __init__(self, store: object) -> None:
         if not isinstance(store, ScriptStore):
             raise StoreError(f"sessions need a store that runs their scripts (the Redis store), not {store!r:.80}")
-        store.add_scripts(SCRIPTS, read_only=("session_path",))
+        store.add_scripts(SCRIPTS)
         self.store = store
 
     @property
@@ -290,12 +289,24 @@ class SessionStore:
             value = self.store.client.hget(keys.session_live(session_id), run_id)
         return _text(value) if value is not None else ""
 
-    def path(self, session_id: str, leaf: str, run_id: str) -> list[dict[str, Any]]:
-        """The messages from the first to ``leaf`` (``{id, role, content}``), oldest first, for the
-        live branch run ``run_id`` (StoreError for any other run)."""
-        reply = self.store.call_script(run_id, SessionPath(self._session(session_id), leaf=leaf, run_id=run_id))
+    def begin(
+        self, session_id: str, run_id: str, fence: int, step: int, leaf: str, now: int
+    ) -> list[dict[str, Any]] | None:
+        """An attempt's first step, in one round trip: hold the run if its branch is parked (None),
+        else the messages from the first to ``leaf`` (``{id, role, content}``), oldest first, for
+        the live branch run ``run_id`` (StoreError for any other run)."""
+        check = layout.entry_to_blob(JournalEntry("check", "", None), self.store.limits.max_payload_bytes)
+        held = self._event({"runId": run_id, "reason": "the branch is parked", "voided": False})
+        reply = self.store.call_script(run_id, SessionSettle(
+            self._session(session_id), run=keys.run(run_id), journal=keys.journal(run_id, step),
+            events=keys.events(run_id), leases=keys.leases(), fence=fence, step=step, run_id=run_id, mode="check",
+            field="", entry=check, message_id="", message=b"", now=now, maxlen=self._maxlen(), added=b"", held=held,
+            path_to=leaf,
+        ))
+        if not isinstance(reply, list):
+            return None  # held
         out = []
-        for i in range(0, len(reply), 2):
+        for i in range(1, len(reply), 2):
             message = self._decode(reply[i + 1], "session message") if reply[i + 1] else {}
             out.append({"id": _text(reply[i]), "role": message.get("role"), "content": message.get("content")})
         return out

@@ -24,6 +24,9 @@
 --   maxlen         the streams' cap
 --   added          message.added blob
 --   held           run.held blob
+--   path_to        a check only: also read the path from the first message to this one ('' =
+--                  none): the reply is then {'ok', id, message blob, ...}, oldest first (the
+--                  attempt's `messages`, read in the step that finds its branch not parked)
 local S = K.session
 local cur, err = check_fence(K.run, A.fence, {'running'})
 if not cur then return err end
@@ -44,7 +47,21 @@ if parked and A.mode ~= 'keep' then
   hold()
   return A.mode == 'void' and 'voided' or 'held'
 end
-if A.mode == 'check' then return 'ok' end
+if A.mode == 'check' then
+  if A.path_to == '' then return 'ok' end
+  local ids, m, n = {}, A.path_to, 0
+  while m and m ~= '' and n < 100000 do
+    ids[#ids + 1] = m
+    n = n + 1
+    m = redis.call('HGET', S.up, m)
+  end
+  local out = {'ok'}
+  for i = #ids, 1, -1 do
+    out[#out + 1] = ids[i]
+    out[#out + 1] = redis.call('HGET', S.messages, ids[i]) or ''
+  end
+  return out
+end
 redis.call('HSET', K.journal, A.field, A.entry)
 if A.message_id ~= '' then
   if redis.call('HSETNX', S.messages, A.message_id, A.message) == 1 then
