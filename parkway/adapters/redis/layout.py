@@ -35,6 +35,9 @@ rc, rs                          the child racing an interrupt (``use_first(child
                                 interrupt's status field
 ans                             the interrupt last answered, for finish: ``<step> <its lifecycle
                                 x: field> <1 | 0: output captured>``
+tg                              a session's branch run's: it was handed a cleared interrupt's
+                                trigger (its records are kept whole when it ends; see
+                                ``trim_ended`` in ``sessions/lua/_session.lua``)
 kept                            the <req> whose answer the run's session keeps for its abandoned
                                 branch
 ``t:<token hash, 32 hex>``      -> the <req> the token answers (``token_field``)

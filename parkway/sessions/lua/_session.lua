@@ -162,9 +162,13 @@ end
 -- of the live set): the run hash's small fields (status, whose, when, its session and leaf, an
 -- error), rewritten so Redis keeps it compact (a listpack: its input and output, over 64 bytes,
 -- had made it a hash table), and its summary. Its stream, input, data, output and snapshots go:
--- the session's messages and events tell the turn. `k`: its live or live_at block's keys.
+-- the session's messages and events tell the turn. A run handed triggers is kept whole. `k`: its
+-- live or live_at block's keys.
 local TRIMMED = {input = true, data = true, output = true}
 local function trim_ended(k)
+  -- a run handed a cleared interrupt's trigger (`tg`, session_clear) keeps its records whole:
+  -- its input or stream is the record that the trigger was delivered, once
+  if redis.call('HEXISTS', k.run, 'tg') == 1 then return end
   redis.call('DEL', k.events, k.snapshots)
   local fields = redis.call('HGETALL', k.run)
   local keep = {}

@@ -77,6 +77,7 @@ local seq = parked_active and tostring(redis.call('HINCRBY', S.hash, 'tseq', 1))
 due[#due + 1] = {seq = seq, entry = A.entry, event = A.resumed}
 -- the triggers, in clearing order, into the journal and onto the stream of the run `r`
 local function deliver(r)
+  redis.call('HSET', r.key, 'tg', 1)  -- its stream records the delivery: kept when it ends (trim_ended)
   for _, t in ipairs(due) do
     redis.call('HSET', r.k.journal, 'g:' .. t.seq, t.entry)
     xadd_run(r.key, r.k.events, A.maxlen, 'interrupt.resumed', t.event)
@@ -119,6 +120,7 @@ end
 local handed = create_run(K.new, A.new, K.queues, A.job, session_authority(S, A.session_id))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 set_leaf(K.new.run, head)
+redis.call('HSET', K.new.run, 'tg', 1)  -- its input holds the triggers: kept when it ends (trim_ended)
 for _, t in ipairs(due) do redis.call('HDEL', S.hash, 't:' .. t.seq) end
 redis.call('HSET', S.live, A.run_id, head)
 sxadd(S, A.maxlen, 'run.dispatched', A.dispatched)
