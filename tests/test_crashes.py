@@ -95,7 +95,8 @@ def test_lost_connection_is_a_clear_error_not_a_hang(private_redis: RedisServer,
 
 
 def test_fifty_threads_resuming_one_token_continue_once(private_redis: RedisServer, closing: Closing) -> None:
-    """50 threads with their own clients resume one token: one accepted, one continuation."""
+    """50 threads with their own clients resume one token, each as another responder: one accepted,
+    one continuation (the same answer sent again by its own responder would read accepted: a retry)."""
     pw = closing(_client(private_redis.url))
     worker = Worker(private_redis.url, SECRET)
     try:
@@ -106,11 +107,11 @@ def test_fifty_threads_resuming_one_token_continue_once(private_redis: RedisServ
         outcomes: list[ResumeOutcome] = []
         clients = [closing(_client(private_redis.url)) for _ in range(50)]
 
-        def go(c: Parkway) -> None:
+        def go(c: Parkway, who: str) -> None:
             barrier.wait()
-            outcomes.append(c.resume(token, selected="red").outcome)
+            outcomes.append(c.resume(token, selected="red", responder=who).outcome)
 
-        threads = [threading.Thread(target=go, args=(c,)) for c in clients]
+        threads = [threading.Thread(target=go, args=(c, f"user{i}")) for i, c in enumerate(clients)]
         for t in threads:
             t.start()
         for t in threads:

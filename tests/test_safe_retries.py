@@ -37,6 +37,20 @@ def test_a_resume_repeated_with_the_same_answer_reads_accepted(harness: Harness)
     assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ACCEPTED
 
 
+def test_the_same_answer_from_another_responder_reads_already_resolved(harness: Harness) -> None:
+    """Only one's own answer reads accepted again: ana's answer sent again by ana reads ``accepted``,
+    the same choice sent by bob reads ``already_resolved`` (bob did not answer: ana did), and the
+    interrupt keeps ana as its responder."""
+    run_id = harness.start_and_run(flows.stepper, {"tag": "who"})
+    token = harness.token(run_id)
+    assert harness.pw.resume(token, selected="red", responder="ana").outcome is ResumeOutcome.ACCEPTED
+    assert harness.pw.resume(token, selected="red", responder="bob").outcome is ResumeOutcome.ALREADY_RESOLVED
+    assert harness.pw.resume(token, selected="red").outcome is ResumeOutcome.ALREADY_RESOLVED
+    assert harness.pw.resume(token, selected="red", responder="ana").outcome is ResumeOutcome.ACCEPTED
+    (ended,) = harness.pw.list_interrupts(run_id=run_id, status="resolved").items
+    assert ended.lifecycle is not None and ended.lifecycle.responder == "ana"
+
+
 def test_a_commit_whose_reply_was_lost_reads_accepted_when_sent_again(harness: Harness) -> None:
     """The store's resume sent twice with one prepared answer (the first reply lost): the second
     reads ``accepted`` and hands off no second job."""

@@ -320,6 +320,12 @@ class Answer:
     def cancelled(self) -> bool:
         return self.entry.status == "cancelled"
 
+    @property
+    def responder(self) -> str | None:
+        """who gave it, as its lifecycle record names them (``telemetry.ended``'s ``r``)"""
+        responder = self.lifecycle.get("r")
+        return responder if isinstance(responder, str) else None
+
 
 @dataclass(frozen=True)
 class Lookup:

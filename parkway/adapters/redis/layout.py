@@ -109,9 +109,9 @@ STATUS_PREFIX = "s:"
 """an interrupt's status field in the run hash: ``s:<req>``"""
 TOKEN_PREFIX = "t:"
 ANSWERED_PREFIX = "d:"
-"""an answered interrupt's field in the run hash: ``d:<req>``, its journal entry's digest
-(:func:`answer_digest`), so that the same answer sent again reads ``accepted`` (``answered_again``
-in _resume.lua; the journal is gone once the run ends)"""
+"""an answered interrupt's field in the run hash: ``d:<req>``, the digest of its journal entry and
+responder (:func:`answer_digest`), so that the same answer sent again by the same responder reads
+``accepted`` (``answered_again`` in _resume.lua; the journal is gone once the run ends)"""
 RECORD_LATEST = "rq"
 """the run-hash field naming the run's latest interrupt, whose record is in parts r0, r1, ..."""
 RECORD_PARTS = "rn"
@@ -425,9 +425,12 @@ def entry_to_blob(entry: JournalEntry, limit: int) -> bytes:
                         what="journal value")
 
 
-def answer_digest(blob: bytes) -> str:
-    """A journal entry's digest as ``d:<req>`` keeps it (128 bits of its SHA-256, hex)."""
-    return hashlib.sha256(blob).hexdigest()[:32]
+def answer_digest(blob: bytes, responder: str | None) -> str:
+    """An answer's digest as ``d:<req>`` keeps it: 128 bits of the SHA-256 of its journal entry and
+    who gave it (hex), so the same answer sent again by the same responder (or again by no named
+    one) reads ``accepted``, and the same choice sent by someone else does not."""
+    who = b"" if responder is None else b"\x00" + responder.encode()
+    return hashlib.sha256(blob + who).hexdigest()[:32]
 
 
 def entry_from_blob(blob: bytes) -> JournalEntry:

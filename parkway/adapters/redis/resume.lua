@@ -22,7 +22,7 @@
 --   request_id     the request id expected, as the run hash names it (layout.short_id; '' = any)
 --   field          the journal field of the answer
 --   entry          the journal entry blob
---   digest         the entry's digest (layout.answer_digest), kept as the run hash's d:<req>
+--   digest         the entry's and responder's digest (layout.answer_digest), kept as d:<req>
 --   event          the event blob
 --   now            ms
 --   member_newest  the interrupt's member in the index newest (and the filter indexes)

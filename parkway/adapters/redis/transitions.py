@@ -423,7 +423,7 @@ class Transitions:
             closing=self._closing(entry, rec, status, answer.lifecycle, answer.now), filters=self._filter_keys(rec),
             queues=queues, token_field=layout.token_field(answer.token_hash),
             request_id=layout.short_id(answer.request_id, r) if answer.request_id else "", field=rec.journal_field,
-            entry=blob, digest=layout.answer_digest(blob), event=self._event(answer.event),
+            entry=blob, digest=layout.answer_digest(blob, answer.responder), event=self._event(answer.event),
             now=answer.now, member_newest=codec.member(entry, "newest"),
             member_expiring=codec.member(entry, "expiring"),
             run_id=r, maxlen=self.limits.max_events, status=status, event_type=event,
