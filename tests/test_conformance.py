@@ -341,9 +341,12 @@ def test_wait_returns_when_the_run_waits_or_ends(harness: Harness) -> None:
     assert harness.pw.wait(run_id, timeout=5).status is RunStatus.COMPLETED
 
 
-def test_list_interrupts_paginates_a_thousand_without_gaps_or_repeats(harness: Harness) -> None:
-    """1,000 pending interrupts page through in both orders, each exactly once, in order."""
-    for _ in range(1000):
+def test_list_interrupts_pages_through_many_without_gaps_or_repeats(harness: Harness) -> None:
+    """1,000 pending interrupts page through in both orders, each exactly once, in order (300 in
+    embedded mode: the same paging code, on an in-process Redis that runs each script several times
+    slower; 1,000 there took 25 s alone and passed the 120 s timeout on a loaded CI)."""
+    count = 1000 if harness.kind == "redis" else 300
+    for _ in range(count):
         harness.pw.start(flows.one_choice, {})
     harness.run_jobs()
     for order in ("newest", "expiring"):
@@ -357,7 +360,7 @@ def test_list_interrupts_paginates_a_thousand_without_gaps_or_repeats(harness: H
             if page.next_cursor is None:
                 break
             cursor = page.next_cursor
-        assert len(seen) == 1000 and len(set(seen)) == 1000
+        assert len(seen) == count and len(set(seen)) == count
         assert times == sorted(times, reverse=(order == "newest"))
 
 
