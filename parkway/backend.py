@@ -99,7 +99,7 @@ def _sharded(settings: Settings) -> Backend:
     options = executor.Options(
         secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
     )
-    return Backend(settings, store, ShardedDispatcher(store, dispatchers), options)  # type: ignore[arg-type]
+    return Backend(settings, store, ShardedDispatcher(store, dispatchers), options)
 
 
 def _embedded(settings: Settings) -> Backend:

@@ -392,6 +392,27 @@ class ShardedStore:
     def overdue(self, now: int) -> Overdue:
         return self._per_shard("overdue")  # type: ignore[no-any-return]
 
+    def claim_due(self, now: int, limit: int, claim_ms: int) -> list[IndexEntry]:
+        return self._per_shard("claim_due")  # type: ignore[no-any-return]
+
+    def release_claims(self, run_ids: Sequence[str]) -> None:
+        self._per_shard("release_claims")
+
+    def extend_overdue(self, now: int, before: int, until: int, limit: int) -> int:
+        return self._per_shard("extend_overdue")  # type: ignore[no-any-return]
+
+    def try_lock(self, owner: str, ttl_ms: int) -> bool:
+        return self._per_shard("the reconciler's lock")  # type: ignore[no-any-return]
+
+    def prune_runs(self, now: int, limit: int) -> int:
+        return self._per_shard("prune_runs")  # type: ignore[no-any-return]
+
+    def prune_idle(self, now: int) -> list[str]:
+        return self._per_shard("prune_idle")  # type: ignore[no-any-return]
+
+    def reclaim_folded(self, now: int, limit: int) -> int:
+        return self._per_shard("reclaim_folded")  # type: ignore[no-any-return]
+
 
 class ShardedDispatcher:
     """The dispatchers of the shards (each enqueues on its shard's queue), routed by run id."""
