@@ -30,7 +30,7 @@ import hashlib
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -310,14 +310,24 @@ class ShardedStore:
     def _wait_for_a_pause(self, positions: list[str], wait_ms: int) -> None:
         """Block until a pause after ``positions`` on any shard's feed, or ``wait_ms``."""
 
-        def watch(i: int) -> Any:
-            with translated():
-                return self.stores[i].client.xread({keys.pauses(): positions[i]}, count=1, block=max(1, wait_ms))
+        woken = threading.Event()
+        failed: list[BaseException] = []
 
-        futures = [self._pool.submit(watch, i) for i in range(len(self.stores))]
-        done, _ = wait(futures, timeout=wait_ms / 1000 + 1, return_when=FIRST_COMPLETED)
-        for f in done:
-            f.result()  # raises what a shard raised
+        def watch(i: int) -> None:
+            try:
+                with translated():
+                    self.stores[i].client.xread({keys.pauses(): positions[i]}, count=1, block=max(1, wait_ms))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+                failed.append(exc)
+            woken.set()
+
+        # threads of their own, not the pool's: each blocks up to wait_ms, and concurrent waiting
+        # listings must not queue behind one another
+        for i in range(len(self.stores)):
+            threading.Thread(target=watch, args=(i,), daemon=True, name=f"pw-shard-watch-{i}").start()
+        woken.wait(wait_ms / 1000 + 1)
+        if failed:
+            raise failed[0]
 
     def _pending(self, query: InterruptQuery) -> InterruptListing:
         """Two phases: each shard's index members after the cursor (no records), merged in the
