@@ -15,7 +15,10 @@ level, for ``samples`` more turns:
   start, its hooks' checks), parkway's own (``pw:`` keys) and all;
 * ``bytes_per_turn``: the growth of the session's keys and its branch runs' (they share the
   session's hash tag; ``MEMORY USAGE ... SAMPLES 0``) per turn over the samples, and the same less
-  the turn's text (``beyond_text``).
+  the turn's text (``beyond_text``): a window that crosses a hash table's doubling (Redis grows
+  a hash's bucket array at powers of two: 1,024 messages) carries that step;
+* ``avg_bytes_per_turn``: all of it at the level's end divided by its turns (the doubling
+  amortized), and ``avg_beyond_text`` the same less the text.
 
 Level 1 is the first message of a fresh session (one session per sample).
 """
@@ -103,7 +106,7 @@ class Bench:
         sent = counted.snapshot()
         in_redis = self.redis_usec() - usec
         self.run_jobs()
-        at = self.model.at_call or {}
+        at: dict[str, int] = self.model.at_call or {}
         to_model = {k: at.get(k, 0) - before.get(k, 0) for k in set(at) | set(before)}
         to_model["other"] = to_model.get("other", 0) - 1  # the bench's own INFO after send
         return took, sum(sent.values()) - sum(before.values()), to_model, in_redis
@@ -141,7 +144,9 @@ class Bench:
                 usecs.append(us)
                 trips.append(rt)
                 to_model.append(tm)
-            mem_growth.append((self.memory(sid) - start) / samples)
+            end = self.memory(sid)
+            mem_growth.append((end - start) / samples)
+            average = end / (i + samples)
         out: dict[str, Any] = {
             "messages": n,
             "send_ms": round(1000 * statistics.median(times), 3),
@@ -154,6 +159,8 @@ class Bench:
         if mem_growth:
             out["bytes_per_turn"] = round(mem_growth[0])
             out["beyond_text"] = round(mem_growth[0] - 2 * TEXT)
+            out["avg_bytes_per_turn"] = round(average)
+            out["avg_beyond_text"] = round(average - 2 * TEXT)
         return out
 
 
