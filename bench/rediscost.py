@@ -6,11 +6,14 @@ Same cycles and client mode as figure 1 (one worker, windowed polling; parkway's
 with ``wait_ms``, so a listing that finds nothing waits for the next pause). Three views:
 
 * commands, all: ``CONFIG RESETSTAT`` before the timed cycles, ``INFO commandstats``
-  after; Redis 7 counts the commands a Lua script runs as well as the EVALSHA itself.
+  after; Redis 7 counts the commands a Lua script runs as well as the EVALSHA itself. Also the
+  microseconds Redis spent running scripts (``usec`` of EVALSHA, which includes the commands a
+  script runs): a CPU figure that leaves out the event loop and the network.
 * commands by owner: ``MONITOR`` over a smaller sample of cycles. Every line names its
   keys: ``"pw:`` -> parkway, ``"rq:`` -> RQ, no key (MULTI/EXEC, PING, SCRIPT, CLIENT...) ->
   other; lines from ``[.. lua]`` are commands run inside a script, the rest were sent by
-  a client.
+  a client. By script too (``monitor_by_script_per_cycle``): the commands each of parkway's
+  scripts runs, by command (a script's lines follow its EVALSHA; its SHA1 names it).
 * round trips by owner: the worker runs under ``bench.counted`` and the client installs
   the same counter: one round trip per redis-py ``send_packed_command`` (a command or a
   whole pipeline), attributed by the keys it names.
@@ -40,8 +43,8 @@ LUA = re.compile(rb"^\S+ \[\d+ lua\] ")
 MARK = "bench-monitor-end"
 
 
-def commandstats(r: redis.Redis) -> dict[str, int]:
-    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in r.info("commandstats").items()}
+def commandstats(r: redis.Redis, what: str = "calls") -> dict[str, int]:
+    return {k.removeprefix("cmdstat_"): int(v[what]) for k, v in r.info("commandstats").items()}
 
 
 class MonitorSample:
@@ -153,7 +156,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
         r.config_resetstat()
         drive(system, n, window, first=30)
         finish(system, 30, n, 4 * window)
-        stats = commandstats(r)
+        stats, usec = commandstats(r), commandstats(r, "usec")
         w1, c1 = worker_counts(pool, path), counted.snapshot()
         polls = system.empty_polls
         time.sleep(0.3)
@@ -173,6 +176,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
         "commandstats_per_cycle": {
             k: v / n for k, v in sorted(stats.items(), key=lambda kv: -kv[1]) if k not in ("config|resetstat", "info")
         },
+        "script_usec_per_cycle": (usec.get("evalsha", 0) + usec.get("eval", 0)) / n,
         "monitor_cycles": sample,
         "monitor_per_cycle": {k: v / sample for k, v in mon.classify().items()},
         "monitor_by_script_per_cycle": {
