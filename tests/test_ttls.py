@@ -375,6 +375,31 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
     _assert_only_global_keys_persist(redis_client, (WF,))
 
 
+@pytest.mark.parametrize("server", ["redis", "fakeredis"])
+def test_records_within_their_window_are_not_renewed(request: pytest.FixtureRequest, server: str) -> None:
+    """A transition that finds the run's records with at least the TTL it needs left, and no more than
+    that plus the slack, renews none of them (the write costs no PEXPIRE); below the TTL it renews all."""
+    if server == "redis":
+        redis_client: Any = request.getfixturevalue("redis_client")
+    else:
+        redis_client = embedded.client(embedded.server())
+    scene = Scene(RedisStore(redis_client, LIMITS), _now)
+    for name in ["create", "begin", "record_journal", "record_workflow"]:
+        getattr(scene, name)()
+    pattern = keys.run(scene.run_id).removesuffix(":run") + "*"
+    within = _kept(T) - 100
+    for key in redis_client.keys(pattern):
+        redis_client.pexpire(key, within)
+    scene.record_journal()
+    ttls = {k.decode(): redis_client.pttl(k) for k in redis_client.keys(pattern) if not k.endswith(b":sum")}
+    assert all(within - SLACK <= ttl <= within for ttl in ttls.values()), ttls
+    for key in redis_client.keys(pattern):
+        redis_client.pexpire(key, T - 1000)
+    scene.record_journal()
+    ttls = {k.decode(): redis_client.pttl(k) for k in redis_client.keys(pattern) if not k.endswith(b":sum")}
+    assert all(_kept(T) - SLACK <= ttl <= _kept(T) for ttl in ttls.values()), ttls
+
+
 def test_a_real_run_leaves_no_key_of_its_own_without_a_ttl(harness: Harness) -> None:
     """A run that writes workflow state, node state, an event and a pause, then completes, has every
     key under a TTL at each stop: while it waits, its records (the interrupt in the run's hash) live
