@@ -111,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "workers": lambda: figures.workers.measure(plan, server.url),
             "profile": lambda: figures.profile.measure(plan, server.url),
             "startup": lambda: figures.startup.measure(plan, server.url),
+            "sessions": lambda: figures.sessions.measure(plan, server.url),
         }
         # the listing fill gives figure 4 its bulk rows, so it runs first of the two
         order = [f for f in FIGURES if f in chosen]

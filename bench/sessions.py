@@ -1,6 +1,7 @@
 """Sessions figure: what a turn costs as a conversation grows.
 
-``python -m bench.sessions [--url redis://...] [--levels 1,100,1000] [--samples 15]``
+``python -m bench.sessions [--url redis://...] [--levels 1,100,1000] [--samples 15]``; figure 9 of
+``python -m bench`` (bench/figures/sessions.py) runs it with the harness's own Redis.
 
 One session per level grown to that many messages (a turn: the user's message and the agent's
 reply, each ``TEXT`` bytes), parkway's worker running each turn's job in this process. At each
@@ -29,6 +30,7 @@ import argparse
 import importlib
 import json
 import statistics
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,7 +46,7 @@ from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 
 from . import counted
-from .env import SECRET, RedisServer
+from .env import SECRET, RedisServer, emit_result
 
 TEXT = 100
 """bytes of each message's text (the user's and the agent's)"""
@@ -164,6 +166,26 @@ class Bench:
         return out
 
 
+def levels(url: str, counts: Sequence[int], samples: int) -> list[dict[str, Any]]:
+    """One row per level (messages in the session), with each level's send time and Redis time as
+    ratios of the first level's."""
+    bench = Bench(url)
+    try:
+        rows = [bench.level(n, samples) for n in counts]
+    finally:
+        bench.pw.close()
+    for row in rows:
+        row["send_ratio"] = round(row["send_ms"] / rows[0]["send_ms"], 2)
+        row["redis_ratio"] = round(row["send_redis_us"] / rows[0]["send_redis_us"], 2)
+    return rows
+
+
+def measure(params: dict[str, Any]) -> dict[str, Any]:
+    """The measured process of ``python -m bench``'s sessions figure (bench/figures/sessions.py)."""
+    counted.install()
+    return {"rows": levels(params["url"], [int(n) for n in params["levels"]], int(params["samples"]))}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.sessions")
     parser.add_argument("--url", help="a Redis of this bench's own (flushed); default: a private redis-server")
@@ -177,18 +199,16 @@ def main(argv: list[str] | None = None) -> None:
         server = RedisServer().start()
         url = server.url
     try:
-        bench = Bench(url)
-        rows = [bench.level(int(n), args.samples) for n in args.levels.split(",")]
-        bench.pw.close()
+        rows = levels(url, [int(n) for n in args.levels.split(",")], args.samples)
     finally:
         if server is not None:
             server.stop()
-    base = rows[0]["send_ms"]
     for row in rows:
-        row["send_ratio"] = round(row["send_ms"] / base, 2)
-        row["redis_ratio"] = round(row["send_redis_us"] / rows[0]["send_redis_us"], 2)
         print(json.dumps(row))
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 2 and sys.argv[1].startswith("{"):  # run by python -m bench (bench.plan.task)
+        emit_result(measure(json.loads(sys.argv[1])))
+    else:
+        main()

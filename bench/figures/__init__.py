@@ -15,11 +15,14 @@ fig.  here                        measured process
 6     figures/workers.py          cycles.py, parkway only, 1, 2 and 4 workers
 7     figures/profile.py          profile.py
 8     figures/startup.py          startup.py
+9     figures/sessions.py         sessions.py
 ====  ==========================  =================================================
 """
 
-from . import cycles, latency, listing, profile, rediscost, startup, weight, workers
+from . import cycles, latency, listing, profile, rediscost, sessions, startup, weight, workers
 
-FIGURES = ("cycles", "latency", "rediscost", "weight", "listing", "workers", "profile", "startup")
+FIGURES = ("cycles", "latency", "rediscost", "weight", "listing", "workers", "profile", "startup", "sessions")
 
-__all__ = ["FIGURES", "cycles", "latency", "listing", "profile", "rediscost", "startup", "weight", "workers"]
+__all__ = [
+    "FIGURES", "cycles", "latency", "listing", "profile", "rediscost", "sessions", "startup", "weight", "workers",
+]

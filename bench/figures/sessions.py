@@ -1,0 +1,59 @@
+"""Figure 9, a session's turn as the conversation grows: ``send()`` time and Redis time, round trips,
+memory per turn beyond the message text, at 1, 100 and 1,000 messages.
+
+The measured process is bench/sessions.py (its docstring says what each column counts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..plan import Plan, task
+from ..report import Section, cell, med
+
+LEVELS = (1, 100, 1000)
+SEND_RATIO = 1.5
+"""issue 22: send() at message 1,000 at most 1.5x its time at message 1"""
+BEYOND_TEXT = 1024.0
+"""issue 22: a turn's memory beyond its messages' text, bytes"""
+
+
+def measure(plan: Plan, url: str) -> Section:
+    samples = 8 if plan.quick else 25
+    sec = Section(
+        "sessions",
+        "9. a session's turn as the conversation grows",
+        ["messages", "send() p50 ms", "÷ at 1", "Redis µs per send", "round trips per send",
+         "parkway's round trips to the model call", "bytes per turn beyond text (window)",
+         "same, averaged over the session"],
+    )
+    results: list[dict[str, Any]] = []
+    for _ in range(plan.runs):
+        r = task("sessions", {"url": url, "levels": list(LEVELS), "samples": samples}, 1800)
+        if r:
+            results.append(r)
+    if not results:
+        return sec
+    for i, n in enumerate(LEVELS):
+        rows = [r["rows"][i] for r in results]
+
+        def col(key: str, digits: int = 1, rows: list[dict[str, Any]] = rows) -> str:
+            return cell([float(row[key]) for row in rows if key in row], digits)
+
+        sec.rows.append([f"{n:,}", col("send_ms", 2), col("send_ratio", 2), col("send_redis_us", 0),
+                         col("send_trips", 0), col("trips_to_model_parkway", 0), col("beyond_text", 0),
+                         col("avg_beyond_text", 0)])
+    last = [r["rows"][-1] for r in results]
+    ratio = med([row["send_ratio"] for row in last])
+    sec.targets.append((f"send() at {LEVELS[-1]:,} messages ÷ at 1 ≤ {SEND_RATIO}×", f"{ratio:.2f}×",
+                        ratio <= SEND_RATIO))
+    beyond = med([row.get("avg_beyond_text", row.get("beyond_text", float("nan"))) for row in last])
+    sec.targets.append((f"memory per turn beyond the text ≤ {BEYOND_TEXT:,.0f} B (averaged over {LEVELS[-1]:,} "
+                        "messages)", f"{beyond:,.0f} B", beyond <= BEYOND_TEXT))
+    sec.extra.append(
+        f"One session per level grown to that many messages (a turn: the user's message and the agent's "
+        f"reply, 100 bytes of text each), parkway's worker running each turn's job in the measuring process, "
+        f"then {samples} more turns measured; level 1 is a fresh session's first message. Redis µs are "
+        "Redis's own time in send()'s commands (INFO commandstats); memory is MEMORY USAGE of the session's "
+        "keys and its branch runs' (one hash tag). Medians over runs, (min–max)."
+    )
+    return sec
