@@ -114,6 +114,20 @@ def time_floor(now: int) -> bytes:
     return _time(now)
 
 
+def created_range(
+    after: bytes | None, created_before: int | None, created_after: int | None
+) -> tuple[bytes | str, bytes | str]:
+    """The (high, low) lex range of a newest-first page of members that lead with their creation
+    time: below the cursor's member ``after`` and ``created_before``, from ``created_after`` on."""
+    high: bytes | str = b"(" + after if after else "+"
+    if created_before is not None:
+        before = time_floor(created_before)
+        if after is None or before <= after:
+            high = b"(" + before
+    low: bytes | str = b"[" + time_floor(created_after) if created_after is not None else "-"
+    return high, low
+
+
 # --- lifecycle records and the closed interrupts' index ------------------------
 
 _CLOSED_CURSOR = re.compile(rf"([0-9]{{13}}):((?:{ID_PATTERN.pattern}/)?{ID_PATTERN.pattern})")

@@ -133,7 +133,7 @@ class InterruptListings:
         want, newest = query.limit + 1, query.order == "newest"
         floor = codec.time_floor(query.now + 1)
 
-        high, low = _created_bounds(query, after)
+        high, low = codec.created_range(after, query.created_before, query.created_after)
 
         def first(pipe: Any, wf: str) -> None:
             key = keys.index(query.order, wf)
@@ -203,7 +203,7 @@ class InterruptListings:
             (k, v) for k, v in (("aud", query.audience), ("session", query.session), ("tenant", query.tenant)) if v
         )
         key, want = keys.filter_index(kind, value), query.limit + 1
-        high, low = _created_bounds(query, after)
+        high, low = codec.created_range(after, query.created_before, query.created_after)
         replies, feed = self._with_feed(query, lambda pipe: pipe.zrevrangebylex(key, high, low, start=0, num=want))
         batch: list[bytes] = replies[0]
         found: list[tuple[bytes, InterruptRecord]] = []
@@ -289,18 +289,6 @@ def _read_below(pipe: Any, run_id: str) -> None:
     pipe.hgetall(keys.run(run_id))
     pipe.hgetall(keys.summary(run_id))
     pipe.smembers(keys.fanout(run_id))
-
-
-def _created_bounds(query: InterruptQuery, after: bytes | None) -> tuple[bytes | str, bytes | str]:
-    """The lex range of a ``newest`` page (members lead with their creation time): below the cursor
-    and ``created_before``, from ``created_after`` on."""
-    high: bytes | str = b"(" + after if after else "+"
-    if query.created_before is not None:
-        before = codec.time_floor(query.created_before)
-        if after is None or before <= after:
-            high = b"(" + before
-    low: bytes | str = b"[" + codec.time_floor(query.created_after) if query.created_after is not None else "-"
-    return high, low
 
 
 def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:

@@ -27,12 +27,7 @@ class RunIndex:
         then ends short, its cursor after the last member read). A member whose run's hash and
         summary are both gone (the reconciler drops it soon) is skipped."""
         after = codec.parse_run_cursor(query.cursor)
-        high: bytes | str = b"(" + after if after else "+"
-        if query.created_before is not None:
-            before = codec.time_floor(query.created_before)
-            if after is None or before <= after:
-                high = b"(" + before
-        low: bytes | str = b"[" + codec.time_floor(query.created_after) if query.created_after is not None else "-"
+        high, low = codec.created_range(after, query.created_before, query.created_after)
         found: list[tuple[bytes, RunRecord]] = []
         read, last = 0, None
         batch_size = min(max(query.limit + 1, 100), query.scan)
