@@ -6,6 +6,8 @@ caller-chosen run id and the same input returns that run (another input is still
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from parkway import Parkway, Settings
@@ -94,3 +96,42 @@ def test_a_start_repeated_with_the_same_input_returns_that_run(harness: Harness)
     assert [e.type for e in events].count("run.started") == 1
     assert [e.type for e in events].count("node.started") == 1
     assert len(pw.list_interrupts(run_id=run_id).items) == 1
+
+
+def test_racing_starts_of_one_run_id_and_input_make_one_run(harness: Harness) -> None:
+    """Eight threads (each with its own client on Redis) start the same id with the same input at
+    once, as retries after a lost reply can: all get the one run, which starts once; a racing start
+    with another input is refused."""
+    if harness.kind != "redis":
+        pytest.skip("one process's embedded store; the race needs clients of their own")
+    clients = [Parkway(harness.settings) for _ in range(8)]
+    barrier = threading.Barrier(9)
+    got: list[str] = []
+    refused: list[BaseException] = []
+
+    def start(pw: Parkway, tag: str) -> None:
+        barrier.wait()
+        try:
+            got.append(pw.start(flows.stepper, {"tag": tag}, run_id="race-1", tenant="acme"))
+        except ValidationError as exc:
+            refused.append(exc)
+
+    other = Parkway(harness.settings)
+    try:
+        threads = [threading.Thread(target=start, args=(pw, "same")) for pw in clients]
+        threads.append(threading.Thread(target=start, args=(other, "other")))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for pw in [*clients, other]:
+            pw.close()
+    run_id = "acme~race-1"
+    run = harness.pw.get_run(run_id)
+    # the other input wins the race or is refused; either way one run holds the id
+    winner = run.input["tag"]
+    assert got.count(run_id) == (8 if winner == "same" else 1) and len(got) + len(refused) == 9, (got, refused)
+    harness.run_jobs()
+    events = [e.type for e in harness.pw.stream(run_id, until="settled", timeout=10)]
+    assert events.count("run.started") == 1 and events.count("node.started") == 1, events
