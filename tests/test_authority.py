@@ -633,6 +633,23 @@ def test_a_run_stream_ends_when_its_id_is_taken_by_another_run(dep: Deployment) 
     assert not any("4111" in line or line.startswith("id: ") for line in lines), lines
 
 
+def test_the_pause_feed_never_tells_the_next_holder_of_an_id_of_the_last_ones_pauses(dep: Deployment) -> None:
+    """The pause feed (``GET /v1/interrupts/events``) read from its start: ada's run pauses, expires
+    and is gone; bob (her tenant: the same id) starts a run under it that pauses. Bob is told of his
+    pause only, not of the one ada's run made under the same id (the feed's entries outlive runs)."""
+    from tests.test_live_feeds import paused_until_caught_up
+
+    # another tenant's run waits meanwhile, so the feed is not dropped as idle when ada's run is gone
+    _parked(dep, Target(_start(dep, EVE, _unique("r-keep"), 60_000), EVE))
+    run_id = _start(dep, ADA, _unique("r-fed"), 1000)
+    wait_for(lambda: dep.api(ADA).get(f"/v1/runs/{run_id}").json().get("status") == "expired", 30, "the run to expire")
+    wait_for(lambda: _gone(dep, run_id), 30, "the run's records and summary to expire")
+    assert _start(dep, BOB, run_id, 60_000) == run_id
+    _parked(dep, Target(run_id, BOB))
+    told = [e["runId"] for e in paused_until_caught_up(dep.url, BOB.secret, after="0")]
+    assert told.count(run_id) == 1, told
+
+
 # --- ids are scoped by tenant --------------------------------------------------------------------
 
 

@@ -1128,9 +1128,9 @@ class _EventReader:
             last = store.client.xrevrange(keys.pauses(), "+", "-", count=1)
         return _text_of(last[0][0]) if last else "0-0"
 
-    async def _read_pauses(self, client: Any, after: str) -> tuple[list[tuple[str, str, str]], str]:
-        """The pause feed's entries after ``after`` as (entry id, workflow, run id), and the position
-        to read on from; waits up to STREAM_BLOCK_MS."""
+    async def _read_pauses(self, client: Any, after: str) -> tuple[list[tuple[str, str, str, str]], str]:
+        """The pause feed's entries after ``after`` as (entry id, workflow, run id, the run's creation),
+        and the position to read on from; waits up to STREAM_BLOCK_MS."""
         from ..adapters.redis import keys
 
         store: Any = self.pw.store
@@ -1144,21 +1144,28 @@ class _EventReader:
         out = []
         for entry_id, fields in (reply[0][1] if reply else []):
             f = {_text_of(k): _text_of(v) for k, v in fields.items()}
-            out.append((_text_of(entry_id), f.get("w", ""), f.get("r", "")))
+            out.append((_text_of(entry_id), f.get("w", ""), f.get("r", ""), f.get("c", "")))
         return out, out[-1][0] if out else after
 
     async def pause_sse(self, after: str, visible: Callable[[list[str]], set[str]]) -> AsyncIterator[bytes]:
         """The pause feed's entries as ``interrupt.paused`` frames, those of runs ``visible`` (asked in
-        the thread pool for each batch) keeps; a comment on every idle read (``: waiting``) and after
-        a read that reached the feed's end (``: caught up``)."""
+        the thread pool for each batch) keeps and that still hold their id (an entry outlives its run,
+        whose id can then be taken by another: it is told only of its own pauses); a comment on every
+        idle read (``: waiting``) and after a read that reached the feed's end (``: caught up``)."""
         client = self.connect()
+
+        def current(batch: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+            held = self.pw.store.births(sorted({run_id for _, _, run_id, _ in batch}))
+            shown = visible([run_id for _, _, run_id, _ in batch])
+            return [e for e in batch if e[2] in shown and held.get(e[2]) == e[3]]
+
         try:
             while True:
                 batch, after = await self._read_pauses(client, after)
-                shown = await anyio.to_thread.run_sync(visible, [r for _, _, r in batch]) if batch else set()
+                kept = await anyio.to_thread.run_sync(current, batch) if batch else []
                 frames = [f"id: {entry_id}\nevent: interrupt.paused\ndata: "
                           f"{json.dumps({'runId': run_id, 'workflow': workflow})}\n\n"
-                          for entry_id, workflow, run_id in batch if run_id in shown]
+                          for entry_id, workflow, run_id, _ in kept]
                 for frame in frames:
                     yield frame.encode()
                 # a comment once the read is at the feed's end: nothing before it is left to send

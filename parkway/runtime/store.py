@@ -640,6 +640,10 @@ class Store(Protocol):
     def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         """Whose each run is, ``run id -> (tenant, owner)``, from its summary (runs without one left out)."""
 
+    def births(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """When each run was created, ``run id -> created`` as its summary keeps it (runs without
+        one left out): which run holds an id now."""
+
     def answered_steps(self, run_id: str, below: int) -> list[int]:
         """The activations before ``below`` whose interrupt ended (a person answered or cancelled it,
         or it expired into its policy), oldest first."""

@@ -39,6 +39,19 @@ class RunRecords:
             found = {r: layout.authority(values) for r, values in zip(run_ids, pipe.execute(), strict=True)}
         return {r: whose for r, whose in found.items() if whose is not None}
 
+    def births(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """When each run was created, as its summary keeps it (``run id -> created``, the ms as
+        stored): which run holds an id now (an id whose run is gone can be taken again); a run
+        without a summary is left out. One round trip."""
+        if not run_ids:
+            return {}
+        with translated():
+            pipe = self.client.pipeline(transaction=False)
+            for r in run_ids:
+                pipe.hget(keys.summary(r), "created")
+            found = zip(run_ids, pipe.execute(), strict=True)
+        return {r: created.decode() for r, created in found if created is not None}
+
     def answered_steps(self, run_id: str, below: int) -> list[int]:
         """The activations before ``below`` whose interrupt ended (answered, cancelled, or expired
         into its policy), oldest first: what a fork past them would skip. Read from the lifecycle

@@ -229,6 +229,12 @@ class ShardedStore:
             out.update(self.stores[shard].authorities(ids))
         return out
 
+    def births(self, run_ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for shard, ids in self._by_shard(run_ids).items():
+            out.update(self.stores[shard].births(ids))
+        return out
+
     def answered_steps(self, run_id: str, below: int) -> list[int]:
         return list(self.store_of(run_id).answered_steps(run_id, below))
 
