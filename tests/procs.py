@@ -242,7 +242,11 @@ class SentinelGroup:
             )
             self.sentinel_procs.append(subprocess.Popen(["redis-server", str(conf), "--sentinel"],
                                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        wait_for(self._watched, 15, "the sentinels to see the replicas in sync")
+        try:  # a sentinel learns of replicas from the primary's INFO every 10 s, of its peers every 2 s
+            wait_for(self._watched, 30, "the sentinels to see the replicas in sync")
+        except BaseException:  # started servers are stopped here: the caller's cleanup never began
+            self.stop()
+            raise
 
     def sentinel(self, i: int = 0) -> redis.Redis:
         return redis.Redis(port=self.sentinel_ports[i], socket_timeout=2, decode_responses=True)
