@@ -291,7 +291,8 @@ def test_a_failed_run_shows_its_whole_traceback(deployment: Server, api: httpx.C
     retry = page.locator("#timeline li[data-type='node.retry']")
     assert "attempt 1 of 2 failed, retried" in retry.inner_text() and "RuntimeError" in retry.inner_text()
     page.click("#traceback summary")
-    page.wait_for_function("document.querySelector('#traceback pre').innerText.trim().length > 0")
+    # a function, not an expression: the page's CSP (no unsafe-eval) refuses Playwright's eval of an expression
+    page.wait_for_function("() => document.querySelector('#traceback pre').innerText.trim().length > 0")
     shown = page.inner_text("#traceback pre")
     assert shown.strip() == error["traceback"].strip()
     assert shown.splitlines()[-1].startswith("RuntimeError: the ledger at the bottom disagreed (start/level")

@@ -72,7 +72,7 @@ def test_the_live_page_lists_interrupts_and_follows_a_run(
             assert timeline.count() > before
             # the status line is read again once the stream has ended
             page.wait_for_function(  # type: ignore[attr-defined]
-                "document.getElementById('run-status').textContent.includes('completed')", timeout=10_000
+                "() => document.getElementById('run-status').textContent.includes('completed')", timeout=10_000
             )
             assert token not in page.content()  # type: ignore[attr-defined]
             page.screenshot(path=str(ARTIFACTS / "run-page.png"), full_page=True)  # type: ignore[attr-defined]
@@ -91,7 +91,7 @@ def test_the_page_without_a_key_shows_nothing(browser_page: object, redis_url: s
         assert "Enter an API key" in page.inner_text("#status")  # type: ignore[attr-defined]
         page.fill("#key", "not-the-key")  # type: ignore[attr-defined]
         page.click("#key-form button")  # type: ignore[attr-defined]
-        page.wait_for_function("document.getElementById('status').textContent.includes('not accepted')")  # type: ignore[attr-defined]
+        page.wait_for_function("() => document.getElementById('status').textContent.includes('not accepted')")  # type: ignore[attr-defined]
         assert page.locator("#items li.card").count() == 0  # type: ignore[attr-defined]
     finally:
         srv.stop()

@@ -49,7 +49,9 @@ def test_runs_list_newest_first_and_page_on_with_their_cursor(harness: Harness) 
     ids = _start_apart(harness.pw, flows.one_choice, {}, 5)
     assert _all_pages(harness.pw, 2) == ids[::-1]
     first = harness.pw.list_runs(limit=1).items[0]
-    assert (first.run_id, first.workflow, first.status.value) == (ids[-1], "one_choice", "queued")
+    assert (first.run_id, first.workflow) == (ids[-1], "one_choice")
+    # embedded, the in-process worker may already have begun it (and parked it) by now
+    assert first.status.value in ({"queued"} if harness.kind == "redis" else {"queued", "running", "waiting"})
 
 
 def test_filters_apply_before_paging(harness: Harness) -> None:
