@@ -159,29 +159,15 @@ local function move_head(S, m)
 end
 
 -- What a session keeps of its branch run once a transition sees that it ended (and takes it out
--- of the live set): the run hash's small fields (status, whose, when, its session and leaf, an
--- error), rewritten so Redis keeps it compact (a listpack: its input and output, over 64 bytes,
--- had made it a hash table), and its summary. Its stream, input, data, output and snapshots go:
--- the session's messages and events tell the turn. A run handed triggers is kept whole. `k`: its
--- live or live_at block's keys.
-local TRIMMED = {input = true, data = true, output = true}
+-- of the live set): its summary only (status, workflow, whose, when: what get_run then reads, as
+-- for a run past its records' TTL). Its hash, stream and snapshots go: the session's messages
+-- and events tell the turn (its messages name the run). A run handed triggers is kept whole.
+-- `k`: its live or live_at block's keys.
 local function trim_ended(k)
   -- a run handed a cleared interrupt's trigger (`tg`, session_clear) keeps its records whole:
   -- its input or stream is the record that the trigger was delivered, once
   if redis.call('HEXISTS', k.run, 'tg') == 1 then return end
-  redis.call('DEL', k.events, k.snapshots)
-  local fields = redis.call('HGETALL', k.run)
-  local keep = {}
-  for i = 1, #fields, 2 do
-    if not TRIMMED[fields[i]] then
-      keep[#keep + 1], keep[#keep + 2] = fields[i], fields[i + 1]
-    end
-  end
-  if #keep == #fields then return end
-  local ttl = redis.call('PTTL', k.run)
-  redis.call('DEL', k.run)
-  redis.call('HSET', k.run, unpack(keep))
-  if ttl > 0 then redis.call('PEXPIRE', k.run, ttl) end
+  redis.call('DEL', k.run, k.events, k.snapshots)
 end
 
 -- The session's live branch runs, as the caller read them (`keys`, `args`: live or live_at
