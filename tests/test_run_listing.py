@@ -109,7 +109,7 @@ def test_the_reconciler_drops_a_run_from_the_index_once_its_summary_is_gone(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
     """The index outlives no run: past the records' TTL and the retention, a reconciler pass takes
-    the run out; a live run's member stays, looked at again when its summary would expire."""
+    the run out; a live run's member stays, and the index keeps nothing beside its members."""
     settings = Settings(redis_url=redis_url, secret=SECRET, limits=Limits(retention_ms=1000))
     with Parkway(settings) as pw:
         gone = pw.start(ff.quick, {"a": 1, "b": 2}, ttl_ms=1000)
@@ -120,9 +120,30 @@ def test_the_reconciler_drops_a_run_from_the_index_once_its_summary_is_gone(
         reconcile_once(pw.store, pw.backend.dispatcher)
         members = redis_client.zrange(keys.runs(), 0, -1)
         assert [m[6:].decode() for m in members] == [kept]
-        assert redis_client.zrange(keys.runs_due(), 0, -1) == members
+        assert not redis_client.exists(keys.runs_due())
         reconcile_once(pw.store, pw.backend.dispatcher, now=int(time.time() * 1000) + 62_000)
-        assert redis_client.zcard(keys.runs()) == 1  # still there: looked at again later
+        assert redis_client.zcard(keys.runs()) == 1  # still there: looked at again on the next walk
+
+
+def test_the_reconcilers_walk_goes_on_past_live_runs_to_one_whose_summary_is_gone(harness: Harness) -> None:
+    """The walk looks at ``limit`` members a pass from where the last stopped, so a gone run behind
+    live ones leaves within one walk; a walk that reaches the end starts again from the oldest, and
+    the schedule parkway wrote before the walk is deleted."""
+    if harness.connection is None:
+        pytest.skip("writes the index by hand")
+    conn, store = harness.connection, harness.pw.store
+    live = [harness.pw.start(flows.one_choice, {}) for _ in range(3)]
+    last = max(harness.pw.get_run(r).created_at for r in live)
+    ghost = (last + 1).to_bytes(6, "big") + b"ghost-run"  # newest, and no summary behind it
+    conn.zadd(keys.runs(), {ghost: 0})
+    conn.zadd(keys.runs_due(), {ghost: 0})
+    later = last + store.limits.retention_ms + 10
+    assert [store.prune_runs(later, 1) for _ in range(3)] == [0, 0, 0]  # the live runs, one a pass
+    assert conn.get(keys.runs_walked()) is not None
+    assert store.prune_runs(later, 1) == 1  # the ghost, behind them
+    assert conn.zcard(keys.runs()) == 3 and not conn.exists(keys.runs_due())
+    assert store.prune_runs(later, 1) == 0 and not conn.exists(keys.runs_walked())  # the end: from the oldest
+    assert store.prune_runs(last, 100) == 0  # none older than the retention: nothing looked at
 
 
 def test_a_member_left_by_an_earlier_run_of_a_reused_id_is_neither_listed_nor_kept(harness: Harness) -> None:
@@ -133,10 +154,9 @@ def test_a_member_left_by_an_earlier_run_of_a_reused_id_is_neither_listed_nor_ke
     created = harness.pw.get_run(run_id).created_at
     stale = (created - 5000).to_bytes(6, "big") + run_id.encode()
     harness.connection.zadd(keys.runs(), {stale: 0})
-    harness.connection.zadd(keys.runs_due(), {stale: 0})
     assert [r.run_id for r in harness.pw.list_runs().items] == [run_id]
-    harness.pw.store.prune_runs(created, 100)
-    assert harness.connection.zcard(keys.runs()) == 1 and harness.connection.zcard(keys.runs_due()) == 1
+    harness.pw.store.prune_runs(created + harness.pw.store.limits.retention_ms + 1, 100)
+    assert harness.connection.zrange(keys.runs(), 0, -1) == [created.to_bytes(6, "big") + run_id.encode()]
 
 
 def test_get_v1_runs_lists_a_keys_runs_in_camel_case(redis_url: str, redis_client: redis.Redis) -> None:

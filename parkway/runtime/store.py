@@ -615,9 +615,9 @@ class Store(Protocol):
         """A page of runs from the store-wide run index, newest first (see :class:`RunIndexQuery`)."""
 
     def prune_runs(self, now: int, limit: int) -> int:
-        """Drop from the run index the runs whose summary is gone, looking at up to ``limit`` whose
-        look is due at ``now`` (the others are looked at again when their summary would expire);
-        how many it dropped."""
+        """Drop from the run index the runs whose summary is gone, looking at up to ``limit`` of its
+        runs created before ``now`` less the retention, from where the last look stopped (a walk that
+        starts again from the oldest once it reaches that bound); how many it dropped."""
 
     def prune_idle(self, now: int) -> list[str]:
         """Drop the cross-run records no run holds any more at ``now`` (closed interrupts past the

@@ -333,10 +333,9 @@ local function authority_arg(text)
 end
 
 -- Add the run created now to the store-wide run index (`runs`, a lex index: its creation time as 6
--- bytes big-endian, then its id, as codec.run_member builds it) and schedule the reconciler's look
--- at it (`due`) when its summary would expire if nothing renewed it (`keep_ms` from now): the
--- reconciler drops a member whose summary is gone and schedules the others again (prune_runs).
-local function list_run(runs, due, run_id, now, keep_ms)
+-- bytes big-endian, then its id, as codec.run_member builds it). The reconciler walks the members
+-- older than the retention and drops those whose summary is gone (prune_runs).
+local function list_run(runs, run_id, now)
   local t, out = tonumber(now), {}
   for i = 6, 1, -1 do
     out[i] = string.char(t % 256)
@@ -344,7 +343,6 @@ local function list_run(runs, due, run_id, now, keep_ms)
   end
   local member = table.concat(out) .. run_id
   redis.call('ZADD', runs, 0, member)
-  redis.call('ZADD', due, tonumber(now) + keep_ms, member)
 end
 
 -- BLOCK new_run: a run to create (see create_run)
@@ -354,7 +352,6 @@ end
 --   events         its stream
 --   outbox         the outbox
 --   runs           the run index (see list_run)
---   runs_due       its schedule of looks
 -- ARGV
 --   run_id         its id
 --   workflow       its workflow
@@ -382,7 +379,7 @@ local function create_run(k, a, queues, job, auth)
     unpack(auth))
   local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
   keep_summary(k.summary, keep, a.retention)
-  list_run(k.runs, k.runs_due, a.run_id, a.now, keep + tonumber(a.retention))
+  list_run(k.runs, a.run_id, a.now)
   xadd(k.events, a.maxlen, 'run.started', a.started)
   redis.call('ZADD', k.outbox, a.now, a.member)
   expire_all(keep, {k.run, k.events})
@@ -413,14 +410,14 @@ end
 -- Create the child run `c` (keys), `a` (arguments) of the parent `parent` at `step`: queued, its
 -- outcome going to the parent's journal (notify_parent), with its summary, run.started, outbox
 -- entry and first job (on `queues`). `auth`: whose it is (field, value pairs); `index`: the run
--- index and its schedule (`runs`, `runs_due`: see list_run).
+-- index (`runs`: see list_run).
 local function start_child(c, a, parent, step, now, maxlen, retention, auth, outbox, queues, index)
   redis.call('HSET', c.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
     'step', 0, 'fence', 0, 'input', a.input, 'created', now, 'updated', now, 'ttl', a.ttl,
     'parent', parent, 'pstep', step, 'pfield', a.field, 'lineage', a.lineage, unpack(auth))
   redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)
-  list_run(index.runs, index.runs_due, a.run_id, now, tonumber(a.ttl) + tonumber(retention))
+  list_run(index.runs, a.run_id, now)
   xadd(c.events, maxlen, 'run.started', a.started)
   redis.call('ZADD', outbox, now, outbox_member(a.run_id, 0, 0))
   expire_all(a.ttl, {c.run, c.events})

@@ -163,7 +163,6 @@ class NewRun(Args):
     events: str
     outbox: str
     runs: str
-    runs_due: str
     run_id: str
     workflow: str
     ref: str
@@ -355,7 +354,6 @@ class Spawn(Args):
     leases: str
     outbox: str
     runs: str
-    runs_due: str
     snapshots: str
     child: Child
     queues: list[str]
@@ -379,7 +377,6 @@ class FanOut(Args):
     leases: str
     outbox: str
     runs: str
-    runs_due: str
     snapshots: str
     fanout: str
     queues: list[str]

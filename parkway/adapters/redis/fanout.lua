@@ -14,7 +14,6 @@
 --   leases         the leases
 --   outbox         the outbox
 --   runs           the run index (see list_run)
---   runs_due       its schedule of looks
 --   snapshots      its snapshots (see advance.lua)
 --   fanout         its fan-out set
 --   queues...      the queues of every job this script enqueues (see hand_off)

@@ -74,12 +74,13 @@ key                         type    TTL       holds
                                               branch runs), one member each: its creation time (6 bytes,
                                               big-endian) and its run id, all at score 0 (a listing is a
                                               ZREVRANGEBYLEX: ``Store.list_runs``); added by the scripts
-                                              that create runs (``create_run``, ``start_child``)
-``pw:runs:due``             zset    none      the same members, scored by when the reconciler looks next
-                                              whether the run's summary is still there: added with the
-                                              summary's first expiry; a member whose summary is gone
-                                              leaves both sets, else it is scored again by the summary's
-                                              PTTL (``Store.prune_runs``)
+                                              that create runs (``create_run``, ``start_child``); the
+                                              reconciler walks the members older than the retention and
+                                              drops those whose summary is gone (``Store.prune_runs``)
+``pw:runs:at``              string  none      the member of ``pw:runs`` that walk has reached (it goes on
+                                              after it); gone when a walk reaches the retention's bound
+``pw:runs:due``             zset    none      written by parkway before the walk (a schedule of the same
+                                              members): no longer written; the walk deletes it
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
                                               content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on; deleted
@@ -239,8 +240,13 @@ def runs() -> str:
     return f"{PREFIX}:runs"
 
 
+def runs_walked() -> str:
+    """The run index member the reconciler's walk over it has reached (``prune_runs``)."""
+    return f"{PREFIX}:runs:at"
+
+
 def runs_due() -> str:
-    """The run index's members by when the reconciler checks their summary next (``prune_runs``)."""
+    """The run index's schedule of looks, written before the walk replaced it: what the walk deletes."""
     return f"{PREFIX}:runs:due"
 
 

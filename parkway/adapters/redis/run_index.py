@@ -1,5 +1,5 @@
 """The store-wide run index read and kept: a listing of runs, newest first, filtered before paging,
-and the reconciler's pruning of runs whose summary is gone. The index (``keys.runs``) is written
+and the reconciler's pruning of runs whose summary is gone (a walk over the index). The index (``keys.runs``) is written
 by the scripts that create runs (``list_run`` in ``_common.lua``); a member's time and id are
 ``codec.run_member``'s. Part of ``RedisStore``."""
 
@@ -60,33 +60,40 @@ class RunIndex:
         return RunIndexPage([r for _, r in found], codec.make_run_cursor(last) if last else None)
 
     def prune_runs(self, now: int, limit: int) -> int:
-        """The due members of the run index's schedule (``keys.runs_due``), earliest first: each whose
-        summary is gone (or is another run's: an id taken again) leaves the index and the schedule;
-        each other is scheduled again for when its summary would expire (its PTTL; a summary with no
-        TTL: a retention from now). Two round trips."""
+        """Walk the run index, ``limit`` members at a time from where the last walk stopped
+        (``keys.runs_walked``), over the members created before ``now`` less the retention (a younger
+        run's summary is surely there: a summary lives the retention past its run's last transition):
+        each whose summary is gone (or is another run's: an id taken again) leaves the index. A walk
+        that reaches that bound starts again from the oldest member. The index costs a member per
+        run (no schedule beside it); a run's member leaves within one walk of its summary's end.
+        How many it dropped; two round trips, three when it writes (the walk's place, the drops)."""
+        horizon = now - self.limits.retention_ms
         with translated():
-            due: list[bytes] = self.client.zrangebyscore(keys.runs_due(), "-inf", now, start=0, num=limit)
-            if not due:
+            at: bytes | None = self.client.get(keys.runs_walked())
+            low: bytes | str = b"(" + at if at else "-"
+            batch: list[bytes] = self.client.zrangebylex(
+                keys.runs(), low, b"(" + codec.time_floor(horizon), start=0, num=limit
+            )
+            if not batch and at is None:
                 return 0
-            pipe = self.client.pipeline(transaction=False)
-            parsed = [codec.parse_run_member(m) for m in due]
-            for _, run_id in parsed:
-                pipe.hget(keys.summary(run_id), "created")
-                pipe.pttl(keys.summary(run_id))
-            replies = pipe.execute()
-            gone, later = [], {}
-            for i, (m, (created, _)) in enumerate(zip(due, parsed, strict=True)):
-                born, ms = replies[2 * i], replies[2 * i + 1]
-                if born is None or int(born) != created:  # gone, or another run's now (its id taken again)
-                    gone.append(m)
-                else:
-                    later[m] = now + (ms if ms > 0 else self.limits.retention_ms)
+            gone: list[bytes] = []
+            if batch:
+                pipe = self.client.pipeline(transaction=False)
+                parsed = [codec.parse_run_member(m) for m in batch]
+                for _, run_id in parsed:
+                    pipe.hget(keys.summary(run_id), "created")
+                born = pipe.execute()
+                # gone, or another run's now (its id taken again)
+                gone = [m for m, (created, _), b in zip(batch, parsed, born, strict=True)
+                        if b is None or int(b) != created]
             pipe = self.client.pipeline(transaction=False)
             if gone:
                 pipe.zrem(keys.runs(), *gone)
-                pipe.zrem(keys.runs_due(), *gone)
-            if later:
-                pipe.zadd(keys.runs_due(), later, xx=True)
+            if len(batch) == limit:
+                pipe.set(keys.runs_walked(), batch[-1])
+            else:  # the walk reached the bound: the next starts from the oldest
+                pipe.delete(keys.runs_walked())
+            pipe.delete(keys.runs_due())  # the schedule parkway wrote before the walk
             pipe.execute()
         return len(gone)
 

@@ -11,7 +11,6 @@
 --   leases         the leases
 --   outbox         the outbox
 --   runs           the run index (see list_run)
---   runs_due       its schedule of looks
 --   snapshots      its snapshots (see advance.lua)
 --   child: child   the child run
 --   queues...      the child's first job's queues (see hand_off)

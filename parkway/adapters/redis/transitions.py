@@ -81,7 +81,7 @@ class Transitions:
             )
         return calls.NewRun(
             run=keys.run(r), summary=keys.summary(r), events=keys.events(r), outbox=keys.outbox(),
-            runs=keys.runs(), runs_due=keys.runs_due(), run_id=r, workflow=run.workflow, ref=run.ref,
+            runs=keys.runs(), run_id=r, workflow=run.workflow, ref=run.ref,
             node=run.start_node,
             input=codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input"),
             ttl=run.ttl_ms, now=run.now, retention=self.limits.retention_ms, maxlen=self.limits.max_events,
@@ -269,7 +269,7 @@ class Transitions:
         return int(self._script(r, calls.Spawn(
             run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
             summary=keys.summary(r), leases=keys.leases(), outbox=keys.outbox(), runs=keys.runs(),
-            runs_due=keys.runs_due(), snapshots=keys.snapshots(r),
+            snapshots=keys.snapshots(r),
             child=self._child(r, commit), queues=queues, fence=fence, step=step, now=commit.child.now, run_id=r,
             maxlen=self.limits.max_events, retention=self.limits.retention_ms, grace=self.limits.expiry_grace_ms,
         )))
@@ -298,7 +298,7 @@ class Transitions:
         reply = self._script(r, calls.FanOut(
             run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
             summary=keys.summary(r), leases=keys.leases(), outbox=keys.outbox(), runs=keys.runs(),
-            runs_due=keys.runs_due(), snapshots=keys.snapshots(r),
+            snapshots=keys.snapshots(r),
             fanout=keys.fanout(r), queues=queues, children=[self._child(r, spawn) for spawn in commit.children],
             fence=fence, step=step, now=commit.now, run_id=r, maxlen=self.limits.max_events,
             retention=self.limits.retention_ms, grace=self.limits.expiry_grace_ms, live=commit.live,
