@@ -10,8 +10,8 @@ the ones park.lua writes), and at each size, ``runs`` times:
   ``queries`` times;
 * deep page: ``list_interrupts(cursor=C)`` where C is the cursor a page ending at the
   member of rank N/2 of the ``newest`` index would return (built from ``ZREVRANGE`` with
-  parkway's own ``make_cursor``; checked: the page starts at rank N/2 + 1), ``queries``
-  times.
+  parkway's own ``make_cursor``, sealed as the client seals its cursors; checked: the page
+  starts at rank N/2 + 1), ``queries`` times.
 
 p50 / p99 of the client-side wall time of each call (one at a time, no other load). Before
 timing, the client does ``gc.collect(); gc.freeze()``: a full collection over the ~10^5
@@ -63,14 +63,16 @@ NEWEST = "pw:ix:newest:bench_cycle"
 """the newest index of the one workflow the fill parks (parkway keeps one index per workflow)"""
 
 
-def middle_cursor(r: redis.Redis, n: int) -> tuple[str, str]:
-    """The cursor of a page ending at rank n/2 of the newest index, and the run id after it."""
+def middle_cursor(pw: Any, r: redis.Redis, n: int) -> tuple[str, str]:
+    """The cursor of a page ending at rank n/2 of the newest index, sealed as ``pw`` seals the
+    cursors it hands out, and the run id after it."""
     from parkway.adapters import codec
+    from parkway.runtime import cursors
 
     rank = n // 2
     members = r.zrevrange(NEWEST, rank - 1, rank)
     after = codec.parse_member(members[1], "newest", "bench_cycle").run_id
-    return codec.make_cursor(members[0], "newest"), after
+    return cursors.seal(pw.backend.options.secret, codec.make_cursor(members[0], "newest")), after
 
 
 def timed(fn: Any, q: int) -> dict[str, float]:
@@ -101,7 +103,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
             park_runs(pw, fill)
         n = int(r.zcard(NEWEST))
         have = n
-        cursor, after = middle_cursor(r, n)
+        cursor, after = middle_cursor(pw, r, n)
         deep = pw.list_interrupts(cursor=cursor)
         first_member = deep.items[0].run_id
         if after != first_member or len(deep.items) != 50:

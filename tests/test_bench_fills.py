@@ -59,3 +59,18 @@ def test_the_benchmarks_flush_refuses_a_server_that_holds_other_databases(
     other.delete("someone:else")
     flush(mine)
     assert mine.dbsize() == 0
+
+
+def test_the_listing_figures_middle_cursor_is_one_the_client_accepts(
+    redis_client: redis.Redis, redis_url: str, closing: Closing
+) -> None:
+    """Figure 5's deep page starts from a cursor it makes from the index (cursors are sealed under the
+    deployment's secret: an unsealed one is refused as invalid)."""
+    from bench import listing
+
+    pw = closing(_pw(redis_url))
+    populate.bulk_park(closing(_pw(redis_url)), 7)
+    n = int(redis_client.zcard(listing.NEWEST))
+    cursor, after = listing.middle_cursor(pw, redis_client, n)
+    page = pw.list_interrupts(cursor=cursor, limit=2)
+    assert page.items[0].run_id == after

@@ -71,8 +71,8 @@ def measure(plan: Plan, url: str) -> tuple[Section, dict[str, Any] | None]:
         "froze its import-time objects with `gc.freeze()` first, else a 20–35 ms full collection of them lands "
         "in ~1 call in 200 at any size). *First page*: "
         "no cursor. *Deep page*: the cursor a page ending at rank N/2 of the `newest` index returns (member read "
-        "with ZREVRANGE, cursor made by parkway's `codec.make_cursor`; checked that the page starts at rank "
-        "N/2+1).",
+        "with ZREVRANGE, cursor made by parkway's `codec.make_cursor` and sealed as the client seals its "
+        "cursors; checked that the page starts at rank N/2+1).",
         "Fill: the benchmark's own redis-server, emptied, then filled in steps by `bench.populate.bulk_park` in two "
         "processes: one template run is parked through the real path (`Parkway.start` + the worker's job body) "
         "while every script call the store makes is recorded (create.lua, begin.lua, park.lua: names, keys, "
