@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..plan import TARGETS, Plan, task
-from ..report import Section, cell, fmt, log, med
+from ..plan import EARLIER_TARGETS, Plan, task
+from ..report import Section, Target, cell, fmt, log, med
 
 
 def measure(plan: Plan, url: str) -> tuple[Section, dict[str, Any] | None]:
@@ -55,10 +55,16 @@ def measure(plan: Plan, url: str) -> tuple[Section, dict[str, Any] | None]:
                 sec.notes.append(f"ratio {page} page p99 at {largest:,} ÷ at 1,000 (within a run): {cell(ratios, 2)}")
                 if largest == 1_000_000:
                     sec.targets.append(
-                        (
-                            f"list_interrupts p99 at 1,000,000 ≤ {TARGETS['listing']:.0f}x at 1,000 ({page} page)",
-                            fmt(med(ratios), 2) + "x",
-                            med(ratios) <= TARGETS["listing"],
+                        Target(
+                            "listing",
+                            f"list_interrupts p99 at 1,000,000 ≤ {EARLIER_TARGETS['listing']:.0f}× at 1,000 ({page} "
+                            "page)",
+                            fmt(med(ratios), 2) + "×",
+                            med(ratios) <= EARLIER_TARGETS["listing"],
+                            "a page's p99 must not grow with the number pending: a miss means a step of the page's "
+                            "path reads in proportion to the index; figure 5's rows by size say at which size it "
+                            "begins",
+                            earlier=True,
                         )
                     )
     if 1_000_000 not in plan.listing_sizes:

@@ -5,11 +5,18 @@ The measured process is bench/rediscost.py; this module runs it and writes the f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from ..plan import FLOOR_NAMES, Plan, floors, run_systems
-from ..report import Section, cell
+from ..plan import FLOOR_NAMES, TARGET_LABELS, TARGETS, Plan, floors, run_systems
+from ..report import Section, Target, cell, fmt, md_table, med
+
+BEFORE = Path(__file__).resolve().parent.parent / "rediscost_150d0cb.json"
+"""the commands each of parkway's scripts ran per cycle at 150d0cb, before issue 22's cuts (how it was
+measured is in the file)"""
+CALLS = "(calls)"
 
 
 def measure(plan: Plan, url: str) -> Section:
@@ -59,6 +66,8 @@ def measure(plan: Plan, url: str) -> Section:
             + ", ".join(f"{k} {v:.1f}" for k, v in top)
             + "."
         )
+    if res.get("parkway"):
+        by_script(sec, res["parkway"])
     same = systems[1]
     if res.get("parkway") and res.get(same):
         rq_pk = [mon("rq_sent")(r) + mon("rq_in_script")(r) + mon("other_sent")(r) for r in res["parkway"]]
@@ -82,3 +91,75 @@ def measure(plan: Plan, url: str) -> Section:
         "carrying its job) counts as parkway's.",
     ]
     return sec
+
+
+def commands(counts: dict[str, float]) -> float:
+    """The commands a script ran per cycle (its calls left out)."""
+    return sum(v for k, v in counts.items() if k != CALLS)
+
+
+def by_script(sec: Section, runs: list[dict[str, Any]]) -> None:
+    """Commands per cycle by script, 150d0cb beside this run, and the Lua command target."""
+    now_runs = [r.get("monitor_by_script_per_cycle", {}) for r in runs]
+    before_file = json.loads(BEFORE.read_text()) if BEFORE.exists() else None
+    before: dict[str, dict[str, float]] = before_file["by_script"] if before_file else {}
+    names = sorted({n for r in now_runs for n in r} | set(before), key=lambda n: (n == "other", n))
+
+    def now(name: str, f: Callable[[dict[str, float]], float]) -> float:
+        return med([f(r[name]) if name in r else 0.0 for r in now_runs])
+
+    rows = []
+    for name in names:
+        mine = {k: now(name, lambda c, k=k: c.get(k, 0.0)) for k in {k for r in now_runs for k in r.get(name, {})}}
+        busiest = sorted(((k, v) for k, v in mine.items() if k != CALLS and v), key=lambda kv: -kv[1])[:4]
+        rows.append([
+            name + (" (not parkway's: RQ's own scripts)" if name == "other" else ""),
+            fmt(before[name].get(CALLS, 0.0), 0) if name in before else "-",
+            fmt(commands(before[name]), 1) if name in before else "-",
+            fmt(now(name, lambda c: c.get(CALLS, 0.0)), 0),
+            fmt(now(name, commands), 1),
+            ", ".join(f"{k} {v:.0f}" for k, v in busiest),
+        ])
+    ours = [n for n in names if n != "other"]
+    total_now = sum(now(n, commands) for n in ours)
+    total_before = sum(commands(before[n]) for n in ours if n in before)
+    rows.append([
+        "**all of parkway's scripts**",
+        fmt(sum(before[n].get(CALLS, 0.0) for n in ours if n in before), 0) if before else "-",
+        fmt(total_before, 1) if before else "-",
+        fmt(sum(now(n, lambda c: c.get(CALLS, 0.0)) for n in ours), 0),
+        fmt(total_now, 1),
+        "",
+    ])
+    sec.extra.append(
+        "Redis commands per cycle by script, before (150d0cb) and now (commands a script runs inside Redis, its "
+        "EVALSHA left out; RQ's job hash written by a hand-off counts in its script):\n\n"
+        + md_table(["script", "calls, 150d0cb", "commands, 150d0cb", "calls, now", "commands, now",
+                    "busiest commands now"], rows)
+        + "\n\n"
+        + (
+            f"150d0cb: `{before_file['command']}` at commit {before_file['commit'][:7]}, "
+            f"{before_file['monitor_cycles']} cycles under MONITOR, {before_file['measured']}; "
+            f"{before_file['how']} (bench/{BEFORE.name}). Now: this figure's MONITOR sample, grouped the same way."
+            if before_file
+            else f"bench/{BEFORE.name} is missing: no before column."
+        )
+    )
+    if before:
+        sec.notes.append(
+            f"commands run inside parkway's scripts per cycle: {fmt(total_now, 1)} now, {fmt(total_before, 1)} at "
+            "150d0cb (by script below the table)"
+        )
+    calls = sum(now(n, lambda c: c.get(CALLS, 0.0)) for n in ours)
+    heavy = sorted(((n, now(n, commands)) for n in ours), key=lambda kv: -kv[1])[:3]
+    kinds = {k: sum(now(n, lambda c, k=k: c.get(k, 0.0)) for n in ours) for k in ("pexpire", "hset", "xadd")}
+    bound = TARGETS["lua_commands"]
+    sec.targets.append(Target(
+        "lua_commands", TARGET_LABELS["lua_commands"], fmt(total_now, 1), total_now <= bound,
+        f"{fmt(total_now - bound, 0)} commands fewer per cycle: at {fmt(calls, 0)} script calls per cycle, "
+        f"{fmt(bound / calls if calls else float('nan'), 0)} commands each on average; the most now run in "
+        + ", ".join(f"{n} ({fmt(v, 0)})" for n, v in heavy)
+        + f"; PEXPIRE {fmt(kinds['pexpire'], 0)}, HSET {fmt(kinds['hset'], 0)}, XADD {fmt(kinds['xadd'], 0)} per "
+        "cycle. Issue 22's ways in: renew a TTL only once it has run down past a slack, one HSET per key per "
+        "script, a parked run's folded events left in its hash on resume",
+    ))
