@@ -98,3 +98,15 @@ def test_the_wait_configurations_wait_for_the_replica_only_when_asked(tmp_path: 
     assert rows[1]["waits_per_cycle"] >= 1
     for row in rows.values():
         assert row["cycles"] == 20 and row["replica_cpu_ms_per_cycle"] >= 0 and row["resume_ms_p50"] > 0
+
+
+def test_the_paper_extrapolation_is_the_arithmetic_of_its_inputs() -> None:
+    """Figure 1's extrapolation to 100 worker machines (issue 24) is computed from the run's medians:
+    1 ms of Redis CPU and 4 ms of worker CPU per cycle make 1,000 and 250 cycles/s per core, so 400
+    worker cores run 100,000 cycles/s on 100 Redis primaries."""
+    from bench.figures.cycles import extrapolation
+
+    text = extrapolation(1.0, 4.0)
+    assert "about 1,000 cycles/s" in text and "about 250" in text and "4.0 busy worker cores" in text
+    assert "about 100,000 cycles/s" in text and "about 100 Redis primaries" in text
+    assert "about 200 Redis primaries" in extrapolation(2.0, 4.0)

@@ -6,6 +6,7 @@ and bench/peer_dbos.py; this module runs them and writes the figure's section.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,26 @@ def memory_miss(res: dict[str, list[dict[str, Any]]]) -> str:
         f"{fmt(now - TARGETS['cpu_memory'] * theirs, 2)} ms less per cycle, taken from all three processes: fewer "
         "script calls and commands (Redis, and the packing and parsing of each call on both ends), and less "
         "Python per transition in the worker (replay) and the client (the commit's arguments)"
+    )
+
+
+def extrapolation(redis_ms: float, worker_ms: float, machines: int = 100, cores: int = 4) -> str:
+    """Issue 24's paper extrapolation to ``machines`` worker machines of ``cores`` cores, from this
+    run's median Redis and worker CPU per cycle (arithmetic, not a measurement)."""
+    per_redis_core = 1000 / redis_ms
+    per_worker_core = 1000 / worker_ms
+    cycles = machines * cores * per_worker_core
+    shards = math.ceil(cycles / per_redis_core)
+    return (
+        f"paper extrapolation (arithmetic on this run's medians, not measured): at {redis_ms:.2f} ms of Redis CPU "
+        f"per cycle one Redis core carries about {per_redis_core:,.0f} cycles/s, and at {worker_ms:.2f} ms of worker "
+        f"CPU one worker core about {per_worker_core:,.0f}, so one Redis keeps about "
+        f"{per_redis_core / per_worker_core:.1f} busy worker cores fed. {machines} worker machines of {cores} cores "
+        f"({machines * cores} worker cores, about {cycles:,.0f} cycles/s) would need about {shards} Redis primaries "
+        "(PARKWAY_SHARDS), each under Sentinel; replica acknowledgement (WAIT) adds about 0.4-0.6 ms of Redis CPU "
+        "per cycle (bench/SHARDS.md), i.e. proportionally more shards, and listings that read every shard grow "
+        "with their number (filter them by workflow, tenant or audience at that size). Assumes workers and "
+        "Redis scale by core, which this 2-core machine cannot show (bench/SHARDS.md)"
     )
 
 
@@ -167,6 +188,9 @@ def measure(plan: Plan, url: str) -> Section:
             f"at {fmt(med(cpu_lgp), 2)}× its total CPU per cycle (its Postgres included); medians of the ratios below"
         )
     redis_ms = [r["redis_cpu_ms"] for r in res.get(pk, [])]
+    worker_ms = [r["worker_cpu_ms"] for r in res.get(pk, [])]
+    if redis_ms and worker_ms:
+        sec.notes.append(extrapolation(med(redis_ms), med(worker_ms)))
     if redis_ms:
         bound = TARGETS["redis_cpu_ms"]
         floor_ms = [r["redis_cpu_ms"] for r in res.get(floors()[0], [])]
