@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from parkway import Caller, RunStatus
+from parkway.adapters import codec
 from parkway.adapters.redis import keys
 from tests import session_flows as sf
 from tests.conftest import Harness
@@ -47,6 +48,29 @@ def test_a_message_event_names_the_message_without_repeating_its_content(harness
     assert all("content" not in a for a in added)
     messages = harness.pw.sessions.get(sid).messages
     assert [messages[a["id"]].content for a in added] == ["hello", "you said hello"]
+
+
+def test_a_message_event_is_stored_as_the_message_id_alone_and_read_whole(harness: Harness) -> None:
+    """The stream keeps a ``message.added`` as its message's id; every reader (the session's events,
+    a blocking read, the HTTP stream's plan) joins the rest from the message and its parent."""
+    if harness.connection is None:
+        pytest.skip("reads the stream by hand")
+    sid = harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, "hello", caller=ADA)
+    harness.run_jobs()
+    stored = [codec.decode(f[b"d"]) for _, f in harness.connection.xrange(keys.session_events(sid))
+              if f[b"t"] == b"message.added"]
+    view = harness.pw.sessions.get(sid, caller=ADA)
+    reply = view.head
+    assert stored == [{"id": sent.message_id}, {"id": reply}]
+    at = [m["at"] for m in (codec.decode(harness.connection.hget(keys.session_messages(sid), i))
+                             for i in (sent.message_id, reply))]
+    whole = [{"id": sent.message_id, "parent": "", "role": "user", "at": at[0], "run": sent.run_id},
+             {"id": reply, "role": "assistant", "run": sent.run_id, "at": at[1]}]
+    added = [e for e in harness.pw.sessions.events(sid) if e.type == "message.added"]
+    assert [{k: v for k, v in e.data.items() if k != "incarnation"} for e in added] == whole
+    blocked = harness.pw.sessions.store.events(sid, "0", 100, 100)
+    assert [e.data for e in blocked if e.type == "message.added"] == [e.data for e in added]
 
 
 def test_a_turn_reaches_the_model_in_five_round_trips_whatever_the_sessions_length(

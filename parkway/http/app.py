@@ -131,7 +131,6 @@ from ..runtime.protocol import (
     check_name,
 )
 from ..sessions import http as session_http
-from ..sessions.store import session_events_from
 from . import links, problems
 from .metrics import ParkwayCollector, Refused
 from .problems import outcome_problem, problem
@@ -1078,15 +1077,15 @@ class _EventReader:
         return aioredis.Redis.from_url(self.url, **bounds)
 
     async def _read(self, client: Any, run_id: str, after: str, *, session: bool = False) -> list[Any]:
-        from ..adapters.redis import keys, layout
+        from ..adapters.redis import layout
 
         if client is None:
             if session:
                 return await anyio.to_thread.run_sync(self.pw.sessions.store.events, run_id, after, 1000, 100)
             return await anyio.to_thread.run_sync(self.pw.store.read_events, run_id, after, 1000, 100)
         if session:
-            reply = await client.xread({keys.session_events(run_id): after}, count=100, block=STREAM_BLOCK_MS)
-            return session_events_from(reply[0][1] if reply else [])
+            found: list[Any] = await _run_plan(client, layout.read_session_events(run_id, after, STREAM_BLOCK_MS, 100))
+            return found
         events: list[Any] = await _run_plan(client, layout.read_events(run_id, after, STREAM_BLOCK_MS, 100))
         return events
 

@@ -21,6 +21,7 @@ from ..adapters import codec
 from ..adapters.limits import Limits
 from ..adapters.redis import calls as store_calls
 from ..adapters.redis import keys, layout
+from ..adapters.redis.connection import run_plan
 from ..adapters.redis.errors import translated
 from ..adapters.redis.scripts import Args
 from ..runtime.errors import CorruptRecord, SessionError, SessionNotFound, StoreError, ValidationError
@@ -47,20 +48,6 @@ SCRIPTS = tuple(f"session_{name}" for name in ("open", "send", "settle", "raise"
 def branch_run_id(session_id: str) -> str:
     """A new branch run's id: its keys share the session's hash tag, so one script moves both."""
     return keys.tagged_run_id(session_id, uuid.uuid4().hex[:16])
-
-
-def session_events_from(rows: Any) -> list[StoredEvent]:
-    """A session stream's entries (an XRANGE reply, or one stream's entries of an XREAD) as events:
-    each one's data carries the ``incarnation`` of the session that wrote it (the stream field ``i``
-    the scripts stamp from the session hash; '' for an entry without one)."""
-    out = []
-    for event_id, fields in rows:
-        named = {_text(a): b for a, b in fields.items()}
-        eid = _text(event_id)
-        data = codec.decode(named["d"], what="event")
-        data = {**(data if isinstance(data, dict) else {}), "incarnation": _text(named.get("i", b""))}
-        out.append(StoredEvent(eid, _text(named["t"]), int(eid.split("-")[0]), data))
-    return out
 
 
 def check_session_id(session_id: str, limit: int) -> None:
@@ -134,12 +121,6 @@ class SendBasis:
     """the live set's run ids (runs that ended leave it when a transition sees them ended)"""
     edited: dict[str, Any] | None = None
     """the edited message with its ``parent`` (an edit only; None when there is no such message)"""
-
-
-def _reference(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``message.added`` event's data: the message's fields but its content (the session's
-    messages hold it; the stream only names the message, so a turn's text is stored once)."""
-    return {key: value for key, value in message.items() if key != "content"}
 
 
 def _trigger_entry(trigger: Mapping[str, Any]) -> JournalEntry:
@@ -314,14 +295,7 @@ class SessionStore:
     def events(self, session_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
 
         with translated():
-            if block_ms is None:
-                rows = self.store.client.xrange(
-                    keys.session_events(session_id), min=f"({after}" if after != "0" else "-", count=count
-                )
-            else:
-                reply = self.store.client.xread({keys.session_events(session_id): after}, count=count, block=block_ms)
-                rows = reply[0][1] if reply else []
-        return session_events_from(rows)
+            return run_plan(self.store.client, layout.read_session_events(session_id, after, block_ms, count))
 
     # --- transitions -------------------------------------------------------------------------
 
@@ -353,7 +327,7 @@ class SessionStore:
         ``no_message``, ``gone``."""
         queues, job = self.store.hand_off(run.run_id)
         body = {key: value for key, value in message.items() if key != "id"}
-        added = {"id": message["id"], "parent": parent, **_reference(body)}
+        added = layout.message_reference(message["id"])
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
         reply = self.store.call_script(run.run_id, SessionSend(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
@@ -386,7 +360,7 @@ class SessionStore:
                 message["id"],
                 codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
             )
-            added = self._event({"id": message_id, **_reference(body)})
+            added = self._event(layout.message_reference(message_id))
         else:
             message_id, message_blob, added = "", b"", b""
         held = self._event({"runId": r, "reason": "the branch is parked", "voided": mode == "void"})

@@ -125,7 +125,9 @@ key                         type    TTL       holds
 ``pw:{S}:sev``               stream  S         the session's events (messages, dispatches, interrupts,
                                               holds, switches): the session can be rebuilt from them;
                                               each entry ``t`` type, ``d`` data, ``i`` the incarnation
-                                              of the session that wrote it
+                                              of the session that wrote it; a ``message.added`` keeps
+                                              its message's id only (``layout.read_session_events``
+                                              joins the rest from ``m`` and ``up``)
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ``pw:shards``               string  none      with ``PARKWAY_SHARDS``: this server's place in the bucket ->
                                               shard table (``<index> <shards> <table digest>``), checked
