@@ -324,3 +324,29 @@ tripped = Workflow("session-tripped")
 @tripped.node(start=True)
 def tripped_reply(data: dict[str, Any]) -> None:
     add_message(use_model(TripModel(), data["messages"], id="turn")["answer"], id="reply")
+
+
+policy_seen: list[dict[str, Any]] = []
+"""every trigger ``noted_mail``'s policy was shown, in order (tests clear it)"""
+
+
+def noting_decide(trigger: dict[str, Any], proposed: list[dict[str, Any]]) -> Any:
+    """The seed's policy, noting each trigger it is shown."""
+    policy_seen.append(dict(trigger))
+    return decide(trigger, proposed)
+
+
+noted_mail = Workflow("session-noted-mail", tools={"send_email": send_email}, decide=noting_decide)
+
+
+@noted_mail.node(start=True)
+def noted_mailer(data: dict[str, Any]) -> None:
+    """The approval of send_email, then a deferred lookup: both kinds of held tool call in one run."""
+    if _trigger_reply(data):
+        return
+    try:
+        result = use_tool("send_email", {"to": "bob"}, id="mail")
+    except ToolError as exc:
+        result = f"not sent: {exc}"
+    found = use_tool("lookup", {"q": "bob"}, id="lk")
+    add_message(f"done: {result}, found {found}", id="reply")

@@ -191,8 +191,10 @@ def _check(pw: Parkway, sid: str, ledger: Ledger) -> None:
     for r, record in runs.items():
         given = record.input.get("triggers") if record is not None and isinstance(record.input, dict) else None
         streamed = [e.data for e in pw.store.read_events(r, "0", None, 100_000) if e.type == "interrupt.resumed"]
-        for t in [*(given or []), *(d for d in streamed if "interrupt_id" in d)]:
-            delivered[t["interrupt_id"]] = delivered.get(t["interrupt_id"], 0) + 1
+        # a dispatched run's input holds the seed's triggers (interrupt_id); its stream, the events (interruptId)
+        ids = [t["interrupt_id"] for t in given or []] + [d["interruptId"] for d in streamed if "interruptId" in d]
+        for iid in ids:
+            delivered[iid] = delivered.get(iid, 0) + 1
     kept_triggers = {value.partition(" ")[2] for name, value in rec.fields.items() if name.startswith("t:")}
     for (s, iid), (outcome, payload, run_id) in ledger.accepted.items():
         if s != sid:

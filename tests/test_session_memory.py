@@ -43,7 +43,7 @@ def test_a_message_event_names_the_message_without_repeating_its_content(harness
     harness.run_jobs()
     added = [e.data for e in harness.pw.sessions.events(sid) if e.type == "message.added"]
     assert [(a["id"], a["role"]) for a in added][0] == (sent.message_id, "user")
-    assert added[0]["parent"] == "" and added[0]["run"] == sent.run_id
+    assert added[0]["parent"] == "" and added[0]["runId"] == sent.run_id
     assert [a["role"] for a in added] == ["user", "assistant"]
     assert all("content" not in a for a in added)
     messages = harness.pw.sessions.get(sid).messages
@@ -65,8 +65,8 @@ def test_a_message_event_is_stored_as_the_message_id_alone_and_read_whole(harnes
     assert stored == [{"id": sent.message_id}, {"id": reply}]
     at = [m["at"] for m in (codec.decode(harness.connection.hget(keys.session_messages(sid), i))
                              for i in (sent.message_id, reply))]
-    whole = [{"id": sent.message_id, "parent": "", "role": "user", "at": at[0], "run": sent.run_id},
-             {"id": reply, "role": "assistant", "run": sent.run_id, "at": at[1]}]
+    whole = [{"id": sent.message_id, "parent": "", "role": "user", "at": at[0], "runId": sent.run_id},
+             {"id": reply, "role": "assistant", "runId": sent.run_id, "at": at[1]}]
     added = [e for e in harness.pw.sessions.events(sid) if e.type == "message.added"]
     assert [{k: v for k, v in e.data.items() if k != "incarnation"} for e in added] == whole
     blocked = harness.pw.sessions.store.events(sid, "0", 100, 100)

@@ -611,7 +611,7 @@ def test_a_stale_attempt_settles_nothing(harness: Harness) -> None:
 
     sid = _open(harness, sf.echo)
     sent = harness.pw.sessions.send(sid, "hi", caller=ADA)  # queued: no worker has begun it
-    message = {"id": "m_stale", "role": "assistant", "content": "late", "run": sent.run_id}
+    message = {"id": "m_stale", "role": "assistant", "content": "late", "runId": sent.run_id}
     for fence in (0, 7):
         with pytest.raises(StaleFence):
             harness.pw.sessions.store.settle(

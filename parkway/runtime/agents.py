@@ -28,6 +28,15 @@ workflow's tool of that name); the policy may keep it, answer at once
 an ``interrupt`` (an approval, anchored at the branch's head). On
 ``interrupt.resumed`` it answers the held call with ``tool.result`` or
 ``tool.error``. ``use_tool`` returns the result or raises :class:`ToolError`.
+
+The triggers the policy sees (camelCase, as every body and event; the seed's
+own shapes keep its ``interrupt_id``)::
+
+    {"type": "tool.execute", "name", "arguments", "toolCallId"}
+    {"type": "tool.results", "toolCallId", "name", "result" | "error"}
+    {"type": "interrupt.resumed", "interrupt_id", "payload", "toolCallId", "name"}  # an approval's
+    {"type": "interrupt.resumed", "interrupt_id", "payload"}    # a session interrupt cleared
+    {"type": "session.start", "session"}, {"type": "user.message", "messageId", "content"}
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, RootModel
 
 from . import journal
 from .contracts import Contract
@@ -66,11 +75,13 @@ SESSION_INTERRUPT: Contract[SessionAsk, AnyAnswer] = Contract(
 
 
 class ToolCall(BaseModel):
-    """A deferred tool call, as its answerer sees it."""
+    """A deferred tool call, as its answerer sees it: ``{tool, arguments, toolCallId}`` (a request
+    stored under the old spelling has ``tool_call_id``: it still reads)."""
 
+    model_config = ConfigDict(serialize_by_alias=True)
     tool: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    tool_call_id: str
+    tool_call_id: str = Field(alias="toolCallId", validation_alias=AliasChoices("toolCallId", "tool_call_id"))
 
 
 class ToolAnswer(BaseModel):
@@ -124,7 +135,8 @@ def _decide(ctx: NodeContext, trigger: dict[str, Any], proposed: list[dict[str, 
 def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str | None = None) -> Any:
     """Call the tool ``name`` under the workflow's policy; return its result or raise ToolError.
 
-    ``id`` names the call (its ``tool_call_id``); without one, calls are matched by order."""
+    ``id`` names the call (its ``toolCallId`` in triggers, messages and requests); without one,
+    calls are matched by order."""
     ctx = current()
     if not isinstance(name, str) or not name or len(name) > 200:
         raise ValidationError("a tool name is a non-empty string of at most 200 characters")
@@ -138,7 +150,7 @@ def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str |
         actions = _actions_for(ctx, name, args, call_id, field)
         entry = _act(ctx, name, args, call_id, field, actions)
     value = entry.value if isinstance(entry.value, Mapping) else {}
-    results = {"type": "tool.results", "tool_call_id": call_id, "name": name, **value}
+    results = {"type": "tool.results", "toolCallId": call_id, "name": name, **value}
     consult(ctx, results, journal.interrupt(f"results:{call_id}"))
     if value.get("error") is not None:
         raise ToolError(f"tool {name!r} failed: {value['error']}", tool=name, tool_call_id=call_id)
@@ -156,7 +168,7 @@ def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str
             "type": "interrupt.resumed",
             "interrupt_id": _interrupt_id(ctx, journal.interrupt(f"tool:{call_id}")),
             "payload": approval.value,
-            "tool_call_id": call_id,
+            "toolCallId": call_id,
             "name": name,
         }
         actions = _decide(ctx, trigger, [])
@@ -173,7 +185,7 @@ def _actions_for(ctx: NodeContext, name: str, args: dict[str, Any], call_id: str
         if answer.get("error") is not None:
             return [{"type": "tool.error", "error": answer["error"]}]
         return [{"type": "tool.result", "result": answer.get("result")}]
-    trigger = {"type": "tool.execute", "name": name, "arguments": args, "tool_call_id": call_id}
+    trigger = {"type": "tool.execute", "name": name, "arguments": args, "toolCallId": call_id}
     return _decide(ctx, trigger, [{"type": "tool.run"}])
 
 
@@ -267,7 +279,7 @@ def _act(
                     "schemaId": DEFERRED_TOOL.schema_id,
                     "schemaVersion": DEFERRED_TOOL.version,
                     "contractRef": DEFERRED_TOOL.ref(),
-                    "payload": DEFERRED_TOOL.check_request({"tool": name, "arguments": args, "tool_call_id": call_id}),
+                    "payload": DEFERRED_TOOL.check_request({"tool": name, "arguments": args, "toolCallId": call_id}),
                     "meta": {"toolCallId": call_id, "tool": name},
                 }
             )
@@ -285,8 +297,8 @@ def _act(
                 "role": "tool",
                 "content": f"{name}: "
                 + (f"error: {value['error']}" if "error" in value else repr(value["result"])[:2000]),
-                "run": ctx.run_id,
-                "tool_call_id": call_id,
+                "runId": ctx.run_id,
+                "toolCallId": call_id,
             }
             on_settle(ctx, field, entry, "keep", message)
             return entry

@@ -117,6 +117,6 @@ def add_message(content: str, *, role: str = "assistant", id: str | None = None)
     if entry is not None:
         return str(entry.value)
     message_id = request_id_for("m_", ctx.run_id, ctx.step, field)[:16]
-    message = {"id": message_id, "role": role, "content": content, "run": ctx.run_id}
+    message = {"id": message_id, "role": role, "content": content, "runId": ctx.run_id}
     on_settle(ctx, field, JournalEntry("message", role, message_id), "void", message)
     return message_id

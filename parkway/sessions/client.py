@@ -48,7 +48,7 @@ from ..runtime.protocol import (
 )
 from ..runtime.store import Answer, InterruptRecord, NewRun, ResumeCommit, Store, StoredEvent
 from ..runtime.workflow import Workflow
-from .rules import check_access, check_may_clear, check_text, parse_resume
+from .rules import check_access, check_may_clear, check_text, message_run, parse_resume
 from .store import SessionRecords, SessionStore, branch_run_id, check_session_id, session_store
 
 
@@ -296,7 +296,7 @@ class Sessions:
 
     def _view(self, rec: SessionRecords) -> SessionView:
         messages = {
-            mid: SessionMessage(mid, m.get("parent", ""), m.get("role", ""), m.get("content", ""), m.get("run"))
+            mid: SessionMessage(mid, m.get("parent", ""), m.get("role", ""), m.get("content", ""), message_run(m))
             for mid, m in rec.messages.items()
         }
         interrupts = [
@@ -351,7 +351,7 @@ class Sessions:
         """The session's events after ``after``, oldest first, at most ``limit`` of them (None: all):
         enough to rebuild its tree (``parkway.sessions.rules.rebuild``) while the stream holds them all
         (it keeps the last ``max_events``, like a run's). A ``message.added`` names its message (id,
-        parent, role, run, at), not its content: :meth:`get` reads that. Page on with ``after=`` the
+        parent, role, runId, at), not its content: :meth:`get` reads that. Page on with ``after=`` the
         last one's id."""
         check_event_id(after)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -424,8 +424,8 @@ class Sessions:
                 parent = basis.fields.get("head", "")
             message_id = "m_" + uuid.uuid4().hex[:14]
             run_id = branch_run_id(session_id)
-            new = {"id": message_id, "role": "user", "content": content, "at": now_ms(), "run": run_id}
-            trigger = {"type": "user.message", "message_id": message_id}
+            new = {"id": message_id, "role": "user", "content": content, "at": now_ms(), "runId": run_id}
+            trigger = {"type": "user.message", "messageId": message_id}
             run = self._branch_run(session_id, basis.fields, run_id, parent, trigger, new)
             reply = self._store.send(session_id, mode, edited, parent, new, run, basis.live, now_ms())
             if reply[0] == "ok":

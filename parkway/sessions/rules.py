@@ -35,9 +35,25 @@ from ..runtime.errors import SessionDenied, ValidationError
 from ..runtime.policy import check_text, loaded
 from ..runtime.protocol import check_id
 
-__all__ = ["MESSAGE_ROLES", "SessionState", "check_access", "check_may_clear", "check_text", "parse_resume", "rebuild"]
+__all__ = [
+    "MESSAGE_ROLES",
+    "SessionState",
+    "check_access",
+    "check_may_clear",
+    "check_text",
+    "message_run",
+    "parse_resume",
+    "rebuild",
+]
 
 MESSAGE_ROLES = ("user", "assistant", "tool")
+
+
+def message_run(message: Mapping[str, Any]) -> str | None:
+    """The run a stored message (or its ``message.added`` event) names: ``runId``; a message
+    stored before that spelling, still under its session's TTL, says ``run``."""
+    run = message.get("runId", message.get("run"))
+    return str(run) if run else None
 
 
 def check_access(caller: Caller, owner: str, tenant: str) -> None:
@@ -109,7 +125,7 @@ def rebuild(events: Iterable[tuple[str, Mapping[str, Any]]]) -> SessionState:
             state.owner, state.tenant = data["owner"], data["tenant"]
         elif kind == "message.added":
             # a user's message names its parent; a branch run's goes below the run's leaf
-            run = str(data.get("run") or "")
+            run = message_run(data) or ""
             parent = data.get("parent") or "" if data["role"] == "user" else state.runs.get(run, "")
             if data["role"] != "user" and run in state.runs:
                 state.runs[run] = data["id"]

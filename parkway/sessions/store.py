@@ -87,7 +87,8 @@ class SessionRecords:
     session_id: str
     fields: dict[str, str]
     messages: dict[str, dict[str, Any]]
-    """message id -> message (role, content, run, at, ...), with its ``parent``"""
+    """message id -> message (role, content, runId, at, ...; ``run`` in one stored before that name),
+    with its ``parent``"""
     open: dict[str, str]
     interrupts: dict[str, dict[str, Any]]
     deliveries: dict[str, str]
@@ -121,6 +122,13 @@ class SendBasis:
     """the live set's run ids (runs that ended leave it when a transition sees them ended)"""
     edited: dict[str, Any] | None = None
     """the edited message with its ``parent`` (an edit only; None when there is no such message)"""
+
+
+def _resumed_event(trigger: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``interrupt.resumed`` event a delivered trigger writes on its run's stream: camelCase, as
+    every event (the trigger itself, which the policy and ``use_triggers`` read, keeps the seed's
+    ``interrupt_id``)."""
+    return {"interruptId": trigger.get("interrupt_id"), "payload": trigger.get("payload")}
 
 
 def _trigger_entry(trigger: Mapping[str, Any]) -> JournalEntry:
@@ -414,11 +422,12 @@ class SessionStore:
             ],
             interrupt_id=interrupt_id,
             record=codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
-            now=now, maxlen=self._maxlen(), cleared=self._event(cleared), resumed=self._event(dict(trigger)),
+            now=now, maxlen=self._maxlen(), cleared=self._event(cleared), resumed=self._event(_resumed_event(trigger)),
             head=head, run_id=run.run_id, dispatched=self._event(dispatched),
             entry=layout.entry_to_blob(_trigger_entry(trigger), limit), session_id=session_id,
             kept=[
-                Kept(seq=seq, entry=layout.entry_to_blob(_trigger_entry(t), limit), event=self._event(dict(t)))
+                Kept(seq=seq, entry=layout.entry_to_blob(_trigger_entry(t), limit),
+                     event=self._event(_resumed_event(t)))
                 for seq, t in kept
             ],
             job=job,

@@ -113,7 +113,7 @@ key                         type    TTL       holds
 ``pw:{S}:s``                 hash    S         a session: agent (workflow ref), wf, owner, tenant, head
                                               (active message id), ttl, created, updated, inc (its
                                               incarnation: a nonce of the open that made it)
-``pw:{S}:m``                 hash    S         message id -> message (role, content, run, at)
+``pw:{S}:m``                 hash    S         message id -> message (role, content, runId, at)
 ``pw:{S}:up``                hash    S         message id -> parent message id ('' for a first message)
 ``pw:{S}:open``              hash    S         open session-level interrupt id -> anchor message ('' =
                                               global: parks every branch)
