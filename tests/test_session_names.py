@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import Caller
+from parkway import Caller, RunStatus
 from parkway.adapters import codec
 from parkway.adapters.redis import keys
 from parkway.adapters.redis.store import RedisStore
@@ -45,6 +45,9 @@ def test_the_policy_sees_each_tool_call_as_tool_call_id_in_camel_case(harness: H
     assert harness.pw.sessions.get(sid).messages[harness.pw.sessions.get(sid).head].content == (
         "done: sent, found bob@example.com"
     )
+    # the approval's answer, read when the call settled, is read again by every later replay (the
+    # deferred call parks the run after it): the run completes, not stuck on an answer "unconsumed"
+    assert harness.pw.get_run(sent.run_id).status == RunStatus.COMPLETED
 
 
 def test_records_stored_under_the_old_names_still_read(harness: Harness) -> None:

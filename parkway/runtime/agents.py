@@ -149,6 +149,11 @@ def use_tool(name: str, arguments: Mapping[str, Any] | None = None, *, id: str |
     if entry is None:
         actions = _actions_for(ctx, name, args, call_id, field)
         entry = _act(ctx, name, args, call_id, field, actions)
+    else:
+        # the answer that settled the call (an approval's, a deferred call's) is this call's on every
+        # replay too: read, so a later pause's replay does not take it for one no hook asks for
+        ctx.recorded(journal.interrupt(f"tool:{call_id}"))
+        ctx.recorded(journal.interrupt(f"defer:{call_id}"))
     value = entry.value if isinstance(entry.value, Mapping) else {}
     results = {"type": "tool.results", "toolCallId": call_id, "name": name, **value}
     consult(ctx, results, journal.interrupt(f"results:{call_id}"))
