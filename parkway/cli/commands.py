@@ -37,7 +37,8 @@ def _json(value: Any) -> str:
 
 
 def _dump(model: Any, **options: Any) -> dict[str, Any]:
-    """A model as the CLI prints it: camelCase, JSON types."""
+    """A model as the CLI prints it, as the HTTP API answers it: camelCase, JSON types, and every
+    field, null when it has no value."""
     out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, **options)
     return out
 
@@ -112,7 +113,7 @@ def _now_ms() -> int:
 
 
 def _show_run(run: Run, out: TextIO, extra: dict[str, Any] | None = None) -> None:
-    out.write(_json({**_dump(run, exclude_none=True), **(extra or {})}) + "\n")
+    out.write(_json({**_dump(run), **(extra or {})}) + "\n")
 
 
 def _describe(interrupt: Interrupt, out: TextIO, now: int | None = None) -> None:
@@ -563,7 +564,7 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
             status=args.status,
         )
         if args.json:
-            print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
+            print(_json(_dump(page)))
             return 0
         if not page.items:
             print(f"no {args.status} interrupts")
@@ -591,7 +592,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             cursor=args.cursor,
         )
         if args.json:
-            print(_json({**_dump(page, exclude_none=True), "nextCursor": page.next_cursor}))
+            print(_json(_dump(page)))
             return 0
         if not page.items:
             print("no runs")
@@ -716,7 +717,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def cmd_interrupt(args: argparse.Namespace) -> int:
     with _client(args) as pw:
         interrupt = pw.get_interrupt(args.request_id, run_id=args.run_id)
-        print(_json(_dump(interrupt, exclude_none=True)))
+        print(_json(_dump(interrupt)))
         _describe_ended(interrupt, sys.stderr)
         return 0
 
