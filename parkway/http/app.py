@@ -213,7 +213,9 @@ def parse_keys(text: str) -> dict[str, Key]:
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+    """A body as the API spells it: camelCase only (``run_id`` is refused, naming ``runId``)."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
 
 
 class StartRun(_Body):

@@ -16,8 +16,9 @@ member      meaning
 
 and, where there is one, ``outcome`` (an answer or cancel that changed nothing says why, with the
 ids it concerns: ``runId``, ``requestId``..., and a cancelled run's own status as ``runStatus``),
-``errors`` (a request that does not fit: each field, as ``body.ttlMs``, and why), or ``problems``
-(a contract answer that does not fit: field path -> why, as the inbox page shows them).
+``errors`` (a request that does not fit: each field, as ``body.ttlMs``, and why; a member spelt in
+the other casing, ``body.ttl_ms``, says the one the body expects), or ``problems`` (a contract
+answer that does not fit: field path -> why, as the inbox page shows them).
 Members are camelCase, as every body and event is.
 """
 
@@ -25,11 +26,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from pydantic.alias_generators import to_camel, to_snake
 from starlette.exceptions import HTTPException
 
@@ -93,20 +95,39 @@ def _field(loc: Sequence[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
-def _errors(exc: RequestValidationError) -> list[dict[str, str]]:
-    """Each misfit as {field, message}; a field spelt in the other casing names the one expected."""
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation names (``Body | None`` names ``Body``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models(arg)]
+
+
+def _spellings(request: Request, parent: Sequence[str]) -> set[str]:
+    """The member names the route's body accepts at ``parent`` (a location inside the body): each
+    field as the body spells it (its alias: camelCase, or the seed's names for its own input)."""
+    body = getattr(request.scope.get("route"), "body_field", None)
+    models = _models(body.field_info.annotation) if body is not None else []
+    for part in parent:
+        models = [inner for model in models for name, info in model.model_fields.items()
+                  if (info.alias or name) == part for inner in _models(info.annotation)]
+    return {info.alias or name for model in models for name, info in model.model_fields.items()}
+
+
+def _errors(exc: RequestValidationError, request: Request) -> list[dict[str, str]]:
+    """Each misfit as {field, message}; a member spelt in the other casing (``run_id`` for
+    ``runId``, ``interruptId`` for the seed's ``interrupt_id``) names the one the body expects."""
     raw = list(exc.errors())
     missing = {_field(e["loc"]) for e in raw if e.get("type") == "missing"}
     out = []
     for e in raw:
         field, message = _field(e["loc"]), str(e.get("msg", "invalid"))
-        if e.get("type") == "extra_forbidden":
+        if e.get("type") == "extra_forbidden" and e["loc"] and e["loc"][0] == "body":
             *parent, last = [str(p) for p in e["loc"]]
+            known = _spellings(request, parent[1:])
             for spelling in (to_snake(last), to_camel(last)):
-                expected = ".".join([*parent, spelling])
-                if spelling != last and expected in missing:
+                if spelling != last and spelling in known:
                     message = f"unknown field {last!r}: this body spells it {spelling!r}"
-                    missing.discard(expected)
+                    missing.discard(".".join([*parent, spelling]))
                     break
         out.append({"field": field, "message": message})
     return [e for e in out if not (e["message"] == "Field required" and e["field"] not in missing)]
@@ -123,6 +144,6 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = _errors(exc)
+        errors = _errors(exc, request)
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5]) or "the request does not fit"
         return problem(422, "InvalidRequest", detail, errors=errors)

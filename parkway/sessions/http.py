@@ -62,7 +62,9 @@ _TOOL_STATUS = {
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+    """A body as the API spells it: camelCase only (``run_id`` is refused, naming ``runId``)."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel)
 
 
 class OpenSession(_Body):
@@ -92,7 +94,8 @@ class RaiseBody(_Body):
 
 
 class ResumeInput(BaseModel):
-    """The seed's client input, as it spells it."""
+    """The seed's client input, as its spec spells it: the one body whose members are not camelCase
+    (``interruptId`` is refused, naming ``interrupt_id``; the README's HTTP section, "One dialect")."""
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["interrupt.resume"]
