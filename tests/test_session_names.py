@@ -64,6 +64,9 @@ def test_records_stored_under_the_old_names_still_read(harness: Harness) -> None
     old = {"role": "user", "content": "hi", "at": 1, "run": sent.run_id}  # as a message was stored before
     store.client.hset(keys.session_messages(sid), sent.message_id, codec.encode(old))
     assert harness.pw.sessions.get(sid).messages[sent.message_id].run_id == sent.run_id
+    # its message.added event (kept as the message's id) is made whole from it with runId
+    added = [e.data for e in harness.pw.sessions.events(sid) if e.type == "message.added"]
+    assert added[0]["id"] == sent.message_id and added[0]["runId"] == sent.run_id and "run" not in added[0]
     state = rebuild([
         ("session.opened", {"owner": "ada", "tenant": "acme"}),
         ("message.added", {"id": "m1", "parent": "", "role": "user", "run": "r1"}),

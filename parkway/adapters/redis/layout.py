@@ -873,6 +873,8 @@ def with_messages(
             if message.get("role") == "user":
                 head["parent"] = _s(parent)
             body = {k: v for k, v in message.items() if k != "content"}
+            if "run" in body:  # a message stored before its run was named runId
+                body["runId"] = body.pop("run")
             event = replace(event, data=head | body | {"incarnation": event.data.get("incarnation", "")})
         out.append(event)
     return out
