@@ -142,6 +142,31 @@ def test_every_route_refuses_a_member_in_the_other_casing_naming_the_one_it_expe
     }
 
 
+def test_every_route_refuses_a_query_parameter_in_the_other_casing_naming_the_one_it_expects(
+    server: Server, document: dict[str, Any]
+) -> None:
+    """For each GET route and each of its query parameters of more than one word, the parameter spelt
+    in the other casing (``?run_id=`` for ``?runId=``) is a 422 problem naming the one the route
+    expects, instead of being ignored (a filter silently dropped widens what a listing returns)."""
+    api = _api(server)
+    tried = []
+    for path, item in document["paths"].items():
+        operation = item.get("get")
+        if operation is None:
+            continue
+        for parameter in (p for p in operation.get("parameters", []) if p["in"] == "query"):
+            name = parameter["name"]
+            if to_snake(name) == name:
+                continue  # one word: nothing to spell otherwise
+            other = to_snake(name)
+            response = api.get(_concrete(path), params={other: "1"})
+            refused = _is_problem(response, 422, "invalid-request")
+            said = f"unknown query parameter {other!r}: this route spells it {name!r}"
+            assert refused["errors"] == [{"field": f"query.{other}", "message": said}], (path, refused)
+            tried.append(f"{path}?{name}")
+    assert {"/v1/interrupts?runId", "/v1/interrupts?waitMs", "/v1/runs?workflowPrefix"} <= set(tried), tried
+
+
 # --- what the API answers and streams ------------------------------------------------------------
 
 

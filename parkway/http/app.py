@@ -475,6 +475,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         # no redirect from /path/ to /path: its Location would be built from the request's Host header
         redirect_slashes=False,
         responses=_ERROR_RESPONSES,
+        dependencies=[Depends(problems.query_casing)],
     )
     problems.install(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)

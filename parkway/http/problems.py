@@ -25,7 +25,7 @@ Members are camelCase, as every body and event is.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, get_args
 
 from fastapi import FastAPI, Request
@@ -131,6 +131,31 @@ def _errors(exc: RequestValidationError, request: Request) -> list[dict[str, str
                     break
         out.append({"field": field, "message": message})
     return [e for e in out if not (e["message"] == "Field required" and e["field"] not in missing)]
+
+
+def _query_names(dependant: Any) -> Iterator[str]:
+    """The query parameters a route reads, as the URL spells them, its dependencies' included."""
+    yield from (field.alias for field in dependant.query_params)
+    for inner in dependant.dependencies:
+        yield from _query_names(inner)
+
+
+def query_casing(request: Request) -> None:
+    """Refuse a query parameter spelt in the other casing (``?run_id=`` where the route reads
+    ``runId``), naming the one expected: ignored, as unknown parameters are, it would drop a filter
+    and widen what a listing returns. (An app-wide dependency: it runs before the route's own.)"""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    known = set(_query_names(dependant))
+    wrong = []
+    for key in request.query_params:
+        spelling = next((s for s in (to_camel(key), to_snake(key)) if s != key and s in known), None)
+        if key not in known and spelling is not None:
+            said = f"unknown query parameter {key!r}: this route spells it {spelling!r}"
+            wrong.append({"type": "extra_forbidden", "loc": ("query", key), "msg": said, "input": key})
+    if wrong:
+        raise RequestValidationError(wrong)
 
 
 def install(app: FastAPI) -> None:
