@@ -1032,7 +1032,7 @@ def _command(
         name, help=help_, description=help_, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
         aliases=list(aliases),
     )
-    c.set_defaults(fn=fn)
+    c.set_defaults(fn=fn, runs_code=imports)
     # SUPPRESS: given after the command it sets verbose; absent, it leaves the one before the command alone
     c.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="log at INFO (default WARNING); also accepted before the command")
@@ -1425,7 +1425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _unknown_options(p, args, extra)
     from ..logs import configure as configure_logs
 
-    configure_logs("INFO" if args.verbose else "WARNING")
+    # a command that runs none of the application's code configures structlog at its first line:
+    # one that logs none (a listing) never imports structlog, nor rich through it (issue 23)
+    configure_logs("INFO" if args.verbose else "WARNING", at_first_line=not getattr(args, "runs_code", True))
     _extend_path(getattr(args, "path", None))
     try:
         return int(args.fn(args))

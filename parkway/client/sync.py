@@ -9,7 +9,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
@@ -19,7 +19,6 @@ from ..runtime.answers import parse_resume_metadata, validate_answer
 from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches, reaches
 from ..runtime.cancel import cancel_run
 from ..runtime.clock import now_ms
-from ..runtime.deploy_check import DeployCheck, check_deploy
 from ..runtime.errors import (
     CorruptRecord,
     InterruptNotFound,
@@ -74,6 +73,9 @@ from ..runtime.store import (
 )
 from ..runtime.workflow import Workflow
 from ..sessions import Sessions
+
+if TYPE_CHECKING:
+    from ..runtime.deploy_check import DeployCheck
 
 log = get_logger()
 
@@ -789,6 +791,8 @@ class Parkway:
         run recorded? (see :mod:`parkway.runtime.deploy_check`)."""
         check_id(run_id, "run id")
         workflow = against if isinstance(against, Workflow) else self.settings.modules.load(against)
+        from ..runtime.deploy_check import check_deploy  # its hooks and agents: not every client's needs
+
         return check_deploy(self.store, run_id, workflow, now_ms())
 
     def replay(self, run_id: str, against: Workflow | str) -> DeployCheck:

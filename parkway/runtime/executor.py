@@ -19,8 +19,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-import structlog
-
 from . import journal as journal_fields
 from . import telemetry, tokens
 from .clock import now_ms
@@ -95,6 +93,20 @@ class Options:
     """the features observing runs (``parkway.runtime.observers``), in the order their hooks run"""
 
 
+def _bind(**context: Any) -> None:
+    """Bind ``context`` to this job's log lines (structlog's contextvars; structlog is imported on
+    first use, as parkway's logger does: see ``runtime.logger``)."""
+    from structlog.contextvars import bind_contextvars
+
+    bind_contextvars(**context)
+
+
+def _unbind(*names: str) -> None:
+    from structlog.contextvars import unbind_contextvars
+
+    unbind_contextvars(*names)
+
+
 def execute(
     store: Store,
     options: Options,
@@ -108,9 +120,9 @@ def execute(
     ``began``, when given, returns the attempt of a ``begin`` the caller already sent (the worker
     sends it in the round trip that takes the job); it raises what ``Store.begin`` would. ``step``
     may then be None: the worker knew the job by its run and fence alone."""
-    structlog.contextvars.bind_contextvars(run_id=run_id)
+    _bind(run_id=run_id)
     if step is not None:  # else bound once the run is read (``_carry``)
-        structlog.contextvars.bind_contextvars(step=step)
+        _bind(step=step)
     try:
         if began is not None:
             attempt = began()
@@ -137,7 +149,7 @@ def execute(
             pass
         return JobEnd.FAILED
     finally:
-        structlog.contextvars.unbind_contextvars("run_id", "workflow", "node", "step", "request_id")
+        _unbind("run_id", "workflow", "node", "step", "request_id")
 
 
 def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobEnd:
@@ -157,9 +169,9 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             return _defer(store, options, run.run_id, fence, run.step, refused)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
     observers = tuple(o for e in options.extensions if (o := e.observe(store, run)) is not None)
-    structlog.contextvars.bind_contextvars(workflow=workflow.name)
+    _bind(workflow=workflow.name)
     while True:
-        structlog.contextvars.bind_contextvars(node=node, step=step)
+        _bind(node=node, step=step)
         started = time.perf_counter()
         ctx = NodeContext(
             store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock,
@@ -385,7 +397,7 @@ def _park(
         tenant=run.tenant,
         capture=pause.capture if pause.capture is not None else workflow.capture_content,
     )
-    structlog.contextvars.bind_contextvars(request_id=request_id)
+    _bind(request_id=request_id)
     public = pause.request.public()
     event = interrupt_event(interrupt, public)
     child = _new_child(options, ctx, pause.child, run) if pause.child is not None else None

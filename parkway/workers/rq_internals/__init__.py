@@ -121,6 +121,9 @@ Each SimpleWorker method it overrides, and why:
   Job, Queue and registry it builds passes faster.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from rq.worker import WorkerStatus
 
 from .job_format import (
@@ -140,7 +143,20 @@ from .job_format import (
     names_callbacks,
     stamp,
 )
-from .worker import HEARTBEAT_EVERY, Claim, TrimmedWorker, store_away
+
+if TYPE_CHECKING:
+    from .worker import HEARTBEAT_EVERY, Claim, TrimmedWorker, store_away
+
+_WORKER = ("HEARTBEAT_EVERY", "Claim", "TrimmedWorker", "store_away")
+
+
+def __getattr__(name: str) -> Any:
+    """The worker's names, imported when first asked for: a client, which needs only the job
+    format, then leaves the worker (and structlog, which it logs with) unimported."""
+    if name not in _WORKER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(".worker", __name__), name)
+
 
 __all__ = [
     "DATA_TAIL",
