@@ -124,3 +124,35 @@ def test_the_library_is_quiet_on_stdout() -> None:
     assert done.stdout == "done: completed\n", done.stdout
     assert "run_started" not in done.stderr and "resume_accepted" not in done.stderr
     assert "embedded" in done.stderr  # the one warning: nothing survives the process
+
+
+def test_a_configuration_waiting_for_the_first_line_imports_structlog_only_then() -> None:
+    """`configure(at_first_line=True)` (what the CLI's listing commands do) leaves structlog unimported
+    until parkway logs; that first line then comes out as configured (JSON at WARNING), and a
+    configuration applied at once replaces one still waiting."""
+    program = textwrap.dedent(
+        """
+        import io, json, sys
+        from parkway.logs import configure
+        from parkway.runtime.logger import get_logger
+
+        out = io.StringIO()
+        configure("WARNING", json=True, file=out, at_first_line=True)
+        print("before:", "structlog" in sys.modules)
+        get_logger().info("dropped")
+        get_logger().warning("kept", a=1)
+        line = json.loads(out.getvalue())
+        print("after:", "structlog" in sys.modules, line["event"], line["a"], line["level"])
+
+        later = io.StringIO()
+        configure("ERROR", json=True, file=later, at_first_line=True)
+        configure("INFO", json=True, file=later)  # now: the waiting one is forgotten
+        get_logger().info("shown")
+        print("replaced:", [json.loads(x)["event"] for x in later.getvalue().splitlines()])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=_user_env(), capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.splitlines() == ["before: False", "after: True kept 1 warning", "replaced: ['shown']"], (
+        done.stdout + done.stderr
+    )
