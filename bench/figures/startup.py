@@ -40,7 +40,10 @@ def measure(plan: Plan, url: str) -> Section:
     sec.extra.append(
         f"Wall time from `Popen` to exit, {count} starts per command and run, one at a time; the `parkway` script "
         "beside the benchmark's interpreter; `interrupts` lists the benchmark's own empty Redis (start, connect, one "
-        "listing call). `parkway` loads its public names on first use, and the CLI imports a command's needs when "
-        "the command runs, so `--help` imports neither redis, pydantic nor structlog."
+        "listing call); parkway's bytecode is written first, as `pip install` does (a checkout under "
+        "PYTHONDONTWRITEBYTECODE would compile every module at every start). `parkway` loads its public names on "
+        "first use, and the CLI imports a command's needs when the command runs, so `--help` imports neither redis, "
+        "pydantic nor structlog, and `interrupts` neither structlog (which imports rich when installed), the asyncio "
+        "client nor the worker (tests/test_cli_imports.py)."
     )
     return sec
