@@ -28,6 +28,8 @@ LISTING_NEVER = (
     "parkway.workers.worker",
     "parkway.workers.rq_internals.worker",
     "parkway.runtime.deploy_check",
+    "parkway.adapters.redis.calls",  # the scripts' argument classes: they load with the first transition
+    "parkway.sessions.calls",
 )
 """what a command that only reads Redis and prints (``interrupts``, ``runs``, ``show``) never imports:
 issue 23's start-time target for ``parkway interrupts`` (figure 8 of ``python -m bench``) is kept by

@@ -15,31 +15,24 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._lazy import LazyModule
 from ..adapters import codec
 from ..adapters.limits import Limits
-from ..adapters.redis import calls as store_calls
 from ..adapters.redis import keys, layout
 from ..adapters.redis.connection import run_plan
 from ..adapters.redis.errors import translated
 from ..adapters.redis.scripts import Args
 from ..runtime.errors import CorruptRecord, SessionError, SessionNotFound, StoreError, ValidationError
 from ..runtime.store import Answer, JournalEntry, NewRun, StoredEvent
-from .calls import (
-    Delivery,
-    Kept,
-    Live,
-    LiveAt,
-    Session,
-    SessionAnswer,
-    SessionClear,
-    SessionOpen,
-    SessionRaise,
-    SessionSend,
-    SessionSettle,
-    SessionSwitch,
-)
+
+if TYPE_CHECKING:
+    import parkway.sessions.calls as calls  # `from . import calls` would name this package (tests/test_imports.py)
+
+    from ..adapters.redis import calls as store_calls
+else:  # the calls' classes (and this feature's scripts' folder) load with the first transition
+    calls = LazyModule(f"{__package__}.calls")
 
 SCRIPTS = tuple(f"session_{name}" for name in ("open", "send", "settle", "raise", "clear", "answer", "switch"))
 """the session transitions, ``lua/<name>.lua`` each (their arguments: :mod:`.calls`)"""
@@ -185,9 +178,9 @@ class SessionStore:
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
 
-    def _session(self, s: str) -> Session:
+    def _session(self, s: str) -> calls.Session:
         """The session's keys, which every session script takes first."""
-        return Session(
+        return calls.Session(
             hash=keys.session(s), messages=keys.session_messages(s), up=keys.session_up(s),
             open=keys.session_open(s), interrupts=keys.session_interrupts(s),
             deliveries=keys.session_deliveries(s), live=keys.session_live(s), events=keys.session_events(s),
@@ -286,7 +279,7 @@ class SessionStore:
         the live branch run ``run_id`` (StoreError for any other run)."""
         check = layout.entry_to_blob(JournalEntry("check", "", None), self.store.limits.max_payload_bytes)
         held = self._event({"runId": run_id, "reason": "the branch is parked", "voided": False})
-        reply = self.store.call_script(run_id, SessionSettle(
+        reply = self.store.call_script(run_id, calls.SessionSettle(
             self._session(session_id), run=keys.run(run_id), journal=keys.journal(run_id, step),
             events=keys.events(run_id), leases=keys.leases(), fence=fence, step=step, run_id=run_id, mode="check",
             field="", entry=check, message_id="", message=b"", now=now, maxlen=self._maxlen(), added=b"", held=held,
@@ -313,7 +306,7 @@ class SessionStore:
         inc = uuid.uuid4().hex[:16]
         event = {"sessionId": session_id, "owner": owner, "tenant": tenant, "workflow": workflow, "incarnation": inc}
         try:
-            self.store.call_script(None, SessionOpen(
+            self.store.call_script(None, calls.SessionOpen(
                 self._session(session_id), agent=agent_ref, workflow=workflow, owner=owner, tenant=tenant,
                 ttl=ttl_ms, now=now, maxlen=self._maxlen(), event=self._event(event), incarnation=inc,
             ))
@@ -337,9 +330,10 @@ class SessionStore:
         body = {key: value for key, value in message.items() if key != "id"}
         added = layout.message_reference(message["id"])
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
-        reply = self.store.call_script(run.run_id, SessionSend(
+        reply = self.store.call_script(run.run_id, calls.SessionSend(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
-            live=[Live(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r), run_id=r) for r in live],
+            live=[calls.Live(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r), run_id=r)
+                  for r in live],
             mode=mode, edited=edited, parent=parent,
             message_id=message["id"],
             message=codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
@@ -372,7 +366,7 @@ class SessionStore:
         else:
             message_id, message_blob, added = "", b"", b""
         held = self._event({"runId": r, "reason": "the branch is parked", "voided": mode == "void"})
-        reply = self.store.call_script(r, SessionSettle(
+        reply = self.store.call_script(r, calls.SessionSettle(
             self._session(session_id), run=keys.run(r), journal=keys.journal(r, step), events=keys.events(r),
             leases=keys.leases(), fence=fence, step=step, run_id=r, mode=mode, field=journal_field, entry=blob,
             message_id=message_id, message=message_blob, now=now, maxlen=self._maxlen(), added=added, held=held,
@@ -386,7 +380,7 @@ class SessionStore:
             "scope": "session",
             **{key: record[key] for key in ("reason", "payload", "origin", "raisedBy") if key in record},
         }
-        reply = self.store.call_script(None, SessionRaise(
+        reply = self.store.call_script(None, calls.SessionRaise(
             self._session(session_id), interrupt_id=interrupt_id, anchor=anchor,
             record=codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
             event=self._event(event), now=now, maxlen=self._maxlen(),
@@ -413,10 +407,10 @@ class SessionStore:
         limit = self.store.limits.max_answer_bytes
         cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
         dispatched = {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
-        reply = self.store.call_script(None, SessionClear(
+        reply = self.store.call_script(None, calls.SessionClear(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
             live=[
-                LiveAt(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r),
+                calls.LiveAt(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r),
                        journal=keys.journal(r, step), run_id=r, step=step, job=self.store.hand_off(r)[1])
                 for r, step in live.items()
             ],
@@ -426,8 +420,8 @@ class SessionStore:
             head=head, run_id=run.run_id, dispatched=self._event(dispatched),
             entry=layout.entry_to_blob(_trigger_entry(trigger), limit), session_id=session_id,
             kept=[
-                Kept(seq=seq, entry=layout.entry_to_blob(_trigger_entry(t), limit),
-                     event=self._event(_resumed_event(t)))
+                calls.Kept(seq=seq, entry=layout.entry_to_blob(_trigger_entry(t), limit),
+                           event=self._event(_resumed_event(t)))
                 for seq, t in kept
             ],
             job=job,
@@ -440,7 +434,7 @@ class SessionStore:
         ``already_cleared``; ``not_live``; ``gone``; or resume.lua's refusal."""
         request_id = answer.interrupt.request_id
         cleared = {"interruptId": request_id, "clearedBy": record.get("clearedBy")}
-        reply = self.store.call_script(run_id, SessionAnswer(
+        reply = self.store.call_script(run_id, calls.SessionAnswer(
             self._session(session_id), resume=self.store.resume_call(run_id, answer), request_id=request_id,
             run_id=run_id,
             record=codec.encode(dict(record), limit=self.store.limits.max_payload_bytes, what="interrupt"),
@@ -459,12 +453,12 @@ class SessionStore:
         prepared = []
         for request_id, run_id, answer in deliveries:
             event = {"interruptId": request_id, "runId": run_id}
-            prepared.append(Delivery(
+            prepared.append(calls.Delivery(
                 resume=self.store.resume_call(run_id, answer) if answer is not None else None,
                 request_id=request_id, run_id=run_id, delivered=self._event(event),
                 undelivered=self._event({**event, "reason": "the run no longer waits on it"}),
             ))
-        reply = self.store.call_script(None, SessionSwitch(
+        reply = self.store.call_script(None, calls.SessionSwitch(
             self._session(session_id), deliveries=prepared, head=head, now=now, maxlen=self._maxlen(),
             switched=self._event({"head": head}),
         ))

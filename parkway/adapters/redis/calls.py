@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .scripts import Args, schema
+from .scripts import ScriptCall as ScriptCall  # its home is scripts.py (a call of any script)
 
 
 @schema("lookup")
@@ -534,19 +535,3 @@ class CloseRaced(Args):
     status_field: str
     member_newest: bytes
     member_expiring: bytes
-
-
-@dataclass(frozen=True)
-class ScriptCall:
-    """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV as
-    sent, and the typed arguments they were rendered from."""
-
-    name: str
-    run_id: str | None
-    keys: list[Any]
-    args: list[Any]
-    params: Args
-
-    @classmethod
-    def of(cls, run_id: str | None, params: Args) -> ScriptCall:
-        return cls(params.script, run_id, params.keys(), params.args(), params)

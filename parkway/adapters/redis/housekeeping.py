@@ -6,17 +6,23 @@ streams a park folded, pruning what no run holds, the reconciler's lock, the tal
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..._lazy import LazyModule
 from ...runtime import telemetry
 from ...runtime.protocol import ID_PATTERN
 from ...runtime.store import Due, IndexEntry, Overdue, Tallies
 from .. import codec
 from ..limits import Limits
-from . import calls, keys, layout
-from .calls import ScriptCall
+from . import keys, layout
 from .connection import text as _text
 from .errors import translated
+from .scripts import ScriptCall
+
+if TYPE_CHECKING:
+    from . import calls
+else:  # the calls' classes load with the first transition (see parkway._lazy)
+    calls = LazyModule(f"{__package__}.calls")
 
 
 class Housekeeping:

@@ -307,6 +307,23 @@ def _render(obj: Args, side: Literal["keys", "argv"]) -> list[Any]:
     return out
 
 
+
+@dataclass(frozen=True)
+class ScriptCall:
+    """One call of a transition's script: its name (the .lua file's), the run, KEYS and ARGV as
+    sent, and the typed arguments they were rendered from."""
+
+    name: str
+    run_id: str | None
+    keys: list[Any]
+    args: list[Any]
+    params: Args
+
+    @classmethod
+    def of(cls, run_id: str | None, params: Args) -> ScriptCall:
+        return cls(params.script, run_id, params.keys(), params.args(), params)
+
+
 A = TypeVar("A", bound=type[Args])
 _CLASSES: dict[str, type[Args]] = {}
 

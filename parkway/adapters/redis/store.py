@@ -20,7 +20,6 @@ import redis
 
 from ..limits import Limits
 from . import scripts
-from .calls import ScriptCall
 from .connection import connect, run_script
 from .errors import translated
 from .housekeeping import Housekeeping
@@ -28,7 +27,7 @@ from .listings import InterruptListings
 from .records import RunRecords
 from .replicas import ReplicaAcks
 from .run_index import RunIndex
-from .scripts import Args
+from .scripts import Args, ScriptCall
 from .transitions import Transitions
 
 READ_ONLY_SCRIPTS = frozenset({"lookup"})
@@ -77,6 +76,26 @@ class NextJob(Protocol):
         """``hand_off``'s ARGV for a job of ``run_id`` (the script adds the step and fence)."""
 
 
+
+class _Scripts(dict[str, Any]):
+    """A store's scripts by name (redis-py's ``Script``: its text and SHA), each built
+    (``scripts.source``) and registered on the client when first asked for: a process that calls
+    few of them (a command that lists) does not build all of them at its start."""
+
+    def __init__(self, client: redis.Redis, hand_off_lua: str, names: Iterable[str]) -> None:
+        super().__init__()
+        self.client = client
+        self.hand_off_lua = hand_off_lua
+        self.names = set(names)
+        """the scripts this store may call: its own and those features added (``add_scripts``)"""
+
+    def __missing__(self, name: str) -> Any:
+        if name not in self.names:
+            raise KeyError(name)
+        script = self[name] = self.client.register_script(scripts.source(name, self.hand_off_lua))
+        return script
+
+
 class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIndex):
     """Store on a Redis server (or a Redis-compatible one with Lua and streams): the scripts'
     registration and sending here; the transitions (``Transitions``), the housekeeping
@@ -98,7 +117,7 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         self.next_job = next_job
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._hand_off_lua = next_job.lua if next_job is not None else NO_HAND_OFF
-        self._scripts = {name: client.register_script(scripts.source(name, self._hand_off_lua)) for name in _SCRIPTS}
+        self._scripts: _Scripts = _Scripts(client, self._hand_off_lua, _SCRIPTS)
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
         self._read_only = set(READ_ONLY_SCRIPTS)
 
@@ -111,9 +130,7 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         folder the feature gave the loader (``scripts.add_folder``), loaded like the store's own
         (``scripts.source``, with this store's ``hand_off``). ``call_script`` then calls them like
         the store's own (translated errors, replica waits unless ``read_only``, ``around_scripts``)."""
-        for name in names:
-            if name not in self._scripts:
-                self._scripts[name] = self.client.register_script(scripts.source(name, self._hand_off_lua))
+        self._scripts.names.update(names)
         self._read_only.update(read_only)
 
     def call_script(self, run_id: str | None, params: Args) -> Any:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import redis.exceptions as rex
 
+from ..._lazy import LazyModule
 from ...runtime import journal, telemetry
 from ...runtime.errors import ValidationError
 from ...runtime.executor import interrupt_event
@@ -35,10 +36,15 @@ from ...runtime.store import (
 )
 from .. import codec
 from ..limits import Limits
-from . import calls, keys, layout
+from . import keys, layout
 from .connection import text as _text
 from .errors import translated
 from .scripts import Args
+
+if TYPE_CHECKING:
+    from . import calls
+else:  # the calls' classes load with the first transition (see parkway._lazy)
+    calls = LazyModule(f"{__package__}.calls")
 
 
 class Transitions:
