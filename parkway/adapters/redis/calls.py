@@ -2,6 +2,8 @@
 
 Each class is checked against its script's header when this module is imported: the fields are
 the header's names in its order (KEYS, then ARGV); ``keys()`` and ``args()`` render the call.
+The store imports it with its first transition (``parkway._lazy``): a process that only reads
+does not define these classes.
 """
 
 from __future__ import annotations
