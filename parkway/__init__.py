@@ -16,14 +16,19 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """Load the public surface on first use: a command such as ``parkway --help`` that needs none
-    of it starts without importing redis, rq, pydantic or structlog."""
+    of it starts without importing redis, rq, pydantic or structlog (and ``AsyncParkway``, the
+    asyncio client, when it is first asked for)."""
     probing = name.startswith("_") and name != "__all__"  # the import machinery's questions
     if probing or importlib.util.find_spec(f"{__name__}.{name}") is not None:  # `from . import links`
         raise AttributeError(f"module 'parkway' has no attribute {name!r}")
     _public = importlib.import_module("parkway._public")
     if name != "__all__" and name not in _public.__all__:
         raise AttributeError(f"module 'parkway' has no attribute {name!r}")
-    globals().update({n: getattr(_public, n) for n in _public.__all__}, __all__=_public.__all__)
+    if "__all__" not in globals():
+        eager = [n for n in _public.__all__ if n not in _public.ON_FIRST_USE]
+        globals().update({n: getattr(_public, n) for n in eager}, __all__=_public.__all__)
+    if name not in globals():  # AsyncParkway: the asyncio client loads when first asked for
+        globals()[name] = getattr(_public, name)
     return globals()[name]
 
 

@@ -1,9 +1,12 @@
 """The names ``parkway`` exports (its ``__all__``), loaded when one of them is first used: the
 workflow API, the client and what it returns, the errors' root and the errors an application
 commonly catches. Agents are in :mod:`parkway.agents`, sessions in :mod:`parkway.sessions`, every
-error in :mod:`parkway.errors`."""
+error in :mod:`parkway.errors`. ``AsyncParkway`` (the asyncio client) is imported when it is first
+asked for (:data:`ON_FIRST_USE`): a program that uses only ``Parkway`` does not load it."""
 
-from .client import AsyncParkway, Parkway
+from typing import TYPE_CHECKING, Any
+
+from .client import Parkway
 from .config import Settings
 from .runtime.answers import parse_resume_metadata
 from .runtime.authority import Caller
@@ -56,6 +59,21 @@ from .runtime.protocol import (
     RunStatus,
 )
 from .runtime.workflow import Result, Retry, Workflow
+
+if TYPE_CHECKING:
+    from .client import AsyncParkway
+
+ON_FIRST_USE = ("AsyncParkway",)
+"""names of ``__all__`` imported when first asked for (``parkway.__getattr__`` leaves them here)"""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in ON_FIRST_USE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .client import AsyncParkway
+
+    return AsyncParkway
+
 
 __all__ = [
     "AsyncParkway",

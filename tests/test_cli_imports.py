@@ -84,3 +84,18 @@ def test_a_listing_command_imports_no_heavy_module(
     the HTTP app, the asyncio client, the worker, nor the embedded server: they read and print."""
     probe = (*LISTING_NEVER, "redis", "pydantic")  # these two it needs: they show the command ran
     assert _loaded_by([*command, "--redis-url", redis_url], probe) == ["pydantic", "redis"]
+
+
+def test_the_asyncio_client_loads_when_first_asked_for() -> None:
+    """`parkway.Parkway` does not import the asyncio client; `from parkway import AsyncParkway` and
+    `from parkway.client import AsyncParkway` still give it."""
+    code = (
+        "import sys, parkway\n"
+        "parkway.Parkway\n"
+        "before = 'parkway.client.aio' in sys.modules\n"
+        "from parkway import AsyncParkway\n"
+        "from parkway.client import AsyncParkway as again\n"
+        "print(before, AsyncParkway is again is parkway.AsyncParkway, AsyncParkway.__module__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "parkway.client.aio"], out.stdout + out.stderr
