@@ -25,6 +25,8 @@ class LazyModule:
         self._module: ModuleType | None = None
 
     def __getattr__(self, attr: str) -> Any:
+        if attr in LazyModule.__slots__:  # unset (a copy made without __init__): no module to ask
+            raise AttributeError(attr)
         module = self._module
         if module is None:
             module = self._module = importlib.import_module(self._name)

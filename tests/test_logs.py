@@ -10,6 +10,7 @@ import textwrap
 import structlog
 from structlog.testing import capture_logs
 
+from parkway import Parkway
 from parkway.runtime import executor
 from parkway.runtime.store import NewRun
 from tests import flows
@@ -156,3 +157,23 @@ def test_a_configuration_waiting_for_the_first_line_imports_structlog_only_then(
     assert done.stdout.splitlines() == ["before: False", "after: True kept 1 warning", "replaced: ['shown']"], (
         done.stdout + done.stderr
     )
+
+
+def test_a_cli_command_that_logged_nothing_leaves_no_configuration_waiting(pw: Parkway, redis_url: str) -> None:
+    """`parkway interrupts` run in-process (its `main`) logs nothing; when it returns, nothing it
+    set up waits for a first line to reconfigure structlog under the caller's own configuration."""
+    program = textwrap.dedent(
+        f"""
+        from structlog.testing import capture_logs
+        from parkway.cli import main
+        from parkway.runtime.logger import get_logger
+
+        assert main(["interrupts", "--redis-url", {redis_url!r}]) == 0
+        with capture_logs() as logs:
+            get_logger().info("after")
+        print("captured:", [e["event"] for e in logs])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=_user_env(), capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.splitlines()[-1] == "captured: ['after']", done.stdout + done.stderr

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..adapters.limits import DEFAULT_TTL_MS
 from ..runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
+from ..runtime.logger import configure_at_first_line
 from ..sessions.cli import add as add_session_commands
 
 if TYPE_CHECKING:  # the command's start stays light: what a command needs, it imports when it runs
@@ -1436,3 +1437,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:  # called in-process, the command's configuration does not outlive it unused
+        configure_at_first_line(None)

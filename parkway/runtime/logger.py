@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ _DROPPED: list[Any] = []
 """what a filtering bound logger class (``structlog.make_filtering_bound_logger``) has for each
 level below its own: one function, shared by all such classes (found at the first line)"""
 _waiting: list[Callable[[], None]] = []
+_applying = threading.Lock()
 """a configuration to apply before the first line (:func:`configure_at_first_line`), at most one"""
 
 
@@ -39,7 +41,9 @@ def configure_at_first_line(configure: Callable[[], None] | None) -> None:
 def _structlog() -> Any:
     """structlog, imported now if not yet, with the waiting configuration applied first."""
     if _waiting:
-        _waiting.pop()()
+        with _applying:  # one thread applies it; the others wait for it, then log through it
+            if _waiting:
+                _waiting.pop()()
     import structlog
 
     if not _DROPPED:
