@@ -186,3 +186,23 @@ def test_metrics_are_for_a_metrics_key_or_a_system_key_of_no_tenant(deployment: 
     scraper = _api(server, SCRAPER)
     assert scraper.get("/metrics").status_code == 200
     assert scraper.get("/v1/interrupts").status_code == 403
+
+
+def test_accepted_resumes_are_the_wait_histograms_count_and_include_the_counter_kept_before() -> None:
+    """Accepted resumes by workflow are what the wait histogram counts; counters written before it
+    alone counted them (a resumes:accepted field beside the buckets, with or without a workflow) read
+    the same, and do not count twice once the buckets grow past them."""
+    from parkway.http.metrics import ParkwayCollector, Refused
+    from parkway.runtime.store import Tallies
+
+    counters = {
+        "resumes:accepted:old": 3, "wait:old:1": 2, "wait:old:+Inf": 1,  # written before: both counted
+        "wait:new:10": 4, "wait:new:sum_ms": 9000,  # written now: the histogram alone
+        "resumes:accepted:grown": 2, "wait:grown:1": 5,  # both before, then the histogram went on
+        "resumes:accepted": 1, "wait:1": 1,  # before counters had a workflow
+    }
+    tallies = Tallies(counters=counters, wait_buckets=(1, 10), pending={})
+    families = {f.name: f for f in ParkwayCollector(lambda: tallies, Refused()).collect()}
+    accepted = {s.labels["workflow"]: s.value for s in families["parkway_resumes"].samples
+                if s.labels.get("outcome") == "accepted"}
+    assert accepted == {"old": 3, "new": 4, "grown": 5, "": 1}

@@ -111,7 +111,7 @@ class ParkwayCollector(Collector):
         yield _histogram(t, "node", t.node_buckets, "parkway_node_duration_seconds",
                          "Time a node's completed attempt ran, to its commit")
         resumes = CounterMetricFamily("parkway_resumes", "Resumes by outcome", labels=["outcome", "workflow"])
-        for workflow, count in sorted(_by_workflow(c, "resumes:accepted").items()):
+        for workflow, count in sorted(_accepted(t).items()):
             resumes.add_metric(["accepted", workflow], count)
         refused = self.refused.snapshot()
         for outcome in REFUSED:
@@ -155,6 +155,24 @@ def _by_workflow(counters: dict[str, int], prefix: str) -> dict[str, int]:
         head, sep, workflow = field.rpartition(":")
         if sep and head == prefix:
             out[workflow] = out.get(workflow, 0) + value
+    if len(out) > 1 and not out[""]:
+        del out[""]
+    return out
+
+
+def _accepted(t: Tallies) -> dict[str, int]:
+    """Accepted resumes by workflow: the wait histogram's count (its buckets summed), or the
+    ``resumes:accepted`` counter resume.lua kept beside it before the histogram alone counted them,
+    whichever is larger (that counter no longer grows)."""
+    names = {str(b) for b in t.wait_buckets} | {"+Inf"}
+    counted: dict[str, int] = {}
+    for field, value in t.counters.items():
+        parts = field.split(":")
+        if parts[0] == "wait" and len(parts) in (2, 3) and parts[-1] in names:
+            workflow = parts[1] if len(parts) == 3 else ""
+            counted[workflow] = counted.get(workflow, 0) + value
+    before = _by_workflow(t.counters, "resumes:accepted")
+    out = {w: max(counted.get(w, 0), before.get(w, 0)) for w in before | counted}
     if len(out) > 1 and not out[""]:
         del out[""]
     return out

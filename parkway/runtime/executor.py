@@ -219,7 +219,8 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         except WorkflowError as exc:
             return _fail(store, options, run.run_id, fence, exc, node)
         data.update(outcome.data or {})
-        commit = replace(_advance(workflow, node, step, next_node, data, options), duration_ms=_since(started))
+        commit = replace(_advance(workflow, node, step, next_node, data, options), duration_ms=_since(started),
+                         journal_written=bool(ctx.journal))
         fence = store.advance(run.run_id, fence, step, commit)
         log.info("node_completed", next=next_node, duration_ms=_since(started))
         if next_node is None:

@@ -136,6 +136,9 @@ class Advance:
     """the run's workflow (what the counters count it under)"""
     duration_ms: float | None = None
     """how long the node's attempt ran (the node-duration histogram)"""
+    journal_written: bool = True
+    """whether the step's journal may hold entries (its attempt read or wrote some); False: it holds
+    none, so the store has nothing of it to delete"""
 
 
 InterruptStatus = Literal["pending", "resolved", "cancelled", "expired"]

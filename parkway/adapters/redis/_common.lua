@@ -169,21 +169,31 @@ end
 -- dropped (a stream's ids only grow).
 local FOLDED = {}
 for i = 0, FOLD_MAX - 1 do FOLDED[#FOLDED + 1] = '~' .. i end
+-- Put one folded entry back in the stream with its id: false when the stream refuses it (it holds
+-- that id or a later one).
+local function put_back(stream, entry)
+  local sp = string.find(entry, ' ', 1, true)
+  local n = string.byte(entry, sp + 1)
+  local added = redis.pcall('XADD', stream, string.sub(entry, 1, sp - 1), 't', string.sub(entry, sp + 2, sp + 1 + n),
+    'd', string.sub(entry, sp + 2 + n))
+  return type(added) ~= 'table' or not added.err
+end
 -- `folded`: the run's `~0` field if the caller read it (false: absent), else nil (read here).
 -- unfold_entries only puts the entries back and returns the fields they were in (empty: none), for
 -- a caller that drops those fields and gives the stream the records' TTL itself (resume_commit).
+-- The first entry goes back first: a stream that refuses it still holds them all (its wake copy,
+-- within FOLD_WAKE_MS of the park: a quick answer), so the others are not read, and all the fields
+-- are dropped.
 local function unfold_entries(run, stream, folded)
   if folded == nil then folded = redis.call('HGET', run, '~0') end
   if not folded then return {} end  -- the usual case: nothing folded
-  local got = redis.call('HMGET', run, unpack(FOLDED))
-  local moved = {}
+  if not put_back(stream, folded) then return {unpack(FOLDED)} end
+  local got = redis.call('HMGET', run, unpack(FOLDED, 2))
+  local moved = {FOLDED[1]}
   for i, entry in ipairs(got) do  -- in order, up to the first field not there
     if not entry then break end
-    local sp = string.find(entry, ' ', 1, true)
-    local n = string.byte(entry, sp + 1)
-    redis.pcall('XADD', stream, string.sub(entry, 1, sp - 1), 't', string.sub(entry, sp + 2, sp + 1 + n),
-      'd', string.sub(entry, sp + 2 + n))
-    moved[i] = FOLDED[i]
+    put_back(stream, entry)
+    moved[i + 1] = FOLDED[i + 1]
   end
   return moved
 end

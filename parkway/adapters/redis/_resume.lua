@@ -2,7 +2,7 @@
 -- (as K and A), so that the session scripts that deliver an answer run the same transition inside
 -- their own (session_answer, session_switch): resume_refused says why the answer cannot be taken
 -- (a reply) or nil and the pending interrupt it read ({req, step}, with the run's fence, ttl, kept,
--- ~0 and wf fields: read in the same HMGET), writing nothing; resume_commit then
+-- ~0 and wf fields, and the status of the interrupt the caller read: in the same HMGET), writing nothing; resume_commit then
 -- takes it (call it only after nil, with that pending: it reads neither again). The run
 -- hash's `kept` names an interrupt whose answer its session keeps (session_answer, session_switch).
 -- Answering: flip its status from pending, record the answer,
@@ -14,7 +14,8 @@
 -- K and A are resume.lua's KEYS and ARGV, bound by its header (a session script binds the call it
 -- carries with bind_call(SPEC.resume, ...)).
 local function resume_refused(K, A, delivering)
-  local cur = redis.call('HMGET', K.run, A.token_field, 'expires', 'step', 'kept', 'fence', 'ttl', '~0', 'wf')
+  local cur = redis.call('HMGET', K.run, A.token_field, 'expires', 'step', 'kept', 'fence', 'ttl', '~0', 'wf',
+    A.read_status)
   local req = cur[1]
   if not req then
     if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
@@ -26,7 +27,8 @@ local function resume_refused(K, A, delivering)
   if not delivering and A.status == 'resolved' and cur[4] == req then
     return {'already_resolved', req}
   end
-  local status = redis.call('HGET', K.run, A.status_prefix .. req)
+  local status = cur[9]
+  if A.status_prefix .. req ~= A.read_status then status = redis.call('HGET', K.run, A.status_prefix .. req) end
   if status ~= 'pending' then
     if status == 'expired' then return {'expired', req} end
     return {'already_resolved', req}
@@ -52,14 +54,14 @@ local function answered_again(K, A, refused)
 end
 
 -- The wait from the interrupt's creation, counted in the histogram's bucket (`buckets`: bounds in s),
--- by the run's workflow `wf` (the counters' fields: layout.COUNTERS).
+-- by the run's workflow `wf` (the counters' fields: layout.COUNTERS); the histogram's count is the
+-- accepted resumes' count.
 local function count_wait(metrics, created, now, buckets, wf)
   local waited = math.max(0, tonumber(now) - tonumber(created))
   local bucket = '+Inf'
   for bound in string.gmatch(buckets, '%S+') do
     if waited <= tonumber(bound) * 1000 then bucket = bound break end
   end
-  redis.call('HINCRBY', metrics, 'resumes:accepted:' .. wf, 1)
   redis.call('HINCRBY', metrics, 'wait:' .. wf .. ':' .. bucket, 1)
   redis.call('HINCRBY', metrics, 'wait:' .. wf .. ':sum_ms', waited)
 end

@@ -1,7 +1,7 @@
 -- Commit a completed node: merge data, go to the next node (same job, same lease) or finish.
 -- KEYS
 --   run            the run's hash
---   journal        the journal of the step
+--   journal        the journal of the step ('' = its attempts wrote none: nothing to delete)
 --   state          the workflow state
 --   events         the run's stream
 --   summary        the run's summary
@@ -29,7 +29,7 @@ local cur, err = check_fence(K.run, A.fence, {'running'}, {'node', 'ttl', '~0'})
 if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 local fence = tonumber(cur[1]) + 1
-redis.call('DEL', K.journal)
+if K.journal ~= '' then redis.call('DEL', K.journal) end
 -- the node this step ran, and the data the next step starts with (step 0 starts with the input)
 local ends = A.next_node == ''
 if ends then

@@ -428,6 +428,7 @@ class Resume(Args):
     retention: int
     buckets: str
     status_prefix: str
+    read_status: str
     created: int
     expires: int
     answered: str

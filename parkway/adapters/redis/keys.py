@@ -101,7 +101,7 @@ key                         type    TTL       holds
                                               transitions they count, most by workflow:
                                               ``attempts`` (begin), ``runs:<status>:<wf>``,
                                               ``recovered`` (recover), ``deferred`` (release),
-                                              ``resumes:accepted:<wf>``, ``wait:<wf>:<le s>``,
+                                              ``wait:<wf>:<le s>`` (counts the accepted resumes),
                                               ``node:<wf>:<le s>``, ``retries:<wf>``,
                                               ``failures:<wf>``: ``layout.COUNTERS``; a few
                                               dozen fields per workflow

@@ -128,8 +128,10 @@ CHILD_WAIT = "child:"
 NODE_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120, 600)
 """the node-duration histogram's bounds in seconds (``node:<wf>:<bound>``, see ``COUNTERS``)"""
 COUNTERS = """the fields of the counters hash (``keys.metrics``), by the workflow ``<wf>`` of the run counted:
-``runs:<status>:<wf>`` (advance, finish, recover, expire), ``resumes:accepted:<wf>``,
-``wait:<wf>:<le s | +Inf>`` and ``wait:<wf>:sum_ms`` (resume), ``node:<wf>:<le s | +Inf>`` and
+``runs:<status>:<wf>`` (advance, finish, recover, expire), ``wait:<wf>:<le s | +Inf>`` and
+``wait:<wf>:sum_ms`` (resume: its buckets' sum is the count of accepted resumes; ``resumes:accepted:<wf>``,
+which counted them too until the wait histogram alone did, is still read: ``http.metrics``),
+``node:<wf>:<le s | +Inf>`` and
 ``node:<wf>:sum_ms`` (advance: a node's completed attempt), ``retries:<wf>`` (write_entry: a failed
 attempt retried), ``failures:<wf>`` (a failed attempt: retried, write_entry; or ending its run, finish);
 and with no workflow: ``attempts``, ``recovered``, ``deferred``. Fields written before counters had

@@ -34,6 +34,8 @@
 --   retention      ms the summary outlives the records
 --   buckets        the wait histogram's upper bounds in seconds, ascending, space-separated
 --   status_prefix  what an interrupt's status field starts with
+--   read_status    the status field of the interrupt the caller read (layout.status_field), read with
+--                  the token's field (the token's interrupt is almost always that one)
 --   created        ms the interrupt was created at
 --   expires        ms it expires at, as read
 --   closing: closing  its lifecycle record's end

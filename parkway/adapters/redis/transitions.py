@@ -166,7 +166,8 @@ class Transitions:
         r = run_id
         ended = commit.next_node is None
         return int(self._script(r, calls.Advance(
-            run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
+            run=keys.run(r), journal=keys.journal(r, step) if commit.journal_written else "",
+            state=keys.workflow_state(r), events=keys.events(r),
             summary=keys.summary(r), leases=keys.leases(), metrics=keys.metrics(), snapshots=keys.snapshots(r),
             parent=self._parent(r, "completed", commit.output, commit.now) if ended else None,
             fence=fence, step=step,
@@ -434,6 +435,7 @@ class Transitions:
             member_expiring=codec.member(entry, "expiring"),
             run_id=r, maxlen=self.limits.max_events, status=status, event_type=event,
             retention=self.limits.retention_ms, buckets=_WAIT_BUCKETS_ARG, status_prefix=layout.STATUS_PREFIX,
+            read_status=layout.status_field(rec.request_id, r),
             created=rec.created_at, expires=rec.expires_at,
             answered="" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}", job=job,
         )

@@ -1,0 +1,110 @@
+"""What a cycle's transitions cost Redis (issue 22): the commands each script runs, counted with
+INFO commandstats on a server of the test's own, for the work the transition does and no more."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from parkway import Parkway, RunStatus, Settings, Workflow, use_step
+from parkway.adapters.redis import keys, layout
+from parkway.runtime.clock import now_ms
+from parkway.runtime.store import Advance
+from tests import flows
+from tests.conftest import SECRET, Harness
+from tests.procs import RedisServer
+
+recorder = Workflow("recorder")
+
+
+@recorder.node(start=True)
+def record(data: dict[str, Any]) -> dict[str, Any]:
+    return {"noted": use_step("note", lambda: 1)}
+
+
+@pytest.fixture
+def private(tmp_path: Path) -> Iterator[tuple[Harness, redis.Redis]]:
+    """A harness on a server of the test's own, so INFO commandstats counts only this test's commands."""
+    server = RedisServer(tmp_path, appendonly=False)
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    settings = Settings(redis_url=server.url, secret=SECRET)
+    try:
+        with Parkway(settings) as pw:
+            yield Harness("redis", pw, settings, client), client
+    finally:
+        client.close()
+        server.stop()
+
+
+def _calls(client: redis.Redis) -> dict[str, int]:
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in client.info("commandstats").items()}
+
+
+def _parked(harness: Harness) -> tuple[str, str]:
+    run_id = harness.start_and_run(flows.one_choice)
+    return run_id, harness.token(run_id)
+
+
+def test_an_advance_deletes_no_journal_its_step_never_wrote(private: tuple[Harness, redis.Redis]) -> None:
+    """A node that recorded nothing ends without a DEL of its step's journal (there is none); one that
+    recorded something ends with its journal deleted."""
+    harness, client = private
+    run_id = harness.pw.start(flows.one_choice, {})  # its job left queued: the test begins it by hand
+    store = harness.pw.store
+    now = now_ms()
+    store.begin(run_id, 0, 0, now, now + 60_000)
+    client.config_resetstat()
+    store.advance(run_id, 0, 0, Advance({}, "paint", None, [], now_ms(), "one_choice", None, journal_written=False))
+    assert "del" not in _calls(client)
+    store.write_entry(run_id, 1, 1, "workflow", "note", 1, None, now_ms())  # not the journal: still none
+    harness.pw.store.advance(run_id, 1, 1, Advance({}, None, {}, [], now_ms(), "one_choice"))
+    assert _calls(client)["del"] == 1  # journal_written's default: a store that is not told deletes
+
+    recorded = harness.start_and_run(recorder)
+    assert harness.pw.get_run(recorded).status is RunStatus.COMPLETED
+    assert not client.exists(keys.journal(recorded, 0))  # the executor said its node wrote one
+    stepped = harness.start_and_run(flows.stepper, {"tag": "cost"})
+    assert harness.pw.resume(harness.token(stepped), selected="red").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(stepped).status is RunStatus.COMPLETED
+    assert not client.exists(keys.journal(stepped, 0))  # its replay read one
+
+
+def test_a_quick_resume_reads_no_folded_event_and_puts_none_back(private: tuple[Harness, redis.Redis]) -> None:
+    """A resume while the parked run's stream is still there (its wake copy, FOLD_WAKE_MS after the
+    park) only drops the events park folded into the run's hash: one XADD is refused, none is read
+    from the hash, and the run's events read as before; the interrupt's status is read with the
+    fence check, and the wait histogram alone counts the resume."""
+    harness, client = private
+    run_id, token = _parked(harness)
+    client.pexpire(keys.events(run_id), 60_000)  # as quick as the test needs, on a loaded machine too
+    client.config_resetstat()
+    assert harness.pw.resume(token, selected="red").accepted
+    calls = _calls(client)
+    assert calls["xadd"] == 2 and calls["hmget"] == 1 and "hget" not in calls, calls  # the refused one, the answer's
+    assert calls["hincrby"] == 2, calls  # the wait's bucket and its sum
+    assert not client.hexists(keys.run(run_id), layout.folded_event_field(0))
+    harness.run_jobs()
+    types = [e.type for e in harness.pw.store.read_events(run_id, "0", None, 100)]
+    assert types == ["run.started", "node.started", "interrupt", "interrupt.resumed", "node.started", "node.completed",
+                     "node.started", "node.completed", "run.completed", "done"]
+
+
+def test_a_late_resume_puts_the_folded_events_back_in_order(private: tuple[Harness, redis.Redis]) -> None:
+    """A resume after the parked run's stream is gone puts every folded event back with its id, before
+    the answer's, and the run's stream then lives as long as its records."""
+    harness, client = private
+    run_id, token = _parked(harness)
+    before = harness.pw.store.read_events(run_id, "0", None, 100)
+    client.delete(keys.events(run_id))  # what its TTL does
+    assert harness.pw.resume(token, selected="red").accepted
+    assert not client.hexists(keys.run(run_id), layout.folded_event_field(0))
+    after = harness.pw.store.read_events(run_id, "0", None, 100)
+    assert [e.id for e in after[: len(before)]] == [e.id for e in before]
+    assert [e.type for e in after[len(before) :]] == ["interrupt.resumed"]
+    assert 0 < client.pttl(keys.events(run_id)) <= client.pttl(keys.run(run_id)) + 50
