@@ -108,3 +108,24 @@ def test_a_late_resume_puts_the_folded_events_back_in_order(private: tuple[Harne
     assert [e.id for e in after[: len(before)]] == [e.id for e in before]
     assert [e.type for e in after[len(before) :]] == ["interrupt.resumed"]
     assert 0 < client.pttl(keys.events(run_id)) <= client.pttl(keys.run(run_id)) + 50
+
+
+def test_a_begin_reads_no_workflow_state_until_a_node_asks_for_it(private: tuple[Harness, redis.Redis]) -> None:
+    """Beginning a node reads its journal and not the run's workflow state, and appends node.started
+    to a stream that is there without asking its TTL; a node that asks for the state reads it then,
+    with what the run's earlier nodes wrote."""
+    harness, client = private
+    run_id = harness.pw.start(flows.one_choice, {})
+    now = now_ms()
+    client.config_resetstat()
+    attempt = harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)
+    calls = _calls(client)
+    assert calls["hgetall"] == 1 and "pttl" not in calls, calls  # the step's journal; its stream is there
+    harness.pw.store.write_entry(run_id, 0, 0, "workflow", "ticket", "T-1", None, now_ms())
+    client.config_resetstat()
+    assert dict(attempt.workflow_state) == {"ticket": "T-1"}  # read now, once
+    assert attempt.workflow_state["ticket"] == "T-1" and _calls(client)["hgetall"] == 1
+
+    shared = harness.start_and_run(flows.shared_state, {})
+    assert harness.pw.get_run(shared).status is RunStatus.COMPLETED
+

@@ -261,7 +261,7 @@ def test_a_call_the_header_does_not_account_for_is_an_error() -> None:
 def _resume(tag: str) -> calls.Resume:
     names = [f.name for f in __import__("dataclasses").fields(calls.Resume)]
     values: dict[str, object] = {n: f"{tag}.{n}" for n in names}
-    closing = calls.Closing(*(f"{tag}.c{i}" for i in range(7)))
+    closing = calls.Closing(*(f"{tag}.c{i}" for i in range(6)))
     return calls.Resume(**{**values, "closing": closing, "filters": [f"{tag}.f1"], "queues": ["q1", "q2"],  # type: ignore[arg-type]
                            "job": [f"{tag}.j1"]})
 
@@ -279,4 +279,4 @@ def test_blocks_inside_a_list_of_blocks_bind_by_their_own_counts() -> None:
     got = _bound("session_switch", switch, "{#K.deliveries, A.deliveries[1].resume == nil and 1 or 0,"
                  " K.deliveries[2].resume.filters[1], K.deliveries[3].resume.queues[2], A.deliveries[3].resume.job[1],"
                  " A.deliveries[3].resume.closing.created, A.deliveries[3].request_id, K.session.events, A.switched}")
-    assert got == [3, 1, b"r2.f1", b"q2", b"r3.j1", b"r3.c6", b"req3", b"s.7", b"sw"]
+    assert got == [3, 1, b"r2.f1", b"q2", b"r3.j1", b"r3.c5", b"req3", b"s.7", b"sw"]

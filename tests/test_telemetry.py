@@ -314,8 +314,8 @@ def test_listings_by_status_page_newest_end_first_by_workflow(harness: Harness) 
 
 
 def test_closed_indexes_are_pruned_past_the_retention(redis_url: str, redis_client: Any) -> None:
-    """A member older than the retention is left out of listings and removed by the next script
-    that adds to its index."""
+    """A member older than the retention is left out of listings and removed by the reconciler's next
+    pass (the scripts that add to a closed index do not prune it)."""
     from parkway.adapters.limits import Limits
 
     settings = Settings(redis_url=redis_url, secret=SECRET, limits=Limits(retention_ms=1000))
@@ -329,6 +329,9 @@ def test_closed_indexes_are_pruned_past_the_retention(redis_url: str, redis_clie
         second = harness.start_and_run(flows.one_choice)
         second_req, token = _pending(harness, second)
         assert pw.resume(token, selected="red").accepted
+        assert [i.request_id for i in pw.list_interrupts(status="resolved").items] == [second_req]
+        assert redis_client.zcard(keys.closed_index("resolved", "one_choice")) == 2
+        reconcile_once(pw.store, pw.backend.dispatcher)
         members = redis_client.zrange(keys.closed_index("resolved", "one_choice"), 0, -1)
         assert len(members) == 1 and members[0].endswith(second_req.encode())
         assert first_req != second_req

@@ -21,7 +21,7 @@ import hashlib
 import json
 import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -167,7 +167,7 @@ class NodeContext:
     step: int
     fence: int
     journal: dict[str, JournalEntry]
-    workflow_state: dict[str, Any]
+    workflow_state: MutableMapping[str, Any]
     clock: Callable[[], int]
     position: int = 0
     observers: tuple[RunObserver, ...] = ()

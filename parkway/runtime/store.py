@@ -13,7 +13,7 @@ stores encode them with msgpack.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -116,11 +116,42 @@ class JournalEntry:
 
 @dataclass(frozen=True)
 class Attempt:
-    """Everything one node attempt needs, read in the same step that marks the run running."""
+    """Everything one node attempt needs, read in the same step that marks the run running (the
+    workflow state when a node first asks for it)."""
 
     run: RunRecord
     journal: dict[str, JournalEntry]
-    workflow_state: dict[str, Any]
+    workflow_state: MutableMapping[str, Any]
+
+
+class LazyState(MutableMapping[str, Any]):
+    """A run's workflow state for one job, read by ``load`` when a node first asks for it: most runs
+    keep none, so beginning a node reads nothing of it. Only the run's one attempt writes it (the
+    job's own writes land here too), so a later read sees what a read at the begin would have."""
+
+    def __init__(self, load: Callable[[], dict[str, Any]]) -> None:
+        self._load: Callable[[], dict[str, Any]] | None = load
+        self._values: dict[str, Any] = {}
+
+    def _read(self) -> dict[str, Any]:
+        if self._load is not None:
+            self._values, self._load = self._load(), None
+        return self._values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._read()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._read()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._read()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 @dataclass(frozen=True)

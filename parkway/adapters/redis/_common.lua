@@ -114,13 +114,13 @@ end
 --   end_field      the lifecycle field of its end in the summary (e:<req>)
 --   ended          its blob
 --   member         the closed index member
---   floor          the oldest end time the closed index keeps (6 bytes, as members start)
 --   created_field  the lifecycle record's first part's field (i:<req>)
 --   created        its blob (written at the end: while open, the run's record says it; '' when
 --                  the run's records are gone)
 
 -- Write the end of an interrupt's lifecycle record in `summary` and list it as closed (`k`, `a`:
--- a closing block's keys and arguments).
+-- a closing block's keys and arguments). Listings read a closed index within the retention; the
+-- members past it go in the reconciler's pass (prune.lua), not here.
 local function write_closing(summary, k, a)
   if a.created ~= '' then
     hset_parts(summary, a.end_field, a.ended, a.created_field, a.created)
@@ -128,7 +128,6 @@ local function write_closing(summary, k, a)
     hset_parts(summary, a.end_field, a.ended)
   end
   redis.call('ZADD', k.index, 0, a.member)
-  redis.call('ZREMRANGEBYLEX', k.index, '-', '(' .. a.floor)
 end
 
 local function xadd(stream, maxlen, kind, blob)

@@ -1,5 +1,6 @@
 -- Begin a node attempt: check the fence, take the lease, drop the outbox entry, mark the
--- run running, write node.started, and return what the attempt needs. A run already running at
+-- run running, write node.started, and return what the attempt needs (the workflow state is read
+-- when a node first asks for it: store.LazyState). A run already running at
 -- this fence under a live lease belongs to another attempt (a duplicate or re-delivered job):
 -- refused as stale, so one activation never runs twice at once. A lapsed lease may be taken over.
 -- A job known by its id alone (the run and the fence: parkway's worker does not read the job's
@@ -10,7 +11,6 @@
 -- KEYS
 --   run            the run's hash
 --   journal        the journal of the step ('' = the step is not given)
---   state          the workflow state
 --   leases         the leases
 --   outbox         the outbox
 --   metrics        the counters
@@ -64,9 +64,14 @@ redis.call('HINCRBY', K.metrics, 'attempts', 1)
 -- cancellation, the steps of a lost attempt)
 local entries = redis.call('HGETALL', journal)
 local replay = #entries > 0 and '\195' or '\194'
-xadd_run(K.run, K.events, A.maxlen, 'node.started',
-  '\131\164node' .. mp_str(at.node or '') .. '\164step' .. mp_uint(step) .. '\166replay' .. replay, at['~0'])
-if redis.call('PTTL', K.events) == -1 then redis.call('PEXPIRE', K.events, records_left(K.run)) end
+local started = '\131\164node' .. mp_str(at.node or '') .. '\164step' .. mp_uint(step) .. '\166replay' .. replay
+unfold(K.run, K.events, at['~0'])
+-- a stream that is gone (evicted, or deleted by hand) is made again under the records' remaining life,
+-- never without a TTL; one that is there keeps its own
+if not redis.call('XADD', K.events, 'NOMKSTREAM', 'MAXLEN', '~', A.maxlen, '*', 't', 'node.started', 'd', started) then
+  xadd(K.events, A.maxlen, 'node.started', started)
+  redis.call('PEXPIRE', K.events, records_left(K.run))
+end
 -- the run's fields as pairs, and the status field `rs` names (a racing interrupt's): not its
 -- interrupts' records or tokens
 local fields = {}
@@ -76,4 +81,4 @@ for _, name in ipairs(RUN_FIELDS) do
   local racing = name == 'rs' and value and value ~= '' and redis.call('HGET', K.run, value)
   if racing then fields[#fields + 1], fields[#fields + 2] = value, racing end
 end
-return {fields, entries, redis.call('HGETALL', K.state)}
+return {fields, entries}

@@ -125,7 +125,6 @@ class Closing(Args):
     end_field: str
     ended: bytes
     member: bytes
-    floor: bytes
     created_field: str
     created: bytes | str
 
@@ -229,7 +228,6 @@ class Fork(Args):
 class Begin(Args):
     run: str
     journal: str
-    state: str
     leases: str
     outbox: str
     metrics: str

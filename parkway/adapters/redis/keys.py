@@ -67,9 +67,9 @@ key                         type    TTL       holds
 ``pw:ic:<status>:<wf>``     zset    none      a workflow's closed interrupts by status (resolved |
                                               cancelled | expired), one member each: the end time (6
                                               bytes, big-endian) and the request id (``<run id>/<req>``
-                                              for one that does not carry its run id); pruned past
-                                              the retention by the scripts that add to it and by
-                                              the reconciler (``Store.prune_idle``): gone once empty
+                                              for one that does not carry its run id); read within
+                                              the retention, pruned past it by the reconciler
+                                              (``Store.prune_idle``): gone once empty
 ``pw:runs``                 zset    none      every run within its summary's life (roots, children, forks,
                                               branch runs), one member each: its creation time (6 bytes,
                                               big-endian) and its run id, all at score 0 (a listing is a

@@ -64,7 +64,7 @@ class InterruptListings:
         """Interrupts that ended ``query.status``, newest end first, within the retention: each
         workflow's closed index read from the cursor down (O(log N + page)), merged, then the runs'
         records and summaries of the page in one round trip. Members past the retention are left
-        out (the scripts that add to an index prune it); one whose summary is gone is skipped."""
+        out (the reconciler's pass prunes them: prune.lua); one whose summary is gone is skipped."""
         after = codec.parse_closed_cursor(query.cursor, query.status)
         want, floor = query.limit + 1, codec.time_floor(max(0, query.now - self.limits.retention_ms))
         with translated():

@@ -1,5 +1,5 @@
 -- Let an idle deployment return to its fixed keys: a workflow's closed-interrupt indexes lose the
--- members past the retention (the scripts that add to them prune them too, but only when they add);
+-- members past the retention (listings leave them out; the scripts that add to them do not prune);
 -- a workflow with no interrupt left in any of its indexes leaves the set of workflows (its next
 -- park adds it back, in the same step as its index member); once no workflow is left, neither is a
 -- parked run, and the pause feed and the reconciler's mark in it go too (a waiting listing blocked

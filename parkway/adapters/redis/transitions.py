@@ -27,6 +27,7 @@ from ...runtime.store import (
     IndexEntry,
     InterruptRecord,
     JournalEntry,
+    LazyState,
     Lookup,
     NewRun,
     Park,
@@ -96,8 +97,8 @@ class Transitions:
 
     def _begin_call(self, r: str, step: int | None, fence: int, now: int, lease_until: int) -> calls.Begin:
         return calls.Begin(
-            run=keys.run(r), journal="" if step is None else keys.journal(r, step), state=keys.workflow_state(r),
-            leases=keys.leases(), outbox=keys.outbox(), metrics=keys.metrics(), events=keys.events(r),
+            run=keys.run(r), journal="" if step is None else keys.journal(r, step), leases=keys.leases(),
+            outbox=keys.outbox(), metrics=keys.metrics(), events=keys.events(r),
             step="" if step is None else step, fence=fence, now=now, lease_until=lease_until, run_id=r,
             member="" if step is None else keys.outbox_member(r, step, fence), maxlen=self.limits.max_events,
         )
@@ -128,12 +129,17 @@ class Transitions:
         return self._attempt(run_id, reply)
 
     def _attempt(self, run_id: str, reply: Any) -> Attempt:
-        run, journal, ws = reply
+        run, journal = reply
         return Attempt(
             layout.run_record(run_id, _fields(run)),
             {k: layout.entry_from_blob(v) for k, v in _pairs(journal).items()},
-            {k: codec.decode(v, what="workflow state") for k, v in _pairs(ws).items()},
+            LazyState(lambda: self._workflow_state(run_id)),
         )
+
+    def _workflow_state(self, run_id: str) -> dict[str, Any]:
+        with translated(run_id):
+            ws = self.client.hgetall(keys.workflow_state(run_id))
+        return {_text(k): codec.decode(v, what="workflow state") for k, v in ws.items()}
 
     def write_entry(
         self,
@@ -223,17 +229,16 @@ class Transitions:
         self, entry: IndexEntry, record: InterruptRecord | None, status: str, end: Mapping[str, Any], now: int
     ) -> calls.Closing:
         """How a script that ends an interrupt writes its lifecycle record (a ``closing`` block): the
-        closed index, its end's field and blob, the index member, the oldest end time kept, then its
-        first part's field and blob ('' when the run's records are gone). The first part is written
-        here, at the end, not at park: while the interrupt is open its run's record says the same,
-        and a parked run keeps a few hundred bytes less (``telemetry.created``)."""
+        closed index, its end's field and blob, the index member, then its first part's field and
+        blob ('' when the run's records are gone). The first part is written here, at the end, not
+        at park: while the interrupt is open its run's record says the same, and a parked run keeps
+        a few hundred bytes less (``telemetry.created``)."""
         created = telemetry.created(record) if record else None
         return calls.Closing(
             index=keys.closed_index(status, entry.workflow),
             end_field=layout.lifecycle_field("e", entry.request_id, entry.run_id),
             ended=self._lifecycle(end),
             member=codec.closed_member(now, entry.run_id, entry.request_id),
-            floor=codec.time_floor(max(0, now - self.limits.retention_ms)),
             created_field=layout.lifecycle_field("i", entry.request_id, entry.run_id),
             created=self._lifecycle(created) if created is not None else "",
         )
