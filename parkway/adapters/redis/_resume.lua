@@ -77,19 +77,23 @@ local function resume_commit(K, A, pending)
   redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
   redis.call('ZREM', K.newest, A.member_newest)
   redis.call('ZREM', K.expiring, A.member_expiring)
-  -- the events park folded go back to the stream (see unfold), before this one
-  local drop = unfold_entries(K.run, K.events, pending.folded)
-  local unfolded = #drop > 0
-  if pending.kept then drop[#drop + 1] = 'kept' end
-  redis.call('HSET', K.run, unpack(fields))
-  if #drop > 0 then redis.call('HDEL', K.run, unpack(drop)) end
-  xadd(K.events, A.maxlen, A.event_type, A.event)
+  local drop = {}
+  if pending.kept then drop[1] = 'kept' end
+  if not pending.folded then xadd(K.events, A.maxlen, A.event_type, A.event) end
   local left, renewed = keep_records(K.run, pending.ttl, {K.run, K.journal, K.state, K.events, K.snapshots},
     K.summary, A.retention)
-  if not renewed then
-    redis.call('PEXPIRE', K.journal, left)  -- the answer may be its step's first entry
-    if unfolded then redis.call('PEXPIRE', K.events, left) end  -- a stream made again
+  if not renewed then redis.call('PEXPIRE', K.journal, left) end  -- the answer may be its step's first entry
+  if pending.folded then
+    -- the events park folded go back to the stream (see unfold), before this one; a stream still there
+    -- (its wake copy, within FOLD_WAKE_MS of the park: a quick answer) holds them, and only needs the
+    -- records' life
+    local there = not renewed and redis.call('PEXPIRE', K.events, left) == 1
+    for _, f in ipairs(there and FOLDED or unfold_entries(K.run, K.events, pending.folded)) do drop[#drop + 1] = f end
+    xadd(K.events, A.maxlen, A.event_type, A.event)
+    if not there then redis.call('PEXPIRE', K.events, left) end  -- a stream made again
   end
+  redis.call('HSET', K.run, unpack(fields))
+  if #drop > 0 then redis.call('HDEL', K.run, unpack(drop)) end
   count_wait(K.metrics, A.created, A.now, A.buckets, pending.wf)
   write_closing(K.summary, K.closing, A.closing)
   return {'accepted', req, step, fence, hand_off(K.queues, A.job, 1, step, fence)}
