@@ -130,3 +130,19 @@ def test_a_begin_reads_no_workflow_state_until_a_node_asks_for_it(private: tuple
     shared = harness.start_and_run(flows.shared_state, {})
     assert harness.pw.get_run(shared).status is RunStatus.COMPLETED
 
+
+
+def test_a_counter_bumped_by_zero_is_not_sent(private: tuple[Harness, redis.Redis]) -> None:
+    """A node that ran under a millisecond adds 0 to its duration histogram's sum: the advance counts
+    it in its bucket and sends nothing for the sum, which reads the same."""
+    harness, client = private
+    run_id = harness.pw.start(flows.one_choice, {})
+    now = now_ms()
+    harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)
+    client.config_resetstat()
+    harness.pw.store.advance(run_id, 0, 0, Advance({}, "paint", None, [], now_ms(), "one_choice", 0.2))
+    assert _calls(client)["hincrby"] == 1
+    counters = harness.pw.store.tallies(now_ms()).counters
+    assert counters["node:one_choice:0.01"] == 1 and "node:one_choice:sum_ms" not in counters
+    harness.pw.store.advance(run_id, 1, 1, Advance({}, None, {}, [], now_ms(), "one_choice", 7.4))
+    assert harness.pw.store.tallies(now_ms()).counters["node:one_choice:sum_ms"] == 7

@@ -26,9 +26,12 @@ local function check_fence(run_key, fence, statuses, extra)
   return nil, stale('run is ' .. cur[2])
 end
 
--- Bump the counters `counts` names: (field, increment) pairs the caller built (layout.COUNTERS).
+-- Bump the counters `counts` names: (field, increment) pairs the caller built (layout.COUNTERS); an
+-- increment of 0 (a node's sub-millisecond duration added to its sum) changes nothing and is not sent.
 local function count(metrics, counts)
-  for i = 1, #counts, 2 do redis.call('HINCRBY', metrics, counts[i], counts[i + 1]) end
+  for i = 1, #counts, 2 do
+    if tonumber(counts[i + 1]) ~= 0 then redis.call('HINCRBY', metrics, counts[i], counts[i + 1]) end
+  end
 end
 
 local function expire_all(ttl, keys)
