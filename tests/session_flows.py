@@ -213,15 +213,27 @@ def gated_lookup(data: dict[str, Any]) -> None:
 counted = Workflow("session-counted")
 
 
+class CountedModel:
+    """A model whose every call is counted on disk (the first message is a directory)."""
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], tools: Any) -> dict[str, Any]:
+        with open(os.path.join(str(messages[0]["content"]), "model-calls"), "a") as f:
+            f.write("x")
+        return {"answer": "counted"}
+
+
 @counted.node(start=True)
 def counted_reply(data: dict[str, Any]) -> None:
-    """Counts model calls on disk (the first message is a directory), never waits."""
+    """Waits (up to 30 s) until the test writes ``go`` in its directory, then calls a model that
+    counts its calls there: an attempt begun before its branch parks reaches the model call, where
+    the branch's parked check must stop it."""
     if _trigger_reply(data):
         return
     path = str(data["messages"][0]["content"])
-    with open(os.path.join(path, "model-calls"), "a") as f:
-        f.write("x")
-    turn = use_model(ECHO_MODEL, data["messages"], id="turn")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(path, "go")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    turn = use_model(CountedModel(), data["messages"], id="turn")
     add_message(turn["answer"], id="reply")
 
 

@@ -514,9 +514,12 @@ def test_nothing_is_called_on_a_parked_branch(harness: Harness) -> None:
     """A run that starts (or is released) while its branch is parked is held before its node calls
     a model or a tool: a budget stop stops the spending, not only the commits."""
     path = tempfile.mkdtemp(prefix="pw-session-")
-    sid = _open(harness, sf.counted)  # counts its attempts on disk before it calls the model
+    sid = _open(harness, sf.counted)  # its model counts its calls on disk; its node waits for "go" first
     sent = harness.pw.sessions.send(sid, path, caller=ADA)
+    # (embedded, the in-process worker may begin the run before the stop: its node waits at the gate
+    # until then, and its model call is what the parked branch must refuse)
     stop = harness.pw.sessions.raise_interrupt(sid, "budget stop", caller=SYSTEM, scope="session")
+    open(os.path.join(path, "go"), "w").close()
     harness.run_jobs()
     assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING
     assert _count(path, "model-calls") == 0
