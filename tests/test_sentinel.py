@@ -534,3 +534,71 @@ def test_parkway_failover_switches_the_master_without_losing_an_acknowledged_res
         assert len(done.stdout.splitlines()) >= 6
     finally:
         group.stop()
+
+
+@pytest.mark.slow
+def test_a_sentinel_that_missed_the_failover_does_not_choose_the_master(tmp_path: Path) -> None:
+    """A sentinel that has not heard of a failover yet (here: one watching another server under the
+    same name, at configuration epoch 0) names a server that calls itself a master. Asked first,
+    redis-py's discovery takes its word; parkway's asks every sentinel and follows the newest
+    configuration (the highest config-epoch), sync and asyncio alike."""
+    import asyncio
+
+    from parkway.adapters.redis.sentinel import async_client, async_sentinels, pool_kwargs
+
+    (tmp_path / "group").mkdir()
+    (tmp_path / "stale").mkdir()
+    group, stale = SentinelGroup(tmp_path / "group", replicas=1), SentinelGroup(tmp_path / "stale", replicas=0)
+    group.start()
+    try:
+        stale.start()
+        try:
+            old = group.primary.port
+            wait_for(lambda: _failover(group), 30, "the sentinel to take the failover (a replica it finds good)")
+            new = group.wait_for_switch(old)
+            wait_for(lambda: _role(new) == "master", 20, "the promoted replica to be a master")
+            hosts = f"127.0.0.1:{stale.sentinel_ports[0]},127.0.0.1:{group.sentinel_ports[0]}"
+            url = f"redis+sentinel://{hosts}/{group.name}/0"
+            with redis.Redis(connection_pool=redis.ConnectionPool(**pool_kwargs(parse_sentinel_url(url)))) as client:
+                client.set("where", "sync")
+            with redis.Redis(port=new, decode_responses=True) as r:
+                assert r.get("where") == "sync"
+            with redis.Redis(port=stale.primary.port) as r:
+                assert r.get("where") is None
+
+            async def write() -> None:
+                manager = async_sentinels(url)
+                client = async_client(url, manager)
+                await client.set("where", "async")
+                await client.aclose()
+                await client.connection_pool.disconnect()
+                for sentinel in manager.sentinels:
+                    await sentinel.aclose()
+
+            asyncio.run(write())
+            with redis.Redis(port=new, decode_responses=True) as r:
+                assert r.get("where") == "async"
+        finally:
+            stale.stop()
+    finally:
+        group.stop()
+
+
+def _role(port: int) -> str:
+    try:
+        with redis.Redis(port=port, decode_responses=True) as r:
+            return str(r.execute_command("ROLE")[0])
+    except redis.ConnectionError:
+        return ""
+
+
+def _failover(group: SentinelGroup) -> bool:
+    try:
+        with group.sentinel() as s:
+            s.execute_command("SENTINEL", "FAILOVER", group.name)
+        return True
+    except redis.ResponseError as exc:  # NOGOODSLAVE until the sentinel has the replica's fresh INFO
+        if "NOGOODSLAVE" not in str(exc):
+            raise
+        time.sleep(0.2)
+        return False

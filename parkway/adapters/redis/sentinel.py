@@ -9,9 +9,10 @@ The user and password are the master's (the data's); ``sentinel_password`` (and
 
 Every connection asks the sentinels where the master is each time it opens a socket, first or
 again after any failure: :class:`MasterConnection` overrides the one method every (re)connect
-goes through (``_connect``). redis-py's own ``SentinelManagedConnection`` asks only in
-``connect()``, which a command's retry bypasses (it reconnects through
-``connect_check_health``), so after a failover its retry dials the old primary's address again
+goes through (``_connect``). It asks every sentinel and follows the newest configuration
+(:func:`discover`): one that missed a failover would name the old master. redis-py's own
+``SentinelManagedConnection`` asks only in ``connect()``, which a command's retry bypasses (it
+reconnects through ``connect_check_health``), so after a failover its retry dials the old primary's address again
 (redis-py issue #3874): a stall until its retries run out, or, if the old primary came back
 empty on the same port, reads of an empty database. A connection refuses a server that says it
 is not a master (``ROLE``), and turns a ``READONLY`` reply (a master demoted under it) into a
@@ -35,7 +36,7 @@ import redis
 import redis.exceptions as rex
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 SCHEME = "redis+sentinel://"
 SENTINEL_TIMEOUT_S = 0.5
@@ -137,6 +138,56 @@ def _manager(sentinels: tuple[tuple[str, int], ...], username: str | None, passw
         return found
 
 
+def _newest(answers: list[tuple[int, str, int]], master: str, errors: list[str]) -> tuple[str, int]:
+    if not answers:
+        said = f": {'; '.join(errors)}" if errors else ""
+        raise MasterNotFoundError(f"no sentinel names a master for {master!r}{said}")
+    _, host, port = max(answers, key=lambda answer: answer[0])
+    return host, port
+
+
+def _answer(address: Any, state: Any) -> tuple[int, str, int] | None:
+    if not address or not state:
+        return None
+    host = address[0].decode() if isinstance(address[0], bytes) else str(address[0])
+    return int(state.get("config-epoch") or 0), host, int(address[1])
+
+
+def discover(manager: Sentinel, master: str) -> tuple[str, int]:
+    """The master's address as the sentinel with the newest configuration names it: every
+    sentinel is asked (``GET-MASTER-ADDR-BY-NAME``, which names a promoted replica as soon as the
+    switch is made, and ``SENTINEL MASTER`` for its ``config-epoch``) and the highest epoch wins.
+    redis-py takes the first sentinel's word, and one that has not heard of a failover names the
+    old master, which, back on its port (restarted empty), calls itself a master: its clients
+    would read and write there. (The connection then checks the server's ROLE.)"""
+    answers, errors = [], []
+    for sentinel in manager.sentinels:
+        try:
+            address = sentinel.sentinel_get_master_addr_by_name(master)
+            state = sentinel.sentinel_master(master)
+        except (rex.ConnectionError, rex.TimeoutError, rex.ResponseError) as exc:
+            errors.append(f"{sentinel}: {exc!r}")
+            continue
+        if (answer := _answer(address, state)) is not None:
+            answers.append(answer)
+    return _newest(answers, master, errors)
+
+
+async def discover_async(manager: Any, master: str) -> tuple[str, int]:
+    """As :func:`discover`, with asyncio clients of the sentinels (``async_sentinels``)."""
+    answers, errors = [], []
+    for sentinel in manager.sentinels:
+        try:
+            address = await sentinel.sentinel_get_master_addr_by_name(master)
+            state = await sentinel.sentinel_master(master)
+        except (rex.ConnectionError, rex.TimeoutError, rex.ResponseError) as exc:
+            errors.append(f"{sentinel}: {exc!r}")
+            continue
+        if (answer := _answer(address, state)) is not None:
+            answers.append(answer)
+    return _newest(answers, master, errors)
+
+
 class MasterConnection(redis.Connection):
     """A connection to whichever server the sentinels name as the master, asked at every (re)connect."""
 
@@ -157,7 +208,7 @@ class MasterConnection(redis.Connection):
 
     def _connect(self) -> Any:
         manager = _manager(self.sentinels, self.sentinel_username, self.sentinel_password)
-        self.host, self.port = manager.discover_master(self.master)  # type: ignore[no-untyped-call]
+        self.host, self.port = discover(manager, self.master)
         return super()._connect()  # type: ignore[no-untyped-call]
 
     def on_connect_check_health(self, check_health: bool = True) -> None:
@@ -214,7 +265,7 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
 
     class AsyncMasterConnection(aioredis.Connection):
         async def _connect(self) -> None:
-            self.host, self.port = await manager.discover_master(spec.master)
+            self.host, self.port = await discover_async(manager, spec.master)
             await super()._connect()  # type: ignore[no-untyped-call]
 
     max_connections = kwargs.pop("max_connections", None)
