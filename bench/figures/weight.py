@@ -88,13 +88,15 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
         sec.targets.append(
             Target(
                 "weight", TARGET_LABELS["weight"], shown, value <= TARGETS["weight"],
-                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, in "
-                "jemalloc's 896-byte class), its summary key and two index members (~164 B each: the workflow's "
-                "indexes hold thousands, past the listpack limit of 128, so each member is a skiplist node, a dict "
-                "entry and its string), plus the main and expires dicts' share (the bytes by key are below figure "
-                "4). Under 1 KiB needs the summary carried without a key of its own while the run waits (~230 B with "
-                "its dict entries), the run hash in a smaller class (~100 bytes less: binary event ids, no default "
-                "fields) and index members in listpack-sized buckets (~100 B less each)",
+                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~1,000 "
+                "B), its summary key (~200 B), two workflow index members and one run index member (~150 B each: "
+                "the indexes hold thousands, past the listpack limit of 128, so each member is a skiplist node, a "
+                "dict entry and its string), plus the main and expires dicts' share (the bytes by key are below "
+                "figure 4). Under 1 KiB needs the summary carried in the run hash while the run waits (~240 B), "
+                "the run hash in the next smaller size class (~128 B: about 120 B of fields fewer, e.g. waiting as "
+                "the short id, no paused or zero crashes field, a binary token field, relative folded event ids), "
+                "index members in listpack-sized buckets (~90-100 B each): about -660 B, to ~1,190 B; the last "
+                "~170 B needs one of the two workflow indexes gone",
             )
         )
     sec.extra += [
