@@ -602,3 +602,32 @@ def _failover(group: SentinelGroup) -> bool:
             raise
         time.sleep(0.2)
         return False
+
+
+@pytest.mark.slow
+def test_a_connection_idle_through_a_freeze_asks_the_sentinels_before_writing(tmp_path: Path) -> None:
+    """A primary frozen past a failover thaws still calling itself a master, until the sentinels
+    demote it. A pooled connection that sat idle through that (its socket still open to the old
+    primary) asks the sentinels again before its next command and writes on the new master, where
+    the write survives; unchecked, it wrote on the thawed old primary, and the demotion discarded it."""
+    from parkway.adapters.redis.sentinel import pool_kwargs
+
+    group = SentinelGroup(tmp_path, replicas=1, sentinels=1)
+    group.start()
+    try:
+        pool = redis.ConnectionPool(**pool_kwargs(parse_sentinel_url(group.url)))
+        with redis.Redis(connection_pool=pool) as client:
+            client.set("before", 1)  # the pool now holds a connection to the primary
+            old, proc = group.primary.port, group.primary.proc
+            assert proc is not None
+            proc.send_signal(signal.SIGSTOP)
+            try:
+                new = group.wait_for_switch(old)
+            finally:
+                proc.send_signal(signal.SIGCONT)
+            client.set("after", 1)  # at once: the old primary still says it is a master
+            with redis.Redis(port=new) as r:  # (had it gone to the thawed primary, the new master lacks it)
+                assert r.get("after") == b"1"
+        pool.disconnect()
+    finally:
+        group.stop()

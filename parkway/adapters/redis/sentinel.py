@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -40,6 +41,9 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 
 SCHEME = "redis+sentinel://"
 SENTINEL_TIMEOUT_S = 0.5
+IDLE_RECHECK_S = 1.0
+"""a connection silent this long asks the sentinels again before its next command (a failover
+takes longer than this: sentinels wait ``down-after-milliseconds`` first)"""
 """longest wait for one sentinel's answer (or connect): a dead or frozen one costs this, then the next is asked"""
 
 
@@ -205,11 +209,29 @@ class MasterConnection(redis.Connection):
         kwargs.pop("host", None)
         kwargs.pop("port", None)
         super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+        self.used = time.monotonic()
+        """when the server last answered on this connection"""
 
     def _connect(self) -> Any:
-        manager = _manager(self.sentinels, self.sentinel_username, self.sentinel_password)
-        self.host, self.port = discover(manager, self.master)
+        self.host, self.port = self._discover()
         return super()._connect()  # type: ignore[no-untyped-call]
+
+    def _discover(self) -> tuple[str, int]:
+        return discover(_manager(self.sentinels, self.sentinel_username, self.sentinel_password), self.master)
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        """Before the first command after ``IDLE_RECHECK_S`` of silence, ask the sentinels again and
+        move if they name another master: a primary frozen past a failover thaws still calling
+        itself a master (until they demote it), and a socket that sat open through the freeze would
+        write there, acknowledged by a replica still attached to it, and lost at the demotion."""
+        if self._sock is not None and time.monotonic() - self.used > IDLE_RECHECK_S:
+            try:
+                moved = self._discover() != (self.host, self.port)
+            except MasterNotFoundError:
+                moved = True  # none names a master now: reconnecting asks again, within the call's retry
+            if moved:
+                self.disconnect()
+        super().send_packed_command(command, check_health=check_health)  # type: ignore[no-untyped-call]
 
     def on_connect_check_health(self, check_health: bool = True) -> None:
         super().on_connect_check_health(check_health=check_health)
@@ -220,7 +242,9 @@ class MasterConnection(redis.Connection):
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return super().read_response(*args, **kwargs)
+            response = super().read_response(*args, **kwargs)
+            self.used = time.monotonic()
+            return response
         except rex.ReadOnlyError as exc:  # demoted under us: the sentinels name another now
             self.disconnect()  # type: ignore[no-untyped-call]
             raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
