@@ -14,7 +14,8 @@ meanwhile, and, thawed, still run the command, acknowledged by a second replica 
 not yet moved to the new primary; that write is discarded when the old primary is demoted. A
 freeze long enough for a failover is longer than ``down-after-milliseconds``, so an answer that
 came sooner than that was not given by a replaced primary, unless it came on a connection idle
-through the freeze and used just as it thawed (a window this does not close). A retry of the same
+through the freeze and used just as it thawed: under Sentinel such a connection asks the sentinels
+again before it sends (``sentinel.MasterConnection``, ``IDLE_RECHECK_S``). A retry of the same
 call is then safe wherever the transition is idempotent (a fence, a consumed token).
 """
 

@@ -42,8 +42,8 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 SCHEME = "redis+sentinel://"
 SENTINEL_TIMEOUT_S = 0.5
 IDLE_RECHECK_S = 1.0
-"""a connection silent this long asks the sentinels again before its next command (a failover
-takes longer than this: sentinels wait ``down-after-milliseconds`` first)"""
+"""a connection that sent nothing for this long asks the sentinels again before its next command
+(a failover takes longer than this: sentinels wait ``down-after-milliseconds`` first)"""
 """longest wait for one sentinel's answer (or connect): a dead or frozen one costs this, then the next is asked"""
 
 
@@ -209,8 +209,9 @@ class MasterConnection(redis.Connection):
         kwargs.pop("host", None)
         kwargs.pop("port", None)
         super().__init__(**kwargs)  # type: ignore[no-untyped-call]
-        self.used = time.monotonic()
-        """when the server last answered on this connection"""
+        self.sent = time.monotonic()
+        """when this connection last sent a command (its answer may have come much later: a
+        blocking read, or a server frozen with the command on its way)"""
 
     def _connect(self) -> Any:
         self.host, self.port = self._discover()
@@ -220,11 +221,14 @@ class MasterConnection(redis.Connection):
         return discover(_manager(self.sentinels, self.sentinel_username, self.sentinel_password), self.master)
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        """Before the first command after ``IDLE_RECHECK_S`` of silence, ask the sentinels again and
-        move if they name another master: a primary frozen past a failover thaws still calling
-        itself a master (until they demote it), and a socket that sat open through the freeze would
-        write there, acknowledged by a replica still attached to it, and lost at the demotion."""
-        if self._sock is not None and time.monotonic() - self.used > IDLE_RECHECK_S:
+        """When the last command went out more than ``IDLE_RECHECK_S`` ago, ask the sentinels again
+        and move if they name another master: a primary frozen past a failover thaws still calling
+        itself a master (until they demote it), and a socket open through the freeze (idle, or
+        waiting on an answer that came after the thaw) would write there, acknowledged by a replica
+        still attached to it, and lost at the demotion."""
+        now = time.monotonic()
+        idle, self.sent = now - self.sent, now
+        if self._sock is not None and idle > IDLE_RECHECK_S:
             try:
                 moved = self._discover() != (self.host, self.port)
             except MasterNotFoundError:
@@ -242,9 +246,7 @@ class MasterConnection(redis.Connection):
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            response = super().read_response(*args, **kwargs)
-            self.used = time.monotonic()
-            return response
+            return super().read_response(*args, **kwargs)
         except rex.ReadOnlyError as exc:  # demoted under us: the sentinels name another now
             self.disconnect()  # type: ignore[no-untyped-call]
             raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
