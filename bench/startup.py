@@ -41,8 +41,11 @@ def timed(cmd: list[str], count: int) -> dict[str, float]:
     seconds = []
     for _ in range(count):
         t0 = time.perf_counter()
-        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         seconds.append(time.perf_counter() - t0)
+        if done.returncode != 0:  # said whole: a start that failed is no start time
+            said = done.stderr.decode(errors="replace")[-1500:]
+            raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {said}")
     seconds.sort()
     return {
         "p50_s": statistics.median(seconds),
