@@ -215,6 +215,7 @@ class MasterConnection(redis.Connection):
 
     def _connect(self) -> Any:
         self.host, self.port = self._discover()
+        self.sent = time.monotonic()  # just asked: the ROLE check that follows need not ask again
         return super()._connect()  # type: ignore[no-untyped-call]
 
     def _discover(self) -> tuple[str, int]:
