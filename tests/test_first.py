@@ -206,11 +206,19 @@ def test_a_child_ending_after_the_timers_deadline_loses_to_the_timer(harness: Ha
     run_id = harness.start_and_run(flows_fork.racer, {"child": "asking", "timer": 1000})
     child_token = _child_token(harness, run_id)
     time.sleep(1.2)  # past the deadline, no reconciler pass yet
-    assert harness.pw.resume(child_token, selected="red").accepted
+    answered = harness.pw.resume(child_token, selected="red")
+    if harness.kind == "embedded" and answered.outcome is ResumeOutcome.ALREADY_RESOLVED:
+        # the embedded worker's own maintenance swept first (it runs every second): the timer won there
+        harness.pw.wait(run_id, timeout=10)
+        assert harness.pw.get_run(run_id).output["kind"] == "timer"
+        assert harness.pw.get_run(_child(run_id)).status is RunStatus.CANCELLED
+        return
+    assert answered.accepted, answered
     harness.run_jobs()  # the child completes after the deadline
     assert harness.pw.get_run(_child(run_id)).status is RunStatus.COMPLETED
     client = harness.pw.store.client  # type: ignore[attr-defined]
-    assert client.hget(keys.run(run_id), "status") == b"waiting"  # not moved by the late child
+    if harness.kind == "redis":  # embedded, the worker's own sweep may already have given the timer
+        assert client.hget(keys.run(run_id), "status") == b"waiting"  # not moved by the late child
     _later(harness)
     harness.pw.wait(run_id, timeout=10)
     run = harness.pw.get_run(run_id)

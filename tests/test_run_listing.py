@@ -186,6 +186,7 @@ def test_parkway_runs_prints_a_line_per_run_and_pages_as_json(pw: Parkway, redis
     from tests.test_cli import _env, parkway
 
     done_id = pw.start(ff.quick, {"a": 1, "b": 2})
+    time.sleep(0.002)  # newest first is by creation time in ms: two starts in one ms list in id order
     waiting_id = pw.start(flows.one_choice, {})
     env = _env(PARKWAY_REDIS_URL=redis_url)
     shown = parkway("runs", env=env)

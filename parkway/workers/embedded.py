@@ -42,6 +42,9 @@ from .worker import ParkwayWorker
 
 WORKER_TTL_S = 16
 """RQ waits for a job at most ``WORKER_TTL_S - 15`` s at a time: how soon a stopped worker notices"""
+STOP_WAIT_S = 1.0
+"""how long ``WorkerThread.stop`` keeps waking the worker for its thread to end (a job running on longer
+ends the thread after it)"""
 DRAIN_POLL_S = 0.001
 DRAIN_POLL_MAX_S = 0.02
 _UNFINISHED = {s.value for s in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED)}
@@ -146,8 +149,19 @@ class WorkerThread:
         weakref.finalize(owner, self.worker.stop)  # a flag only: a finalizer may run anywhere, even mid-command
 
     def stop(self) -> None:
-        """Stop after the job running now, if any; an idle worker is woken from its wait at once."""
+        """Stop after the job running now, if any; an idle worker is woken from its wait at once.
+
+        The wake is repeated until the thread has ended (for up to a second): a worker between its
+        check of the stop flag and its blocking pop is not blocked yet when the first wake comes, and
+        would otherwise wait out a whole dequeue timeout."""
         self.worker.stop()
-        with translated():
-            for client in self.connection.client_list():
-                self.connection.client_unblock(int(client["id"]))
+        if self.thread.ident is None or self.thread is threading.current_thread():  # never started, or asked by its job
+            return
+        deadline = time.monotonic() + STOP_WAIT_S
+        while True:
+            with translated():
+                for client in self.connection.client_list():
+                    self.connection.client_unblock(int(client["id"]))
+            self.thread.join(timeout=0.02)
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                return

@@ -102,7 +102,8 @@ Each SimpleWorker method it overrides, and why:
 - ``register_birth``: tried again while Redis is away;
 - ``unsubscribe`` (``self.pubsub``, ``self.pubsub_thread``, redis-py's ``PubSubWorkerThread.stop``):
   stops RQ's listener thread before unsubscribing, so a stopping worker never waits out RQ's one-second
-  join of a thread the reply put back to sleep;
+  join of a thread the reply put back to sleep (with ``stop(timeout=0)`` on redis-py 8.2+, whose
+  ``stop`` joins the thread: joined before the UNSUBSCRIBE that wakes it, it waited out the 60 s read);
 - Redis away for now (``store_away``: a lost connection, or a ``NOREPLICAS``, ``READONLY``,
   ``MASTERDOWN`` or ``LOADING`` reply, as during a failover) is waited out (``_store_away``, with
   backoff) in ``register_birth``, ``check_for_suspension``, ``heartbeat``,

@@ -399,7 +399,10 @@ class TrimmedWorker(SimpleWorker):
         thread = self.pubsub_thread
         if thread is None:
             return
-        thread.stop()
+        try:
+            thread.stop(timeout=0)  # redis-py 8.2+: stop() also joins, unless told not to wait
+        except TypeError:  # before 8.2: stop() only lowers the flag, and takes no timeout
+            thread.stop()
         try:
             self.pubsub.unsubscribe()
         except redis.RedisError:  # the thread's end closes the connection anyway
