@@ -451,3 +451,31 @@ def test_a_burst_worker_leaves_as_soon_as_its_queue_is_empty(client: redis.Redis
         assert run_worker(settings, burst=True) == 0
         took.append(time.monotonic() - began)
     assert max(took) < 0.8, took
+
+
+def test_rqs_listener_thread_ends_by_itself_with_no_error(pw: Parkway, redis_url: str) -> None:
+    """A stopping worker wakes RQ's listener thread with a message on its channel and leaves the
+    pubsub to it: an UNSUBSCRIBE sent on the pubsub's own connection raced the thread's close of it
+    (on the in-process Redis: "generator already executing", raised in the thread). Ten embedded
+    handles and ten burst workers on Redis: no thread raises, no listener is left behind."""
+    import threading
+
+    raised: list[Any] = []
+    previous = threading.excepthook
+    threading.excepthook = raised.append
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: the race shows on a quiet machine too
+    try:
+        for _ in range(10):
+            with Parkway(Settings(secret=SECRET)) as embedded:
+                embedded.wait(embedded.start(flows.loop, {}), timeout=10)
+        settings = Settings(redis_url=redis_url, secret=SECRET)
+        for _ in range(10):
+            pw.start(flows.loop, {})
+            assert run_worker(settings, burst=True) == 0
+    finally:
+        threading.excepthook = previous
+        sys.setswitchinterval(switching)
+    assert [f"{r.thread}: {r.exc_value!r}" for r in raised] == []
+    listeners = [t for t in threading.enumerate() if type(t).__name__ == "PubSubWorkerThread" and t.is_alive()]
+    assert listeners == []

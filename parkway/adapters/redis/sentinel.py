@@ -138,7 +138,7 @@ def _manager(sentinels: tuple[tuple[str, int], ...], username: str | None, passw
             }
             if password is not None:
                 kwargs.update(username=username, password=password)
-            found = _managers[key] = Sentinel(list(sentinels), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call]
+            found = _managers[key] = Sentinel(list(sentinels), sentinel_kwargs=kwargs)  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis-py 8.2
         return found
 
 
@@ -279,7 +279,7 @@ def async_sentinels(url: str) -> Any:
                                        "socket_connect_timeout": SENTINEL_TIMEOUT_S}
     if spec.sentinel_password is not None:
         sentinel_kwargs.update(username=spec.sentinel_username, password=spec.sentinel_password)
-    return AsyncSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
+    return AsyncSentinel(list(spec.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis-py 8.2
 
 
 def async_client(url: str, manager: Any, **kwargs: Any) -> Any:

@@ -100,10 +100,12 @@ Each SimpleWorker method it overrides, and why:
   (``failed_job_registry.add``, ``Result.create_failure``, ``DEFAULT_FAILURE_TTL``,
   ``increment_failed_job_count``, ``validate_job_id``);
 - ``register_birth``: tried again while Redis is away;
-- ``unsubscribe`` (``self.pubsub``, ``self.pubsub_thread``, redis-py's ``PubSubWorkerThread.stop``):
-  stops RQ's listener thread before unsubscribing, so a stopping worker never waits out RQ's one-second
-  join of a thread the reply put back to sleep (with ``stop(timeout=0)`` on redis-py 8.2+, whose
-  ``stop`` joins the thread: joined before the UNSUBSCRIBE that wakes it, it waited out the 60 s read);
+- ``unsubscribe`` (``self.pubsub``, ``self.pubsub_thread``, ``self.pubsub_channel_name``, redis-py's
+  ``PubSubWorkerThread.stop``, RQ's ``handle_command`` ignoring an unknown command): lowers the listener
+  thread's flag first (``stop(timeout=0)`` on redis-py 8.2+, whose ``stop`` also joins), then wakes it
+  with a message on its channel sent on another connection, so it ends and closes its own pubsub: a
+  stopping worker never waits out RQ's one-second join of a thread the reply put back to sleep, and
+  never touches the pubsub's connection while the thread reads it;
 - Redis away for now (``store_away``: a lost connection, or a ``NOREPLICAS``, ``READONLY``,
   ``MASTERDOWN`` or ``LOADING`` reply, as during a failover) is waited out (``_store_away``, with
   backoff) in ``register_birth``, ``check_for_suspension``, ``heartbeat``,

@@ -38,6 +38,8 @@ SUSPENSION_CHECK_EVERY_S = 1.0
 STORE_AWAY_MAX_WAIT_S = 2.0
 """longest pause of the work loop between two tries while Redis is away (see ``store_away``)"""
 AWAY_REPLIES = ("NOREPLICAS", "READONLY", "MASTERDOWN", "LOADING")
+LISTENER_WAKE = '{"command": "wake"}'
+"""what wakes RQ's listener thread to end it: a command RQ's ``handle_command`` does not know, so ignores"""
 """Redis's error replies that say the primary cannot take the command for now (replicas behind,
 a demoted or loading server): retried like a lost connection, never a reason to quit"""
 
@@ -393,9 +395,14 @@ class TrimmedWorker(SimpleWorker):
         super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
 
     def unsubscribe(self) -> None:
-        """RQ's, with its listener thread told to stop before the UNSUBSCRIBE whose reply wakes it.
-        RQ stops it after: when the reply came first, the thread went back to its 60 s read and RQ's
-        ``join(timeout=1)`` waited it out, a second on about one stop in seven."""
+        """RQ's, with its listener thread told to stop first and then woken by a message on its own
+        channel, sent on another connection: the thread sees the flag down, closes its pubsub and ends.
+
+        RQ unsubscribes before stopping it: when the reply came first, the thread went back to its
+        60 s read and RQ's ``join(timeout=1)`` waited it out (about one stop in seven). Nothing here
+        touches the pubsub's connection while the thread may use it: an UNSUBSCRIBE sent on it raced
+        the thread's own close (redis-py closes the pubsub as the thread ends; on the in-process
+        Redis the two met in its parser: "generator already executing")."""
         thread = self.pubsub_thread
         if thread is None:
             return
@@ -403,12 +410,16 @@ class TrimmedWorker(SimpleWorker):
             thread.stop(timeout=0)  # redis-py 8.2+: stop() also joins, unless told not to wait
         except TypeError:  # before 8.2: stop() only lowers the flag, and takes no timeout
             thread.stop()
-        try:
-            self.pubsub.unsubscribe()
-        except redis.RedisError:  # the thread's end closes the connection anyway
-            pass
-        thread.join(timeout=1)
-        self.pubsub.close()
+        if thread.is_alive():
+            try:
+                self.connection.publish(self.pubsub_channel_name, LISTENER_WAKE)
+            except redis.RedisError:  # Redis away: the thread's read ends with the connection
+                pass
+            thread.join(timeout=1)
+        if not thread.is_alive():
+            return
+        self.pubsub.close()  # it did not wake in time: RQ's way, the socket closed under the read
+
 
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
