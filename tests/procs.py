@@ -231,27 +231,39 @@ class SentinelGroup:
         self.primary.start()
         for replica in self.replicas:
             replica.start()
-        quorum = len(self.sentinel_ports) // 2 + 1
         for port in self.sentinel_ports:
-            conf = self.dir / f"sentinel-{port}.conf"
-            conf.write_text(
-                f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile {self.dir}/sentinel-{port}.log\n"
-                f"sentinel monitor {self.name} 127.0.0.1 {self.primary.port} {quorum}\n"
-                f"sentinel down-after-milliseconds {self.name} {self.down_after_ms}\n"
-                f"sentinel failover-timeout {self.name} 2000\n"
-            )
-            self.sentinel_procs.append(subprocess.Popen(["redis-server", str(conf), "--sentinel"],
-                                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self.sentinel_procs.append(self._sentinel_process(port))
         try:  # a sentinel learns of replicas from the primary's INFO every 10 s, of its peers every 2 s
-            wait_for(self._watched, 30, "the sentinels to see the replicas in sync")
+            wait_for(self._watched, 60, "the sentinels to see the replicas in sync")
         except BaseException:  # started servers are stopped here: the caller's cleanup never began
             self.stop()
             raise
+
+    def _sentinel_process(self, port: int) -> subprocess.Popen[bytes]:
+        quorum = len(self.sentinel_ports) // 2 + 1
+        conf = self.dir / f"sentinel-{port}.conf"
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile {self.dir}/sentinel-{port}.log\n"
+            f"sentinel monitor {self.name} 127.0.0.1 {self.primary.port} {quorum}\n"
+            f"sentinel down-after-milliseconds {self.name} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.name} 2000\n"
+        )
+        return subprocess.Popen(["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+    def _restart_lost_sentinels(self) -> None:
+        """A sentinel that exited at its start (its port taken meanwhile by another process: free_port
+        only found it free) starts again on another port."""
+        for i, proc in enumerate(self.sentinel_procs):
+            if proc.poll() is not None:
+                self.sentinel_ports[i] = free_port()
+                self.sentinel_procs[i] = self._sentinel_process(self.sentinel_ports[i])
 
     def sentinel(self, i: int = 0) -> redis.Redis:
         return redis.Redis(port=self.sentinel_ports[i], socket_timeout=2, decode_responses=True)
 
     def _watched(self) -> bool:
+        self._restart_lost_sentinels()
         try:
             for i in range(len(self.sentinel_ports)):
                 with self.sentinel(i) as s:
