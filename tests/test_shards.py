@@ -5,6 +5,11 @@ their branch runs on their id's shard, and a process with another list of shards
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,13 +19,20 @@ from typing import Any
 import pytest
 import redis
 
-from parkway import Caller, ConfigError, Parkway, Settings
+from parkway import AsyncParkway, Caller, ConfigError, Parkway, Settings
 from parkway.adapters.redis import keys
-from parkway.adapters.redis.shards import BUCKETS, ShardedStore, bucket_of, default_table, split_shards
+from parkway.adapters.redis.shards import (
+    BUCKETS,
+    ShardedDispatcher,
+    ShardedStore,
+    bucket_of,
+    default_table,
+    split_shards,
+)
 from tests import flows
 from tests import session_flows as sf
 from tests.conftest import SECRET
-from tests.procs import RedisServer, Worker, wait_for
+from tests.procs import ROOT, RedisServer, Worker, wait_for
 
 ADA = Caller("user", "ada", "acme")
 
@@ -147,3 +159,99 @@ def test_runs_on_two_shards_list_as_one_stream_resume_through_the_router_and_eac
 
     with pytest.raises(ConfigError, match="shard table"):  # the same servers, in another order
         Parkway(Settings(shards=(urls[1], urls[0]), secret=SECRET))
+
+
+def _shard_env(urls: tuple[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")}
+    return {**env, "PARKWAY_SHARDS": ",".join(urls), "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT)}
+
+
+def _started_on_both(pw: Parkway, n: int = 8) -> dict[str, int]:
+    """Runs started until each shard holds at least two (ids are random), with their shard."""
+    store = pw.store
+    assert isinstance(store, ShardedStore)
+    on: dict[str, int] = {}
+    for k in range(40):
+        run_id = pw.start(flows.one_choice, {"n": k}, tenant="acme", owner="ada")
+        on[run_id] = store.shard_of(run_id)
+        if len(on) >= n and min(list(on.values()).count(s) for s in (0, 1)) >= 2:
+            break
+    assert set(on.values()) == {0, 1}, on
+    return on
+
+
+@pytest.mark.slow
+def test_parkway_reconcile_with_shards_reconciles_every_shard(two: tuple[RedisServer, RedisServer]) -> None:
+    """`parkway reconcile` under PARKWAY_SHARDS (a process, two redis-servers): the lost jobs of
+    both shards are enqueued again, each on its own shard's queue (it used to exit 1: "due runs per
+    shard")."""
+    urls = (two[0].url, two[1].url)
+    with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+        on = _started_on_both(pw)
+        for url in urls:  # every job lost before a worker took it, and its outbox entry old
+            with redis.Redis.from_url(url) as r:
+                r.delete(*r.keys("rq:*"))
+                r.zadd(keys.outbox(), {m: 0 for m in r.zrange(keys.outbox(), 0, -1)})
+        done = subprocess.run([sys.executable, "-m", "parkway.cli", "reconcile"], cwd=ROOT, env=_shard_env(urls),
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert sorted(report["redispatched"]) == sorted(on)
+        dispatcher = pw.backend.dispatcher
+        assert isinstance(dispatcher, ShardedDispatcher)
+        for run_id, shard in on.items():  # each job again on its own shard's queue
+            assert dispatcher.dispatchers[shard].is_pending(run_id, 0) or dispatcher.dispatchers[shard].is_pending(
+                run_id, 1), run_id
+            with redis.Redis.from_url(urls[1 - shard]) as other:
+                assert not any(run_id.encode() in k for k in other.keys("rq:job:*"))
+
+
+@pytest.mark.slow
+def test_the_async_client_pages_every_shard_with_one_cursor(two: tuple[RedisServer, RedisServer]) -> None:
+    """AsyncParkway over shards: interrupts and runs paged as the sync client pages them (one
+    cursor over both shards, no gaps, no repeats), every filter through the router, and a waiting
+    listing ended by a pause on either shard."""
+    urls = (two[0].url, two[1].url)
+    env = {"PARKWAY_SHARDS": ",".join(urls)}
+    workers = [Worker(urls[k], SECRET, "--shard", str(k), env=env) for k in (0, 1)]
+
+    async def check(apw: AsyncParkway, on: dict[str, int]) -> None:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await apw.list_interrupts(limit=3, cursor=cursor)
+            seen += [i.run_id for i in page.items]
+            if (cursor := page.next_cursor) is None:
+                break
+        assert sorted(seen) == sorted(on) and len(seen) == len(set(seen))
+        runs: list[str] = []
+        cursor = None
+        while True:
+            ran = await apw.list_runs(limit=3, cursor=cursor, status="waiting")
+            runs += [r.run_id for r in ran.items]
+            if (cursor := ran.next_cursor) is None:
+                break
+        assert sorted(runs) == sorted(on) and len(runs) == len(set(runs))
+        for filters in ({"tenant": "acme"}, {"workflow": "one_choice"}, {"order": "expiring"},
+                        {"created_after": 0}, {"workflow_prefix": "one_"}, {"caller": ADA}):
+            listed = await apw.list_interrupts(limit=100, **filters)
+            assert sorted(i.run_id for i in listed.items) == sorted(on), filters
+        for shard in (0, 1):  # a waiting listing ends on a pause of either shard
+            late = next(f"late{shard}-{n}" for n in range(200) if apw.sync.store.shard_of(f"acme~late{shard}-{n}")
+                        == shard)
+            waiting = asyncio.create_task(apw.list_interrupts(wait_ms=20_000, run_id=f"acme~{late}"))
+            await asyncio.sleep(0.3)
+            await apw.start(flows.one_choice, {}, run_id=late, tenant="acme")
+            got = await asyncio.wait_for(waiting, 25)
+            assert [i.run_id for i in got.items] == [f"acme~{late}"]
+            page = await apw.list_interrupts(wait_ms=20_000)
+            assert page.items  # something pending: no wait
+
+    try:
+        with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+            on = _started_on_both(pw)
+            wait_for(lambda: all(pw.get_run(r).status.value == "waiting" for r in on), 30, "every run to park")
+            asyncio.run(check(AsyncParkway(client=pw), on))
+    finally:
+        for w in workers:
+            w.stop()

@@ -864,9 +864,18 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     from ..workers.reconciler import reconcile_once
 
     with _client(args) as pw:
-        report = reconcile_once(pw.store, pw.backend.dispatcher, max_lost=pw.settings.max_lost_attempts,
-                                grace_ms=pw.settings.limits.expiry_grace_ms)
-        print(_json(asdict(report)))
+        # with PARKWAY_SHARDS: one pass on each shard, with that shard's own store and queue
+        stores = getattr(pw.store, "stores", None)
+        dispatchers = getattr(pw.backend.dispatcher, "dispatchers", None)
+        shards = list(zip(stores, dispatchers, strict=True)) if stores and dispatchers else [
+            (pw.store, pw.backend.dispatcher)]
+        total: dict[str, list[str]] = {}
+        for store, dispatcher in shards:
+            report = reconcile_once(store, dispatcher, max_lost=pw.settings.max_lost_attempts,
+                                    grace_ms=pw.settings.limits.expiry_grace_ms)
+            for name, run_ids in asdict(report).items():
+                total.setdefault(name, []).extend(run_ids)
+        print(_json(total))
         return 0
 
 
@@ -1356,6 +1365,7 @@ def _add_reconcile(sub: Subcommands) -> None:
         "its TTL (batch after batch, beside the workers' reconcilers), keeps the records of the runs of an\n"
         "expiry backlog alive, drops what no run holds any more;\n"
         "prints the run ids it touched as JSON {recovered, failed, redispatched, expired, escalated}.\n"
+        "With PARKWAY_SHARDS: one pass on every shard, in turn (the ids of all of them).\n"
         "exit status: 0, 1 error",
     )
 
