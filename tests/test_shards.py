@@ -255,3 +255,113 @@ def test_the_async_client_pages_every_shard_with_one_cursor(two: tuple[RedisServ
     finally:
         for w in workers:
             w.stop()
+
+
+@pytest.mark.slow
+def test_parkway_serve_over_shards_answers_every_route_across_both_shards(
+    two: tuple[RedisServer, RedisServer],
+) -> None:
+    """`parkway serve` (a uvicorn process) with PARKWAY_SHARDS: runs started over HTTP land on both
+    shards; interrupts and runs page with one cursor over both; a waiting listing ends on a pause of
+    either shard; a run's event stream, an answer by request id, /metrics and /healthz work; and the
+    pause feed (``/v1/interrupts/events``, what the inbox page follows) sends the pauses of every shard,
+    from a position and live (it answered 500: the router has no one Redis connection)."""
+    import httpx
+
+    from tests.test_api import KEY, Server
+    from tests.test_live_feeds import _frames, paused_until_caught_up
+    from tests.test_metrics import METRICS_KEYS, SCRAPER
+
+    urls = (two[0].url, two[1].url)
+    env = {"PARKWAY_SHARDS": ",".join(urls)}
+    workers = [Worker(urls[k], SECRET, "--shard", str(k), env=env) for k in (0, 1)]
+    srv = Server(urls[0], METRICS_KEYS, PARKWAY_SHARDS=",".join(urls))
+    try:
+        with Parkway(Settings(shards=urls, secret=SECRET)) as pw, httpx.Client(
+            base_url=srv.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30
+        ) as api:
+            store = pw.store
+            assert isinstance(store, ShardedStore)
+            on: dict[str, int] = {}
+            for k in range(40):
+                made = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {"n": k},
+                                                  "tenant": "acme"})
+                assert made.status_code == 201, made.text
+                on[made.json()["runId"]] = store.shard_of(made.json()["runId"])
+                if len(on) >= 6 and min(list(on.values()).count(s) for s in (0, 1)) >= 2:
+                    break
+            assert set(on.values()) == {0, 1}
+            wait_for(lambda: all(api.get(f"/v1/runs/{r}").json()["status"] == "waiting" for r in on), 30, "parked")
+
+            def paged(path: str, **params: Any) -> list[str]:
+                out: list[str] = []
+                cursor = None
+                while True:
+                    body = api.get(path, params={**params, "limit": 2, **({"cursor": cursor} if cursor else {})})
+                    assert body.status_code == 200, body.text
+                    out += [i["runId"] for i in body.json()["items"]]
+                    if (cursor := body.json().get("nextCursor")) is None:
+                        return out
+
+            assert sorted(paged("/v1/interrupts")) == sorted(on)
+            assert sorted(paged("/v1/interrupts", tenant="acme")) == sorted(on)
+            assert sorted(paged("/v1/runs")) == sorted(on)
+            assert sorted(paged("/v1/runs", status="waiting", workflow="one_choice")) == sorted(on)
+            assert api.get("/healthz").status_code == 200
+            metrics = httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {SCRAPER}"}, timeout=30)
+            assert metrics.status_code == 200, metrics.text
+            waiting = [line for line in metrics.text.splitlines() if line.startswith("parkway_interrupts_pending")]
+            assert waiting and sum(float(line.split()[-1]) for line in waiting) == len(on), waiting
+            # the pause feed from its start: every shard's pauses
+            seen = paused_until_caught_up(srv.url, KEY, after="0")
+            assert sorted(e["runId"] for e in seen) == sorted(on)
+            # each frame's id is a position on both shards: picked up from any, the rest, once each
+            ids: list[tuple[str, str]] = []
+            with httpx.stream("GET", f"{srv.url}/v1/interrupts/events", params={"after": "0"},
+                              headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as stream:
+                frame_id = ""
+                for line in stream.iter_lines():
+                    if line.startswith("id: "):
+                        frame_id = line[4:]
+                    elif line.startswith("data: "):
+                        ids.append((frame_id, json.loads(line[6:])["runId"]))
+                    elif line in (": caught up", ": waiting"):
+                        break
+            assert all(len(i.split(",")) == 2 for i, _ in ids), ids
+            for k in range(len(ids)):
+                rest = paused_until_caught_up(srv.url, KEY, after=ids[k][0])
+                assert [e["runId"] for e in rest] == [r for _, r in ids[k + 1:]], k
+            assert api.get("/v1/interrupts/events", params={"after": "0,0,0"}).status_code == 422
+            for shard in (0, 1):
+                late = next(f"late{shard}-{n}" for n in range(200) if store.shard_of(f"acme~late{shard}-{n}") == shard)
+                # a waiting listing, and the live pause feed, each ended by this shard's pause
+                got: list[Any] = []
+                waiter = threading.Thread(target=lambda r=late, out=got: out.append(api.get(
+                    "/v1/interrupts", params={"waitMs": 20_000, "runId": f"acme~{r}"})))
+                with httpx.stream("GET", f"{srv.url}/v1/interrupts/events", headers={"Authorization": f"Bearer {KEY}"},
+                                  timeout=30) as live:
+                    waiter.start()
+                    time.sleep(0.3)
+                    made = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {},
+                                                      "tenant": "acme", "runId": late})
+                    assert made.status_code == 201, made.text
+                    event, data = next(_frames(live))
+                    assert (event, json.loads(data)["runId"]) == ("interrupt.paused", f"acme~{late}")
+                waiter.join(25)
+                assert [i["runId"] for i in got[0].json()["items"]] == [f"acme~{late}"]
+                on[f"acme~{late}"] = shard
+            # a run's event stream and an answer by request id, on each shard
+            for shard in (0, 1):
+                run_id = next(r for r, s in on.items() if s == shard)
+                item = api.get("/v1/interrupts", params={"runId": run_id}).json()["items"][0]
+                answered = api.post(f"/v1/interrupts/{item['requestId']}/answer", json={"selected": "red"})
+                assert answered.status_code == 200 and answered.json()["outcome"] == "accepted", answered.text
+                with httpx.stream("GET", f"{srv.url}/v1/runs/{run_id}/events",
+                                  headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as events:
+                    kinds = [event for event, _ in _frames(events)]
+                assert kinds[0] == "run.started" and "run.completed" in kinds and kinds[-1] == "done", kinds
+    finally:
+        out = srv.stop()
+        for w in workers:
+            w.stop()
+    assert "Traceback" not in out, out[-3000:]

@@ -660,7 +660,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         ``id``: the feed's entry id) for each run that pauses from now on (or after ``Last-Event-ID`` /
         ``?after=``, within the feed's last 2,000 pauses) and that the key may list the interrupts of;
         a comment while none does. What the inbox page follows to read its first page again."""
-        start_at = None if (last_event_id or after) is None else check_event_id(last_event_id or after, "after")
+        start_at = None if (last_event_id or after) is None else events.check_position(last_event_id or after or "")
 
         def visible(run_ids: list[str]) -> set[str]:
             if who.role == "system" and who.tenant is None:
@@ -1119,23 +1119,48 @@ class _EventReader:
         finally:
             await _close(client)
 
+    @property
+    def sharded(self) -> bool:
+        return hasattr(self.pw.store, "stores")
+
+    def check_position(self, value: str) -> str:
+        """A position in the pause feed: an event id; with shards, also one per shard, comma-separated
+        (the ids a sharded stream sends)."""
+        shards = len(getattr(self.pw.store, "stores", ()))
+        parts = value.split(",") if shards else [value]
+        if len(parts) not in (1, shards):
+            raise ValidationError(f"after must be an event id, or one per shard ({shards}) separated by commas, "
+                                  f"not {value[:200]!r}")
+        for part in parts:
+            check_event_id(part, "after")
+        return value
+
     def pause_position(self) -> str:
         """The pause feed's newest entry id now ("0-0" when it is empty): a stream from it sends the
-        pauses made after this call. Blocking (the store's own connection pool)."""
+        pauses made after this call. Blocking (the store's own connection pool). With shards, every
+        shard's, comma-separated."""
         from ..adapters.redis import keys
         from ..adapters.redis.errors import translated
 
         store: Any = self.pw.store
+        if self.sharded:
+            return str(store.pause_position())
         with translated():  # Redis away: StoreUnavailable (503), before the stream opens
             last = store.client.xrevrange(keys.pauses(), "+", "-", count=1)
         return _text_of(last[0][0]) if last else "0-0"
 
-    async def _read_pauses(self, client: Any, after: str) -> tuple[list[tuple[str, str, str, str]], str]:
+    async def _read_pauses(self, client: Any, after: str) -> tuple[list[tuple[str, str, str, str]], str, bool]:
         """The pause feed's entries after ``after`` as (entry id, workflow, run id, the run's creation),
-        and the position to read on from; waits up to STREAM_BLOCK_MS."""
+        the position to read on from, and whether the read reached the feed's end; waits up to
+        STREAM_BLOCK_MS. With shards, every shard's feed, through the router in the thread pool (an
+        entry's id is then the position just past it: one entry id per shard)."""
         from ..adapters.redis import keys
 
         store: Any = self.pw.store
+        if self.sharded:
+            entries, position, ended = await anyio.to_thread.run_sync(
+                lambda: store.read_pauses(after, 1000, 100))
+            return [(at, f.get("w", ""), f.get("r", ""), f.get("c", "")) for at, f in entries], position, ended
         read = client if client is not None else None
         position = after
         if read is not None:
@@ -1147,7 +1172,7 @@ class _EventReader:
         for entry_id, fields in (reply[0][1] if reply else []):
             f = {_text_of(k): _text_of(v) for k, v in fields.items()}
             out.append((_text_of(entry_id), f.get("w", ""), f.get("r", ""), f.get("c", "")))
-        return out, out[-1][0] if out else after
+        return out, out[-1][0] if out else after, len(out) < 100
 
     async def pause_sse(self, after: str, visible: Callable[[list[str]], set[str]]) -> AsyncIterator[bytes]:
         """The pause feed's entries as ``interrupt.paused`` frames, those of runs ``visible`` (asked in
@@ -1163,7 +1188,7 @@ class _EventReader:
 
         try:
             while True:
-                batch, after = await self._read_pauses(client, after)
+                batch, after, ended = await self._read_pauses(client, after)
                 kept = await anyio.to_thread.run_sync(current, batch) if batch else []
                 frames = [f"id: {entry_id}\nevent: interrupt.paused\ndata: "
                           f"{json.dumps({'runId': run_id, 'workflow': workflow})}\n\n"
@@ -1173,7 +1198,7 @@ class _EventReader:
                 # a comment once the read is at the feed's end: nothing before it is left to send
                 if not batch:
                     yield b": waiting\n\n"
-                elif len(batch) < 100:
+                elif ended:
                     yield b": caught up\n\n"
         finally:
             await _close(client)

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from ...runtime.errors import ConfigError
+from ...runtime.errors import ConfigError, ValidationError
 from ...runtime.store import (
     Advance,
     Attempt,
@@ -152,8 +152,6 @@ class ShardedStore:
     def fork(self, new: NewRun, step: int) -> ForkOutcome:
         old = new.forked_from[0] if new.forked_from else new.run_id
         if self.shard_of(old) != self.shard_of(new.run_id):
-            from ...runtime.errors import ValidationError
-
             raise ValidationError(f"run {new.run_id} would live on another shard than {old}: a fork's id must be "
                                   "in its run's bucket (leave new_run_id out and parkway mints one)", run_id=old)
         result: ForkOutcome = self.store_of(old).fork(new, step)
@@ -335,6 +333,51 @@ class ShardedStore:
         if failed:
             raise failed[0]
 
+    # --- the pause feeds, as one (``GET /v1/interrupts/events``) ------------------------------
+
+    def pause_position(self) -> str:
+        """Every shard's pause feed's newest entry id now ("0-0" for an empty one), comma-separated
+        in shard order: the position of a stream that sends the pauses made after this call."""
+        with translated():
+            lasts = self._all(lambda s: s.client.xrevrange(keys.pauses(), "+", "-", count=1))
+        return ",".join(_text(last[0][0]) if last else "0-0" for last in lasts)
+
+    def read_pauses(self, after: str, block_ms: int, count: int) -> tuple[list[tuple[str, dict[str, str]]], str, bool]:
+        """The pause feeds' entries past ``after`` (one entry id per shard, comma-separated, or one
+        id for every shard), up to ``count`` of each shard's, waiting up to ``block_ms`` for one
+        when there is none: a list of (the position just past the entry, its fields) in entry id
+        order, the position past them all, and whether every feed was read to its end. Each
+        position names every shard's place, so a stream picked up at any of them (``Last-Event-ID``)
+        sends each shard's later pauses once."""
+        positions = self._feed_positions(after)
+
+        def read(i: int) -> list[Any]:
+            reply = self.stores[i].client.xread({keys.pauses(): positions[i]}, count=count)
+            return list(reply[0][1]) if reply else []
+
+        with translated():
+            replies = self._all_indexed(read)
+        if block_ms and not any(replies):
+            self._wait_for_a_pause(positions, block_ms)
+            with translated():
+                replies = self._all_indexed(read)
+        merged = sorted((_entry_order(_text(eid)), i, _text(eid), fields)
+                        for i, reply in enumerate(replies) for eid, fields in reply)
+        out = []
+        for _, i, eid, fields in merged:
+            positions[i] = eid
+            out.append((",".join(positions), {_text(k): _text(v) for k, v in fields.items()}))
+        return out, ",".join(positions), all(len(reply) < count for reply in replies)
+
+    def _feed_positions(self, after: str) -> list[str]:
+        parts = after.split(",")
+        if len(parts) == 1:
+            return parts * len(self.stores)
+        if len(parts) != len(self.stores):
+            raise ValidationError(f"a position in the pause feeds of {len(self.stores)} shards is one event id, or "
+                                  f"{len(self.stores)} of them separated by commas (one per shard), not {after!r}")
+        return parts
+
     def _pending(self, query: InterruptQuery) -> InterruptListing:
         """Two phases: each shard's index members after the cursor (no records), merged in the
         order's member order; then the page's records, each from its shard, in one round trip per
@@ -428,6 +471,15 @@ class ShardedStore:
 
     def reclaim_folded(self, now: int, limit: int) -> int:
         return self._per_shard("reclaim_folded")  # type: ignore[no-any-return]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _entry_order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 class ShardedDispatcher:
