@@ -365,3 +365,39 @@ def test_parkway_serve_over_shards_answers_every_route_across_both_shards(
         for w in workers:
             w.stop()
     assert "Traceback" not in out, out[-3000:]
+
+
+def test_a_filtered_run_listing_over_shards_skips_no_run_a_shard_had_not_read_yet(
+    two: tuple[RedisServer, RedisServer],
+) -> None:
+    """A run listing whose filter leaves a shard's page short at its scan bound (its cursor then
+    stops where it read to, not at a run) goes on from there on that shard: the merged cursor never
+    passes a shard's own. Before, it followed the other shard's last run, past runs the first had
+    not read (here the one matching run of shard 0, never listed)."""
+    from parkway.runtime.store import RunIndexQuery
+
+    urls = (two[0].url, two[1].url)
+    with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+        store = pw.store
+        assert isinstance(store, ShardedStore)
+
+        def on(shard: int, stem: str) -> str:
+            return next(f"{stem}-{n}" for n in range(500) if store.shard_of(f"{stem}-{n}") == shard)
+
+        def start(workflow: Any, shard: int, stem: str) -> str:
+            run_id = pw.start(workflow, {}, run_id=on(shard, stem))
+            time.sleep(0.003)  # created in this order, in distinct milliseconds
+            return run_id
+
+        older = [start(flows.one_choice, 1, f"b{k}") for k in range(3)]  # shard 1, oldest
+        middle = start(flows.one_choice, 0, "a0")  # shard 0
+        for k in range(5):  # shard 0, newest: of another workflow
+            start(flows.two_questions, 0, f"x{k}")
+        listed: list[str] = []
+        cursor = None
+        for _ in range(20):
+            page = store.list_runs(RunIndexQuery(limit=2, cursor=cursor, now=0, workflow="one_choice", scan=3))
+            listed += [r.run_id for r in page.items]
+            if (cursor := page.next_cursor) is None:
+                break
+        assert listed == [middle, *reversed(older)]

@@ -287,11 +287,10 @@ class ShardedStore:
         def position(r: RunRecord) -> bytes:
             return codec.run_member(r.created_at, r.run_id)
 
-        items = sorted((r for p in pages for r in p.items), key=position, reverse=True)
-        more = any(p.next_cursor for p in pages) or len(items) > query.limit
-        page = items[: query.limit]
-        cursor = codec.make_run_cursor(position(page[-1])) if more and page else None
-        return RunIndexPage(page, cursor)
+        stops = [codec.parse_run_cursor(p.next_cursor) for p in pages if p.next_cursor]
+        page, last = _cut(sorted((r for p in pages for r in p.items), key=position, reverse=True), position,
+                          stops, query.limit, newest=True)
+        return RunIndexPage(page, codec.make_run_cursor(last) if last is not None else None)
 
     # --- listings --------------------------------------------------------------------------
 
@@ -429,12 +428,16 @@ class ShardedStore:
                 return codec.closed_member(ended, r.run_id, r.request_id)
             return codec.member(codec.entry_of(r), query.order)
 
-        items = sorted((r for p in pages for r in p.items), key=position, reverse=newest)
-        more = any(p.next_cursor for p in pages) or len(items) > query.limit
-        page = items[: query.limit]
+        def stop(cursor: str) -> bytes | None:
+            if closed:
+                return codec.parse_closed_cursor(cursor, query.status)
+            return codec.parse_cursor(cursor, query.order)
+
+        stops = [stop(p.next_cursor) for p in pages if p.next_cursor]
+        page, last = _cut(sorted((r for p in pages for r in p.items), key=position, reverse=newest), position,
+                          stops, query.limit, newest=newest)
         cursor = None
-        if more and page:
-            last = position(page[-1])
+        if last is not None:
             cursor = codec.make_closed_cursor(last, query.status) if closed else codec.make_cursor(last, query.order)
         feed = ",".join(p.feed or "0-0" for p in pages) if query.watch else None
         return InterruptListing(page, cursor, feed)
@@ -471,6 +474,22 @@ class ShardedStore:
 
     def reclaim_folded(self, now: int, limit: int) -> int:
         return self._per_shard("reclaim_folded")  # type: ignore[no-any-return]
+
+
+def _cut(
+    items: list[Any], position: Callable[[Any], bytes], stops: Sequence[bytes | None], limit: int, *, newest: bool
+) -> tuple[list[Any], bytes | None]:
+    """A merged page of the shards' pages (``items``, in the listing's order) and the position its
+    cursor names (None: the listing ends). A shard whose page goes on (its cursor at ``stops``) has
+    read nothing past its cursor, so the page keeps no item past the nearest such stop (another
+    shard's items there come again on the next page) and its cursor never passes it: a shard's page
+    cut short (a filter, a scan bound, a record gone) skips none of its runs."""
+    known = [s for s in stops if s is not None]
+    bound = (max(known) if newest else min(known)) if known else None
+    kept = items if bound is None else [i for i in items if (position(i) >= bound if newest else position(i) <= bound)]
+    if len(kept) > limit:
+        return kept[:limit], position(kept[limit - 1])
+    return kept, bound
 
 
 def _text(value: Any) -> str:
