@@ -401,3 +401,21 @@ def test_a_filtered_run_listing_over_shards_skips_no_run_a_shard_had_not_read_ye
             if (cursor := page.next_cursor) is None:
                 break
         assert listed == [middle, *reversed(older)]
+
+
+def test_a_redis_url_outside_the_shards_is_refused_not_ignored(two: tuple[RedisServer, RedisServer]) -> None:
+    """With PARKWAY_SHARDS set, `--redis-url` naming another Redis (or, for a worker, another shard
+    than its --shard) is refused with what to do; it was ignored, and the command read the shards."""
+    urls = (two[0].url, two[1].url)
+
+    def parkway(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "parkway.cli", *args], cwd=ROOT, env=_shard_env(urls),
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    elsewhere = "redis://127.0.0.1:1/0"
+    refused = parkway("interrupts", "--redis-url", elsewhere)
+    assert refused.returncode == 1 and "PARKWAY_SHARDS" in refused.stderr, refused.stderr
+    assert parkway("interrupts", "--redis-url", urls[1]).returncode == 0  # one of them: every shard is read
+    wrong = parkway("worker", "--burst", "--redis-url", urls[0], "--shard", "1")
+    assert wrong.returncode == 1 and "shard 1" in wrong.stderr, wrong.stderr
+    assert parkway("worker", "--burst", "--redis-url", urls[1], "--shard", "1").returncode == 0

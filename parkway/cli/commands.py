@@ -53,9 +53,13 @@ NEEDS_REDIS = (
 def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     from ..config import Settings
 
-    return Settings.from_env(
-        redis_url=_redis_url(args), workflows=getattr(args, "workflows", None), **overrides
-    )
+    url = _redis_url(args)
+    settings = Settings.from_env(redis_url=url, workflows=getattr(args, "workflows", None), **overrides)
+    shards = settings.shards or ()
+    if url and len(shards) > 1 and url not in shards:
+        raise ConfigError(f"--redis-url {url} is not one of PARKWAY_SHARDS: with shards a command reads and writes "
+                          "every shard (and a worker serves --shard K); unset PARKWAY_SHARDS to use one Redis")
+    return settings
 
 
 def _redis_url(args: argparse.Namespace) -> str | None:
@@ -393,7 +397,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if settings.redis_url is None:
         raise ParkwayError("parkway worker needs a Redis: set PARKWAY_REDIS_URL or pass --redis-url")
     if settings.shards is not None and len(settings.shards) > 1:
-        settings = _shard_of(settings, args.shard)
+        settings = _shard_of(settings, args.shard, _redis_url(args))
     elif args.shard is not None:
         raise ConfigError("--shard needs PARKWAY_SHARDS (more than one shard)")
     print(_worker_line(settings, args.workers), file=sys.stderr, flush=True)
@@ -401,9 +405,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return run_worker(settings, burst=args.burst, workers=args.workers)
 
 
-def _shard_of(settings: Settings, shard: int | None) -> Settings:
+def _shard_of(settings: Settings, shard: int | None, given: str | None) -> Settings:
     """A worker's settings for shard ``shard`` of ``settings.shards`` (it serves that shard alone),
-    once the shard is checked to hold this process's bucket -> shard table."""
+    once the shard is checked to hold this process's bucket -> shard table; ``given``: the URL the
+    command line named, which must then be that shard's."""
     from ..adapters.redis.connection import connect
     from ..adapters.redis.shards import check_table, default_table
 
@@ -412,6 +417,9 @@ def _shard_of(settings: Settings, shard: int | None) -> Settings:
         raise ConfigError(f"with PARKWAY_SHARDS a worker serves one shard: pass --shard K, K from 0 to "
                           f"{len(settings.shards) - 1} (one worker, or --workers N, per shard)")
     url = settings.shards[shard]
+    if given is not None and given != url:
+        raise ConfigError(f"--redis-url {given} is not shard {shard} ({url}): pass that shard's URL, "
+                          "or leave --redis-url out (--shard K picks it from PARKWAY_SHARDS)")
     client = connect(url)
     try:
         check_table(client, shard, default_table(len(settings.shards)))
@@ -972,7 +980,8 @@ def _demo(pw: Parkway) -> int:
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[_Parser]"  # what add_subparsers() returns
 
-REDIS_REQUIRED = "the Redis parkway runs on (required; default $PARKWAY_REDIS_URL)"
+REDIS_REQUIRED = ("the Redis parkway runs on (required; default $PARKWAY_REDIS_URL; with $PARKWAY_SHARDS every "
+                  "shard, and this URL, if given, must be one of them)")
 
 MAIN_EPILOG = """\
 Every command but `run` and `demo` needs a Redis: set PARKWAY_REDIS_URL (or pass --redis-url).
