@@ -419,3 +419,38 @@ def test_a_redis_url_outside_the_shards_is_refused_not_ignored(two: tuple[RedisS
     wrong = parkway("worker", "--burst", "--redis-url", urls[0], "--shard", "1")
     assert wrong.returncode == 1 and "shard 1" in wrong.stderr, wrong.stderr
     assert parkway("worker", "--burst", "--redis-url", urls[1], "--shard", "1").returncode == 0
+
+
+def _blocked_reads(url: str) -> int:
+    with redis.Redis.from_url(url) as r:
+        return sum(1 for c in r.client_list() if c.get("cmd") == "xread")
+
+
+@pytest.mark.slow
+def test_waiting_listings_over_shards_share_one_blocking_read_per_shard(two: tuple[RedisServer, RedisServer]) -> None:
+    """Many listings waiting at once (``wait_ms``, the HTTP server's waitMs listings and pause feeds
+    over shards) hold one blocking read of each shard's pause feed between them, not one connection
+    each per shard (12 waiting listings held 12 XREADs on each shard, out of the pool every call of
+    the process draws from); a pause on either shard still ends each of them."""
+    urls = (two[0].url, two[1].url)
+    worker = Worker(urls[1], SECRET, "--shard", "1", env={"PARKWAY_SHARDS": ",".join(urls)})
+    try:
+        with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+            store = pw.store
+            assert isinstance(store, ShardedStore)
+            got: list[Any] = []
+            waiters = [threading.Thread(target=lambda: got.append(pw.list_interrupts(wait_ms=20_000, tenant="acme")))
+                       for _ in range(12)]
+            for w in waiters:
+                w.start()
+            # shard 0 has no worker: every blocked read there is a waiting listing's
+            wait_for(lambda: _blocked_reads(urls[0]) >= 1, 20, "the waits to block on shard 0")
+            time.sleep(1)  # every waiter is waiting by now (they started together)
+            assert _blocked_reads(urls[0]) == 1
+            late = next(f"late-{n}" for n in range(200) if store.shard_of(f"acme~late-{n}") == 1)
+            pw.start(flows.one_choice, {}, run_id=late, tenant="acme")  # parks on shard 1, served there
+            for w in waiters:
+                w.join(25)
+            assert len(got) == 12 and all([i.run_id for i in page.items] == [f"acme~{late}"] for page in got)
+    finally:
+        worker.stop()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -121,6 +122,7 @@ class ShardedStore:
         self.limits = self.stores[0].limits
         self._pool = ThreadPoolExecutor(max_workers=max(2, 2 * len(self.stores)), thread_name_prefix="pw-shards")
         self._lock = threading.Lock()
+        self._feeds = _PauseFeeds(self.stores)
 
     # --- placement -------------------------------------------------------------------
 
@@ -311,26 +313,9 @@ class ShardedStore:
         return parts if len(parts) == len(self.stores) else ["0-0"] * len(self.stores)
 
     def _wait_for_a_pause(self, positions: list[str], wait_ms: int) -> None:
-        """Block until a pause after ``positions`` on any shard's feed, or ``wait_ms``."""
-
-        woken = threading.Event()
-        failed: list[BaseException] = []
-
-        def watch(i: int) -> None:
-            try:
-                with translated():
-                    self.stores[i].client.xread({keys.pauses(): positions[i]}, count=1, block=max(1, wait_ms))
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
-                failed.append(exc)
-            woken.set()
-
-        # threads of their own, not the pool's: each blocks up to wait_ms, and concurrent waiting
-        # listings must not queue behind one another
-        for i in range(len(self.stores)):
-            threading.Thread(target=watch, args=(i,), daemon=True, name=f"pw-shard-watch-{i}").start()
-        woken.wait(wait_ms / 1000 + 1)
-        if failed:
-            raise failed[0]
+        """Block until a pause after ``positions`` on any shard's feed, or ``wait_ms`` (one shared
+        read of each shard's feed for every waiter of this process: :class:`_PauseFeeds`)."""
+        self._feeds.wait(positions, wait_ms)
 
     # --- the pause feeds, as one (``GET /v1/interrupts/events``) ------------------------------
 
@@ -499,6 +484,78 @@ def _text(value: Any) -> str:
 def _entry_order(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
+
+
+class _PauseFeeds:
+    """The pause feeds of the shards, watched for every waiting listing of this process at once: one
+    thread per shard blocks on its feed (``XREAD BLOCK``, one pooled connection) while any listing
+    waits, and wakes them all when it reads an entry; a listing waits until some shard's feed holds
+    an entry past its position there. (A thread and a blocking read per waiting listing and shard
+    held that many connections of the pools every call of the process draws from.)"""
+
+    READ_MS = 1000
+    """one blocking read's bound: a reader ends at most this long after its last waiter"""
+
+    def __init__(self, stores: Sequence[Any]) -> None:
+        self.stores = stores
+        self.cond = threading.Condition()
+        self.seen = [(0, 0)] * len(stores)
+        """per shard: an entry at or past this id is known to exist"""
+        self.at = ["0-0"] * len(stores)
+        """per shard: where its reader reads on from"""
+        self.reading = [False] * len(stores)
+        self.waiters = 0
+        self.failures = 0
+        self.failure: BaseException | None = None
+
+    def wait(self, positions: Sequence[str], wait_ms: int) -> None:
+        """Return once a shard's feed holds an entry past ``positions`` (each a feed entry id read
+        from that shard, "0-0" for an empty feed) or after ``wait_ms``; raise what a reader met."""
+        mine = [_entry_order(p) for p in positions]
+        deadline = time.monotonic() + wait_ms / 1000
+        with self.cond:
+            failures = self.failures
+            self.waiters += 1
+            try:
+                for i, position in enumerate(positions):
+                    self.seen[i] = max(self.seen[i], mine[i])  # the entry at a position read exists
+                    if not self.reading[i]:
+                        self.reading[i], self.at[i] = True, position
+                        threading.Thread(target=self._read, args=(i,), daemon=True, name=f"pw-shard-feed-{i}").start()
+                while not any(seen > m for seen, m in zip(self.seen, mine, strict=True)):
+                    if self.failures != failures and self.failure is not None:
+                        raise self.failure
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return
+                    self.cond.wait(left)
+            finally:
+                self.waiters -= 1
+
+    def _read(self, i: int) -> None:
+        """Shard ``i``'s reader: reads on from ``at[i]`` while anyone waits, each entry read noted."""
+        client = self.stores[i].client
+        while True:
+            with self.cond:
+                if not self.waiters:
+                    self.reading[i] = False
+                    return
+                at = self.at[i]
+            try:
+                with translated():
+                    reply = client.xread({keys.pauses(): at}, count=100, block=self.READ_MS)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiters
+                with self.cond:
+                    self.failures, self.failure, self.reading[i] = self.failures + 1, exc, False
+                    self.cond.notify_all()
+                return
+            entries = reply[0][1] if reply else []
+            if entries:
+                last = _text(entries[-1][0])
+                with self.cond:
+                    self.at[i] = last
+                    self.seen[i] = max(self.seen[i], _entry_order(last))
+                    self.cond.notify_all()
 
 
 class ShardedDispatcher:
