@@ -454,3 +454,51 @@ def test_waiting_listings_over_shards_share_one_blocking_read_per_shard(two: tup
             assert len(got) == 12 and all([i.run_id for i in page.items] == [f"acme~{late}"] for page in got)
     finally:
         worker.stop()
+
+
+@pytest.mark.slow
+def test_serve_over_shards_waits_for_pauses_without_holding_its_threads(two: tuple[RedisServer, RedisServer]) -> None:
+    """`parkway serve` over shards: 45 waitMs listings (three keys) hold none of the server's worker
+    threads while they wait, as on one Redis (each held one for its whole wait: with the 40 of the
+    pool taken, a plain read of a run waited behind them), and a pause on either shard ends those
+    that wait for it."""
+    import httpx
+
+    from parkway.http.app import hash_key
+    from tests.test_api import KEY, Server
+
+    more = ["machine-key-2-" + "m" * 24, "machine-key-3-" + "n" * 24]
+    urls = (two[0].url, two[1].url)
+    srv = Server(urls[0], "".join(f",{hash_key(k)}=machine" for k in more), PARKWAY_SHARDS=",".join(urls))
+    workers = [Worker(urls[k], SECRET, "--shard", str(k), env={"PARKWAY_SHARDS": ",".join(urls)}) for k in (0, 1)]
+    try:
+        with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+            store = pw.store
+            assert isinstance(store, ShardedStore)
+            run_id = pw.start(flows.one_choice, {}, tenant="acme")
+            for shard, keys_ in ((0, [KEY, *more]), (1, [KEY])):  # a round on each shard
+                tenant = f"other{shard}"
+                got: list[httpx.Response] = []
+
+                def wait(key: str, tenant: str = tenant, got: list[httpx.Response] = got) -> None:
+                    got.append(httpx.get(f"{srv.url}/v1/interrupts", params={"waitMs": 20_000, "tenant": tenant},
+                                         headers={"Authorization": f"Bearer {key}"}, timeout=40))
+
+                waiters = [threading.Thread(target=wait, args=(key,)) for key in keys_ for _ in range(15)]
+                for w in waiters:
+                    w.start()
+                time.sleep(2)  # they are all waiting by now
+                read = httpx.get(f"{srv.url}/v1/runs/{run_id}", headers={"Authorization": f"Bearer {KEY}"}, timeout=8)
+                assert read.status_code == 200 and not got
+                # a pause of the tenant they list, on this shard, ends them all
+                late = next(f"o-{n}" for n in range(200) if store.shard_of(f"{tenant}~o-{n}") == shard)
+                pw.start(flows.one_choice, {}, run_id=late, tenant=tenant)
+                for w in waiters:
+                    w.join(30)
+                assert len(got) == len(waiters) and all(
+                    [i["runId"] for i in r.json()["items"]] == [f"{tenant}~{late}"] for r in got), got[0].text
+    finally:
+        out = srv.stop()
+        for w in workers:
+            w.stop()
+    assert "Traceback" not in out, out[-3000:]

@@ -66,7 +66,10 @@ answers as what does not exist (404).
 
 Blocking Redis calls run in the thread pool, never on the event loop; event
 streams read Redis through its asyncio client, and waiting listings wait on one
-shared watch of the pause feed, so neither holds a thread while it waits.
+shared watch of the pause feed, so neither holds a thread while it waits. With
+shards (``PARKWAY_SHARDS``) a stream reads its run's shard, and waiting listings
+share one watch of each shard's feed; the pause feed's stream merges the shards'
+feeds through the router, on a thread of the pool.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
+from functools import partial
 from html import escape
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -446,7 +450,12 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
     for a server only the machine it runs on can reach). Shutting the app down closes the connections
     it opened itself, and ``pw`` too with ``close_client`` (else its owner closes it)."""
     events = _EventReader(pw)
-    pauses = _PauseWatch(events.connect) if events.url is not None else None
+    pauses: _PauseWatch | _ShardedPauseWatch | None = None
+    if events.sharded:  # one watch of each shard's feed
+        pauses = _ShardedPauseWatch([_PauseWatch(partial(events.connect, url=u)) for u in events.urls],
+                                    pw.store.shard_of)  # type: ignore[attr-defined]
+    elif events.urls:
+        pauses = _PauseWatch(events.connect)
     waiting = _Slots("waiting listings", MAX_WAITING_PER_KEY)
     streams = _Streams()
 
@@ -906,7 +915,9 @@ class _MaskLinks(logging.Filter):
 _MASK_LINKS = _MaskLinks()
 
 
-async def _wait_for_page(pw: Parkway, pauses: _PauseWatch | None, query: ListingQuery, who: Caller) -> InterruptPage:
+async def _wait_for_page(
+    pw: Parkway, pauses: _PauseWatch | _ShardedPauseWatch | None, query: ListingQuery, who: Caller
+) -> InterruptPage:
     """A waiting listing that holds no thread while it waits: list (in a thread, with the pause feed's
     position), and while the page is empty wait on the process's one watch of the feed for a pause
     past that position, then list again, until ``query.wait_ms`` have passed. Embedded (no asyncio
@@ -918,7 +929,7 @@ async def _wait_for_page(pw: Parkway, pauses: _PauseWatch | None, query: Listing
     while True:
         page, feed = await anyio.to_thread.run_sync(lambda: pw.list_watching(once, caller=who))
         left = deadline - anyio.current_time()
-        if page.items or left <= 0 or not await pauses.wait_past(feed, left):
+        if page.items or left <= 0 or not await pauses.wait_past(feed, left, query.run_id):
             return page
 
 
@@ -984,8 +995,9 @@ class _PauseWatch:
         self.news = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
-    async def wait_past(self, feed: str, timeout: float) -> bool:
-        """True once the feed holds an entry past ``feed``; False after ``timeout`` seconds."""
+    async def wait_past(self, feed: str, timeout: float, run_id: str | None = None) -> bool:
+        """True once the feed holds an entry past ``feed``; False after ``timeout`` seconds
+        (``run_id``: the listing's, which only :class:`_ShardedPauseWatch` needs)."""
         position = _feed_id(feed)
         self.waiting += 1
         try:
@@ -1031,6 +1043,35 @@ class _PauseWatch:
                 await self.task
 
 
+class _ShardedPauseWatch:
+    """With shards: a :class:`_PauseWatch` of each shard's feed. A listing's feed position is one
+    entry id per shard (comma-separated, as the router lists), and a pause past it on any shard
+    ends its wait; a listing of one run (``runId``) has its run's shard's position and waits there."""
+
+    def __init__(self, watches: list[_PauseWatch], shard_of: Callable[[str], int]) -> None:
+        self.watches, self.shard_of = watches, shard_of
+
+    async def wait_past(self, feed: str, timeout: float, run_id: str | None = None) -> bool:
+        if run_id is not None:
+            return await self.watches[self.shard_of(run_id)].wait_past(feed, timeout)
+        parts = feed.split(",")
+        if len(parts) != len(self.watches):
+            raise ValidationError(f"a position in {len(self.watches)} pause feeds, not {feed!r}")
+        tasks = [asyncio.create_task(w.wait_past(p, timeout)) for w, p in zip(self.watches, parts, strict=True)]
+        try:
+            for done in asyncio.as_completed(tasks):
+                if await done:
+                    return True
+            return False
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def close(self) -> None:
+        for watch in self.watches:
+            await watch.close()
+
+
 async def _run_plan(client: Any, plan: Any) -> Any:
     """What a read plan (``parkway.adapters.redis.layout.Plan``) returns, each of its round trips
     sent as one pipeline on the asyncio ``client`` (``RedisStore`` runs the same plans on its own)."""
@@ -1056,28 +1097,37 @@ class _EventReader:
     def __init__(self, pw: Parkway) -> None:
         self.pw = pw
         sharded = pw.settings.shards is not None and len(pw.settings.shards) > 1
-        self.url = None if sharded else pw.settings.redis_url
-        """None also with shards: a stream reads through the store's router, in the thread pool"""
-        self.sentinels: Any = None
-        """under Sentinel: the asyncio clients of the sentinels every stream's connection asks"""
+        self.urls: tuple[str, ...] = ()
+        """the Redis servers: one, or with shards each shard's in order; none when embedded"""
+        if pw.settings.redis_url is not None:
+            self.urls = tuple(pw.settings.shards or ()) if sharded else (pw.settings.redis_url,)
+        self.sentinels: dict[str, Any] = {}
+        """under Sentinel, by URL: the asyncio clients of the sentinels every stream's connection asks"""
 
-    def connect(self) -> Any:
-        """A client of its own for one stream or watch (its pipeline and its blocking read share it);
-        None when embedded. Under Sentinel its connection asks the sentinels where the master is."""
-        if self.url is None:
+    @property
+    def sharded(self) -> bool:
+        return len(self.urls) > 1
+
+    def connect(self, key: str | None = None, *, url: str | None = None) -> Any:
+        """A client of its own for one stream or watch (its pipeline and its blocking read share it),
+        on ``url``, else the Redis of run or session ``key`` (with shards, its shard's), else the
+        first; None when embedded. Under Sentinel its connection asks the sentinels where the master is."""
+        if not self.urls:
             return None
         from redis import asyncio as aioredis
 
         from ..adapters.redis.sentinel import async_client, async_sentinels, is_sentinel_url
 
+        if url is None:
+            url = self.urls[self.pw.store.shard_of(key)] if key is not None and self.sharded else self.urls[0]  # type: ignore[attr-defined]
         # a read blocks up to STREAM_BLOCK_MS, and on a busy host its reply may come later still
         bounds: dict[str, Any] = {"socket_timeout": STREAM_BLOCK_MS / 1000 + 10, "socket_connect_timeout": 5,
                                   "max_connections": 2}
-        if is_sentinel_url(self.url):
-            if self.sentinels is None:
-                self.sentinels = async_sentinels(self.url)
-            return async_client(self.url, self.sentinels, **bounds)
-        return aioredis.Redis.from_url(self.url, **bounds)
+        if is_sentinel_url(url):
+            if url not in self.sentinels:
+                self.sentinels[url] = async_sentinels(url)
+            return async_client(url, self.sentinels[url], **bounds)
+        return aioredis.Redis.from_url(url, **bounds)
 
     async def _read(self, client: Any, run_id: str, after: str, *, session: bool = False) -> list[Any]:
         from ..adapters.redis import layout
@@ -1099,7 +1149,7 @@ class _EventReader:
         from closing the connection. Interrupt events carry their resume token ``with_tokens``.
         ``still()`` (in the thread pool) is asked after every read, before what it read is sent: the
         stream ends when it says False (the caller lost the run, or the id names another run now)."""
-        client = self.connect()
+        client = self.connect(run_id)
         try:
             while True:
                 batch = await self._read(client, run_id, after)
@@ -1118,10 +1168,6 @@ class _EventReader:
                         return
         finally:
             await _close(client)
-
-    @property
-    def sharded(self) -> bool:
-        return hasattr(self.pw.store, "stores")
 
     def check_position(self, value: str) -> str:
         """A position in the pause feed: an event id; with shards, also one per shard, comma-separated
@@ -1179,7 +1225,7 @@ class _EventReader:
         the thread pool for each batch) keeps and that still hold their id (an entry outlives its run,
         whose id can then be taken by another: it is told only of its own pauses); a comment on every
         idle read (``: waiting``) and after a read that reached the feed's end (``: caught up``)."""
-        client = self.connect()
+        client = None if self.sharded else self.connect()  # with shards: every feed, through the router
 
         def current(batch: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
             held = self.pw.store.births(sorted({run_id for _, _, run_id, _ in batch}))
@@ -1210,7 +1256,7 @@ class _EventReader:
         the thread pool after every read, before what it read is sent) says the caller still reaches
         that incarnation: the stream ends with the session, when its id is opened again, or at an
         event stamped with another incarnation (unsent)."""
-        client = self.connect()
+        client = self.connect(session_id)
         try:
             while True:
                 batch = await self._read(client, session_id, after, session=True)
