@@ -360,6 +360,19 @@ def test_parkway_serve_over_shards_answers_every_route_across_both_shards(
                                   headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as events:
                     kinds = [event for event, _ in _frames(events)]
                 assert kinds[0] == "run.started" and "run.completed" in kinds and kinds[-1] == "done", kinds
+            # a session's event stream, on each shard (its id's)
+            opened: dict[int, str] = {}
+            for _ in range(40):
+                made = api.post("/v1/sessions", json={"agent": "tests.session_flows:echo", "owner": "ada",
+                                                      "tenant": "acme"})
+                assert made.status_code == 201, made.text
+                opened.setdefault(store.shard_of(made.json()["sessionId"]), made.json()["sessionId"])
+                if len(opened) == 2:
+                    break
+            for sid in opened.values():
+                with httpx.stream("GET", f"{srv.url}/v1/sessions/{sid}/stream",
+                                  headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as stream:
+                    assert next(_frames(stream))[0] == "session.opened"
     finally:
         out = srv.stop()
         for w in workers:
