@@ -518,10 +518,15 @@ class _PauseFeeds:
             self.waiters += 1
             try:
                 for i, position in enumerate(positions):
-                    self.seen[i] = max(self.seen[i], mine[i])  # the entry at a position read exists
                     if not self.reading[i]:
                         self.reading[i], self.at[i] = True, position
                         threading.Thread(target=self._read, args=(i,), daemon=True, name=f"pw-shard-feed-{i}").start()
+                    elif mine[i] < _entry_order(self.at[i]) and not self.seen[i] > mine[i]:
+                        # its reader is past this position, with nothing seen past it yet: it reads
+                        # again from here after its current read (a position is a caller's: the
+                        # pause feed's ``after``, which may name no entry; seen is only ever what
+                        # a reader read, so no position makes the others wake for nothing)
+                        self.at[i] = position
                 while not any(seen > m for seen, m in zip(self.seen, mine, strict=True)):
                     if self.failures != failures and self.failure is not None:
                         raise self.failure
