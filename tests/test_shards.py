@@ -515,3 +515,32 @@ def test_serve_over_shards_waits_for_pauses_without_holding_its_threads(two: tup
         for w in workers:
             w.stop()
     assert "Traceback" not in out, out[-3000:]
+
+
+def test_a_position_past_the_pause_feeds_end_wakes_no_other_waiting_listing(
+    two: tuple[RedisServer, RedisServer],
+) -> None:
+    """The pause feed's ``after`` is a caller's: a stream asking from past the feeds' end
+    (9999999999999-0) waits for itself alone. Before, it made every other waiting listing of the
+    process return at once, to list again, in a loop; and a pause still ends a waiting listing."""
+    urls = (two[0].url, two[1].url)
+    with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+        store = pw.store
+        assert isinstance(store, ShardedStore)
+        far = threading.Thread(target=lambda: store.read_pauses("9999999999999-0", 6000, 100))
+        far.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert pw.list_interrupts(wait_ms=2000).items == ()
+        assert time.monotonic() - started >= 1.9  # it waited its 2 s: nothing woke it
+        late = next(f"late-{n}" for n in range(200) if store.shard_of(f"late-{n}") == 1)
+        got: list[Any] = []
+        waiter = threading.Thread(target=lambda: got.append(store.read_pauses("0-0,0-0", 20_000, 100)))
+        waiter.start()
+        time.sleep(0.3)
+        with redis.Redis.from_url(urls[1]) as r:  # a pause, as the script writes it
+            r.xadd(keys.pauses(), {"w": "one_choice", "r": late, "c": "0"})
+        waiter.join(25)
+        entries, position, ended = got[0]
+        assert [f["r"] for _, f in entries] == [late] and ended and position.split(",")[0] == "0-0"
+        far.join(10)
