@@ -236,8 +236,10 @@ def test_events_put_back_after_the_parked_stream_is_gone_live_as_long_as_the_run
     run_id = harness.start_and_run(flows.one_choice, {}, ttl_ms=1000)  # the pause takes the run's TTL
     assert client.hexists(keys.run(run_id), layout.folded_event_field(0))
     time.sleep(layout.FOLD_WAKE_MS / 1000 + 0.2)
-    assert not client.exists(keys.events(run_id))  # gone with its wake copy
-    reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
+    if client.exists(keys.events(run_id)):  # embedded, the worker's own sweep may have expired the run first
+        assert harness.kind == "embedded" and harness.pw.get_run(run_id).status is RunStatus.EXPIRED
+    else:  # gone with its wake copy
+        reconcile_once(harness.pw.store, harness.pw.backend.dispatcher)
     assert harness.pw.get_run(run_id).status is RunStatus.EXPIRED
     stream, run = client.pttl(keys.events(run_id)), client.pttl(keys.run(run_id))
     assert 0 < stream <= run + 50, (stream, run)  # read one after the other: a few ms apart
