@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from parkway import Caller, RunStatus
@@ -82,17 +83,23 @@ def test_a_trigger_delivered_to_a_live_run_is_streamed_as_an_interrupt_id_event(
     """A caller's interrupt cleared while a run is live at the head is written into that run's
     journal as the seed's trigger (``interrupt_id``, what its policy and ``use_triggers`` read) and onto
     its stream as an ``interrupt.resumed`` event in camelCase, ``{interruptId, payload}``."""
-    # a run that parks whenever it begins: embedded, the worker may take it before the clear, and a
-    # branch run that ended keeps only its summary (its journal is gone)
-    sid = harness.pw.sessions.open(sf.asking, owner="ada", tenant="acme")
-    sent = harness.pw.sessions.send(sid, "hi", caller=ADA)  # live at the head: queued, running or parked
-    iid = harness.pw.sessions.raise_interrupt(sid, "audit", caller=MACHINE, scope="branch")
-    cleared = harness.pw.sessions.resume_interrupt(sid, iid, {"ok": True}, caller=MACHINE)
-    assert (cleared.outcome, cleared.run_id) == ("resumed", sent.run_id)
-    streamed = [e.data for e in harness.pw.store.read_events(sent.run_id, "0", None, 1000)
-                if e.type == "interrupt.resumed"]
-    assert streamed == [{"interruptId": iid, "payload": {"ok": True}}]
-    journal, _ = harness.pw.store.read_activation(sent.run_id, 0)
-    assert [e.value for f, e in journal.items() if f.startswith("g:")] == [
-        {"type": "interrupt.resumed", "interrupt_id": iid, "payload": {"ok": True}}
-    ]
+    # a run that stays live until the test lets it go: embedded, the worker may take it before the
+    # clear, and a run that ended has no journal of its step left (one that parked would park the branch)
+    from tests.test_sessions import _hold_dir
+
+    path = _hold_dir()
+    sid = harness.pw.sessions.open(sf.slow_model, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, path, caller=ADA)  # live at the head: queued, or in its model call
+    try:
+        iid = harness.pw.sessions.raise_interrupt(sid, "audit", caller=MACHINE, scope="branch")
+        cleared = harness.pw.sessions.resume_interrupt(sid, iid, {"ok": True}, caller=MACHINE)
+        assert (cleared.outcome, cleared.run_id) == ("resumed", sent.run_id)
+        streamed = [e.data for e in harness.pw.store.read_events(sent.run_id, "0", None, 1000)
+                    if e.type == "interrupt.resumed"]
+        assert streamed == [{"interruptId": iid, "payload": {"ok": True}}]
+        journal, _ = harness.pw.store.read_activation(sent.run_id, 0)
+        assert [e.value for f, e in journal.items() if f.startswith("g:")] == [
+            {"type": "interrupt.resumed", "interrupt_id": iid, "payload": {"ok": True}}
+        ]
+    finally:
+        os.remove(os.path.join(path, "hold"))
