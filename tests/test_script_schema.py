@@ -274,7 +274,7 @@ def test_blocks_inside_a_list_of_blocks_bind_by_their_own_counts() -> None:
         session_calls.Delivery(_resume("r2"), "req2", "run2", b"d2", b"u2"),
         session_calls.Delivery(_resume("r3"), "req3", "run3", b"d3", b"u3"),
     ]
-    session = session_calls.Session(*(f"s.{i}" for i in range(9)))
+    session = session_calls.Session(*(f"s.{i}" for i in range(10)))
     switch = session_calls.SessionSwitch(session, deliveries, "head", 5, 6, b"sw")
     got = _bound("session_switch", switch, "{#K.deliveries, A.deliveries[1].resume == nil and 1 or 0,"
                  " K.deliveries[2].resume.filters[1], K.deliveries[3].resume.queues[2], A.deliveries[3].resume.job[1],"

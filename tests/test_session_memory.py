@@ -1,6 +1,7 @@
 """What a session keeps per turn: a branch run that ended keeps, once the session's next transition
-sees it ended, its summary only (its status, whose it is, when), not its hash, stream or snapshots:
-it then reads as a run past its records' TTL does."""
+sees it ended, its summary only (its status, whose it is, when), not its hash, stream or snapshots,
+and that summary as one field of the session's hash of ended runs, not a key of its own: it then
+reads as a run past its records' TTL does, and expires with the session."""
 
 from __future__ import annotations
 
@@ -26,11 +27,14 @@ def test_an_ended_branch_run_keeps_only_its_summary_once_the_next_turn_sees_it_e
     second = harness.pw.sessions.send(sid, "again", caller=ADA)
     harness.run_jobs()
     assert client.exists(keys.run(first.run_id), keys.events(first.run_id), keys.snapshots(first.run_id)) == 0
-    assert client.exists(keys.summary(first.run_id)) == 1
+    assert client.exists(keys.summary(first.run_id)) == 0  # folded into the session's hash of ended runs
+    assert client.hexists(keys.ended_summaries(first.run_id), keys.ended_field(first.run_id)) == 1
     run = harness.pw.get_run(first.run_id)  # its summary: status, workflow, whose, when
     assert run.status is RunStatus.COMPLETED
     assert (run.owner, run.tenant, run.workflow) == ("ada", "acme", sf.echo.name)
     assert run.node is None and run.output is None and run.created_at > 0
+    record = harness.pw.store.get_run(first.run_id, 0)  # the store's record: whose it is, whole
+    assert (record.session, record.origin, record.owner, record.tenant) == (sid, "frontend", "ada", "acme")
     # the session reads as before: every message, the head the second reply
     view = harness.pw.sessions.get(sid, caller=ADA)
     assert view.messages[view.head].content == "you said again"
@@ -98,3 +102,28 @@ def test_a_turn_reaches_the_model_in_five_round_trips_whatever_the_sessions_leng
         sent = sf.TRIPS["now"] - start
         harness.run_jobs()
         assert (sent, sf.TRIPS["at_model"] - start) == (2, 5)
+
+
+def test_a_folded_summary_answers_every_read_of_the_run_and_expires_with_the_session(harness: Harness) -> None:
+    """Whose the run is, when it was born and its place in the run listing read the folded summary,
+    with the owner and tenant it was written with; the session's hash of ended runs has the
+    session's TTL."""
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    sid = harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme")
+    first = harness.pw.sessions.send(sid, "hello", caller=ADA)
+    harness.run_jobs()
+    before = harness.pw.get_run(first.run_id)
+    harness.pw.sessions.send(sid, "again", caller=ADA)
+    harness.run_jobs()
+    assert client.exists(keys.summary(first.run_id)) == 0
+    store = harness.pw.store
+    assert store.authorities([first.run_id]) == {first.run_id: ("acme", "ada")}
+    assert store.births([first.run_id]) == {first.run_id: str(before.created_at)}
+    listed = {r.run_id: r for r in harness.pw.list_runs(caller=ADA).items}
+    assert listed[first.run_id].status is RunStatus.COMPLETED
+    assert (listed[first.run_id].owner, listed[first.run_id].tenant) == ("ada", "acme")
+    ended, session = client.pttl(keys.ended_summaries(first.run_id)), client.pttl(keys.session(sid))
+    assert 0 < ended and abs(ended - session) < 5_000
+    after = harness.pw.get_run(first.run_id)
+    assert (after.workflow, after.created_at) == (before.workflow, before.created_at)
+    assert after.updated_at == before.updated_at

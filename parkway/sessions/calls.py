@@ -29,6 +29,7 @@ class Session(Args):
     live: str
     events: str
     path: str
+    ended: str
 
 
 @schema("live")
@@ -37,6 +38,7 @@ class Live(Args):
     run: str
     events: str
     snapshots: str
+    summary: str
     run_id: str
 
 
@@ -46,6 +48,7 @@ class LiveAt(Args):
     run: str
     events: str
     snapshots: str
+    summary: str
     journal: str
     run_id: str
     step: int

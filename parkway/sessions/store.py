@@ -184,7 +184,7 @@ class SessionStore:
             hash=keys.session(s), messages=keys.session_messages(s), up=keys.session_up(s),
             open=keys.session_open(s), interrupts=keys.session_interrupts(s),
             deliveries=keys.session_deliveries(s), live=keys.session_live(s), events=keys.session_events(s),
-            path=keys.session_path(s),
+            path=keys.session_path(s), ended=keys.ended_summaries(s),
         )
 
     # --- reads -------------------------------------------------------------------------------
@@ -332,7 +332,8 @@ class SessionStore:
         dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
         reply = self.store.call_script(run.run_id, calls.SessionSend(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
-            live=[calls.Live(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r), run_id=r)
+            live=[calls.Live(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r),
+                             summary=keys.summary(r), run_id=r)
                   for r in live],
             mode=mode, edited=edited, parent=parent,
             message_id=message["id"],
@@ -411,7 +412,8 @@ class SessionStore:
             self._session(session_id), new=self.store.new_run(run), queues=queues,
             live=[
                 calls.LiveAt(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r),
-                       journal=keys.journal(r, step), run_id=r, step=step, job=self.store.hand_off(r)[1])
+                             summary=keys.summary(r), journal=keys.journal(r, step), run_id=r, step=step,
+                             job=self.store.hand_off(r)[1])
                 for r, step in live.items()
             ],
             interrupt_id=interrupt_id,

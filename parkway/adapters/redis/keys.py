@@ -39,6 +39,11 @@ key                         type    TTL       holds
                                               expired run reads ``expired``, not unknown; and each
                                               interrupt's lifecycle record (its telemetry, see
                                               ``parkway.runtime.telemetry``): fields in ``layout``
+``pw:{R}:ended``            hash    S         the summaries of a session's ended branch runs, folded
+                                              out of their own keys when the session sees them end
+                                              (``trim_ended`` in ``sessions/lua/_session.lua``; it
+                                              expires with the session): run id past ``<R>--`` -> the
+                                              summary packed (``layout.folded_summary``)
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:snap``             hash    T         what ``fork`` re-opens a step from, written by advance:
@@ -191,6 +196,17 @@ def run(run_id: str) -> str:
 
 def summary(run_id: str) -> str:
     return f"{_tag(run_id)}:sum"
+
+
+def ended_summaries(run_id: str) -> str:
+    """Where the summaries of ``run_id``'s tree's ended runs are folded (its tag's hash)."""
+    return f"{PREFIX}:{{{hash_tag(run_id)}}}:ended"
+
+
+def ended_field(run_id: str) -> str | None:
+    """``run_id``'s field in :func:`ended_summaries` (its id past its tag's ``--``); None for a root."""
+    root, sep, rest = run_id.partition(CHILD_SEPARATOR)
+    return rest if sep else None
 
 
 def journal(run_id: str, step: int) -> str:

@@ -321,6 +321,44 @@ def summary_record(run_id: str, summary: Mapping[bytes, Any]) -> RunRecord:
         raise CorruptRecord(f"run {run_id} summary is incomplete or invalid: {exc!r}", run_id=run_id) from exc
 
 
+ENDED_SUMMARY_WORDS = ("status", "created", "updated", "tenant", "owner", "origin", "wf")
+"""a folded summary's words (``keys.ended_summaries``; ``fold_summary`` in ``sessions/lua/_session.lua``
+writes them): single spaces between, ``updated`` as ms after ``created``, the workflow last (it may
+hold spaces); its session is its tree's (the tag), and it has no lifecycle record (a summary with
+one is not folded)"""
+
+
+def folded_summary(run_id: str, value: bytes | None) -> dict[bytes, bytes]:
+    """The summary fields a folded summary (``ENDED_SUMMARY_WORDS``) stands for, as ``HGETALL`` of the
+    summary would return them; {} for None."""
+    if value is None:
+        return {}
+    words = _s(value).split(" ", len(ENDED_SUMMARY_WORDS) - 1)
+    if len(words) != len(ENDED_SUMMARY_WORDS):
+        raise CorruptRecord(f"run {run_id} folded summary is invalid", run_id=run_id)
+    f = dict(zip(ENDED_SUMMARY_WORDS, words, strict=True))
+    try:
+        f["updated"] = str(int(f["created"]) + int(f["updated"]))
+    except ValueError as exc:
+        raise CorruptRecord(f"run {run_id} folded summary is invalid: {exc!r}", run_id=run_id) from exc
+    f["session"] = keys.hash_tag(run_id)
+    return {k.encode(): v.encode() for k, v in f.items() if v}
+
+
+def summary_or_folded(run_id: str, summary: Mapping[bytes, Any], folded: bytes | None) -> Mapping[bytes, Any]:
+    """A run's summary: its own key's fields, else the folded one's (``folded_summary``)."""
+    return summary if summary else folded_summary(run_id, folded)
+
+
+def summary_values(run_id: str, values: Sequence[Any], folded: bytes | None, names: Sequence[str]) -> list[Any]:
+    """An ``HMGET`` of ``names`` on a run's summary, answered from its folded summary when its own
+    key is gone (the first value None)."""
+    if values[0] is not None or folded is None:
+        return list(values)
+    f = folded_summary(run_id, folded)
+    return [f.get(n.encode()) for n in names]
+
+
 def run_or_summary(run_id: str, run: Mapping[bytes, Any], summary: Mapping[bytes, Any]) -> RunRecord | None:
     """The run from its hash, else from its summary (its records past their TTL), else None."""
     if run:

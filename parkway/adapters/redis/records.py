@@ -14,6 +14,23 @@ from .connection import text as _text
 from .errors import translated
 
 
+def read_folded(pipe: Any, run_id: str) -> None:
+    """Add to ``pipe`` the read of ``run_id``'s folded summary (``keys.ended_summaries``), if it
+    can have one (a run of a tree: a session's branch run); ``folded_reply`` takes its reply."""
+    field = keys.ended_field(run_id)
+    if field is not None:
+        pipe.hget(keys.ended_summaries(run_id), field)
+
+
+def folded_reply(replies: Any, run_id: str) -> bytes | None:
+    """The reply of ``read_folded``'s read (an iterator over a pipeline's replies), None when it added none."""
+    return next(replies) if keys.ended_field(run_id) is not None else None
+
+
+def _one(replies: list[Any]) -> bytes | None:
+    return replies[0] if replies else None
+
+
 class RunRecords:
     """The reads of one run's records (``RedisStore``'s; no transition)."""
 
@@ -24,8 +41,9 @@ class RunRecords:
             pipe = self.client.pipeline(transaction=False)
             pipe.hgetall(keys.run(run_id))
             pipe.hgetall(keys.summary(run_id))
-            run, summary = pipe.execute()
-        return layout.run_or_summary(run_id, run, summary)
+            read_folded(pipe, run_id)
+            run, summary, *folded = pipe.execute()
+        return layout.run_or_summary(run_id, run, layout.summary_or_folded(run_id, summary, _one(folded)))
 
     def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         """Whose each run is: ``run id -> (tenant, owner)`` as its summary was created with (it
@@ -36,7 +54,12 @@ class RunRecords:
             pipe = self.client.pipeline(transaction=False)
             for r in run_ids:
                 pipe.hmget(keys.summary(r), *layout.AUTHORITY_FIELDS)
-            found = {r: layout.authority(values) for r, values in zip(run_ids, pipe.execute(), strict=True)}
+                read_folded(pipe, r)
+            replies = iter(pipe.execute())
+            found = {}
+            for r in run_ids:
+                values, folded = next(replies), folded_reply(replies, r)
+                found[r] = layout.authority(layout.summary_values(r, values, folded, layout.AUTHORITY_FIELDS))
         return {r: whose for r, whose in found.items() if whose is not None}
 
     def births(self, run_ids: Sequence[str]) -> dict[str, str]:
@@ -49,8 +72,11 @@ class RunRecords:
             pipe = self.client.pipeline(transaction=False)
             for r in run_ids:
                 pipe.hget(keys.summary(r), "created")
-            found = zip(run_ids, pipe.execute(), strict=True)
-        return {r: created.decode() for r, created in found if created is not None}
+                read_folded(pipe, r)
+            replies = iter(pipe.execute())
+            found = [(r, layout.summary_values(r, [next(replies)], folded_reply(replies, r), ["created"])[0])
+                     for r in run_ids]
+        return {r: _text(created) for r, created in found if created is not None}
 
     def answered_steps(self, run_id: str, below: int) -> list[int]:
         """The activations before ``below`` whose interrupt ended (answered, cancelled, or expired

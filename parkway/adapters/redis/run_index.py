@@ -12,6 +12,7 @@ from .. import codec
 from ..limits import Limits
 from . import keys, layout
 from .errors import translated
+from .records import folded_reply, read_folded
 
 
 class RunIndex:
@@ -43,9 +44,13 @@ class RunIndex:
                 for _, run_id in parsed:
                     pipe.hmget(keys.run(run_id), *layout.LISTED_RUN_FIELDS)
                     pipe.hmget(keys.summary(run_id), *layout.LISTED_RUN_FIELDS[:8])
-                replies = pipe.execute()
-                for i, (m, (created, run_id)) in enumerate(zip(batch, parsed, strict=True)):
-                    record = layout.listed_run(run_id, replies[2 * i], replies[2 * i + 1])
+                    read_folded(pipe, run_id)
+                replies = iter(pipe.execute())
+                for m, (created, run_id) in zip(batch, parsed, strict=True):
+                    hashed, summed = next(replies), next(replies)
+                    summed = layout.summary_values(run_id, summed, folded_reply(replies, run_id),
+                                                   layout.LISTED_RUN_FIELDS[:8])
+                    record = layout.listed_run(run_id, hashed, summed)
                     # a member left by an earlier run of that id (its summary expired, the id taken again)
                     if record is not None and record.created_at == created and _matches(record, query):
                         found.append((m, record))
@@ -82,7 +87,10 @@ class RunIndex:
                 parsed = [codec.parse_run_member(m) for m in batch]
                 for _, run_id in parsed:
                     pipe.hget(keys.summary(run_id), "created")
-                born = pipe.execute()
+                    read_folded(pipe, run_id)
+                replies = iter(pipe.execute())
+                born = [layout.summary_values(run_id, [next(replies)], folded_reply(replies, run_id), ["created"])[0]
+                        for _, run_id in parsed]
                 # gone, or another run's now (its id taken again)
                 gone = [m for m, (created, _), b in zip(batch, parsed, born, strict=True)
                         if b is None or int(b) != created]

@@ -14,12 +14,14 @@
 --   events         its stream
 --   path           the active path: each message from the first to the head -> its depth (1: a
 --                  first message), kept by the scripts that move the head (move_head)
+--   ended          its ended branch runs' summaries, folded (fold_summary)
 
 -- BLOCK live: a live branch run of the session, as the caller read the live set
 -- KEYS
 --   run            its hash
 --   events         its stream
 --   snapshots      its snapshots
+--   summary        its summary
 -- ARGV
 --   run_id         its id
 
@@ -28,6 +30,7 @@
 --   run            its hash
 --   events         its stream
 --   snapshots      its snapshots
+--   summary        its summary
 --   journal        its journal at the step read
 -- ARGV
 --   #job           how many job arguments
@@ -62,7 +65,7 @@ end
 -- Renew every key of the session, and note the time of this transition.
 local function touch(S, ttl, now)
   if now then redis.call('HSET', S.hash, 'updated', now) end
-  expire_all(ttl, {S.hash, S.messages, S.up, S.open, S.interrupts, S.deliveries, S.live, S.events, S.path})
+  expire_all(ttl, {S.hash, S.messages, S.up, S.open, S.interrupts, S.deliveries, S.live, S.events, S.path, S.ended})
 end
 
 -- Append an event to the session's stream, stamped (`i`) with the session's incarnation (the nonce
@@ -158,23 +161,55 @@ local function move_head(S, m)
   redis.call('HSET', S.hash, 'head', m, 'hd', base + #ids)
 end
 
+-- A summary's fields a folded one keeps (layout.ENDED_SUMMARY_WORDS: `session` is the tag, and `updated`
+-- is kept as ms after `created`); a summary with any other field (an interrupt's lifecycle record)
+-- is not folded.
+local FOLDED = {status = true, created = true, updated = true, tenant = true, owner = true, origin = true,
+  wf = true, session = true}
+
+-- Fold an ended branch run's summary into the session's `ended` hash (keys.ended_summaries): a field
+-- named by its id past the session's, instead of a key per run, expiring with the session. Kept as
+-- its own key when it holds more than FOLDED, is not this session's, or a word of it has a space.
+local function fold_summary(S, summary, run_id)
+  local f, v = redis.call('HGETALL', summary), {}
+  for i = 1, #f, 2 do
+    if not FOLDED[f[i]] then return end
+    v[f[i]] = f[i + 1]
+  end
+  local tag, suffix = string.match(run_id, '^(.-)%-%-(.+)$')
+  if not suffix or v.session ~= tag or not v.wf or not tonumber(v.created) or not tonumber(v.updated) then return end
+  local words = {v.status or '', v.created, tostring(tonumber(v.updated) - tonumber(v.created)),
+    v.tenant or '', v.owner or '', v.origin or ''}
+  for _, word in ipairs(words) do
+    if string.find(word, ' ', 1, true) then return end
+  end
+  words[#words + 1] = v.wf
+  redis.call('HSET', S.ended, suffix, table.concat(words, ' '))
+  redis.call('DEL', summary)
+  -- the session's TTL from its first fold (a script that returns before its touch leaves none)
+  if redis.call('PTTL', S.ended) < 0 then redis.call('PEXPIRE', S.ended, redis.call('PTTL', S.hash)) end
+end
+
 -- What a session keeps of its branch run once a transition sees that it ended (and takes it out
 -- of the live set): its summary only (status, workflow, whose, when: what get_run then reads, as
--- for a run past its records' TTL). Its hash, stream and snapshots go: the session's messages
--- and events tell the turn (its messages name the run). A run handed triggers is kept whole.
--- `k`: its live or live_at block's keys.
-local function trim_ended(k)
+-- for a run past its records' TTL), folded into the session's `ended` hash (fold_summary). Its
+-- hash, stream and snapshots go: the session's messages and events tell the turn (its messages
+-- name the run). A run handed triggers is kept whole. `k`, `a`: its live or live_at block's keys
+-- and arguments.
+local function trim_ended(S, k, a)
   -- a run handed a cleared interrupt's trigger (`tg`, session_clear) keeps its records whole:
   -- its input or stream is the record that the trigger was delivered, once
   if redis.call('HEXISTS', k.run, 'tg') == 1 then return end
   redis.call('DEL', k.run, k.events, k.snapshots)
+  fold_summary(S, k.summary, a.run_id)
 end
 
--- The session's live branch runs, as the caller read them (`keys`, `args`: live or live_at
+-- The session's (`S`) live branch runs, as the caller read them (`keys`, `args`: live or live_at
 -- blocks' keys and arguments, in the same order): run id -> {key, leaf, status, waiting, step, k,
 -- a} (`k`, `a`: its block's). Runs that ended leave the live set here. nil when the caller's list
 -- is not the live set (it read it before a concurrent change: it reads again and retries).
-local function live_runs(live_key, keys, args)
+local function live_runs(S, keys, args)
+  local live_key = S.live
   local listed = redis.call('HGETALL', live_key)
   if #listed ~= 2 * #args then return nil end
   local runs = {}
@@ -190,7 +225,7 @@ local function live_runs(live_key, keys, args)
   for id, r in pairs(runs) do
     if not r.status or ENDED[r.status] then
       redis.call('HDEL', live_key, id)
-      if r.status then trim_ended(r.k) end
+      if r.status then trim_ended(S, r.k, r.a) end
       runs[id] = nil
     end
   end

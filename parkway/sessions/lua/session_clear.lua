@@ -44,7 +44,7 @@ if not anchor then
 end
 local head = A.head
 if redis.call('HGET', S.hash, 'head') ~= head then return {'retry'} end
-local runs = live_runs(S.live, K.live, A.live)
+local runs = live_runs(S, K.live, A.live)
 if not runs then return {'retry'} end
 for _, r in pairs(runs) do
   if r.step ~= r.a.step then return {'retry'} end

@@ -38,7 +38,7 @@ else
   if not p then return {'no_message'} end
   if p ~= parent then return {'retry'} end
 end
-local runs = live_runs(S.live, K.live, A.live)
+local runs = live_runs(S, K.live, A.live)
 if not runs then return {'retry'} end
 local by = parking(S.open, S.deliveries, runs, path_of(S, parent))
 if #by > 0 then return {'parked', unpack(by)} end
