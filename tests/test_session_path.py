@@ -22,16 +22,16 @@ def _assert_kept(h: Harness, client: redis.Redis, sid: str) -> None:
     be moving the head meanwhile)."""
     pipe = client.pipeline(transaction=True)
     pipe.hgetall(keys.session_up(sid))
-    pipe.hmget(keys.session(sid), "head", "hd")
-    pipe.hgetall(keys.session_path(sid))
-    up, (head, hd), path = pipe.execute()
+    pipe.hmget(keys.session(sid), "head", "pd")
+    pipe.lrange(keys.session_path(sid), 0, -1)
+    up, (head, depth), path = pipe.execute()
     walked = []
     m = head or b""
     while m:
         walked.append(m.decode())
         m = up[m]
-    assert {k.decode(): int(v) for k, v in path.items()} == {m: d for d, m in enumerate(reversed(walked), start=1)}
-    assert int(hd) == len(walked)
+    assert [m.decode() for m in path] == list(reversed(walked))
+    assert int(depth) == len(walked)
 
 
 def _step(h: Harness, sid: str, rnd: random.Random) -> None:
@@ -102,8 +102,33 @@ def test_a_session_from_before_the_path_was_kept_gets_it_built_on_its_next_trans
         harness.pw.sessions.send(sid, "hello", caller=ADA)
         harness.run_jobs()
     client.delete(keys.session_path(sid))
-    client.hdel(keys.session(sid), "hd")  # as a session written before this layout
+    client.hdel(keys.session(sid), "pd")  # as a session written before this layout
     harness.pw.sessions.send(sid, "hello", caller=ADA)
     _assert_kept(harness, client, sid)
     harness.run_jobs()
     _assert_kept(harness, client, sid)
+
+
+def test_a_path_kept_as_a_hash_before_it_was_a_list_is_built_as_a_list_and_the_hash_left_to_expire(
+    harness: Harness,
+) -> None:
+    """A session written when the path was a hash (``hd`` its length, the key ``path``) gets the
+    list on its next transition; the old key, which no script names any more, expires with the
+    TTL it has."""
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    sid = harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme")
+    for _ in range(2):
+        harness.pw.sessions.send(sid, "hello", caller=ADA)
+        harness.run_jobs()
+    path = client.lrange(keys.session_path(sid), 0, -1)
+    old = keys.session_path(sid).rsplit(":", 1)[0] + ":path"
+    client.delete(keys.session_path(sid))
+    client.hdel(keys.session(sid), "pd")
+    client.hset(old, mapping={m: d for d, m in enumerate(path, start=1)})
+    client.hset(keys.session(sid), "hd", len(path))
+    client.pexpire(old, 60_000)
+    harness.pw.sessions.send(sid, "hello", caller=ADA)
+    harness.run_jobs()
+    _assert_kept(harness, client, sid)
+    assert client.hget(keys.session(sid), "hd") is None and 0 < client.pttl(old) <= 60_000
+    assert client.pttl(keys.session_path(sid)) > 0

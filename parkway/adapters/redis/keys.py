@@ -116,8 +116,9 @@ key                         type    TTL       holds
                                               none of whose indexes holds a member leaves it
                                               (the reconciler: ``Store.prune_idle``)
 ``pw:{S}:s``                 hash    S         a session: agent (workflow ref), wf, owner, tenant, head
-                                              (active message id), ttl, created, updated, inc (its
-                                              incarnation: a nonce of the open that made it)
+                                              (active message id), pd (its depth), ttl, created,
+                                              updated, inc (its incarnation: a nonce of the open
+                                              that made it)
 ``pw:{S}:m``                 hash    S         message id -> message (role, content, runId, at)
 ``pw:{S}:up``                hash    S         message id -> parent message id ('' for a first message)
 ``pw:{S}:open``              hash    S         open session-level interrupt id -> anchor message ('' =
@@ -127,6 +128,10 @@ key                         type    TTL       holds
                                               branch was abandoned; the answer waits for a switch back
 ``pw:{S}:live``              hash    S         branch run id (``<S>--<hex>``) -> its leaf message; runs
                                               that ended leave it at the next session transition
+``pw:{S}:pl``                list    S         the active path: the messages from the first to the head
+                                              (the session hash's ``pd`` its length), kept by the
+                                              scripts that move the head
+``pw:{S}:ended``             hash    S         its ended branch runs' summaries (``pw:{R}:ended`` above)
 ``pw:{S}:sev``               stream  S         the session's events (messages, dispatches, interrupts,
                                               holds, switches): the session can be rebuilt from them;
                                               each entry ``t`` type, ``d`` data, ``i`` the incarnation
@@ -372,5 +377,6 @@ def session_events(session_id: str) -> str:
 
 
 def session_path(session_id: str) -> str:
-    """The session's active path: each message from the first to the head -> its depth."""
-    return _session(session_id, "path")
+    """The session's active path: a list of the messages from the first to the head (``pl``: the
+    hash ``path`` kept it before, message -> depth, and is left to expire)."""
+    return _session(session_id, "pl")

@@ -12,8 +12,8 @@
 --   deliveries     answers kept for abandoned branches (request id -> run id)
 --   live           its live branch runs (run id -> leaf)
 --   events         its stream
---   path           the active path: each message from the first to the head -> its depth (1: a
---                  first message), kept by the scripts that move the head (move_head)
+--   path           the active path: a list of the messages from the first to the head (its
+--                  length in the hash's `pd`), kept by the scripts that move the head (move_head)
 --   ended          its ended branch runs' summaries, folded (fold_summary)
 
 -- BLOCK live: a live branch run of the session, as the caller read the live set
@@ -90,10 +90,11 @@ local function set_leaf(run_key, leaf)
   redis.call('HSET', run_key, 'leaf', leaf)
 end
 
--- The active path's length (the head's depth, the session hash's `hd`). A session opened before
--- the path was kept has it built here, once, from `up`.
+-- The active path's length (the head's depth, the session hash's `pd`). A session whose path was
+-- kept before as a hash (`hd`, and a `path` key left to expire) or not at all has its list built
+-- here, once, from `up`.
 local function head_depth(S)
-  local d = redis.call('HGET', S.hash, 'hd')
+  local d = redis.call('HGET', S.hash, 'pd')
   if d then return tonumber(d) end
   local ids, m = {}, redis.call('HGET', S.hash, 'head') or ''
   while m ~= '' and #ids < 100000 do
@@ -101,9 +102,21 @@ local function head_depth(S)
     m = redis.call('HGET', S.up, m) or ''
   end
   redis.call('DEL', S.path)
-  for i = #ids, 1, -1 do redis.call('HSET', S.path, ids[i], #ids - i + 1) end
-  redis.call('HSET', S.hash, 'hd', #ids)
+  for i = #ids, 1, -1 do redis.call('RPUSH', S.path, ids[i]) end
+  redis.call('HSET', S.hash, 'pd', #ids)
+  redis.call('HDEL', S.hash, 'hd')
+  -- the session's TTL now (a script that returns before its touch would leave none)
+  if #ids > 0 then redis.call('PEXPIRE', S.path, redis.call('PTTL', S.hash)) end
   return #ids
+end
+
+-- The depth of `m` on the active path (1: a first message), nil when it is not on it: its place in
+-- the path's list, searched from the head's end (a message near the head, the usual one asked
+-- about, is found at once; a message is on a path once at most).
+local function path_depth(S, m)
+  local i = redis.call('LPOS', S.path, m, 'RANK', -1)
+  if i then return i + 1 end
+  return nil
 end
 
 -- From `m` up to the active path: the messages of `m`'s branch off it (a set), and the depth of
@@ -112,8 +125,8 @@ local function off_path(S, m)
   head_depth(S)
   local own, n = {}, 0
   while m ~= '' and n < 100000 do
-    local d = redis.call('HGET', S.path, m)
-    if d then return own, tonumber(d), n end
+    local d = path_depth(S, m)
+    if d then return own, d, n end
     own[m] = true
     n = n + 1
     m = redis.call('HGET', S.up, m) or ''
@@ -129,8 +142,8 @@ local function path_of(S, leaf)
   local on, depth = off_path(S, leaf)
   return setmetatable(on, {__index = function(_, m)
     if type(m) ~= 'string' or m == '' then return nil end
-    local d = redis.call('HGET', S.path, m)
-    if d and tonumber(d) <= depth then return true end
+    local d = path_depth(S, m)
+    if d and d <= depth then return true end
     return nil
   end})
 end
@@ -142,23 +155,23 @@ local function move_head(S, m)
   local head = redis.call('HGET', S.hash, 'head') or ''
   local d = head_depth(S)
   if m ~= '' and m ~= head and redis.call('HGET', S.up, m) == head then
-    redis.call('HSET', S.path, m, d + 1)
-    redis.call('HSET', S.hash, 'head', m, 'hd', d + 1)
+    redis.call('RPUSH', S.path, m)
+    redis.call('HSET', S.hash, 'head', m, 'pd', d + 1)
     return
   end
-  local ids, x = {}, m
-  while x ~= '' and redis.call('HEXISTS', S.path, x) == 0 and #ids < 100000 do
+  local ids, x, base = {}, m, 0
+  while x ~= '' and #ids < 100000 do
+    local at = path_depth(S, x)
+    if at then
+      base = at
+      break
+    end
     ids[#ids + 1] = x
     x = redis.call('HGET', S.up, x) or ''
   end
-  local base = x == '' and 0 or tonumber(redis.call('HGET', S.path, x))
-  local y = head
-  while y ~= x and y ~= '' do
-    redis.call('HDEL', S.path, y)
-    y = redis.call('HGET', S.up, y) or ''
-  end
-  for i = #ids, 1, -1 do redis.call('HSET', S.path, ids[i], base + #ids - i + 1) end
-  redis.call('HSET', S.hash, 'head', m, 'hd', base + #ids)
+  if base == 0 then redis.call('DEL', S.path) else redis.call('LTRIM', S.path, 0, base - 1) end
+  for i = #ids, 1, -1 do redis.call('RPUSH', S.path, ids[i]) end
+  redis.call('HSET', S.hash, 'head', m, 'pd', base + #ids)
 end
 
 -- A summary's fields a folded one keeps (layout.ENDED_SUMMARY_WORDS: `session` is the tag, and `updated`
