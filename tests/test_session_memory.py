@@ -127,3 +127,26 @@ def test_a_folded_summary_answers_every_read_of_the_run_and_expires_with_the_ses
     after = harness.pw.get_run(first.run_id)
     assert (after.workflow, after.created_at) == (before.workflow, before.created_at)
     assert after.updated_at == before.updated_at
+
+
+def test_a_message_and_its_dispatch_keep_the_run_id_past_the_sessions_and_read_it_whole(harness: Harness) -> None:
+    """The session's key names the session: its records keep a branch run's id as the part after
+    ``<session>--``, and every reader (the session, its events, a blocking read) gets the id whole."""
+    if harness.connection is None:
+        pytest.skip("reads the records by hand")
+    sid = harness.pw.sessions.open(sf.echo, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, "hello", caller=ADA)
+    harness.run_jobs()
+    suffix = sent.run_id.removeprefix(f"{sid}--")
+    assert suffix != sent.run_id
+    stored = [codec.decode(b) for b in harness.connection.hvals(keys.session_messages(sid))]
+    assert sorted(m["runId"] for m in stored) == [suffix, suffix]
+    dispatched = [codec.decode(f[b"d"]) for _, f in harness.connection.xrange(keys.session_events(sid))
+                  if f[b"t"] == b"run.dispatched"]
+    assert [d["runId"] for d in dispatched] == [suffix]
+    view = harness.pw.sessions.get(sid, caller=ADA)
+    assert {m.run_id for m in view.messages.values()} == {sent.run_id}
+    events = harness.pw.sessions.events(sid)
+    assert {e.data["runId"] for e in events if e.type in ("message.added", "run.dispatched")} == {sent.run_id}
+    blocked = harness.pw.sessions.store.events(sid, "0", 100, 100)
+    assert [e.data for e in blocked] == [e.data for e in events]

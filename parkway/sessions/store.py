@@ -214,7 +214,7 @@ class SessionStore:
                     }
         decoded = {}
         for mid, blob in messages.items():
-            message = self._decode(blob, "session message")
+            message = layout.with_runs(session_id, self._decode(blob, "session message"))
             message["parent"] = _text(up.get(mid, b""))
             decoded[_text(mid)] = message
         return SessionRecords(
@@ -246,7 +246,7 @@ class SessionStore:
         fields = {name: _text(value) for name, value in zip(BASIS_FIELDS, found, strict=True) if value is not None}
         message = None
         if edited and rest[0] is not None:
-            message = self._decode(rest[0], "session message")
+            message = layout.with_runs(session_id, self._decode(rest[0], "session message"))
             message["parent"] = _text(rest[1] or b"")
         return SendBasis(session_id, fields, [_text(r) for r in live], message)
 
@@ -327,9 +327,11 @@ class SessionStore:
         """``session_send.lua``'s reply: ``ok``, ``retry``, ``parked`` + ids, ``busy`` + run id,
         ``no_message``, ``gone``."""
         queues, job = self.store.hand_off(run.run_id)
-        body = {key: value for key, value in message.items() if key != "id"}
+        body = layout.run_reference(session_id, {key: value for key, value in message.items() if key != "id"})
         added = layout.message_reference(message["id"])
-        dispatched = {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
+        dispatched = layout.run_reference(
+            session_id, {"runId": run.run_id, "leaf": message["id"], "trigger": "user.message"}
+        )
         reply = self.store.call_script(run.run_id, calls.SessionSend(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
             live=[calls.Live(run=keys.run(r), events=keys.events(r), snapshots=keys.snapshots(r),
@@ -358,7 +360,9 @@ class SessionStore:
         r = run_id
         blob = layout.entry_to_blob(entry, self.store.limits.max_payload_bytes)
         if message is not None:
-            body = {key: value for key, value in message.items() if key != "id"} | {"at": now}
+            body = layout.run_reference(
+                session_id, {key: value for key, value in message.items() if key != "id"} | {"at": now}
+            )
             message_id, message_blob = (
                 message["id"],
                 codec.encode(body, limit=self.store.limits.max_payload_bytes, what="message"),
@@ -407,7 +411,9 @@ class SessionStore:
         queues, job = self.store.hand_off(run.run_id)
         limit = self.store.limits.max_answer_bytes
         cleared = {"interruptId": interrupt_id, "clearedBy": record.get("clearedBy"), "payload": record.get("answer")}
-        dispatched = {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
+        dispatched = layout.run_reference(
+            session_id, {"runId": run.run_id, "leaf": head, "trigger": "interrupt.resumed"}
+        )
         reply = self.store.call_script(None, calls.SessionClear(
             self._session(session_id), new=self.store.new_run(run), queues=queues,
             live=[

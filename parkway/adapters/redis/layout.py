@@ -871,6 +871,35 @@ def read_events(run_id: str, after: str, block_ms: int | None, count: int) -> Pl
 # fields but its content, and read as they are.
 
 
+RUN_KEYS = ("runId",)
+"""the fields of a session's message record and event data that name a branch run of the session:
+stored as the run id past ``<session>--`` (``run_reference``; an id without ``--`` is such a
+suffix, one with it is whole, as stored before), read whole (``with_runs``)"""
+
+
+def run_reference(session_id: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` as a session stores it: each ``RUN_KEYS`` field naming a branch run of ``session_id``
+    kept as its id past the session's (the key's hash tag says the rest)."""
+    head = keys.tagged_run_id(session_id, "")
+    out = dict(data)
+    for name in RUN_KEYS:
+        value = out.get(name)
+        if isinstance(value, str) and value.startswith(head) and len(value) > len(head):
+            out[name] = value[len(head):]
+    return out
+
+
+def with_runs(session_id: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` as a session's record or event reads: each ``RUN_KEYS`` field kept as a suffix made
+    the whole run id again (``run_reference``)."""
+    out = dict(data)
+    for name in RUN_KEYS:
+        value = out.get(name)
+        if isinstance(value, str) and value and keys.CHILD_SEPARATOR not in value:
+            out[name] = keys.tagged_run_id(session_id, value)
+    return out
+
+
 def message_reference(message_id: str) -> dict[str, Any]:
     """A ``message.added`` event's data as the session's stream keeps it: the message's id alone."""
     return {"id": message_id}
@@ -896,7 +925,11 @@ def _referenced(event: StoredEvent) -> bool:
 
 
 def with_messages(
-    events: list[StoredEvent], ids: Sequence[str], messages: Sequence[bytes | None], parents: Sequence[bytes | None]
+    session_id: str,
+    events: list[StoredEvent],
+    ids: Sequence[str],
+    messages: Sequence[bytes | None],
+    parents: Sequence[bytes | None],
 ) -> list[StoredEvent]:
     """``events`` with each ``message.added`` kept as its message's id made whole again: the id, the
     parent (a user's message: it names where it was added; an agent's goes below its run's leaf),
@@ -908,7 +941,7 @@ def with_messages(
         if _referenced(event) and found.get(str(event.data["id"]), (None, None))[0] is not None:
             blob, parent = found[str(event.data["id"])]
             message = codec.decode(blob, what="session message")
-            message = message if isinstance(message, dict) else {}
+            message = with_runs(session_id, message) if isinstance(message, dict) else {}
             head: dict[str, Any] = {"id": event.data["id"]}
             if message.get("role") == "user":
                 head["parent"] = _s(parent)
@@ -930,13 +963,13 @@ def read_session_events(session_id: str, after: str, block_ms: int | None, count
     else:
         (reply,) = yield [_xread(stream, after, count, block_ms)]
         rows = _entries(reply)
-    events = session_events_from(rows or [])
+    events = [replace(e, data=with_runs(session_id, e.data)) for e in session_events_from(rows or [])]
     ids = sorted({str(e.data["id"]) for e in events if _referenced(e)})
     if not ids:
         return events
     messages, parents = yield [("HMGET", keys.session_messages(session_id), *ids),
                                ("HMGET", keys.session_up(session_id), *ids)]
-    return with_messages(events, ids, messages, parents)
+    return with_messages(session_id, events, ids, messages, parents)
 
 
 def _entries(reply: Any) -> list[Any]:
