@@ -56,11 +56,11 @@ def measure(plan: Plan, url: str) -> Section:
     sec.targets.append(Target(
         "beyond_text", TARGET_LABELS["beyond_text"], f"{beyond:,.0f} B", beyond <= BEYOND_TEXT,
         f"{fmt(beyond - BEYOND_TEXT, 0)} B less per turn, kept for as long as the session lives (message events "
-        "already name their message, and an ended reply run keeps only its summary). Per turn at 1,000 messages: "
-        "the message record ~545 B (200 of it the text), its event ~345 B, the ended run's summary ~328 B, the "
-        "`up` hash ~193 B, the active-path hash ~145 B. Ways in: the ended runs' summaries in one structure per "
-        "session, read by get_run through the extension point (~230 B), `up` and the path in listpack-sized "
-        "buckets (~150 B), run ids stored by their suffix (~30-60 B)",
+        "already name their message, an ended reply run keeps only its summary, folded into the session's hash "
+        "of ended runs, the active path is a list, and a session's records keep its runs' ids past the "
+        "session's). Per turn at 300 turns: the message records ~490 B (200 of it the text), their events "
+        "~305 B, the `up` hash ~205 B, the folded summary ~96 B, the path ~38 B. Ways in: `up` in "
+        "listpack-sized buckets, or each message's parent carried in its record (~150 B)",
     ))
     sec.extra.append(
         f"One session per level grown to that many messages (a turn: the user's message and the agent's "
