@@ -146,3 +146,24 @@ def test_a_counter_bumped_by_zero_is_not_sent(private: tuple[Harness, redis.Redi
     assert counters["node:one_choice:0.01"] == 1 and "node:one_choice:sum_ms" not in counters
     harness.pw.store.advance(run_id, 1, 1, Advance({}, None, {}, [], now_ms(), "one_choice", 7.4))
     assert harness.pw.store.tallies(now_ms()).counters["node:one_choice:sum_ms"] == 7
+
+
+def test_a_cycle_reads_its_records_ttl_from_the_run_hash_and_asks_redis_none(
+    private: tuple[Harness, redis.Redis],
+) -> None:
+    """With a TTL long enough for the callers' clock margin (the default 15 minutes), park, resume and
+    the advances read the records' remaining life from the run hash's ``until`` (written by the start,
+    and by every script that sets the records' TTL) instead of asking Redis with a PTTL; the records
+    keep at least the run's TTL, and ``until`` is never later than their real expiry."""
+    harness, client = private
+    client.config_resetstat()
+    run_id, token = _parked(harness)
+    assert harness.pw.resume(token, selected="red").accepted
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED
+    calls = _calls(client)
+    assert "pttl" not in calls, calls
+    left, ttl = client.pttl(keys.run(run_id)), int(client.hget(keys.run(run_id), "ttl") or 0)
+    assert left >= ttl, (left, ttl)  # given the slack at the start: still within it
+    assert int(client.hget(keys.run(run_id), "until") or 0) <= now_ms() + left + 5

@@ -347,9 +347,11 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
     """After each transition every key of the run has a TTL, and each key it writes has the one that
     protects it: the run's TTL, the pause's plus the grace for the records of a waiting run (the
     interrupt is in the run's hash), the retention for the summary; on Redis and on the in-process one.
-    Records found with far more left than the transition needs (``sentinel``) are renewed to it;
-    records just renewed by the transition before (``fresh``) are left as they are, and a key the
-    transition creates takes their TTL."""
+    Records found with far more left than the transition needs (``sentinel``: set behind parkway's
+    back, so the run hash's ``until`` goes too, as every script that sets the records' TTL rewrites
+    it) are renewed to it; records just renewed by the transition before (``fresh``) are left as they
+    are, and a key the transition creates takes their TTL. The run hash's ``until`` is never later
+    than its TTL (the clock of ``expire``'s scene has moved past the pause: it is not checked there)."""
     if server == "redis":
         redis_client: Any = request.getfixturevalue("redis_client")
     else:
@@ -362,7 +364,11 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
     if renewal == "sentinel":
         for key in redis_client.keys(pattern):
             redis_client.pexpire(key, SENTINEL)
+        redis_client.hdel(keys.run(scene.run_id), "until")
     getattr(scene, transition)()
+    until, left = redis_client.hget(keys.run(scene.run_id), "until"), redis_client.pttl(keys.run(scene.run_id))
+    if until is not None and target != "expire":
+        assert int(until) <= _now() + left + 1, (until, left, target)  # now read after the PTTL: not before Redis's
 
     found = {k.decode(): redis_client.pttl(k) for k in redis_client.keys(pattern)}
     expected = _redis_ttls(target, scene)

@@ -50,14 +50,26 @@ end
 -- transitions renew nothing. Returns the ms the records have left: a key the caller may have just
 -- created (an XADD or HSET of a key that was not there) takes that when nothing was renewed
 -- (`renewed` false).
-local function keep_records(run, need, keys, summary, retention)
-  need = tonumber(need)
-  local keep = need + math.floor(need / RENEW_SLACK)
+-- `now` and `known` (the run hash's `until`, read with the caller's first HMGET; nil when not read):
+-- while `known` says the records have at least `need` plus CLOCK_TRUST_MS left (the callers' clocks,
+-- and a caller's `now` and the moment its script runs, agree that closely: layout.CLOCK_TRUST_MS) and
+-- no more than the slack past `need`, nothing is asked of Redis (no PTTL). The third value is the run
+-- hash's new `until` for the caller's own HSET of the run (nil: keep it as it is); a caller without
+-- `now` that renews has it dropped here (an `until` later than the records' TTL must never stay).
+local function keep_records(run, need, keys, summary, retention, now, known)
+  need, now, known = tonumber(need), tonumber(now), tonumber(known)
+  local slack = math.floor(need / RENEW_SLACK)
+  local keep = need + slack
+  if now and known then
+    local trusted = known - now
+    if trusted >= need + CLOCK_TRUST_MS and trusted <= keep then return trusted, false, nil end
+  end
   local left = redis.call('PTTL', run)
-  if left >= need and left <= keep then return left, false end
+  if left >= need and left <= keep then return left, false, now and now + left end
   expire_all(keep, keys)
   keep_summary(summary, keep, retention)
-  return keep, true
+  if not now then redis.call('HDEL', run, 'until') end
+  return keep, true, now and now + keep
 end
 
 -- The records' remaining life, for scripts that end a run without renewing them.
@@ -245,9 +257,10 @@ local hand_off
 -- summary and the outbox by those names (a parent block, or a script's own K).
 local function queue_parent(p, parent, step, now, retention, queues, job)
   local fence = redis.call('HINCRBY', p.run, 'fence', 1)
-  redis.call('HSET', p.run, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', now)
-  redis.call('ZADD', p.outbox, now, outbox_member(parent, step, fence))
   local ttl = redis.call('HGET', p.run, 'ttl')
+  redis.call('HSET', p.run, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', now,
+    'until', tonumber(now) + tonumber(ttl))
+  redis.call('ZADD', p.outbox, now, outbox_member(parent, step, fence))
   expire_all(ttl, {p.run, p.journal, p.state, p.events})
   keep_summary(p.summary, ttl, retention)
   return hand_off(queues, job, 1, step, fence)
@@ -385,11 +398,12 @@ end
 -- expire as well.
 local function create_run(k, a, queues, job, auth)
   if redis.call('EXISTS', k.run, k.summary) > 0 then return nil end
+  local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
   redis.call('HSET', k.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
-    'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl, unpack(auth))
+    'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl,
+    'until', tonumber(a.now) + keep, unpack(auth))
   redis.call('HSET', k.summary, 'wf', a.workflow, 'status', 'queued', 'created', a.now, 'updated', a.now,
     unpack(auth))
-  local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
   keep_summary(k.summary, keep, a.retention)
   list_run(k.runs, a.run_id, a.now)
   xadd(k.events, a.maxlen, 'run.started', a.started)
@@ -426,7 +440,8 @@ end
 local function start_child(c, a, parent, step, now, maxlen, retention, auth, outbox, queues, index)
   redis.call('HSET', c.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
     'step', 0, 'fence', 0, 'input', a.input, 'created', now, 'updated', now, 'ttl', a.ttl,
-    'parent', parent, 'pstep', step, 'pfield', a.field, 'lineage', a.lineage, unpack(auth))
+    'until', tonumber(now) + tonumber(a.ttl), 'parent', parent, 'pstep', step, 'pfield', a.field,
+    'lineage', a.lineage, unpack(auth))
   redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)
   list_run(index.runs, a.run_id, now)

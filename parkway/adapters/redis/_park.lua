@@ -6,7 +6,7 @@
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- K and A: park.lua's KEYS and ARGV by name (first.lua parks with the ones it carries).
 local function park(K, A)
-  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created'})
+  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until'})
   if not cur then return err end
   if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
@@ -49,10 +49,12 @@ local function park(K, A)
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
   -- and a parked run may wait for hours
   local folded = fold_fields(K.events, fields)
+  local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
+  local left, _, known = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary,
+    A.retention, A.now, cur[9])
+  if known then fields[#fields + 1], fields[#fields + 2] = 'until', known end
   redis.call('HSET', K.run, unpack(fields))
   if #drop > 0 then redis.call('HDEL', K.run, unpack(drop)) end
-  local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
-  local left = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary, A.retention)
   if folded then
     redis.call('PEXPIRE', K.events, FOLD_WAKE_MS)
   else

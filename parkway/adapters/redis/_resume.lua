@@ -2,8 +2,8 @@
 -- (as K and A), so that the session scripts that deliver an answer run the same transition inside
 -- their own (session_answer, session_switch): resume_refused says why the answer cannot be taken
 -- (a reply) or nil and the pending interrupt it read ({req, step}, with the run's fence, ttl, kept,
--- ~0 and wf fields, and the status of the interrupt the caller read: in the same HMGET), writing nothing; resume_commit then
--- takes it (call it only after nil, with that pending: it reads neither again). The run
+-- ~0, wf and until (as known) fields, and the status of the interrupt the caller read: in the same
+-- HMGET), writing nothing; resume_commit then takes it (call it only after nil, with that pending: it reads neither again). The run
 -- hash's `kept` names an interrupt whose answer its session keeps (session_answer, session_switch).
 -- Answering: flip its status from pending, record the answer,
 -- bump the fence, write the outbox, unindex, publish the event. The status field in the run hash
@@ -15,7 +15,7 @@
 -- carries with bind_call(SPEC.resume, ...)).
 local function resume_refused(K, A, delivering)
   local cur = redis.call('HMGET', K.run, A.token_field, 'expires', 'step', 'kept', 'fence', 'ttl', '~0', 'wf',
-    A.read_status)
+    A.read_status, 'until')
   local req = cur[1]
   if not req then
     if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
@@ -36,7 +36,7 @@ local function resume_refused(K, A, delivering)
   if tonumber(A.now) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
   if cur[2] ~= A.expires then return {'moved', req} end
   return nil, {req = req, step = cur[3], kept = cur[4], fence = cur[5], ttl = cur[6], folded = cur[7],
-    wf = cur[8] or ''}
+    wf = cur[8] or '', known = cur[10]}
 end
 
 -- A refusal that is one's own answer sent again (a retry after an unknown outcome: the reply of the
@@ -80,8 +80,9 @@ local function resume_commit(K, A, pending)
   local drop = {}
   if pending.kept then drop[1] = 'kept' end
   if not pending.folded then xadd(K.events, A.maxlen, A.event_type, A.event) end
-  local left, renewed = keep_records(K.run, pending.ttl, {K.run, K.journal, K.state, K.events, K.snapshots},
-    K.summary, A.retention)
+  local left, renewed, known = keep_records(K.run, pending.ttl, {K.run, K.journal, K.state, K.events, K.snapshots},
+    K.summary, A.retention, A.now, pending.known)
+  if known then fields[#fields + 1], fields[#fields + 2] = 'until', known end
   if not renewed then redis.call('PEXPIRE', K.journal, left) end  -- the answer may be its step's first entry
   if pending.folded then
     -- the events park folded go back to the stream (see unfold), before this one; a stream still there

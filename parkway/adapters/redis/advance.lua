@@ -25,23 +25,23 @@
 --   emitted...     the events the step emitted, as (event type, event blob) pairs
 --   counts...      the counters to bump, as (field, increment) pairs (see count)
 --   parent?: parent  the parent's (see notify_parent)
-local cur, err = check_fence(K.run, A.fence, {'running'}, {'node', 'ttl', '~0'})
+local cur, err = check_fence(K.run, A.fence, {'running'}, {'node', 'ttl', '~0', 'until'})
 if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 local fence = tonumber(cur[1]) + 1
 if K.journal ~= '' then redis.call('DEL', K.journal) end
--- the node this step ran, and the data the next step starts with (step 0 starts with the input)
+-- the node this step ran, and the data the next step starts with (step 0 starts with the input);
+-- the run's own fields are written last, in one HSET with what keep_records says of its records
 local ends = A.next_node == ''
+local fields = {'fence', fence, 'data', A.data, 'updated', A.now, 'crashes', 0}
 if ends then
   redis.call('HSET', K.snapshots, A.step .. ':node', cur[4])
-  redis.call('HSET', K.run, 'fence', fence, 'data', A.data, 'updated', A.now, 'crashes', 0, 'status', 'completed',
-    'output', A.output)
+  fields[9], fields[10], fields[11], fields[12] = 'status', 'completed', 'output', A.output
   redis.call('HSET', K.summary, 'status', 'completed', 'updated', A.now)
   redis.call('ZREM', K.leases, A.run_id)
 else
   redis.call('HSET', K.snapshots, A.step .. ':node', cur[4], tonumber(A.step) + 1, A.data)
-  redis.call('HSET', K.run, 'fence', fence, 'data', A.data, 'updated', A.now, 'crashes', 0, 'node', A.next_node,
-    'step', tonumber(A.step) + 1)
+  fields[9], fields[10], fields[11], fields[12] = 'node', A.next_node, 'step', tonumber(A.step) + 1
 end
 count(K.metrics, A.counts)
 local folded = cur[6]
@@ -49,7 +49,10 @@ for i = 1, #A.emitted, 2 do
   xadd_run(K.run, K.events, A.maxlen, A.emitted[i], A.emitted[i + 1], folded)
   folded = false
 end
-local left, renewed = keep_records(K.run, cur[5], {K.run, K.state, K.events, K.snapshots}, K.summary, A.retention)
+local left, renewed, known = keep_records(K.run, cur[5], {K.run, K.state, K.events, K.snapshots}, K.summary,
+  A.retention, A.now, cur[7])
+if known then fields[#fields + 1], fields[#fields + 2] = 'until', known end
+redis.call('HSET', K.run, unpack(fields))
 -- the snapshots are created by the advance of step 0 (a fork is a new run: it starts at step 0)
 if not renewed and A.step == '0' then redis.call('PEXPIRE', K.snapshots, left) end
 if ends then notify_parent(K.parent, A.parent) end  -- last: a fan-out's child's records go there

@@ -60,13 +60,14 @@ redis.call('ZADD', K.expiring, 0, A.new_member_expiring)
 for _, index in ipairs(K.joined) do redis.call('ZADD', index, 0, A.new_member_newest) end
 for i = 0, tonumber(state[6]) - 1 do redis.call('HDEL', K.run, 'r' .. i) end
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-redis.call('HSET', K.run, 'expires', A.new_expires, 'updated', A.now, unpack(A.record))
+local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
+redis.call('HSET', K.run, 'expires', A.new_expires, 'updated', A.now, 'until', tonumber(A.now) + keep_ms,
+  unpack(A.record))
 xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
 for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.event) end
 redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id,
   'c', redis.call('HGET', K.run, 'created') or '')  -- `c`: see _park.lua
-local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
 expire_all(keep_ms, {K.run, K.events, K.journal, K.state, K.snapshots})
 keep_summary(K.summary, keep_ms, A.retention)
 keep_ancestors(K.ancestors, keep_ms, A.retention)

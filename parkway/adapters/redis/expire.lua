@@ -57,9 +57,10 @@ local fence = redis.call('HINCRBY', K.run, 'fence', 1)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
 if action == 'cancel' or action == 'answer' or action == 'timer' then
   redis.call('HSET', K.journal, A.field, A.entry)
-  redis.call('HSET', K.run, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', A.now)
-  redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur[3], fence))
   local ttl = redis.call('HGET', K.run, 'ttl')
+  redis.call('HSET', K.run, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', A.now,
+    'until', tonumber(A.now) + tonumber(ttl))
+  redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur[3], fence))
   expire_all(ttl, {K.run, K.events, K.journal, K.state})
   keep_summary(K.summary, ttl, A.retention)
   return {'expired', action, cur[3], fence}

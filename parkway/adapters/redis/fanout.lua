@@ -57,7 +57,8 @@ if redis.call('SCARD', K.fanout) < tonumber(A.live) + #A.children then
   return {'queued', redis.call('HGET', K.run, 'fence')}
 end
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'children', 'expires', '')
+redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'children', 'expires', '',
+  'until', tonumber(A.now) + keep_ms)
 expire_all(keep_ms, {K.run, K.journal, K.state, K.events, K.snapshots, K.fanout})
 keep_summary(K.summary, keep_ms, A.retention)
 return {'waiting', fence}

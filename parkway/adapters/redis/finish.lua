@@ -47,7 +47,8 @@ if A.status == 'failed' and A.failed_replay ~= '' then
     if step == answered[2] then hset_parts(K.summary, field, output == '1' and A.failed_replay or A.failed_type) end
   end
 end
-redis.call('HSET', K.run, 'status', A.status, 'updated', A.now)
+local ttl = redis.call('HGET', K.run, 'ttl')
+redis.call('HSET', K.run, 'status', A.status, 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
 if A.error ~= '' then redis.call('HSET', K.run, 'error', A.error) end
 redis.call('HSET', K.summary, 'status', A.status, 'updated', A.now)
 redis.call('ZREM', K.leases, A.run_id)
@@ -56,7 +57,6 @@ redis.call('HINCRBY', K.metrics, 'runs:' .. A.status .. ':' .. (cur[5] or ''), 1
 if A.status == 'failed' and A.error ~= '' then redis.call('HINCRBY', K.metrics, 'failures:' .. (cur[5] or ''), 1) end
 xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event)
 xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
-local ttl = redis.call('HGET', K.run, 'ttl')
 expire_all(ttl, {K.run, K.state, K.events})
 keep_summary(K.summary, ttl, A.retention)
 notify_parent(K.parent, A.parent)

@@ -38,6 +38,10 @@ ans                             the interrupt last answered, for finish: ``<step
 tg                              a session's branch run's: it was handed a cleared interrupt's
                                 trigger (its records are kept whole when it ends; see
                                 ``trim_ended`` in ``sessions/lua/_session.lua``)
+until                           ms (by the callers' clocks) the run's records' TTL reaches, as the
+                                transition that last read (``PTTL``) or set it wrote it (a late
+                                one: never past the real one, within ``CLOCK_TRUST_MS``); absent:
+                                not known (a transition then reads the TTL)
 kept                            the <req> whose answer the run's session keeps for its abandoned
                                 branch
 ``t:<token hash, 32 hex>``      -> the <req> the token answers (``token_field``)
@@ -103,6 +107,16 @@ slack: a shorter pause): most transitions of a run renew nothing (``keep_records
 An eighth covers the default grace (60 s) from a 8-minute TTL on (the default is 15): a pause as
 long as the run's TTL finds the records the run's start gave them in its window, and so does the
 resume after it"""
+CLOCK_TRUST_MS = 5000
+"""how far apart the clocks of the processes that call parkway's scripts may be, together with the
+time from a caller's ``now`` to its script's run (a lease already assumes as much: a worker's clock a
+lease ahead would take over a live lease, ``lease_ms``' default). A transition that finds in the run
+hash's ``until`` (the ms its records' TTL reaches, by the clock of the transition that last read or
+set it) that the records have at least the TTL it needs plus this much left, and no more than the
+renewal slack past it, trusts that instead of asking Redis (``PTTL``); ``until`` is never later than
+the TTL it stands for (it is written from a ``now`` taken before the script ran, and every script
+that sets the run hash's TTL writes it), so only clocks further apart than this could make a
+transition skip a renewal it needed (``keep_records`` in _common.lua)"""
 TOKEN_FIELD_HEX = 32
 """hex digits of a token's SHA-256 its field keeps (128 bits, within one run's hash)"""
 STATUS_PREFIX = "s:"

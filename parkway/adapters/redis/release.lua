@@ -20,12 +20,12 @@ local cur, err = check_fence(K.run, A.fence, {'running'})
 if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-redis.call('HSET', K.run, 'status', 'queued', 'updated', A.now)
+local ttl = redis.call('HGET', K.run, 'ttl')
+redis.call('HSET', K.run, 'status', 'queued', 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
 redis.call('ZREM', K.leases, A.run_id)
 redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, A.step, fence))
 xadd_run(K.run, K.events, A.maxlen, 'node.deferred', A.event)
 redis.call('HINCRBY', K.metrics, 'deferred', 1)
-local ttl = redis.call('HGET', K.run, 'ttl')
 expire_all(ttl, {K.run, K.events})
 keep_summary(K.summary, ttl, A.retention)
 return fence

@@ -28,13 +28,13 @@ if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 local c = A.child
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+-- the parent outlives its child's records (the child has the parent's TTL from now)
+local keep_ms = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
 redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'child:' .. c.run_id, 'expires', '',
-  'updated', A.now, 'crashes', 0)
+  'updated', A.now, 'crashes', 0, 'until', tonumber(A.now) + keep_ms)
 redis.call('ZREM', K.leases, A.run_id)
 xadd_run(K.run, K.events, A.maxlen, 'child.started', c.parent_event)
 redis.call('HSET', K.journal, c.check_field, c.check_entry)
--- the parent outlives its child's records (the child has the parent's TTL from now)
-local keep_ms = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
 expire_all(keep_ms, {K.run, K.journal, K.state, K.events, K.snapshots})
 keep_summary(K.summary, keep_ms, A.retention)
 if redis.call('EXISTS', K.child.run) == 1 or redis.call('EXISTS', K.child.summary) == 1 then
