@@ -99,19 +99,26 @@ local function keep_ancestors(ancestors, keep_ms, retention)
   end
 end
 
--- Write each `blob` (of the field, blob pairs after `key`) in a hash as parts of at most PART_BYTES,
--- `field:0`, `field:1`, ... (so the hash keeps Redis's compact encoding), in one HSET, and drop the
--- parts a longer blob written there left.
-local function hset_parts(key, ...)
-  local given, out, after = {...}, {}, {}
+-- The field, part pairs of each `blob` (of the field, blob pairs in `given`) in parts of at most
+-- PART_BYTES, `field:0`, `field:1`, ... (so the hash keeps Redis's compact encoding), for one HSET,
+-- and each field's first part past its last (`field:<n>`).
+local function parts_of(given)
+  local out, past = {}, {}
   for j = 1, #given, 2 do
     local field, blob = given[j], given[j + 1]
     local n = math.max(1, math.ceil(#blob / PART_BYTES))
     for i = 0, n - 1 do
       out[#out + 1], out[#out + 2] = field .. ':' .. i, string.sub(blob, i * PART_BYTES + 1, (i + 1) * PART_BYTES)
     end
-    after[#after + 1] = {field, n}
+    past[#past + 1] = {field, n}
   end
+  return out, past
+end
+
+-- Write each `blob` (of the field, blob pairs after `key`) in a hash in parts (parts_of), in one
+-- HSET, and drop the parts a longer blob written there left.
+local function hset_parts(key, ...)
+  local out, after = parts_of({...})
   redis.call('HSET', key, unpack(out))
   local first = {}
   for i, f in ipairs(after) do first[i] = f[1] .. ':' .. f[2] end
@@ -135,13 +142,14 @@ end
 
 -- Write the end of an interrupt's lifecycle record in `summary` and list it as closed (`k`, `a`:
 -- a closing block's keys and arguments). Listings read a closed index within the retention; the
--- members past it go in the reconciler's pass (prune.lua), not here.
+-- members past it go in the reconciler's pass (prune.lua), not here. Its fields are written once,
+-- here, when the interrupt ends (it ends once: its status field is flipped from pending in the same
+-- step; its request id is its run's alone, see telemetry.mint_request_id): no longer parts can be
+-- there to drop (hset_parts' HDEL).
 local function write_closing(summary, k, a)
-  if a.created ~= '' then
-    hset_parts(summary, a.end_field, a.ended, a.created_field, a.created)
-  else
-    hset_parts(summary, a.end_field, a.ended)
-  end
+  local given = {a.end_field, a.ended}
+  if a.created ~= '' then given[3], given[4] = a.created_field, a.created end
+  redis.call('HSET', summary, unpack((parts_of(given))))
   redis.call('ZADD', k.index, 0, a.member)
 end
 
