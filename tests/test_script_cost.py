@@ -167,3 +167,18 @@ def test_a_cycle_reads_its_records_ttl_from_the_run_hash_and_asks_redis_none(
     left, ttl = client.pttl(keys.run(run_id)), int(client.hget(keys.run(run_id), "ttl") or 0)
     assert left >= ttl, (left, ttl)  # given the slack at the start: still within it
     assert int(client.hget(keys.run(run_id), "until") or 0) <= now_ms() + left + 5
+
+
+def test_a_hand_off_registers_its_queue_when_it_finds_it_empty(private: tuple[Harness, redis.Redis]) -> None:
+    """A job pushed onto an empty queue registers the queue in RQ's set of queues; one pushed behind
+    others does not do it again (the push before it did, and RQ unregisters a queue only with its list)."""
+    harness, client = private
+    queues = "rq:queues"  # RQ's Queue.redis_queues_keys
+    client.delete(queues)
+    harness.pw.start(flows.one_choice, {})  # its job stays queued: no worker runs here
+    registered = client.smembers(queues)
+    assert len(registered) == 1, registered
+    client.config_resetstat()
+    harness.pw.start(flows.one_choice, {})
+    assert "sadd" not in _calls(client)
+    assert client.llen(next(iter(registered))) == 2 and client.smembers(queues) == registered

@@ -1,6 +1,7 @@
 -- RQ's unique enqueue (rq.scripts.UNIQUE_ENQUEUE_SCRIPT) of the job that carries a transition on,
 -- written by the script that commits the transition, for the `step` and `fence` it just wrote: the
--- job hash unless one exists, then the push on the queue, and the queue in RQ's set of queues.
+-- job hash unless one exists, then the push on the queue, and the queue in RQ's set of queues (by
+-- the push that finds the queue empty, or a job already there).
 -- Assigns `hand_off`, which _common.lua declares. The names after a dollar sign are filled in by
 -- job_format.py (hand_off_lua) from RQ's job format: the arguments' names, the fields per job.
 -- `keys`: the queue, RQ's set of queues. `args` from `at` on ('' = enqueue nothing): the named
@@ -13,9 +14,12 @@ function hand_off(keys, args, at, step, fence, last)
   local $names = $reads
   local id = id_head .. fence
   local job = key_prefix .. id
+  -- the queue is registered by the push that finds it empty: a queue with ids in it was registered
+  -- by the push that put its first one there (RQ unregisters a queue only with its list:
+  -- Queue.delete), so a push behind others registers nothing again
   if redis.call('EXISTS', job) == 0 then
     redis.call('HSET', job, $fields, unpack(args, at + $fixed_at, last))
-    redis.call('RPUSH', keys[1], id)
+    if redis.call('RPUSH', keys[1], id) > 1 then return 1 end
   end
   redis.call('SADD', keys[2], keys[1])
   return 1
