@@ -3,6 +3,7 @@ INFO commandstats on a server of the test's own, for the work the transition doe
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import redis
 from parkway import Parkway, RunStatus, Settings, Workflow, use_step
 from parkway.adapters.redis import keys, layout
 from parkway.runtime.clock import now_ms
-from parkway.runtime.store import Advance
+from parkway.runtime.store import Advance, JournalEntry
 from tests import flows
 from tests.conftest import SECRET, Harness
 from tests.procs import RedisServer
@@ -112,16 +113,16 @@ def test_a_late_resume_puts_the_folded_events_back_in_order(private: tuple[Harne
 
 
 def test_a_begin_reads_no_workflow_state_until_a_node_asks_for_it(private: tuple[Harness, redis.Redis]) -> None:
-    """Beginning a node reads its journal and not the run's workflow state, and appends node.started
-    to a stream that is there without asking its TTL; a node that asks for the state reads it then,
-    with what the run's earlier nodes wrote."""
+    """Beginning a node reads neither the run's workflow state nor, for the run's first attempt, a
+    journal (there is none yet), and appends node.started to a stream that is there without asking
+    its TTL; a node that asks for the state reads it then, with what the run's earlier nodes wrote."""
     harness, client = private
     run_id = harness.pw.start(flows.one_choice, {})
     now = now_ms()
     client.config_resetstat()
     attempt = harness.pw.store.begin(run_id, 0, 0, now, now + 60_000)
     calls = _calls(client)
-    assert calls["hgetall"] == 1 and "pttl" not in calls, calls  # the step's journal; its stream is there
+    assert "hgetall" not in calls and "pttl" not in calls, calls  # no journal yet; its stream is there
     harness.pw.store.write_entry(run_id, 0, 0, "workflow", "ticket", "T-1", None, now_ms())
     client.config_resetstat()
     assert dict(attempt.workflow_state) == {"ticket": "T-1"}  # read now, once
@@ -182,3 +183,22 @@ def test_a_hand_off_registers_its_queue_when_it_finds_it_empty(private: tuple[Ha
     harness.pw.start(flows.one_choice, {})
     assert "sadd" not in _calls(client)
     assert client.llen(next(iter(registered))) == 2 and client.smembers(queues) == registered
+
+
+def test_a_runs_first_attempt_reads_no_journal_and_a_later_one_reads_what_it_wrote(
+    private: tuple[Harness, redis.Redis],
+) -> None:
+    """A run's first attempt reads no journal (nothing can be in it before an attempt begins); every
+    attempt after that reads it: one that takes over a lapsed lease finds the step the first recorded."""
+    harness, client = private
+    store = harness.pw.store
+    run_id = harness.pw.start(flows.one_choice, {})
+    now = now_ms()
+    first = store.begin(run_id, 0, 0, now, now + 1)  # its lease lapses at once
+    assert first.journal == {}
+    store.write_entry(run_id, 0, 0, "journal", "s:note", JournalEntry("step", "note", 1), None, now_ms())
+    time.sleep(0.01)
+    client.config_resetstat()
+    again = store.begin(run_id, 0, 0, now_ms(), now_ms() + 60_000)
+    assert _calls(client)["hgetall"] == 1
+    assert again.journal == {"s:note": JournalEntry("step", "note", 1)}, again.journal

@@ -409,7 +409,7 @@ local function create_run(k, a, queues, job, auth)
   local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
   redis.call('HSET', k.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
     'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl,
-    'until', tonumber(a.now) + keep, unpack(auth))
+    'until', tonumber(a.now) + keep, 'fresh', 1, unpack(auth))
   redis.call('HSET', k.summary, 'wf', a.workflow, 'status', 'queued', 'created', a.now, 'updated', a.now,
     unpack(auth))
   keep_summary(k.summary, keep, a.retention)
@@ -448,7 +448,7 @@ end
 local function start_child(c, a, parent, step, now, maxlen, retention, auth, outbox, queues, index)
   redis.call('HSET', c.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
     'step', 0, 'fence', 0, 'input', a.input, 'created', now, 'updated', now, 'ttl', a.ttl,
-    'until', tonumber(now) + tonumber(a.ttl), 'parent', parent, 'pstep', step, 'pfield', a.field,
+    'until', tonumber(now) + tonumber(a.ttl), 'fresh', 1, 'parent', parent, 'pstep', step, 'pfield', a.field,
     'lineage', a.lineage, unpack(auth))
   redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)

@@ -34,10 +34,12 @@ local function mp_str(s)
     math.floor(n / 256) % 256, n % 256) .. s
 end
 
--- the run's fields the attempt reads (RUN_FIELDS, from layout.py), read with the fence's check, and
--- '~0' (whether events are folded: see fold_fields)
+-- the run's fields the attempt reads (RUN_FIELDS, from layout.py), read with the fence's check, '~0'
+-- (whether events are folded: see fold_fields) and 'fresh' (no attempt has begun and nothing is in its
+-- journal: create_run writes it, the first begin drops it)
 local READ = {unpack(RUN_FIELDS)}
 READ[#READ + 1] = '~0'
+READ[#READ + 1] = 'fresh'
 local cur, err = check_fence(K.run, A.fence, {'queued', 'running'}, READ)
 if not cur then return err end
 local at = {}
@@ -55,14 +57,19 @@ if cur[2] == 'running' then
     return stale('another attempt holds the lease of this activation')
   end
 end
-redis.call('HSET', K.run, 'status', 'running', 'updated', A.now)
+if at.fresh == '1' then
+  redis.call('HSET', K.run, 'status', 'running', 'updated', A.now, 'fresh', '')
+else
+  redis.call('HSET', K.run, 'status', 'running', 'updated', A.now)
+end
 at.status, at.updated = 'running', A.now
 redis.call('ZADD', K.leases, A.lease_until, A.run_id)
 redis.call('ZREM', K.outbox, member)
 redis.call('HINCRBY', K.metrics, 'attempts', 1)
 -- {node, step, replay}: a replay runs the node again over what its journal holds (an answer, a
 -- cancellation, the steps of a lost attempt)
-local entries = redis.call('HGETALL', journal)
+-- (a run's first attempt has nothing to read: no journal yet)
+local entries = at.fresh == '1' and {} or redis.call('HGETALL', journal)
 local replay = #entries > 0 and '\195' or '\194'
 local started = '\131\164node' .. mp_str(at.node or '') .. '\164step' .. mp_uint(step) .. '\166replay' .. replay
 unfold(K.run, K.events, at['~0'])

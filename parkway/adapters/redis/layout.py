@@ -42,6 +42,9 @@ until                           ms (by the callers' clocks) the run's records' T
                                 transition that last read (``PTTL``) or set it wrote it (a late
                                 one: never past the real one, within ``CLOCK_TRUST_MS``); absent:
                                 not known (a transition then reads the TTL)
+fresh                           1 from its creation until its first attempt begins (``''`` after):
+                                nothing is in its journal yet, so that begin reads none; a script
+                                that writes the journal of a run before that drops it
 kept                            the <req> whose answer the run's session keeps for its abandoned
                                 branch
 ``t:<token hash, 32 hex>``      -> the <req> the token answers (``token_field``)

@@ -77,7 +77,9 @@ local seq = parked_active and tostring(redis.call('HINCRBY', S.hash, 'tseq', 1))
 due[#due + 1] = {seq = seq, entry = A.entry, event = A.resumed}
 -- the triggers, in clearing order, into the journal and onto the stream of the run `r`
 local function deliver(r)
-  redis.call('HSET', r.key, 'tg', 1)  -- its stream records the delivery: kept when it ends (trim_ended)
+  -- its stream records the delivery: kept when it ends (trim_ended); its journal is not empty now,
+  -- if no attempt has begun yet (`fresh`, see create_run)
+  redis.call('HSET', r.key, 'tg', 1, 'fresh', '')
   for _, t in ipairs(due) do
     redis.call('HSET', r.k.journal, 'g:' .. t.seq, t.entry)
     xadd_run(r.key, r.k.events, A.maxlen, 'interrupt.resumed', t.event)
