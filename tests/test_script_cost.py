@@ -202,3 +202,18 @@ def test_a_runs_first_attempt_reads_no_journal_and_a_later_one_reads_what_it_wro
     again = store.begin(run_id, 0, 0, now_ms(), now_ms() + 60_000)
     assert _calls(client)["hgetall"] == 1
     assert again.journal == {"s:note": JournalEntry("step", "note", 1)}, again.journal
+
+
+def test_a_completed_runs_last_step_writes_no_snapshot_and_forks_from_its_hash(
+    private: tuple[Harness, redis.Redis],
+) -> None:
+    """The advance that ends a run writes no snapshot of its last step (the run's hash keeps that step
+    and its node, which fork reads): a single-step run has no snapshot key, and a fork of its step runs."""
+    harness, client = private
+    run_id = harness.start_and_run(flows.shared_state, {})
+    assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
+    last = harness.pw.get_run(run_id).step
+    assert not client.hexists(keys.snapshots(run_id), f"{last}:node")
+    forked = harness.pw.fork(run_id, step=last)
+    harness.run_jobs()
+    assert harness.pw.get_run(forked).status is RunStatus.COMPLETED

@@ -30,12 +30,12 @@ if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 local fence = tonumber(cur[1]) + 1
 if K.journal ~= '' then redis.call('DEL', K.journal) end
--- the node this step ran, and the data the next step starts with (step 0 starts with the input);
+-- the node this step ran, and the data the next step starts with (step 0 starts with the input): the
+-- last step of a run that ends needs neither (the run's hash keeps its step and node, which fork reads);
 -- the run's own fields are written last, in one HSET with what keep_records says of its records
 local ends = A.next_node == ''
 local fields = {'fence', fence, 'data', A.data, 'updated', A.now, 'crashes', 0}
 if ends then
-  redis.call('HSET', K.snapshots, A.step .. ':node', cur[4])
   fields[9], fields[10], fields[11], fields[12] = 'status', 'completed', 'output', A.output
   redis.call('HSET', K.summary, 'status', 'completed', 'updated', A.now)
   redis.call('ZREM', K.leases, A.run_id)
@@ -53,7 +53,7 @@ local left, renewed, known = keep_records(K.run, cur[5], {K.run, K.state, K.even
   A.retention, A.now, cur[7])
 if known then fields[#fields + 1], fields[#fields + 2] = 'until', known end
 redis.call('HSET', K.run, unpack(fields))
--- the snapshots are created by the advance of step 0 (a fork is a new run: it starts at step 0)
-if not renewed and A.step == '0' then redis.call('PEXPIRE', K.snapshots, left) end
+-- the snapshots are created by the advance of step 0 to step 1 (a fork is a new run: it starts at step 0)
+if not renewed and not ends and A.step == '0' then redis.call('PEXPIRE', K.snapshots, left) end
 if ends then notify_parent(K.parent, A.parent) end  -- last: a fan-out's child's records go there
 return fence

@@ -21,6 +21,7 @@ end
 if cur[3] then return {'child'} end
 local step = tonumber(A.step)
 if step > tonumber(cur[1]) then return {'range', cur[1]} end
+-- the run's current step (running, waiting, or the last of a run that ended) ran the run's node
 local node = redis.call('HGET', K.old_snapshots, step .. ':node')
 if not node and step == tonumber(cur[1]) then node = cur[2] end
 if not node or (step > 0 and redis.call('HEXISTS', K.old_snapshots, step) == 0) then return {'lost'} end

@@ -48,8 +48,10 @@ key                         type    TTL       holds
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:snap``             hash    T         what ``fork`` re-opens a step from, written by advance:
                                               ``<step>`` -> the data step (>= 1) started with,
-                                              ``<step>:node`` -> the node it ran (a completed step's);
-                                              absent until the run's first node completes
+                                              ``<step>:node`` -> the node it ran (a completed step's,
+                                              but a completed run's last: the run hash's
+                                              step and node say it); absent until the
+                                              run's first node moves on to a second
 ``pw:{R}:fo``               set     T         the children a fan-out (``use_workflows``) has started and
                                               that have not ended yet (their run ids): what cancel
                                               and the root's listing follow down; a child's end removes it
