@@ -88,15 +88,17 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
         sec.targets.append(
             Target(
                 "weight", TARGET_LABELS["weight"], shown, value <= TARGETS["weight"],
-                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~1,000 "
-                "B), its summary key (~200 B), two workflow index members and one run index member (~150 B each: "
-                "the indexes hold thousands, past the listpack limit of 128, so each member is a skiplist node, a "
-                "dict entry and its string), plus the main and expires dicts' share (the bytes by key are below "
-                "figure 4). Under 1 KiB needs the summary carried in the run hash while the run waits (~240 B), "
-                "the run hash in the next smaller size class (~128 B: about 120 B of fields fewer, e.g. waiting as "
-                "the short id, no paused or zero crashes field, a binary token field, relative folded event ids), "
-                "index members in listpack-sized buckets (~90-100 B each): about -660 B, to ~1,190 B; the last "
-                "~170 B needs one of the two workflow indexes gone",
+                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~1,130 "
+                "B: its `until` and `fresh` fields, which spare the cycle its PTTLs and a first attempt its journal "
+                "read, took it past the 1,024 B size class; ~1,000 B before), its summary key (~200 B), two "
+                "workflow index members and one run index member (~150 B each: the indexes hold thousands, past "
+                "the listpack limit of 128, so each member is a skiplist node, a dict entry and its string), plus "
+                "the main and expires dicts' share (the bytes by key are below figure 4). Under 1 KiB needs the "
+                "summary carried in the run hash while the run waits (~240 B), the run hash two size classes "
+                "smaller (~256 B: about 250 B of fields fewer, e.g. waiting as the short id, no paused, zero "
+                "crashes or spent fresh field, a binary token field, relative folded event ids and until), index "
+                "members in listpack-sized buckets (~90-100 B each): about -780 B, to ~1,170 B; the last ~150 B "
+                "needs one of the two workflow indexes gone",
             )
         )
     sec.extra += [
