@@ -87,3 +87,17 @@ def test_a_held_run_woken_by_caller_raised_interrupts_gets_their_triggers_in_dec
     assert (last.outcome, last.run_id) == ("resumed", sent.run_id)
     assert _finish(harness, sid) == EXPECTED
     assert [(t["interrupt_id"], t["payload"]) for t in sf.triggers_seen] == [("int-1", {"n": 1}), ("int-2", {"n": 2})]
+
+
+def test_a_run_queued_at_the_head_reads_the_triggers_delivered_before_its_first_attempt(harness: Harness) -> None:
+    """Interrupts raised and cleared while the head's run is queued, before any attempt: their
+    triggers go into its journal, and its first attempt reads them (a run's first attempt skips the
+    journal read only while nothing was delivered into it: session_clear drops `fresh`)."""
+    if harness.kind == "embedded":
+        pytest.skip("the embedded worker may begin the run first: on Redis no worker runs before run_jobs")
+    sid = harness.pw.sessions.open(sf.triggered, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, "hi", caller=ADA)  # queued: no attempt yet
+    _, _, last = _stack_two(harness, sid)
+    assert (last.outcome, last.run_id) == ("resumed", sent.run_id)
+    assert _finish(harness, sid) == EXPECTED
+    assert [(t["interrupt_id"], t["payload"]) for t in sf.triggers_seen] == [("int-1", {"n": 1}), ("int-2", {"n": 2})]
