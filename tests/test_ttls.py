@@ -348,8 +348,8 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
     protects it: the run's TTL, the pause's plus the grace for the records of a waiting run (the
     interrupt is in the run's hash), the retention for the summary; on Redis and on the in-process one.
     Records found with far more left than the transition needs (``sentinel``: set behind parkway's
-    back, so the run hash's ``until`` goes too, as every script that sets the records' TTL rewrites
-    it) are renewed to it; records just renewed by the transition before (``fresh``) are left as they
+    back, with the run hash's ``until`` as a script that set that TTL would have written it) are
+    renewed to it, and ``until`` with them; records just renewed by the transition before (``fresh``) are left as they
     are, and a key the transition creates takes their TTL. The run hash's ``until`` is never later
     than its TTL (the clock of ``expire``'s scene has moved past the pause: it is not checked there)."""
     if server == "redis":
@@ -364,7 +364,8 @@ def test_each_transition_puts_every_key_it_writes_under_its_ttl(
     if renewal == "sentinel":
         for key in redis_client.keys(pattern):
             redis_client.pexpire(key, SENTINEL)
-        redis_client.hdel(keys.run(scene.run_id), "until")
+        if redis_client.exists(keys.run(scene.run_id)):  # (create's scene has no run yet)
+            redis_client.hset(keys.run(scene.run_id), "until", _now() + SENTINEL)  # as a script would write it
     getattr(scene, transition)()
     until, left = redis_client.hget(keys.run(scene.run_id), "until"), redis_client.pttl(keys.run(scene.run_id))
     if until is not None and target != "expire":
