@@ -174,6 +174,22 @@ def test_a_cycle_reads_its_records_ttl_from_the_run_hash_and_asks_redis_none(
     assert int(client.hget(keys.run(run_id), "until") or 0) <= now_ms() + left + 5
 
 
+def test_an_until_within_the_clock_margin_of_the_need_is_not_trusted(private: tuple[Harness, redis.Redis]) -> None:
+    """``until`` is trusted only with CLOCK_TRUST_MS to spare: a run hash whose ``until`` claims its
+    records have the run's TTL and 4 s more (a writer's clock 4 s ahead, say) while they really have
+    less is asked with a PTTL at the resume, and renewed to the run's TTL."""
+    harness, client = private
+    run_id, token = _parked(harness)
+    ttl = int(client.hget(keys.run(run_id), "ttl") or 0)
+    assert ttl >= 8 * layout.CLOCK_TRUST_MS  # the default TTL: long enough for until to be read at all
+    client.pexpire(keys.run(run_id), ttl - 60_000)
+    client.hset(keys.run(run_id), "until", now_ms() + ttl + layout.CLOCK_TRUST_MS - 1_000)
+    client.config_resetstat()
+    assert harness.pw.resume(token, selected="red").accepted
+    assert "pttl" in _calls(client)
+    assert client.pttl(keys.run(run_id)) >= ttl - 50
+
+
 def test_a_hand_off_registers_its_queue_when_it_finds_it_empty(private: tuple[Harness, redis.Redis]) -> None:
     """A job pushed onto an empty queue registers the queue in RQ's set of queues; one pushed behind
     others does not do it again (the push before it did, and RQ unregisters a queue only with its list)."""
