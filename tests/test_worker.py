@@ -137,7 +137,9 @@ def test_a_trivial_job_costs_the_worker_at_most_25_commands(private_redis: Redis
     few = _commands(private_redis.url, [f"a{i}" for i in range(5)], "time.time", closing)
     many = _commands(private_redis.url, [f"b{i}" for i in range(45)], "time.time", closing)
     per_job = (many - few) / 40
-    assert per_job <= 25, per_job
+    # below 25.5: RQ's time-driven commands (a suspension check a second, a heartbeat) land in either
+    # run as the machine's load has it (25.025 once in CI: one of them); a command more per job is 26
+    assert per_job < 25.5, per_job
 
 
 def test_the_worker_hands_rq_its_serializer_as_an_instance(redis_client: redis.Redis) -> None:
