@@ -374,6 +374,38 @@ def test_a_session_interrupt_is_answered_from_its_tree(deployment: Server, page:
         assert "interrupt.cleared" in events
 
 
+SLOW_ANSWER_REPLY = """() => {
+  const fetched = window.fetch;
+  window.fetch = (url, options) => {
+    const answering = options && options.method === "POST" && /[/](resume|answer)$/.test(String(url));
+    if (!answering) return fetched(url, options);
+    return fetched(url, options).then((reply) => new Promise((done) => setTimeout(() => done(reply), 1500)));
+  };
+}"""
+"""an answer's reply reaches the page 1.5 s after the server sent it: its events come first"""
+
+
+def test_an_answer_whose_reply_comes_after_its_events_keeps_its_card(deployment: Server, page: Page) -> None:
+    """The clearing's event re-renders the session's interrupts before the resume's reply is read:
+    the card being answered stays and then says how it went (it was dropped by that re-render, and
+    the outcome never showed: a CI failure of the test above)."""
+    with httpx.Client(base_url=deployment.url, headers={"Authorization": f"Bearer {USER_KEY}"}, timeout=15) as ana:
+        sid = ana.post("/v1/sessions", json={"agent": "tests.session_flows:mail"}).json()["sessionId"]
+        assert ana.post(f"/v1/sessions/{sid}/messages", json={"content": "mail bob"}).status_code == 201
+        wait_for(lambda: ana.get(f"/v1/sessions/{sid}").json()["parkedBy"], 20, "the approval")
+        page.add_init_script(f"({SLOW_ANSWER_REPLY})()")
+        sign_in(page, deployment.url, key=USER_KEY, path=f"/ui/sessions/{sid}")
+        approval = page.locator("#session-interrupts li.card", has_text="confirm")
+        approval.wait_for()
+        page.get_by_text("Live: its messages and interrupts as they happen.").wait_for()
+        approval.get_by_label("Payload (JSON, optional)").fill('{"approved": true}')
+        approval.get_by_role("button", name="Resume").click()
+        wait_for(lambda: "interrupt.cleared" in [e["type"] for e in ana.get(f"/v1/sessions/{sid}/events").json()],
+                 20, "the clearing")
+        page.wait_for_timeout(1000)  # its event has reached the page (the reply has not: 1.5 s)
+        approval.get_by_text("Resumed (resumed) as user:ana").wait_for()
+
+
 def test_a_run_page_links_its_child_runs(deployment: Server, api: httpx.Client, page: Page, tenant: str) -> None:
     """A parent's timeline links the child it started; the child's page (following the link) shows
     the child's own pending question, answerable there."""
