@@ -22,7 +22,7 @@ import redis
 from rq import Queue
 from structlog.testing import capture_logs
 
-from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, Workflow, cli, use_step
+from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, Workflow, cli, emit, use_step
 from parkway.adapters.redis import keys
 from parkway.adapters.redis.connection import connect
 from parkway.adapters.redis.replicas import ReplicaAcks
@@ -640,3 +640,54 @@ def test_a_connection_idle_through_a_freeze_asks_the_sentinels_before_writing(tm
         pool.disconnect()
     finally:
         group.stop()
+
+
+_replica_proc: list[Any] = []  # the replica the next node freezes (set by the test)
+_outside_calls: list[str] = []
+
+
+def _freeze_replica_for(seconds: float) -> None:
+    """SIGSTOP the replica now and SIGCONT it after ``seconds``: the node's next write goes unconfirmed."""
+    proc = _replica_proc[0]
+    proc.send_signal(signal.SIGSTOP)
+    threading.Timer(seconds, proc.send_signal, (signal.SIGCONT,)).start()
+
+
+def _charge_while_frozen(tag: str) -> dict[str, str]:
+    _outside_calls.append(tag)  # the outside effect, done
+    _freeze_replica_for(0.6)  # ... and its record goes to a primary whose replica does not answer
+    return {"charged": tag}
+
+
+unconfirmed = Workflow("unconfirmed_writes")
+
+
+@unconfirmed.node(start=True)
+def unconfirmed_charge(data: dict[str, Any]) -> dict[str, Any]:
+    charged = use_step("charge", _charge_while_frozen, data["tag"])
+    _freeze_replica_for(0.6)
+    emit("progress", {"charged": True})  # an event whose first write landed on the primary alone
+    return {"charged": charged}
+
+
+@pytest.mark.slow
+def test_a_step_record_no_replica_confirmed_is_written_again_and_its_effect_runs_once(
+    replicated: SentinelGroup,
+) -> None:
+    """A step's record (or an emit) whose commit no replica acknowledged in time is written again by
+    the attempt that holds its result until one does (the outcome was unknown: it may have landed),
+    so the outside effect is not done again on replay; a write that had landed adds no second event."""
+    settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=100)
+    _replica_proc[:] = [replicated.replicas[0].proc]
+    _outside_calls.clear()
+    with Parkway(settings.with_(replica_ack_ms=2000)) as pw:
+        run_id = pw.start(unconfirmed, {"tag": "t1"})
+    with capture_logs() as logs:
+        run_jobs(settings)
+    with Parkway(settings.with_(replica_ack_ms=2000)) as pw:
+        run = pw.get_run(run_id)
+        assert run.status.value == "completed", (run, [e for e in logs if e.get("log_level") != "debug"])
+        assert _outside_calls == ["t1"]
+        data = [e for e in pw.stream(run_id, timeout=5) if e.type == "data"]
+        assert len(data) == 1, data
+    assert any(e["event"] == "write_unconfirmed" for e in logs), logs

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
@@ -30,13 +31,28 @@ from pydantic import BaseModel
 from . import journal
 from .cancel import cancel_run
 from .contracts import Contract
-from .errors import ChildFailed, InterruptCancelled, NondeterminismError, ParkwayError, RunNotFound, ValidationError
+from .errors import (
+    ChildFailed,
+    InterruptCancelled,
+    NondeterminismError,
+    ParkwayError,
+    RunNotFound,
+    StoreUnavailable,
+    ValidationError,
+)
+from .logger import get_logger
 from .protocol import MAX_TTL_MS, InterruptRequest, check_audience, check_depth, name_of
 from .store import JournalEntry, Store
 from .telemetry import check_capture
 from .workflow import Workflow
 
 T = TypeVar("T")
+log = get_logger()
+
+UNCONFIRMED_WRITE_S = 15.0
+"""how long a hook's write whose outcome was unknown is tried again (the store's own bound for a
+Redis that does not answer: a Sentinel failover fits inside it)"""
+UNCONFIRMED_PAUSE_S = 0.2
 
 
 class ParkwayWarning(UserWarning):
@@ -237,7 +253,28 @@ class NodeContext:
         return entry
 
     def write(self, field_name: str, entry: JournalEntry, event: tuple[str, dict[str, Any]] | None = None) -> None:
-        self.store.write_entry(self.run_id, self.fence, self.step, "journal", field_name, entry, event, self.clock())
+        """Record ``entry`` in the step's journal (with ``event``, if any).
+
+        A write whose outcome is unknown (``StoreUnavailable``: the connection lost, or no replica
+        confirmed it, as when the primary fails over) is written again, for up to
+        ``UNCONFIRMED_WRITE_S`` from the first try: this attempt holds what it records (a step's
+        result, whose outside effect is done), and giving up would have the replay do the effect
+        again. Repeating is safe: the fence still guards it (once the attempt lost its claim the
+        write raises ``StaleFence``), and a repeat that finds its field written adds no second event.
+        """
+        started, again = time.monotonic(), False
+        while True:
+            try:
+                self.store.write_entry(self.run_id, self.fence, self.step, "journal", field_name, entry, event,
+                                       self.clock(), again=again)
+                break
+            except StoreUnavailable as exc:
+                if time.monotonic() - started + UNCONFIRMED_PAUSE_S >= UNCONFIRMED_WRITE_S:
+                    raise
+                log.warning("write_unconfirmed", run_id=self.run_id, node=self.node, field=field_name,
+                            error=exc.message, retry="written again, its field read first")
+                time.sleep(UNCONFIRMED_PAUSE_S)
+                again = True
         self.journal[field_name] = entry
 
 

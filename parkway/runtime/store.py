@@ -560,10 +560,13 @@ class Store(Protocol):
         now: int,
         *,
         retried: str | None = None,
+        again: bool = False,
     ) -> None:
         """Write one journal entry (``scope="journal"``) or workflow state value, maybe with an event;
         ``retried``: the entry records a failed attempt of a node of that workflow that is retried
-        (counted as a retry and a failure)."""
+        (counted as a retry and a failure); ``again``: a repeat of a journal write whose outcome was
+        unknown (``StoreUnavailable``): when its field is already there the first one landed, and its
+        event and counts are not added twice."""
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
         """Commit a completed node; return the new fence."""

@@ -68,6 +68,7 @@ class WriteEntry(Args):
     event: bytes
     maxlen: int
     retention: int
+    again: int
     counts: list[Any]
 
 

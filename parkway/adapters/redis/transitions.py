@@ -153,6 +153,7 @@ class Transitions:
         now: int,
         *,
         retried: str | None = None,
+        again: bool = False,
     ) -> None:
         r = run_id
         if scope == "journal":
@@ -165,7 +166,7 @@ class Transitions:
             run=keys.run(r), target=target, journal=keys.journal(r, step), state=keys.workflow_state(r),
             events=keys.events(r), summary=keys.summary(r), metrics=keys.metrics(), fence=fence, field=name, blob=blob,
             event_type=kind, event=data, maxlen=self.limits.max_events, retention=self.limits.retention_ms,
-            counts=layout.retry_counts(retried) if retried is not None else [],
+            again=int(again), counts=layout.retry_counts(retried) if retried is not None else [],
         ))
 
     def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:

@@ -15,12 +15,16 @@
 --   event          the event's blob
 --   maxlen         the stream's cap
 --   retention      ms the summary outlives the records
+--   again          1: a repeat of a journal write whose outcome was unknown; a field already there
+--                  means the first write landed, so its event and counts are not added again
 --   counts...      the counters to bump, as (field, increment) pairs (see count): a retry's
 local cur, err = check_fence(K.run, A.fence, {'running'})
 if not cur then return err end
-redis.call('HSET', K.target, A.field, A.blob)
-if A.event_type ~= '' then xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event) end
-count(K.metrics, A.counts)
+local added = redis.call('HSET', K.target, A.field, A.blob)
+if added == 1 or A.again ~= '1' then
+  if A.event_type ~= '' then xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event) end
+  count(K.metrics, A.counts)
+end
 local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.journal, K.state, K.events},
   K.summary, A.retention)
 if not renewed then redis.call('PEXPIRE', K.target, left) end  -- a step's first entry, the first state
