@@ -24,7 +24,9 @@ still connected to it read there, until then, what it alone holds). It reports t
 resumes lost (an interrupt answered ``accepted`` that asks again
 later: the answer vanished with the old primary), the outside effects run more than once, the
 calls that raised ``StoreUnavailable`` (outcome unknown; asked again, the same answer reads
-``accepted``), and the write gap: from the fault to the first resume acknowledged after it, and the
+``accepted``), the journal writes a worker wrote again because their outcome was unknown (its
+``write_unconfirmed`` log lines: a step's record among them, whose effect is then not done
+again), and the write gap: from the fault to the first resume acknowledged after it, and the
 longest wait between two acknowledged resumes from the fault on. Exit status 0 when nothing
 acknowledged was lost and no effect ran twice.
 """
@@ -84,29 +86,33 @@ def trial(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
            "PARKWAY_LEASE_MS": str(args.lease_ms)}
     os.environ.update(env)  # the driver's own client reads the same settings
     stop = threading.Event()
-    worker_restarts = [0]
-    keeper = threading.Thread(target=_keep_worker, args=(group.url, env, stop, worker_restarts), daemon=True)
+    worker_restarts, outputs = [0], []
+    keeper = threading.Thread(target=_keep_worker, args=(group.url, env, stop, worker_restarts, outputs), daemon=True)
     keeper.start()
     try:
         settings = Settings.from_env(redis_url=group.url, secret=SECRET)
         with Parkway(settings) as pw:
-            return _drive(pw, group, args, worker_restarts, redis.Redis.from_url(counter.url))
+            report = _drive(pw, group, args, worker_restarts, redis.Redis.from_url(counter.url))
     finally:
         stop.set()
         keeper.join(30)
         group.stop()
         counter.stop()
+    # a step's record (or other journal write) whose outcome was unknown, written again by its attempt
+    report["journal_writes_written_again"] = sum(out.count("write_unconfirmed") for out in outputs)
+    return report
 
 
-def _keep_worker(url: str, env: dict[str, str], stop: threading.Event, restarts: list[int]) -> None:
-    """One ``parkway worker --workers 2``, started again whenever it exits."""
+def _keep_worker(url: str, env: dict[str, str], stop: threading.Event, restarts: list[int],
+                 outputs: list[str]) -> None:
+    """One ``parkway worker --workers 2``, started again whenever it exits; its output kept."""
     worker = Worker(url, SECRET, "--workers", "2", env=env)
     while not stop.wait(0.2):
         if worker.proc.poll() is not None:
-            worker.stop()
+            outputs.append(worker.stop())
             restarts[0] += 1
             worker = Worker(url, SECRET, "--workers", "2", env=env)
-    worker.stop()
+    outputs.append(worker.stop())
 
 
 def _drive(pw: Parkway, group: SentinelGroup, args: argparse.Namespace, worker_restarts: list[int],

@@ -544,3 +544,45 @@ def test_a_position_past_the_pause_feeds_end_wakes_no_other_waiting_listing(
         entries, position, ended = got[0]
         assert [f["r"] for _, f in entries] == [late] and ended and position.split(",")[0] == "0-0"
         far.join(10)
+
+
+@pytest.mark.slow
+def test_a_session_filtered_listing_over_shards_asks_only_the_sessions_shard(
+    two: tuple[RedisServer, RedisServer],
+) -> None:
+    """A session and its branch runs share its id's shard, so a listing by session reads that shard
+    alone: it answers with the other shard down (it asked every shard, and raised StoreUnavailable);
+    over HTTP, a waitMs listing by session waits on that shard's pause feed and ends at the pause."""
+    import httpx
+
+    from tests.test_api import KEY, Server
+
+    urls = (two[0].url, two[1].url)
+    srv = Server(urls[0], PARKWAY_SHARDS=",".join(urls))
+    try:
+        with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+            store = pw.store
+            assert isinstance(store, ShardedStore)
+            sid = next(s for _ in range(64) if store.shard_of(s := pw.sessions.open(sf.asking, owner="ada",
+                                                                                        tenant="acme")) == 0)
+            sent = pw.sessions.send(sid, "hello", caller=ADA)
+            got: list[httpx.Response] = []
+            waiter = threading.Thread(target=lambda: got.append(httpx.get(
+                f"{srv.url}/v1/interrupts", params={"waitMs": 20_000, "session": sid},
+                headers={"Authorization": f"Bearer {KEY}"}, timeout=40)))
+            waiter.start()
+            time.sleep(1)  # waiting by now (no worker yet: the branch run is queued)
+            worker = Worker(urls[0], SECRET, "--shard", "0", env={"PARKWAY_SHARDS": ",".join(urls)})
+            try:
+                wait_for(lambda: pw.get_run(sent.run_id).status.value == "waiting", 30, "the branch run's question")
+            finally:
+                worker.stop()
+            waiter.join(30)
+            assert got and got[0].status_code == 200, got and got[0].text
+            assert [i["runId"] for i in got[0].json()["items"]] == [sent.run_id]
+            two[1].stop()
+            listed = pw.list_interrupts(session=sid)
+            assert [(i.run_id, i.asked().question) for i in listed.items] == [(sent.run_id, "Which account?")]
+    finally:
+        out = srv.stop()
+    assert "Traceback" not in out, out[-3000:]

@@ -929,7 +929,8 @@ async def _wait_for_page(
     while True:
         page, feed = await anyio.to_thread.run_sync(lambda: pw.list_watching(once, caller=who))
         left = deadline - anyio.current_time()
-        if page.items or left <= 0 or not await pauses.wait_past(feed, left, query.run_id):
+        placed = query.run_id if query.run_id is not None else query.session  # as the router places it
+        if page.items or left <= 0 or not await pauses.wait_past(feed, left, placed):
             return page
 
 
@@ -995,9 +996,10 @@ class _PauseWatch:
         self.news = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
-    async def wait_past(self, feed: str, timeout: float, run_id: str | None = None) -> bool:
+    async def wait_past(self, feed: str, timeout: float, placed: str | None = None) -> bool:
         """True once the feed holds an entry past ``feed``; False after ``timeout`` seconds
-        (``run_id``: the listing's, which only :class:`_ShardedPauseWatch` needs)."""
+        (``placed``: the run or session id the listing is confined to, which only
+        :class:`_ShardedPauseWatch` needs)."""
         position = _feed_id(feed)
         self.waiting += 1
         try:
@@ -1046,14 +1048,15 @@ class _PauseWatch:
 class _ShardedPauseWatch:
     """With shards: a :class:`_PauseWatch` of each shard's feed. A listing's feed position is one
     entry id per shard (comma-separated, as the router lists), and a pause past it on any shard
-    ends its wait; a listing of one run (``runId``) has its run's shard's position and waits there."""
+    ends its wait; a listing of one run (``runId``) or one session (``session``: its runs share its
+    shard) has that shard's position and waits there."""
 
     def __init__(self, watches: list[_PauseWatch], shard_of: Callable[[str], int]) -> None:
         self.watches, self.shard_of = watches, shard_of
 
-    async def wait_past(self, feed: str, timeout: float, run_id: str | None = None) -> bool:
-        if run_id is not None:
-            return await self.watches[self.shard_of(run_id)].wait_past(feed, timeout)
+    async def wait_past(self, feed: str, timeout: float, placed: str | None = None) -> bool:
+        if placed is not None:
+            return await self.watches[self.shard_of(placed)].wait_past(feed, timeout)
         parts = feed.split(",")
         if len(parts) != len(self.watches):
             raise ValidationError(f"a position in {len(self.watches)} pause feeds, not {feed!r}")

@@ -16,7 +16,8 @@ shards' pages: the pending listing in two phases (index members from every shard
 page's records from their shards), so one page costs about what one Redis costs; the one cursor is
 an index member's position, and members sort the same way on every shard (times, then run id), so
 pages follow one another without gaps or repeats. A listing that waits watches every shard's pause
-feed (its position is one id per shard). Counters are summed. The reconciler and the workers are
+feed (its position is one id per shard); one of a run or of a session reads and watches its shard
+alone. Counters are summed. The reconciler and the workers are
 per shard (``parkway worker --shard K``): each serves the runs of its shard alone.
 
 Sessions are placed as runs are, by their id (``sessions.store.session_store``: one session store
@@ -297,8 +298,9 @@ class ShardedStore:
     # --- listings --------------------------------------------------------------------------
 
     def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
-        if query.run_id is not None:
-            result: InterruptListing = self.store_of(query.run_id).list_interrupts(query)
+        one = query.run_id if query.run_id is not None else query.session  # a session's runs share its shard
+        if one is not None:
+            result: InterruptListing = self.store_of(one).list_interrupts(query)
             return result
         positions = self._positions(query.wait_after)
         if query.wait_after is not None:
