@@ -586,3 +586,63 @@ def test_a_session_filtered_listing_over_shards_asks_only_the_sessions_shard(
     finally:
         out = srv.stop()
     assert "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_pause_streams_over_shards_hold_no_server_thread_while_they_wait(two: tuple[RedisServer, RedisServer]) -> None:
+    """`parkway serve` over shards: 60 open pause streams (`/v1/interrupts/events`) hold none of the
+    server's 40 worker threads while they wait (each held one in a blocking read of every shard,
+    so a plain read of a run queued behind them), and a pause on either shard reaches them all."""
+    import httpx
+
+    from tests.test_api import KEY, Server
+
+    urls = (two[0].url, two[1].url)
+    srv = Server(urls[0], PARKWAY_SHARDS=",".join(urls))
+    workers = [Worker(urls[k], SECRET, "--shard", str(k), env={"PARKWAY_SHARDS": ",".join(urls)}) for k in (0, 1)]
+    streams: list[Any] = []
+    try:
+        with Parkway(Settings(shards=urls, secret=SECRET)) as pw, httpx.Client(timeout=30) as http:
+            store = pw.store
+            assert isinstance(store, ShardedStore)
+            run_id = pw.start(flows.one_choice, {})
+            wait_for(lambda: pw.get_run(run_id).status.value == "waiting", 30, "the run's pause")
+            for _ in range(60):
+                stream = http.stream("GET", f"{srv.url}/v1/interrupts/events",
+                                     headers={"Authorization": f"Bearer {KEY}"})
+                response = stream.__enter__()
+                streams.append(stream)
+                lines = response.iter_lines()
+                assert next(lines) == ": open"
+                streams.append(lines)
+            time.sleep(1.5)  # every stream has read its feeds and waits
+            slowest = 0.0
+            for _ in range(5):
+                began = time.monotonic()
+                read = http.get(f"{srv.url}/v1/runs/{run_id}", headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+                slowest = max(slowest, time.monotonic() - began)
+                assert read.status_code == 200
+            assert slowest < 0.5, f"a plain read waited {slowest:.2f} s behind the streams"
+            for shard in (0, 1):  # a pause on either shard reaches every stream
+                late = next(f"s-{shard}-{n}" for n in range(200) if store.shard_of(f"s-{shard}-{n}") == shard)
+                pw.start(flows.one_choice, {}, run_id=late)
+                for lines in streams[1::2]:
+                    got = next(json.loads(data)["runId"] for event, data in _frames_of(lines)
+                               if event == "interrupt.paused")
+                    assert got == late
+    finally:
+        for stream in streams[::2]:
+            stream.__exit__(None, None, None)
+        out = srv.stop()
+        for w in workers:
+            w.stop()
+    assert "Traceback" not in out, out[-3000:]
+
+
+def _frames_of(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
+    event = ""
+    for line in lines:
+        if line.startswith("event: "):
+            event = line[7:]
+        elif line.startswith("data: "):
+            yield event, line[6:]

@@ -69,7 +69,8 @@ streams read Redis through its asyncio client, and waiting listings wait on one
 shared watch of the pause feed, so neither holds a thread while it waits. With
 shards (``PARKWAY_SHARDS``) a stream reads its run's shard, and waiting listings
 share one watch of each shard's feed; the pause feed's stream merges the shards'
-feeds through the router, on a thread of the pool.
+feeds, read through the router (in the pool, without blocking) when that watch
+says there is something to read.
 """
 
 from __future__ import annotations
@@ -679,7 +680,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
 
         if start_at is None:  # from now on: the feed's newest entry, read before the stream says it is open
             start_at = await anyio.to_thread.run_sync(events.pause_position)
-        return streams.open(request, events.pause_sse(start_at, visible))
+        return streams.open(request, events.pause_sse(start_at, visible, pauses))
 
     @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
              tags=["interrupts"])
@@ -1198,17 +1199,22 @@ class _EventReader:
             last = store.client.xrevrange(keys.pauses(), "+", "-", count=1)
         return _text_of(last[0][0]) if last else "0-0"
 
-    async def _read_pauses(self, client: Any, after: str) -> tuple[list[tuple[str, str, str, str]], str, bool]:
+    async def _read_pauses(
+        self, client: Any, after: str, pauses: _PauseWatch | _ShardedPauseWatch | None = None
+    ) -> tuple[list[tuple[str, str, str, str]], str, bool]:
         """The pause feed's entries after ``after`` as (entry id, workflow, run id, the run's creation),
         the position to read on from, and whether the read reached the feed's end; waits up to
-        STREAM_BLOCK_MS. With shards, every shard's feed, through the router in the thread pool (an
-        entry's id is then the position just past it: one entry id per shard)."""
+        STREAM_BLOCK_MS. With shards, every shard's feed, read through the router in the thread pool
+        without blocking (an entry's id is then the position just past it: one entry id per shard),
+        and while they hold nothing new the stream waits on ``pauses`` (the process's one watch of
+        each feed), holding no thread."""
         from ..adapters.redis import keys
 
         store: Any = self.pw.store
         if self.sharded:
-            entries, position, ended = await anyio.to_thread.run_sync(
-                lambda: store.read_pauses(after, 1000, 100))
+            entries, position, ended = await anyio.to_thread.run_sync(lambda: store.read_pauses(after, 0, 100))
+            if not entries and pauses is not None and await pauses.wait_past(position, STREAM_BLOCK_MS / 1000):
+                entries, position, ended = await anyio.to_thread.run_sync(lambda: store.read_pauses(after, 0, 100))
             return [(at, f.get("w", ""), f.get("r", ""), f.get("c", "")) for at, f in entries], position, ended
         read = client if client is not None else None
         position = after
@@ -1223,11 +1229,15 @@ class _EventReader:
             out.append((_text_of(entry_id), f.get("w", ""), f.get("r", ""), f.get("c", "")))
         return out, out[-1][0] if out else after, len(out) < 100
 
-    async def pause_sse(self, after: str, visible: Callable[[list[str]], set[str]]) -> AsyncIterator[bytes]:
+    async def pause_sse(
+        self, after: str, visible: Callable[[list[str]], set[str]],
+        pauses: _PauseWatch | _ShardedPauseWatch | None = None,
+    ) -> AsyncIterator[bytes]:
         """The pause feed's entries as ``interrupt.paused`` frames, those of runs ``visible`` (asked in
         the thread pool for each batch) keeps and that still hold their id (an entry outlives its run,
         whose id can then be taken by another: it is told only of its own pauses); a comment on every
-        idle read (``: waiting``) and after a read that reached the feed's end (``: caught up``)."""
+        idle read (``: waiting``) and after a read that reached the feed's end (``: caught up``).
+        With shards, ``pauses`` is what an idle stream waits on (see ``_read_pauses``)."""
         client = None if self.sharded else self.connect()  # with shards: every feed, through the router
 
         def current(batch: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
@@ -1237,7 +1247,7 @@ class _EventReader:
 
         try:
             while True:
-                batch, after, ended = await self._read_pauses(client, after)
+                batch, after, ended = await self._read_pauses(client, after, pauses)
                 kept = await anyio.to_thread.run_sync(current, batch) if batch else []
                 frames = [f"id: {entry_id}\nevent: interrupt.paused\ndata: "
                           f"{json.dumps({'runId': run_id, 'workflow': workflow})}\n\n"
