@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from .adapters.redis.connection import connect
 from .adapters.redis.errors import translated
+from .adapters.redis.shard_table import check_alone, check_table
 from .adapters.redis.store import RedisStore
 from .adapters.redis.token_key import token_key
 from .config import Settings
@@ -61,6 +62,7 @@ def build_backend(settings: Settings) -> Backend:
         # it enqueues what a start or resume calls for, and waits for the replicas settings ask for
         store = RedisStore(client, settings.limits, dispatcher.next_job, settings.acks)
         secret = token_key(settings.secret, client)
+        check_alone(client, settings.shard)
     except BaseException:
         client.close()  # refused (another key, no Redis): the connection goes with the handle that never was
         raise
@@ -73,7 +75,7 @@ def build_backend(settings: Settings) -> Backend:
 def _sharded(settings: Settings) -> Backend:
     """The backend over ``settings.shards``: one Redis store and RQ dispatcher per shard, each shard
     checked to hold this bucket -> shard table, behind a router (``ShardedStore``)."""
-    from .adapters.redis.shards import ShardedDispatcher, ShardedStore, check_table, default_table
+    from .adapters.redis.shards import ShardedDispatcher, ShardedStore, default_table
 
     assert settings.shards is not None
     if settings.secret is None:

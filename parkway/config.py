@@ -99,6 +99,10 @@ class Settings:
     shards: tuple[str, ...] | None = None
     """``PARKWAY_SHARDS``: the Redis servers runs are placed on by run id, in order (see
     ``adapters.redis.shards``); ``redis_url`` is then the first, or, for a worker, its shard's"""
+    shard: int | None = None
+    """set by ``parkway worker --shard K``: this process serves shard K of the deployment's shards
+    alone, on ``redis_url`` (a process with one Redis URL refuses a Redis that is one of several
+    shards, unless it is this one)"""
 
     def __post_init__(self) -> None:
         check_ttl(self.ttl_ms)
@@ -109,8 +113,14 @@ class Settings:
             from .adapters.redis.shards import split_shards
 
             shards = split_shards(self.shards) if isinstance(self.shards, str) else tuple(self.shards)
+            servers: dict[tuple[Any, ...], str] = {}
             for url in shards:
                 _check_redis_url(url)
+                server = _server_of(url)
+                if server in servers:
+                    raise ConfigError(f"PARKWAY_SHARDS names one server twice ({_redacted(servers[server])!r} and "
+                                      f"{_redacted(url)!r}): each shard is a Redis (or a database) of its own")
+                servers[server] = url
             object.__setattr__(self, "shards", shards)
             if self.redis_url is None:
                 object.__setattr__(self, "redis_url", shards[0])
@@ -212,6 +222,45 @@ def _check_redis_url(url: str) -> None:
         raise ConfigError(
             f"redis url must start with redis://, rediss://, unix:// or redis+sentinel://, got {_redacted(url)!r}"
         )
+    else:
+        _check_plain_url(url)
+
+
+def _server_of(url: str) -> tuple[Any, ...]:
+    """What a checked URL connects to, however written: host (any case), port and database, or the
+    socket's path, or the sentinels (in any order), the master's name and the database."""
+    from urllib.parse import parse_qs, urlsplit
+
+    if is_sentinel_url(url):
+        spec = parse_sentinel_url(url)
+        return ("sentinel", frozenset(spec.sentinels), spec.master, spec.db)
+    parts = urlsplit(url)
+    db = parse_qs(parts.query).get("db", [""])[0] or (parts.path[1:] if parts.scheme != "unix" else "") or "0"
+    if parts.scheme == "unix":
+        return ("unix", parts.path, int(db))
+    return ("tcp", (parts.hostname or "localhost").lower(), parts.port or 6379, int(db))
+
+
+def _check_plain_url(url: str) -> None:
+    """A redis://, rediss:// or unix:// URL's port and database, which redis-py does not check: it
+    takes database 0 for a path or ``db`` it cannot read (``/15x``, a stray comma), so a typo would
+    reach another database than the one meant."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    where = f"redis url {_redacted(url)!r}"
+    try:
+        parts.port  # noqa: B018 - parsing it is the check
+    except ValueError:
+        raise ConfigError(f"{where}: its port must be a number from 0 to 65535") from None
+    named = []
+    if parts.scheme != "unix" and parts.path not in ("", "/"):
+        named.append(parts.path[1:])
+    named += parse_qs(parts.query).get("db", [])
+    if len(named) > 1:
+        raise ConfigError(f"{where} names its database twice (in its path and as db=)")
+    if named and not (named[0].isascii() and named[0].isdigit()):
+        raise ConfigError(f"{where}: its database must be a number, got {named[0]!r}")
 
 
 def _redacted(url: str) -> str:

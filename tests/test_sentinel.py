@@ -55,6 +55,13 @@ def test_a_sentinel_url_names_sentinels_master_database_and_both_passwords() -> 
         ("redis+sentinel://h:99999/m", "host:port"),
         ("redis+sentinel://h:1/m?password=x", "takes only"),
         ("http://h:1/0", "must start with"),
+        ("redis://h:1/1,", "database must be a number"),  # redis-py would take database 0 for these
+        ("redis://h:1/15x", "database must be a number"),
+        ("redis://h:1/?db=x", "database must be a number"),
+        ("redis://h:1/1?db=2", "names its database twice"),
+        ("redis://h:x/0", "port"),
+        ("redis://h:70000/0", "port"),
+        ("unix:///tmp/r.sock?db=a", "database must be a number"),
     ],
 )
 def test_a_malformed_redis_url_is_refused_when_settings_are_made(url: str, says: str) -> None:

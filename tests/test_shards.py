@@ -646,3 +646,42 @@ def _frames_of(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
             event = line[7:]
         elif line.startswith("data: "):
             yield event, line[6:]
+
+
+def test_a_server_listed_twice_in_the_shards_is_refused() -> None:
+    """One server (the same host, port and database, however written) named twice would hold two
+    shards' tables at once: refused when the settings are made, naming it."""
+    for pair in (("redis://h:1/0", "redis://h:1/0"), ("redis://h:1", "redis://H:1/0"),
+                 ("redis+sentinel://a:1,b:2/m/0", "redis+sentinel://b:2,a:1/m")):
+        with pytest.raises(ConfigError, match="twice"):
+            Settings(shards=pair, secret=SECRET)
+    assert Settings(shards=("redis://h:1/0", "redis://h:1/1"), secret=SECRET).shards  # two databases: two shards
+
+
+@pytest.mark.slow
+def test_a_redis_is_never_used_both_as_one_of_the_shards_and_alone(two: tuple[RedisServer, RedisServer]) -> None:
+    """A process with one Redis URL refuses a Redis that is one of several shards (the runs it
+    started there would be looked for on the shard their bucket names), except a worker serving that
+    shard; and the shards refuse a Redis that already holds runs started without them (those whose
+    bucket names another shard would be looked for there)."""
+    urls = (two[0].url, two[1].url)
+    with Parkway(Settings(redis_url=urls[1], secret=SECRET)) as alone:
+        alone.start(flows.one_choice, {})
+    with pytest.raises(ConfigError, match="holds runs but no shard table"):
+        Parkway(Settings(shards=urls, secret=SECRET))
+    with redis.Redis.from_url(urls[1]) as r:
+        r.flushdb()
+    with Parkway(Settings(shards=urls, secret=SECRET)):
+        pass
+    for url in urls:
+        with pytest.raises(ConfigError, match=r"shard \d of 2"):
+            Parkway(Settings(redis_url=url, secret=SECRET))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")}
+    alone_cli = subprocess.run([sys.executable, "-m", "parkway.cli", "interrupts", "--redis-url", urls[0]], cwd=ROOT,
+                               env={**env, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT)},
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert alone_cli.returncode == 1 and "PARKWAY_SHARDS" in alone_cli.stderr, alone_cli.stderr
+    served = subprocess.run([sys.executable, "-m", "parkway.cli", "worker", "--burst", "--shard", "0",
+                             "--workers", "2"], cwd=ROOT, env=_shard_env(urls),
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert served.returncode == 0, served.stderr

@@ -410,7 +410,8 @@ def _shard_of(settings: Settings, shard: int | None, given: str | None) -> Setti
     once the shard is checked to hold this process's bucket -> shard table; ``given``: the URL the
     command line named, which must then be that shard's."""
     from ..adapters.redis.connection import connect
-    from ..adapters.redis.shards import check_table, default_table
+    from ..adapters.redis.shard_table import check_table
+    from ..adapters.redis.shards import default_table
 
     assert settings.shards is not None
     if shard is None or not 0 <= shard < len(settings.shards):
@@ -426,7 +427,7 @@ def _shard_of(settings: Settings, shard: int | None, given: str | None) -> Setti
     finally:
         client.close()
     print(f"parkway worker: shard {shard} of {len(settings.shards)}", file=sys.stderr, flush=True)
-    return settings.with_(redis_url=url, shards=None)
+    return settings.with_(redis_url=url, shards=None, shard=shard)
 
 
 def _worker_line(settings: Settings, workers: int) -> str:

@@ -143,7 +143,7 @@ key                         type    TTL       holds
 ``pw:secret``               string  none      token key, only while PARKWAY_SECRET is unset
 ``pw:shards``               string  none      with ``PARKWAY_SHARDS``: this server's place in the bucket ->
                                               shard table (``<index> <shards> <table digest>``), checked
-                                              by every process (``shards.check_table``)
+                                              by every process (``shard_table.check_table``)
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused
 ==========================  ======  ========  ===============================================
@@ -311,7 +311,7 @@ def secret() -> str:
 
 
 def shard_table() -> str:
-    """Which shard of which bucket -> shard table this Redis is (``shards.check_table``)."""
+    """Which shard of which bucket -> shard table this Redis is (``shard_table.check_table``)."""
     return f"{PREFIX}:shards"
 
 

@@ -27,7 +27,6 @@ naively (each shard's page, then cut).
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 import zlib
@@ -81,26 +80,6 @@ def default_table(shards: int) -> tuple[int, ...]:
     if not 1 <= shards <= BUCKETS:
         raise ConfigError(f"PARKWAY_SHARDS names 1 to {BUCKETS} shards, not {shards}")
     return tuple(b * shards // BUCKETS for b in range(BUCKETS))
-
-
-def table_digest(table: Sequence[int]) -> str:
-    return hashlib.sha256(bytes(str(list(table)), "ascii")).hexdigest()[:16]
-
-
-def check_table(client: Any, index: int, table: Sequence[int]) -> None:
-    """Write (first process) or check (every other) that this Redis is shard ``index`` of ``table``;
-    ConfigError when it holds another table, or another place in it."""
-    mine = f"{index} {max(table) + 1} {table_digest(table)}"
-    with translated():
-        client.set(keys.shard_table(), mine, nx=True)
-        held = client.get(keys.shard_table())
-    held = held.decode() if isinstance(held, bytes) else held
-    if held != mine:
-        raise ConfigError(
-            f"shard {index} holds the shard table {held!r}, this process has {mine!r} (shard, shards, table): "
-            "PARKWAY_SHARDS must list the same servers in the same order everywhere; adding a shard moves buckets "
-            "and is a migration, not a change of the variable"
-        )
 
 
 def split_shards(text: str) -> tuple[str, ...]:
