@@ -126,6 +126,8 @@ class Settings:
                 object.__setattr__(self, "redis_url", shards[0])
         if self.redis_url is not None:
             _check_redis_url(self.redis_url)
+        if self.shard is not None and (type(self.shard) is not int or self.shard < 0):
+            raise ConfigError(f"shard must be an integer of at least 0, got {self.shard!r}")
         if self.replica_acks is not None and (isinstance(self.replica_acks, bool) or not 0 <= self.replica_acks <= 16):
             raise ConfigError(f"PARKWAY_REPLICA_ACKS must be an integer from 0 to 16, got {self.replica_acks!r}")
         if isinstance(self.replica_ack_ms, bool) or not 1 <= self.replica_ack_ms <= 5000:

@@ -656,6 +656,9 @@ def test_a_server_listed_twice_in_the_shards_is_refused() -> None:
         with pytest.raises(ConfigError, match="twice"):
             Settings(shards=pair, secret=SECRET)
     assert Settings(shards=("redis://h:1/0", "redis://h:1/1"), secret=SECRET).shards  # two databases: two shards
+    for bad in (-1, True, "0"):
+        with pytest.raises(ConfigError, match="shard must be an integer"):
+            Settings(redis_url="redis://h:1/0", shard=bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
