@@ -12,7 +12,7 @@ import redis.exceptions as rex
 from redis.retry import Retry
 
 from parkway import Parkway, RunStatus, Settings
-from parkway.adapters.redis.connection import run_script
+from parkway.adapters.redis.connection import packed, run_commands, run_script
 from parkway.adapters.redis.store import RedisStore
 from parkway.errors import StaleFence
 from parkway.runtime.clock import now_ms
@@ -86,3 +86,32 @@ def test_the_redis_py_surface_run_script_uses_is_there(private_redis: RedisServe
     assert issubclass(rex.NoScriptError, rex.ResponseError)
     assert run_script(client, script, ["k"], [b"v"]) == [b"k", b"v"]  # loaded on first use (NOSCRIPT)
     assert run_script(client, script, ["k2"], [3]) == [b"k2", b"3"]
+
+
+def test_commands_sent_together_read_as_a_pipeline_would(private_redis: RedisServer, closing: Closing) -> None:
+    """run_commands (the worker's take-and-begin round trip) returns each command's reply in order,
+    an error reply as its ResponseError in its place, and leaves the connection in the pool, usable;
+    a connection Redis closed is replaced, as a pipeline's is."""
+    client = closing(redis.Redis.from_url(private_redis.url))
+    client.rpush("l", "a", "b")
+    replies = run_commands(client, [("LREM", "l", 1, "a"), ("INCR", "l"), ("EXPIRE", "l", 100), ("GET", "none")])
+    assert replies[0] == 1 and isinstance(replies[1], rex.ResponseError) and replies[2:] == [1, None]
+    pool = client.connection_pool
+    assert len(pool._available_connections) == 1 and not pool._in_use_connections  # type: ignore[attr-defined]
+    client.client_kill_filter(_type="normal", skipme=False)
+    assert run_commands(client, [("LLEN", "l"), ("PING",)]) == [1, b"PONG"]
+
+
+def test_commands_are_packed_as_redis_py_packs_them(private_redis: RedisServer, closing: Closing) -> None:
+    """packed (hiredis's packer) writes what redis-py's would, in one buffer, for every argument type
+    the scripts' calls hold; an argument neither packs raises redis-py's DataError, as before."""
+    client = closing(redis.Redis.from_url(private_redis.url))
+    conn = client.connection_pool.get_connection()
+    try:
+        commands = [("EVALSHA", "f" * 40, 2, "k1", "k2", b"\x00\xff", 12345678901234, -5, 0, 1.5, "ünï", ""),
+                    ("WAIT", 1, 100)]
+        assert packed(conn, commands) == [b"".join(conn.pack_commands(commands))]
+        with pytest.raises(rex.DataError):
+            packed(conn, [("SET", "k", None)])
+    finally:
+        client.connection_pool.release(conn)

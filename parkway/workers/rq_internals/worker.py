@@ -26,6 +26,7 @@ from rq.timeouts import JobTimeoutException, TimerDeathPenalty
 from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
+from ...adapters.redis.connection import run_commands
 from ...adapters.redis.replicas import ReplicaAcks, ReplicaShortfall
 from ...runtime.errors import StoreError, StoreUnavailable
 from ..serializer import MSGPACK, MsgpackSerializer
@@ -304,15 +305,13 @@ class TrimmedWorker(SimpleWorker):
         try:
             acks = self.begin_acks()
             sent = time.monotonic()
-            with self.connection.pipeline(transaction=False) as pipe:
-                if len(self.queues) == 1:
-                    pipe.lrem(intermediate_key(queue), 1, job.id)
-                pipe.delete(job.key)
-                pipe.expire(self.key, ttl)
-                pipe.execute_command(*claim.command)  # type: ignore[no-untyped-call]
-                if acks is not None:  # the begin confirmed before the node runs (see begin_acks)
-                    pipe.execute_command("WAIT", acks.replicas, acks.timeout_ms)  # type: ignore[no-untyped-call]
-                replies = pipe.execute(raise_on_error=False)
+            commands: list[tuple[Any, ...]] = []
+            if len(self.queues) == 1:
+                commands.append(("LREM", intermediate_key(queue), 1, job.id))
+            commands += [("DEL", job.key), ("EXPIRE", self.key, ttl), claim.command]
+            if acks is not None:  # the begin confirmed before the node runs (see begin_acks)
+                commands.append(("WAIT", acks.replicas, acks.timeout_ms))
+            replies = run_commands(self.connection, commands)
             if acks is not None:
                 acknowledged = replies.pop()
                 if isinstance(acknowledged, Exception):
