@@ -96,7 +96,10 @@ def test_folded_events_are_read_after_a_position_merged_with_the_stream_once_eac
     the stream's in order, each once (the stream keeps them a little while after the park)."""
     data = [codec.encode({"n": i}) for i in range(3)]
     ids = ["1000-0", "1000-1", "2000-0"]
-    values = [layout.fold_value(i, "note", d) for i, d in zip(ids, data, strict=True)]
+    firsts = [None, ids[0], ids[0]]
+    values = [layout.fold_value(i, "note", d, f) for i, d, f in zip(ids, data, firsts, strict=True)]
+    # the first keeps its id whole, the others relative to it (ms after it, -<seq> when not 0)
+    assert [v.split(b" ", 1)[0] for v in values] == [b"1000-0", b"0-1", b"1000"]
     fields = {f: v for f, v in zip(layout.FOLDED_FIELDS, values, strict=False)}
     folded = layout.folded_after([fields.get(f) for f in layout.FOLDED_FIELDS], "1000-0")
     assert [(e.id, e.type, e.data) for e in folded] == [("1000-1", "note", {"n": 1}), ("2000-0", "note", {"n": 2})]

@@ -284,3 +284,22 @@ def test_park_folds_only_a_few_events_of_parkways_own_shape(harness: Harness, ex
     assert not client.hexists(keys.run(run_id), layout.folded_event_field(0))
     expected = 3 + (layout.FOLD_MAX if extra == "eight more events" else 1)
     assert client.xlen(stream) == expected and client.pttl(stream) > layout.FOLD_WAKE_MS
+
+
+def test_a_parked_run_hash_holds_no_zero_crash_count_and_its_later_events_ids_relative(harness: Harness) -> None:
+    """A parked run's hash carries no crash count of 0 (none reads 0) and keeps its folded events' ids
+    after the first relative to it (a few bytes instead of ~15 each: the hash stays in a smaller
+    allocation); read back, the events have their ids whole."""
+    client = _client(harness)
+    run_id = harness.start_and_run(flows.one_choice)
+    before = harness.pw.store.read_events(run_id, "0", None, 100)
+    fields = client.hgetall(keys.run(run_id))
+    assert b"crashes" not in fields
+    stored = [fields[f].split(b" ", 1)[0].decode() for f in layout.FOLDED_FIELDS if f in fields]
+    assert len(stored) == 3 and stored[0] == before[0].id
+    assert stored[1:] == [layout.relative_id(e.id, before[0].id) for e in before[1:]]
+    assert all(len(s) < 8 for s in stored[1:])
+    client.delete(keys.events(run_id))  # gone within layout.FOLD_WAKE_MS
+    assert harness.pw.store.read_events(run_id, "0", None, 100) == before
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+    assert [e.id for e in harness.pw.store.read_events(run_id, "0", None, 100)][:3] == [e.id for e in before]

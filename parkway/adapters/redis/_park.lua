@@ -6,7 +6,7 @@
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- K and A: park.lua's KEYS and ARGV by name (first.lua parks with the ones it carries).
 local function park(K, A)
-  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until'})
+  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until', 'crashes'})
   if not cur then return err end
   if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
@@ -16,9 +16,11 @@ local function park(K, A)
   redis.call('ZREM', K.leases, A.run_id)
   local fence = tonumber(cur[1]) + 1
   -- what the run's hash takes, in one HSET: the token field names the interrupt as rq does (its
-  -- request id without the run id)
+  -- request id without the run id); a crash count is reset (no count reads 0: a run that never
+  -- crashed has none)
   local fields = {'status', 'waiting', 'waiting', A.request_id, 'expires', A.expires, 'updated', A.now,
-    'crashes', 0, 'fence', fence, A.token_field, A.short_id, A.status_field, 'pending'}
+    'fence', fence, A.token_field, A.short_id, A.status_field, 'pending'}
+  if cur[10] and cur[10] ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'crashes', 0 end
   if A.paused ~= '' then fields[#fields + 1], fields[#fields + 2] = 'paused', A.paused end
   -- the run's latest record (its interrupt before this one, answered or expired) keeps its parts
   -- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...

@@ -781,25 +781,47 @@ def _position(event_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def fold_value(entry_id: str, kind: str, data: bytes) -> bytes:
+def fold_value(entry_id: str, kind: str, data: bytes, first: str | None = None) -> bytes:
     """A folded event's value (as ``fold_fields`` in ``_common.lua`` writes it): its entry id, a space,
-    its type's length in one byte, its type, its data."""
+    its type's length in one byte, its type, its data. ``first``: the first folded event's id, for a
+    later one (whose id is kept relative to it: ``relative_id``)."""
     kind_bytes = kind.encode()
-    return entry_id.encode() + b" " + bytes([len(kind_bytes)]) + kind_bytes + data
+    stored = relative_id(entry_id, first) if first is not None else entry_id
+    return stored.encode() + b" " + bytes([len(kind_bytes)]) + kind_bytes + data
+
+
+def relative_id(entry_id: str, first: str) -> str:
+    """A later folded event's id as its field keeps it: ms after the first folded event's id, then
+    ``-<seq>`` only when its sequence number is not 0."""
+    ms, seq = _position(entry_id)
+    return f"{ms - _position(first)[0]}" + (f"-{seq}" if seq else "")
+
+
+def _absolute_id(stored: str, base_ms: int) -> str:
+    """A later folded event's entry id from its relative one (``relative_id``)."""
+    ms, seq = _position(stored)
+    return f"{base_ms + ms}-{seq}"
 
 
 def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent]:
-    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values) after ``after``."""
+    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values) after ``after``:
+    the first's id whole, the others' relative to it (``relative_id``)."""
     out: list[StoredEvent] = []
     start = _position(after)
-    for value in values:
+    base_ms = 0
+    for i, value in enumerate(values):
         if value is None:
             break
-        entry_id, _, rest = value.partition(b" ")
-        if not rest or _position(entry_id.decode()) <= start:
+        stored, _, rest = value.partition(b" ")
+        entry_id = stored.decode()
+        if i == 0:
+            base_ms = _position(entry_id)[0]
+        else:
+            entry_id = _absolute_id(entry_id, base_ms)
+        if not rest or _position(entry_id) <= start:
             continue
         size = rest[0]
-        out.append(event_from(entry_id.decode(), rest[1 : 1 + size].decode(), rest[1 + size :]))
+        out.append(event_from(entry_id, rest[1 : 1 + size].decode(), rest[1 + size :]))
     return out
 
 
