@@ -95,16 +95,20 @@ def test_folded_events_are_read_after_a_position_merged_with_the_stream_once_eac
     """Events folded into a parked run's hash (``~0``...) read back after ``after``, and merged with
     the stream's in order, each once (the stream keeps them a little while after the park)."""
     data = [codec.encode({"n": i}) for i in range(3)]
-    ids = ["1000-0", "1000-1", "2000-0"]
+    t = 1_700_000_000_000  # ms, as a stream's ids are
+    ids = [f"{t}-0", f"{t}-1", f"{t + 1000}-0"]
     firsts = [None, ids[0], ids[0]]
     values = [layout.fold_value(i, "note", d, f) for i, d, f in zip(ids, data, firsts, strict=True)]
     # the first keeps its id whole, the others relative to it (ms after it, -<seq> when not 0)
-    assert [v.split(b" ", 1)[0] for v in values] == [b"1000-0", b"0-1", b"1000"]
+    assert [v.split(b" ", 1)[0] for v in values] == [ids[0].encode(), b"0-1", b"1000"]
+    whole = [layout.fold_value(i, "note", d) for i, d in zip(ids, data, strict=True)]  # as folded before
+    assert layout.folded_after(whole, "0-0") == layout.folded_after(values, "0-0")
     fields = {f: v for f, v in zip(layout.FOLDED_FIELDS, values, strict=False)}
-    folded = layout.folded_after([fields.get(f) for f in layout.FOLDED_FIELDS], "1000-0")
-    assert [(e.id, e.type, e.data) for e in folded] == [("1000-1", "note", {"n": 1}), ("2000-0", "note", {"n": 2})]
-    streamed = [StoredEvent("2000-0", "note", 2000, {"n": 2}), StoredEvent("3000-0", "note", 3000, {"n": 3})]
-    assert [e.id for e in layout.merged(folded, streamed, 10)] == ["1000-1", "2000-0", "3000-0"]
+    folded = layout.folded_after([fields.get(f) for f in layout.FOLDED_FIELDS], ids[0])
+    assert [(e.id, e.type, e.data) for e in folded] == [(ids[1], "note", {"n": 1}), (ids[2], "note", {"n": 2})]
+    later = f"{t + 2000}-0"
+    streamed = [StoredEvent(ids[2], "note", t + 1000, {"n": 2}), StoredEvent(later, "note", t + 2000, {"n": 3})]
+    assert [e.id for e in layout.merged(folded, streamed, 10)] == [ids[1], ids[2], later]
     assert len(layout.FOLDED_FIELDS) == layout.FOLD_MAX and layout.FOLDED_FIELDS[0] == b"~0"
 
 

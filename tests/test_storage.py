@@ -33,8 +33,8 @@ def _raw_events(client: Any, run_id: str) -> list[tuple[bytes, bytes]]:
     for value in client.hmget(keys.run(run_id), [layout.folded_event_field(i) for i in range(layout.FOLD_MAX)]):
         if value is None:
             break
-        rest = value.split(b" ", 1)[1]
-        out.append((rest[1 : 1 + rest[0]], rest[1 + rest[0] :]))
+        kind, data = layout.folded_type(value.split(b" ", 1)[1])
+        out.append((kind.encode(), data))
     return out + [(f[b"t"], f[b"d"]) for _id, f in client.xrange(keys.events(run_id))]
 
 
@@ -287,9 +287,9 @@ def test_park_folds_only_a_few_events_of_parkways_own_shape(harness: Harness, ex
 
 
 def test_a_parked_run_hash_holds_no_zero_crash_count_and_its_later_events_ids_relative(harness: Harness) -> None:
-    """A parked run's hash carries no crash count of 0 (none reads 0) and keeps its folded events' ids
-    after the first relative to it (a few bytes instead of ~15 each: the hash stays in a smaller
-    allocation); read back, the events have their ids whole."""
+    """A parked run's hash carries no crash count of 0 (none reads 0), keeps its folded events' ids
+    after the first relative to it (a few bytes instead of ~15 each) and their usual types as one
+    byte (the hash stays in a smaller allocation); read back, the events have their ids and types."""
     client = _client(harness)
     run_id = harness.start_and_run(flows.one_choice)
     before = harness.pw.store.read_events(run_id, "0", None, 100)
@@ -299,6 +299,8 @@ def test_a_parked_run_hash_holds_no_zero_crash_count_and_its_later_events_ids_re
     assert len(stored) == 3 and stored[0] == before[0].id
     assert stored[1:] == [layout.relative_id(e.id, before[0].id) for e in before[1:]]
     assert all(len(s) < 8 for s in stored[1:])
+    named = [fields[f].split(b" ", 1)[1][:2] for f in layout.FOLDED_FIELDS if f in fields]
+    assert named == [bytes([0, layout.FOLDED_TYPES.index(e.type) + 1]) for e in before]
     client.delete(keys.events(run_id))  # gone within layout.FOLD_WAKE_MS
     assert harness.pw.store.read_events(run_id, "0", None, 100) == before
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted

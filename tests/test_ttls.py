@@ -199,7 +199,9 @@ class Scene:
 
     def record_journal(self) -> None:
         entry = JournalEntry("state", "seen", True)
-        event = ("data", {"dataType": "probe", "data": {}})
+        # over 64 bytes: the run's events stay in its stream when it parks (not folded into its hash),
+        # so park's rebuild of the stream under the records' TTL is what this scene checks
+        event = ("data", {"dataType": "probe", "data": {"pad": "x" * layout.PART_BYTES}})
         self.store.write_entry(self.run_id, self.fence, self.step, "journal", "n:seen", entry, event, self.clock())
 
     record_next = record_journal

@@ -159,7 +159,8 @@ end
 
 -- A parked run's few events live in its hash, not in a stream of their own (a Redis stream costs
 -- ~750 bytes however small): park copies them there, each in one field `~<i>` (from 0, in order)
--- holding `<entry id> <type length as one byte><type><data>`, when they are at most FOLD_MAX and
+-- holding `<entry id> <type length as one byte><type><data>` (a type FOLDED_TYPES names: a length of 0
+-- and its index there, one byte), when they are at most FOLD_MAX and
 -- each fits in PART_BYTES (the hash stays a listpack); else the stream stays whole. `~0` has its
 -- entry id whole; each later one has its id relative to it: ms after `~0`'s, `-<seq>` only when
 -- its sequence number is not 0 (`2`, `0-1`: about 13 bytes fewer each; relative_id).
@@ -171,6 +172,8 @@ end
 -- fold_fields(stream, out) appends those fields to `out` (for the caller's one HSET of the run's
 -- hash) and says true, or false when the stream stays whole; a caller that folds gives the stream
 -- FOLD_WAKE_MS.
+local FOLDED_CODES = {}
+for i, kind in ipairs(FOLDED_TYPES) do FOLDED_CODES[kind] = i end
 local function fold_fields(stream, out)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end
@@ -178,13 +181,14 @@ local function fold_fields(stream, out)
   local base = tonumber(string.match(entries[1][1], '^(%d+)'))
   for i, e in ipairs(entries) do
     local f = e[2]
-    if #f ~= 4 or f[1] ~= 't' or f[3] ~= 'd' or #f[2] > 255 then return false end
+    if #f ~= 4 or f[1] ~= 't' or f[3] ~= 'd' or #f[2] > 255 or #f[2] == 0 then return false end
     local id = e[1]
     if i > 1 then
       local ms, seq = string.match(id, '^(%d+)-(%d+)$')
       id = string.format('%.0f', tonumber(ms) - base) .. (seq == '0' and '' or '-' .. seq)
     end
-    local v = id .. ' ' .. string.char(#f[2]) .. f[2] .. f[4]
+    local code = FOLDED_CODES[f[2]]
+    local v = id .. ' ' .. (code and '\0' .. string.char(code) or string.char(#f[2]) .. f[2]) .. f[4]
     if #v > PART_BYTES then return false end
     fields[#fields + 1] = '~' .. (i - 1)
     fields[#fields + 1] = v
@@ -204,13 +208,19 @@ for i = 0, FOLD_MAX - 1 do FOLDED[#FOLDED + 1] = '~' .. i end
 local function put_back(stream, entry, base)
   local sp = string.find(entry, ' ', 1, true)
   local id = string.sub(entry, 1, sp - 1)
-  if base then
+  if base then  -- (an id folded whole, as before ids were relative, is at least `base`: kept)
     local ms, seq = string.match(id, '^(%d+)-?(%d*)$')
-    id = string.format('%.0f', base + tonumber(ms)) .. '-' .. (seq == '' and '0' or seq)
+    ms = tonumber(ms)
+    id = string.format('%.0f', ms >= base and ms or base + ms) .. '-' .. (seq == '' and '0' or seq)
   end
   local n = string.byte(entry, sp + 1)
-  local added = redis.pcall('XADD', stream, id, 't', string.sub(entry, sp + 2, sp + 1 + n),
-    'd', string.sub(entry, sp + 2 + n))
+  local kind, data
+  if n == 0 then  -- a type FOLDED_TYPES names
+    kind, data = FOLDED_TYPES[string.byte(entry, sp + 2)], string.sub(entry, sp + 3)
+  else
+    kind, data = string.sub(entry, sp + 2, sp + 1 + n), string.sub(entry, sp + 2 + n)
+  end
+  local added = redis.pcall('XADD', stream, id, 't', kind, 'd', data)
   return type(added) ~= 'table' or not added.err
 end
 -- `folded`: the run's `~0` field if the caller read it (false: absent), else nil (read here).

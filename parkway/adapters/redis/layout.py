@@ -56,6 +56,8 @@ rq, rn, r0 .. r<rn-1>           the latest interrupt's <req>, its record's part 
 ``r:<req>:<i>``                 the parts of an earlier interrupt's record (park moves them there)
 ``~0`` .. ``~7``                while it is parked: its events, when few and small (``fold_fields`` in
                                 ``_common.lua``): ``<entry id> <type length, one byte><type><data>``
+                                (a type in ``FOLDED_TYPES``: ``\\0<its index from 1>``); ids after
+                                ``~0``'s relative to it (``relative_id``)
 ==============================  ================================================================
 
 In the run hash <req> is ``short_id``: a minted request id without its run id; ``waiting`` has it
@@ -224,6 +226,9 @@ def folded_event_field(index: int) -> str:
 
 FOLDED_FIELDS = [folded_event_field(i).encode() for i in range(FOLD_MAX)]
 """the run-hash fields a parked run's events may be folded into"""
+FOLDED_TYPES = ("run.started", "node.started", "interrupt", "node.completed", "interrupt.resumed", "node.retry")
+"""the event types a folded event names by one byte (its index from 1) after a type length of 0, instead
+of whole (``FOLDED_TYPES`` in the scripts, generated from here)"""
 
 
 def lifecycle_field(kind: str, request_id: str, run_id: str) -> str:
@@ -783,11 +788,22 @@ def _position(event_id: str) -> tuple[int, int]:
 
 def fold_value(entry_id: str, kind: str, data: bytes, first: str | None = None) -> bytes:
     """A folded event's value (as ``fold_fields`` in ``_common.lua`` writes it): its entry id, a space,
-    its type's length in one byte, its type, its data. ``first``: the first folded event's id, for a
-    later one (whose id is kept relative to it: ``relative_id``)."""
+    its type's length in one byte and its type (or 0 and its index in ``FOLDED_TYPES``), its data.
+    ``first``: the first folded event's id, for a later one (whose id is kept relative to it:
+    ``relative_id``)."""
     kind_bytes = kind.encode()
     stored = relative_id(entry_id, first) if first is not None else entry_id
-    return stored.encode() + b" " + bytes([len(kind_bytes)]) + kind_bytes + data
+    named = bytes([0, FOLDED_TYPES.index(kind) + 1]) if kind in FOLDED_TYPES else bytes([len(kind_bytes)]) + kind_bytes
+    return stored.encode() + b" " + named + data
+
+
+def folded_type(rest: bytes) -> tuple[str, bytes]:
+    """A folded event's type and data from what follows its id: a type length and the type, or a
+    length of 0 and the type's index in ``FOLDED_TYPES`` (from 1)."""
+    size = rest[0]
+    if size == 0:
+        return FOLDED_TYPES[rest[1] - 1], rest[2:]
+    return rest[1 : 1 + size].decode(), rest[1 + size :]
 
 
 def relative_id(entry_id: str, first: str) -> str:
@@ -798,9 +814,10 @@ def relative_id(entry_id: str, first: str) -> str:
 
 
 def _absolute_id(stored: str, base_ms: int) -> str:
-    """A later folded event's entry id from its relative one (``relative_id``)."""
+    """A later folded event's entry id from its relative one (``relative_id``; one folded whole, as
+    before ids were relative, reads as itself: no run is parked ``base_ms`` ms after its first event)."""
     ms, seq = _position(stored)
-    return f"{base_ms + ms}-{seq}"
+    return f"{ms if ms >= base_ms else base_ms + ms}-{seq}"
 
 
 def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent]:
@@ -820,8 +837,7 @@ def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent
             entry_id = _absolute_id(entry_id, base_ms)
         if not rest or _position(entry_id) <= start:
             continue
-        size = rest[0]
-        out.append(event_from(entry_id, rest[1 : 1 + size].decode(), rest[1 + size :]))
+        out.append(event_from(entry_id, *folded_type(rest)))
     return out
 
 
