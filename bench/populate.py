@@ -193,7 +193,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     request_id = run.interrupt.request_id
     secret = pw.backend.options.secret
     token_hash = tokens.hash_token(tokens.mint(secret, template, request_id))
-    if not any(isinstance(a, str) and token_hash[: layout.TOKEN_FIELD_HEX] in a for call in calls for a in call.args):
+    if not any(isinstance(a, str) and layout.token_field(token_hash) in a for call in calls for a in call.args):
         raise RuntimeError("the template's token hash is not in its arguments: the token scheme changed")
 
     def substitute(value: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
@@ -246,7 +246,8 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
             req = request_id.replace(template, rid) if minted else "int_" + os.urandom(12).hex()
             new_hash = tokens.hash_token(tokens.mint(secret, rid, req))
             cut = layout.TOKEN_FIELD_HEX
-            pairs = [(template, rid), (request_id, req), (token_hash[:cut], new_hash[:cut])]
+            pairs = [(template, rid), (request_id, req), (token_hash[:cut], new_hash[:cut]),
+                     (layout.token_field(token_hash), layout.token_field(new_hash))]
             if any(len(a) != len(b) for a, b in pairs):
                 raise RuntimeError("ids changed length: the bulk writer needs same-length substitutes")
             bpairs = [(a.encode(), b.encode()) for a, b in pairs]

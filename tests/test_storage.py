@@ -30,10 +30,11 @@ def _client(harness: Harness) -> Any:
 def _raw_events(client: Any, run_id: str) -> list[tuple[bytes, bytes]]:
     """A run's events as stored, (type, data): folded into its hash (``~<i>``), else in its stream."""
     out = []
-    for value in client.hmget(keys.run(run_id), [layout.folded_event_field(i) for i in range(layout.FOLD_MAX)]):
+    run = client.hgetall(keys.run(run_id))
+    for value in [run.get(f) for f in layout.FOLDED_FIELDS]:
         if value is None:
             break
-        kind, data = layout.folded_type(value.split(b" ", 1)[1])
+        kind, data = layout.folded_type(value.split(b" ", 1)[1], run)
         out.append((kind.encode(), data))
     return out + [(f[b"t"], f[b"d"]) for _id, f in client.xrange(keys.events(run_id))]
 
@@ -53,8 +54,9 @@ def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(
     request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
     assert fields[layout.status_field(request_id, run_id).encode()] == b"pending"
     assert fields[layout.RECORD_LATEST.encode()] == layout.short_id(request_id, run_id).encode()
-    # the request id is kept whole once (in waiting); elsewhere the hash names it without its run id
-    assert [f for f, v in fields.items() if request_id.encode() in f + v] == [b"waiting"]
+    # the hash names the request id without its run id (its key has it), waiting too
+    assert [f for f, v in fields.items() if request_id.encode() in f + v] == []
+    assert fields[b"waiting"] == layout.short_id(request_id, run_id).encode() != request_id.encode()
     assert b"data" not in fields  # no copy of the input before a node completes
     assert all(len(f) <= layout.PART_BYTES and len(v) <= layout.PART_BYTES for f, v in fields.items())
     assert sorted(k.decode() for k in client.keys("pw:ix:*")) == [
@@ -116,15 +118,21 @@ def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness)
 
 
 def test_a_parked_run_with_an_event_over_64_bytes_keeps_its_stream_and_its_compact_hash(harness: Harness) -> None:
-    """Park folds a run's events into its hash only if each fits in 64 bytes: an input of ~50
-    bytes (a listpack value itself) makes run.started longer, so the events stay in the stream and
-    the hash stays a listpack; stream() reads them the same. The stream kept is rebuilt at its
-    real size (Redis 7 allocates a new stream's first node at 4 KiB however few entries it holds)."""
+    """Park folds a run's events into its hash only if each fits in 64 bytes: a tenant of 12
+    characters makes run.started longer, so the events stay in the stream and the hash stays a
+    listpack; stream() reads them the same. The stream kept is rebuilt at its real size (Redis 7
+    allocates a new stream's first node at 4 KiB however few entries it holds). An input of ~50
+    bytes (a listpack value itself) does not: the usual run.started is folded without its data,
+    which the hash's input and workflow make again."""
     if harness.kind != "redis":
         pytest.skip("fakeredis does not model Redis's encodings")
     client = _client(harness)
-    run_id = harness.start_and_run(flows.one_choice, {"note": "x" * 40})
-    assert len(client.hget(keys.run(run_id), "input")) <= layout.PART_BYTES
+    folded = harness.start_and_run(flows.one_choice, {"note": "x" * 40})
+    assert len(client.hget(keys.run(folded), "input")) <= layout.PART_BYTES
+    client.delete(keys.events(folded))  # gone within layout.FOLD_WAKE_MS
+    started = harness.pw.store.read_events(folded, "0", None, 100)[0]
+    assert started.type == "run.started" and started.data == {"workflow": "one_choice", "input": {"note": "x" * 40}}
+    run_id = harness.start_and_run(flows.one_choice, {"note": "x"}, tenant="acme" * 3)
     assert not client.hexists(keys.run(run_id), layout.folded_event_field(0))
     assert client.xlen(keys.events(run_id)) == 3 and client.pttl(keys.events(run_id)) > layout.FOLD_WAKE_MS
     assert client.object("encoding", keys.run(run_id)) == b"listpack"
@@ -299,8 +307,10 @@ def test_a_parked_run_hash_holds_no_zero_crash_count_and_its_later_events_ids_re
     assert len(stored) == 3 and stored[0] == before[0].id
     assert stored[1:] == [layout.relative_id(e.id, before[0].id) for e in before[1:]]
     assert all(len(s) < 8 for s in stored[1:])
-    named = [fields[f].split(b" ", 1)[1][:2] for f in layout.FOLDED_FIELDS if f in fields]
-    assert named == [bytes([0, layout.FOLDED_TYPES.index(e.type) + 1]) for e in before]
+    named = [fields[f].split(b" ", 1)[1] for f in layout.FOLDED_FIELDS if f in fields]
+    assert named[0] == b"\0\0"  # the usual run.started: its data is made from the hash's wf and input
+    assert [n[:2] for n in named[1:]] == [bytes([0, layout.FOLDED_TYPES.index(e.type) + 1]) for e in before[1:]]
+    assert before[0].type == "run.started" and before[0].data == {"workflow": "one_choice", "input": {}}
     client.delete(keys.events(run_id))  # gone within layout.FOLD_WAKE_MS
     assert harness.pw.store.read_events(run_id, "0", None, 100) == before
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted

@@ -209,7 +209,7 @@ class SessionStore:
                 for r, (status, waiting, step) in zip(ids, pipe.execute(), strict=True):
                     runs[r] = {
                         "status": _text(status) if status else "gone",
-                        "waiting": _text(waiting or b""),
+                        "waiting": layout.full_id(_text(waiting or b""), r),
                         "step": _text(step or b"0"),
                     }
         decoded = {}

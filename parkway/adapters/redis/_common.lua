@@ -26,6 +26,14 @@ local function check_fence(run_key, fence, statuses, extra)
   return nil, stale('run is ' .. cur[2])
 end
 
+-- A request id whole from the run hash's name for it (layout.full_id): a minted id's head
+-- (i<fence>_<nonce>) gets its run id back; any other name is the id itself.
+local function full_request_id(short, run_id)
+  local fence, nonce = string.match(short or '', '^i([0-9a-z]+)_([0-9a-z]+)$')
+  if fence and #fence <= 13 and #nonce >= 5 and #nonce <= 8 then return short .. '_' .. run_id end
+  return short
+end
+
 -- Bump the counters `counts` names: (field, increment) pairs the caller built (layout.COUNTERS); an
 -- increment of 0 (a node's sub-millisecond duration added to its sum) changes nothing and is not sent.
 local function count(metrics, counts)
@@ -172,9 +180,25 @@ end
 -- fold_fields(stream, out) appends those fields to `out` (for the caller's one HSET of the run's
 -- hash) and says true, or false when the stream stays whole; a caller that folds gives the stream
 -- FOLD_WAKE_MS.
+-- msgpack of a string (as msgpack-python writes it)
+local function mp_str(s)
+  local n = #s
+  if n < 32 then return string.char(160 + n) .. s end
+  if n < 256 then return '\217' .. string.char(n) .. s end
+  if n < 65536 then return '\218' .. string.char(math.floor(n / 256), n % 256) .. s end
+  return '\219' .. string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+    math.floor(n / 256) % 256, n % 256) .. s
+end
+
+-- the data of a run's usual run.started event ({workflow, input}, as create_run's caller writes it),
+-- from its hash's wf and input (neither changes in the run's life)
+local function started_data(wf, input)
+  return '\130\168workflow' .. mp_str(wf) .. '\165input' .. input
+end
+
 local FOLDED_CODES = {}
 for i, kind in ipairs(FOLDED_TYPES) do FOLDED_CODES[kind] = i end
-local function fold_fields(stream, out)
+local function fold_fields(stream, out, wf, input)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end
   local fields = {}
@@ -188,7 +212,12 @@ local function fold_fields(stream, out)
       id = string.format('%.0f', tonumber(ms) - base) .. (seq == '0' and '' or '-' .. seq)
     end
     local code = FOLDED_CODES[f[2]]
-    local v = id .. ' ' .. (code and '\0' .. string.char(code) or string.char(#f[2]) .. f[2]) .. f[4]
+    local v
+    if f[2] == 'run.started' and wf and input and f[4] == started_data(wf, input) then
+      v = id .. ' \0\0'  -- its data made again from the run's hash when read (started_data)
+    else
+      v = id .. ' ' .. (code and '\0' .. string.char(code) or string.char(#f[2]) .. f[2]) .. f[4]
+    end
     if #v > PART_BYTES then return false end
     fields[#fields + 1] = '~' .. (i - 1)
     fields[#fields + 1] = v
@@ -205,7 +234,7 @@ local FOLDED = {}
 for i = 0, FOLD_MAX - 1 do FOLDED[#FOLDED + 1] = '~' .. i end
 -- Put one folded entry back in the stream with its id: false when the stream refuses it (it holds
 -- that id or a later one). `base`: the ms of `~0`'s id, for a later entry (its id is relative to it).
-local function put_back(stream, entry, base)
+local function put_back(stream, entry, base, wf, input)
   local sp = string.find(entry, ' ', 1, true)
   local id = string.sub(entry, 1, sp - 1)
   if base then  -- (an id folded whole, as before ids were relative, is at least `base`: kept)
@@ -215,7 +244,9 @@ local function put_back(stream, entry, base)
   end
   local n = string.byte(entry, sp + 1)
   local kind, data
-  if n == 0 then  -- a type FOLDED_TYPES names
+  if n == 0 and string.byte(entry, sp + 2) == 0 then  -- the usual run.started, its data from the hash
+    kind, data = 'run.started', started_data(wf or '', input or '')
+  elseif n == 0 then  -- a type FOLDED_TYPES names
     kind, data = FOLDED_TYPES[string.byte(entry, sp + 2)], string.sub(entry, sp + 3)
   else
     kind, data = string.sub(entry, sp + 2, sp + 1 + n), string.sub(entry, sp + 2 + n)
@@ -223,29 +254,37 @@ local function put_back(stream, entry, base)
   local added = redis.pcall('XADD', stream, id, 't', kind, 'd', data)
   return type(added) ~= 'table' or not added.err
 end
--- `folded`: the run's `~0` field if the caller read it (false: absent), else nil (read here).
+-- `folded`: the run's `~0` field if the caller read it (false: absent), else nil (read here); `wf`
+-- and `input`: the run's, for a run.started folded without its data, read with it (else read here).
 -- unfold_entries only puts the entries back and returns the fields they were in (empty: none), for
 -- a caller that drops those fields and gives the stream the records' TTL itself (resume_commit).
 -- The first entry goes back first: a stream that refuses it still holds them all (its wake copy,
 -- within FOLD_WAKE_MS of the park: a quick answer), so the others are not read, and all the fields
 -- are dropped.
-local function unfold_entries(run, stream, folded)
-  if folded == nil then folded = redis.call('HGET', run, '~0') end
+local function unfold_entries(run, stream, folded, wf, input)
+  if folded == nil then
+    local got = redis.call('HMGET', run, '~0', 'wf', 'input')
+    folded, wf, input = got[1], got[2], got[3]
+  end
   if not folded then return {} end  -- the usual case: nothing folded
-  if not put_back(stream, folded) then return {unpack(FOLDED)} end
+  if not wf and string.find(folded, ' \0\0', 1, true) then  -- (its callers read them with ~0)
+    local got = redis.call('HMGET', run, 'wf', 'input')
+    wf, input = got[1], got[2]
+  end
+  if not put_back(stream, folded, nil, wf, input) then return {unpack(FOLDED)} end
   local got = redis.call('HMGET', run, unpack(FOLDED, 2))
   local moved = {FOLDED[1]}
   local base = tonumber(string.match(folded, '^(%d+)'))
   for i, entry in ipairs(got) do  -- in order, up to the first field not there
     if not entry then break end
-    put_back(stream, entry, base)
+    put_back(stream, entry, base, wf, input)
     moved[i + 1] = FOLDED[i + 1]
   end
   return moved
 end
 
-local function unfold(run, stream, folded)
-  local moved = unfold_entries(run, stream, folded)
+local function unfold(run, stream, folded, wf, input)
+  local moved = unfold_entries(run, stream, folded, wf, input)
   if #moved == 0 then return end
   redis.call('HDEL', run, unpack(moved))
   local left = redis.call('PTTL', run)
@@ -254,8 +293,8 @@ end
 
 -- Append to a run's stream (`run`: its hash), unfolding its parked events first (see fold_fields;
 -- `folded`: as unfold takes it).
-local function xadd_run(run, stream, maxlen, kind, blob, folded)
-  unfold(run, stream, folded)
+local function xadd_run(run, stream, maxlen, kind, blob, folded, wf, input)
+  unfold(run, stream, folded, wf, input)
   return xadd(stream, maxlen, kind, blob)
 end
 

@@ -6,7 +6,7 @@
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- K and A: park.lua's KEYS and ARGV by name (first.lua parks with the ones it carries).
 local function park(K, A)
-  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until', 'crashes'})
+  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until', 'crashes', 'wf', 'input'})
   if not cur then return err end
   if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
@@ -15,10 +15,10 @@ local function park(K, A)
   redis.call('SADD', K.workflows, A.workflow)
   redis.call('ZREM', K.leases, A.run_id)
   local fence = tonumber(cur[1]) + 1
-  -- what the run's hash takes, in one HSET: the token field names the interrupt as rq does (its
-  -- request id without the run id); a crash count is reset (no count reads 0: a run that never
-  -- crashed has none)
-  local fields = {'status', 'waiting', 'waiting', A.request_id, 'expires', A.expires, 'updated', A.now,
+  -- what the run's hash takes, in one HSET: the token field and waiting name the interrupt as rq
+  -- does (its request id without the run id); a crash count is reset (no count reads 0: a run that
+  -- never crashed has none)
+  local fields = {'status', 'waiting', 'waiting', A.short_id, 'expires', A.expires, 'updated', A.now,
     'fence', fence, A.token_field, A.short_id, A.status_field, 'pending'}
   if cur[10] and cur[10] ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'crashes', 0 end
   if A.paused ~= '' then fields[#fields + 1], fields[#fields + 2] = 'paused', A.paused end
@@ -42,7 +42,7 @@ local function park(K, A)
   local drop = {}
   if cur[6] then drop[1] = 'ans' end
   for name in pairs(dropped) do drop[#drop + 1] = name end
-  xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event, cur[7])
+  xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event, cur[7], cur[11], cur[12])
   for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.ancestor_event) end
   -- `c`: the run's creation, so a reader tells this run's pause from one an earlier holder of its id made
   redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id, 'c', cur[8] or '')
@@ -50,7 +50,7 @@ local function park(K, A)
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
   -- and a parked run may wait for hours
-  local folded = fold_fields(K.events, fields)
+  local folded = fold_fields(K.events, fields, cur[11], cur[12])
   local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
   local left, _, known = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary,
     A.retention, A.now, cur[9])

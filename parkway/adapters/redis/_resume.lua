@@ -15,7 +15,7 @@
 -- carries with bind_call(SPEC.resume, ...)).
 local function resume_refused(K, A, delivering)
   local cur = redis.call('HMGET', K.run, A.token_field, 'expires', 'step', 'kept', 'fence', 'ttl', '~0', 'wf',
-    A.read_status, 'until')
+    A.read_status, 'until', 'input')
   local req = cur[1]
   if not req then
     if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
@@ -36,7 +36,7 @@ local function resume_refused(K, A, delivering)
   if tonumber(A.now) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
   if cur[2] ~= A.expires then return {'moved', req} end
   return nil, {req = req, step = cur[3], kept = cur[4], fence = cur[5], ttl = cur[6], folded = cur[7],
-    wf = cur[8] or '', known = cur[10]}
+    wf = cur[8] or '', known = cur[10], input = cur[11]}
 end
 
 -- A refusal that is one's own answer sent again (a retry after an unknown outcome: the reply of the
@@ -89,7 +89,8 @@ local function resume_commit(K, A, pending)
     -- (its wake copy, within FOLD_WAKE_MS of the park: a quick answer) holds them, and only needs the
     -- records' life
     local there = not renewed and redis.call('PEXPIRE', K.events, left) == 1
-    for _, f in ipairs(there and FOLDED or unfold_entries(K.run, K.events, pending.folded)) do drop[#drop + 1] = f end
+    local moved = there and FOLDED or unfold_entries(K.run, K.events, pending.folded, pending.wf, pending.input)
+    for _, f in ipairs(moved) do drop[#drop + 1] = f end
     xadd(K.events, A.maxlen, A.event_type, A.event)
     if not there then redis.call('PEXPIRE', K.events, left) end  -- a stream made again
   end

@@ -25,7 +25,7 @@
 --   emitted...     the events the step emitted, as (event type, event blob) pairs
 --   counts...      the counters to bump, as (field, increment) pairs (see count)
 --   parent?: parent  the parent's (see notify_parent)
-local cur, err = check_fence(K.run, A.fence, {'running'}, {'node', 'ttl', '~0', 'until'})
+local cur, err = check_fence(K.run, A.fence, {'running'}, {'node', 'ttl', '~0', 'until', 'wf', 'input'})
 if not cur then return err end
 if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 local fence = tonumber(cur[1]) + 1
@@ -46,7 +46,7 @@ end
 count(K.metrics, A.counts)
 local folded = cur[6]
 for i = 1, #A.emitted, 2 do
-  xadd_run(K.run, K.events, A.maxlen, A.emitted[i], A.emitted[i + 1], folded)
+  xadd_run(K.run, K.events, A.maxlen, A.emitted[i], A.emitted[i + 1], folded, cur[8], cur[9])
   folded = false
 end
 local left, renewed, known = keep_records(K.run, cur[5], {K.run, K.state, K.events, K.snapshots}, K.summary,

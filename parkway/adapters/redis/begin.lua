@@ -24,16 +24,6 @@
 --   member         the job's outbox member ('' when the step is not given)
 --   maxlen         the stream's cap
 
--- msgpack of a string (as msgpack-python writes it)
-local function mp_str(s)
-  local n = #s
-  if n < 32 then return string.char(160 + n) .. s end
-  if n < 256 then return '\217' .. string.char(n) .. s end
-  if n < 65536 then return '\218' .. string.char(math.floor(n / 256), n % 256) .. s end
-  return '\219' .. string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-    math.floor(n / 256) % 256, n % 256) .. s
-end
-
 -- the run's fields the attempt reads (RUN_FIELDS, from layout.py), read with the fence's check, '~0'
 -- (whether events are folded: see fold_fields) and 'fresh' (no attempt has begun and nothing is in its
 -- journal: create_run writes it, the first begin drops it)
@@ -72,7 +62,7 @@ redis.call('HINCRBY', K.metrics, 'attempts', 1)
 local entries = at.fresh == '1' and {} or redis.call('HGETALL', journal)
 local replay = #entries > 0 and '\195' or '\194'
 local started = '\131\164node' .. mp_str(at.node or '') .. '\164step' .. mp_uint(step) .. '\166replay' .. replay
-unfold(K.run, K.events, at['~0'])
+unfold(K.run, K.events, at['~0'], at.wf, at.input)
 -- a stream that is gone (evicted, or deleted by hand) is made again under the records' remaining life,
 -- never without a TTL; one that is there keeps its own
 if not redis.call('XADD', K.events, 'NOMKSTREAM', 'MAXLEN', '~', A.maxlen, '*', 't', 'node.started', 'd', started) then

@@ -51,7 +51,7 @@ if current and state[1] == 'pending' and tonumber(A.now) < (tonumber(state[2]) o
 redis.call('ZREM', K.newest, A.member_newest)
 redis.call('ZREM', K.expiring, A.member_expiring)
 for _, index in ipairs(K.left) do redis.call('ZREM', index, A.member_newest) end
-if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or state[4] ~= A.request_id
+if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or full_request_id(state[4], A.run_id) ~= A.request_id
     or state[5] ~= A.short_id then
   return {'gone'}
 end

@@ -51,7 +51,7 @@ if state[1] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', K.run, A.status_field, A.action == 'timer' and 'cancelled' or 'expired')
 write_closing(K.summary, K.closing, A.closing)
 local cur = redis.call('HMGET', K.run, 'status', 'waiting', 'step', 'wf')
-if cur[1] ~= 'waiting' or cur[2] ~= A.request_id then return {'expired', ''} end
+if cur[1] ~= 'waiting' or full_request_id(cur[2], A.run_id) ~= A.request_id then return {'expired', ''} end
 local action = A.action
 local fence = redis.call('HINCRBY', K.run, 'fence', 1)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)

@@ -21,7 +21,7 @@ The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 field                           holds
 ==============================  ================================================================
 wf, ref, status, node, step,    the run's record; ``data`` is absent until a node completes (the
-fence, input, data, output,     input is it); ``waiting``: a request id (whole), ``child:<run
+fence, input, data, output,     input is it); ``waiting``: a request id (as ``short_id``), ``child:<run
 error, created, updated, ttl,   id>``, ``children`` (a fan-out's, ``fl``: how many children it has
 expires, waiting, fl, paused    left to start) or ``session``; ``paused``: ``<step> <code version>``
                                 of the last pause
@@ -47,7 +47,8 @@ fresh                           1 from its creation until its first attempt begi
                                 that writes the journal of a run before that drops it
 kept                            the <req> whose answer the run's session keeps for its abandoned
                                 branch
-``t:<token hash, 32 hex>``      -> the <req> the token answers (``token_field``)
+``t:<token hash>``              -> the <req> the token answers (``token_field``: its first 128 bits,
+                                base64url)
 ``s:<req>``                     its status: pending until ``expires``, resolved, cancelled,
                                 expired (``status_field``)
 rq, rn, r0 .. r<rn-1>           the latest interrupt's <req>, its record's part count and parts
@@ -60,8 +61,9 @@ rq, rn, r0 .. r<rn-1>           the latest interrupt's <req>, its record's part 
                                 ``~0``'s relative to it (``relative_id``)
 ==============================  ================================================================
 
-In the run hash <req> is ``short_id``: a minted request id without its run id; ``waiting`` has it
-whole. The run's stream ``pw:{R}:ev`` holds entries ``t`` (type) and ``d`` (msgpack data); park's
+In the run hash <req> is ``short_id``: a minted request id without its run id (``waiting`` too:
+``full_id`` reads it whole, ``full_request_id`` in _common.lua). The run's stream ``pw:{R}:ev``
+holds entries ``t`` (type) and ``d`` (msgpack data); park's
 interrupt event is short there (``short_interrupt_event``: its record in the run hash has the
 rest, and readers rebuild it: ``with_interrupts``).
 
@@ -79,6 +81,7 @@ journal, ``i:`` a created lifecycle part here and an interrupt's answer there, `
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Generator, Mapping, Sequence
 from dataclasses import replace
@@ -123,7 +126,11 @@ the TTL it stands for (it is written from a ``now`` taken before the script ran,
 that sets the run hash's TTL writes it), so only clocks further apart than this could make a
 transition skip a renewal it needed (``keep_records`` in _common.lua)"""
 TOKEN_FIELD_HEX = 32
-"""hex digits of a token's SHA-256 its field keeps (128 bits, within one run's hash)"""
+"""hex digits of a token's SHA-256 its field stands for (128 bits, within one run's hash; the field
+keeps them as base64url, 22 characters: ``token_field``)"""
+RECORD_PART_BYTES = PART_BYTES - 1
+"""the size of an interrupt record's parts (``r0``...): a listpack keeps a value under 64 bytes with
+one byte of length, one of 64 with two"""
 STATUS_PREFIX = "s:"
 """an interrupt's status field in the run hash: ``s:<req>``"""
 TOKEN_PREFIX = "t:"
@@ -199,7 +206,13 @@ def full_id(short: str, run_id: str) -> str:
 
 def token_field(token_hash: str) -> str:
     """The run-hash field that maps a token (by its hash) to its interrupt's <req>."""
-    return TOKEN_PREFIX + token_hash[:TOKEN_FIELD_HEX]
+    raw = bytes.fromhex(token_hash[:TOKEN_FIELD_HEX])
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def token_hex(field: bytes) -> str:
+    """The token hash's hex prefix a token field (``token_field``) stands for."""
+    return base64.urlsafe_b64decode(field[len(TOKEN_PREFIX) :] + b"==").hex()
 
 
 def status_field(request_id: str, run_id: str) -> str:
@@ -281,7 +294,7 @@ def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
             updated_at=int(f["updated"]),
             ttl_ms=int(f["ttl"]),
             expires_at=int(f["expires"]) if f.get("expires") else None,
-            waiting_on=_s(f.get("waiting")) or None,
+            waiting_on=full_id(_s(f.get("waiting")), run_id) or None,
             lineage=lineage_from(_s(f.get("lineage"))),
             paused_version=_paused(_s(f.get("paused")), int(f["step"])),
             tenant=_s(f.get("tenant")) or None,
@@ -457,24 +470,25 @@ def run_lineage(fields: Mapping[bytes, Any]) -> tuple[tuple[str, int], ...]:
     return lineage_from(_s(fields.get(b"lineage")))
 
 
-def waiting(fields: Mapping[bytes, Any]) -> str:
-    """What the run waits on (``waiting``): a request id, ``child:<id>``, ``children``, ``session`` or ''."""
-    return _s(fields.get(b"waiting"))
+def waiting(fields: Mapping[bytes, Any], run_id: str) -> str:
+    """What the run waits on (``waiting``): a request id (the hash has it as ``short_id``), ``child:<id>``,
+    ``children``, ``session`` or ''."""
+    return full_id(_s(fields.get(b"waiting")), run_id)
 
 
-def children_below(fields: Mapping[bytes, Any]) -> list[str]:
+def children_below(fields: Mapping[bytes, Any], run_id: str) -> list[str]:
     """The runs below a run that its listing by run id follows, besides its fan-out's: the child it
     waits on (``use_workflow``), the child racing its interrupt while it is pending (``use_first``)."""
-    wait = waiting(fields)
+    wait = waiting(fields, run_id)
     if wait.startswith(CHILD_WAIT):
         return [wait.removeprefix(CHILD_WAIT)]
     raced = fields.get(fields.get(b"rs") or b"")
-    return [_s(fields[b"rc"])] if interrupt_waited(fields) and fields.get(b"rc") and raced == b"pending" else []
+    return [_s(fields[b"rc"])] if interrupt_waited(fields, run_id) and fields.get(b"rc") and raced == b"pending" else []
 
 
-def interrupt_waited(fields: Mapping[bytes, Any]) -> str | None:
+def interrupt_waited(fields: Mapping[bytes, Any], run_id: str) -> str | None:
     """The request id of the interrupt the run waits on, if it waits on one."""
-    wait = waiting(fields)
+    wait = waiting(fields, run_id)
     return wait if wait and not wait.startswith(CHILD_WAIT) and wait not in ("children", "session") else None
 
 
@@ -571,8 +585,9 @@ def interrupt_from_blob(
 
 def record_parts(record: InterruptRecord) -> list[Any]:
     """An interrupt record as the run hash keeps it, as (field, value) pairs flat: ``rq`` and its
-    <req> first, ``rn`` and the part count, then each part (``r0``, ``r1``...) of at most 64 bytes."""
-    parts = split(interrupt_to_blob(record))
+    <req> first, ``rn`` and the part count, then each part (``r0``, ``r1``...) of at most
+    ``RECORD_PART_BYTES``."""
+    parts = split(interrupt_to_blob(record), RECORD_PART_BYTES)
     out: list[Any] = [RECORD_LATEST, short_id(record.request_id, record.run_id), RECORD_PARTS, len(parts)]
     for i, part in enumerate(parts):
         out += [record_field(i), part]
@@ -592,7 +607,7 @@ def interrupt_in(run_id: str, request_id: str, fields: Mapping[bytes, bytes]) ->
         if not parts:
             return None
     prefix = TOKEN_PREFIX.encode()
-    token = next((f[len(prefix):].decode() for f, v in fields.items() if f.startswith(prefix) and v == short), "")
+    token = next((token_hex(f) for f, v in fields.items() if f.startswith(prefix) and v == short), "")
     return interrupt_from_blob(run_id, _s(fields.get(b"wf", b"")), token, b"".join(parts), request_id,
                                _s(fields.get(b"ref", b"")))
 
@@ -741,7 +756,7 @@ def pending_in(
     """The interrupt an index entry (of ``run_id``, expiring at ``expires_at``) stands for, from its
     run's hash (with its lifecycle record, from the run's summary): the one the run waits on, if
     its expiry is the entry's (else the entry is stale: the run moved on)."""
-    wait = waiting(fields)
+    wait = waiting(fields, run_id)
     if not wait or wait.startswith(CHILD_WAIT) or fields.get(b"expires") != str(expires_at).encode():
         return None
     return with_lifecycle(run_id, wait, fields, summary, now)
@@ -797,13 +812,23 @@ def fold_value(entry_id: str, kind: str, data: bytes, first: str | None = None) 
     return stored.encode() + b" " + named + data
 
 
-def folded_type(rest: bytes) -> tuple[str, bytes]:
+def folded_type(rest: bytes, run: Mapping[bytes, Any] | None = None) -> tuple[str, bytes]:
     """A folded event's type and data from what follows its id: a type length and the type, or a
-    length of 0 and the type's index in ``FOLDED_TYPES`` (from 1)."""
+    length of 0 and the type's index in ``FOLDED_TYPES`` (from 1), or two zero bytes: the usual
+    run.started, its data made from the run hash ``run`` (``started_data``)."""
     size = rest[0]
+    if size == 0 and rest[1] == 0:
+        run = run or {}
+        return "run.started", started_data(_s(run.get(b"wf")), run.get(b"input") or b"")
     if size == 0:
         return FOLDED_TYPES[rest[1] - 1], rest[2:]
     return rest[1 : 1 + size].decode(), rest[1 + size :]
+
+
+def started_data(workflow: str, input_: bytes) -> bytes:
+    """A run's usual run.started data, ``{"workflow", "input"}``, from its hash's ``wf`` and ``input``
+    (a parked run's hash keeps it folded without it: ``started_data`` in ``_common.lua``)."""
+    return b"\x82\xa8workflow" + codec.encode(workflow) + b"\xa5input" + input_
 
 
 def relative_id(entry_id: str, first: str) -> str:
@@ -820,9 +845,12 @@ def _absolute_id(stored: str, base_ms: int) -> str:
     return f"{ms if ms >= base_ms else base_ms + ms}-{seq}"
 
 
-def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent]:
-    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values) after ``after``:
-    the first's id whole, the others' relative to it (``relative_id``)."""
+def folded_after(
+    values: Sequence[bytes | None], after: str, run: Mapping[bytes, Any] | None = None
+) -> list[StoredEvent]:
+    """The events folded into a parked run's hash (``values``: ``FOLDED_FIELDS``' values; ``run``: the
+    hash, for a run.started kept without its data) after ``after``: the first's id whole, the
+    others' relative to it (``relative_id``)."""
     out: list[StoredEvent] = []
     start = _position(after)
     base_ms = 0
@@ -837,7 +865,7 @@ def folded_after(values: Sequence[bytes | None], after: str) -> list[StoredEvent
             entry_id = _absolute_id(entry_id, base_ms)
         if not rest or _position(entry_id) <= start:
             continue
-        out.append(event_from(entry_id, *folded_type(rest)))
+        out.append(event_from(entry_id, *folded_type(rest, run)))
     return out
 
 
@@ -880,7 +908,7 @@ def events_page(run_id: str, after: str, fields: Mapping[bytes, bytes], reply: A
     HGETALL) and of its stream (``reply``, XREAD): the events a parked run keeps in its hash and the
     stream's, each once, in order, with park's short interrupt events rebuilt from the record the
     hash holds (``with_interrupts``)."""
-    folded = folded_after([fields.get(f) for f in FOLDED_FIELDS], after)
+    folded = folded_after([fields.get(f) for f in FOLDED_FIELDS], after, fields)
     return with_interrupts(run_id, merged(folded, events_from(reply), count), fields)
 
 

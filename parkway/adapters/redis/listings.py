@@ -261,11 +261,11 @@ class InterruptListings:
             below: list[str] = []
             for i, r in enumerate(level):
                 fields, summary, children = replies[3 * i : 3 * i + 3]
-                waited = layout.interrupt_waited(fields)
+                waited = layout.interrupt_waited(fields, r)
                 record = layout.with_lifecycle(r, waited, fields, summary, now) if waited else None
                 if record is not None:
                     out.append(record)
-                below += layout.children_below(fields)
+                below += layout.children_below(fields, r)
                 below += sorted(_text(c) for c in children)
             level, replies = below[:MAX_TREE_RUNS], None
         return out

@@ -469,7 +469,7 @@ class Transitions:
         r = entry.run_id
         with translated(r):
             fields = self.client.hgetall(keys.run(r))
-        request_id = entry.request_id or layout.waiting(fields)
+        request_id = entry.request_id or layout.waiting(fields, r)
         record = layout.interrupt_in(r, request_id, fields) if request_id else None
         entry = replace(entry, request_id=request_id)
         policy = (record.on_expire if record else None) or {"action": "expire"}

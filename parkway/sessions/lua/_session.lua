@@ -232,7 +232,7 @@ local function live_runs(S, keys, args)
     if not r then return nil end
     local key = keys[j].run
     local cur = redis.call('HMGET', key, 'status', 'waiting', 'step')
-    r.key, r.status, r.waiting, r.step = key, cur[1], cur[2], cur[3]
+    r.key, r.status, r.waiting, r.step = key, cur[1], cur[2] and full_request_id(cur[2], a.run_id), cur[3]
     r.k, r.a = keys[j], a
   end
   for id, r in pairs(runs) do
