@@ -14,8 +14,9 @@ import redis
 from parkway import Parkway, ResumeOutcome, RunStatus, Settings
 from parkway.adapters import codec
 from parkway.adapters.redis import housekeeping, keys, layout
-from parkway.runtime import executor
+from parkway.runtime import executor, tokens
 from parkway.runtime.clock import now_ms
+from parkway.runtime.errors import InvalidAnswer
 from parkway.workers import jobs
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
@@ -315,3 +316,25 @@ def test_a_parked_run_hash_holds_no_zero_crash_count_and_its_later_events_ids_re
     assert harness.pw.store.read_events(run_id, "0", None, 100) == before
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted
     assert [e.id for e in harness.pw.store.read_events(run_id, "0", None, 100)][:3] == [e.id for e in before]
+
+
+def test_a_run_parked_when_token_fields_were_hex_still_resumes_by_its_token(harness: Harness) -> None:
+    """A token field keeps 128 bits of the token's hash as base64url (22 characters); a run parked
+    before, whose field has them as 32 hex digits, is still found by its token: looked up, refused
+    and answered."""
+    client = _client(harness)
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    token_hash = tokens.hash_token(token)
+    new = layout.token_field(token_hash)
+    fields = client.hgetall(keys.run(run_id))
+    assert new.encode() in fields and len(new) == len(layout.TOKEN_PREFIX) + 22
+    legacy = layout.TOKEN_PREFIX + token_hash[: layout.TOKEN_FIELD_HEX]
+    client.hset(keys.run(run_id), legacy, fields[new.encode()])
+    client.hdel(keys.run(run_id), new)
+    found = harness.pw.lookup(token)
+    assert getattr(found, "run_id", None) == run_id, found
+    with pytest.raises(InvalidAnswer):  # not an option: refused, and counted (refuse.lua)
+        harness.pw.resume(token, selected="purple")
+    assert any(f.startswith(b"f:") for f in client.hkeys(keys.summary(run_id)))
+    assert harness.pw.resume(token, selected="red").accepted

@@ -26,6 +26,27 @@ local function check_fence(run_key, fence, statuses, extra)
   return nil, stale('run is ' .. cur[2])
 end
 
+-- The field a token's hash had before token fields were base64url (layout.token_field): `t:` and
+-- the same 128 bits as 32 hex digits. A run parked before then keeps its token there: the scripts
+-- that find an interrupt by its token read that field when the new one is not there (legacy_token).
+local B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+local function hex_token_field(field)
+  local bits, n, out = 0, 0, {}
+  for i = 3, #field do
+    bits, n = bits * 64 + (string.find(B64URL, string.sub(field, i, i), 1, true) or 1) - 1, n + 6
+    while n >= 4 do
+      n = n - 4
+      local p = 2 ^ n
+      out[#out + 1] = string.format('%x', math.floor(bits / p))
+      bits = bits % p
+    end
+  end
+  return 't:' .. string.sub(table.concat(out), 1, 32)
+end
+local function legacy_token(run, field)
+  return redis.call('HGET', run, hex_token_field(field))
+end
+
 -- A request id whole from the run hash's name for it (layout.full_id): a minted id's head
 -- (i<fence>_<nonce>) gets its run id back; any other name is the id itself.
 local function full_request_id(short, run_id)

@@ -16,7 +16,7 @@
 local function resume_refused(K, A, delivering)
   local cur = redis.call('HMGET', K.run, A.token_field, 'expires', 'step', 'kept', 'fence', 'ttl', '~0', 'wf',
     A.read_status, 'until', 'input')
-  local req = cur[1]
+  local req = cur[1] or (cur[3] and legacy_token(K.run, A.token_field))
   if not req then
     if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
     return {'unknown'}

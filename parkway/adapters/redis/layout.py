@@ -211,8 +211,12 @@ def token_field(token_hash: str) -> str:
 
 
 def token_hex(field: bytes) -> str:
-    """The token hash's hex prefix a token field (``token_field``) stands for."""
-    return base64.urlsafe_b64decode(field[len(TOKEN_PREFIX) :] + b"==").hex()
+    """The token hash's hex prefix a token field (``token_field``) stands for (one of a run parked
+    before token fields were base64url has it as hex: ``hex_token_field`` in _common.lua)."""
+    text = field[len(TOKEN_PREFIX) :]
+    if len(text) == TOKEN_FIELD_HEX:
+        return text.decode()
+    return base64.urlsafe_b64decode(text + b"==").hex()
 
 
 def status_field(request_id: str, run_id: str) -> str:

@@ -11,7 +11,7 @@
 --   token_field    the token's field in the run hash
 --   now            ms
 --   status_prefix  what an interrupt's status field starts with (keys.STATUS_PREFIX)
-local req = redis.call('HGET', K.run, A.token_field)
+local req = redis.call('HGET', K.run, A.token_field) or legacy_token(K.run, A.token_field)
 if not req then
   if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
   return {'unknown'}

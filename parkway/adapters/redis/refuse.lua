@@ -14,7 +14,7 @@
 --   count_field    its lifecycle record's count of refusals (f:)
 --   last_field     the last refusal's field (fl:)
 --   refusal        the refusal's blob
-if redis.call('HGET', K.run, A.token_field) ~= A.request_id then return 0 end
+if (redis.call('HGET', K.run, A.token_field) or legacy_token(K.run, A.token_field)) ~= A.request_id then return 0 end
 local cur = redis.call('HMGET', K.run, A.status_field, 'expires')
 if cur[1] ~= 'pending' or tonumber(A.now) >= (tonumber(cur[2]) or 0) then return 0 end
 hset_parts(K.summary, A.last_field, A.refusal)
