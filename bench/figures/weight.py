@@ -88,17 +88,18 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
         sec.targets.append(
             Target(
                 "weight", TARGET_LABELS["weight"], shown, value <= TARGETS["weight"],
-                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~1,130 "
-                "B: its `until` and `fresh` fields, which spare the cycle its PTTLs and a first attempt its journal "
-                "read, took it past the 1,024 B size class; ~1,000 B before), its summary key (~200 B), two "
-                "workflow index members and one run index member (~150 B each: the indexes hold thousands, past "
-                "the listpack limit of 128, so each member is a skiplist node, a dict entry and its string), plus "
-                "the main and expires dicts' share (the bytes by key are below figure 4). Under 1 KiB needs the "
-                "summary carried in the run hash while the run waits (~240 B), the run hash two size classes "
-                "smaller (~256 B: about 250 B of fields fewer, e.g. waiting as the short id, no paused, zero "
-                "crashes or spent fresh field, a binary token field, relative folded event ids and until), index "
-                "members in listpack-sized buckets (~90-100 B each): about -780 B, to ~1,170 B; the last ~150 B "
-                "needs one of the two workflow indexes gone",
+                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~870 B: "
+                "jemalloc's 768 B class, since the waiting interrupt's short id, a base64url token field, folded "
+                "event types and ids in a byte or a few, and no zero crash count), its summary key (~200 B), two "
+                "workflow index members and one run index member (~135-150 B each: the indexes hold thousands, past "
+                "the listpack limit of 128, so each member is a skiplist node, a dict entry and its string), its "
+                "pause feed entry (~80 B), plus the main and expires dicts' share (the bytes by key are below "
+                "figure 4). Under 1 KiB needs the summary carried in the run hash while the run waits (~250 B with "
+                "its expires entry; it is also what reads a run expired, not unknown, once the hash's TTL passes "
+                "without the reconciler, so park would drop it and every end and expiry path make it again), index "
+                "members in listpack-sized buckets (~50-60 B fewer each), the run hash in the 640 B class (~120 B "
+                "of fields: paused, the spent fresh, the short id stored four times, 13-digit times) and key names "
+                "of 44 characters or fewer (45 take a 64 B allocation, 44 take 48)",
             )
         )
     sec.extra += [
