@@ -650,6 +650,7 @@ def test_a_connection_idle_through_a_freeze_asks_the_sentinels_before_writing(tm
 
 
 _replica_proc: list[Any] = []  # the replica the next node freezes (set by the test)
+_freeze_s = [0.6]  # for how long
 _outside_calls: list[str] = []
 
 
@@ -662,7 +663,7 @@ def _freeze_replica_for(seconds: float) -> None:
 
 def _charge_while_frozen(tag: str) -> dict[str, str]:
     _outside_calls.append(tag)  # the outside effect, done
-    _freeze_replica_for(0.6)  # ... and its record goes to a primary whose replica does not answer
+    _freeze_replica_for(_freeze_s[0])  # ... and its record goes to a primary whose replica does not answer
     return {"charged": tag}
 
 
@@ -672,7 +673,7 @@ unconfirmed = Workflow("unconfirmed_writes")
 @unconfirmed.node(start=True)
 def unconfirmed_charge(data: dict[str, Any]) -> dict[str, Any]:
     charged = use_step("charge", _charge_while_frozen, data["tag"])
-    _freeze_replica_for(0.6)
+    _freeze_replica_for(_freeze_s[0])
     emit("progress", {"charged": True})  # an event whose first write landed on the primary alone
     return {"charged": charged}
 
@@ -686,6 +687,7 @@ def test_a_step_record_no_replica_confirmed_is_written_again_and_its_effect_runs
     so the outside effect is not done again on replay; a write that had landed adds no second event."""
     settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=100)
     _replica_proc[:] = [replicated.replicas[0].proc]
+    _freeze_s[0] = 0.6
     _outside_calls.clear()
     with Parkway(settings.with_(replica_ack_ms=2000)) as pw:
         run_id = pw.start(unconfirmed, {"tag": "t1"})
@@ -698,3 +700,37 @@ def test_a_step_record_no_replica_confirmed_is_written_again_and_its_effect_runs
         data = [e for e in pw.stream(run_id, timeout=5) if e.type == "data"]
         assert len(data) == 1, data
     assert any(e["event"] == "write_unconfirmed" for e in logs), logs
+
+
+@pytest.mark.slow
+def test_a_write_no_replica_confirms_within_the_bound_ends_the_attempt(
+    replicated: SentinelGroup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writing again has a bound (``UNCONFIRMED_WRITE_S``, 15 s: here 1.5 s, the replica frozen for 5):
+    past it the write raises StoreUnavailable and the attempt ends committing nothing, as before, the
+    run left to its lease."""
+    from parkway.runtime import hooks
+
+    monkeypatch.setattr(hooks, "UNCONFIRMED_WRITE_S", 1.5)
+    settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=100)
+    replica = replicated.replicas[0].proc
+    assert replica is not None
+    _replica_proc[:] = [replica]
+    _freeze_s[0] = 5.0
+    _outside_calls.clear()
+    with Parkway(settings.with_(replica_ack_ms=2000)) as pw:
+        run_id = pw.start(unconfirmed, {"tag": "t2"})
+    began = time.monotonic()
+    try:
+        with capture_logs() as logs:
+            run_jobs(settings)
+    finally:
+        _freeze_s[0] = 0.6
+    took = time.monotonic() - began
+    replica.send_signal(signal.SIGCONT)
+    with Parkway(settings.with_(replica_ack_ms=2000)) as pw:
+        assert pw.get_run(run_id).status.value == "running"  # the attempt ended; its lease will lapse
+    assert took < 4, took
+    assert _outside_calls == ["t2"]
+    tries = [e for e in logs if e["event"] == "write_unconfirmed"]
+    assert 1 <= len(tries) <= 4, tries
