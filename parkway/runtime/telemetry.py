@@ -23,6 +23,7 @@ request (a resume is validated against it) for the run's TTL, as they always do.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -170,10 +171,12 @@ def is_minted_head(text: str) -> bool:
     return _HEAD.fullmatch(text) is not None
 
 
+@functools.lru_cache(maxsize=4096)
 def run_of_request(request_id: str) -> str | None:
     """The run id a minted request id carries (matched in full and checked as a run id), else None:
     ids parkway did not mint (a session's ``int_<hash>`` and ``tool_<hash>``, the fallback
-    ``int_<hex>``) carry none."""
+    ``int_<hex>``) carry none. Cached: a resume asks it of one id five times (the keys and fields
+    its script names), a listed interrupt seven, and each answer is two full matches."""
     m = _MINTED.fullmatch(request_id)
     if m is None or not ID_PATTERN.fullmatch(m.group(3)):
         return None
