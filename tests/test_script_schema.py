@@ -280,3 +280,60 @@ def test_blocks_inside_a_list_of_blocks_bind_by_their_own_counts() -> None:
                  " K.deliveries[2].resume.filters[1], K.deliveries[3].resume.queues[2], A.deliveries[3].resume.job[1],"
                  " A.deliveries[3].resume.closing.created, A.deliveries[3].request_id, K.session.events, A.switched}")
     assert got == [3, 1, b"r2.f1", b"q2", b"r3.j1", b"r3.c5", b"req3", b"s.7", b"sw"]
+
+
+def _sample(cls: type[Args], tag: str, present: bool) -> Args:
+    """An object of ``cls`` whose every value names its place (``tag.field``, tails of two, blocks
+    of their own class, lists of two blocks, optional blocks there when ``present``)."""
+    values: dict[str, object] = {}
+    for e in cls.SCHEMA.fields():
+        name = f"{tag}.{e.name}"
+        block = scripts.classes()[e.block] if e.block else None
+        if e.kind == "one":
+            values[e.name] = name
+        elif e.kind == "tail":
+            values[e.name] = [f"{name}.1", f"{name}.2"]
+        elif e.kind == "block" and block is not None:
+            values[e.name] = _sample(block, name, present)
+        elif e.kind == "blocks" and block is not None:
+            values[e.name] = [_sample(block, f"{name}.{i}", present) for i in (1, 2)]
+        elif block is not None:
+            values[e.name] = _sample(block, name, present) if present else None
+    return cls(**values)
+
+
+def _walked(obj: Args, side: str) -> list[object]:
+    """``side`` of ``obj`` as its header reads, entry by entry (the generated renderers' specification)."""
+    out: list[object] = []
+    for e in getattr(obj.SCHEMA, side):
+        value = getattr(obj, e.name)
+        if e.kind == "count":
+            out.append(0 if value is None else 1 if isinstance(value, Args) else len(value))
+        elif e.kind == "one":
+            out.append(value)
+        elif e.kind == "tail":
+            out.extend(value)
+        else:
+            for block in [] if value is None else [value] if isinstance(value, Args) else value:
+                out.extend(_walked(block, side))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(scripts.classes()))
+@pytest.mark.parametrize("present", [True, False])
+def test_every_class_renders_keys_and_argv_in_header_order(name: str, present: bool) -> None:
+    """Each registered class's keys() and args() are its header's entries in order: tails spread,
+    counts from what they count, blocks (present or absent) rendered in place."""
+    obj = _sample(scripts.classes()[name], "x", present)
+    assert (obj.keys(), obj.args()) == (_walked(obj, "keys"), _walked(obj, "argv"))
+
+
+def test_an_unregistered_class_says_so() -> None:
+    """An Args class that never registered (@schema) has no header, and says so when rendered."""
+
+    @dataclass(frozen=True)
+    class Loose(Args):
+        run: str
+
+    with pytest.raises(SchemaMismatch, match="not registered"):
+        Loose("r").keys()
