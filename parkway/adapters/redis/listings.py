@@ -12,6 +12,7 @@ from ...runtime.store import InterruptListing, InterruptQuery, InterruptRecord
 from .. import codec
 from ..limits import Limits
 from . import keys, layout
+from .connection import run_commands
 from .connection import text as _text
 from .errors import translated
 
@@ -48,17 +49,26 @@ class InterruptListings:
                 return self._filtered(query, after)
             members, feed = self._page(query, after)
             entries = [codec.parse_member(m, query.order, wf) for wf, m in members[: query.limit]]
-            pipe = self.client.pipeline(transaction=False)
-            for e in entries:
-                pipe.hgetall(keys.run(e.run_id))
-                pipe.hgetall(keys.summary(e.run_id))
-            replies = pipe.execute() if entries else []
-        pairs = zip(entries, replies[::2], replies[1::2], strict=True)
-        found = (layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, f, s in pairs)
+            hashes = self._hashes([e.run_id for e in entries])
+        pairs = zip(entries, hashes, strict=True)
+        found = (layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, (f, s) in pairs)
         items = [record for record in found if record is not None]
         more = len(members) > query.limit
         cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
         return InterruptListing(items, cursor, feed)
+
+    def _hashes(self, run_ids: Sequence[str]) -> list[tuple[dict[bytes, bytes], dict[bytes, bytes]]]:
+        """Each run's hash and summary (as ``HGETALL`` reads them: a map in RESP3, pairs in RESP2), read
+        in one round trip without a pipeline's Python around each command (``run_commands``); an
+        error reply raises."""
+        commands = [("HGETALL", key) for r in run_ids for key in (keys.run(r), keys.summary(r))]
+        replies = run_commands(self.client, commands) if commands else []
+        hashes = []
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+            hashes.append(reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=True)))
+        return list(zip(hashes[::2], hashes[1::2], strict=True))
 
     def _closed(self, query: InterruptQuery) -> InterruptListing:
         """Interrupts that ended ``query.status``, newest end first, within the retention: each
@@ -78,13 +88,9 @@ class InterruptListings:
             batches = pipe.execute() if names else []
             members = sorted((m for batch in batches for m in batch), reverse=True)[:want]
             page = [codec.parse_closed_member(m) for m in members[: query.limit]]
-            pipe = self.client.pipeline(transaction=False)
-            for _, run_id, _ in page:
-                pipe.hgetall(keys.run(run_id))
-                pipe.hgetall(keys.summary(run_id))
-            replies = pipe.execute() if page else []
+            hashes = self._hashes([run_id for _, run_id, _ in page])
         items = []
-        for (_, run_id, request_id), fields, summary in zip(page, replies[::2], replies[1::2], strict=True):
+        for (_, run_id, request_id), (fields, summary) in zip(page, hashes, strict=True):
             record = layout.with_lifecycle(run_id, request_id, fields, summary, query.now)
             if record is not None:
                 items.append(record)
@@ -209,12 +215,7 @@ class InterruptListings:
         found: list[tuple[bytes, InterruptRecord]] = []
         while batch:
             entries = [codec.parse_member(m, "newest", "") for m in batch]
-            pipe = self.client.pipeline(transaction=False)
-            for e in entries:
-                pipe.hgetall(keys.run(e.run_id))
-                pipe.hgetall(keys.summary(e.run_id))
-            replies = pipe.execute()
-            for m, e, fields, summary in zip(batch, entries, replies[::2], replies[1::2], strict=True):
+            for m, e, (fields, summary) in zip(batch, entries, self._hashes([e.run_id for e in entries]), strict=True):
                 record = layout.pending_in(e.run_id, e.expires_at, fields, summary, query.now)
                 if record is not None and e.expires_at > query.now and _matches(record, query):
                     found.append((m, record))
