@@ -5,7 +5,7 @@ Members and cursors are ``codec``'s; the records they stand for are read from th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ...runtime.store import InterruptListing, InterruptQuery, InterruptRecord
@@ -62,13 +62,17 @@ class InterruptListings:
         in one round trip without a pipeline's Python around each command (``run_commands``); an
         error reply raises."""
         commands = [("HGETALL", key) for r in run_ids for key in (keys.run(r), keys.summary(r))]
+        hashes = [_map(reply) for reply in self._replies(commands)]
+        return list(zip(hashes[::2], hashes[1::2], strict=True))
+
+    def _replies(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """The replies of ``commands`` as Redis sends them, in one round trip (``run_commands``); the
+        first error reply raises, as a pipeline's ``execute`` does."""
         replies = run_commands(self.client, commands) if commands else []
-        hashes = []
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-            hashes.append(reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=True)))
-        return list(zip(hashes[::2], hashes[1::2], strict=True))
+        return replies
 
     def _closed(self, query: InterruptQuery) -> InterruptListing:
         """Interrupts that ended ``query.status``, newest end first, within the retention: each
@@ -111,21 +115,21 @@ class InterruptListings:
         items.sort(key=lambda x: (x.lifecycle.ended_at if x.lifecycle else 0) or 0, reverse=True)
         return items[: query.limit]
 
-    def _with_feed(self, query: InterruptQuery, read: Callable[[Any], None]) -> tuple[list[Any], str | None]:
-        """The replies of the commands ``read(pipeline)`` queues, in one round trip. When the query
+    def _with_feed(self, query: InterruptQuery, read: list[tuple[Any, ...]]) -> tuple[list[Any], str | None]:
+        """The replies of the commands ``read`` (as Redis sends them), in one round trip. When the query
         watches: with the pause feed's last id read just before them (a pause they miss is after
         that id); when it waits, after an XREAD BLOCK on the feed, in that round trip too (Redis
         runs a connection's commands in order: the ones behind a blocked one run when it returns,
         woken or timed out)."""
-        pipe = self.client.pipeline(transaction=False)
+        commands: list[tuple[Any, ...]] = []
         watching = query.watch or query.wait_after is not None
         if query.wait_after is not None:
-            pipe.xread({keys.pauses(): query.wait_after}, count=1, block=max(1, query.wait_ms))
+            commands.append(("XREAD", "COUNT", 1, "BLOCK", max(1, query.wait_ms), "STREAMS", keys.pauses(),
+                             query.wait_after))
         if watching:
-            pipe.xrevrange(keys.pauses(), "+", "-", count=1)
+            commands.append(("XREVRANGE", keys.pauses(), "+", "-", "COUNT", 1))
         skip = (query.wait_after is not None) + watching
-        read(pipe)
-        replies = pipe.execute()
+        replies = self._replies([*commands, *read])
         if not watching:
             return replies, None
         last = replies[skip - 1]
@@ -141,13 +145,13 @@ class InterruptListings:
 
         high, low = codec.created_range(after, query.created_before, query.created_after)
 
-        def first(pipe: Any, wf: str) -> None:
+        def first(wf: str) -> tuple[Any, ...]:
             key = keys.index(query.order, wf)
             if newest:
-                pipe.zrevrangebylex(key, high, low, start=0, num=want)
-            else:  # the order itself puts expired members first: start past them
-                start = b"(" + after if after and after > floor else b"[" + floor
-                pipe.zrangebylex(key, start, "+", start=0, num=want)
+                return ("ZREVRANGEBYLEX", key, high, low, "LIMIT", 0, want)
+            # the order itself puts expired members first: start past them
+            start = b"(" + after if after and after > floor else b"[" + floor
+            return ("ZRANGEBYLEX", key, start, "+", "LIMIT", 0, want)
 
         if query.workflow is not None:
             names = [query.workflow]
@@ -156,21 +160,13 @@ class InterruptListings:
         else:
             names = self._workflows
 
-        def read(pipe: Any) -> None:
-            for wf in names:
-                first(pipe, wf)
-            if query.workflow is None:
-                pipe.smembers(keys.workflows())
-
+        read = [first(wf) for wf in names] + ([("SMEMBERS", keys.workflows())] if query.workflow is None else [])
         replies, feed = self._with_feed(query, read)
         batches = dict(zip(names, replies, strict=False))
         if query.workflow is None:
             known = sorted(_text(n) for n in replies[-1])
             if new := [wf for wf in known if wf not in batches]:
-                pipe = self.client.pipeline(transaction=False)
-                for wf in new:
-                    first(pipe, wf)
-                batches.update(zip(new, pipe.execute(), strict=True))
+                batches.update(zip(new, self._replies([first(wf) for wf in new]), strict=True))
             self._workflows = known
         out: list[tuple[str, bytes]] = []
         for wf, batch in batches.items():
@@ -210,7 +206,7 @@ class InterruptListings:
         )
         key, want = keys.filter_index(kind, value), query.limit + 1
         high, low = codec.created_range(after, query.created_before, query.created_after)
-        replies, feed = self._with_feed(query, lambda pipe: pipe.zrevrangebylex(key, high, low, start=0, num=want))
+        replies, feed = self._with_feed(query, [("ZREVRANGEBYLEX", key, high, low, "LIMIT", 0, want)])
         batch: list[bytes] = replies[0]
         found: list[tuple[bytes, InterruptRecord]] = []
         while batch:
@@ -230,7 +226,7 @@ class InterruptListings:
         """The open interrupts of the run and of every run below it (``tree_interrupts``), a page of
         them in the query's order from its cursor."""
         r = query.run_id or ""
-        replies, feed = self._with_feed(query, lambda pipe: _read_below(pipe, r))
+        replies, feed = self._with_feed(query, _read_below(r))
         found = [x for x in self.tree_interrupts(r, query.now, first=replies)
                  if x.expires_at > query.now and _matches(x, query)]
         member = {id(x): codec.member(codec.entry_of(x), query.order) for x in found}
@@ -255,13 +251,10 @@ class InterruptListings:
             if not level:
                 break
             if replies is None:
-                pipe = self.client.pipeline(transaction=False)
-                for r in level:
-                    _read_below(pipe, r)
-                replies = pipe.execute()
+                replies = self._replies([command for r in level for command in _read_below(r)])
             below: list[str] = []
             for i, r in enumerate(level):
-                fields, summary, children = replies[3 * i : 3 * i + 3]
+                fields, summary, children = _map(replies[3 * i]), _map(replies[3 * i + 1]), replies[3 * i + 2]
                 waited = layout.interrupt_waited(fields, r)
                 record = layout.with_lifecycle(r, waited, fields, summary, now) if waited else None
                 if record is not None:
@@ -284,12 +277,15 @@ MAX_TREE_RUNS = 10_000
 """the most runs of one level of a tree a listing by run id reads (a fan-out's children)"""
 
 
-def _read_below(pipe: Any, run_id: str) -> None:
-    """Queue the reads that say what a run waits on and what runs below it (``tree_interrupts``):
-    its hash, its summary (its interrupt's lifecycle record), its fan-out's live children."""
-    pipe.hgetall(keys.run(run_id))
-    pipe.hgetall(keys.summary(run_id))
-    pipe.smembers(keys.fanout(run_id))
+def _read_below(run_id: str) -> list[tuple[Any, ...]]:
+    """The reads that say what a run waits on and what runs below it (``tree_interrupts``): its
+    hash, its summary (its interrupt's lifecycle record), its fan-out's live children."""
+    return [("HGETALL", keys.run(run_id)), ("HGETALL", keys.summary(run_id)), ("SMEMBERS", keys.fanout(run_id))]
+
+
+def _map(reply: Any) -> dict[bytes, Any]:
+    """A hash as ``HGETALL`` sends it (a map in RESP3, pairs in RESP2) as redis-py's ``hgetall`` reads it."""
+    return reply if isinstance(reply, dict) else dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 def _matches(record: InterruptRecord, query: InterruptQuery) -> bool:
