@@ -3,9 +3,9 @@
 ``connect`` builds the client every store and worker uses: each call ends within ``GIVE_UP_S``
 when Redis does not answer (``_RetryUntil``). ``run_script`` is the path every transition takes
 (EVALSHA on a pooled connection, NOSCRIPT reloaded, with ``WAIT`` for replica acknowledgements);
-``run_commands`` sends a few commands in one round trip (the worker's take-and-begin); ``run_plan``
-drives a sans-IO read (``layout.Plan``) on a sync client. What they borrow of
-redis-py beyond its public calls, and where a test holds it:
+``run_commands`` sends a few commands in one round trip (the worker's take-and-begin, the
+listings' reads); ``run_plan`` drives a sans-IO read (``layout.Plan``) on a sync client. What they
+borrow of redis-py beyond its public calls, and where a test holds it:
 
 - ``Retry._backoff`` and ``Retry._supported_errors``, and ``call_with_retry``'s signature
   (``_RetryUntil``): tests/test_frozen_redis.py;
