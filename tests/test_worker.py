@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -424,3 +426,31 @@ def test_installing_a_worker_runtime_again_closes_the_one_it_replaces(
     assert _connections(redis_client) == before
     jobs.uninstall()
     assert _connections(redis_client) == before - 1
+
+
+def test_a_job_that_parks_its_run_leaves_no_frames_to_the_cycle_collector(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """A parked job's frames are freed as it returns: the pause's traceback (which held the
+    node's frames, whose callers held the pause) is not kept, so no job leaves garbage that only a
+    collection of the worker's whole heap frees."""
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    pw = closing(Parkway(settings))
+    client = closing(redis.Redis.from_url(redis_url))
+    jobs.install(settings)
+    queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
+    worker = ParkwayWorker([queue], connection=client, serializer=MsgpackSerializer)
+    run_ids = [pw.start(flows.one_choice, {}) for _ in range(3)]
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds stays in gc.garbage, for the test to read
+    try:
+        worker.work(burst=True, logging_level="WARNING", with_maintenance=False)
+        gc.collect()
+        frames = [o.f_code.co_name for o in gc.garbage if isinstance(o, types.FrameType)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert [pw.get_run(r).status for r in run_ids] == [RunStatus.WAITING] * 3
+    assert {"choose", "_attempt", "_carry", "execute"}.isdisjoint(frames), frames

@@ -301,7 +301,9 @@ def _attempt(
                 value = _run_async(value)
             return as_result(value, ctx.node)
         except (Pause, SpawnChild, SpawnChildren, Held) as pause:
-            return pause
+            # control flow, not an error: its traceback holds the node's frames, whose callers hold
+            # it (a cycle that only the collector frees, a gen-0 pass every few jobs): dropped
+            return pause.with_traceback(None)
         except (StoreUnavailable, StaleFence):
             # the store's trouble, not the node's: a hook's write that Redis did not confirm, or an
             # attempt that lost its claim. The attempt ends committing nothing; the run is not failed
