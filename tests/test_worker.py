@@ -454,3 +454,31 @@ def test_a_job_that_parks_its_run_leaves_no_frames_to_the_cycle_collector(
         gc.enable()
     assert [pw.get_run(r).status for r in run_ids] == [RunStatus.WAITING] * 3
     assert {"choose", "_attempt", "_carry", "execute"}.isdisjoint(frames), frames
+
+
+def test_a_parkway_job_holds_one_connection_of_its_stores_pool_for_all_its_round_trips(
+    redis_url: str, redis_client: redis.Redis, closing: Closing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parkway job's take-and-begin and its commits (flows.loop: four in one job) go over one
+    connection of its store's pool, taken once for the job: the pool's hand-out and return (their
+    checks of the socket, their bookkeeping) run once per job, not once per round trip."""
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    pw = closing(Parkway(settings))
+    client = closing(redis.Redis.from_url(redis_url))
+    rt = jobs.install(settings)
+    pool = rt.store.client.connection_pool
+    handed: list[object] = []
+    get_connection = pool.get_connection
+
+    def counted() -> object:
+        handed.append(get_connection())
+        return handed[-1]
+
+    monkeypatch.setattr(pool, "get_connection", counted)
+    run_ids = [pw.start(flows.loop, {}) for _ in range(3)]
+    queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
+    ParkwayWorker([queue], connection=client, serializer=MsgpackSerializer, runtime=rt).work(
+        burst=True, logging_level="WARNING", with_maintenance=False
+    )
+    assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 3
+    assert len(handed) == 3, len(handed)

@@ -153,7 +153,7 @@ class ParkwayWorker(TrimmedWorker):
         if begun is None:
             return None
         rt, command, read = begun
-        return Claim(command, read, functools.partial(execute_with, rt, run_id, step, fence), None)
+        return Claim(command, read, functools.partial(execute_with, rt, run_id, step, fence), None, rt.store.client)
 
     def claim(self, job_id: str) -> Claim | None:
         """A parkway job is run by its id alone, which names its run and fence: its hash is
@@ -168,7 +168,8 @@ class ParkwayWorker(TrimmedWorker):
         if begun is None:
             return None
         rt, command, read = begun
-        return Claim(command, read, functools.partial(execute_with, rt, run_id, None, fence), rt.settings.job_timeout)
+        run = functools.partial(execute_with, rt, run_id, None, fence)
+        return Claim(command, read, run, rt.settings.job_timeout, rt.store.client)
 
     def begin_acks(self) -> ReplicaAcks | None:
         """What the runtime's store waits for after each commit (``Settings.acks``): a job's begin

@@ -4,8 +4,9 @@
 when Redis does not answer (``_RetryUntil``). ``run_script`` is the path every transition takes
 (EVALSHA on a pooled connection, NOSCRIPT reloaded, with ``WAIT`` for replica acknowledgements);
 ``run_commands`` sends a few commands in one round trip (the worker's take-and-begin, the
-listings' reads); ``run_plan`` drives a sans-IO read (``layout.Plan``) on a sync client. What they
-borrow of redis-py beyond its public calls, and where a test holds it:
+listings' reads); ``holding`` has both send a job's round trips over one connection it holds;
+``run_plan`` drives a sans-IO read (``layout.Plan``) on a sync client. What they borrow of
+redis-py beyond its public calls, and where a test holds it:
 
 - ``Retry._backoff`` and ``Retry._supported_errors``, and ``call_with_retry``'s signature
   (``_RetryUntil``): tests/test_frozen_redis.py;
@@ -22,7 +23,8 @@ redis-py's packer, which checks and encodes each argument in Python first. What 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -107,6 +109,37 @@ class _RetryUntil(Retry):
                 _deadline.reset(token)
 
 
+_held: ContextVar[tuple[Any, Any] | None] = ContextVar("parkway_redis_held", default=None)
+"""the pool and the connection of it that ``holding`` holds in this context, if any"""
+
+
+@contextmanager
+def holding(client: redis.Redis) -> Iterator[None]:
+    """Inside this block, ``run_script`` and ``run_commands`` on ``client`` (in this thread or task)
+    go over one connection of its pool, taken when the block starts and given back when it ends:
+    the pool's hand-out and return (its check of the socket, its bookkeeping: about 20 us a round
+    trip) run once for a job's round trips. A connection dropped on a failed attempt reconnects at
+    its next command, as one the pool hands out would. Any other thread takes its own from the pool."""
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    token = _held.set((pool, conn))
+    try:
+        yield
+    finally:
+        _held.reset(token)
+        pool.release(conn)
+
+
+def _taken(client: redis.Redis) -> tuple[Any, bool]:
+    """A connection for a call on ``client``: the one ``holding`` holds for its pool, else one the pool
+    hands out; and whether it was handed out (the caller then gives it back)."""
+    pool = client.connection_pool
+    held = _held.get()
+    if held is not None and held[0] is pool:
+        return held[1], False
+    return pool.get_connection(), True
+
+
 def run_plan(client: redis.Redis, plan: layout.Plan[T]) -> T:
     """What ``plan`` returns, each of its round trips sent as one pipeline on ``client``."""
     try:
@@ -124,7 +157,8 @@ def run_script(
     client: redis.Redis, script: Any, keys_: Sequence[Any], args: Sequence[Any], acks: ReplicaAcks | None = None
 ) -> Any:
     """``script`` (a ``client.register_script``) run on ``keys_`` and ``args``: its EVALSHA sent on a
-    connection of the client's pool and its reply read, on the one path every transition takes.
+    connection of the client's pool (the one ``holding`` holds, if any) and its reply read, on the
+    one path every transition takes.
 
     What redis-py's own call (``Script.__call__``, then ``execute_command``) does around a command,
     this does too: the connection's retry (``_RetryUntil`` from ``connect``) retries a failed attempt
@@ -139,8 +173,7 @@ def run_script(
     With ``acks``, the EVALSHA is followed in the same round trip by ``WAIT`` (see :mod:`.replicas`):
     fewer replicas than asked acknowledging it drops the connection and raises ``ReplicaShortfall``
     (``translated`` makes it ``StoreUnavailable``), never retried here: the script may have run."""
-    pool = client.connection_pool
-    conn: Any = pool.get_connection()
+    conn, handed = _taken(client)
     evalsha = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
     try:
         def attempt() -> Any:
@@ -158,7 +191,8 @@ def run_script(
         conn.disconnect()
         raise
     finally:
-        pool.release(conn)
+        if handed:
+            client.connection_pool.release(conn)
 
 
 def packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
@@ -176,14 +210,14 @@ def packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
 
 
 def run_commands(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """The replies of ``commands``, sent in one round trip on a connection of ``client``'s pool:
-    what a non-transactional pipeline's ``execute(raise_on_error=False)`` returns (an error reply
-    is its ``ResponseError``, in its place), without the pipeline's Python around each command (its
+    """The replies of ``commands``, sent in one round trip on a connection of ``client``'s pool (the
+    one ``holding`` holds, if any): what a non-transactional pipeline's
+    ``execute(raise_on_error=False)`` returns (an error reply is its ``ResponseError``, in its
+    place), without the pipeline's Python around each command (its
     command stack, response callbacks: replies come as Redis sends them, an integer for
     ``EXPIRE``). A failed attempt is retried on a new connection, as the pipeline's is (the
     connection's ``retry``); a connection whose replies may be half read is dropped."""
-    pool = client.connection_pool
-    conn: Any = pool.get_connection()
+    conn, handed = _taken(client)
 
     def attempt() -> list[Any]:
         conn.send_packed_command(packed(conn, commands))
@@ -201,7 +235,8 @@ def run_commands(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> li
         conn.disconnect()
         raise
     finally:
-        pool.release(conn)
+        if handed:
+            client.connection_pool.release(conn)
 
 
 def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:

@@ -26,7 +26,7 @@ from rq.timeouts import JobTimeoutException, TimerDeathPenalty
 from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
-from ...adapters.redis.connection import run_commands
+from ...adapters.redis.connection import holding, run_commands
 from ...adapters.redis.replicas import ReplicaAcks, ReplicaShortfall
 from ...runtime.errors import StoreError, StoreUnavailable
 from ..serializer import MSGPACK, MsgpackSerializer
@@ -61,7 +61,8 @@ class Claim:
     """How a worker runs a job on parkway's lease (``_run_claimed``): one known by its id alone
     (``claim``: the id names the run and the fence), or one read from its hash that calls parkway's
     entrypoint and keeps no result (``claim_read``). Its begin goes in the round trip that takes
-    the job, and what the begin began is handed to ``run`` as its argument."""
+    the job, and what the begin began is handed to ``run`` as its argument. That round trip and the
+    job's own go over one connection of ``client``'s pool, held for the job."""
 
     command: tuple[Any, ...]
     """the job's begin, sent in the round trip that takes the job"""
@@ -71,6 +72,8 @@ class Claim:
     """runs the job, given the function that returns what it began with"""
     timeout: int | None
     """seconds the job may run; None: as its hash says"""
+    client: Any
+    """the client of the job's store (on the worker's Redis), whose connection the job holds"""
 
 
 class TrimmedWorker(SimpleWorker):
@@ -291,7 +294,8 @@ class TrimmedWorker(SimpleWorker):
         fence check and the lease, which the reconciler watches) and whose result is not kept,
         without RQ's per-job records: one round trip takes it off the intermediate list, deletes its
         hash and begins it; ``claim.run`` then runs it, given what ``claim.read`` makes of the
-        begin's reply; nothing is written when it ends. No execution record, started-registry entry,
+        begin's reply; nothing is written when it ends. The take and the job's store calls go over
+        one connection of the store's pool (``holding``). No execution record, started-registry entry,
         busy state in the worker key or success count is written: a worker killed mid-job leaves
         its run's lease to lapse (the reconciler replays the node), and an error the entrypoint
         raises is logged (the run's lease lapses the same way). The worker key's expiry is raised
@@ -303,39 +307,44 @@ class TrimmedWorker(SimpleWorker):
         self._state = WorkerStatus.BUSY  # before the hash goes: a drain always sees one or the other
         self.jobs_begun += 1
         try:
-            acks = self.begin_acks()
-            sent = time.monotonic()
-            commands: list[tuple[Any, ...]] = []
-            if len(self.queues) == 1:
-                commands.append(("LREM", intermediate_key(queue), 1, job.id))
-            commands += [("DEL", job.key), ("EXPIRE", self.key, ttl), claim.command]
-            if acks is not None:  # the begin confirmed before the node runs (see begin_acks)
-                commands.append(("WAIT", acks.replicas, acks.timeout_ms))
-            replies = run_commands(self.connection, commands)
-            if acks is not None:
-                acknowledged = replies.pop()
-                if isinstance(acknowledged, Exception):
-                    raise acknowledged
-                shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - sent) * 1000)
-                if shortfall is not None:  # a primary replaced meanwhile may be the one that took it
-                    raise ReplicaShortfall(f"job {job.id}'s begin: {shortfall}")
-            for reply in replies[:-1]:
-                if isinstance(reply, Exception):
-                    raise reply  # Redis's trouble, not the job's: RQ's loop deals with it, as before
-            began = functools.partial(claim.read, replies[-1])
-            job.started_at = now()
-            timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
-            penalty = self.death_penalty_class(timeout, JobTimeoutException, job_id=job.id)
-            try:
-                with self.job_context(), penalty:
-                    claim.run(began)
-            except BaseException:  # noqa: BLE001 - as RQ's perform_job: even a SystemExit the job
-                # raises is the job's, not the worker's (a cold shutdown's, raised by RQ's signal
-                # handler, ends the loop there: the first signal set _stop_requested)
-                log.exception("job_failed", job_id=job.id, queue=queue.name)
+            with holding(claim.client):
+                self._take_and_run(job, queue, claim, ttl)
         finally:
             self._state = WorkerStatus.IDLE
             job.ended_at = now()
+
+    def _take_and_run(self, job: Job, queue: Queue, claim: Claim, ttl: int) -> None:
+        """``_run_claimed``'s round trip that takes and begins the job, then the job."""
+        acks = self.begin_acks()
+        sent = time.monotonic()
+        commands: list[tuple[Any, ...]] = []
+        if len(self.queues) == 1:
+            commands.append(("LREM", intermediate_key(queue), 1, job.id))
+        commands += [("DEL", job.key), ("EXPIRE", self.key, ttl), claim.command]
+        if acks is not None:  # the begin confirmed before the node runs (see begin_acks)
+            commands.append(("WAIT", acks.replicas, acks.timeout_ms))
+        replies = run_commands(claim.client, commands)
+        if acks is not None:
+            acknowledged = replies.pop()
+            if isinstance(acknowledged, Exception):
+                raise acknowledged
+            shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - sent) * 1000)
+            if shortfall is not None:  # a primary replaced meanwhile may be the one that took it
+                raise ReplicaShortfall(f"job {job.id}'s begin: {shortfall}")
+        for reply in replies[:-1]:
+            if isinstance(reply, Exception):
+                raise reply  # Redis's trouble, not the job's: RQ's loop deals with it, as before
+        began = functools.partial(claim.read, replies[-1])
+        job.started_at = now()
+        timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
+        penalty = self.death_penalty_class(timeout, JobTimeoutException, job_id=job.id)
+        try:
+            with self.job_context(), penalty:
+                claim.run(began)
+        except BaseException:  # noqa: BLE001 - as RQ's perform_job: even a SystemExit the job
+            # raises is the job's, not the worker's (a cold shutdown's, raised by RQ's signal
+            # handler, ends the loop there: the first signal set _stop_requested)
+            log.exception("job_failed", job_id=job.id, queue=queue.name)
 
     def _busy(self, ttl: int, pipe: Any) -> None:
         """RQ's ``set_state(BUSY)`` and ``heartbeat(ttl)`` on ``pipe``, the worker key's two fields
