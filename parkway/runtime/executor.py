@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 import os
 import time
@@ -93,18 +94,22 @@ class Options:
     """the features observing runs (``parkway.runtime.observers``), in the order their hooks run"""
 
 
-def _bind(**context: Any) -> None:
-    """Bind ``context`` to this job's log lines (structlog's contextvars; structlog is imported on
-    first use, as parkway's logger does: see ``runtime.logger``)."""
-    from structlog.contextvars import bind_contextvars
+@functools.cache
+def _contextvars() -> Any:
+    """structlog's contextvars module, imported on first use (as parkway's logger imports structlog:
+    see ``runtime.logger``), then kept: an import statement per bind cost a job about 1 us each."""
+    import structlog.contextvars
 
-    bind_contextvars(**context)
+    return structlog.contextvars
+
+
+def _bind(**context: Any) -> None:
+    """Bind ``context`` to this job's log lines (structlog's contextvars)."""
+    _contextvars().bind_contextvars(**context)
 
 
 def _unbind(*names: str) -> None:
-    from structlog.contextvars import unbind_contextvars
-
-    unbind_contextvars(*names)
+    _contextvars().unbind_contextvars(*names)
 
 
 def execute(
@@ -169,9 +174,8 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             return _defer(store, options, run.run_id, fence, run.step, refused)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
     observers = tuple(o for e in options.extensions if (o := e.observe(store, run)) is not None)
-    _bind(workflow=workflow.name)
+    _bind(workflow=workflow.name, node=node, step=step)
     while True:
-        _bind(node=node, step=step)
         started = time.perf_counter()
         ctx = NodeContext(
             store, run.run_id, workflow.name, node, step, fence, journal, attempt.workflow_state, options.clock,
@@ -227,6 +231,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             log.info("run_completed")
             return JobEnd.COMPLETED
         node, step, journal = next_node, step + 1, {}
+        _bind(node=node, step=step)
 
 
 def check_version(workflow: Workflow, run_id: str, node: str, recorded: str, when: str) -> VersionNotReplayed | None:

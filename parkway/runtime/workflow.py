@@ -90,6 +90,8 @@ class Workflow:
     answer), both (the default) or ``()`` (see :mod:`parkway.runtime.telemetry`);
     ``use_interrupt(capture_content=)`` overrides it for one interrupt"""
     _module: str = field(default="", repr=False)
+    _versions: dict[str, tuple[CodeType, str]] = field(default_factory=dict, repr=False, compare=False)
+    """``version_of``'s digests, by node, with the code each was taken of"""
 
     def __post_init__(self) -> None:
         check_id(self.name, "workflow name")
@@ -178,9 +180,14 @@ class Workflow:
         code = getattr(fn, "__code__", None)
         if code is None:  # a callable object: its class's name is what we can tell apart
             return "code-" + hashlib.sha256(type(fn).__qualname__.encode()).hexdigest()[:12]
+        known = self._versions.get(node)
+        if known is not None and known[0] is code:  # digested once per code object (a park and a replay ask)
+            return known[1]
         digest = hashlib.sha256()
         _feed(digest, code)
-        return "code-" + digest.hexdigest()[:12]
+        version = "code-" + digest.hexdigest()[:12]
+        self._versions[node] = (code, version)
+        return version
 
     def replays_version(self, recorded: str, node: str) -> bool:
         """Whether this code may replay an activation paused under version ``recorded``."""
