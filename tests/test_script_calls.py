@@ -4,7 +4,9 @@ replaced, an error reply leaves the connection usable, and the redis-py surface 
 
 from __future__ import annotations
 
+import contextvars
 import inspect
+import threading
 
 import pytest
 import redis
@@ -12,7 +14,7 @@ import redis.exceptions as rex
 from redis.retry import Retry
 
 from parkway import Parkway, RunStatus, Settings
-from parkway.adapters.redis.connection import packed, run_commands, run_script
+from parkway.adapters.redis.connection import holding, packed, run_commands, run_script
 from parkway.adapters.redis.store import RedisStore
 from parkway.errors import StaleFence
 from parkway.runtime.clock import now_ms
@@ -116,3 +118,24 @@ def test_commands_are_packed_as_redis_py_packs_them(private_redis: RedisServer, 
             packed(conn, [("SET", "k", None)])
     finally:
         client.connection_pool.release(conn)
+
+
+def test_a_held_connection_is_never_shared_with_another_thread(private_redis: RedisServer, closing: Closing) -> None:
+    """Inside ``holding`` (a worker's job), calls in its thread go over the one held connection; a thread
+    started with a copy of the job's context (as ``asyncio.to_thread`` copies it) takes its own from the
+    pool: two threads on one connection would read each other's replies."""
+    client = closing(redis.Redis.from_url(private_redis.url))
+    ids: dict[str, int] = {}
+
+    def connection_id(name: str) -> None:
+        ids[name] = int(run_commands(client, [("CLIENT", "ID")])[0])
+
+    with holding(client):
+        connection_id("job")
+        connection_id("job again")
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(connection_id, "thread"))
+        thread.start()
+        thread.join()
+    assert ids["job"] == ids["job again"]
+    assert ids["thread"] != ids["job"]

@@ -22,6 +22,7 @@ redis-py's packer, which checks and encodes each argument in Python first. What 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -109,8 +110,10 @@ class _RetryUntil(Retry):
                 _deadline.reset(token)
 
 
-_held: ContextVar[tuple[Any, Any] | None] = ContextVar("parkway_redis_held", default=None)
-"""the pool and the connection of it that ``holding`` holds in this context, if any"""
+_held: ContextVar[tuple[Any, Any, int] | None] = ContextVar("parkway_redis_held", default=None)
+"""the pool, the connection of it that ``holding`` holds in this context, if any, and the thread
+that holds it (a context copied into another thread, as ``asyncio.to_thread`` copies it, never
+shares the connection)"""
 
 
 @contextmanager
@@ -122,7 +125,7 @@ def holding(client: redis.Redis) -> Iterator[None]:
     its next command, as one the pool hands out would. Any other thread takes its own from the pool."""
     pool = client.connection_pool
     conn = pool.get_connection()
-    token = _held.set((pool, conn))
+    token = _held.set((pool, conn, threading.get_ident()))
     try:
         yield
     finally:
@@ -135,7 +138,7 @@ def _taken(client: redis.Redis) -> tuple[Any, bool]:
     hands out; and whether it was handed out (the caller then gives it back)."""
     pool = client.connection_pool
     held = _held.get()
-    if held is not None and held[0] is pool:
+    if held is not None and held[0] is pool and held[2] == threading.get_ident():
         return held[1], False
     return pool.get_connection(), True
 
