@@ -133,14 +133,31 @@ def holding(client: redis.Redis) -> Iterator[None]:
         pool.release(conn)
 
 
-def _taken(client: redis.Redis) -> tuple[Any, bool]:
-    """A connection for a call on ``client``: the one ``holding`` holds for its pool, else one the pool
-    hands out; and whether it was handed out (the caller then gives it back)."""
-    pool = client.connection_pool
-    held = _held.get()
-    if held is not None and held[0] is pool and held[2] == threading.get_ident():
-        return held[1], False
-    return pool.get_connection(), True
+class _Borrowed:
+    """A connection for one call on ``client`` (``with _Borrowed(client) as conn``): the one ``holding``
+    holds in this thread, else one its pool hands out and takes back when the call ends. A call that
+    raises anything but Redis's own error reply drops the connection (its reply may be half read);
+    a held one reconnects at its next command, as one the pool hands out would. A class, not a
+    generator: it runs on every round trip."""
+
+    __slots__ = ("pool", "conn", "handed")
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.pool = client.connection_pool
+        held = _held.get()
+        self.handed = held is None or held[0] is not self.pool or held[2] != threading.get_ident()
+        self.conn: Any = self.pool.get_connection() if self.handed else held[1]  # type: ignore[index]
+
+    def __enter__(self) -> Any:
+        return self.conn
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        try:
+            if kind is not None and not issubclass(kind, rex.ResponseError):
+                self.conn.disconnect()
+        finally:
+            if self.handed:
+                self.pool.release(self.conn)
 
 
 def run_plan(client: redis.Redis, plan: layout.Plan[T]) -> T:
@@ -176,9 +193,8 @@ def run_script(
     With ``acks``, the EVALSHA is followed in the same round trip by ``WAIT`` (see :mod:`.replicas`):
     fewer replicas than asked acknowledging it drops the connection and raises ``ReplicaShortfall``
     (``translated`` makes it ``StoreUnavailable``), never retried here: the script may have run."""
-    conn, handed = _taken(client)
     evalsha = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
-    try:
+    with _Borrowed(client) as conn:
         def attempt() -> Any:
             try:
                 return _send(conn, evalsha, acks)
@@ -188,14 +204,6 @@ def run_script(
                 return _send(conn, evalsha, acks)
 
         return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
-    except rex.ResponseError:
-        raise
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        if handed:
-            client.connection_pool.release(conn)
 
 
 def packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
@@ -220,26 +228,18 @@ def run_commands(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> li
     command stack, response callbacks: replies come as Redis sends them, an integer for
     ``EXPIRE``). A failed attempt is retried on a new connection, as the pipeline's is (the
     connection's ``retry``); a connection whose replies may be half read is dropped."""
-    conn, handed = _taken(client)
+    with _Borrowed(client) as conn:
+        def attempt() -> list[Any]:
+            conn.send_packed_command(packed(conn, commands))
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except rex.ResponseError as exc:  # the replies after it follow on the wire all the same
+                    replies.append(exc)
+            return replies
 
-    def attempt() -> list[Any]:
-        conn.send_packed_command(packed(conn, commands))
-        replies: list[Any] = []
-        for _ in commands:
-            try:
-                replies.append(conn.read_response())
-            except rex.ResponseError as exc:  # the replies after it follow on the wire all the same
-                replies.append(exc)
-        return replies
-
-    try:
         return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())  # type: ignore[no-any-return]
-    except BaseException:
-        conn.disconnect()
-        raise
-    finally:
-        if handed:
-            client.connection_pool.release(conn)
 
 
 def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
