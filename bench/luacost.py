@@ -6,7 +6,7 @@ Not a figure of ``python -m bench``: a probe for the next cut of Redis CPU per c
 benchmark's own redis-server (emptied first, as every figure's), it carries ``cycles`` runs of
 ``bench.flows:cycle`` through the real path minus RQ (``populate``: ``Parkway.start``, then the job
 body in this process, ``resume``, the second job), one call at a time, and reads Redis's own
-account of each script call: the ``usec`` of EVALSHA in ``INFO commandstats`` read just before and
+account of each script call: the ``usec`` of FCALL (EVALSHA before) in ``INFO commandstats`` read just before and
 just after it (the commands a script runs are inside it). Prints one JSON line (``BENCH-RESULT``):
 by script, calls per cycle, median and mean microseconds per call, its keys, arguments and their
 bytes; and the sum per cycle.
@@ -26,9 +26,10 @@ from . import populate
 from .env import emit_result, flush
 
 
-def evalsha_usec(r: redis.Redis) -> int:
+def script_usec(r: redis.Redis) -> int:
+    """Microseconds Redis spent in script calls: FCALL (parkway's scripts are functions), EVALSHA before."""
     stats = r.info("commandstats")
-    return int(stats.get("cmdstat_evalsha", {}).get("usec", 0))
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("usec", 0)) for c in ("fcall", "evalsha"))
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
@@ -48,11 +49,11 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
 
     def around(call: Any, send: Any) -> Any:
         first.setdefault(call.name, call)
-        before = evalsha_usec(r)
+        before = script_usec(r)
         try:
             return send()
         finally:
-            spent[call.name].append(evalsha_usec(r) - before)
+            spent[call.name].append(script_usec(r) - before)
 
     def jobs() -> None:
         for job in notes.jobs:

@@ -21,7 +21,7 @@ responses into Python values, connection pool); ``python`` = the rest (RQ's or p
 own code, msgpack, pydantic, structlog, the node).
 
 For the parkway job row, ``scripts`` is the part spent inside ``RedisStore._call``
-(sending parkway's EVALSHAs and waiting for them).
+(sending parkway's script calls, FCALLs, and waiting for them).
 """
 
 from __future__ import annotations

@@ -6,14 +6,16 @@ Same cycles and client mode as figure 1 (one worker, windowed polling; parkway's
 with ``wait_ms``, so a listing that finds nothing waits for the next pause). Three views:
 
 * commands, all: ``CONFIG RESETSTAT`` before the timed cycles, ``INFO commandstats``
-  after; Redis 7 counts the commands a Lua script runs as well as the EVALSHA itself. Also the
-  microseconds Redis spent running scripts (``usec`` of EVALSHA, which includes the commands a
+  after; Redis 7 counts the commands a Lua script runs as well as the FCALL itself (EVALSHA before
+  parkway's scripts were Redis functions). Also the
+  microseconds Redis spent running scripts (``usec`` of FCALL or EVALSHA, which includes the commands a
   script runs): a CPU figure that leaves out the event loop and the network.
 * commands by owner: ``MONITOR`` over a smaller sample of cycles. Every line names its
   keys: ``"pw:`` -> parkway, ``"rq:`` -> RQ, no key (MULTI/EXEC, PING, SCRIPT, CLIENT...) ->
   other; lines from ``[.. lua]`` are commands run inside a script, the rest were sent by
   a client. By script too (``monitor_by_script_per_cycle``): the commands each of parkway's
-  scripts runs, by command (a script's lines follow its EVALSHA; its SHA1 names it).
+  scripts runs, by command (a script's lines follow its FCALL, whose function is named
+  ``pw_<script>_<digest>``, or its EVALSHA, whose SHA1 names it).
 * round trips by owner: the worker runs under ``bench.counted`` and the client installs
   the same counter: one round trip per redis-py ``send_packed_command`` (a command or a
   whole pipeline), attributed by the keys it names.
@@ -83,7 +85,7 @@ class MonitorSample:
 
     def by_script(self) -> dict[str, dict[str, int]]:
         """The commands run inside each script, by the script's name (parkway's, known by its SHA1)
-        and by command: a script's commands follow its EVALSHA line (a script runs alone)."""
+        and by command: a script's commands follow its FCALL or EVALSHA line (a script runs alone)."""
         names = script_names()
         out: dict[str, Counter[str]] = {}
         current: Counter[str] | None = None
@@ -97,15 +99,18 @@ class MonitorSample:
                     current[command] += 1
                 continue
             current = None
-            if command == "evalsha" and len(words) > 1:
-                name = names.get(words[1].decode(), "other")
+            if command in ("evalsha", "fcall") and len(words) > 1:
+                called = words[1].decode()
+                function = re.fullmatch(r"pw_(\w+)_[0-9a-f]{16}", called)
+                name = function.group(1) if command == "fcall" and function else names.get(called, "other")
                 current = out.setdefault(name, Counter())
                 current["(calls)"] += 1
         return {name: dict(c.most_common()) for name, c in sorted(out.items())}
 
 
 def script_names() -> dict[str, str]:
-    """SHA1 -> name of each of parkway's scripts, as a store with or without RQ's hand-off loads it."""
+    """SHA1 -> name of each of parkway's scripts, as a store with or without RQ's hand-off sent it
+    whole (EVALSHA, before they were Redis functions, whose names say their script)."""
     import hashlib
 
     from parkway.adapters.redis import scripts
@@ -176,7 +181,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
         "commandstats_per_cycle": {
             k: v / n for k, v in sorted(stats.items(), key=lambda kv: -kv[1]) if k not in ("config|resetstat", "info")
         },
-        "script_usec_per_cycle": (usec.get("evalsha", 0) + usec.get("eval", 0)) / n,
+        "script_usec_per_cycle": (usec.get("fcall", 0) + usec.get("evalsha", 0) + usec.get("eval", 0)) / n,
         "monitor_cycles": sample,
         "monitor_per_cycle": {k: v / sample for k, v in mon.classify().items()},
         "monitor_by_script_per_cycle": {

@@ -1,5 +1,5 @@
-"""Every transition is one EVALSHA sent by ``run_script`` on a pooled connection (not through
-redis-py's per-command layers): a script Redis forgot is loaded again, a connection Redis closed is
+"""Every transition is one FCALL sent by ``run_script`` on a pooled connection (not through
+redis-py's per-command layers): a function Redis lacks is loaded again, a connection Redis closed is
 replaced, an error reply leaves the connection usable, and the redis-py surface it uses is there."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import threading
+from pathlib import Path
 
 import pytest
 import redis
@@ -14,9 +15,17 @@ import redis.exceptions as rex
 from redis.retry import Retry
 
 from parkway import Parkway, RunStatus, Settings
-from parkway.adapters.redis.connection import holding, packed, run_commands, run_script
+from parkway.adapters.redis.connection import (
+    function_missing,
+    holding,
+    load_function,
+    packed,
+    run_commands,
+    run_script,
+)
+from parkway.adapters.redis.scripts import Function
 from parkway.adapters.redis.store import RedisStore
-from parkway.errors import StaleFence
+from parkway.errors import ParkwayError, StaleFence
 from parkway.runtime.clock import now_ms
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
@@ -28,17 +37,21 @@ def _harness(server: RedisServer, closing: Closing) -> Harness:
     return Harness("redis", closing(Parkway(settings)), settings, closing(redis.Redis.from_url(server.url)))
 
 
-def test_a_transition_whose_script_redis_forgot_loads_it_again(private_redis: RedisServer, closing: Closing) -> None:
-    """SCRIPT FLUSH (as after a Redis restart) between the pause and the answer: resume.lua and the
-    worker's scripts are loaded again on their next call, and the run completes."""
+def test_a_transition_whose_function_redis_lost_loads_it_again(private_redis: RedisServer, closing: Closing) -> None:
+    """FUNCTION FLUSH (as after a Redis restart without its data) between the pause and the answer:
+    resume's and the worker's functions are loaded again on their next call, and the run completes."""
     harness = _harness(private_redis, closing)
     run_id = harness.start_and_run(flows.one_choice)
     token = harness.token(run_id)
     assert harness.connection is not None
-    harness.connection.script_flush()
+    assert harness.connection.function_list()  # the scripts are Redis functions, loaded by their first calls
+    harness.connection.function_flush()
     assert harness.pw.resume(token, selected="red").accepted
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
+    libraries = [dict(zip(lib[::2], lib[1::2], strict=True)) for lib in harness.connection.function_list()]
+    names = {lib[b"library_name"].decode().split("_")[1] for lib in libraries}
+    assert {"resume", "begin", "advance"} <= names
 
 
 def test_a_transition_on_a_connection_redis_closed_goes_out_on_a_new_one(
@@ -72,22 +85,26 @@ def test_an_error_reply_leaves_the_connection_in_the_pool_and_usable(
 
 
 def test_the_redis_py_surface_run_script_uses_is_there(private_redis: RedisServer, closing: Closing) -> None:
-    """What run_script reads of redis-py: Script.sha and .script, the pool's get_connection and
-    release, a connection's send_command, read_response, disconnect and retry (whose call_with_retry
-    takes the call and what to do after a failed attempt), and NOSCRIPT raised as NoScriptError, a
-    ResponseError."""
+    """What run_script reads of redis-py: the pool's get_connection and release, a connection's
+    send_command, read_response, disconnect and retry (whose call_with_retry takes the call and what
+    to do after a failed attempt), and Redis's refusal of a function it lacks as a ResponseError
+    that ``function_missing`` knows; a function loaded twice (two processes) is no error."""
     client = closing(redis.Redis.from_url(private_redis.url))
-    script = client.register_script("return {KEYS[1], ARGV[1]}")
-    assert isinstance(script.sha, str) and script.script == "return {KEYS[1], ARGV[1]}"
+    script = Function("pw_test_echo", "#!lua name=pw_test_echo\nredis.register_function('pw_test_echo', "
+                      "function(KEYS, ARGV) return {KEYS[1], ARGV[1]} end)")
+    with pytest.raises(rex.ResponseError) as refused:
+        client.fcall(script.name, 1, "k", "v")
+    assert function_missing(refused.value) and not function_missing(rex.ResponseError("STALE GONE run is gone"))
     for name in ("send_command", "read_response", "disconnect"):
         assert callable(getattr(redis.Connection, name)), name
     conn = client.connection_pool.get_connection()
     assert isinstance(conn.retry, Retry)
     client.connection_pool.release(conn)
     assert list(inspect.signature(Retry.call_with_retry).parameters)[1:3] == ["do", "fail"]
-    assert issubclass(rex.NoScriptError, rex.ResponseError)
-    assert run_script(client, script, ["k"], [b"v"]) == [b"k", b"v"]  # loaded on first use (NOSCRIPT)
+    assert run_script(client, script, ["k"], [b"v"]) == [b"k", b"v"]  # loaded on first use
     assert run_script(client, script, ["k2"], [3]) == [b"k2", b"3"]
+    load_function(client, script)  # already there: left as it is
+    assert run_script(client, script, ["k3"], ["w"]) == [b"k3", b"w"]
 
 
 def test_commands_sent_together_read_as_a_pipeline_would(private_redis: RedisServer, closing: Closing) -> None:
@@ -111,7 +128,7 @@ def test_commands_are_packed_as_redis_py_packs_them(private_redis: RedisServer, 
     client = closing(redis.Redis.from_url(private_redis.url))
     conn = client.connection_pool.get_connection()
     try:
-        commands = [("EVALSHA", "f" * 40, 2, "k1", "k2", b"\x00\xff", 12345678901234, -5, 0, 1.5, "ünï", ""),
+        commands = [("FCALL", "pw_x_" + "f" * 16, 2, "k1", "k2", b"\x00\xff", 12345678901234, -5, 0, 1.5, "ünï", ""),
                     ("WAIT", 1, 100)]
         assert packed(conn, commands) == [b"".join(conn.pack_commands(commands))]
         with pytest.raises(rex.DataError):
@@ -139,3 +156,20 @@ def test_a_held_connection_is_never_shared_with_another_thread(private_redis: Re
         thread.join()
     assert ids["job"] == ids["job again"]
     assert ids["thread"] != ids["job"]
+
+
+def test_a_redis_without_functions_is_refused_in_words_that_say_what_it_needs(
+    tmp_path: Path, closing: Closing
+) -> None:
+    """parkway's scripts are Redis functions (Redis 7.0+): a server whose FUNCTION command is missing
+    (renamed away here, as on an older Redis) refuses the first transition with an error that names
+    the version needed, not a bare ``unknown command``; no run is half written."""
+    server = RedisServer(tmp_path, appendonly=False, extra=["--rename-command", "FUNCTION", ""])
+    server.start()
+    try:
+        pw = closing(Parkway(Settings(redis_url=server.url, secret=SECRET)))
+        with pytest.raises(ParkwayError, match=r"Redis 7\.0 or newer"):
+            pw.start(flows.one_choice, {})
+        assert closing(redis.Redis.from_url(server.url)).keys("*") == [b"pw:keyid"]  # the token key's fingerprint alone
+    finally:
+        server.stop()

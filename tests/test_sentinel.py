@@ -241,8 +241,8 @@ def replicated(tmp_path: Path) -> Iterator[SentinelGroup]:
 @pytest.mark.slow
 def test_each_commit_waits_for_its_replica_in_its_own_round_trip(replicated: SentinelGroup) -> None:
     """With replica acknowledgement, every committing script is sent with its WAIT, in one round
-    trip; read-only ones without; a script Redis must load again (NOSCRIPT) and one it refuses
-    leave the connection in step."""
+    trip; read-only ones without; a function Redis must load again and one call it refuses leave the
+    connection in step."""
     settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=1, replica_ack_ms=2000)
     with Parkway(settings) as pw:
         run_id = pw.start(flows.two_questions, {})
@@ -250,12 +250,12 @@ def test_each_commit_waits_for_its_replica_in_its_own_round_trip(replicated: Sen
         token = pw.list_interrupts(run_id=run_id, include_tokens=True).items[0].resume_token
         assert token is not None
         store: Any = pw.store
-        store.client.script_flush()
+        store.client.function_flush()
         with sent_commands() as sent:
             pw.lookup(token)
             assert pw.resume(token, value="Ada").accepted
-        evals = [s for s in sent if b"EVALSHA" in s]
-        # each sent twice: NOSCRIPT, SCRIPT LOAD, then again; the resume's WAIT with each of its EVALSHA
+        evals = [s for s in sent if b"FCALL" in s]
+        # each sent twice: refused (no such function), FUNCTION LOAD, then again; the resume's WAIT with each FCALL
         assert [b"WAIT" in s for s in evals] == [False, False, True, True], evals
         with pytest.raises(ValidationError):
             pw.start(flows.two_questions, {"other": 1}, run_id=run_id)  # refused by its script, WAIT read all the same

@@ -201,10 +201,10 @@ def test_a_parkway_job_is_taken_and_begun_in_one_round_trip_and_leaves_no_rq_rec
     entry or success transaction is written, and nothing of RQ's per-job state is left."""
     begin = jobs.install(Settings(redis_url=private_redis.url, secret=SECRET)).store._scripts["begin"]
     with redis.Redis.from_url(private_redis.url) as client:
-        client.script_load(begin.script)
+        client.function_load(begin.text)
     pw, run_ids, sent = _run_parkway_jobs(private_redis.url, closing)
     assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 5
-    with_begin = [s for s in sent if begin.sha.encode() in s]
+    with_begin = [s for s in sent if begin.name.encode() in s]
     assert len(with_begin) == 5, len(with_begin)
     assert all(b"rq:job:" in s and b"LREM" in s and b"MULTI" not in s for s in with_begin)
     queue = pw.backend.dispatcher.queue  # type: ignore[attr-defined]
@@ -225,7 +225,7 @@ def test_a_parkway_job_costs_the_worker_two_round_trips_besides_its_commits(
     heartbeat (every 5 s) and the suspension check (every second) add a fraction per job."""
     settings = Settings(redis_url=private_redis.url, secret=SECRET)
     pw = closing(Parkway(settings))
-    begin = jobs.install(settings).store._scripts["begin"].sha.encode()
+    begin = jobs.install(settings).store._scripts["begin"].name.encode()
 
     def trips(runs: int) -> int:
         run_ids = [pw.start(flows.loop, {}) for _ in range(runs)]
@@ -233,7 +233,7 @@ def test_a_parkway_job_costs_the_worker_two_round_trips_besides_its_commits(
         assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * runs
         reads = [s for s in sent if b"rq:job:" in s and any(c in s for c in (b"HGETALL", b"HMGET", b"HGET\r"))]
         assert reads == [], reads[:3]
-        return sum(1 for s in sent if b"EVALSHA" not in s and b"EVAL" not in s or begin in s)
+        return sum(1 for s in sent if b"FCALL" not in s or begin in s)
 
     per_job = (trips(25) - trips(5)) / 20
     assert per_job < 2.5, per_job
@@ -280,12 +280,14 @@ def test_a_stale_parkway_job_still_ends_cleanly_for_rq(private_redis: RedisServe
     assert queue.started_job_registry.get_job_ids() == []
 
 
-def test_begin_falls_back_to_its_own_call_after_script_flush(private_redis: RedisServer, closing: Closing) -> None:
+def test_begin_falls_back_to_its_own_call_after_function_flush(private_redis: RedisServer, closing: Closing) -> None:
+    """The take-and-begin's FCALL finds no function (Redis restarted without its data): the job's own
+    call loads it and begins, and every run completes."""
     settings = Settings(redis_url=private_redis.url, secret=SECRET)
     pw = closing(Parkway(settings))
     run_ids = [pw.start(flows.loop, {}) for _ in range(3)]
     with redis.Redis.from_url(private_redis.url) as client:
-        client.script_flush()
+        client.function_flush()
     pw2, _, _ = _run_parkway_jobs(private_redis.url, closing, runs=run_ids)
     assert [pw2.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 3
 

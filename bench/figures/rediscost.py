@@ -81,7 +81,7 @@ def measure(plan: Plan, url: str) -> Section:
         f"{plan.count_runs} run(s); same client mode as figure 1 (its listings, their waits on the pause feed "
         "and the floor's empty polls are part of the client's count).",
         "Method: *commands, all* = `CONFIG RESETSTAT` before, `INFO commandstats` after (Redis 7 counts commands "
-        "run inside Lua scripts, plus the EVALSHA itself). *By owner* = `MONITOR` on a smaller sample: each line "
+        "run inside Lua scripts, plus the FCALL itself: EVALSHA before parkway's scripts were Redis functions). *By owner* = `MONITOR` on a smaller sample: each line "
         'names its keys (`"pw:` → parkway, `"rq:` → RQ, no key → its own row: MULTI/EXEC of RQ\'s '
         "transactions, health-check PINGs, and in the floor the signal RPUSH and LPOP polls); lines tagged "
         "`lua` ran inside a script (parkway's start and resume scripts write RQ's job hash: those RQ commands "
@@ -133,7 +133,7 @@ def by_script(sec: Section, runs: list[dict[str, Any]]) -> None:
     ])
     sec.extra.append(
         "Redis commands per cycle by script, before (150d0cb) and now (commands a script runs inside Redis, its "
-        "EVALSHA left out; RQ's job hash written by a hand-off counts in its script):\n\n"
+        "FCALL or EVALSHA left out; RQ's job hash written by a hand-off counts in its script):\n\n"
         + md_table(["script", "calls, 150d0cb", "commands, 150d0cb", "calls, now", "commands, now",
                     "busiest commands now"], rows)
         + "\n\n"

@@ -200,7 +200,10 @@ end
 -- the stream stay), so the stream reads as if it had never moved.
 -- fold_fields(stream, out) appends those fields to `out` (for the caller's one HSET of the run's
 -- hash) and says true, or false when the stream stays whole; a caller that folds gives the stream
--- FOLD_WAKE_MS.
+-- FOLD_WAKE_MS. FOLDED (the field names `~0` to `~<FOLD_MAX - 1>`) and FOLDED_CODES (each
+-- FOLDED_TYPES name's index there) are literals scripts.py writes with the constants: a library's
+-- top level runs where Redis gives it no standard functions (FUNCTION LOAD), and a loop of
+-- number-to-text conversions there cost every call ~3 us when each script ran whole.
 -- msgpack of a string (as msgpack-python writes it)
 local function mp_str(s)
   local n = #s
@@ -217,8 +220,6 @@ local function started_data(wf, input)
   return '\130\168workflow' .. mp_str(wf) .. '\165input' .. input
 end
 
-local FOLDED_CODES = {}
-for i, kind in ipairs(FOLDED_TYPES) do FOLDED_CODES[kind] = i end
 local function fold_fields(stream, out, wf, input)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end
@@ -240,7 +241,7 @@ local function fold_fields(stream, out, wf, input)
       v = id .. ' ' .. (code and '\0' .. string.char(code) or string.char(#f[2]) .. f[2]) .. f[4]
     end
     if #v > PART_BYTES then return false end
-    fields[#fields + 1] = '~' .. (i - 1)
+    fields[#fields + 1] = FOLDED[i]
     fields[#fields + 1] = v
   end
   for _, v in ipairs(fields) do out[#out + 1] = v end
@@ -251,8 +252,6 @@ end
 -- none are folded). Those the stream still holds (within FOLD_WAKE_MS of the park) stay; an entry
 -- someone appended to the stream behind parkway's back wins: folded entries not newer than it are
 -- dropped (a stream's ids only grow).
-local FOLDED = {}
-for i = 0, FOLD_MAX - 1 do FOLDED[#FOLDED + 1] = '~' .. i end
 -- Put one folded entry back in the stream with its id: false when the stream refuses it (it holds
 -- that id or a later one). `base`: the ms of `~0`'s id, for a later entry (its id is relative to it).
 local function put_back(stream, entry, base, wf, input)

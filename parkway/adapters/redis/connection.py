@@ -2,7 +2,8 @@
 
 ``connect`` builds the client every store and worker uses: each call ends within ``GIVE_UP_S``
 when Redis does not answer (``_RetryUntil``). ``run_script`` is the path every transition takes
-(EVALSHA on a pooled connection, NOSCRIPT reloaded, with ``WAIT`` for replica acknowledgements);
+(FCALL on a pooled connection, a function the server lacks loaded, with ``WAIT`` for replica
+acknowledgements);
 ``run_commands`` sends a few commands in one round trip (the worker's take-and-begin, the
 listings' reads); ``holding`` has both send a job's round trips over one connection it holds;
 ``run_plan`` drives a sans-IO read (``layout.Plan``) on a sync client. What they borrow of
@@ -11,8 +12,8 @@ redis-py beyond its public calls, and where a test holds it:
 - ``Retry._backoff`` and ``Retry._supported_errors``, and ``call_with_retry``'s signature
   (``_RetryUntil``): tests/test_frozen_redis.py;
 - ``connection_pool``, ``Connection.send_command``/``read_response``, ``pack_commands``/
-  ``send_packed_command``, ``Connection.retry``, ``Connection.encoder``, ``Script.sha``/``script``
-  (``run_script``, ``run_commands``): tests/test_storage.py and tests/test_script_calls.py.
+  ``send_packed_command``, ``Connection.retry``, ``Connection.encoder`` (``run_script``,
+  ``run_commands``): tests/test_storage.py and tests/test_script_calls.py.
 
 Commands are packed by hiredis's ``pack_command`` (``packed``; hiredis comes with
 ``redis[hiredis]``): a resume's 74 arguments in about 9 us, against about 100 us through
@@ -37,6 +38,7 @@ from redis.retry import Retry
 
 from . import layout
 from .replicas import ReplicaAcks, ReplicaShortfall
+from .scripts import Function
 from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
 
 T = TypeVar("T")
@@ -174,36 +176,65 @@ def run_plan(client: redis.Redis, plan: layout.Plan[T]) -> T:
 
 
 def run_script(
-    client: redis.Redis, script: Any, keys_: Sequence[Any], args: Sequence[Any], acks: ReplicaAcks | None = None
+    client: redis.Redis, function: Function, keys_: Sequence[Any], args: Sequence[Any], acks: ReplicaAcks | None = None
 ) -> Any:
-    """``script`` (a ``client.register_script``) run on ``keys_`` and ``args``: its EVALSHA sent on a
-    connection of the client's pool (the one ``holding`` holds, if any) and its reply read, on the
-    one path every transition takes.
+    """``function`` (a script as a library of one function: :class:`.scripts.Function`) run on
+    ``keys_`` and ``args``: its FCALL sent on a connection of the client's pool (the one
+    ``holding`` holds, if any) and its reply read, on the one path every transition takes.
 
-    What redis-py's own call (``Script.__call__``, then ``execute_command``) does around a command,
-    this does too: the connection's retry (``_RetryUntil`` from ``connect``) retries a failed attempt
-    after dropping the connection, and a script the server does not know (NOSCRIPT: Redis restarted,
-    or SCRIPT FLUSH) is loaded and sent again. What it leaves out (event dispatch, metrics hooks,
-    response callbacks: EVALSHA has none) is Python that every transition paid for nothing. A
-    connection whose reply may be half read (anything raised but Redis's own error reply) is dropped,
-    never reused. Reads the public ``connection_pool``, ``Connection.send_command``/``read_response``,
-    ``Connection.pack_commands``/``send_packed_command``, ``Connection.retry`` and
-    ``Script.sha``/``script``: tests/test_storage.py holds them.
+    What redis-py's own call (``execute_command``) does around a command, this does too: the
+    connection's retry (``_RetryUntil`` from ``connect``) retries a failed attempt after dropping the
+    connection, and a function the server does not know (a new server, one restarted without its
+    data, or FUNCTION FLUSH) is loaded (``_load``) and called again. What it leaves out (event
+    dispatch, metrics hooks, response callbacks: FCALL has none) is Python that every transition
+    paid for nothing. A connection whose reply may be half read (anything raised but Redis's own
+    error reply) is dropped, never reused. Reads the public ``connection_pool``,
+    ``Connection.send_command``/``read_response``, ``Connection.pack_commands``/
+    ``send_packed_command`` and ``Connection.retry``: tests/test_storage.py holds them.
 
-    With ``acks``, the EVALSHA is followed in the same round trip by ``WAIT`` (see :mod:`.replicas`):
+    With ``acks``, the FCALL is followed in the same round trip by ``WAIT`` (see :mod:`.replicas`):
     fewer replicas than asked acknowledging it drops the connection and raises ``ReplicaShortfall``
     (``translated`` makes it ``StoreUnavailable``), never retried here: the script may have run."""
-    evalsha = ("EVALSHA", script.sha, len(keys_), *keys_, *args)
+    fcall = ("FCALL", function.name, len(keys_), *keys_, *args)
     with _Borrowed(client) as conn:
         def attempt() -> Any:
             try:
-                return _send(conn, evalsha, acks)
-            except rex.NoScriptError:
-                conn.send_command("SCRIPT", "LOAD", script.script)
-                conn.read_response()
-                return _send(conn, evalsha, acks)
+                return _send(conn, fcall, acks)
+            except rex.ResponseError as exc:
+                if not function_missing(exc):
+                    raise
+                _load(conn, function)
+                return _send(conn, fcall, acks)
 
         return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())
+
+
+def function_missing(reply: Any) -> bool:
+    """Whether ``reply`` is Redis's refusal of an FCALL of a function it does not hold (nothing ran)."""
+    return isinstance(reply, rex.ResponseError) and str(reply).removeprefix("ERR ").startswith("Function not found")
+
+
+def load_function(client: redis.Redis, function: Function) -> None:
+    """``function``'s library loaded on ``client``'s server, for calls a caller queues itself (a
+    pipeline's); ``run_script`` loads what it calls when Redis lacks it."""
+    with _Borrowed(client) as conn:
+        conn.retry.call_with_retry(lambda: _load(conn, function), lambda error: conn.disconnect())
+
+
+def _load(conn: Any, function: Function) -> None:
+    """``function``'s library loaded on ``conn``'s server (``FUNCTION LOAD``); one another process
+    loaded first (the same name: the same text) is left as it is. A server without functions
+    (Redis before 7.0) is refused in words that say so."""
+    conn.send_command("FUNCTION", "LOAD", function.text)
+    try:
+        conn.read_response()
+    except rex.ResponseError as exc:
+        if "already exists" in str(exc):
+            return
+        if "unknown command" in str(exc).lower():
+            needs = "parkway needs Redis 7.0 or newer (its scripts are Redis functions)"
+            raise rex.ResponseError(f"{needs}: {exc}") from exc
+        raise
 
 
 def packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:

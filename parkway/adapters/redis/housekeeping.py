@@ -15,6 +15,7 @@ from ...runtime.store import Due, IndexEntry, Overdue, Tallies
 from .. import codec
 from ..limits import Limits
 from . import keys, layout
+from .connection import function_missing
 from .connection import text as _text
 from .errors import translated
 from .scripts import ScriptCall
@@ -32,6 +33,8 @@ class Housekeeping:
     limits: Limits
     queue_script: Callable[[Any, ScriptCall], None]
     """queue a script call on a pipeline (``RedisStore.queue_script``)"""
+    call_script: Callable[[str | None, Any], Any]
+    """make a script call (``RedisStore.call_script``)"""
     _ancestors: Callable[[Sequence[tuple[str, int]]], list[calls.Ancestor]]
     """the keys of a run's ancestors (``Transitions._ancestors``)"""
 
@@ -176,16 +179,22 @@ class Housekeeping:
                 return []
             pipe = self.client.pipeline(transaction=False)
             for wf in workflows:
-                closed = [keys.closed_index(status, wf) for status in telemetry.CLOSED_STATUSES]
-                newest, expiring = self._index_keys(wf)
-                resolved, cancelled, expired = closed
-                self.queue_script(pipe, ScriptCall.of(None, calls.Prune(
-                    workflows=keys.workflows(), newest=newest, expiring=expiring, resolved=resolved,
-                    cancelled=cancelled, expired=expired, pauses=keys.pauses(), reclaimed=keys.reclaimed(),
-                    workflow=wf, floor=floor,
-                )))
-            pruned = pipe.execute()
+                self.queue_script(pipe, ScriptCall.of(None, self._prune_call(wf, floor)))
+            pruned = pipe.execute(raise_on_error=False)
+            for i, (wf, reply) in enumerate(zip(workflows, pruned, strict=True)):
+                if function_missing(reply):  # the server lost the function since it was loaded: ran nothing
+                    pruned[i] = self.call_script(None, self._prune_call(wf, floor))
+                elif isinstance(reply, Exception):
+                    raise reply
         return [wf for wf, gone in zip(workflows, pruned, strict=True) if gone]
+
+    def _prune_call(self, workflow: str, floor: bytes) -> calls.Prune:
+        resolved, cancelled, expired = (keys.closed_index(status, workflow) for status in telemetry.CLOSED_STATUSES)
+        newest, expiring = self._index_keys(workflow)
+        return calls.Prune(
+            workflows=keys.workflows(), newest=newest, expiring=expiring, resolved=resolved, cancelled=cancelled,
+            expired=expired, pauses=keys.pauses(), reclaimed=keys.reclaimed(), workflow=workflow, floor=floor,
+        )
 
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         with translated():

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import re
 import string
 from collections.abc import Callable, Iterator, Sequence
@@ -419,6 +420,9 @@ def constants() -> str:
     lines += [f"local {name} = {value}" for name, value in CONSTANTS.items()]
     lines.append(f"local RUN_FIELDS = {{{', '.join(_lua_str(name) for name in layout.RUN_FIELDS)}}}")
     lines.append(f"local FOLDED_TYPES = {{{', '.join(_lua_str(name) for name in layout.FOLDED_TYPES)}}}")
+    codes = ", ".join(f"[{_lua_str(name)}] = {i}" for i, name in enumerate(layout.FOLDED_TYPES, 1))
+    lines.append(f"local FOLDED_CODES = {{{codes}}}")
+    lines.append(f"local FOLDED = {{{', '.join(_lua_str(f'~{i}') for i in range(layout.FOLD_MAX))}}}")
     lines.append(lua_template("outbox_member", keys.OUTBOX_MEMBER))
     return "\n".join(lines)
 
@@ -617,14 +621,51 @@ def common() -> str:
     return "\n".join([constants(), spec_lua([]), resources.files(__package__).joinpath("_common.lua").read_text()])
 
 
-@functools.cache
-def source(name: str, hand_off: str) -> str:
-    """The whole text sent to Redis for script ``name``: constants, the binders of calls it carries
-    (USES), _common.lua, ``hand_off`` (the Lua assigning the function _common.lua declares: the
-    store's ``NextJob.lua``), the shared files its schema needs, its generated prologue, its body."""
+def _parts(name: str, hand_off: str) -> tuple[list[str], list[str]]:
+    """Script ``name``'s text in two: what it defines (constants, the binders of calls it carries
+    (USES), _common.lua, ``hand_off``, the shared files its schema needs) and what a call runs (its
+    generated prologue, its body)."""
     if name not in schemas():
         raise SchemaMismatch(f"{name}.lua has no header (-- KEYS / -- ARGV)")
-    parts = [constants(), spec_lua(schemas()[name].uses), _file("_common.lua").read_text(), hand_off]
-    parts += [_file(f).read_text() for f in _shared([name])]
-    parts += [prologue(name), _file(f"{name}.lua").read_text()]
-    return "\n".join(parts)
+    defines = [constants(), spec_lua(schemas()[name].uses), _file("_common.lua").read_text(), hand_off]
+    defines += [_file(f).read_text() for f in _shared([name])]
+    return defines, [prologue(name), _file(f"{name}.lua").read_text()]
+
+
+@functools.cache
+def source(name: str, hand_off: str) -> str:
+    """Script ``name`` whole, as one chunk (``EVAL``; tests run pieces of it so): constants, the
+    binders of calls it carries (USES), _common.lua, ``hand_off`` (the Lua assigning the function
+    _common.lua declares: the store's ``NextJob.lua``), the shared files its schema needs, its
+    generated prologue, its body."""
+    defines, runs = _parts(name, hand_off)
+    return "\n".join(defines + runs)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A script as Redis keeps it: a library of one function (``FUNCTION LOAD``), called by its
+    name (``FCALL``). The library's top level (the constants, the shared functions) runs once, when
+    Redis loads it; a call runs the prologue and the body alone. As one chunk sent by ``EVALSHA``,
+    every call defined all of it again: about 12 us of each call's ~20 us of Lua besides its
+    commands. ``name`` carries a digest of the text: a changed script is another function, and
+    processes of two versions each call their own."""
+
+    name: str
+    text: str
+
+
+@functools.cache
+def library(name: str, hand_off: str, read_only: bool = False) -> Function:
+    """Script ``name`` as a library of one function (see :class:`Function`): its definitions at
+    the top, the prologue and body inside the function Redis calls with ``KEYS`` and ``ARGV``.
+    ``read_only``: flagged ``no-writes`` (Redis refuses a write from it, and runs it when out of
+    memory, as it would a read)."""
+    defines, runs = _parts(name, hand_off)
+    flags = "{'no-writes'}" if read_only else "{}"
+    digest = hashlib.sha1("\n".join([*defines, *runs, flags]).encode()).hexdigest()[:16]
+    fname = f"pw_{name}_{digest}"
+    text = "\n".join([f"#!lua name={fname}", *defines,
+                      f"redis.register_function{{function_name = '{fname}', callback = function(KEYS, ARGV)",
+                      *runs, f"end, flags = {flags}}}"])
+    return Function(fname, text)

@@ -20,7 +20,7 @@ import redis
 
 from ..limits import Limits
 from . import scripts
-from .connection import connect, run_script
+from .connection import connect, load_function, run_script
 from .errors import translated
 from .housekeeping import Housekeeping
 from .listings import InterruptListings
@@ -77,23 +77,27 @@ class NextJob(Protocol):
 
 
 
-class _Scripts(dict[str, Any]):
-    """A store's scripts by name (redis-py's ``Script``: its text and SHA), each built
-    (``scripts.source``) and registered on the client when first asked for: a process that calls
-    few of them (a command that lists) does not build all of them at its start."""
+class _Scripts(dict[str, scripts.Function]):
+    """A store's scripts by name, each built (``scripts.library``: a library of one function, its
+    name carrying its text's digest) when first asked for: a process that calls few of them (a
+    command that lists) does not build all of them at its start. Redis loads one when a call finds
+    it missing (``connection.run_script``); ``loaded`` names those this store had Redis load for a
+    pipeline (``queue_script``)."""
 
-    def __init__(self, client: redis.Redis, hand_off_lua: str, names: Iterable[str]) -> None:
+    def __init__(self, client: redis.Redis, hand_off_lua: str, names: Iterable[str], read_only: set[str]) -> None:
         super().__init__()
         self.client = client
         self.hand_off_lua = hand_off_lua
         self.names = set(names)
         """the scripts this store may call: its own and those features added (``add_scripts``)"""
+        self.read_only = read_only
+        self.loaded: set[str] = set()
 
-    def __missing__(self, name: str) -> Any:
+    def __missing__(self, name: str) -> scripts.Function:
         if name not in self.names:
             raise KeyError(name)
-        script = self[name] = self.client.register_script(scripts.source(name, self.hand_off_lua))
-        return script
+        function = self[name] = scripts.library(name, self.hand_off_lua, name in self.read_only)
+        return function
 
 
 class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIndex):
@@ -117,9 +121,9 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         self.next_job = next_job
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
         self._hand_off_lua = next_job.lua if next_job is not None else NO_HAND_OFF
-        self._scripts: _Scripts = _Scripts(client, self._hand_off_lua, _SCRIPTS)
-        self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
         self._read_only = set(READ_ONLY_SCRIPTS)
+        self._scripts: _Scripts = _Scripts(client, self._hand_off_lua, _SCRIPTS, self._read_only)
+        self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None, acks: ReplicaAcks | None = None) -> RedisStore:
@@ -174,8 +178,17 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
             self._around = None
 
     def queue_script(self, pipeline: Any, call: ScriptCall) -> None:
-        """Queue ``call`` on ``pipeline`` (a pipeline of this store's client) instead of making it."""
-        self._scripts[call.name](keys=call.keys, args=call.args, client=pipeline)
+        """Queue ``call`` on ``pipeline`` (a pipeline of this store's client) instead of making it.
+        Its function is loaded first, once for this store (a round trip of its own): a server that
+        loses it after that (restarted without its data) answers the queued call ``Function not
+        found`` (``connection.function_missing``), having run nothing; ``call_script`` makes it
+        again, loading it."""
+        function = self._scripts[call.name]
+        if call.name not in self._scripts.loaded:
+            with translated(call.run_id):
+                load_function(self.client, function)
+            self._scripts.loaded.add(call.name)
+        pipeline.execute_command("FCALL", function.name, len(call.keys), *call.keys, *call.args)
 
     def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers (within the bound of ``connect``)."""

@@ -8,8 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-import redis.exceptions as rex
-
 from ..._lazy import LazyModule
 from ...runtime import journal, telemetry
 from ...runtime.errors import ValidationError
@@ -38,6 +36,7 @@ from ...runtime.store import (
 from .. import codec
 from ..limits import Limits
 from . import keys, layout
+from .connection import function_missing
 from .connection import text as _text
 from .errors import translated
 from .scripts import Args
@@ -115,14 +114,14 @@ class Transitions:
         keys_, args = params.keys(), params.args()
 
         def attempt(reply: Any) -> Attempt:
-            if isinstance(reply, rex.NoScriptError):  # a server that lost its scripts: call again
+            if function_missing(reply):  # a server without the function (restarted): call again, loading it
                 reply = self._script(run_id, params)
             elif isinstance(reply, Exception):
                 with translated(run_id):
                     raise reply
             return self._attempt(run_id, reply)
 
-        return ("EVALSHA", self._scripts["begin"].sha, len(keys_), *keys_, *args), attempt
+        return ("FCALL", self._scripts["begin"].name, len(keys_), *keys_, *args), attempt
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         reply = self._script(run_id, self._begin_call(run_id, step, fence, now, lease_until))
