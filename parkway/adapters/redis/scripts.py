@@ -28,14 +28,15 @@ A shared file declares blocks as ``-- BLOCK name: what it is`` followed by its K
 sections. ``-- USES: name ...`` in a script's header adds schemas it binds itself (``bind_call``)
 and their shared file (``_resume.lua`` for ``resume``).
 
-**Lua.** The loader (:func:`source`) sends: the constants Python owns (:data:`CONSTANTS`, and
-``outbox_member`` generated from ``keys.OUTBOX_MEMBER``), the binders of the calls the script
+**Lua.** Each script is a Redis function (:func:`library`: a library of one function, loaded
+once, called with FCALL). Its text (:func:`source` whole) is: the constants Python owns
+(:data:`CONSTANTS`, and ``outbox_member`` generated from ``keys.OUTBOX_MEMBER``), the binders of the calls the script
 carries in its own values (``USES``: ``SPEC.<name>``), ``_common.lua``, the job hand-off's Lua
 (the store's ``NextJob.lua``, assigning ``hand_off``), the shared files it uses, then the
 prologue, then the body. The prologue is Lua generated from the header (:func:`prologue`): a
 length check of ARGV and of KEYS, then one table constructor each
 (``K = {run = KEYS[1], journal = KEYS[2], queues = {unpack(KEYS, 3, 2 + _n1)}}``), a counted loop
-per list of blocks; nothing reads a schema when the script runs (a chunk runs on every EVALSHA).
+per list of blocks; nothing reads a schema when the script runs (the prologue runs on every call).
 So a body reads ``K.run``, ``A.fence``, ``A.events`` (a list), ``K.parent.run`` (a block), never
 ``ARGV[17]``; a shared function takes the bound tables it needs (``notify_parent(K.parent,
 A.parent)``). ``bind_call(SPEC.resume, keys, args)`` binds a call embedded in a script's values
