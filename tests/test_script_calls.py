@@ -25,7 +25,7 @@ from parkway.adapters.redis.connection import (
 )
 from parkway.adapters.redis.scripts import Function
 from parkway.adapters.redis.store import RedisStore
-from parkway.errors import ParkwayError, StaleFence
+from parkway.errors import ParkwayError, StaleFence, StoreError
 from parkway.runtime.clock import now_ms
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
@@ -173,3 +173,26 @@ def test_a_redis_without_functions_is_refused_in_words_that_say_what_it_needs(
         assert closing(redis.Redis.from_url(server.url)).keys("*") == [b"pw:keyid"]  # the token key's fingerprint alone
     finally:
         server.stop()
+
+
+def test_a_full_redis_refuses_an_answer_whole_and_takes_it_once_memory_frees(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """At ``maxmemory`` (noeviction), Redis refuses a committing function before it runs: the resume
+    raises StoreError saying why, the interrupt is still pending with nothing of the answer written,
+    and the same answer is accepted once memory frees; the connection stays usable."""
+    harness = _harness(private_redis, closing)
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    assert harness.connection is not None
+    harness.connection.config_set("maxmemory", 1)
+    try:
+        with pytest.raises(StoreError, match="maxmemory"):
+            harness.pw.resume(token, selected="red")
+        assert [i.run_id for i in harness.pw.list_interrupts(run_id=run_id).items] == [run_id]
+        assert harness.pw.get_run(run_id).status is RunStatus.WAITING
+    finally:
+        harness.connection.config_set("maxmemory", 0)
+    assert harness.pw.resume(token, selected="red").accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
