@@ -16,7 +16,7 @@ from tests.conftest import SECRET, Closing, Harness
 from tests.procs import wait_for
 
 TTL_MS, GRACE_MS, RETENTION_MS = 1000, 1000, 3000
-FIXED = {b"pw:metrics", b"pw:keyid", b"pw:secret", b"pw:reconciler", b"rq:queues"}
+FIXED = {b"pw:metrics", b"pw:keyid", b"pw:secret", b"pw:reconciler", b"pw:functions", b"rq:queues"}
 """what an idle deployment keeps: the counters, the token key's fingerprint (and the key itself
 without PARKWAY_SECRET), the reconciler's lock (with a TTL) and RQ's set of queues"""
 

@@ -15,6 +15,7 @@ import redis.exceptions as rex
 from redis.retry import Retry
 
 from parkway import Parkway, RunStatus, Settings
+from parkway.adapters.redis import keys
 from parkway.adapters.redis.connection import (
     function_missing,
     holding,
@@ -23,6 +24,7 @@ from parkway.adapters.redis.connection import (
     run_commands,
     run_script,
 )
+from parkway.adapters.redis.housekeeping import FUNCTIONS_IDLE_MS
 from parkway.adapters.redis.scripts import Function
 from parkway.adapters.redis.store import RedisStore
 from parkway.errors import ParkwayError, StaleFence, StoreError
@@ -196,3 +198,39 @@ def test_a_full_redis_refuses_an_answer_whole_and_takes_it_once_memory_frees(
     assert harness.pw.resume(token, selected="red").accepted
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
+
+
+def _library(name: str) -> Function:
+    return Function(name, f"#!lua name={name}\nredis.register_function('{name}', function(KEYS, ARGV) return 1 end)")
+
+
+def test_the_reconciler_deletes_other_versions_libraries_none_loaded_for_a_day(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """Each deploy of changed scripts loads libraries under new names, and Redis keeps (and persists)
+    the old ones: prune_idle deletes those of another version that no process loaded for a day,
+    keeps one loaded within the day (a process of that version may still run) and this version's
+    however old its load; a process that still calls a deleted one loads it again."""
+    harness = _harness(private_redis, closing)
+    run_id = harness.start_and_run(flows.one_choice)
+    store = harness.pw.store
+    assert isinstance(store, RedisStore) and harness.connection is not None
+    admin = harness.connection
+    old, recent = _library("pw_create_" + "0" * 16), _library("pw_create_" + "1" * 16)
+    for library in (old, recent):
+        load_function(admin, library)
+    now = now_ms()
+    day = FUNCTIONS_IDLE_MS
+    current = {name.decode() for name in admin.hkeys(keys.functions())} - {old.name, recent.name}
+    assert current and current <= store.function_names()  # what the run loaded was recorded
+    admin.hset(keys.functions(), mapping={old.name: now - day - 1, recent.name: now - day + 60_000,
+                                          **{name: now - 3 * day for name in current}})
+    store.prune_idle(now)
+
+    def libraries() -> set[str]:
+        return {dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"].decode() for lib in admin.function_list()}
+
+    assert old.name not in libraries() and recent.name in libraries() and current <= libraries()
+    assert old.name.encode() not in admin.hkeys(keys.functions())
+    assert run_script(admin, old, [], []) == 1  # a process still on that version loads it again
+    assert harness.pw.resume(harness.token(run_id), selected="red").accepted

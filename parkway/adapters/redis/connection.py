@@ -36,7 +36,7 @@ from hiredis import pack_command
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
-from . import layout
+from . import keys, layout
 from .replicas import ReplicaAcks, ReplicaShortfall
 from .scripts import Function
 from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
@@ -222,19 +222,21 @@ def load_function(client: redis.Redis, function: Function) -> None:
 
 
 def _load(conn: Any, function: Function) -> None:
-    """``function``'s library loaded on ``conn``'s server (``FUNCTION LOAD``); one another process
-    loaded first (the same name: the same text) is left as it is. A server without functions
-    (Redis before 7.0) is refused in words that say so."""
+    """``function``'s library loaded on ``conn``'s server (``FUNCTION LOAD``), and when, in
+    ``keys.functions``; one another process loaded first (the same name: the same text) is left as
+    it is. A server without functions (Redis before 7.0) is refused in words that say so."""
     conn.send_command("FUNCTION", "LOAD", function.text)
     try:
         conn.read_response()
     except rex.ResponseError as exc:
-        if "already exists" in str(exc):
-            return
         if "unknown command" in str(exc).lower():
             needs = "parkway needs Redis 7.0 or newer (its scripts are Redis functions)"
             raise rex.ResponseError(f"{needs}: {exc}") from exc
-        raise
+        if "already exists" not in str(exc):
+            raise
+    # when it was last loaded: the reconciler deletes another version's library none loaded for a day
+    conn.send_command("HSET", keys.functions(), function.name, int(time.time() * 1000))
+    conn.read_response()
 
 
 def packed(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import redis.exceptions as rex
+
 from ..._lazy import LazyModule
 from ...runtime import telemetry
 from ...runtime.protocol import ID_PATTERN
@@ -26,6 +28,10 @@ else:  # the calls' classes load with the first transition (see parkway._lazy)
     calls = LazyModule(f"{__package__}.calls")
 
 
+FUNCTIONS_IDLE_MS = 24 * 3600 * 1000
+"""a function library of another version none loaded for this long is deleted (``_prune_functions``)"""
+
+
 class Housekeeping:
     """The upkeep of indexes, leases and keys' lifetimes (``RedisStore``'s); no run transition."""
 
@@ -35,6 +41,8 @@ class Housekeeping:
     """queue a script call on a pipeline (``RedisStore.queue_script``)"""
     call_script: Callable[[str | None, Any], Any]
     """make a script call (``RedisStore.call_script``)"""
+    function_names: Callable[[], set[str]]
+    """the function libraries this process calls (``RedisStore.function_names``)"""
     _ancestors: Callable[[Sequence[tuple[str, int]]], list[calls.Ancestor]]
     """the keys of a run's ancestors (``Transitions._ancestors``)"""
 
@@ -171,7 +179,10 @@ class Housekeeping:
     def prune_idle(self, now: int) -> list[str]:
         """Drop what no run holds any more (``prune.lua``): each workflow's closed interrupts past
         the retention; a workflow with none left in any index; the pause feed once no workflow is
-        left. The workflows it forgot. Two round trips, one script per workflow."""
+        left; and the function libraries of other versions than this process's that none loaded for
+        ``FUNCTIONS_IDLE_MS`` (``_prune_functions``). The workflows it forgot. Two round trips, one
+        script per workflow, and one for the libraries."""
+        self._prune_functions(now)
         floor = codec.time_floor(max(0, now - self.limits.retention_ms))
         with translated():
             workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
@@ -187,6 +198,27 @@ class Housekeeping:
                 elif isinstance(reply, Exception):
                     raise reply
         return [wf for wf, gone in zip(workflows, pruned, strict=True) if gone]
+
+    def _prune_functions(self, now: int) -> list[str]:
+        """Delete parkway's function libraries (``keys.functions``: each one a process had Redis load,
+        with when) that are not this process's version and none loaded for ``FUNCTIONS_IDLE_MS``:
+        every deploy of changed scripts loads new ones beside the old, and Redis keeps them (and
+        persists them) until deleted. A process still calling a deleted one loads it again on its
+        next call (``connection.run_script``); so the libraries of a version left running are
+        deleted at most once a day. The libraries it deleted."""
+        with translated():
+            loaded = {_text(name): int(at) for name, at in self.client.hgetall(keys.functions()).items()}
+            mine = self.function_names()
+            idle = [name for name, at in loaded.items() if name not in mine and at < now - FUNCTIONS_IDLE_MS]
+            for name in idle:
+                try:
+                    self.client.function_delete(name)
+                except rex.ResponseError as exc:  # deleted by another reconciler, or by hand
+                    if "not found" not in str(exc).lower():
+                        raise
+            if idle:
+                self.client.hdel(keys.functions(), *idle)
+        return idle
 
     def _prune_call(self, workflow: str, floor: bytes) -> calls.Prune:
         resolved, cancelled, expired = (keys.closed_index(status, workflow) for status in telemetry.CLOSED_STATUSES)

@@ -146,6 +146,11 @@ key                         type    TTL       holds
                                               by every process (``shard_table.check_table``)
 ``pw:keyid``                string  none      fingerprint of the token key (an HMAC under it, never
                                               the key): a process with another key is refused
+``pw:functions``            hash    none      each of parkway's function libraries (``pw_<script>_<digest>``:
+                                              one per script and version) a process had Redis load ->
+                                              the ms it last did; the reconciler deletes the libraries
+                                              no process of its version calls that none loaded for a
+                                              day (``Store.prune_idle``)
 ==========================  ======  ========  ===============================================
 """
 
@@ -335,6 +340,11 @@ def reconciler_lock() -> str:
 
 def metrics() -> str:
     return f"{PREFIX}:metrics"
+
+
+def functions() -> str:
+    """parkway's function libraries a process had Redis load, each with the ms it last did."""
+    return f"{PREFIX}:functions"
 
 
 def workflows() -> str:

@@ -137,6 +137,10 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         self._scripts.names.update(names)
         self._read_only.update(read_only)
 
+    def function_names(self) -> set[str]:
+        """The names of the function libraries this store calls (its scripts' at this version)."""
+        return {self._scripts[name].name for name in self._scripts.names}
+
     def call_script(self, run_id: str | None, params: Args) -> Any:
         """Call ``params``'s script (the store's or one ``add_scripts`` registered) for ``run_id``."""
         return self._script(run_id, params)
