@@ -163,18 +163,21 @@ def test_a_held_connection_is_never_shared_with_another_thread(private_redis: Re
 def test_a_redis_without_functions_is_refused_in_words_that_say_what_it_needs(
     tmp_path: Path, closing: Closing
 ) -> None:
-    """parkway's scripts are Redis functions (Redis 7.0+): a server whose FUNCTION command is missing
-    (renamed away here, as on an older Redis) refuses the first transition with an error that names
-    the version needed, not a bare ``unknown command``; no run is half written."""
-    server = RedisServer(tmp_path, appendonly=False, extra=["--rename-command", "FUNCTION", ""])
-    server.start()
-    try:
-        pw = closing(Parkway(Settings(redis_url=server.url, secret=SECRET)))
-        with pytest.raises(ParkwayError, match=r"Redis 7\.0 or newer"):
-            pw.start(flows.one_choice, {})
-        assert closing(redis.Redis.from_url(server.url)).keys("*") == [b"pw:keyid"]  # the token key's fingerprint alone
-    finally:
-        server.stop()
+    """parkway's scripts are Redis functions (Redis 7.0+): a server without FCALL and FUNCTION (renamed
+    away here, as on an older Redis; or FUNCTION alone) refuses the first transition with an error
+    that names the version needed, not a bare ``unknown command``; no run is half written."""
+    for missing in (["FCALL", "FUNCTION"], ["FUNCTION"]):
+        renamed = [arg for command in missing for arg in ("--rename-command", command, "")]
+        server = RedisServer(tmp_path / "-".join(missing), appendonly=False, extra=renamed)
+        server.dir.mkdir()
+        server.start()
+        try:
+            pw = closing(Parkway(Settings(redis_url=server.url, secret=SECRET)))
+            with pytest.raises(ParkwayError, match=r"Redis 7\.0 or newer"):
+                pw.start(flows.one_choice, {})
+            assert closing(redis.Redis.from_url(server.url)).keys("*") == [b"pw:keyid"]  # the key's fingerprint
+        finally:
+            server.stop()
 
 
 def test_a_full_redis_refuses_an_answer_whole_and_takes_it_once_memory_frees(

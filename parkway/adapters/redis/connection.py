@@ -202,6 +202,9 @@ def run_script(
                 return _send(conn, fcall, acks)
             except rex.ResponseError as exc:
                 if not function_missing(exc):
+                    needs = _needs_functions(exc)
+                    if needs is not None:
+                        raise needs from exc
                     raise
                 _load(conn, function)
                 return _send(conn, fcall, acks)
@@ -212,6 +215,14 @@ def run_script(
 def function_missing(reply: Any) -> bool:
     """Whether ``reply`` is Redis's refusal of an FCALL of a function it does not hold (nothing ran)."""
     return isinstance(reply, rex.ResponseError) and str(reply).removeprefix("ERR ").startswith("Function not found")
+
+
+def _needs_functions(refused: rex.ResponseError) -> rex.ResponseError | None:
+    """For a server that knows no FCALL or FUNCTION (Redis before 7.0), an error that says what
+    parkway needs; else None."""
+    if "unknown command" not in str(refused).lower():
+        return None
+    return rex.ResponseError(f"parkway needs Redis 7.0 or newer (its scripts are Redis functions): {refused}")
 
 
 def load_function(client: redis.Redis, function: Function) -> None:
@@ -229,9 +240,9 @@ def _load(conn: Any, function: Function) -> None:
     try:
         conn.read_response()
     except rex.ResponseError as exc:
-        if "unknown command" in str(exc).lower():
-            needs = "parkway needs Redis 7.0 or newer (its scripts are Redis functions)"
-            raise rex.ResponseError(f"{needs}: {exc}") from exc
+        needs = _needs_functions(exc)
+        if needs is not None:
+            raise needs from exc
         if "already exists" not in str(exc):
             raise
     # when it was last loaded: the reconciler deletes another version's library none loaded for a day
