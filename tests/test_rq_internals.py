@@ -17,6 +17,7 @@ from rq.executions import Execution
 from rq.job import Job
 from rq.results import Result
 from rq.scripts import UNIQUE_ENQUEUE_SCRIPT, _build_hset_args
+from rq.utils import now, utcformat, utcparse
 
 from parkway.workers import jobs, rq_internals
 from parkway.workers.rq_internals import JOB_CALLBACK_FIELDS, ParkwayJob, TrimmedWorker
@@ -115,6 +116,20 @@ def test_rq_reads_job_data_left_uncompressed_and_laid_out_as_data_head_says(redi
         redis_client.hset(f"{rq_internals.JOB_KEY_PREFIX}odd", mapping=fields)  # type: ignore[arg-type]
         job = Job.fetch("odd", connection=redis_client, serializer=MsgpackSerializer)
         assert (job.func_name, job.args, job.kwargs) == (jobs.EXECUTE_JOB, ["run_x", step, fence], {})
+
+
+def test_job_hash_arguments_are_the_data_head_and_rqs_time_format(redis_client: redis.Redis) -> None:
+    """``JobHash.args`` gives, for any run id, ``data_head``'s bytes and a stamp in RQ's own
+    format (``utcformat``, which ``utcparse`` reads back to the same text)."""
+    queue = _queue(redis_client)
+    hashed = rq_internals.JobHash(queue, queue.create_job(jobs.EXECUTE_JOB, args=("r", 0, 0)), jobs._heads)
+    for run_id in ["r", "run_" + "x" * 40, "t~" + "y" * 300]:
+        named = dict(zip(rq_internals.HAND_OFF_ARGS, hashed.args(run_id), strict=False))
+        assert named["data_head"] == rq_internals.data_head(jobs.EXECUTE_JOB, run_id)
+        assert named["key_prefix"] == rq_internals.JOB_KEY_PREFIX
+        assert (named["id_head"], named["description_head"]) == jobs._heads(run_id)
+        assert utcformat(utcparse(str(named["stamp"]))) == named["stamp"]
+        assert abs((utcparse(str(named["stamp"])) - now()).total_seconds()) < 60
 
 
 def test_unique_enqueue_and_its_keys_are_the_ones_hand_off_mirrors(redis_client: redis.Redis) -> None:

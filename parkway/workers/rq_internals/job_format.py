@@ -14,7 +14,7 @@ import redis
 from rq import Queue
 from rq.job import Job
 from rq.scripts import _build_hset_args
-from rq.utils import now, utcformat
+from rq.utils import now
 
 from ...adapters.redis.errors import translated
 from ..serializer import MsgpackSerializer
@@ -81,21 +81,21 @@ class JobHash:
         self.func_name = str(job.func_name)
         self.heads = heads
         self._keys = [queue.key, queue.redis_queues_keys]
+        self._data_lead = data_lead(self.func_name)
         self.lua = hand_off_lua()
 
     def keys(self) -> list[str]:
         return list(self._keys)
 
     def args(self, run_id: str) -> list[str | bytes]:
+        """``hand_off``'s arguments for a job of ``run_id``, in ``HAND_OFF_ARGS`` order (on the path
+        of every start and resume: the data head is the function's lead, made once, and the run id)."""
         id_head, description_head = self.heads(run_id)
-        named: dict[str, str | bytes] = {
-            "key_prefix": JOB_KEY_PREFIX,
-            "id_head": id_head,
-            "data_head": data_head(self.func_name, run_id),
-            "description_head": description_head,
-            "stamp": stamp(),
-        }
-        return [*(named[name] for name in HAND_OFF_ARGS), *self.fields]
+        data = self._data_lead + MsgpackSerializer.dumps(run_id)  # = data_head(self.func_name, run_id)
+        return [JOB_KEY_PREFIX, id_head, data, description_head, stamp(), *self.fields]
+
+
+assert HAND_OFF_ARGS == ("key_prefix", "id_head", "data_head", "description_head", "stamp"), "JobHash.args' order"
 
 
 def data_head(func_name: str, run_id: str) -> bytes:
@@ -106,9 +106,19 @@ def data_head(func_name: str, run_id: str) -> bytes:
     return whole[: -2 - len(DATA_TAIL)]
 
 
+def data_lead(func_name: str) -> bytes:
+    """``data_head`` up to the run id: what precedes the run id's msgpack string in the data of any
+    job of ``func_name`` (the run id is the first item of an array inside an array, so the bytes
+    before it do not depend on it)."""
+    head = data_head(func_name, "")
+    assert head.endswith(MsgpackSerializer.dumps("")), "the msgpack layout of a job's data changed"
+    return head[: -len(MsgpackSerializer.dumps(""))]
+
+
 def stamp() -> str:
-    """Now, as RQ writes a job's ``created_at`` and ``enqueued_at``."""
-    return utcformat(now())
+    """Now, as RQ writes a job's ``created_at`` and ``enqueued_at`` (``utcformat(now())``: its
+    ``%Y-%m-%dT%H:%M:%S.%fZ``), formatted by ``isoformat``, which takes a third of strftime's time."""
+    return now().isoformat(timespec="microseconds")[:-6] + "Z"  # less its "+00:00"
 
 
 def intermediate_key(queue: Queue) -> str:
