@@ -28,7 +28,7 @@ import site
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +43,20 @@ ALWAYS_ALLOWED = ("parkway.demo", "parkway.runtime.agents")
 
 def split_ref(ref: object) -> tuple[str, str]:
     """``(module, attribute)`` of a ``"package.module:attribute"`` reference, checked by full match."""
-    if isinstance(ref, str):
-        module, sep, attr = ref.partition(":")
-        if sep and _DOTTED.fullmatch(module) and _DOTTED.fullmatch(attr):
-            return module, attr
-    raise WorkflowError(f"workflow reference {ref!r} must look like 'package.module:attribute'")
+    parts = _split_ref(str(ref)) if isinstance(ref, str) else None
+    if parts is None:
+        raise WorkflowError(f"workflow reference {ref!r} must look like 'package.module:attribute'")
+    return parts
+
+
+@lru_cache(maxsize=1024)
+def _split_ref(ref: str) -> tuple[str, str] | None:
+    """``split_ref``'s answer (None: not a reference), kept for the last references asked: a worker
+    loads the same few workflows for every job, and a client for every answer it checks."""
+    module, sep, attr = ref.partition(":")
+    if sep and _DOTTED.fullmatch(module) and _DOTTED.fullmatch(attr):
+        return module, attr
+    return None
 
 
 def parse_modules(text: str | Iterable[str]) -> tuple[str, ...]:

@@ -280,7 +280,7 @@ interrupts' records or tokens"""
 
 def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
     """The run's record from its hash (``HGETALL``; or the pairs a script returns, keys as bytes)."""
-    f = {_s(k): v for k, v in fields.items()}
+    f = {k.decode() if type(k) is bytes else _s(k): v for k, v in fields.items()}  # (keys are bytes: inline)
     try:
         return RunRecord(
             run_id=run_id,
