@@ -45,6 +45,30 @@ def test_request_kinds_are_inferred_as_the_seed_does(raw: dict, kind: str) -> No
     assert InterruptRequest.model_validate(request.public()).kind == kind
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"kind": "text", "question": "Why?"},
+        {"kind": "choice", "question": "Ship?", "options": [{"id": "y", "label": "Yes", "value": 3},
+                                                            {"id": "n", "label": "No", "description": "not now"}]},
+        {"options": [{"id": "a", "label": "A"}], "multiple": True},
+        {"kind": "choice", "schemaId": "teams", "schemaVersion": 2},
+        {"kind": "choice", "options": [{"id": "a", "label": "A"}], "meta": {"k": None, "n": [1, {"x": None}]}},
+    ],
+)
+def test_a_requests_public_form_is_its_camel_case_dump_without_internals(raw: dict[str, object]) -> None:
+    """``public()`` is the request dumped by alias without its None fields, ``maxLength`` or
+    ``contractRef``, key for key in the model's order, options as their public form (a list), an
+    empty ``meta`` left out, ``multiple`` last."""
+    request = InterruptRequest.model_validate(raw)
+    dumped = request.model_dump(by_alias=True, exclude_none=True, exclude={"max_length", "contract_ref"})
+    dumped["options"] = [option.public() for option in request.options]
+    dumped["multiple"] = request.multiple
+    if not request.meta:
+        dumped.pop("meta", None)
+    assert list(request.public().items()) == list(dumped.items())
+
+
 def test_contradictory_or_malformed_shapes_are_refused() -> None:
     """multi-choice with multiple: false, or a multiple that is not a boolean, is refused."""
     for raw in ({"kind": "multi-choice", "multiple": False, "options": [{"id": "a", "label": "A"}]},
