@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import signal
 import time
 import zlib
 from importlib import resources
@@ -17,6 +18,7 @@ from rq.executions import Execution
 from rq.job import Job
 from rq.results import Result
 from rq.scripts import UNIQUE_ENQUEUE_SCRIPT, _build_hset_args
+from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 from rq.utils import now, utcformat, utcparse
 
 from parkway.workers import jobs, rq_internals
@@ -215,6 +217,27 @@ def test_the_worker_methods_trimmed_worker_overrides_and_calls_keep_their_parame
         if inspect.isfunction(value) and hasattr(SimpleWorker, name) and name != "__init__"
     }
     assert overridden == set(WORKER_OVERRIDES) - {"__init__"}
+
+
+def test_the_death_penalty_is_rqs_alarm_with_its_handler_set_directly() -> None:
+    """``AlarmDeathPenalty`` is RQ's ``UnixSignalDeathPenalty`` (its ``_timeout`` and
+    ``handle_death_penalty``, the setup and cancel it replaces): inside it SIGALRM has the penalty's
+    handler and an alarm is set; after it the alarm is off and the handler is the default again;
+    the worker uses it on the main thread."""
+    assert issubclass(rq_internals.AlarmDeathPenalty, UnixSignalDeathPenalty)
+    for name in ("setup_death_penalty", "cancel_death_penalty", "handle_death_penalty"):
+        assert name in vars(UnixSignalDeathPenalty), name
+    assert TrimmedWorker.death_penalty_class is rq_internals.AlarmDeathPenalty
+    before = signal.getsignal(signal.SIGALRM)
+    penalty = rq_internals.AlarmDeathPenalty(30, JobTimeoutException, job_id="j")
+    with penalty:
+        assert signal.getsignal(signal.SIGALRM) == penalty.handle_death_penalty
+        assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+    signal.signal(signal.SIGALRM, before)
+    with pytest.raises(JobTimeoutException):  # (its message: RQ's TimerDeathPenalty rewrites it process-wide)
+        penalty.handle_death_penalty(signal.SIGALRM, None)
 
 
 def test_the_room_says_why_for_each_worker_override() -> None:

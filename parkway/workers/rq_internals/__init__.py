@@ -113,6 +113,9 @@ Each SimpleWorker method it overrides, and why:
   leaves it, to its lease), where RQ's ``Worker.work`` quits on any error it does not expect;
 - ``validate_queues``: RQ checks every queue against ``queue_class``; any RQ Queue will do, since
   ``DeferredFetchQueue`` changes only the class method the dequeue calls;
+- ``death_penalty_class`` (a class attribute): ``AlarmDeathPenalty``, RQ's ``UnixSignalDeathPenalty``
+  (``setup_death_penalty``/``cancel_death_penalty``, ``_timeout``, ``handle_death_penalty``) with its
+  handler set through ``_signal.signal``: ``signal.signal``'s enum conversions cost a job ~6 us;
 - ``work``, ``_install_signal_handlers``, ``procline``: off the main thread (embedded mode)
   ``death_penalty_class`` is ``TimerDeathPenalty`` (SIGALRM reaches only the main thread), and
   installing signal handlers and setting the process title do nothing; ``stop()`` sets RQ's
@@ -148,9 +151,9 @@ from .job_format import (
 )
 
 if TYPE_CHECKING:
-    from .worker import HEARTBEAT_EVERY, Claim, TrimmedWorker, store_away
+    from .worker import HEARTBEAT_EVERY, AlarmDeathPenalty, Claim, TrimmedWorker, store_away
 
-_WORKER = ("HEARTBEAT_EVERY", "Claim", "TrimmedWorker", "store_away")
+_WORKER = ("HEARTBEAT_EVERY", "AlarmDeathPenalty", "Claim", "TrimmedWorker", "store_away")
 
 
 def __getattr__(name: str) -> Any:
@@ -169,6 +172,7 @@ __all__ = [
     "JOB_CALLBACK_FIELDS",
     "JOB_KEY_PREFIX",
     "PER_JOB",
+    "AlarmDeathPenalty",
     "Claim",
     "DeferredFetchQueue",
     "JobHash",

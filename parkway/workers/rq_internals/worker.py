@@ -3,8 +3,10 @@ worker is listed, with why, in the package docstring."""
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # (no stubs: signal's own C half)
 import functools
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +24,7 @@ from rq.exceptions import NoSuchJobError, StopRequested
 from rq.executions import Execution
 from rq.job import Job, JobStatus, validate_job_id
 from rq.results import Result
-from rq.timeouts import JobTimeoutException, TimerDeathPenalty
+from rq.timeouts import BaseDeathPenalty, JobTimeoutException, TimerDeathPenalty, UnixSignalDeathPenalty
 from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
@@ -56,6 +58,22 @@ def store_away(exc: BaseException) -> bool:
         return any(reply in text for reply in AWAY_REPLIES)
     return False
 
+class AlarmDeathPenalty(UnixSignalDeathPenalty):
+    """RQ's SIGALRM death penalty (``UnixSignalDeathPenalty``: its handler and ``alarm`` for the job's
+    time, then the alarm off and the default handler back), with the handler set through
+    ``_signal.signal``, which ``signal.signal`` calls after turning its arguments and its answer to and
+    from enums: for a handler that is a method, each way raised and caught an exception, about 6 us of
+    a job's 7 for the two."""
+
+    def setup_death_penalty(self) -> None:
+        _signal.signal(_signal.SIGALRM, self.handle_death_penalty)
+        signal.alarm(self._timeout)
+
+    def cancel_death_penalty(self) -> None:
+        signal.alarm(0)
+        _signal.signal(_signal.SIGALRM, _signal.SIG_DFL)
+
+
 @dataclass(frozen=True)
 class Claim:
     """How a worker runs a job on parkway's lease (``_run_claimed``): one known by its id alone
@@ -83,6 +101,8 @@ class TrimmedWorker(SimpleWorker):
 
     job_class = ParkwayJob
     queue_class = DeferredFetchQueue
+    death_penalty_class: type[BaseDeathPenalty] = AlarmDeathPenalty
+    """(off the main thread, ``work`` sets RQ's ``TimerDeathPenalty``)"""
     ended_as_asked = False
     """whether ``work`` ended on a stop signal, on a suspension in burst mode or on an empty queue,
     rather than on an error that RQ's loop logs and quits on"""
