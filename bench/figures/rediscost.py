@@ -81,7 +81,8 @@ def measure(plan: Plan, url: str) -> Section:
         f"{plan.count_runs} run(s); same client mode as figure 1 (its listings, their waits on the pause feed "
         "and the floor's empty polls are part of the client's count).",
         "Method: *commands, all* = `CONFIG RESETSTAT` before, `INFO commandstats` after (Redis 7 counts commands "
-        "run inside Lua scripts, plus the FCALL itself: EVALSHA before parkway's scripts were Redis functions). *By owner* = `MONITOR` on a smaller sample: each line "
+        "run inside Lua scripts, plus the FCALL itself: EVALSHA before parkway's scripts were Redis functions). "
+        "*By owner* = `MONITOR` on a smaller sample: each line "
         'names its keys (`"pw:` → parkway, `"rq:` → RQ, no key → its own row: MULTI/EXEC of RQ\'s '
         "transactions, health-check PINGs, and in the floor the signal RPUSH and LPOP polls); lines tagged "
         "`lua` ran inside a script (parkway's start and resume scripts write RQ's job hash: those RQ commands "
