@@ -220,20 +220,22 @@ def test_the_reconciler_deletes_other_versions_libraries_none_loaded_for_a_day(
     assert isinstance(store, RedisStore) and harness.connection is not None
     admin = harness.connection
     old, recent = _library("pw_create_" + "0" * 16), _library("pw_create_" + "1" * 16)
-    for library in (old, recent):
+    foreign = _library("another_apps_library")  # named in the hash by another hand: never parkway's to delete
+    for library in (old, recent, foreign):
         load_function(admin, library)
     now = now_ms()
     day = FUNCTIONS_IDLE_MS
-    current = {name.decode() for name in admin.hkeys(keys.functions())} - {old.name, recent.name}
+    current = {name.decode() for name in admin.hkeys(keys.functions())} - {old.name, recent.name, foreign.name}
     assert current and current <= store.function_names()  # what the run loaded was recorded
-    admin.hset(keys.functions(), mapping={old.name: now - day - 1, recent.name: now - day + 60_000,
+    admin.hset(keys.functions(), mapping={old.name: now - day - 1, recent.name: now - day + 60_000, foreign.name: 0,
                                           **{name: now - 3 * day for name in current}})
     store.prune_idle(now)
 
     def libraries() -> set[str]:
         return {dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"].decode() for lib in admin.function_list()}
 
-    assert old.name not in libraries() and recent.name in libraries() and current <= libraries()
+    assert old.name not in libraries() and current <= libraries()
+    assert recent.name in libraries() and foreign.name in libraries()
     assert old.name.encode() not in admin.hkeys(keys.functions())
     assert run_script(admin, old, [], []) == 1  # a process still on that version loads it again
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted

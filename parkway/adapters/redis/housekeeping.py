@@ -5,6 +5,7 @@ streams a park folded, pruning what no run holds, the reconciler's lock, the tal
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,8 @@ else:  # the calls' classes load with the first transition (see parkway._lazy)
 
 FUNCTIONS_IDLE_MS = 24 * 3600 * 1000
 """a function library of another version none loaded for this long is deleted (``_prune_functions``)"""
+LIBRARY_NAME = re.compile(r"pw_[a-z][a-z0-9_]*_[0-9a-f]{16}")
+"""the name of one of parkway's libraries (``scripts.library``): only such a name is ever deleted"""
 
 
 class Housekeeping:
@@ -207,9 +210,12 @@ class Housekeeping:
         next call (``connection.run_script``); so the libraries of a version left running are
         deleted at most once a day. The libraries it deleted."""
         with translated():
+            # (a name the hash holds that is not one of parkway's, written there by another hand, is left
+            # alone: the deletes below reach only parkway's libraries)
             loaded = {_text(name): int(at) for name, at in self.client.hgetall(keys.functions()).items()}
             mine = self.function_names()
-            idle = [name for name, at in loaded.items() if name not in mine and at < now - FUNCTIONS_IDLE_MS]
+            idle = [name for name, at in loaded.items()
+                    if LIBRARY_NAME.fullmatch(name) and name not in mine and at < now - FUNCTIONS_IDLE_MS]
             for name in idle:
                 try:
                     self.client.function_delete(name)
