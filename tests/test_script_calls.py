@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -31,7 +34,7 @@ from parkway.errors import ParkwayError, StaleFence, StoreError
 from parkway.runtime.clock import now_ms
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
-from tests.procs import RedisServer
+from tests.procs import ROOT, RedisServer
 
 
 def _harness(server: RedisServer, closing: Closing) -> Harness:
@@ -239,3 +242,21 @@ def test_the_reconciler_deletes_other_versions_libraries_none_loaded_for_a_day(
     assert old.name.encode() not in admin.hkeys(keys.functions())
     assert run_script(admin, old, [], []) == 1  # a process still on that version loads it again
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted
+
+
+def test_a_worker_on_a_redis_without_functions_refuses_to_start(tmp_path: Path) -> None:
+    """``parkway worker`` on a server without FCALL and FUNCTION (before Redis 7.0) exits at once with
+    an error that says what it needs, instead of taking jobs it cannot begin and failing each one."""
+    renamed = [arg for command in ("FCALL", "FUNCTION") for arg in ("--rename-command", command, "")]
+    server = RedisServer(tmp_path, appendonly=False, extra=renamed)
+    server.start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")}
+        env.update(PYTHONPATH=str(ROOT), PARKWAY_SECRET=SECRET)
+        done = subprocess.run([sys.executable, "-m", "parkway.cli", "worker", "--burst", "--redis-url", server.url],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "parkway: error:" in done.stderr and "Redis 7.0 or newer" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    finally:
+        server.stop()

@@ -18,7 +18,8 @@ from rq.exceptions import DeserializationError
 from rq.job import Job
 from rq.worker_pool import WorkerPool
 
-from ..adapters.redis.connection import connect
+from ..adapters.redis.connection import connect, require_functions
+from ..adapters.redis.errors import translated
 from ..adapters.redis.replicas import ReplicaAcks
 from ..config import Settings
 from ..runtime.store import Attempt
@@ -269,6 +270,8 @@ def run_worker(settings: Settings, *, burst: bool = False, workers: int = 1) -> 
     # raises its connection's socket timeout to minutes for its blocking dequeue
     rt = install(settings)
     connection = connect(settings.redis_url)
+    with translated():
+        require_functions(connection)  # a server without them: refused now, not job by job
     # what the process holds now (imports, the runtime) lives as long as it does: out of the cyclic
     # collector's way, a full collection (tens of ms over the imported modules' objects, about one
     # in a thousand jobs) no longer lands on a job; collected first, so no garbage is kept for good

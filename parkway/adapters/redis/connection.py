@@ -36,6 +36,7 @@ from hiredis import pack_command
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
+from ...runtime.errors import ConfigError
 from . import keys, layout
 from .replicas import ReplicaAcks, ReplicaShortfall
 from .scripts import Function
@@ -223,6 +224,18 @@ def _needs_functions(refused: rex.ResponseError) -> rex.ResponseError | None:
     if "unknown command" not in str(refused).lower():
         return None
     return rex.ResponseError(f"parkway needs Redis 7.0 or newer (its scripts are Redis functions): {refused}")
+
+
+def require_functions(client: redis.Redis) -> None:
+    """Raise ConfigError unless ``client``'s server runs functions (Redis 7.0+: FUNCTION, FCALL),
+    which every transition is: for a process that serves a queue (``parkway worker``), which would
+    otherwise take jobs it cannot begin and fail each one. One round trip."""
+    (reply,) = run_commands(client, [("FUNCTION", "LIST", "LIBRARYNAME", "pw_")])
+    if isinstance(reply, rex.ResponseError):
+        needs = _needs_functions(reply)
+        if needs is None:
+            raise reply
+        raise ConfigError(str(needs)) from reply
 
 
 def load_function(client: redis.Redis, function: Function) -> None:
