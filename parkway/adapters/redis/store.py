@@ -1,9 +1,10 @@
 """The Redis Store: each transition is one Lua script over the run's keys.
 
 Scripts live beside this module as ``.lua`` files, each opening with its KEYS/ARGV schema; the
-loader (:func:`.scripts.source`) adds the shared files and binds the names, and each is called
-through its typed arguments (:mod:`.calls`). They are registered once per client, and sent here
-(``_send``: translated errors, replica waits, ``around_scripts``). redis-py errors are translated
+loader (:func:`.scripts.library`) adds the shared files and binds the names, making each a Redis
+function of its own library, and each is called through its typed arguments (:mod:`.calls`). Redis
+loads one when a call finds it missing; calls are sent here (``_send``: translated errors, replica
+waits, ``around_scripts``). redis-py errors are translated
 into parkway errors by :func:`~parkway.adapters.redis.errors.translated`. ``RedisStore`` is
 composed of the transitions (:mod:`.transitions`), the housekeeping (:mod:`.housekeeping`), a
 run's records (:mod:`.records`), the interrupt listings (:mod:`.listings`) and the run index
