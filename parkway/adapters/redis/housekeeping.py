@@ -9,8 +9,6 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import redis.exceptions as rex
-
 from ..._lazy import LazyModule
 from ...runtime import telemetry
 from ...runtime.protocol import ID_PATTERN
@@ -183,12 +181,17 @@ class Housekeeping:
         """Drop what no run holds any more (``prune.lua``): each workflow's closed interrupts past
         the retention; a workflow with none left in any index; the pause feed once no workflow is
         left; and the function libraries of other versions than this process's that none loaded for
-        ``FUNCTIONS_IDLE_MS`` (``_prune_functions``). The workflows it forgot. Two round trips, one
-        script per workflow, and one for the libraries."""
-        self._prune_functions(now)
+        ``FUNCTIONS_IDLE_MS`` (``_prune_functions``). The workflows it forgot. Two round trips (the
+        workflows and the libraries' loads read together, then one script per workflow), and one
+        more when there are libraries to delete."""
         floor = codec.time_floor(max(0, now - self.limits.retention_ms))
         with translated():
-            workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
+            pipe = self.client.pipeline(transaction=False)
+            pipe.smembers(keys.workflows())
+            pipe.hgetall(keys.functions())
+            names, loaded = pipe.execute()
+            self._prune_functions(now, {_text(name): int(at) for name, at in loaded.items()})
+            workflows = sorted(_text(n) for n in names)
             if not workflows:
                 return []
             pipe = self.client.pipeline(transaction=False)
@@ -202,28 +205,27 @@ class Housekeeping:
                     raise reply
         return [wf for wf, gone in zip(workflows, pruned, strict=True) if gone]
 
-    def _prune_functions(self, now: int) -> list[str]:
-        """Delete parkway's function libraries (``keys.functions``: each one a process had Redis load,
-        with when) that are not this process's version and none loaded for ``FUNCTIONS_IDLE_MS``:
-        every deploy of changed scripts loads new ones beside the old, and Redis keeps them (and
-        persists them) until deleted. A process still calling a deleted one loads it again on its
-        next call (``connection.run_script``); so the libraries of a version left running are
-        deleted at most once a day. The libraries it deleted."""
-        with translated():
-            # (a name the hash holds that is not one of parkway's, written there by another hand, is left
-            # alone: the deletes below reach only parkway's libraries)
-            loaded = {_text(name): int(at) for name, at in self.client.hgetall(keys.functions()).items()}
-            mine = self.function_names()
-            idle = [name for name, at in loaded.items()
-                    if LIBRARY_NAME.fullmatch(name) and name not in mine and at < now - FUNCTIONS_IDLE_MS]
-            for name in idle:
-                try:
-                    self.client.function_delete(name)
-                except rex.ResponseError as exc:  # deleted by another reconciler, or by hand
-                    if "not found" not in str(exc).lower():
-                        raise
-            if idle:
-                self.client.hdel(keys.functions(), *idle)
+    def _prune_functions(self, now: int, loaded: dict[str, int]) -> list[str]:
+        """Delete parkway's function libraries that are not this process's version and none loaded
+        for ``FUNCTIONS_IDLE_MS`` (``loaded``: ``keys.functions``, each library a process had Redis
+        load, with when), in one round trip: every deploy of changed scripts loads new ones beside
+        the old, and Redis keeps them (and persists them) until deleted. A process still calling a
+        deleted one loads it again on its next call (``connection.run_script``); so the libraries of
+        a version left running are deleted at most once a day. A name the hash holds that is not one
+        of parkway's (written there by another hand) is left alone. The libraries it deleted."""
+        mine = self.function_names()
+        idle = [name for name, at in loaded.items()
+                if LIBRARY_NAME.fullmatch(name) and name not in mine and at < now - FUNCTIONS_IDLE_MS]
+        if not idle:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for name in idle:
+            pipe.function_delete(name)
+        pipe.hdel(keys.functions(), *idle)
+        for reply in pipe.execute(raise_on_error=False):
+            # a library deleted by another reconciler, or by hand, is not there: nothing to do
+            if isinstance(reply, Exception) and "not found" not in str(reply).lower():
+                raise reply
         return idle
 
     def _prune_call(self, workflow: str, floor: bytes) -> calls.Prune:
