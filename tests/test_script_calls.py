@@ -260,3 +260,54 @@ def test_a_worker_on_a_redis_without_functions_refuses_to_start(tmp_path: Path) 
         assert "Traceback" not in done.stderr
     finally:
         server.stop()
+
+
+def test_the_reconcilers_prune_loads_its_function_again_when_redis_lost_it(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """prune_idle sends one prune per workflow in a pipeline, its function loaded once by this store:
+    a Redis that lost it since (FUNCTION FLUSH, a restart without data) answers those calls that no
+    such function exists, having run nothing; each is made again, loading it, and the pass completes."""
+    harness = _harness(private_redis, closing)
+    harness.start_and_run(flows.one_choice)
+    store = harness.pw.store
+    assert isinstance(store, RedisStore) and harness.connection is not None
+    assert store.prune_idle(now_ms()) == []  # loads the prune function (the workflow still has its interrupt)
+    harness.connection.function_flush()
+    assert store.prune_idle(now_ms()) == []
+    libraries = [dict(zip(lib[::2], lib[1::2], strict=True)) for lib in harness.connection.function_list()]
+    assert any(lib[b"library_name"].startswith(b"pw_prune_") for lib in libraries)
+
+
+def test_processes_racing_to_load_a_function_redis_lacks_all_get_their_answer_taken_once(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """Eight clients, each on its own connections, answer eight interrupts at once on a Redis that has
+    just lost its functions: each finds resume's function missing, several load it at the same moment
+    (all but the first find it there already, which is no error), and every answer is accepted once;
+    the same answers sent again read accepted without a second commit."""
+    harness = _harness(private_redis, closing)
+    runs = [harness.start_and_run(flows.one_choice) for _ in range(8)]
+    tokens = [harness.token(r) for r in runs]
+    settings = Settings(redis_url=private_redis.url, secret=SECRET)
+    clients = [closing(Parkway(settings)) for _ in runs]
+    assert harness.connection is not None
+    harness.connection.function_flush()
+    barrier = threading.Barrier(len(runs))
+    outcomes: list[str] = [""] * len(runs)
+
+    def answer(i: int) -> None:
+        barrier.wait()
+        outcomes[i] = clients[i].resume(tokens[i], selected="red").outcome.value
+
+    threads = [threading.Thread(target=answer, args=(i,)) for i in range(len(runs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert outcomes == ["accepted"] * len(runs)
+    assert [c.resume(t, selected="red").outcome.value for c, t in zip(clients, tokens, strict=True)] == ["accepted"] * 8
+    harness.run_jobs()
+    assert [harness.pw.get_run(r).status for r in runs] == [RunStatus.COMPLETED] * len(runs)
+    resumed = [[e.type for e in harness.pw.stream(r, timeout=5)].count("interrupt.resumed") for r in runs]
+    assert resumed == [1] * len(runs)
