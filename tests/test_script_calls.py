@@ -42,6 +42,16 @@ def _harness(server: RedisServer, closing: Closing) -> Harness:
     return Harness("redis", closing(Parkway(settings)), settings, closing(redis.Redis.from_url(server.url)))
 
 
+def _library(name: str, body: str = "return 1") -> Function:
+    """A library of one function ``name`` running ``body``."""
+    return Function(name, f"#!lua name={name}\nredis.register_function('{name}', function(KEYS, ARGV) {body} end)")
+
+
+def _libraries(client: redis.Redis) -> set[str]:
+    """The names of the function libraries ``client``'s server holds."""
+    return {dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"].decode() for lib in client.function_list()}
+
+
 def test_a_transition_whose_function_redis_lost_loads_it_again(private_redis: RedisServer, closing: Closing) -> None:
     """FUNCTION FLUSH (as after a Redis restart without its data) between the pause and the answer:
     resume's and the worker's functions are loaded again on their next call, and the run completes."""
@@ -54,8 +64,7 @@ def test_a_transition_whose_function_redis_lost_loads_it_again(private_redis: Re
     assert harness.pw.resume(token, selected="red").accepted
     harness.run_jobs()
     assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
-    libraries = [dict(zip(lib[::2], lib[1::2], strict=True)) for lib in harness.connection.function_list()]
-    names = {lib[b"library_name"].decode().split("_")[1] for lib in libraries}
+    names = {name.split("_")[1] for name in _libraries(harness.connection)}
     assert {"resume", "begin", "advance"} <= names
 
 
@@ -95,8 +104,7 @@ def test_the_redis_py_surface_run_script_uses_is_there(private_redis: RedisServe
     to do after a failed attempt), and Redis's refusal of a function it lacks as a ResponseError
     that ``function_missing`` knows; a function loaded twice (two processes) is no error."""
     client = closing(redis.Redis.from_url(private_redis.url))
-    script = Function("pw_test_echo", "#!lua name=pw_test_echo\nredis.register_function('pw_test_echo', "
-                      "function(KEYS, ARGV) return {KEYS[1], ARGV[1]} end)")
+    script = _library("pw_test_echo", "return {KEYS[1], ARGV[1]}")
     with pytest.raises(rex.ResponseError) as refused:
         client.fcall(script.name, 1, "k", "v")
     assert function_missing(refused.value) and not function_missing(rex.ResponseError("STALE GONE run is gone"))
@@ -206,8 +214,6 @@ def test_a_full_redis_refuses_an_answer_whole_and_takes_it_once_memory_frees(
     assert harness.pw.get_run(run_id).status is RunStatus.COMPLETED
 
 
-def _library(name: str) -> Function:
-    return Function(name, f"#!lua name={name}\nredis.register_function('{name}', function(KEYS, ARGV) return 1 end)")
 
 
 def test_the_reconciler_deletes_other_versions_libraries_none_loaded_for_a_day(
@@ -234,11 +240,8 @@ def test_the_reconciler_deletes_other_versions_libraries_none_loaded_for_a_day(
                                           **{name: now - 3 * day for name in current}})
     store.prune_idle(now)
 
-    def libraries() -> set[str]:
-        return {dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"].decode() for lib in admin.function_list()}
-
-    assert old.name not in libraries() and current <= libraries()
-    assert recent.name in libraries() and foreign.name in libraries()
+    assert old.name not in _libraries(admin) and current <= _libraries(admin)
+    assert recent.name in _libraries(admin) and foreign.name in _libraries(admin)
     assert old.name.encode() not in admin.hkeys(keys.functions())
     assert run_script(admin, old, [], []) == 1  # a process still on that version loads it again
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted
@@ -275,8 +278,7 @@ def test_the_reconcilers_prune_loads_its_function_again_when_redis_lost_it(
     assert store.prune_idle(now_ms()) == []  # loads the prune function (the workflow still has its interrupt)
     harness.connection.function_flush()
     assert store.prune_idle(now_ms()) == []
-    libraries = [dict(zip(lib[::2], lib[1::2], strict=True)) for lib in harness.connection.function_list()]
-    assert any(lib[b"library_name"].startswith(b"pw_prune_") for lib in libraries)
+    assert any(name.startswith("pw_prune_") for name in _libraries(harness.connection))
 
 
 def test_processes_racing_to_load_a_function_redis_lacks_all_get_their_answer_taken_once(
