@@ -15,7 +15,8 @@ import redis
 from pydantic.alias_generators import to_camel, to_snake
 
 from tests.casing import CAMEL, not_camel
-from tests.procs import ROOT, wait_for
+from tests.procs import wait_for
+from tests.readme import section
 from tests.test_api import USER_KEY, Server, _api, _sse, _wait_status, close_api_clients, serving
 from tests.test_cli import in_process
 from tests.test_problems import _is_problem
@@ -69,8 +70,7 @@ def test_every_property_and_query_parameter_of_the_openapi_document_is_camel_cas
             found |= {(f"{method} {path}", p["name"]) for p in operation.get("parameters", []) if p["in"] == "query"}
     assert len(found) > 100
     assert {(owner, name) for owner, name in found if not CAMEL.fullmatch(name)} == SEED_PROPERTIES
-    readme = (ROOT / "README.md").read_text()
-    dialect = readme[readme.index("**One dialect.**"):].split("\n\n")[0]
+    dialect = section("**One dialect.**")[1].split("\n\n")[0]
     assert all(f"`{name}`" in dialect for _, name in SEED_PROPERTIES), dialect
 
 

@@ -1,4 +1,5 @@
-"""Every Python block of the README runs as printed, embedded, beside the first one saved as myapp/flows.py."""
+"""Every Python block of the README and of the documentation site (docs/) runs as printed, embedded, beside
+the workflow module of "A run" saved as myapp/flows.py."""
 
 from __future__ import annotations
 
@@ -9,23 +10,21 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.procs import ROOT
+from tests.readme import ROOT, Block, block_under, doc_pages, python_blocks
 
-BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 RUN_ELSEWHERE = re.compile(r'run_readme_example\("([^"]+)"')
+MODULE = "# A run: nodes, edges and data"
+"""the page heading whose first block is the module the other examples start as myapp.flows:approval"""
 
 
-def _blocks() -> list[tuple[int, str]]:
-    """(line, code) of each Python block, but the first (the module the others import) and those under a
-    heading another test runs (tests/readme.py)."""
-    readme = (ROOT / "README.md").read_text()
-    covered = set()
+def _blocks() -> tuple[Block, list[Block]]:
+    """The module block, and every other block but those under a heading another test runs
+    (tests/readme.py's ``run_readme_example``)."""
+    module = block_under(MODULE)
+    covered = {module}
     for test in (ROOT / "tests").glob("test_*.py"):
-        for heading in RUN_ELSEWHERE.findall(test.read_text()):
-            section = readme.index(heading)
-            covered.add(readme.index("```python\n", section))
-    return [(readme[: m.start()].count("\n") + 1, m.group(1)) for m in BLOCK.finditer(readme)
-            if m.start() not in covered][1:]
+        covered |= {block_under(heading) for heading in RUN_ELSEWHERE.findall(test.read_text())}
+    return module, [b for b in python_blocks() if b not in covered]
 
 
 def _run(code: str, where: Path) -> subprocess.CompletedProcess[str]:
@@ -34,17 +33,21 @@ def _run(code: str, where: Path) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
-def test_every_python_block_of_the_readme_runs_as_printed(tmp_path: Path) -> None:
-    """Each block (the first is the workflow module the others start as myapp.flows:approval) exits 0 on its own."""
-    blocks = _blocks()
-    first = BLOCK.search((ROOT / "README.md").read_text())
-    assert first is not None and "approval = Workflow" in first.group(1)
+def test_every_python_block_of_the_readme_and_the_docs_runs_as_printed(tmp_path: Path) -> None:
+    """Each block (the module of "A run" is the workflow module the others start as myapp.flows:approval)
+    exits 0 on its own; the blocks other tests run by heading are run there."""
+    module, blocks = _blocks()
+    assert "approval = Workflow" in module.code
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")
-    (tmp_path / "myapp" / "flows.py").write_text(first.group(1))
-    assert len(blocks) >= 7
+    (tmp_path / "myapp" / "flows.py").write_text(module.code)
+    pages = {b.page for b in python_blocks()}
+    print(f"running {len(blocks)} Python blocks of {len(pages)} pages ({len(python_blocks())} blocks in all, "
+          f"{len(python_blocks()) - len(blocks)} run by the module or by tests/test_readme_*.py and others)")
+    assert len(blocks) >= 12 and len(pages) >= 10 and ROOT / "README.md" in pages
+    assert len(doc_pages()) >= 30
     with ThreadPoolExecutor(max_workers=4) as pool:
-        done = list(pool.map(lambda block: _run(block[1], tmp_path), blocks))
-    failed = [f"README line {line}: {d.stderr.strip().splitlines()[-1]}" for (line, _), d in zip(blocks, done,
-              strict=True) if d.returncode != 0]
+        done = list(pool.map(lambda block: _run(block.code, tmp_path), blocks))
+    failed = [f"{b.where}: {d.stderr.strip().splitlines()[-1]}" for b, d in zip(blocks, done, strict=True)
+              if d.returncode != 0]
     assert not failed, failed

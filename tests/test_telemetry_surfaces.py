@@ -12,9 +12,9 @@ import pytest
 import redis
 
 from parkway import Parkway, Settings
-from tests import flows
+from tests import flows, readme
 from tests.conftest import SECRET
-from tests.procs import ROOT, wait_for
+from tests.procs import wait_for
 from tests.readme import run_readme_example
 from tests.test_api import Server, _api, _token, close_api_clients
 from tests.test_cli import parkway
@@ -80,7 +80,7 @@ def test_cli_shows_an_interrupt_and_lists_ended_ones(redis_client: redis.Redis, 
 def test_the_readme_telemetry_example_runs_as_printed(tmp_path: Path) -> None:
     """The README's "Interrupt telemetry" example runs embedded and prints what the README says."""
     lines = run_readme_example("## Interrupt telemetry", tmp_path)
-    section = (ROOT / "README.md").read_text().split("## Interrupt telemetry", 1)[1]
+    section = readme.section("## Interrupt telemetry")[1]
     printed = section[section.index("prints\n\n```\n") + len("prints\n\n```\n"):]
     expected = printed[: printed.index("```")].splitlines()
     assert lines[0].startswith(expected[0].removesuffix("…")) and lines[1:] == expected[1:]
