@@ -1,5 +1,6 @@
-"""The ten-minute tour runs as printed: its flows.py, a real `parkway worker` and a real `parkway serve`
-process on Redis, the answer given through the route the inbox page posts to, the run completed."""
+"""The ten-minute tour (README.md, docs/getting-started/tour.md) runs as printed: its flows.py, a real
+`parkway worker` and a real `parkway serve` process on Redis, the answer given through the route the
+inbox page posts to, the run completed."""
 
 from __future__ import annotations
 
@@ -111,3 +112,12 @@ def test_the_tour_runs_a_worker_and_the_server_and_the_inbox_answer_completes_th
     assert '"paid": true' in shown and '"to": "ACME"' in shown
     assert all(proc.poll() is None for proc in background), "the worker and the server still run"
 
+
+
+def test_the_readme_tour_is_the_tour_page() -> None:
+    """The README's tour gives the same flows.py and the same commands as the site's tour page, which
+    the test above runs (the README's copy is found first)."""
+    readme, page = ROOT / "README.md", ROOT / "docs" / "getting-started" / "tour.md"
+    assert section(TOUR)[0] == readme
+    assert _tour(readme) == _tour(page)
+    assert len(readme.read_text().splitlines()) <= 200
