@@ -84,6 +84,7 @@ def race(data: dict[str, Any]) -> dict[str, Any]:
     first = use_first(COLORS, timer_ms=data.get("timer", 60_000), id="pick", child=child)
     return {"kind": first.kind, "value": first.value}
 
+
 # --- a gate in a run below: a fork past it must ask it again ----------------------------------
 
 APPROVE = {
@@ -92,23 +93,35 @@ APPROVE = {
     "options": [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}],
 }
 
+
+def _prepare(data: dict[str, Any]) -> dict[str, Any]:
+    return {"prepared": True}
+
+
 approval = Workflow("fork_approval")
-"""a child that asks a person to approve: the gate"""
+"""a child that asks a person to approve, at its step 1 (its steps are not its root's): the gate"""
+approval.node(start=True, name="prepare")(_prepare)
 
 
-@approval.node(start=True)
+@approval.node()
 def approve(data: dict[str, Any]) -> dict[str, Any]:
     return {"approved": use_interrupt(APPROVE, id="approve") == "yes"}
 
 
+approval.edge("prepare", "approve")
+
 relay = Workflow("fork_relay")
-"""a child that runs the approval as a child of its own: the gate sits in a grandchild"""
+"""a child that runs the approval as a child of its own at its step 1: the gate sits in a grandchild"""
+relay.node(start=True, name="prepare")(_prepare)
 
 
-@relay.node(start=True)
+@relay.node()
 def ask_below(data: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = use_workflow(approval, {}, id="approval")
     return out
+
+
+relay.edge("prepare", "ask_below")
 
 
 def _raced() -> dict[str, Any]:
@@ -118,12 +131,16 @@ def _raced() -> dict[str, Any]:
 
 
 racing = Workflow("fork_racing")
-"""a child whose ``use_first`` races its own question against a grandchild's approval"""
+"""a child whose ``use_first`` (at its step 1) races its own question against a grandchild's approval"""
+racing.node(start=True, name="prepare")(_prepare)
 
 
-@racing.node(start=True)
+@racing.node()
 def race_below(data: dict[str, Any]) -> dict[str, Any]:
     return _raced()
+
+
+racing.edge("prepare", "race_below")
 
 
 payment = Workflow("fork_payment")
