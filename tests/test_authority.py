@@ -510,6 +510,10 @@ def test_a_fork_past_an_answered_interrupt_asks_again_unless_the_caller_is_syste
     waiting = wait_for(lambda: (r := ada.get(f"/v1/runs/{again}").json())["status"] == "waiting" and r, 20,
                        "the fork to ask again")
     assert waiting["node"] == "second" and waiting["data"]["x"] == 999
+    for key in (MACHINE, ACME_MACHINE):  # a machine is no system caller: it re-opens the gate too
+        by_machine = dep.api(key).post(f"/v1/runs/{run_id}/fork", json={"step": 2, "input": {"x": 7}})
+        assert by_machine.status_code == 201, by_machine.text
+        assert by_machine.json()["forkedFrom"] == {"runId": run_id, "step": 1}, key
     by_system = system.post(f"/v1/runs/{run_id}/fork", json={"step": 2})
     assert by_system.json()["forkedFrom"] == {"runId": run_id, "step": 2}
     done = by_system.json()["runId"]
@@ -525,6 +529,81 @@ def test_a_fork_lays_input_over_a_run_only_for_a_caller_of_its_starters_rank(dep
     acme = dep.api(ACME_MACHINE)
     assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0, "input": {"x": 5}}).status_code == 403
     assert acme.post(f"/v1/runs/{run_id}/fork", json={"step": 0}).status_code == 201
+
+
+PAYMENT = "tests.flows_fork:payment"
+"""step 0 waits on an approval in a run below it (``gate`` says where); step 1 charges"""
+
+
+def _approval_below(dep: Deployment, run_id: str) -> dict[str, Any]:
+    """The approval a payment run waits on in a run below it, with its token (read as system)."""
+    def listed() -> list[dict[str, Any]]:
+        items = dep.api(SYSTEM).get("/v1/interrupts", params={"runId": run_id, "tokens": "true"}).json()["items"]
+        return [i for i in items if i["workflow"] == "fork_approval"]
+
+    found: dict[str, Any] = wait_for(listed, 30, f"{run_id}'s approval to be asked")[0]
+    assert found["runId"] != run_id
+    return found
+
+
+@pytest.mark.parametrize("key", [ADA, ACME_MACHINE], ids=lambda k: k.name)
+def test_a_fork_past_an_approval_in_a_run_below_asks_it_again(dep: Deployment, key: Key) -> None:
+    """Issue 33: an approval answered in a child, a grandchild, a fan-out's child or a use_first
+    race's child (of the run or of its child) gates its root's step; a user's or a tenant machine's
+    fork past it with new input re-opens that step (forkedFrom.step 0), which asks the approval
+    again and charges nothing."""
+    from tests.flows_fork import GATES
+
+    api, system = dep.api(key), dep.api(SYSTEM)
+    runs = {}
+    for gate in GATES:  # all started at once: the worker runs them side by side
+        started = api.post("/v1/runs", json={"workflow": PAYMENT, "runId": _unique(f"pay-{gate}"),
+                                             "input": {"gate": gate, "to": "shop", "amount": 10}})
+        assert started.status_code == 201, started.text
+        runs[gate] = started.json()["runId"]
+    for run_id in runs.values():
+        answered = system.post("/v1/resume", json={"token": _approval_below(dep, run_id)["resumeToken"],
+                                                    "selected": "yes"})
+        assert answered.status_code == 200, answered.text
+    forks = {}
+    for gate, run_id in runs.items():
+        done = wait_for(lambda r=run_id: (got := api.get(f"/v1/runs/{r}").json())["status"] == "completed" and got,
+                        30, f"{run_id} to charge")
+        assert done["output"]["charged"] == {"to": "shop", "amount": 10}
+        forked = api.post(f"/v1/runs/{run_id}/fork", json={"step": 1, "input": {"to": "attacker", "amount": 999999}})
+        assert forked.status_code == 201, (gate, forked.text)
+        forks[gate] = forked.json()
+    assert {g: f["forkedFrom"]["step"] for g, f in forks.items()} == dict.fromkeys(GATES, 0)
+    for gate, forked in forks.items():
+        new = forked["runId"]
+        waiting = wait_for(lambda n=new: (r := api.get(f"/v1/runs/{n}").json())["status"] == "waiting" and r, 30,
+                           f"the fork of {gate} to ask again")
+        assert waiting["node"] == "gate" and "charged" not in (waiting["data"] or {}), (gate, waiting)
+        assert _approval_below(dep, new)
+
+
+def test_resume_or_start_lays_input_over_a_run_only_for_a_caller_of_its_starters_rank(dep: Deployment) -> None:
+    """Issue 33: the fork's rule at the restart door too: a tenant's machine may start a system
+    caller's expired run again as it was, but not with input or a workflow of its own (403,
+    nothing started); the run it starts is still the system caller's (its input: 403 again)."""
+    system, acme = dep.api(SYSTEM), dep.api(ACME_MACHINE)
+    started = system.post("/v1/runs", json={"workflow": THREE, "input": {}, "runId": _unique("r-sys"),
+                                            "tenant": "acme", "ttlMs": 1000})
+    assert started.status_code == 201, started.text
+    run_id = started.json()["runId"]
+    gate = _parked(dep, Target(run_id, SYSTEM))
+    wait_for(lambda: system.get(f"/v1/runs/{run_id}").json()["status"] == "expired", 30, "the gate to expire")
+    before = {r["runId"] for r in system.get("/v1/runs", params={"limit": 1000}).json()["items"]}
+    for overlay in ({"input": {"x": 5}}, {"workflow": THREE}, {"input": {}, "workflow": THREE}):
+        refused = acme.post("/v1/resume-or-start", json={"token": gate.token, "selected": "red", **overlay})
+        assert refused.status_code == 403, (overlay, refused.text)
+    assert {r["runId"] for r in system.get("/v1/runs", params={"limit": 1000}).json()["items"]} == before
+    again = acme.post("/v1/resume-or-start", json={"token": gate.token, "selected": "red"})
+    assert again.status_code == 201 and again.json()["restartedFrom"] == run_id, again.text
+    new = again.json()["runId"]
+    assert acme.post(f"/v1/runs/{new}/fork", json={"step": 0, "input": {"x": 5}}).status_code == 403
+    by_system = system.post("/v1/resume-or-start", json={"token": gate.token, "selected": "red", "input": {"x": 5}})
+    assert by_system.status_code == 201, by_system.text
 
 
 def test_another_tenants_run_or_session_reads_exactly_as_one_that_never_existed(dep: Deployment) -> None:

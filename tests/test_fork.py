@@ -151,3 +151,31 @@ def test_a_fork_inside_a_loop_starts_from_that_pass(harness: Harness) -> None:
     assert run.status is RunStatus.COMPLETED and run.output == {"n": 3, "done": True}, run
     steps = [e.data["step"] for e in harness.pw.store.read_events(new, "0", None, 100) if e.type == "node.started"]
     assert steps == [0, 1]  # the fork's activations are its own: count_up as the old run's step 2, then finish
+
+
+def _approved_below(harness: Harness, gate: str) -> str:
+    """A completed run of flows_fork.payment whose step 0 passed its approval in a run below."""
+    run_id = harness.start_and_run(flows_fork.payment, {"gate": gate, "to": "shop", "amount": 10})
+    asked = harness.pw.list_interrupts(run_id=run_id, include_tokens=True).items
+    approval = next(i for i in asked if i.workflow == "fork_approval")
+    assert approval.run_id != run_id and approval.resume_token is not None
+    assert harness.pw.resume(approval.resume_token, selected="yes").accepted
+    harness.run_jobs()
+    run = harness.pw.get_run(run_id)
+    assert run.status is RunStatus.COMPLETED and run.output["charged"] == {"to": "shop", "amount": 10}, run
+    return run_id
+
+
+@pytest.mark.parametrize("gate", flows_fork.GATES)
+def test_an_approval_in_a_run_below_is_a_gate_a_fork_past_it_asks_again(harness: Harness, gate: str) -> None:
+    """An approval answered in a child, a grandchild, a fan-out's child or a use_first race's child
+    (of the run or of its child) gates the root's step that started them: ``gated_step`` of a later
+    step is that step, and a fork there with new input asks the approval again, charging nothing."""
+    old = _approved_below(harness, gate)
+    assert harness.pw.gated_step(old, 1) == 0
+    assert harness.pw.gated_step(old, 0) == 0
+    new = harness.pw.fork(old, step=harness.pw.gated_step(old, 1), input={"to": "attacker", "amount": 999999})
+    harness.run_jobs()
+    run = harness.pw.get_run(new)
+    assert run.status is RunStatus.WAITING and "charged" not in (run.data or {}), run
+    assert any(i.workflow == "fork_approval" for i in harness.pw.list_interrupts(run_id=new).items)

@@ -219,13 +219,15 @@ class Parkway:
 
     def gated_step(self, run_id: str, step: int) -> int:
         """The step a fork of ``run_id`` at ``step`` re-opens so that no answer is skipped: the last
-        activation before ``step`` whose interrupt ended (its question is asked again), else
-        ``step`` itself. Past activations never change, so this read needs no lock."""
+        gate before ``step`` (its question is asked again), else ``step`` itself. A gate is an
+        activation whose interrupt ended, or in which a run below (``use_workflow``,
+        ``use_workflows``, a ``use_first`` child, at any depth) paused: the runs below start again
+        with it. Past activations never change, so this read needs no lock."""
         check_id(run_id, "run id")
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise ValidationError(f"fork step must be a non-negative integer, not {step!r}", run_id=run_id)
-        answered = self.store.answered_steps(run_id, step)
-        return answered[-1] if answered else step
+        gates = self.store.gate_steps(run_id, step)
+        return gates[-1] if gates else step
 
     def workflow_ref(self, workflow: Workflow | str) -> tuple[Workflow, str]:
         """The workflow and the reference workers find it by; refused now if workers would refuse it

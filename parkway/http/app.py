@@ -789,12 +789,15 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
     def resume_or_start(body: ResumeOrStartBody, who: Auth) -> JSONResponse:
         responder = who.name if who.role == "user" else (body.responder or who.name)
         try:
-            pw.check_run(tokens.run_id_of(body.token), who, "restart")
+            run_id = tokens.run_id_of(body.token)
+            record = pw.check_run(run_id, who, "restart")
         except MalformedResume as exc:
             refused.add("invalid")
             return _problem(422, exc)
         except RunNotFound:  # another tenant's or owner's run answers as no run
             return outcome_problem(404, {"outcome": "unknown"})
+        if body.input is not None or body.workflow is not None:  # a restart keeps the run's origin: fork's rule
+            check_overlay(who, run_id, record.origin if record is not None else None)
         try:
             # a new run is the old one's tenant's (from its summary), else the key's
             result = pw.resume_or_start(body.token, selected=body.selected, value=body.value,

@@ -22,8 +22,11 @@ restart (resume-or-start)      as answer                    as answer
 
 A fork re-opens a step with the data it started with: past an activation that recorded an answer
 it would run what that answer let through without asking. A fork by any caller but system re-opens
-the last answered activation at or before the step asked instead (its question is asked again),
-and only a caller of at least the run's origin may lay input over the data.
+the last gate before the step asked instead (its question is asked again): an activation whose
+interrupt ended, or one in which a run below it paused (a child, a fan-out's or a ``use_first``
+race's child, a grandchild...: ``Parkway.gated_step``). Laying something over what a run's starter
+gave, a fork's input or a restart's (``resume-or-start``'s input or workflow), needs a caller of
+at least the run's origin (``check_overlay``, the one rule both doors call).
 
 A refusal reads as "no such run" (RunNotFound): a different answer for another tenant's or owner's
 run would tell that it exists. A tenant's run and session ids are in its scope (``<tenant>~<name>``,
@@ -102,9 +105,11 @@ def check_reaches(caller: Caller, run_id: str, tenant: str | None, owner: str | 
 
 def check_overlay(caller: Caller, run_id: str, origin: str | None) -> None:
     """Raise SessionDenied unless ``caller`` ranks at least the run's origin (a run written before
-    origins were kept counts as a system caller's): a fork's input replaces what its starter gave."""
+    origins were kept counts as a system caller's): what it lays over the run, a fork's input or a
+    restart's input or workflow, replaces what its starter gave, and the new run keeps the origin."""
     if RANK[caller.origin] < RANK.get(origin or "system", RANK["system"]):
         raise SessionDenied(
-            f"run {run_id} was started by a {origin or 'system'} caller: a fork's input needs that rank or higher",
+            f"run {run_id} was started by a {origin or 'system'} caller: input or a workflow laid over it "
+            "(a fork's, a restart's) needs that rank or higher",
             reason="privilege",
         )

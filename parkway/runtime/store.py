@@ -681,9 +681,10 @@ class Store(Protocol):
         """When each run was created, ``run id -> created`` as its summary keeps it (runs without
         one left out): which run holds an id now."""
 
-    def answered_steps(self, run_id: str, below: int) -> list[int]:
-        """The activations before ``below`` whose interrupt ended (a person answered or cancelled it,
-        or it expired into its policy), oldest first."""
+    def gate_steps(self, run_id: str, below: int) -> list[int]:
+        """The activations before ``below`` that are gates, oldest first: whose interrupt ended (a
+        person answered or cancelled it, or it expired into its policy), or in which a run below
+        this one (a child, a grandchild, at any depth) paused."""
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         """An interrupt record by its public request id."""

@@ -5,6 +5,16 @@
 -- record is split into fields of at most PART_BYTES so the hash keeps Redis's compact encoding.
 -- The run's records live `grace` ms past the interrupt so the reconciler can still record its expiry.
 -- K and A: park.lua's KEYS and ARGV by name (first.lua parks with the ones it carries).
+
+-- A pause in a run below a root run (a child, a grandchild, a fan-out's or a use_first race's child)
+-- makes the root's step it sits below a gate: a fork of the root past that step must ask again
+-- (parkway.runtime.authority). The root is the last ancestor; its summary, alive while it waits on
+-- the runs below, keeps the mark as long as the root's own lifecycle records (never created here).
+local function mark_gate(root, gate)
+  if root == nil or gate == '' or redis.call('EXISTS', root.summary) == 0 then return end
+  redis.call('HSET', root.summary, 'gate:' .. gate, 1)
+end
+
 local function park(K, A)
   local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until', 'crashes', 'wf', 'input'})
   if not cur then return err end
@@ -65,5 +75,6 @@ local function park(K, A)
     redis.call('RESTORE', K.events, left, stream)
   end
   keep_ancestors(K.ancestors, keep_ms, A.retention)
+  mark_gate(K.ancestors[#K.ancestors], A.gate)
   return fence
 end

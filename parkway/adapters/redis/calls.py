@@ -303,6 +303,7 @@ class Park(Args):
     pauses_maxlen: int
     paused: str
     ancestor_event: bytes | str
+    gate: int | str
     record: list[Any]
 
 

@@ -38,7 +38,9 @@ key                         type    TTL       holds
 ``pw:{R}:sum``              hash    retention the run's status and whose it is: outlives T so an
                                               expired run reads ``expired``, not unknown; and each
                                               interrupt's lifecycle record (its telemetry, see
-                                              ``parkway.runtime.telemetry``): fields in ``layout``
+                                              ``parkway.runtime.telemetry``), and a root's steps a
+                                              run below it paused in (its fork gates): fields in
+                                              ``layout``
 ``pw:{R}:ended``            hash    S         the summaries of a session's ended branch runs, folded
                                               out of their own keys when the session sees them end
                                               (``trim_ended`` in ``sessions/lua/_session.lua``; it

@@ -72,7 +72,9 @@ run's; ``summary_record``), and each interrupt's lifecycle record (``parkway.run
 ``<kind>:<req>`` (``lifecycle_field``): ``i`` created, ``e`` how it ended, ``f`` refused answers
 (a count) and ``fl`` the last refusal, ``x`` the replay after its answer failed the run; each but
 ``f`` as msgpack in parts ``<field>:0``, ``:1``... of at most 64 bytes (``hset_parts`` in
-``_common.lua``; ``lifecycle_part``).
+``_common.lua``; ``lifecycle_part``). A root run's summary also holds ``gate:<step>`` (1) for each
+of its steps a run below it (a child, a grandchild...) paused in (``GATE_PREFIX``, written by park):
+with the steps of its own ended interrupts, the gates a fork past them asks again (``gate_steps``).
 
 The same letters name other things in other hashes: ``t:`` a token here and a tool call in a
 journal, ``i:`` a created lifecycle part here and an interrupt's answer there, ``x:``, ``s:`` and
@@ -766,9 +768,17 @@ def pending_in(
     return with_lifecycle(run_id, wait, fields, summary, now)
 
 
-def answered_steps(summary: Mapping[bytes, bytes], run_id: str) -> set[int]:
-    """The steps of the run's interrupts that ended, as their lifecycle records say."""
-    return {int(lifecycle_part(summary, "i", r, run_id).get("s", 0)) for r in lifecycle_ids(summary, "e", run_id)}
+GATE_PREFIX = "gate:"
+"""a root run's summary field ``gate:<step>``: a run below it paused in that step (``mark_gate`` in
+``_park.lua``)"""
+
+
+def gate_steps(summary: Mapping[bytes, bytes], run_id: str) -> set[int]:
+    """The run's gates, as its summary says: the steps of its interrupts that ended (their lifecycle
+    records), and the steps a run below it paused in (``GATE_PREFIX``)."""
+    ended = {int(lifecycle_part(summary, "i", r, run_id).get("s", 0)) for r in lifecycle_ids(summary, "e", run_id)}
+    head = GATE_PREFIX.encode()
+    return ended | {int(k[len(head):]) for k in summary if k.startswith(head)}
 
 
 # --- events ------------------------------------------------------------------------

@@ -39,6 +39,8 @@
 --   pauses_maxlen  the pause feed's cap
 --   paused         the step and the code's version ("<step> <version>", the run's 'paused'; '' = none)
 --   ancestor_event  the interrupt event whole, for the ancestors' streams ('' for a root run)
+--   gate           the root's step this pause sits below ('' for a root run): marked in the root's
+--                  summary (layout.GATE_PREFIX), so a fork of the root past that step asks again
 --   record...      the record's fields as pairs: rq and its name in the run hash (layout.short_id),
 --                  rn and its number of parts, then each part's field and part (its lifecycle
 --                  record is written when it ends: see resume.lua)

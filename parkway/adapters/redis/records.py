@@ -78,15 +78,16 @@ class RunRecords:
                      for r in run_ids]
         return {r: _text(created) for r, created in found if created is not None}
 
-    def answered_steps(self, run_id: str, below: int) -> list[int]:
-        """The activations before ``below`` whose interrupt ended (answered, cancelled, or expired
-        into its policy), oldest first: what a fork past them would skip. Read from the lifecycle
-        records in the run's summary (an activation's journal is gone once it completed)."""
+    def gate_steps(self, run_id: str, below: int) -> list[int]:
+        """The activations before ``below`` that are gates, oldest first: whose interrupt ended
+        (answered, cancelled, or expired into its policy), or in which a run below this one (a
+        child, grandchild...) paused. What a fork past them would skip. Read from the run's summary
+        (``layout.gate_steps``: an activation's journal is gone once it completed)."""
         if below <= 0:
             return []
         with translated(run_id):
             summary = self.client.hgetall(keys.summary(run_id))
-        return sorted(step for step in layout.answered_steps(summary, run_id) if step < below)
+        return sorted(step for step in layout.gate_steps(summary, run_id) if step < below)
 
     def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
         """The journal of activation ``step`` and the run's workflow state, read only."""

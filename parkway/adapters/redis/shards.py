@@ -215,8 +215,8 @@ class ShardedStore:
             out.update(self.stores[shard].births(ids))
         return out
 
-    def answered_steps(self, run_id: str, below: int) -> list[int]:
-        return list(self.store_of(run_id).answered_steps(run_id, below))
+    def gate_steps(self, run_id: str, below: int) -> list[int]:
+        return list(self.store_of(run_id).gate_steps(run_id, below))
 
     def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
         result: InterruptRecord | None = self.store_of(run_id).get_interrupt(run_id, request_id)

@@ -205,7 +205,8 @@ class Transitions:
             event=self._event(layout.short_interrupt_event(rec)), maxlen=self.limits.max_events,
             grace=self.limits.expiry_grace_ms, run_id=r, retention=self.limits.retention_ms, workflow=rec.workflow,
             pauses_maxlen=keys.PAUSE_FEED_MAXLEN, paused=f"{step} {commit.version}" if commit.version else "",
-            ancestor_event=self._event(commit.event) if commit.lineage else "", record=layout.record_parts(rec),
+            ancestor_event=self._event(commit.event) if commit.lineage else "",
+            gate=commit.lineage[-1][1] if commit.lineage else "", record=layout.record_parts(rec),
         )
 
     def _racing_child(self, run_id: str, spawn: Spawn, parked: calls.Park) -> calls.First:
