@@ -555,7 +555,14 @@ def test_a_session_interrupt_is_answered_from_the_inbox_with_its_payload(deploym
                                       if m["content"].startswith(("done", "not sent"))), None), 20, "the reply")
         assert head["content"] == "done: sent"
         run_id = head["runId"]
-    approval.locator("a.session-link").click()
+        assert ana.post(f"/v1/sessions/{sid}/messages", json={"content": "thanks"}).status_code == 201
+        wait_for(lambda: ana.get(f"/v1/runs/{run_id}").json().get("node") is None, 20, "its branch run pruned")
+    request_id = approval.get_attribute("data-request-id")
+    page.select_option("#f-status", "resolved")  # its branch run keeps only its summary now
+    ended = page.locator(f"#items li.card[data-request-id='{request_id}']")
+    ended.get_by_text("answer: {\"approved\":true}").wait_for()
+    assert "resolved · by user:ana" in ended.inner_text()
+    ended.locator("a.session-link").click()
     page.locator("#session-tree li", has_text="done: sent").first.wait_for()
     page.goto(f"{deployment.url}/ui/runs/{run_id}")
     assert page.locator("#run-session").get_attribute("href") == f"/ui/sessions/{sid}"

@@ -396,6 +396,8 @@ class Run(_Model):
     interrupt: Interrupt | None = None
     tenant: str | None = Field(default=None, description="the tenant it belongs to (start(tenant=))")
     owner: str | None = Field(default=None, description="the user it belongs to (None: its tenant's)")
+    session: str | None = Field(default=None, description="the session whose branch run it is (or whose branch "
+                                "run's child)")
 
 
 class Event(_Model):
