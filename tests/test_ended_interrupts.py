@@ -29,6 +29,7 @@ def _approved_then_moved_on(harness: Harness) -> tuple[str, str, str]:
     pw.sessions.send(sid, "mail bob", caller=ADA)
     harness.run_jobs()
     asked = pw.sessions.get(sid).parked_by()[0]
+    (pending,) = pw.list_interrupts(session=sid).items
     resumed = pw.sessions.resume(
         sid, {"type": "interrupt.resume", "interrupt_id": asked, "payload": {"approved": True}}, caller=ADA
     )
@@ -36,15 +37,15 @@ def _approved_then_moved_on(harness: Harness) -> tuple[str, str, str]:
     harness.run_jobs()
     pw.sessions.send(sid, "thanks", caller=ADA)
     harness.run_jobs()
-    ended = [i for i in pw.list_interrupts(status="resolved").items if i.request and i.request.question == "confirm"]
-    assert len(ended) == 1
-    return sid, ended[0].request_id, ended[0].run_id
+    return sid, pending.request_id, pending.run_id
 
 
 def test_a_session_approval_reads_as_resolved_after_its_session_moved_on(harness: Harness) -> None:
     """Listed and read by id once its branch run kept only its summary: the request as it was shown
     (kind, question, payload), the answer and who gave it."""
     sid, request_id, run_id = _approved_then_moved_on(harness)
+    listed = [i.request_id for i in harness.pw.list_interrupts(status="resolved").items]
+    assert listed.count(request_id) == 1
     item = harness.pw.get_interrupt(request_id, run_id=run_id)
     assert item is not None and item.request is not None and item.lifecycle is not None
     assert item.lifecycle.status == "resolved" and item.lifecycle.answer == {"approved": True}
@@ -64,7 +65,7 @@ def server(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
 
 def test_http_and_the_cli_list_it_too(harness: Harness, server: Server, redis_url: str) -> None:
     """``GET /v1/interrupts?status=resolved`` answers 200 with it, and ``parkway interrupts --status
-    resolved --json`` prints it and exits 0 (500 and exit 1 before)."""
+    resolved`` prints it and exits 0, as JSON too (500 and exit 1 before)."""
     if harness.kind != "redis":
         pytest.skip("the server and the CLI read the real Redis")
     sid, request_id, _ = _approved_then_moved_on(harness)
@@ -77,3 +78,5 @@ def test_http_and_the_cli_list_it_too(harness: Harness, server: Server, redis_ur
     done = in_process("interrupts", "--status", "resolved", "--json", env=_env(PARKWAY_REDIS_URL=redis_url))
     assert done.returncode == 0, done.stderr
     assert request_id in [item["requestId"] for item in json.loads(done.stdout)["items"]]
+    shown = in_process("interrupts", "--status", "resolved", env=_env(PARKWAY_REDIS_URL=redis_url))
+    assert shown.returncode == 0 and request_id in shown.stdout, shown.stderr
