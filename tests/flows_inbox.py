@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from parkway import Retry, Workflow, use_interrupt
+from pydantic import BaseModel, Field
+
+from parkway import Contract, Retry, Workflow, use_interrupt
 
 approvals = Workflow("inbox_approvals")
 
@@ -44,3 +46,32 @@ def _descend(depth: int, trail: str) -> None:
 @deep_failure.node(start=True, retry=Retry(attempts=2))  # a failure retried once, then the last
 def fail_deep(data: dict[str, Any]) -> None:
     _descend(30, "start")
+
+
+class Address(BaseModel):
+    street: str = Field(min_length=1, description="street and number")
+    city: str = Field(min_length=1)
+
+
+class Shipment(BaseModel):
+    """A contract whose answer holds a nested object and arrays (of text and of numbers)."""
+
+    address: Address
+    tags: list[str] = Field(default_factory=list, description="labels for the parcel")
+    weights: list[float] = Field(min_length=1)
+    rush: bool = False
+
+
+class ShipmentAsk(BaseModel):
+    order: int
+
+
+ship_to = Contract("ship-to", version=1, request=ShipmentAsk, response=Shipment, question="Where does it ship?")
+shipping = Workflow("inbox_shipping")
+
+
+@shipping.node(start=True)
+def ship(data: dict[str, Any]) -> dict[str, Any]:
+    answer = use_interrupt(contract=ship_to, request={"order": data["order"]}, id="ship")
+    assert isinstance(answer, Shipment)
+    return answer.model_dump()

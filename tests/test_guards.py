@@ -19,7 +19,7 @@ from parkway.runtime import tokens
 from parkway.runtime.clock import now_ms
 from tests import flows_fork, flows_guards
 from tests import session_flows as sf
-from tests.conftest import Harness
+from tests.conftest import Harness, all_at_once
 from tests.procs import free_port, wait_for
 
 ADA = Caller("user", "ada", "acme")
@@ -221,3 +221,39 @@ def test_racing_posts_of_one_answer_link_record_one_answer(harness: Harness) -> 
     assert codes == [200, 200, 200, 200], codes
     harness.run_jobs()
     assert [e.type for e in harness.pw.stream(run_id, timeout=10)].count("interrupt.resumed") == 1
+
+
+def test_racing_posts_of_two_options_links_thank_only_the_recorded_answer(harness: Harness) -> None:
+    """Links for two options of one question POSTed at once, all finding it open (a slow link): the
+    posts of one option are thanked, those of the other are told it was already answered (409),
+    never "recorded", and the run got the thanked option."""
+    from tests import flows
+
+    run_id = harness.start_and_run(flows.one_choice)
+    store = harness.pw.store
+    assert isinstance(store, RedisStore)
+
+    def slow_resume(call: ScriptCall, run: Callable[[], Any]) -> Any:
+        if call.name == "resume":
+            time.sleep(0.3)
+        return run()
+
+    with _serving(harness.pw) as base:
+        links = harness.pw.answer_links(harness.token(run_id), base)
+
+        def post(i: int) -> tuple[str, int, str]:
+            option = ("red", "blue")[i % 2]
+            with httpx.Client(timeout=15) as browser:
+                reply = browser.post(links[option])
+            return option, reply.status_code, reply.text
+
+        with store.around_scripts(slow_resume):
+            replies = all_at_once(post, 4)
+    thanked = {option for option, code, text in replies if code == 200}
+    assert len(thanked) == 1, replies
+    assert all("is recorded" in text for _, code, text in replies if code == 200)
+    for option, code, text in replies:
+        if option not in thanked:
+            assert code == 409 and "already answered" in text and "recorded" not in text, (option, code)
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output["painted"] == thanked.pop()

@@ -493,3 +493,76 @@ def test_a_new_interrupt_reaches_the_inbox_over_its_live_stream(
     page.get_by_text("Live: new interrupts as they happen.").wait_for()
     start(api, "tests.flows:one_choice", {"order": 7}, tenant)
     card(page, "Pick a color").wait_for(timeout=10_000)
+
+
+def test_a_nested_contract_is_answered_field_by_field(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """A contract answer holding an object and arrays: the object's fields show as a fieldset of
+    their own, a list as one item a line; a nested field's error shows at that field, and the
+    answer sent is real JSON (an object, a list of text, a list of numbers), accepted and recorded."""
+    run_id = start(api, "tests.flows_inbox:shipping", {"order": 7}, tenant)
+    sign_in(page, deployment.url)
+    filter_tenant(page, tenant)
+    form = card(page, "Where does it ship?")
+    address = form.locator("fieldset", has_text="Address (required)")
+    street = address.get_by_label("Street (required)")
+    street.wait_for()
+    assert '"order": 7' in form.locator("pre.asked").inner_text()  # what it asks, shown
+    street.fill("Via Appia 1")
+    form.get_by_label("Tags (optional)").fill("fragile\nupright")
+    form.get_by_label("Weights (required)").fill("1.5\n2")
+    form.get_by_role("button", name="Answer").click()  # no city: refused by parkway, at the city field
+    city = address.get_by_label("City (required)")
+    page.wait_for_function("(e) => e.getAttribute('aria-invalid') === 'true'", arg=city.element_handle())
+    assert form.locator("[data-error-for='address.city']").inner_text() != ""
+    assert street.get_attribute("aria-invalid") == "false"
+    check_page(page, "contract-nested-error")
+    city.fill("Roma")
+    form.get_by_label("Rush (optional)").check()
+    form.get_by_role("button", name="Answer").click()
+    form.get_by_text("recorded answer").wait_for()
+    assert "Answered as machine" in form.inner_text() and "Roma" in form.inner_text()
+    assert _wait_status(api, run_id, "completed")["output"] == {
+        "order": 7, "address": {"street": "Via Appia 1", "city": "Roma"}, "tags": ["fragile", "upright"],
+        "weights": [1.5, 2.0], "rush": True}
+
+
+def test_a_session_interrupt_is_answered_from_the_inbox_with_its_payload(deployment: Server, page: Page) -> None:
+    """A session's approval in the inbox shows what it asks, links to its session, and takes its
+    payload as JSON: the page says what was recorded, and the session's policy reads it (the mail
+    is sent, not declined); the branch run's page links to the session too."""
+    with httpx.Client(base_url=deployment.url, headers={"Authorization": f"Bearer {USER_KEY}"}, timeout=15) as ana:
+        sid = ana.post("/v1/sessions", json={"agent": "tests.session_flows:mail"}).json()["sessionId"]
+        assert ana.post(f"/v1/sessions/{sid}/messages", json={"content": "mail bob"}).status_code == 201
+        wait_for(lambda: ana.get(f"/v1/sessions/{sid}").json()["parkedBy"], 20, "the approval")
+        sign_in(page, deployment.url, key=USER_KEY)
+        page.fill("#f-session", sid)
+        page.click("#filters button[type=submit]")
+        approval = card(page, "confirm")
+        payload = approval.get_by_label("Payload (JSON)")
+        payload.wait_for()
+        assert "Send the email?" in approval.locator("pre.asked").inner_text()
+        assert approval.locator("a.session-link").get_attribute("href") == f"/ui/sessions/{sid}"
+        check_page(page, "inbox-session-interrupt")
+        approval.get_by_role("button", name="Answer").click()  # nothing typed: not sent
+        approval.get_by_text("type the payload as JSON").wait_for()
+        payload.fill('{"approved": true}')
+        approval.get_by_role("button", name="Answer").click()
+        approval.get_by_text('recorded answer: {"approved":true}').wait_for()
+        assert "Answered as user:ana" in approval.inner_text()
+        head = wait_for(lambda: next((m for m in ana.get(f"/v1/sessions/{sid}").json()["messages"]
+                                      if m["content"].startswith(("done", "not sent"))), None), 20, "the reply")
+        assert head["content"] == "done: sent"
+        run_id = head["runId"]
+        assert ana.post(f"/v1/sessions/{sid}/messages", json={"content": "thanks"}).status_code == 201
+        wait_for(lambda: ana.get(f"/v1/runs/{run_id}").json().get("node") is None, 20, "its branch run pruned")
+    request_id = approval.get_attribute("data-request-id")
+    page.select_option("#f-status", "resolved")  # its branch run keeps only its summary now
+    ended = page.locator(f"#items li.card[data-request-id='{request_id}']")
+    ended.get_by_text("answer: {\"approved\":true}").wait_for()
+    assert "resolved · by user:ana" in ended.inner_text()
+    ended.locator("a.session-link").click()
+    page.locator("#session-tree li", has_text="done: sent").first.wait_for()
+    page.goto(f"{deployment.url}/ui/runs/{run_id}")
+    assert page.locator("#run-session").get_attribute("href") == f"/ui/sessions/{sid}"

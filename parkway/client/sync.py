@@ -1117,4 +1117,5 @@ def _run(record: RunRecord, interrupt: Interrupt | None) -> Run:
         interrupt=interrupt if status is RunStatus.WAITING else None,
         tenant=record.tenant,
         owner=record.owner,
+        session=record.session,
     )

@@ -41,7 +41,7 @@ from .errors import (
     ValidationError,
 )
 from .logger import get_logger
-from .protocol import MAX_TTL_MS, InterruptRequest, check_audience, check_depth, name_of
+from .protocol import CONTRACT_SHAPE, MAX_TTL_MS, InterruptRequest, check_audience, check_depth, name_of
 from .store import JournalEntry, Store
 from .telemetry import check_capture
 from .workflow import Workflow
@@ -519,9 +519,10 @@ def _request_of(
                 "payload": contract.check_request(request if request is not None else {}),
             }
         )
-    if isinstance(request, InterruptRequest):
-        return request
-    return InterruptRequest.model_validate(request)
+    asked = request if isinstance(request, InterruptRequest) else InterruptRequest.model_validate(request)
+    if asked.kind == "contract" and asked.contract_ref is None:  # its answers are checked against its contract
+        raise ValidationError(CONTRACT_SHAPE)
+    return asked
 
 
 EXPIRY_ACTIONS = ("expire", "fail", "cancel")

@@ -221,6 +221,12 @@ def _infer_kind(raw: Any) -> Any:
     return out
 
 
+CONTRACT_SHAPE = (
+    "a contract request has a schemaId, a schemaVersion and its contract, and no options: "
+    "build it with use_interrupt(contract=..., request=...)"
+)
+
+
 class InterruptRequest(_Model):
     """What a node asks a person.
 
@@ -243,7 +249,9 @@ class InterruptRequest(_Model):
     payload: dict[str, Any] | None = None
     """a contract request's data (validated against the contract's request model)"""
     contract_ref: str | None = Field(default=None, max_length=300, alias="contractRef")
-    """where the contract is defined (``module:attribute``): kept for the resuming client, never shown"""
+    """where the contract is defined (``module:attribute``): kept for the resuming client, never shown.
+    ``use_interrupt`` always sets it; it is None on an ended interrupt's request read from its
+    lifecycle record, which keeps the request as clients saw it (it cannot be answered any more)"""
 
     @model_validator(mode="before")
     @classmethod
@@ -271,11 +279,8 @@ class InterruptRequest(_Model):
     @model_validator(mode="after")
     def _shape(self) -> InterruptRequest:
         if self.kind == "contract":
-            if self.options or self.schema_id is None or self.schema_version is None or self.contract_ref is None:
-                raise ValueError(
-                    "a contract request has a schemaId, a schemaVersion and its contract, and no options: "
-                    "build it with use_interrupt(contract=..., request=...)"
-                )
+            if self.options or self.schema_id is None or self.schema_version is None:
+                raise ValueError(CONTRACT_SHAPE)
             return self
         if self.contract_ref is not None or self.payload is not None:
             raise ValueError("only a contract request carries a contract and a payload")
@@ -391,6 +396,8 @@ class Run(_Model):
     interrupt: Interrupt | None = None
     tenant: str | None = Field(default=None, description="the tenant it belongs to (start(tenant=))")
     owner: str | None = Field(default=None, description="the user it belongs to (None: its tenant's)")
+    session: str | None = Field(default=None, description="the session whose branch run it is (or whose branch "
+                                "run's child)")
 
 
 class Event(_Model):
