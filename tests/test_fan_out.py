@@ -4,6 +4,7 @@ run at a time, their interrupts under the root, cancel cascading to all (issue 2
 from __future__ import annotations
 
 import pytest
+import redis
 from structlog.testing import capture_logs
 
 from parkway import Parkway, RunStatus, ValidationError, use_workflows
@@ -162,6 +163,61 @@ def test_with_two_live_workers_every_fan_out_completes_in_order_within_its_bound
                 assert run.status is RunStatus.COMPLETED, run
                 assert [r["square"] for r in run.output["results"]] == [i * i for i in range(24)]
                 assert _most_running(pw, root) <= 4
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+@pytest.mark.slow
+def test_cancel_in_the_middle_of_a_fan_out_with_two_live_workers_stops_every_child(
+    redis_client: redis.Redis, redis_url: str
+) -> None:
+    """100 quick children 10 at a time on 2 worker processes, cancel(root) at a different point of
+    the fan-out in each of 20 trials (the root queued, running or waiting between children): no node
+    of the tree begins after cancel returns, and every child that had not ended by then ends cancelled."""
+    from rq import Queue
+
+    from parkway import Settings
+    from parkway.errors import RunNotFound
+    from parkway.workers.serializer import MsgpackSerializer
+    from tests.conftest import SECRET
+    from tests.procs import Worker, wait_for
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    queue = Queue(settings.queue, connection=redis_client, serializer=MsgpackSerializer)
+
+    def attempts() -> int:  # begin.lua counts every attempt it lets begin
+        return int(redis_client.hget(keys.metrics(), "attempts") or 0)
+
+    def idle() -> bool:
+        return queue.count == 0 and redis_client.zcard(keys.leases()) == 0
+
+    procs = [Worker(redis_url, SECRET) for _ in range(2)]
+    try:
+        with Parkway(settings) as pw:
+            cut: list[int] = []  # children cancelled in each trial
+            for trial in range(20):
+                root = pw.start(flows_life.fans_out, {"n": 100, "limit": 10})
+                ended_first = 1 + trial % 10 * 3  # children ended before the cancel: 1 to 28
+                wait_for(lambda root=root, n=ended_first: _types(pw, root).count("child.completed") >= n,
+                         30, f"{ended_first} children of {root} to end", interval=0.002)
+                result = pw.cancel(root, reason="enough", responder="ops")
+                begun = attempts()
+                wait_for(idle, 30, "idle workers")
+                assert result.status is RunStatus.CANCELLED, (trial, result)
+                assert attempts() == begun, f"trial {trial}: {attempts() - begun} node(s) began after cancel returned"
+                ended = {e.data["childRunId"] for e in pw.store.read_events(root, "0", None, 10_000)
+                         if e.type in ("child.completed", "child.ended")}
+                statuses = {}
+                for child in _children(root, 100):
+                    try:
+                        statuses[child] = pw.get_run(child).status
+                    except RunNotFound:
+                        continue  # never started
+                    if child not in ended:
+                        assert statuses[child] is RunStatus.CANCELLED, (trial, child, statuses[child])
+                cut.append(len(statuses) - len(ended))
+        assert sum(1 for n in cut if n) >= 10, cut  # most trials cut a fan-out short with children running
     finally:
         for proc in procs:
             proc.stop()

@@ -357,6 +357,16 @@ local function queue_parent(p, parent, step, now, retention, queues, job)
   return hand_off(queues, job, 1, step, fence)
 end
 
+-- BLOCK below: a run below one that finish.lua ends (its fan-out's child, the child it waits on, the
+-- child racing its interrupt), ended in the same step when it is queued or running
+-- KEYS
+--   run            its hash
+--   state          its workflow state
+--   events         its stream
+--   summary        its summary
+-- ARGV
+--   run_id         the run
+
 -- BLOCK parent: where a child run's end goes (see notify_parent)
 -- KEYS
 --   run            the parent's hash

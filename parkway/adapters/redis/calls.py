@@ -158,6 +158,16 @@ class Parent(Args):
     job: list[Any]
 
 
+@schema("below")
+@dataclass(frozen=True)
+class Below(Args):
+    run: str
+    state: str
+    events: str
+    summary: str
+    run_id: str
+
+
 @schema("new_run")
 @dataclass(frozen=True)
 class NewRun(Args):
@@ -330,7 +340,9 @@ class Finish(Args):
     summary: str
     leases: str
     metrics: str
+    fanout: str
     parent: Parent | None
+    below: list[Below]
     fence: int | str
     status: str
     error: bytes | str

@@ -2,6 +2,12 @@
 -- waiting on a child run, on its fan-out's children, or on an interrupt past its deadline) as
 -- failed or cancelled. A parent ended while it waits on a child is ended
 -- first, before its child: the child's end then finds it finished and queues nothing (cancel wins).
+-- The runs below it that the caller names (its fan-out's children, the child it waits on, the
+-- child racing its interrupt: read after the run's fence, which every script that starts a child
+-- moves) end in the same step when they are queued or running, with the same status and words:
+-- between the two no child begins a node or commits one, whatever the run was doing (queued or
+-- running between two children of its fan-out, or waiting on them). Runs below those, and those
+-- waiting on an interrupt, are the caller's next steps (runtime/cancel.py).
 -- A run failed in the activation whose interrupt was last answered (its replay with the answer
 -- failed): that interrupt's lifecycle record says so (its x: field in the summary, which the run's
 -- 'ans' names).
@@ -12,9 +18,12 @@
 --   summary        its summary
 --   leases         the leases
 --   metrics        the counters
+--   fanout         its fan-out set
 --   parent?: parent  where the run's end goes, for a child run (see notify_parent)
+--   below...: below  the runs below it to end with it if they are queued or running
 -- ARGV
 --   #parent        1 for a child run, else 0
+--   #below         how many runs below it
 --   fence          the job's fence ('' = whatever is current)
 --   status         failed | cancelled
 --   error          the error blob ('' = none)
@@ -28,6 +37,23 @@
 --   failed_replay  the failed replay's lifecycle blob with the error's message ('' unless failed)
 --   failed_type    the same with the error's type only (for an interrupt whose output is not captured)
 --   parent?: parent  the parent's (see notify_parent)
+--   below...: below  theirs
+
+-- End one run (`run`, `state`, `events`, `summary`: its keys) with this call's status, event and
+-- done event: a new fence (its job's commit is refused), its lease released, counted.
+local function end_run(run, state, events, summary, run_id, wf)
+  redis.call('HINCRBY', run, 'fence', 1)
+  local ttl = redis.call('HGET', run, 'ttl')
+  redis.call('HSET', run, 'status', A.status, 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
+  redis.call('HSET', summary, 'status', A.status, 'updated', A.now)
+  redis.call('ZREM', K.leases, run_id)
+  redis.call('HINCRBY', K.metrics, 'runs:' .. A.status .. ':' .. (wf or ''), 1)
+  xadd_run(run, events, A.maxlen, A.event_type, A.event)
+  xadd_run(run, events, A.maxlen, 'done', A.done)
+  expire_all(ttl, {run, state, events})
+  keep_summary(summary, ttl, A.retention)
+end
+
 local cur = redis.call('HMGET', K.run, 'fence', 'status', 'waiting', 'expires', 'wf')
 if not cur[1] then return gone() end
 if A.fence ~= '' and cur[1] ~= A.fence then return stale('run is at fence ' .. cur[1]) end
@@ -39,7 +65,6 @@ if cur[2] ~= 'queued' and cur[2] ~= 'running' and waiting ~= 'session' and waiti
     and string.sub(waiting, 1, 6) ~= 'child:' and not overdue then
   return stale('run is ' .. cur[2])
 end
-redis.call('HINCRBY', K.run, 'fence', 1)
 if A.status == 'failed' and A.failed_replay ~= '' then
   local answered = redis.call('HMGET', K.run, 'ans', 'step')
   if answered[1] then
@@ -47,17 +72,17 @@ if A.status == 'failed' and A.failed_replay ~= '' then
     if step == answered[2] then hset_parts(K.summary, field, output == '1' and A.failed_replay or A.failed_type) end
   end
 end
-local ttl = redis.call('HGET', K.run, 'ttl')
-redis.call('HSET', K.run, 'status', A.status, 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
 if A.error ~= '' then redis.call('HSET', K.run, 'error', A.error) end
-redis.call('HSET', K.summary, 'status', A.status, 'updated', A.now)
-redis.call('ZREM', K.leases, A.run_id)
-redis.call('HINCRBY', K.metrics, 'runs:' .. A.status .. ':' .. (cur[5] or ''), 1)
+end_run(K.run, K.state, K.events, K.summary, A.run_id, cur[5])
 -- a node's error (not a cancellation): a failed attempt, as each retried one is (write_entry.lua's counts)
 if A.status == 'failed' and A.error ~= '' then redis.call('HINCRBY', K.metrics, 'failures:' .. (cur[5] or ''), 1) end
-xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event)
-xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
-expire_all(ttl, {K.run, K.state, K.events})
-keep_summary(K.summary, ttl, A.retention)
+for i, b in ipairs(K.below) do
+  local a = A.below[i]
+  local child = redis.call('HMGET', b.run, 'status', 'parent', 'wf')
+  if child[2] == A.run_id and (child[1] == 'queued' or child[1] == 'running') then
+    end_run(b.run, b.state, b.events, b.summary, a.run_id, child[3])
+    redis.call('SREM', K.fanout, a.run_id)  -- ended: no longer a live child of its fan-out
+  end
+end
 notify_parent(K.parent, A.parent)
 return 1

@@ -1,5 +1,5 @@
 """A run's records read: its record, whose it is, an activation's journal and state, where a fork
-starts, its fan-out's live children, its events (``layout.read_events``). Part of ``RedisStore``."""
+starts, the runs below it that may still run, its events (``layout.read_events``). Part of ``RedisStore``."""
 
 from __future__ import annotations
 
@@ -110,10 +110,14 @@ class RunRecords:
                 blob = self.client.hget(keys.snapshots(run_id), str(step))
         return None if blob is None else codec.decode(blob, what="run data")
 
-    def live_children(self, run_id: str) -> list[str]:
-        """The children of the run's fan-out started and not yet ended (``use_workflows``)."""
+    def runs_below(self, run_id: str) -> list[str]:
+        """The runs below a run that may still run (see ``Store.runs_below``). One round trip."""
         with translated(run_id):
-            return sorted(_text(c) for c in self.client.smembers(keys.fanout(run_id)))
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.run(run_id), *layout.BELOW_FIELDS)
+            pipe.smembers(keys.fanout(run_id))
+            fields, members = pipe.execute()
+        return layout.runs_below(run_id, fields, sorted(_text(c) for c in members))
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """The run's events after ``after`` (``layout.read_events``: the run's hash and stream in one
