@@ -221,3 +221,18 @@ def test_cancel_in_the_middle_of_a_fan_out_with_two_live_workers_stops_every_chi
     finally:
         for proc in procs:
             proc.stop()
+
+
+def test_a_fan_outs_children_are_its_trees_tenant_owner_and_origin(harness: Harness) -> None:
+    """Each child of a fan-out is created whose its tree is: tenant, owner and origin on its record
+    and its summary, its questions listed under the tree's tenant and nobody else's."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 3, "ask": True, "limit": 2}, tenant="acme", owner="ada",
+                                 origin="frontend")
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    for child in _children(root, 2):
+        record = harness.pw.store.get_run(child, 0)
+        assert record is not None and (record.tenant, record.owner, record.origin) == ("acme", "ada", "frontend")
+        assert client.hmget(keys.summary(child), "tenant", "owner", "origin") == [b"acme", b"ada", b"frontend"]
+    assert {i.run_id for i in harness.pw.list_interrupts(tenant="acme").items} == set(_children(root, 2))
+    assert harness.pw.list_interrupts(tenant="other").items == ()
+
