@@ -236,3 +236,24 @@ def test_a_fan_outs_children_are_its_trees_tenant_owner_and_origin(harness: Harn
     assert {i.run_id for i in harness.pw.list_interrupts(tenant="acme").items} == set(_children(root, 2))
     assert harness.pw.list_interrupts(tenant="other").items == ()
 
+
+def test_a_fan_out_starts_the_next_child_as_soon_as_any_one_ends(harness: Harness) -> None:
+    """Four asking children, two at a time: the end of either running child starts the next one
+    at once while the other still asks (the bound refills child by child, never waiting for a batch)."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 4, "ask": True, "limit": 2})
+    kids = _children(root, 4)
+
+    def asking() -> dict[str, str]:
+        page = harness.pw.list_interrupts(run_id=root, include_tokens=True)
+        return {i.run_id: str(i.resume_token) for i in page.items}
+
+    for ends, then in ((kids[1], {kids[0], kids[2]}), (kids[0], {kids[2], kids[3]}), (kids[3], {kids[2]})):
+        assert harness.pw.resume(asking()[ends], selected="red").accepted
+        harness.run_jobs()
+        assert set(asking()) == then
+        assert harness.pw.get_run(root).status is RunStatus.WAITING
+    assert harness.pw.resume(asking()[kids[2]], selected="blue").accepted
+    harness.run_jobs()
+    run = harness.pw.get_run(root)
+    assert run.status is RunStatus.COMPLETED and [r["color"] for r in run.output["results"]] == [
+        "red", "red", "blue", "red"]
