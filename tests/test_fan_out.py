@@ -173,8 +173,9 @@ def test_cancel_in_the_middle_of_a_fan_out_with_two_live_workers_stops_every_chi
     redis_client: redis.Redis, redis_url: str
 ) -> None:
     """100 quick children 10 at a time on 2 worker processes, cancel(root) at a different point of
-    the fan-out in each of 20 trials (the root queued, running or waiting between children): no node
-    of the tree begins after cancel returns, and every child that had not ended by then ends cancelled."""
+    the fan-out in each of 20 trials (the fan-out queued, running or waiting between children; the
+    root's own in even trials, its child's in odd ones): no node of the tree begins after cancel
+    returns, and every child that had not ended by then ends cancelled."""
     from rq import Queue
 
     from parkway import Settings
@@ -197,30 +198,42 @@ def test_cancel_in_the_middle_of_a_fan_out_with_two_live_workers_stops_every_chi
         with Parkway(settings) as pw:
             cut: list[int] = []  # children cancelled in each trial
             for trial in range(20):
-                root = pw.start(flows_life.fans_out, {"n": 100, "limit": 10})
+                data = {"n": 100, "limit": 10}
+                if trial % 2 == 0:
+                    root = fan = pw.start(flows_life.fans_out, data)
+                else:  # the fan-out's children are the root's grandchildren
+                    root = pw.start(flows_life.nests_fan_out, data)
+                    fan = child_run_id(root, 0, "fan")
                 ended_first = 1 + trial % 10 * 3  # children ended before the cancel: 1 to 28
-                wait_for(lambda root=root, n=ended_first: _types(pw, root).count("child.completed") >= n,
-                         30, f"{ended_first} children of {root} to end", interval=0.002)
+                wait_for(lambda fan=fan, n=ended_first: _ended(pw, fan, n), 30, f"{ended_first} children of {fan}",
+                         interval=0.002)
                 result = pw.cancel(root, reason="enough", responder="ops")
                 begun = attempts()
                 wait_for(idle, 30, "idle workers")
                 assert result.status is RunStatus.CANCELLED, (trial, result)
                 assert attempts() == begun, f"trial {trial}: {attempts() - begun} node(s) began after cancel returned"
-                ended = {e.data["childRunId"] for e in pw.store.read_events(root, "0", None, 10_000)
+                ended = {e.data["childRunId"] for e in pw.store.read_events(fan, "0", None, 10_000)
                          if e.type in ("child.completed", "child.ended")}
                 statuses = {}
-                for child in _children(root, 100):
+                for child in _children(fan, 100):
                     try:
                         statuses[child] = pw.get_run(child).status
                     except RunNotFound:
                         continue  # never started
                     if child not in ended:
                         assert statuses[child] is RunStatus.CANCELLED, (trial, child, statuses[child])
+                assert pw.get_run(fan).status is RunStatus.CANCELLED
                 cut.append(len(statuses) - len(ended))
         assert sum(1 for n in cut if n) >= 10, cut  # most trials cut a fan-out short with children running
     finally:
         for proc in procs:
             proc.stop()
+
+
+def _ended(pw: Parkway, fan: str, n: int) -> bool:
+    """Whether at least ``n`` children of the fan-out ``fan`` have ended (its stream says so; none
+    while the run is not created yet)."""
+    return _types(pw, fan).count("child.completed") >= n
 
 
 def test_a_fan_outs_children_are_its_trees_tenant_owner_and_origin(harness: Harness) -> None:

@@ -9,13 +9,15 @@ one transition: a waiting run's interrupt is cancelled (no job replays its node)
 running or child-waiting run ends.
 
 The runs below a run (the child it waited on, the child that raced its interrupt, the children of
-its fan-out not yet ended) are read after its fence, whatever its status: a fan-out's parent is
-queued or running between two children as often as it waits on them. Those that are queued or
-running end in the same step as the run (a child started since moves the run's fence, and that
-step is refused and read again), so no child begins or commits a node once the run has ended; then
-each run below is cancelled the same way (its interrupt, the runs below it). Each step is atomic,
-the cascade is not: a cancel cut short between a parent's end and its children's (a crash) leaves
-those waiting on an interrupt open, and cancelling the parent again (``already_resolved``) cancels them.
+its fan-out not yet ended, and the same of each down its tree) are read after its fence, whatever
+its status: a fan-out's parent is queued or running between two children as often as it waits on
+them. Those whose parent ends and that are queued, running or waiting on runs below them end in the
+same step as the run (a child started since the read moves a fence or is not named, and that step
+is refused and read again), so no run of the tree begins or commits a node once the run has ended;
+then each run below is cancelled the same way (a question it waits on, the runs below that). Each
+step is atomic, the cascade is not: a cancel cut short between a parent's end and its children's (a
+crash) leaves those waiting on an interrupt open, and cancelling the parent again
+(``already_resolved``) cancels them.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ def cancel_run(
             raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
         if record.status.finished:
             if record.status is RunStatus.CANCELLED:  # a cancel cut short after this run ended: finish below
-                for child in store.runs_below(run_id):
-                    _cancel_below(store, child, reason, responder, clock)
+                for child, parent in store.runs_below(run_id):
+                    if parent == run_id:
+                        _cancel_below(store, child, reason, responder, clock)
             return CancelResult(outcome=CancelOutcome.ALREADY_RESOLVED, run_id=run_id, status=record.status)
         waiting = record.waiting_on if record.status is RunStatus.WAITING else None
         if waiting and not waiting.startswith("child:") and waiting not in ("session", "children"):
@@ -56,8 +59,9 @@ def cancel_run(
             )
         except StaleFence:
             continue
-        for child in below:
-            _cancel_below(store, child, reason, responder, clock)
+        for child, parent in below:
+            if parent == run_id:
+                _cancel_below(store, child, reason, responder, clock)
         return CancelResult(outcome=CancelOutcome.CANCELLED, run_id=run_id, status=RunStatus.CANCELLED)
     raise ParkwayError(f"run {run_id} kept changing while being cancelled; try again", run_id=run_id)
 

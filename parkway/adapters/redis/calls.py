@@ -165,7 +165,9 @@ class Below(Args):
     state: str
     events: str
     summary: str
+    fanout: str
     run_id: str
+    parent: str
 
 
 @schema("new_run")

@@ -2,12 +2,14 @@
 -- waiting on a child run, on its fan-out's children, or on an interrupt past its deadline) as
 -- failed or cancelled. A parent ended while it waits on a child is ended
 -- first, before its child: the child's end then finds it finished and queues nothing (cancel wins).
--- The runs below it that the caller names (its fan-out's children, the child it waits on, the
--- child racing its interrupt: read after the run's fence, which every script that starts a child
--- moves) end in the same step when they are queued or running, with the same status and words:
--- between the two no child begins a node or commits one, whatever the run was doing (queued or
--- running between two children of its fan-out, or waiting on them). Runs below those, and those
--- waiting on an interrupt, are the caller's next steps (runtime/cancel.py).
+-- The runs below it that the caller names (its tree below it, read after the run's fence: each a
+-- child of its fan-out, the child it waits on or the child racing its interrupt, of the run or of
+-- one below it, parents first) end in the same step when their parent ends here and they are
+-- queued, running or waiting on runs below them: between the two no run of the tree begins a node
+-- or commits one, whatever the run was doing (queued or running between two children of its
+-- fan-out, or waiting on them). Each run that ends here must have all the runs below it named (a
+-- child started since the caller's read: refused, to read the tree again). Runs waiting on an
+-- interrupt, and the runs below them, are the caller's next steps (runtime/cancel.py).
 -- A run failed in the activation whose interrupt was last answered (its replay with the answer
 -- failed): that interrupt's lifecycle record says so (its x: field in the summary, which the run's
 -- 'ans' names).
@@ -20,7 +22,7 @@
 --   metrics        the counters
 --   fanout         its fan-out set
 --   parent?: parent  where the run's end goes, for a child run (see notify_parent)
---   below...: below  the runs below it to end with it if they are queued or running
+--   below...: below  the runs below it, parents first
 -- ARGV
 --   #parent        1 for a child run, else 0
 --   #below         how many runs below it
@@ -65,6 +67,26 @@ if cur[2] ~= 'queued' and cur[2] ~= 'running' and waiting ~= 'session' and waiti
     and string.sub(waiting, 1, 6) ~= 'child:' and not overdue then
   return stale('run is ' .. cur[2])
 end
+-- the runs below that end with it, checked before anything changes: {keys, arguments, workflow}
+local named, ends, sets, below = {}, {[A.run_id] = true}, {[A.run_id] = K.fanout}, {}
+for _, a in ipairs(A.below) do named[a.run_id] = true end
+for i, b in ipairs(K.below) do
+  local a = A.below[i]
+  local run = redis.call('HMGET', b.run, 'status', 'parent', 'wf', 'waiting', 'rc')
+  local on = run[1] == 'waiting' and (run[4] or '') or ''
+  local child = string.sub(on, 1, 6) == 'child:' and string.sub(on, 7) or nil
+  if ends[a.parent] and run[2] == a.parent
+      and (run[1] == 'queued' or run[1] == 'running' or on == 'children' or child) then
+    for _, c in ipairs(redis.call('SMEMBERS', b.fanout)) do
+      if not named[c] then return stale('run ' .. a.run_id .. ' started ' .. c .. ' since the read') end
+    end
+    for _, c in ipairs({child or '', run[5] or ''}) do
+      if c ~= '' and not named[c] then return stale('run ' .. a.run_id .. ' started ' .. c .. ' since the read') end
+    end
+    ends[a.run_id], sets[a.run_id] = true, b.fanout
+    below[#below + 1] = {b, a, run[3]}
+  end
+end
 if A.status == 'failed' and A.failed_replay ~= '' then
   local answered = redis.call('HMGET', K.run, 'ans', 'step')
   if answered[1] then
@@ -76,13 +98,10 @@ if A.error ~= '' then redis.call('HSET', K.run, 'error', A.error) end
 end_run(K.run, K.state, K.events, K.summary, A.run_id, cur[5])
 -- a node's error (not a cancellation): a failed attempt, as each retried one is (write_entry.lua's counts)
 if A.status == 'failed' and A.error ~= '' then redis.call('HINCRBY', K.metrics, 'failures:' .. (cur[5] or ''), 1) end
-for i, b in ipairs(K.below) do
-  local a = A.below[i]
-  local child = redis.call('HMGET', b.run, 'status', 'parent', 'wf')
-  if child[2] == A.run_id and (child[1] == 'queued' or child[1] == 'running') then
-    end_run(b.run, b.state, b.events, b.summary, a.run_id, child[3])
-    redis.call('SREM', K.fanout, a.run_id)  -- ended: no longer a live child of its fan-out
-  end
+for _, r in ipairs(below) do
+  local b, a = r[1], r[2]
+  end_run(b.run, b.state, b.events, b.summary, a.run_id, r[3])
+  redis.call('SREM', sets[a.parent], a.run_id)  -- ended: no longer a live child of its fan-out
 end
 notify_parent(K.parent, A.parent)
 return 1

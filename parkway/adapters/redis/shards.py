@@ -166,7 +166,7 @@ class ShardedStore:
         result: FanOutOutcome = self.store_of(run_id).fan_out(run_id, fence, step, commit)
         return result
 
-    def runs_below(self, run_id: str) -> list[str]:
+    def runs_below(self, run_id: str) -> list[tuple[str, str]]:
         return list(self.store_of(run_id).runs_below(run_id))
 
     def finish(self, run_id: str, *args: Any, **kwargs: Any) -> Any:
