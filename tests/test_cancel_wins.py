@@ -178,3 +178,34 @@ def test_cancel_reaches_the_child_that_raced_an_answered_interrupt(harness: Harn
     assert harness.pw.list_interrupts().items == ()
     harness.run_jobs()
     assert [harness.pw.get_run(r).status for r in (root, child)] == [RunStatus.CANCELLED] * 2
+
+
+def test_the_end_of_a_tree_is_refused_when_a_run_below_has_a_child_it_does_not_name(harness: Harness) -> None:
+    """finish.lua ends the runs below a run with it only when every child of those it ends is named
+    (one started since the caller read the tree would run on): else it changes nothing and says
+    stale, and with the tree read again it ends the run and the fan-out below it in one step."""
+    from parkway.runtime.errors import StaleFence
+    from parkway.runtime.hooks import child_run_id
+
+    root = harness.start_and_run(flows_life.nests_fan_out, {"n": 3, "ask": True, "limit": 2})
+    fan = child_run_id(root, 0, "fan")
+    store, said = harness.pw.store, ("run.cancelled", {"reason": "r", "responder": "o"})
+
+    def status(run_id: str) -> RunStatus:
+        return harness.pw.get_run(run_id).status
+
+    record = store.get_run(root, 0)
+    assert record is not None and status(fan) is RunStatus.WAITING
+    with pytest.raises(StaleFence, match="since the read"):
+        store.finish(root, record.fence, "cancelled", None, said, 1, [(fan, root)])  # its children unnamed
+    assert [status(r) for r in (root, fan)] == [RunStatus.WAITING] * 2
+    below = store.runs_below(root)
+    assert below[0] == (fan, root) and {c for c, p in below[1:] if p == fan} == {
+        child_run_id(fan, 0, f"all.{i}") for i in range(2)}
+    store.finish(root, record.fence, "cancelled", None, said, 1, below)
+    assert [status(r) for r in (root, fan)] == [RunStatus.CANCELLED] * 2
+    assert {status(c) for c, _ in below[1:]} == {RunStatus.WAITING}  # their questions: the cascade's next steps
+    result = harness.pw.cancel(root, reason="r", responder="o")  # as a cancel cut short here: it finishes them
+    assert (result.outcome, result.status) == (CancelOutcome.ALREADY_RESOLVED, RunStatus.CANCELLED)
+    assert {status(c) for c, _ in below[1:]} == {RunStatus.CANCELLED}
+    assert harness.pw.list_interrupts().items == ()
