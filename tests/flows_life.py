@@ -80,3 +80,12 @@ def fan(data: dict[str, Any]) -> dict[str, Any]:
     results = use_workflows(calls, id="all", limit=data.get("limit", 3))
     return {"results": [{"failed": r.status, "message": r.error_message} if isinstance(r, ChildFailed) else r
                         for r in results]}
+
+
+nests_fan_out = Workflow("nests_fan_out")
+
+
+@nests_fan_out.node(start=True)
+def call_fan_out(data: dict[str, Any]) -> dict[str, Any]:
+    """A fan-out one level down: its children are the root's grandchildren."""
+    return {"inner": use_workflow(fans_out, data, id="fan")}

@@ -131,3 +131,81 @@ def test_a_cancel_cut_short_after_the_parent_ended_is_finished_by_the_next(harne
     assert (result.outcome, result.status) == (CancelOutcome.ALREADY_FINISHED, RunStatus.CANCELLED)
     assert {harness.pw.get_run(c).status for c in children} == {RunStatus.CANCELLED}
     assert harness.pw.list_interrupts().items == ()
+
+
+@pytest.mark.parametrize("depth", ["children", "grandchildren"])
+def test_cancel_reaches_the_children_of_a_fan_out_queued_between_two_of_them(harness: Harness, depth: str) -> None:
+    """A fan-out whose parent is queued (one child ended, the next not started yet) is cancelled
+    with the tree: the child still asking ends cancelled, its question leaves the listing, and no
+    child begins a node afterwards, whether the fan-out is the root or the root's child."""
+    if harness.connection is None:
+        pytest.skip("an embedded worker runs the queued replay at once")
+    from parkway.runtime.hooks import child_run_id
+
+    data = {"n": 3, "ask": True, "limit": 2}
+    root = harness.start_and_run(flows_life.fans_out if depth == "children" else flows_life.nests_fan_out, data)
+    fan = root if depth == "children" else child_run_id(root, 0, "fan")
+    first, second = (child_run_id(fan, 0, f"all.{i}") for i in range(2))
+    assert {i.run_id for i in harness.pw.list_interrupts(run_id=root).items} == {first, second}
+    harness.pw.cancel(first, reason="one less", responder="ops")  # its end queues the fan-out for the third
+    assert harness.pw.get_run(fan).status is RunStatus.QUEUED
+    result = harness.pw.cancel(root, reason="stop", responder="ops")
+    assert (result.outcome, result.status) == (CancelOutcome.CANCELLED, RunStatus.CANCELLED)
+    assert harness.pw.get_run(second).status is RunStatus.CANCELLED
+    assert harness.pw.list_interrupts().items == ()
+    harness.run_jobs()
+    assert {harness.pw.get_run(r).status for r in (root, fan, second)} == {RunStatus.CANCELLED}
+    assert [t for t, _ in _events(harness.pw, fan)].count("node.started") == 1  # the fan-out never replayed
+    with pytest.raises(Exception, match="no run"):
+        harness.pw.get_run(child_run_id(fan, 0, "all.2"))  # the third never started
+
+
+def test_cancel_reaches_the_child_that_raced_an_answered_interrupt(harness: Harness) -> None:
+    """use_first's child runs on after an answer wins, until the parent's replay cancels it: a
+    cancel of the parent queued for that replay cancels the child, which then asks nothing."""
+    if harness.connection is None:
+        pytest.skip("an embedded worker runs the queued replay at once")
+    from tests import flows_fork
+
+    root = harness.start_and_run(flows_fork.racer, {"child": "asking"})
+    child = next(i.run_id for i in harness.pw.list_interrupts(run_id=root).items if i.run_id != root)
+    own = next(i for i in harness.pw.list_interrupts(run_id=root, include_tokens=True).items if i.run_id == root)
+    assert own.resume_token is not None and harness.pw.resume(own.resume_token, selected="red").accepted
+    assert harness.pw.get_run(root).status is RunStatus.QUEUED  # its replay not run yet
+    result = harness.pw.cancel(root, reason="stop", responder="ops")
+    assert (result.outcome, result.status) == (CancelOutcome.CANCELLED, RunStatus.CANCELLED)
+    assert harness.pw.get_run(child).status is RunStatus.CANCELLED
+    assert harness.pw.list_interrupts().items == ()
+    harness.run_jobs()
+    assert [harness.pw.get_run(r).status for r in (root, child)] == [RunStatus.CANCELLED] * 2
+
+
+def test_the_end_of_a_tree_is_refused_when_a_run_below_has_a_child_it_does_not_name(harness: Harness) -> None:
+    """finish.lua ends the runs below a run with it only when every child of those it ends is named
+    (one started since the caller read the tree would run on): else it changes nothing and says
+    stale, and with the tree read again it ends the run and the fan-out below it in one step."""
+    from parkway.runtime.errors import StaleFence
+    from parkway.runtime.hooks import child_run_id
+
+    root = harness.start_and_run(flows_life.nests_fan_out, {"n": 3, "ask": True, "limit": 2})
+    fan = child_run_id(root, 0, "fan")
+    store, said = harness.pw.store, ("run.cancelled", {"reason": "r", "responder": "o"})
+
+    def status(run_id: str) -> RunStatus:
+        return harness.pw.get_run(run_id).status
+
+    record = store.get_run(root, 0)
+    assert record is not None and status(fan) is RunStatus.WAITING
+    with pytest.raises(StaleFence, match="since the read"):
+        store.finish(root, record.fence, "cancelled", None, said, 1, [(fan, root)])  # its children unnamed
+    assert [status(r) for r in (root, fan)] == [RunStatus.WAITING] * 2
+    below = store.runs_below(root)
+    assert below[0] == (fan, root) and {c for c, p in below[1:] if p == fan} == {
+        child_run_id(fan, 0, f"all.{i}") for i in range(2)}
+    store.finish(root, record.fence, "cancelled", None, said, 1, below)
+    assert [status(r) for r in (root, fan)] == [RunStatus.CANCELLED] * 2
+    assert {status(c) for c, _ in below[1:]} == {RunStatus.WAITING}  # their questions: the cascade's next steps
+    result = harness.pw.cancel(root, reason="r", responder="o")  # as a cancel cut short here: it finishes them
+    assert (result.outcome, result.status) == (CancelOutcome.ALREADY_RESOLVED, RunStatus.CANCELLED)
+    assert {status(c) for c, _ in below[1:]} == {RunStatus.CANCELLED}
+    assert harness.pw.list_interrupts().items == ()

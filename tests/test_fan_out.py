@@ -4,6 +4,7 @@ run at a time, their interrupts under the root, cancel cascading to all (issue 2
 from __future__ import annotations
 
 import pytest
+import redis
 from structlog.testing import capture_logs
 
 from parkway import Parkway, RunStatus, ValidationError, use_workflows
@@ -165,3 +166,107 @@ def test_with_two_live_workers_every_fan_out_completes_in_order_within_its_bound
     finally:
         for proc in procs:
             proc.stop()
+
+
+@pytest.mark.slow
+def test_cancel_in_the_middle_of_a_fan_out_with_two_live_workers_stops_every_child(
+    redis_client: redis.Redis, redis_url: str
+) -> None:
+    """100 quick children 10 at a time on 2 worker processes, cancel(root) at a different point of
+    the fan-out in each of 20 trials (the fan-out queued, running or waiting between children; the
+    root's own in even trials, its child's in odd ones): no node of the tree begins after cancel
+    returns, and every child that had not ended by then ends cancelled."""
+    from rq import Queue
+
+    from parkway import Settings
+    from parkway.errors import RunNotFound
+    from parkway.workers.serializer import MsgpackSerializer
+    from tests.conftest import SECRET
+    from tests.procs import Worker, wait_for
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    queue = Queue(settings.queue, connection=redis_client, serializer=MsgpackSerializer)
+
+    def attempts() -> int:  # begin.lua counts every attempt it lets begin
+        return int(redis_client.hget(keys.metrics(), "attempts") or 0)
+
+    def idle() -> bool:
+        return queue.count == 0 and redis_client.zcard(keys.leases()) == 0
+
+    procs = [Worker(redis_url, SECRET) for _ in range(2)]
+    try:
+        with Parkway(settings) as pw:
+            cut: list[int] = []  # children cancelled in each trial
+            for trial in range(20):
+                data = {"n": 100, "limit": 10}
+                if trial % 2 == 0:
+                    root = fan = pw.start(flows_life.fans_out, data)
+                else:  # the fan-out's children are the root's grandchildren
+                    root = pw.start(flows_life.nests_fan_out, data)
+                    fan = child_run_id(root, 0, "fan")
+                ended_first = 1 + trial % 10 * 3  # children ended before the cancel: 1 to 28
+                wait_for(lambda fan=fan, n=ended_first: _ended(pw, fan, n), 30, f"{ended_first} children of {fan}",
+                         interval=0.002)
+                result = pw.cancel(root, reason="enough", responder="ops")
+                begun = attempts()
+                wait_for(idle, 30, "idle workers")
+                assert result.status is RunStatus.CANCELLED, (trial, result)
+                assert attempts() == begun, f"trial {trial}: {attempts() - begun} node(s) began after cancel returned"
+                ended = {e.data["childRunId"] for e in pw.store.read_events(fan, "0", None, 10_000)
+                         if e.type in ("child.completed", "child.ended")}
+                statuses = {}
+                for child in _children(fan, 100):
+                    try:
+                        statuses[child] = pw.get_run(child).status
+                    except RunNotFound:
+                        continue  # never started
+                    if child not in ended:
+                        assert statuses[child] is RunStatus.CANCELLED, (trial, child, statuses[child])
+                assert pw.get_run(fan).status is RunStatus.CANCELLED
+                cut.append(len(statuses) - len(ended))
+        assert sum(1 for n in cut if n) >= 5, cut  # the trials cut fan-outs short with children running
+    finally:
+        for proc in procs:
+            proc.stop()
+
+
+def _ended(pw: Parkway, fan: str, n: int) -> bool:
+    """Whether at least ``n`` children of the fan-out ``fan`` have ended (its stream says so; none
+    while the run is not created yet)."""
+    return _types(pw, fan).count("child.completed") >= n
+
+
+def test_a_fan_outs_children_are_its_trees_tenant_owner_and_origin(harness: Harness) -> None:
+    """Each child of a fan-out is created whose its tree is: tenant, owner and origin on its record
+    and its summary, its questions listed under the tree's tenant and nobody else's."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 3, "ask": True, "limit": 2}, tenant="acme", owner="ada",
+                                 origin="frontend")
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    for child in _children(root, 2):
+        record = harness.pw.store.get_run(child, 0)
+        assert record is not None and (record.tenant, record.owner, record.origin) == ("acme", "ada", "frontend")
+        assert client.hmget(keys.summary(child), "tenant", "owner", "origin") == [b"acme", b"ada", b"frontend"]
+    assert {i.run_id for i in harness.pw.list_interrupts(tenant="acme").items} == set(_children(root, 2))
+    assert harness.pw.list_interrupts(tenant="other").items == ()
+
+
+def test_a_fan_out_starts_the_next_child_as_soon_as_any_one_ends(harness: Harness) -> None:
+    """Four asking children, two at a time: the end of either running child starts the next one
+    at once while the other still asks (the bound refills child by child, never waiting for a batch)."""
+    root = harness.start_and_run(flows_life.fans_out, {"n": 4, "ask": True, "limit": 2})
+    kids = _children(root, 4)
+
+    def asking() -> dict[str, str]:
+        page = harness.pw.list_interrupts(run_id=root, include_tokens=True)
+        return {i.run_id: str(i.resume_token) for i in page.items}
+
+    for ends, then in ((kids[1], {kids[0], kids[2]}), (kids[0], {kids[2], kids[3]}), (kids[3], {kids[2]})):
+        assert harness.pw.resume(asking()[ends], selected="red").accepted
+        harness.run_jobs()
+        assert set(asking()) == then
+        assert harness.pw.get_run(root).status is RunStatus.WAITING
+    assert harness.pw.resume(asking()[kids[2]], selected="blue").accepted
+    harness.run_jobs()
+    run = harness.pw.get_run(root)
+    assert run.status is RunStatus.COMPLETED and [r["color"] for r in run.output["results"]] == [
+        "red", "red", "blue", "red"]

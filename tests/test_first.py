@@ -338,3 +338,17 @@ def test_the_roots_listing_follows_the_tree_down_to_the_racing_childs_interrupt(
     assert child.resume_token is not None and harness.pw.resume(child.resume_token, selected="red").accepted
     harness.run_jobs()
     assert harness.pw.list_interrupts(run_id=run_id).items == ()
+
+
+def test_the_racing_child_is_its_trees_tenant_owner_and_origin(harness: Harness) -> None:
+    """use_first's child run is created whose its parent is: tenant, owner and origin on its record
+    and on its summary (which outlives the record), so every door checks them there."""
+    run_id = harness.start_and_run(flows_fork.racer, {"child": "asking"}, tenant="acme", owner="ada",
+                                   origin="frontend")
+    child = _child(run_id)
+    record = harness.pw.store.get_run(child, 0)
+    assert record is not None and record.lineage == ((run_id, 0),)
+    assert (record.tenant, record.owner, record.origin) == ("acme", "ada", "frontend")
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    assert client.hmget(keys.summary(child), "tenant", "owner", "origin") == [b"acme", b"ada", b"frontend"]
+    assert [i.run_id for i in harness.pw.list_interrupts(tenant="acme").items if i.run_id == child] == [child]

@@ -528,10 +528,12 @@ class Parkway:
         with it (past the interrupt's deadline, before the reconciler applies its policy, the run
         ends all the same and the interrupt is recorded expired): its node does not replay, so
         nothing catches the cancellation (to let the node decide, cancel the interrupt instead:
-        ``cancel_interrupt``). A run waiting on a child run
-        (``use_workflow``), or on an interrupt a child run races (``use_first(child=...)``), ends
-        first, then has the child cancelled the same way, down the tree: no node of the tree
-        replays, and every run of it records ``reason`` and ``responder``. A
+        ``cancel_interrupt``). A run with runs below it (the child it waits on, ``use_workflow``;
+        the child racing its interrupt, ``use_first(child=...)``, even once an answer won; its
+        fan-out's children, ``use_workflows``, whatever it is doing between them) ends first, with
+        every run of its tree below it that does not wait on a question in the same step, then has
+        the questions below cancelled, down the tree: no node of the tree begins or replays once
+        this returns, and every run of it records ``reason`` and ``responder``. A
         session's branch run held while its branch is parked ends ``cancelled`` at once. A finished
         run is left alone (``already_resolved``, with its status, as a second answer of an interrupt;
         the word was ``already_finished`` before).

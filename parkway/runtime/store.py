@@ -589,8 +589,12 @@ class Store(Protocol):
         left running or some are left to start. When fewer than ``commit.live`` children were left
         running, the run is queued for a replay at once instead."""
 
-    def live_children(self, run_id: str) -> list[str]:
-        """The children of the run's fan-out started and not yet ended."""
+    def runs_below(self, run_id: str) -> list[tuple[str, str]]:
+        """The runs below a run that may still run, whatever its status, each with the run it is
+        below, parents first: the children of its fan-out started and not yet ended
+        (``use_workflows``), the child it waits on (``use_workflow``), the child that raced its
+        interrupt (``use_first``: it runs on after an answer wins, until the run's replay cancels
+        it), and the same of each of those, down its tree."""
 
     def finish(
         self,
@@ -600,8 +604,13 @@ class Store(Protocol):
         error: Mapping[str, Any] | None,
         event: EventSpec,
         now: int,
+        below: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """End a queued or running run (at ``fence``, or whatever is current when None)."""
+        """End a queued or running run (at ``fence``, or whatever is current when None), and in the
+        same step each run of ``below`` (``runs_below``, read after ``fence``) whose parent ends and
+        that is queued, running or waiting on runs below it: none of them begins or commits a node
+        after this returns. Refused (``StaleFence``) when a run that would end has started a child
+        ``below`` does not name."""
 
     def release(self, run_id: str, fence: int, step: int, event: Mapping[str, Any], now: int) -> int:
         """Give a running activation back unrun: queued at a new fence (returned), an outbox entry

@@ -357,6 +357,18 @@ local function queue_parent(p, parent, step, now, retention, queues, job)
   return hand_off(queues, job, 1, step, fence)
 end
 
+-- BLOCK below: a run below one that finish.lua ends (a child of its fan-out, the child it waits on,
+-- the child racing its interrupt, or one below those), ended in the same step (see finish.lua)
+-- KEYS
+--   run            its hash
+--   state          its workflow state
+--   events         its stream
+--   summary        its summary
+--   fanout         its fan-out set
+-- ARGV
+--   run_id         the run
+--   parent         the run it is below
+
 -- BLOCK parent: where a child run's end goes (see notify_parent)
 -- KEYS
 --   run            the parent's hash

@@ -158,6 +158,18 @@ class Parent(Args):
     job: list[Any]
 
 
+@schema("below")
+@dataclass(frozen=True)
+class Below(Args):
+    run: str
+    state: str
+    events: str
+    summary: str
+    fanout: str
+    run_id: str
+    parent: str
+
+
 @schema("new_run")
 @dataclass(frozen=True)
 class NewRun(Args):
@@ -331,7 +343,9 @@ class Finish(Args):
     summary: str
     leases: str
     metrics: str
+    fanout: str
     parent: Parent | None
+    below: list[Below]
     fence: int | str
     status: str
     error: bytes | str

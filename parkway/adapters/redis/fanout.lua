@@ -39,8 +39,7 @@ if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
 redis.call('ZREM', K.leases, A.run_id)
 -- the parent outlives its children's records (each child has the parent's TTL from now)
 local keep_ms = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
-local tenant = redis.call('HGET', K.run, 'tenant')  -- a child lists under its tree's tenant
-local auth = tenant and {'tenant', tenant} or {}
+local auth = authority_of(K.run)  -- a child is its tree's (tenant, owner...), as use_workflow's is (spawn.lua)
 for i, c in ipairs(K.children) do
   local a = A.children[i]
   if redis.call('EXISTS', c.run) == 0 and redis.call('EXISTS', c.summary) == 0 then

@@ -2,6 +2,14 @@
 -- waiting on a child run, on its fan-out's children, or on an interrupt past its deadline) as
 -- failed or cancelled. A parent ended while it waits on a child is ended
 -- first, before its child: the child's end then finds it finished and queues nothing (cancel wins).
+-- The runs below it that the caller names (its tree below it, read after the run's fence: each a
+-- child of its fan-out, the child it waits on or the child racing its interrupt, of the run or of
+-- one below it, parents first) end in the same step when their parent ends here and they are
+-- queued, running or waiting on runs below them: between the two no run of the tree begins a node
+-- or commits one, whatever the run was doing (queued or running between two children of its
+-- fan-out, or waiting on them). Each run that ends here must have all the runs below it named (a
+-- child started since the caller's read: refused, to read the tree again). Runs waiting on an
+-- interrupt, and the runs below them, are the caller's next steps (runtime/cancel.py).
 -- A run failed in the activation whose interrupt was last answered (its replay with the answer
 -- failed): that interrupt's lifecycle record says so (its x: field in the summary, which the run's
 -- 'ans' names).
@@ -12,9 +20,12 @@
 --   summary        its summary
 --   leases         the leases
 --   metrics        the counters
+--   fanout         its fan-out set
 --   parent?: parent  where the run's end goes, for a child run (see notify_parent)
+--   below...: below  the runs below it, parents first
 -- ARGV
 --   #parent        1 for a child run, else 0
+--   #below         how many runs below it
 --   fence          the job's fence ('' = whatever is current)
 --   status         failed | cancelled
 --   error          the error blob ('' = none)
@@ -28,6 +39,23 @@
 --   failed_replay  the failed replay's lifecycle blob with the error's message ('' unless failed)
 --   failed_type    the same with the error's type only (for an interrupt whose output is not captured)
 --   parent?: parent  the parent's (see notify_parent)
+--   below...: below  theirs
+
+-- End one run (`run`, `state`, `events`, `summary`: its keys) with this call's status, event and
+-- done event: a new fence (its job's commit is refused), its lease released, counted.
+local function end_run(run, state, events, summary, run_id, wf)
+  redis.call('HINCRBY', run, 'fence', 1)
+  local ttl = redis.call('HGET', run, 'ttl')
+  redis.call('HSET', run, 'status', A.status, 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
+  redis.call('HSET', summary, 'status', A.status, 'updated', A.now)
+  redis.call('ZREM', K.leases, run_id)
+  redis.call('HINCRBY', K.metrics, 'runs:' .. A.status .. ':' .. (wf or ''), 1)
+  xadd_run(run, events, A.maxlen, A.event_type, A.event)
+  xadd_run(run, events, A.maxlen, 'done', A.done)
+  expire_all(ttl, {run, state, events})
+  keep_summary(summary, ttl, A.retention)
+end
+
 local cur = redis.call('HMGET', K.run, 'fence', 'status', 'waiting', 'expires', 'wf')
 if not cur[1] then return gone() end
 if A.fence ~= '' and cur[1] ~= A.fence then return stale('run is at fence ' .. cur[1]) end
@@ -39,7 +67,26 @@ if cur[2] ~= 'queued' and cur[2] ~= 'running' and waiting ~= 'session' and waiti
     and string.sub(waiting, 1, 6) ~= 'child:' and not overdue then
   return stale('run is ' .. cur[2])
 end
-redis.call('HINCRBY', K.run, 'fence', 1)
+-- the runs below that end with it, checked before anything changes: {keys, arguments, workflow}
+local named, ends, sets, below = {}, {[A.run_id] = true}, {[A.run_id] = K.fanout}, {}
+for _, a in ipairs(A.below) do named[a.run_id] = true end
+for i, b in ipairs(K.below) do
+  local a = A.below[i]
+  local run = redis.call('HMGET', b.run, 'status', 'parent', 'wf', 'waiting', 'rc')
+  local on = run[1] == 'waiting' and (run[4] or '') or ''
+  local child = string.sub(on, 1, 6) == 'child:' and string.sub(on, 7) or nil
+  if ends[a.parent] and run[2] == a.parent
+      and (run[1] == 'queued' or run[1] == 'running' or on == 'children' or child) then
+    for _, c in ipairs(redis.call('SMEMBERS', b.fanout)) do
+      if not named[c] then return stale('run ' .. a.run_id .. ' started ' .. c .. ' since the read') end
+    end
+    for _, c in ipairs({child or '', run[5] or ''}) do
+      if c ~= '' and not named[c] then return stale('run ' .. a.run_id .. ' started ' .. c .. ' since the read') end
+    end
+    ends[a.run_id], sets[a.run_id] = true, b.fanout
+    below[#below + 1] = {b, a, run[3]}
+  end
+end
 if A.status == 'failed' and A.failed_replay ~= '' then
   local answered = redis.call('HMGET', K.run, 'ans', 'step')
   if answered[1] then
@@ -47,17 +94,14 @@ if A.status == 'failed' and A.failed_replay ~= '' then
     if step == answered[2] then hset_parts(K.summary, field, output == '1' and A.failed_replay or A.failed_type) end
   end
 end
-local ttl = redis.call('HGET', K.run, 'ttl')
-redis.call('HSET', K.run, 'status', A.status, 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
 if A.error ~= '' then redis.call('HSET', K.run, 'error', A.error) end
-redis.call('HSET', K.summary, 'status', A.status, 'updated', A.now)
-redis.call('ZREM', K.leases, A.run_id)
-redis.call('HINCRBY', K.metrics, 'runs:' .. A.status .. ':' .. (cur[5] or ''), 1)
+end_run(K.run, K.state, K.events, K.summary, A.run_id, cur[5])
 -- a node's error (not a cancellation): a failed attempt, as each retried one is (write_entry.lua's counts)
 if A.status == 'failed' and A.error ~= '' then redis.call('HINCRBY', K.metrics, 'failures:' .. (cur[5] or ''), 1) end
-xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event)
-xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
-expire_all(ttl, {K.run, K.state, K.events})
-keep_summary(K.summary, ttl, A.retention)
+for _, r in ipairs(below) do
+  local b, a = r[1], r[2]
+  end_run(b.run, b.state, b.events, b.summary, a.run_id, r[3])
+  redis.call('SREM', sets[a.parent], a.run_id)  -- ended: no longer a live child of its fan-out
+end
 notify_parent(K.parent, A.parent)
 return 1

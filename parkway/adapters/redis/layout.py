@@ -492,6 +492,21 @@ def children_below(fields: Mapping[bytes, Any], run_id: str) -> list[str]:
     return [_s(fields[b"rc"])] if interrupt_waited(fields, run_id) and fields.get(b"rc") and raced == b"pending" else []
 
 
+BELOW_FIELDS = ("waiting", "rc")
+"""the run hash's fields ``runs_below`` reads: what the run waits on, the child that raced its interrupt"""
+
+
+def runs_below(run_id: str, fields: Sequence[Any], fanned: Sequence[str]) -> list[str]:
+    """The runs below a run that may still run (``Store.runs_below``), from its ``BELOW_FIELDS``
+    and its fan-out set's members (``fanned``): the child it waits on, the child that raced its
+    interrupt (whether or not that interrupt is still pending), its fan-out's children."""
+    wait, racing = (_s(f) for f in fields)
+    out = [wait.removeprefix(CHILD_WAIT)] if wait.startswith(CHILD_WAIT) else []
+    if racing and racing not in out:
+        out.append(racing)
+    return out + [c for c in fanned if c not in out]
+
+
 def interrupt_waited(fields: Mapping[bytes, Any], run_id: str) -> str | None:
     """The request id of the interrupt the run waits on, if it waits on one."""
     wait = waiting(fields, run_id)

@@ -1,5 +1,5 @@
 """A run's records read: its record, whose it is, an activation's journal and state, where a fork
-starts, its fan-out's live children, its events (``layout.read_events``). Part of ``RedisStore``."""
+starts, the runs below it that may still run, its events (``layout.read_events``). Part of ``RedisStore``."""
 
 from __future__ import annotations
 
@@ -111,10 +111,24 @@ class RunRecords:
                 blob = self.client.hget(keys.snapshots(run_id), str(step))
         return None if blob is None else codec.decode(blob, what="run data")
 
-    def live_children(self, run_id: str) -> list[str]:
-        """The children of the run's fan-out started and not yet ended (``use_workflows``)."""
-        with translated(run_id):
-            return sorted(_text(c) for c in self.client.smembers(keys.fanout(run_id)))
+    def runs_below(self, run_id: str) -> list[tuple[str, str]]:
+        """The runs below a run that may still run, parents first (see ``Store.runs_below``): one
+        round trip per level of its tree."""
+        out: list[tuple[str, str]] = []
+        level, seen = [run_id], {run_id}
+        while level:
+            with translated(run_id):
+                pipe = self.client.pipeline(transaction=False)
+                for r in level:
+                    pipe.hmget(keys.run(r), *layout.BELOW_FIELDS)
+                    pipe.smembers(keys.fanout(r))
+                replies = iter(pipe.execute())
+            found = [(c, r) for r in level
+                     for c in layout.runs_below(r, next(replies), sorted(_text(m) for m in next(replies)))]
+            level = [c for c, _ in found if c not in seen]
+            seen.update(level)
+            out += [(c, r) for c, r in found if c in level]
+        return out
 
     def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
         """The run's events after ``after`` (``layout.read_events``: the run's hash and stream in one

@@ -166,8 +166,8 @@ class ShardedStore:
         result: FanOutOutcome = self.store_of(run_id).fan_out(run_id, fence, step, commit)
         return result
 
-    def live_children(self, run_id: str) -> list[str]:
-        return list(self.store_of(run_id).live_children(run_id))
+    def runs_below(self, run_id: str) -> list[tuple[str, str]]:
+        return list(self.store_of(run_id).runs_below(run_id))
 
     def finish(self, run_id: str, *args: Any, **kwargs: Any) -> Any:
         return self.store_of(run_id).finish(run_id, *args, **kwargs)

@@ -252,13 +252,16 @@ class Transitions:
         error: Mapping[str, Any] | None,
         event: EventSpec,
         now: int,
+        below: Sequence[tuple[str, str]] = (),
     ) -> None:
         r = run_id
         failed_replay, failed_type = self._failed_replay(status, error, now)
         self._script(r, calls.Finish(
             run=keys.run(r), state=keys.workflow_state(r), events=keys.events(r), summary=keys.summary(r),
-            leases=keys.leases(), metrics=keys.metrics(),
+            leases=keys.leases(), metrics=keys.metrics(), fanout=keys.fanout(r),
             parent=self._parent(r, status, dict(error) if error else None, now),
+            below=[calls.Below(run=keys.run(c), state=keys.workflow_state(c), events=keys.events(c),
+                               summary=keys.summary(c), fanout=keys.fanout(c), run_id=c, parent=p) for c, p in below],
             fence="" if fence is None else fence, status=status,
             error=codec.encode(dict(error), what="run error") if error else "", now=now,
             retention=self.limits.retention_ms, maxlen=self.limits.max_events, event_type=event[0],
