@@ -50,6 +50,9 @@ class Recorder:
     def is_pending(self, run_id: str, fence: int) -> bool:
         return False
 
+    def discard(self, run_id: str, fence: int) -> None:
+        pass
+
 
 def _events(harness: Harness, run_id: str) -> list[str]:
     return [e.type for e in harness.pw.store.read_events(run_id, "0", None, 1000)]

@@ -7,7 +7,8 @@ One pass looks at what the store says is due and acts:
   node replays on a live worker, or fail it after ``max_lost`` lost attempts;
 - an *outbox* entry older than a few seconds whose job is no longer pending
   (a resume accepted but never enqueued, a job lost with its worker before it
-  began) -> move the run to a new fence and enqueue it;
+  began) -> move the run to a new fence and enqueue it, and drop the lost job from RQ's
+  records (RQ would fail it, and keep the failure a year);
 - what no run holds any more (closed interrupts past the retention, a workflow with no
   interrupt left, the pause feed once no workflow has one) -> drop it, so an idle deployment
   returns to its fixed keys (``Store.prune_idle``); a run whose summary is gone -> out of the run
@@ -118,6 +119,7 @@ def housekeep(
         if dispatcher.is_pending(run_id, fence):
             continue
         result = store.redispatch(run_id, step, fence, now)
+        dispatcher.discard(run_id, fence)  # taken by a worker that died: else RQ's cleanup fails it
         if result.outcome == "requeued":
             dispatcher.enqueue(run_id, result.step, result.fence)
             report.redispatched.append(run_id)
