@@ -523,6 +523,33 @@ def test_the_script_run_is_this_interpreters_own_not_the_first_on_path(
     assert done.returncode == 0 and "stale" not in done.stdout and "usage: parkway" in done.stdout
 
 
+def test_a_command_against_a_closed_port_fails_within_two_seconds_naming_the_url() -> None:
+    """The ``parkway`` script against a port nobody listens on exits 1 within 2 s, with one error
+    line that names the URL it tried, its password left out (it used to retry for 10 s, silently)."""
+    port = free_port()
+    started = time.monotonic()
+    done = _parkway("runs", "--redis-url", f"redis://:s3cret@127.0.0.1:{port}/0", cwd=ROOT, env=_env(), timeout=30)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert elapsed <= 2.0, f"took {elapsed:.2f}s"
+    [line] = done.stderr.splitlines()
+    assert ERROR_LINE.match(line) and f"redis://127.0.0.1:{port}/0" in line and "s3cret" not in line, line
+
+
+def test_a_closed_stdout_ends_the_command_quietly_with_141(redis_url: str, redis_client: redis.Redis) -> None:
+    """``parkway runs | head`` with head gone: the ``parkway`` script exits 141 (128 + SIGPIPE, as
+    other Unix tools) and prints no traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run([*parkway_script(), "runs", "--redis-url", redis_url], cwd=ROOT, env=_env(),
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write)
+    assert done.returncode == commands.PIPE_CLOSED == 141, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
 def _user_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_") and k != "PYTHONPATH"}
     return {**env, "PARKWAY_SECRET": SECRET, **extra}
