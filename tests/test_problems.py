@@ -165,3 +165,24 @@ def test_each_route_documents_the_error_statuses_it_answers_in_real_calls(server
     assert not {"404", "409", "410", "413", "429", "503"} & set(me), sorted(me)
     assert not {"409", "410"} & set(document["paths"]["/v1/runs/{run_id}"]["get"]["responses"])
     assert "401" not in document["paths"]["/healthz"]["get"]["responses"]
+
+
+def test_every_route_called_with_stand_in_ids_answers_a_status_its_document_lists(server: Server) -> None:
+    """Each documented operation, called with ids that name nothing, with an empty body (a POST), by a
+    machine key and by a user's, answers a status its own `responses` list (the lists are each route's
+    own: none may leave out what the route answers)."""
+    from tests.test_api import USER_KEY
+
+    document = httpx.get(server.url + "/openapi.json", timeout=15).json()
+    unlisted = []
+    for key in (None, USER_KEY):
+        api = _api(server) if key is None else _api(server, key)
+        for path, item in document["paths"].items():
+            for method in item:
+                if path == "/v1/interrupts/events":
+                    continue  # it opens (an open stream never ends); the others refuse an id naming nothing
+                kwargs: dict[str, Any] = {"json": {}} if method == "post" else {}
+                status = api.request(method.upper(), _concrete(path), **kwargs).status_code
+                if str(status) not in item[method]["responses"]:
+                    unlisted.append((method, path, key is not None, status))
+    assert unlisted == []
