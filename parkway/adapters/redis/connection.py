@@ -1,7 +1,8 @@
 """The connection to Redis, and the one room for redis-py's internals.
 
 ``connect`` builds the client every store and worker uses: each call ends within ``GIVE_UP_S``
-when Redis does not answer (``_RetryUntil``). ``run_script`` is the path every transition takes
+when Redis does not answer (``_RetryUntil``), or sooner, inside ``until_first_answer`` (the
+``parkway`` command's), while Redis has not answered yet. ``run_script`` is the path every transition takes
 (FCALL on a pooled connection, a function the server lacks loaded, with ``WAIT`` for replica
 acknowledgements);
 ``run_commands`` sends a few commands in one round trip (the worker's take-and-begin, the
