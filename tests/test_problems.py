@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -113,6 +114,7 @@ def test_each_route_documents_the_error_statuses_it_answers_in_real_calls(server
     a problem with the problem model where the body is one; a route lists no status it cannot answer."""
     from parkway import Parkway, Settings
     from tests.conftest import SECRET
+    from tests.procs import wait_for
     from tests.test_api import USER_KEY
 
     api, ana = _api(server), _api(server, USER_KEY)
@@ -125,14 +127,17 @@ def test_each_route_documents_the_error_statuses_it_answers_in_real_calls(server
     assert httpx.post(server.url + link, timeout=15).status_code == 200
     sid = ana.post("/v1/sessions", json={"agent": "tests.session_flows:mail"}).json()["sessionId"]
     assert ana.post(f"/v1/sessions/{sid}/messages", json={"content": "mail bob"}).status_code == 201
-    from tests.procs import wait_for
-
     parked = wait_for(lambda: ana.get(f"/v1/sessions/{sid}").json()["parkedBy"], 20, "the session's approval")
     clear = {"type": "interrupt.resume", "interrupt_id": parked[0], "payload": {"approved": True}}
     assert ana.post(f"/v1/sessions/{sid}/resume", json=clear).status_code == 200
     cancelled = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {}}).json()["runId"]
     _wait_status(api, cancelled, "waiting")
     assert api.post(f"/v1/runs/{cancelled}/cancel").status_code == 200
+    brief = api.post("/v1/runs", json={"workflow": "tests.flows:one_choice", "input": {"ttl_ms": 1000}}).json()["runId"]
+    _wait_status(api, brief, "waiting")
+    late_token, late_request = _token(api, brief)
+    wait_for(lambda: api.get(f"/v1/interrupts/{late_request}", params={"runId": brief}).json()["expiresAt"]
+             < time.time() * 1000 - 100, 10, "the interrupt's expiry")
 
     with httpx.Client(base_url=server.url, timeout=15) as anonymous:
         calls = [  # (method, documented path, status expected, the response)
@@ -145,6 +150,7 @@ def test_each_route_documents_the_error_statuses_it_answers_in_real_calls(server
             ("get", "/v1/interrupts", 403, ana.get("/v1/interrupts", params={"tokens": "true"})),
             ("post", "/v1/runs/{run_id}/cancel", 409, api.post(f"/v1/runs/{cancelled}/cancel")),
             ("post", "/v1/resume", 409, api.post("/v1/resume", json={"token": token, "selected": "red"})),
+            ("post", "/v1/resume", 410, api.post("/v1/resume", json={"token": late_token, "selected": "red"})),
             ("post", "/v1/interrupts/{request_id}/answer", 409,
              api.post(f"/v1/interrupts/{request_id}/answer", json={"runId": run_id, "selected": "red"})),
             ("post", "/v1/sessions/{session_id}/resume", 409, ana.post(f"/v1/sessions/{sid}/resume", json=clear)),
