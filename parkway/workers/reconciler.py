@@ -118,8 +118,10 @@ def housekeep(
     for run_id, step, fence in due.stale_outbox:
         if dispatcher.is_pending(run_id, fence):
             continue
+        # taken by a worker that died before beginning it: RQ's cleanup would fail it. Dropped first,
+        # while the outbox entry still names it: if this pass stops here, the next one does both
+        dispatcher.discard(run_id, fence)
         result = store.redispatch(run_id, step, fence, now)
-        dispatcher.discard(run_id, fence)  # taken by a worker that died: else RQ's cleanup fails it
         if result.outcome == "requeued":
             dispatcher.enqueue(run_id, result.step, result.fence)
             report.redispatched.append(run_id)
