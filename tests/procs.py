@@ -50,6 +50,17 @@ def answers(url: str, path: str = "/healthz") -> bool:
         conn.close()
 
 
+def parkway_script() -> list[str]:
+    """The command that runs this interpreter's own ``parkway`` script: the one installed beside
+    ``sys.executable`` (a stale one earlier on PATH, from another install, would test that one), else
+    the first on PATH, else the script's entry point run by this interpreter."""
+    beside = Path(sys.executable).parent / "parkway"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    found = shutil.which("parkway")
+    return [found] if found else [sys.executable, "-c", "import sys; from parkway.cli import main; sys.exit(main())"]
+
+
 class RedisServer:
     """A redis-server of the test's own, on a free port, persisting to a temporary directory."""
 

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from parkway.cli import commands
 from parkway.http.app import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
-from tests.procs import ROOT, answers, free_port, wait_for
+from tests.procs import ROOT, answers, free_port, parkway_script, wait_for
 
 ERROR_LINE = re.compile(r"^parkway: error: \S.*$")
 
@@ -502,11 +501,53 @@ EXPENSES = textwrap.dedent(
 
 
 def _parkway(*args: str, cwd: Path, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("parkway")
-    command = [exe] if exe else [sys.executable, "-c", "import sys; from parkway.cli import main; sys.exit(main())"]
+    """Run the ``parkway`` script itself (``parkway_script``: this interpreter's own)."""
     return subprocess.run(
-        [*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        [*parkway_script(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
+
+
+def test_the_script_run_is_this_interpreters_own_not_the_first_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale ``parkway`` script earlier on PATH is not the one the tests run: the one beside
+    ``sys.executable`` is."""
+    if not (Path(sys.executable).parent / "parkway").exists():
+        pytest.skip("no parkway script installed beside this interpreter")
+    stale = tmp_path / "parkway"
+    stale.write_text("#!/bin/sh\necho stale\n")
+    stale.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    done = _parkway("--help", cwd=ROOT, env=_env())
+    assert done.returncode == 0 and "stale" not in done.stdout and "usage: parkway" in done.stdout
+
+
+def test_a_command_against_a_closed_port_fails_within_two_seconds_naming_the_url() -> None:
+    """The ``parkway`` script against a port nobody listens on exits 1 within 2 s, with one error
+    line that names the URL it tried, its password left out (it used to retry for 10 s, silently)."""
+    port = free_port()
+    started = time.monotonic()
+    done = _parkway("runs", "--redis-url", f"redis://:s3cret@127.0.0.1:{port}/0", cwd=ROOT, env=_env(), timeout=30)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert elapsed <= 2.0, f"took {elapsed:.2f}s"
+    [line] = done.stderr.splitlines()
+    assert ERROR_LINE.match(line) and f"redis://127.0.0.1:{port}/0" in line and "s3cret" not in line, line
+
+
+def test_a_closed_stdout_ends_the_command_quietly_with_141(redis_url: str, redis_client: redis.Redis) -> None:
+    """``parkway runs | head`` with head gone: the ``parkway`` script exits 141 (128 + SIGPIPE, as
+    other Unix tools) and prints no traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run([*parkway_script(), "runs", "--redis-url", redis_url], cwd=ROOT, env=_env(),
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write)
+    assert done.returncode == commands.PIPE_CLOSED == 141, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
 def _user_env(**extra: str) -> dict[str, str]:

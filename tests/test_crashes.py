@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import pytest
@@ -13,6 +14,18 @@ from tests.conftest import SECRET, Closing
 from tests.procs import RedisServer, Worker, wait_for
 
 pytestmark = pytest.mark.slow
+
+RQ_REGISTRIES = {b"rq:queues", b"rq:workers", b"rq:workers:parkway"}
+"""RQ's fixed sets (of queues, of workers), which a deployment keeps whatever it runs"""
+
+
+def _rq_leftovers(r: redis.Redis) -> dict[bytes, int]:
+    """RQ's keys (with their TTL in seconds, -1 for none) that outlive a run's retention: any job,
+    result, failure or intermediate-list record, or any key kept longer than the retention."""
+    retention_s = Settings().limits.retention_ms // 1000
+    found = {key: int(r.ttl(key)) for key in r.scan_iter(match="rq:*") if key not in RQ_REGISTRIES}
+    kept = (b"rq:job:", b"rq:failed:", b"rq:results:", b"rq:queue:parkway:intermediate", b"rq:wip:")
+    return {key: ttl for key, ttl in found.items() if key.startswith(kept) or not 0 < ttl <= retention_s}
 
 
 
@@ -45,6 +58,32 @@ def test_worker_killed_inside_a_node_finishes_on_another_with_the_step_counted_o
     assert int(r.get("test:effects:charge:k") or 0) == 1
     events = [e.type for e in pw.stream(run_id, timeout=5)]
     assert events.count("node.recovered") == 1
+    assert _rq_leftovers(r) == {}
+
+
+def test_a_worker_killed_holding_a_job_it_had_not_begun_leaves_no_rq_record(
+    private_redis: RedisServer, closing: Closing
+) -> None:
+    """SIGKILL of a worker that took a job off the queue (into RQ's intermediate list) and had not
+    begun it: the recovered run goes on, and RQ keeps no job, result or failure of the lost one
+    (which RQ's cleanup would otherwise fail into its registry for a year)."""
+    pw, r = closing(_client(private_redis.url)), closing(redis.Redis.from_url(private_redis.url))
+    first = Worker(private_redis.url, SECRET)
+    try:
+        wait_for(lambda: r.scard("rq:workers:parkway"), 15, "the worker to register")
+        wait_for(lambda: any(c["cmd"] == "blmove" for c in r.client_list()), 15, "the worker to wait for a job")
+        first.proc.send_signal(signal.SIGSTOP)  # Redis moves the job to it all the same
+        run_id = pw.start(flows.one_choice, {})
+        wait_for(lambda: r.llen("rq:queue:parkway:intermediate"), 5, "the stopped worker to take the job")
+        first.kill()
+    finally:
+        first.stop()
+    second = Worker(private_redis.url, SECRET, env={"PARKWAY_LEASE_MS": "1000"})
+    try:
+        assert pw.wait(run_id, timeout=30).status is RunStatus.WAITING
+    finally:
+        second.stop()
+    assert _rq_leftovers(r) == {}
 
 
 def test_two_hundred_parked_runs_survive_a_redis_sigkill(private_redis: RedisServer, closing: Closing) -> None:

@@ -26,6 +26,7 @@ from structlog.testing import capture_logs
 
 from parkway import Parkway, RunStatus, Settings, StoreUnavailable, WaitTimeout
 from parkway.adapters.redis import keys
+from parkway.adapters.redis.connection import until_first_answer
 from parkway.adapters.redis.store import RedisStore
 from parkway.workers import jobs
 from parkway.workers.jobs import RQDispatcher
@@ -304,6 +305,29 @@ def test_a_redis_restart_within_the_retry_window_goes_unnoticed(server: RedisSer
         assert time.monotonic() - began <= BOUND
     finally:
         restart.join()
+
+
+@pytest.mark.timeout(60)
+def test_until_first_answer_gives_up_at_once_on_a_redis_that_never_answered_and_retries_once_it_did(
+    server: RedisServer, closing: Closing
+) -> None:
+    """Inside ``until_first_answer`` (the ``parkway`` command's bound) a call to a Redis that is down
+    raises at its first refused attempt; once a call got an answer, a call made while Redis restarts
+    (two seconds down) waits for it and succeeds, as ever."""
+    with until_first_answer(1.0):
+        began = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="unreachable"):
+            closing(Parkway(_settings(f"redis://127.0.0.1:{free_port()}/0"))).get_run("run_x")
+        assert time.monotonic() - began < 1.0
+        pw = closing(Parkway(_settings(server.url)))
+        run_id = pw.start(flows.one_choice, {})
+        server.stop()
+        restart = threading.Timer(2.0, server.start)
+        restart.start()
+        try:
+            assert pw.get_run(run_id).status is RunStatus.QUEUED
+        finally:
+            restart.join()
 
 
 @pytest.mark.timeout(60)

@@ -12,6 +12,7 @@ from importlib import resources
 
 import pytest
 import redis
+import rq.intermediate_queue
 import rq.logutils
 from rq import Callback, Queue, SimpleWorker
 from rq.executions import Execution
@@ -168,6 +169,24 @@ def test_the_job_class_overrides_what_rq_resolves(redis_client: redis.Redis) -> 
     overridden = {name for name in vars(ParkwayJob) if hasattr(Job, name) and not name.startswith("__")}
     assert overridden == {"success_callback", "failure_callback", "stopped_callback"}
     assert job.webhooks is None or isinstance(job.webhooks, list)
+
+
+def test_discard_taken_removes_what_rqs_intermediate_cleanup_would_fail(redis_client: redis.Redis) -> None:
+    """RQ's intermediate-list cleanup fails a job it has seen there before (its first-seen mark,
+    ``IntermediateQueue.get_first_seen_key``, under ``Queue.intermediate_queue``), read from its hash:
+    ``discard_taken`` deletes the id from the list, that mark and the hash, so RQ finds nothing."""
+    assert "self.set_first_seen(job_id)" in inspect.getsource(rq.intermediate_queue.IntermediateQueue.cleanup)
+    assert "worker.handle_job_failure(" in inspect.getsource(rq.intermediate_queue.IntermediateQueue.cleanup)
+    queue = _queue(redis_client)
+    job = queue.enqueue_call("time.time", job_id="pw-run_x-0", result_ttl=0)
+    redis_client.lmove(queue.key, queue.intermediate_queue_key, "RIGHT", "LEFT")  # what a dequeue does
+    worker = TrimmedWorker([queue], connection=redis_client)
+    queue.intermediate_queue.cleanup(worker, queue)  # the first sight: RQ marks the job
+    assert redis_client.exists(queue.intermediate_queue.get_first_seen_key(job.id))
+    with redis_client.pipeline() as pipe:
+        rq_internals.discard_taken(pipe, queue, job.id)
+        pipe.execute()
+    assert redis_client.keys("rq:*job*") == [] and redis_client.keys("rq:queue:*") == []
 
 
 def test_a_job_rq_cannot_load_is_named_on_the_dequeue_error(redis_client: redis.Redis) -> None:

@@ -14,12 +14,13 @@ import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..adapters.limits import DEFAULT_TTL_MS
-from ..runtime.errors import ConfigError, InvalidAnswer, ParkwayError, WaitTimeout
+from ..runtime.errors import ConfigError, InvalidAnswer, ParkwayError, StoreUnavailable, WaitTimeout
 from ..runtime.logger import configure_at_first_line
 from ..sessions.cli import add as add_session_commands
 
@@ -987,7 +988,10 @@ REDIS_REQUIRED = ("the Redis parkway runs on (required; default $PARKWAY_REDIS_U
 MAIN_EPILOG = """\
 Every command but `run` and `demo` needs a Redis: set PARKWAY_REDIS_URL (or pass --redis-url).
 Workers and clients must share PARKWAY_SECRET (32+ characters): resume tokens are signed with it.
-JSON output is camelCase, times in epoch milliseconds. `parkway COMMAND --help` says more."""
+JSON output is camelCase, times in epoch milliseconds. `parkway COMMAND --help` says more.
+A Redis that does not answer when a command starts is an error at once (exit 1, naming the URL);
+once it answered, a command waits out an outage for up to 15 s. A closed stdout (`parkway runs | head`)
+ends a command quietly with exit status 141, as SIGPIPE ends other Unix tools."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1439,7 +1443,55 @@ def _extend_path(dirs: Sequence[str] | None) -> None:
         sys.path.insert(0, directory)
 
 
+FIRST_ANSWER_S = 1.0
+"""how long a command waits for a Redis that has not answered it yet: one that is down when the
+command starts is reported at once, not retried (``until_first_answer``); once Redis answered, a
+command rides out an outage like any client (up to ``GIVE_UP_S``)"""
+
+PIPE_CLOSED = 141
+"""the exit status when stdout's reader went away (``parkway runs | head``): 128 + SIGPIPE, what
+other Unix tools, ended by that signal, exit with"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """End quietly: stdout goes to /dev/null from here on, so the interpreter's last flush of what is
+    still buffered fails no more than the write that found the pipe closed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is no file (called in-process): nothing to flush at exit
+        pass
+    return PIPE_CLOSED
+
+
+def _impatient(args: argparse.Namespace) -> AbstractContextManager[None]:
+    """For a command that talks to Redis: ``until_first_answer(FIRST_ANSWER_S)``."""
+    if not hasattr(args, "redis_url"):  # the demo: its Redis is in-process
+        return nullcontext()
+    from ..adapters.redis.connection import until_first_answer
+
+    return until_first_answer(FIRST_ANSWER_S)
+
+
+def _tried(args: argparse.Namespace) -> str:
+    """The Redis a command was pointed at, without passwords, for its error when Redis does not answer."""
+    try:
+        settings = _settings(args)
+    except ParkwayError:
+        return "Redis"
+    urls = settings.shards or ((settings.redis_url,) if settings.redis_url else ())
+    return ", ".join(_without_password(url) for url in urls) or "Redis"
+
+
+def _main(argv: Sequence[str] | None) -> int:
     p = parser()
     args, extra = p.parse_known_args(argv)
     if extra:
@@ -1451,7 +1503,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logs("INFO" if args.verbose else "WARNING", at_first_line=not getattr(args, "runs_code", True))
     _extend_path(getattr(args, "path", None))
     try:
-        return int(args.fn(args))
+        with _impatient(args):
+            status = int(args.fn(args))
+        sys.stdout.flush()  # here, not at exit: a reader gone away is then seen by main
+        return status
+    except StoreUnavailable as exc:
+        print(f"parkway: error: {exc} (tried {_tried(args)})", file=sys.stderr)
+        return 1
     except ParkwayError as exc:
         print(f"parkway: error: {exc}", file=sys.stderr)
         return 1

@@ -300,19 +300,6 @@ class AnswerForm(_Body):
     schema_: dict[str, Any] = Field(alias="schema", description="the response model's JSON Schema")
 
 
-class Problem(_Body):
-    """An error body (RFC 9457): see :mod:`parkway.http.problems`."""
-
-    type: str
-    title: str
-    status: int
-    detail: str
-    error: str
-    outcome: str | None = None
-    errors: list[dict[str, str]] | None = None
-    problems: dict[str, str] | None = None
-
-
 _RESUME_STATUS = {
     ResumeOutcome.ACCEPTED: 200,
     ResumeOutcome.ALREADY_RESOLVED: 409,
@@ -336,20 +323,6 @@ def _problem(status: int, exc: ParkwayError) -> JSONResponse:
         error = "StoreUnavailable" if isinstance(exc, StoreUnavailable) else "ServerError"
         return problem(status, error, _SERVER_ERROR)
     return problem(status, type(exc).__name__, exc.message)
-
-
-_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": Problem, "description": words, "content": {problems.MEDIA_TYPE: {}}}
-    for status, words in (
-        (401, "no API key, or one this server does not know"),
-        (403, "the key's role, owner or tenant does not reach this"),
-        (404, "no such thing, or not one this key may reach"),
-        (413, "the body is larger than the server takes"),
-        (422, "the request does not fit (each field and why in `errors`)"),
-        (429, "this key has as many of these in flight as it may (`Retry-After` says when to try again)"),
-    )
-}
-"""the error responses every route may give, all problems (``parkway.http.problems``), in the OpenAPI document"""
 
 
 def _own_tenant(who: Caller, asked: str | None) -> str | None:
@@ -484,7 +457,6 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         redoc_url=None,
         # no redirect from /path/ to /path: its Location would be built from the request's Host header
         redirect_slashes=False,
-        responses=_ERROR_RESPONSES,
         dependencies=[Depends(problems.query_casing)],
     )
     problems.install(app)
@@ -519,7 +491,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             return _problem(422, exc)
         return _problem(500, exc)
 
-    @app.get("/healthz", tags=["health"])
+    @app.get("/healthz", tags=["health"], responses={503: {"description": "Redis does not answer"}})
     async def healthz() -> JSONResponse:
         try:
             await anyio.to_thread.run_sync(pw.store.ping)
@@ -527,19 +499,20 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             return JSONResponse({"redis": "unreachable", "detail": type(exc).__name__}, status_code=503)
         return JSONResponse({"redis": "ok"})
 
-    @app.get("/metrics", tags=["health"], response_class=Response)
+    @app.get("/metrics", tags=["health"], response_class=Response, responses=problems.responses(401, 403, 503))
     def metrics(_: Annotated[None, Depends(_scraper)]) -> Response:
         """Prometheus text exposition: the deployment's counters, kept in Redis (``parkway.http.metrics``)."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post("/v1/runs", status_code=201, response_model=Started, tags=["runs"])
+    @app.post("/v1/runs", status_code=201, response_model=Started, tags=["runs"],
+              responses=problems.responses(401, 403, 413, 422, 503))
     def start(body: StartRun, who: Auth) -> dict[str, Any]:
         tenant = _own_tenant(who, body.tenant)
         run_id = pw.start(body.workflow, body.input, run_id=body.run_id, ttl_ms=body.ttl_ms, tenant=tenant,
                           owner=who.owner if who.role == "user" else None, origin=who.origin)
         return {"runId": run_id}
 
-    @app.get("/v1/runs", response_model=RunPage, tags=["runs"])
+    @app.get("/v1/runs", response_model=RunPage, tags=["runs"], responses=problems.responses(401, 403, 422, 503))
     def list_runs(
         who: Auth,
         status: RunStatus | None = None,
@@ -562,13 +535,14 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         )
         return _dump(pw.list_runs(query, caller=who))
 
-    @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
+    @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"],
+             responses=problems.responses(401, 403, 404, 422, 503))
     def get_run(run_id: str, who: Auth) -> dict[str, Any]:
         pw.check_run(run_id, who, "read")  # by the owner and tenant written on the run
         return _dump(pw.get_run(run_id))
 
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"],
-              responses={409: {"model": Problem, "content": {problems.MEDIA_TYPE: {}}}})
+              responses=problems.responses(401, 403, 404, 409, 413, 422, 503))
     def cancel(run_id: str, who: Auth, body: Annotated[CancelBody | None, Body()] = None) -> JSONResponse:
         """Cancel the run (and every run below it); a body with a ``reason`` is optional. A run that
         had finished answers as an answered interrupt does: 409, ``already_resolved`` (with its
@@ -579,7 +553,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             return outcome_problem(409, result)
         return JSONResponse(result)
 
-    @app.post("/v1/runs/{run_id}/fork", status_code=201, response_model=Forked, tags=["runs"])
+    @app.post("/v1/runs/{run_id}/fork", status_code=201, response_model=Forked, tags=["runs"],
+              responses=problems.responses(401, 403, 404, 413, 422, 503))
     def fork(run_id: str, body: ForkBody, who: Auth) -> dict[str, Any]:
         record = pw.check_run(run_id, who, "fork")
         if body.input is not None:  # laid over what the run's starter gave: that rank or higher
@@ -589,7 +564,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         new = pw.fork(run_id, step=step, new_run_id=body.run_id, input=body.input)
         return {"runId": new, "forkedFrom": {"runId": run_id, "step": step}}
 
-    @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse)
+    @app.get("/v1/runs/{run_id}/events", tags=["runs"], response_class=StreamingResponse,
+             responses=problems.responses(401, 403, 404, 422, 429, 503))
     async def stream(
         request: Request,
         run_id: str,
@@ -616,7 +592,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user", still=still_reaches))
 
     @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"],
-             responses={429: {"model": Problem, "description": "too many waiting listings of this key"}})
+             responses=problems.responses(401, 403, 422, 429, 503))
     async def list_interrupts(
         request: Request,
         who: Auth,
@@ -659,7 +635,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
                 page = await _wait_for_page(pw, pauses, query, who)
         return _dump(page)
 
-    @app.get("/v1/interrupts/events", tags=["interrupts"], response_class=StreamingResponse)
+    @app.get("/v1/interrupts/events", tags=["interrupts"], response_class=StreamingResponse,
+             responses=problems.responses(401, 403, 422, 429, 503))
     async def pause_stream(
         request: Request,
         who: Auth,
@@ -683,7 +660,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         return streams.open(request, events.pause_sse(start_at, visible, pauses))
 
     @app.get("/v1/interrupts/{request_id}", response_model=Interrupt, response_model_by_alias=True,
-             tags=["interrupts"])
+             tags=["interrupts"], responses=problems.responses(401, 403, 404, 422, 503))
     def get_interrupt(
         request_id: str, who: Auth, run_id: Annotated[str | None, Query(alias="runId")] = None
     ) -> dict[str, Any]:
@@ -696,12 +673,13 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         # (with no run id to check, get_interrupt reads nothing: it asks for one, 422)
         return _dump(pw.get_interrupt(request_id, run_id=run_id))
 
-    @app.get("/v1/me", response_model=Me, tags=["health"])
+    @app.get("/v1/me", response_model=Me, tags=["health"], responses=problems.responses(401, 403))
     def me(who: Auth) -> dict[str, Any]:
         """Who the key is: role, owner and tenant (what the inbox page says it sees, and why)."""
         return {"name": who.name, "role": who.role, "owner": who.owner, "tenant": who.tenant}
 
-    @app.get("/v1/interrupts/{request_id}/form", response_model=AnswerForm, tags=["interrupts"])
+    @app.get("/v1/interrupts/{request_id}/form", response_model=AnswerForm, tags=["interrupts"],
+             responses=problems.responses(401, 403, 404, 422, 503))
     def answer_form(
         request_id: str, who: Auth, run_id: Annotated[str | None, Query(alias="runId")] = None
     ) -> dict[str, Any]:
@@ -716,8 +694,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
                 "schema": contract.response.model_json_schema()}
 
     @app.post("/v1/interrupts/{request_id}/answer", response_model=ResumeResult, tags=["interrupts"],
-              responses={409: {"model": ResumeResult}, 410: {"model": ResumeResult}, 404: {"model": ResumeResult},
-                         422: {"model": Problem}})
+              responses=problems.responses(401, 403, 404, 409, 410, 413, 422, 503))
     def answer(request_id: str, body: AnswerBody, who: Auth) -> JSONResponse:
         """Answer (or cancel) an interrupt by its request id, as the caller: what the inbox page does,
         so no resume token ever reaches a browser. A contract answer that does not fit gets 422 with
@@ -749,8 +726,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         "/v1/resume",
         response_model=ResumeResult,
         tags=["interrupts"],
-        responses={409: {"model": ResumeResult}, 410: {"model": ResumeResult}, 404: {"model": ResumeResult},
-                   422: {"model": Problem}},
+        responses=problems.responses(401, 403, 404, 409, 410, 413, 422, 503),
     )
     def resume(body: ResumeBody, who: Auth) -> JSONResponse:
         # a person answers as themselves; a system or machine caller may name who it answers for
@@ -782,9 +758,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         "/v1/resume-or-start",
         response_model=ResumeOrStartResult,
         tags=["interrupts"],
-        responses={201: {"model": ResumeOrStartResult}, 409: {"model": ResumeOrStartResult},
-                   410: {"model": ResumeOrStartResult}, 404: {"model": ResumeOrStartResult},
-                   422: {"model": Problem}},
+        responses={201: {"model": ResumeOrStartResult}, **problems.responses(401, 403, 404, 409, 410, 413, 422, 503)},
     )
     def resume_or_start(body: ResumeOrStartBody, who: Auth) -> JSONResponse:
         responder = who.name if who.role == "user" else (body.responder or who.name)
@@ -821,7 +795,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
         enters (kept in the tab), and acts with that key's role."""
         return _ui_page()
 
-    @app.get("/a/{link}", response_class=HTMLResponse, tags=["answer links"])
+    @app.get("/a/{link}", response_class=HTMLResponse, tags=["answer links"],
+             responses={**_LINK_PAGES, **problems.responses(503, html=True)})
     def link_page(link: str) -> HTMLResponse:
         """Show what the link answers, with a button that POSTs it; a GET never answers."""
         found = _link_state(pw, link)
@@ -835,7 +810,9 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             f"<form method='post'><button type='submit'>Answer “{escape(label)}”</button></form>",
         )
 
-    @app.post("/a/{link}", response_class=HTMLResponse, tags=["answer links"])
+    @app.post("/a/{link}", response_class=HTMLResponse, tags=["answer links"],
+              responses={**_LINK_PAGES, 422: {"description": "a page: the answer does not fit"},
+                         **problems.responses(503, html=True)})
     def link_answer(link: str) -> HTMLResponse:
         found = _link_state(pw, link)
         if isinstance(found, HTMLResponse):
@@ -873,6 +850,13 @@ def _reachable_interrupt(pw: Parkway, who: Caller, request_id: str, run_id: str 
     pw.check_run(found, who, door)
     return pw.get_interrupt(request_id, run_id=run_id)
 
+
+_LINK_PAGES: dict[int | str, dict[str, Any]] = {
+    404: {"description": "a page: not a valid link, or no such question"},
+    409: {"description": "a page: the question was already answered"},
+    410: {"description": "a page: the link, or its question, expired"},
+}
+"""what an answer link's pages answer besides 200 (HTML, as the 200 is)"""
 
 _LINK_OUTCOMES = {
     ResumeOutcome.ALREADY_RESOLVED: ("Already answered", "<p>This question was already answered.</p>", 409),

@@ -31,7 +31,7 @@ from typing import Any, get_args
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel, to_snake
 from starlette.exceptions import HTTPException
 
@@ -60,6 +60,44 @@ _OUTCOMES = {
     "expired": "this interrupt expired before the call came: it changed nothing",
     "unknown": "nothing pending answers to this: no such interrupt, or not one this key may reach",
 }
+
+
+class Problem(BaseModel):
+    """An error body (RFC 9457), as the module's docstring says: the standard members, and those of
+    its kind (``outcome`` with the ids it concerns, ``errors``, ``problems``)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    title: str
+    status: int
+    detail: str
+    error: str
+    outcome: str | None = None
+    errors: list[dict[str, str]] | None = None
+    problems: dict[str, str] | None = None
+
+
+_SAID = {
+    401: "no API key, or one this server does not know",
+    403: "the key's role, owner or tenant does not reach this (or a metrics key, anywhere but /metrics)",
+    404: "no such thing, or not one this key may reach",
+    409: "changed nothing: already answered, cleared or finished (`outcome` says which), or in use",
+    410: "changed nothing: it expired before the call came",
+    413: "the body is larger than the server takes",
+    422: "the request does not fit (each field and why in `errors`)",
+    429: "this key has as many of these in flight as it may (`Retry-After` says when to try again)",
+    503: "Redis does not answer: nothing was done, or the outcome is unknown; try again",
+}
+
+
+def responses(*statuses: int, html: bool = False) -> dict[int | str, dict[str, Any]]:
+    """A route's error responses for the OpenAPI document (its ``responses=``): each status the
+    route answers, a problem (``Problem``, served as ``application/problem+json``). FastAPI also
+    lists the model under the route's own media type; ``html``: a route whose own is HTML (an
+    answer link's pages), where the problem is named by reference only."""
+    content = {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    return {status: {"description": _SAID[status], "content": content, **({} if html else {"model": Problem})}
+            for status in statuses}
 
 
 def _kebab(name: str) -> str:

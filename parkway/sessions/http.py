@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ..config import MIN_TTL_MS
-from ..http.problems import outcome_problem
+from ..http.problems import outcome_problem, responses
 from ..runtime.authority import Caller
 from ..runtime.errors import SessionDenied, SessionNotFound, ValidationError
 from ..runtime.protocol import MAX_ID_LENGTH, MAX_TTL_MS, ResumeOutcome, check_event_id
@@ -120,7 +120,7 @@ def add_routes(
     bound) while ``still()`` says it may go on."""
     Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
 
-    @app.post("/v1/sessions", status_code=201, tags=["sessions"])
+    @app.post("/v1/sessions", status_code=201, tags=["sessions"], responses=responses(401, 403, 409, 413, 422, 503))
     def open_session(body: OpenSession, who: Who) -> dict[str, Any]:
         owner = body.owner or (who.owner if who.role == "user" else None)
         tenant = body.tenant or who.tenant
@@ -131,11 +131,11 @@ def add_routes(
         )
         return {"sessionId": sid}
 
-    @app.get("/v1/sessions/{session_id}", tags=["sessions"])
+    @app.get("/v1/sessions/{session_id}", tags=["sessions"], responses=responses(401, 403, 404, 422, 503))
     def get_session(session_id: str, who: Who) -> dict[str, Any]:
         return sessions.get(session_id, caller=who).public()
 
-    @app.get("/v1/sessions/{session_id}/events", tags=["sessions"])
+    @app.get("/v1/sessions/{session_id}/events", tags=["sessions"], responses=responses(401, 403, 404, 422, 503))
     def session_events(
         session_id: str, who: Who, after: str = "0", limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> list[dict[str, Any]]:
@@ -147,7 +147,8 @@ def add_routes(
             for e in sessions.events(session_id, after=after, caller=who, limit=limit)
         ]
 
-    @app.get("/v1/sessions/{session_id}/stream", tags=["sessions"], response_class=StreamingResponse)
+    @app.get("/v1/sessions/{session_id}/stream", tags=["sessions"], response_class=StreamingResponse,
+             responses=responses(401, 403, 404, 422, 429, 503))
     async def session_stream(
         request: Request,
         session_id: str,
@@ -170,21 +171,25 @@ def add_routes(
 
         return sse(request, session_id, start_at, inc, still)
 
-    @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"],
+              responses=responses(401, 403, 404, 409, 413, 422, 503))
     def send(session_id: str, body: MessageBody, who: Who) -> dict[str, Any]:
         sent = sessions.send(session_id, body.content, caller=who)
         return {"messageId": sent.message_id, "runId": sent.run_id}
 
-    @app.post("/v1/sessions/{session_id}/messages/{message_id}/edit", status_code=201, tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/messages/{message_id}/edit", status_code=201, tags=["sessions"],
+              responses=responses(401, 403, 404, 409, 413, 422, 503))
     def edit(session_id: str, message_id: str, body: MessageBody, who: Who) -> dict[str, Any]:
         sent = sessions.edit(session_id, message_id, body.content, caller=who)
         return {"messageId": sent.message_id, "runId": sent.run_id}
 
-    @app.post("/v1/sessions/{session_id}/switch", tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/switch", tags=["sessions"],
+              responses=responses(401, 403, 404, 409, 413, 422, 503))
     def switch(session_id: str, body: SwitchBody, who: Who) -> dict[str, Any]:
         return sessions.switch(session_id, body.head, caller=who).public()
 
-    @app.post("/v1/sessions/{session_id}/interrupts", status_code=201, tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/interrupts", status_code=201, tags=["sessions"],
+              responses=responses(401, 403, 404, 409, 413, 422, 503))
     def raise_interrupt(session_id: str, body: RaiseBody, who: Who) -> dict[str, Any]:
         iid = sessions.raise_interrupt(
             session_id,
@@ -197,7 +202,8 @@ def add_routes(
         )
         return {"interruptId": iid}
 
-    @app.post("/v1/sessions/{session_id}/resume", tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/resume", tags=["sessions"],
+              responses=responses(401, 403, 404, 409, 410, 413, 422, 503))
     def resume(session_id: str, body: ResumeInput, who: Who) -> JSONResponse:
         cleared = sessions.resume_interrupt(session_id, body.interrupt_id, body.payload, caller=who)
         data = {
@@ -209,7 +215,8 @@ def add_routes(
         status = _CLEARED_STATUS.get(cleared.outcome, 200)
         return outcome_problem(status, data) if status >= 400 else JSONResponse(data)
 
-    @app.post("/v1/sessions/{session_id}/tools/{tool_call_id}", tags=["sessions"])
+    @app.post("/v1/sessions/{session_id}/tools/{tool_call_id}", tags=["sessions"],
+              responses=responses(401, 403, 404, 409, 410, 413, 422, 503))
     def answer_tool(session_id: str, tool_call_id: str, body: ToolBody, who: Who) -> JSONResponse:
         result = sessions.answer_tool(session_id, tool_call_id, body.result, error=body.error, caller=who)
         answered, status = result.model_dump(mode="json", by_alias=True), _TOOL_STATUS[result.outcome]

@@ -93,6 +93,10 @@ class Dispatcher(Protocol):
     def is_pending(self, run_id: str, fence: int) -> bool:
         """Whether the job for ``fence`` still waits in the queue (and so will begin)."""
 
+    def discard(self, run_id: str, fence: int) -> None:
+        """Drop what the queue keeps of the job for ``fence``, which no worker will begin (the
+        reconciler redispatched its run)."""
+
     def workers(self) -> list[WorkerSeen]:
         """The workers registered on the queue."""
 
@@ -151,6 +155,14 @@ class RQDispatcher:
         """How many jobs wait on the queue."""
         with translated():
             return int(self.queue.count)
+
+    def discard(self, run_id: str, fence: int) -> None:
+        """Drop the job for ``fence`` from RQ's records in one MULTI: a job a worker took and died
+        with before beginning it stays in RQ's intermediate list, and RQ's cleanup would fail it
+        into its registry (kept a year) for a run the reconciler has sent on."""
+        with translated(run_id), self.connection.pipeline() as pipe:
+            rq_internals.discard_taken(pipe, self.queue, job_id(run_id, fence))
+            pipe.execute()
 
     def is_pending(self, run_id: str, fence: int) -> bool:
         """Queued and still in the queue: a job a worker took (into RQ's intermediate list) and

@@ -7,7 +7,8 @@ One pass looks at what the store says is due and acts:
   node replays on a live worker, or fail it after ``max_lost`` lost attempts;
 - an *outbox* entry older than a few seconds whose job is no longer pending
   (a resume accepted but never enqueued, a job lost with its worker before it
-  began) -> move the run to a new fence and enqueue it;
+  began) -> move the run to a new fence and enqueue it, and drop the lost job from RQ's
+  records (RQ would fail it, and keep the failure a year);
 - what no run holds any more (closed interrupts past the retention, a workflow with no
   interrupt left, the pause feed once no workflow has one) -> drop it, so an idle deployment
   returns to its fixed keys (``Store.prune_idle``); a run whose summary is gone -> out of the run
@@ -117,6 +118,9 @@ def housekeep(
     for run_id, step, fence in due.stale_outbox:
         if dispatcher.is_pending(run_id, fence):
             continue
+        # taken by a worker that died before beginning it: RQ's cleanup would fail it. Dropped first,
+        # while the outbox entry still names it: if this pass stops here, the next one does both
+        dispatcher.discard(run_id, fence)
         result = store.redispatch(run_id, step, fence, now)
         if result.outcome == "requeued":
             dispatcher.enqueue(run_id, result.step, result.fence)

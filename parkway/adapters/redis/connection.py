@@ -1,7 +1,8 @@
 """The connection to Redis, and the one room for redis-py's internals.
 
 ``connect`` builds the client every store and worker uses: each call ends within ``GIVE_UP_S``
-when Redis does not answer (``_RetryUntil``). ``run_script`` is the path every transition takes
+when Redis does not answer (``_RetryUntil``), or sooner, inside ``until_first_answer`` (the
+``parkway`` command's), while Redis has not answered yet. ``run_script`` is the path every transition takes
 (FCALL on a pooled connection, a function the server lacks loaded, with ``WAIT`` for replica
 acknowledgements);
 ``run_commands`` sends a few commands in one round trip (the worker's take-and-begin, the
@@ -66,11 +67,38 @@ GIVE_UP_S = 15.0
 _deadline: ContextVar[float | None] = ContextVar("parkway_redis_deadline", default=None)
 
 
+class _FirstAnswer:
+    """A bound for calls to a Redis that has not answered yet (``until_first_answer``)."""
+
+    def __init__(self, give_up_s: float) -> None:
+        self.give_up_s = give_up_s
+        self.answered = False
+
+
+_first_answer: ContextVar[_FirstAnswer | None] = ContextVar("parkway_redis_first_answer", default=None)
+
+
+@contextmanager
+def until_first_answer(give_up_s: float) -> Iterator[None]:
+    """Inside this block, until some call gets Redis's answer, a call ends within ``give_up_s``
+    instead of ``GIVE_UP_S`` (below ``SOCKET_TIMEOUT_S``: after its first failed attempt, not
+    retried); once one call got an answer, calls retry as ever. The ``parkway`` command's way: a
+    Redis that is down when a command starts is reported at once, while one that goes away in the
+    middle of a long command (a worker, a follow) is waited for. Tasks and contexts copied inside
+    the block share it; threads started inside keep the usual bound."""
+    token = _first_answer.set(_FirstAnswer(give_up_s))
+    try:
+        yield
+    finally:
+        _first_answer.reset(token)
+
+
 class _RetryUntil(Retry):
     """redis-py's Retry, bounded by time rather than by count.
 
     A failed attempt is retried, after a backoff (0.1 s doubling to 1 s, jittered), only while
-    one more attempt can end within ``GIVE_UP_S`` of the call's start. redis-py nests retries
+    one more attempt can end within ``GIVE_UP_S`` of the call's start (or the bound
+    ``until_first_answer`` sets, while Redis has not answered). redis-py nests retries
     (a command's retry reconnects, connecting retries the socket connect, a health check
     retries its PING): the nested ones share the outermost one's deadline, so they cannot
     multiply it. It overrides ``call_with_retry`` (redis-py 8's signature) and reads the base
@@ -88,14 +116,20 @@ class _RetryUntil(Retry):
         with_failure_count: bool = False,
     ) -> T:
         outer = _deadline.get()
-        deadline = time.monotonic() + GIVE_UP_S if outer is None else outer
+        first = _first_answer.get() if outer is None else None
+        if first is not None and first.answered:
+            first = None
+        deadline = time.monotonic() + (GIVE_UP_S if first is None else first.give_up_s) if outer is None else outer
         token = _deadline.set(deadline) if outer is None else None
         try:
             self._backoff.reset()  # type: ignore[no-untyped-call]
             failures = 0
             while True:
                 try:
-                    return do()
+                    reply = do()
+                    if first is not None:
+                        first.answered = True
+                    return reply
                 except self._supported_errors as error:
                     if is_retryable is not None and not is_retryable(error):
                         raise

@@ -556,6 +556,9 @@ class ShardedDispatcher:
     def is_pending(self, run_id: str, fence: int) -> bool:
         return bool(self.dispatchers[self.store.shard_of(run_id)].is_pending(run_id, fence))
 
+    def discard(self, run_id: str, fence: int) -> None:
+        self.dispatchers[self.store.shard_of(run_id)].discard(run_id, fence)
+
     def workers(self) -> list[Any]:
         return [w for d in self.dispatchers for w in d.workers()]
 

@@ -25,7 +25,10 @@ written per job ``PER_JOB`` filled in) and handed to the store with the argument
   (the hash unless one exists, then RPUSH of the id) and registers the queue in
   ``Queue.redis_queues_keys``: ``hand_off`` does the same;
 - the intermediate list ``Queue.intermediate_queue_key``, where a dequeue moves an id until its
-  worker starts the job: a job listed there is taken (``is_taken``), and the worker clears it.
+  worker starts the job: a job listed there is taken (``is_taken``), and the worker clears it;
+  one whose worker died before beginning it is dropped with the mark RQ's cleanup sets on it
+  (``Queue.intermediate_queue``, ``IntermediateQueue.get_first_seen_key``) and its hash
+  (``discard_taken``) when the reconciler redispatches its run: RQ's cleanup would fail it.
 
 Why the script writes RQ's job rather than the client enqueueing it through RQ's public API
 after the commit (``Queue.enqueue_job(unique=True)``, what a store without ``next_job`` leads the
@@ -143,6 +146,7 @@ from .job_format import (
     JobHash,
     ParkwayJob,
     data_head,
+    discard_taken,
     hand_off_lua,
     intermediate_key,
     is_taken,
@@ -180,6 +184,7 @@ __all__ = [
     "TrimmedWorker",
     "WorkerStatus",
     "data_head",
+    "discard_taken",
     "hand_off_lua",
     "intermediate_key",
     "is_taken",

@@ -132,6 +132,15 @@ def is_taken(pipe: redis.client.Pipeline, queue: Queue, job_id: str) -> None:
     pipe.lpos(intermediate_key(queue), job_id)
 
 
+def discard_taken(pipe: redis.client.Pipeline, queue: Queue, job_id: str) -> None:
+    """Queue on ``pipe`` the removal of all RQ keeps of a job a worker took from ``queue`` and never
+    began (it died first): its id in the intermediate list, the mark RQ's cleanup sets on it there
+    (``IntermediateQueue.get_first_seen_key``), and its hash. Left there, RQ's cleanup would fail it
+    (a failed-registry entry and a result without expiry, the hash kept a year)."""
+    pipe.lrem(intermediate_key(queue), 0, job_id)
+    pipe.delete(Job.key_for(job_id), queue.intermediate_queue.get_first_seen_key(job_id))
+
+
 # --- the job class and the queue class the worker reads jobs with ------------------------------
 
 JOB_CALLBACK_FIELDS = ("_success_callback_name", "_failure_callback_name", "_stopped_callback_name")
