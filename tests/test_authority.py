@@ -27,7 +27,7 @@ import redis
 
 from parkway.http.app import hash_key
 from tests.conftest import SECRET, Harness
-from tests.procs import ROOT, Worker, answers, free_port, wait_for
+from tests.procs import ROOT, WORKFLOWS, Worker, answers, free_port, wait_for
 
 RETENTION_MS = 3000
 GRACE_MS = 1000
@@ -80,7 +80,7 @@ class Deployment:
         keys = ",".join(k.config for k in (SYSTEM, MACHINE, ACME_MACHINE, ADA, BOB, EVE, ZED))
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-               "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS), "PARKWAY_WORKFLOWS": "tests",
+               "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS), "PARKWAY_WORKFLOWS": WORKFLOWS,
                "PARKWAY_EXPIRY_GRACE_MS": str(GRACE_MS)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "parkway.http.app:app_from_env", "--port", str(self.port),
