@@ -17,7 +17,8 @@ route                                       what it does
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
                                             (or ``?after=``) resumes after a dropped connection
                                             (at most MAX_STREAMS_PER_KEY open per key and
-                                            MAX_STREAMS_PER_TENANT per tenant, else 429)
+                                            MAX_STREAMS_PER_TENANT per kind of key of a
+                                            tenant, else 429)
 ``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
 ``POST /v1/runs/{run_id}/fork``             re-open step N as a new run: ``{step, runId?, input?}``
                                             -> 201 ``{runId, forkedFrom: {runId, step}}``
@@ -156,8 +157,9 @@ pause watch have their own, each closed when it ends)"""
 MAX_STREAMS_PER_KEY = 100
 """event streams one API key may hold open at once in one process; more get 429"""
 MAX_STREAMS_PER_TENANT = 250
-"""event streams the keys bound to one tenant may hold open at once in one process, together; more
-get 429 (a tenant with many keys cannot take all of ``MAX_STREAMS``)"""
+"""event streams the keys of one kind (user, machine, system) bound to one tenant may hold open at
+once in one process, together; more get 429 (a tenant with many keys cannot take all of
+``MAX_STREAMS``). Each kind has its own share, so a tenant's users cannot starve its machine keys."""
 MAX_WAITING_PER_KEY = 20
 """waiting listings (``waitMs``) one API key may have in flight at once; more get 429"""
 RETRY_AFTER_S = 1
@@ -368,7 +370,7 @@ def _key(request: Request, authorization: str | None) -> Key:
     """What an ``Authorization: Bearer <key>`` names (401 without a known key)."""
     keys: Mapping[str, Key] | None = request.app.state.keys
     if keys is None:
-        request.state.key, request.state.tenant = "-", None
+        request.state.key, request.state.share = "-", None
         return Caller("system")
     scheme, _, key = (authorization or "").partition(" ")
     digest = hash_key(key) if scheme.lower() == "bearer" and key else ""
@@ -377,7 +379,8 @@ def _key(request: Request, authorization: str | None) -> Key:
         why = "this API key is not known here" if digest else "an API key is needed: Authorization: Bearer <key>"
         raise HTTPException(401, why, headers={"WWW-Authenticate": "Bearer"})
     request.state.key = digest  # what per-key bounds count by
-    request.state.tenant = found.tenant if isinstance(found, Caller) else None  # and per-tenant ones
+    # and per-tenant ones, one share per kind of key: a tenant's users cannot starve its machine keys
+    request.state.share = f"{found.role} keys of {found.tenant}" if isinstance(found, Caller) and found.tenant else None
     return found
 
 
@@ -945,8 +948,9 @@ class TooMany(Exception):
 
 class _Slots:
     """At most ``limit`` of one kind of long request (waiting listings, event streams) per API key at
-    once, ``per_tenant`` for the keys bound to one tenant together, and ``total`` in the process;
-    ``slot(key, tenant)`` raises TooMany past any bound. (The event loop is one thread: no lock needed.)"""
+    once, ``per_tenant`` for the keys of one share (the keys of one kind bound to one tenant)
+    together, and ``total`` in the process; ``slot(key, share)`` raises TooMany past any bound. (The
+    event loop is one thread: no lock needed.)"""
 
     def __init__(self, what: str, limit: int, total: int | None = None, per_tenant: int | None = None) -> None:
         self.what, self.limit, self.total, self.per_tenant = what, limit, total, per_tenant
@@ -954,23 +958,23 @@ class _Slots:
         self.tenants: dict[str, int] = {}
 
     @contextmanager
-    def slot(self, key: str, tenant: str | None = None) -> Iterator[None]:
+    def slot(self, key: str, share: str | None = None) -> Iterator[None]:
         if self.in_use.get(key, 0) >= self.limit:
             raise TooMany(f"{self.what} of this key", self.limit)
-        counted = tenant is not None and self.per_tenant is not None
-        if counted and self.tenants.get(tenant or "", 0) >= (self.per_tenant or 0):
-            raise TooMany(f"{self.what} of this key's tenant", self.per_tenant or 0)
+        counted = share is not None and self.per_tenant is not None
+        if counted and self.tenants.get(share or "", 0) >= (self.per_tenant or 0):
+            raise TooMany(f"{self.what} of the {share}", self.per_tenant or 0)
         if self.total is not None and sum(self.in_use.values()) >= self.total:
             raise TooMany(f"{self.what} of this server", self.total)
         _count(self.in_use, key, 1)
         if counted:
-            _count(self.tenants, tenant or "", 1)
+            _count(self.tenants, share or "", 1)
         try:
             yield
         finally:
             _count(self.in_use, key, -1)
             if counted:
-                _count(self.tenants, tenant or "", -1)
+                _count(self.tenants, share or "", -1)
 
 
 def _count(counts: dict[str, int], name: str, by: int) -> None:
@@ -1301,15 +1305,15 @@ async def _close(client: Any) -> None:
 
 class _Streams:
     """Opens event-stream responses: at most ``MAX_STREAMS_PER_KEY`` per API key,
-    ``MAX_STREAMS_PER_TENANT`` for the keys of one tenant and ``MAX_STREAMS`` in the process (429
+    ``MAX_STREAMS_PER_TENANT`` for the keys of one kind bound to one tenant and ``MAX_STREAMS`` in the process (429
     with Retry-After past any), each sending a first byte at once."""
 
     def __init__(self) -> None:
         self.slots = _Slots("event streams", MAX_STREAMS_PER_KEY, MAX_STREAMS, MAX_STREAMS_PER_TENANT)
 
     def open(self, request: Request, frames: AsyncIterator[bytes]) -> StreamingResponse:
-        key, tenant = getattr(request.state, "key", "-"), getattr(request.state, "tenant", None)
-        slot = self.slots.slot(key, tenant)
+        key, share = getattr(request.state, "key", "-"), getattr(request.state, "share", None)
+        slot = self.slots.slot(key, share)
         slot.__enter__()  # raises TooMany before any response starts
         done = False
 
