@@ -33,8 +33,9 @@ route                                               what it does
 
 A session of another tenant, or (for a user) of another owner, reads as no session (404): a
 different answer would tell that one exists. Opening an id another key of the caller's tenant holds
-is refused (409 ``is taken``) word for word as one the caller holds: a tenant's ids are one namespace. 403 when the caller may
-reach the session but not do this (an interrupt of a higher origin, a session-wide raise by a user).
+is refused (409 ``is taken``) word for word as one the caller holds: a tenant's ids are one
+namespace. 403 when the caller may reach the session but not do this (an interrupt of a higher
+origin, a session-wide raise by a user).
 """
 
 from collections.abc import Callable
