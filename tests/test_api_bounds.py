@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
+from parkway.http.app import hash_key
 from parkway.runtime.protocol import MAX_TTL_MS
 from tests.conftest import SECRET
 from tests.procs import ROOT, Worker
-from tests.test_api import USER_KEY, Server, _api, _wait_status, close_api_clients
+from tests.test_api import KEY, USER_KEY, Server, _api, _wait_status, close_api_clients
+
+ADMIN_KEY = "admin-key-" + "a" * 24
+"""a system key of the module's server: an admin, who may see a failure's traceback whole"""
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +30,7 @@ def _close_clients() -> Iterator[None]:
 def server(redis_url: str) -> Iterator[Server]:
     """One server and worker for the module (every test here only adds runs and sessions of its own)."""
     redis.Redis.from_url(redis_url).flushdb()
-    srv, worker = Server(redis_url), Worker(redis_url, SECRET)
+    srv, worker = Server(redis_url, f",{hash_key(ADMIN_KEY)}=system"), Worker(redis_url, SECRET)
     try:
         yield srv
     finally:
@@ -94,6 +99,39 @@ def test_error_bodies_say_nothing_about_the_server(server: Server) -> None:
         assert str(ROOT) not in body and "PARKWAY_WORKFLOWS" not in body and "tests" not in body.replace(ref, "")
         assert "No module named" not in body and "installed" not in body
     assert "http_workflow_refused" in server.output()
+
+
+def _stream_text(server: Server, key: str, run_id: str) -> str:
+    """The whole event stream of an ended run, as the key's client receives it (to its ``done``)."""
+    text = ""
+    with _api(server, key).stream("GET", f"/v1/runs/{run_id}/events") as response:
+        assert response.status_code == 200
+        for chunk in response.iter_text():
+            text += chunk
+            if "event: done" in text:
+                return text
+    return text
+
+
+def test_a_failed_runs_error_shows_users_and_machines_no_server_paths(server: Server) -> None:
+    """A failed run's error (the run read, and its node.retry and run.failed events) shows a user's and
+    a machine key its message and frames by file name, never the server's file paths; a system key
+    (an admin) reads the traceback whole."""
+    person = _api(server, USER_KEY)
+    run_id = person.post("/v1/runs", json={"workflow": "tests.flows_inbox:deep_failure", "input": {}}).json()["runId"]
+    _wait_status(person, run_id, "failed")
+    installed = str(Path(re.__file__).parent)
+    for key in (USER_KEY, KEY):
+        read, stream = _api(server, key).get(f"/v1/runs/{run_id}"), _stream_text(server, key, run_id)
+        for shown in (read.text, stream):
+            assert str(ROOT) not in shown and installed not in shown and "/tests/" not in shown
+        error = read.json()["error"]
+        assert 'File "flows_inbox.py"' in error["traceback"] and "in _descend" in error["traceback"]
+        assert error["message"].startswith("the ledger at the bottom disagreed (start/level/level")
+        assert "node.retry" in stream and "run.failed" in stream
+    whole = _api(server, ADMIN_KEY).get(f"/v1/runs/{run_id}").json()["error"]["traceback"]
+    assert str(ROOT / "tests" / "flows_inbox.py") in whole
+    assert str(ROOT) in _stream_text(server, ADMIN_KEY, run_id)
 
 
 def test_a_trailing_slash_is_not_redirected_to_the_host_header(server: Server) -> None:

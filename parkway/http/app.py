@@ -81,6 +81,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -366,6 +367,23 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
 
 
+_PATH = re.compile(r"(?<![\w.~-])(?:/[^/\s\"'<>:]+)+/([^/\s\"'<>:]+)")
+"""an absolute POSIX path; its last part (the file's name) is kept"""
+
+
+def shown_error(error: Any, who: Key) -> Any:
+    """A run's error (or an event's) as ``who`` may see it: a system key (an admin) whole, any other
+    with each file path in its message and traceback cut to the file's name (frames, lines and code
+    stay): where the server keeps its code and Python is not a user's or a machine's to read."""
+    if error is None or (isinstance(who, Caller) and who.role == "system"):
+        return error
+    if isinstance(error, str):
+        return _PATH.sub(r"\1", error)
+    if isinstance(error, dict):
+        return {k: shown_error(v, who) if k in ("message", "traceback") else v for k, v in error.items()}
+    return error
+
+
 def _key(request: Request, authorization: str | None) -> Key:
     """What an ``Authorization: Bearer <key>`` names (401 without a known key)."""
     keys: Mapping[str, Key] | None = request.app.state.keys
@@ -568,7 +586,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
     @app.get("/v1/runs/{run_id}", response_model=Run, response_model_by_alias=True, tags=["runs"])
     def get_run(run_id: str, who: Auth) -> dict[str, Any]:
         pw.check_run(run_id, who, "read")  # by the owner and tenant written on the run
-        return _dump(pw.get_run(run_id))
+        run = _dump(pw.get_run(run_id))
+        return {**run, "error": shown_error(run.get("error"), who)}
 
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"],
               responses={409: {"model": Problem, "content": {problems.MEDIA_TYPE: {}}}})
@@ -616,7 +635,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             return record is None or born is None or record.created_at == born
 
         # resume tokens go to system and machine callers; a person answers through an application or a link
-        return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user", still=still_reaches))
+        return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user", still=still_reaches,
+                                                who=who))
 
     @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"],
              responses={429: {"model": Problem, "description": "too many waiting listings of this key"}})
@@ -1151,10 +1171,12 @@ class _EventReader:
         return events
 
     async def sse(
-        self, run_id: str, after: str, *, with_tokens: bool = True, still: Callable[[], bool] | None = None
+        self, run_id: str, after: str, *, with_tokens: bool = True, still: Callable[[], bool] | None = None,
+        who: Key | None = None,
     ) -> AsyncIterator[bytes]:
         """``id``/``event``/``data`` frames until ``done``; a comment on every idle read keeps proxies
-        from closing the connection. Interrupt events carry their resume token ``with_tokens``.
+        from closing the connection. Interrupt events carry their resume token ``with_tokens``, and
+        errors as ``who`` may see them (``shown_error``; None: whole).
         ``still()`` (in the thread pool) is asked after every read, before what it read is sent: the
         stream ends when it says False (the caller lost the run, or the id names another run now)."""
         client = self.connect(run_id)
@@ -1170,6 +1192,8 @@ class _EventReader:
                     after = stored.id
                     event = self.pw.event(run_id, stored)
                     data = event.data if with_tokens else {k: v for k, v in event.data.items() if k != "resumeToken"}
+                    if who is not None and "error" in data:
+                        data = {**data, "error": shown_error(data["error"], who)}
                     frame = f"id: {event.id}\nevent: {event.type}\ndata: {json.dumps(data, default=str)}\n\n"
                     yield frame.encode()
                     if ends_stream(event.type, "done"):
