@@ -3,10 +3,12 @@ mutations no test caught): each test here fails when its check is taken out."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -81,6 +83,29 @@ def test_plain_code_after_a_tool_call_on_a_branch_parked_during_the_call_waits_f
     assert harness.pw.sessions.resume_interrupt(sid, "mid-call", None).outcome == "resumed"
     harness.run_jobs()
     assert sf.follow_ons == ["parked"]
+
+
+def test_a_model_call_on_a_branch_parked_after_its_run_began_waits_for_the_resume(
+    harness: Harness, raiser: None
+) -> None:
+    """A branch parked after its run began (by the node's own code, just before it calls a model) is
+    held at the call every time: the model is not called until the interrupt is cleared, then once."""
+    path = tempfile.mkdtemp(prefix="pw-session-")
+    sid = harness.pw.sessions.open(sf.parks_then_calls, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, path, caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING
+    assert _calls(path) == 0
+    assert harness.pw.sessions.resume_interrupt(sid, "stop", None, caller=SYSTEM).outcome == "resumed"
+    harness.run_jobs()
+    assert _calls(path) == 1
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.COMPLETED
+
+
+def _calls(path: str) -> int:
+    """How many times the counting model was called (its marks in ``path``)."""
+    marks = Path(path) / "model-calls"
+    return len(marks.read_text()) if marks.exists() else 0
 
 
 # --- sessions: what a clearing wakes -----------------------------------------------------------
