@@ -144,6 +144,50 @@ def test_a_global_clear_gives_its_trigger_to_the_active_branch_not_to_a_held_run
     assert given == {one.run_id: [], two.run_id: ["stop"]}
 
 
+def test_a_global_clear_leaves_a_held_run_held_while_its_own_branchs_interrupt_parks_it(
+    harness: Harness, raiser: None
+) -> None:
+    """A run on an abandoned branch held by an interrupt anchored on its branch and by a global one
+    stays held (its fence unmoved) when the global one is cleared, though nothing parks the active
+    path any more; it is woken when its own branch's interrupt clears, with no trigger."""
+    sid = harness.pw.sessions.open(sf.self_parking, owner="ada", tenant="acme")
+    one = harness.pw.sessions.send(sid, "branch:mine", caller=ADA)
+    harness.run_jobs()
+    two = harness.pw.sessions.edit(sid, one.message_id, "global:stop", caller=ADA)  # the head
+    harness.run_jobs()
+    held = harness.pw.store.get_run(one.run_id, now_ms())
+    assert held is not None and held.status is RunStatus.WAITING
+    cleared = harness.pw.sessions.resume_interrupt(sid, "stop", {"go": 1}, caller=SYSTEM)
+    assert (cleared.outcome, cleared.run_id) == ("resumed", two.run_id)
+    harness.run_jobs()
+    after = harness.pw.store.get_run(one.run_id, now_ms())
+    assert after is not None and (after.status, after.fence) == (RunStatus.WAITING, held.fence)
+    assert harness.pw.sessions.resume_interrupt(sid, "mine", None).outcome == "cleared"
+    woken = harness.pw.store.get_run(one.run_id, now_ms())
+    assert woken is not None and woken.fence > held.fence and _triggers(harness, one.run_id) == []
+
+
+def test_a_global_clear_with_no_run_at_the_head_dispatches_one_and_gives_a_run_elsewhere_nothing(
+    harness: Harness,
+) -> None:
+    """A global interrupt cleared while the head (a finished turn's reply) has no live run dispatches
+    a run there for its trigger; the live run of another branch, waiting on its own question, is
+    handed nothing (no interrupt.resumed in its journal or on its stream)."""
+    sid = harness.pw.sessions.open(sf.busy, owner="ada", tenant="acme")
+    done = harness.pw.sessions.send(sid, "hello", caller=ADA)
+    harness.run_jobs()
+    reply = harness.pw.sessions.get(sid).head
+    asking = harness.pw.sessions.edit(sid, done.message_id, "?which", caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.get_run(asking.run_id).status is RunStatus.WAITING
+    harness.pw.sessions.switch(sid, reply, caller=ADA)
+    stop = harness.pw.sessions.raise_interrupt(sid, "stop", caller=SYSTEM, scope="session")
+    cleared = harness.pw.sessions.resume_interrupt(sid, stop, {"go": 1}, caller=SYSTEM)
+    assert cleared.outcome == "dispatched" and cleared.run_id != asking.run_id
+    assert _triggers(harness, asking.run_id) == []
+    assert "interrupt.resumed" not in [e.type for e in harness.pw.store.read_events(asking.run_id, "0", None, 1000)]
+
+
 def _triggers(h: Harness, run_id: str) -> list[str]:
     """The ids of the interrupt.resumed triggers delivered into the run's current activation."""
     run = h.pw.store.get_run(run_id, now_ms())
