@@ -315,6 +315,17 @@ def park_then_call(data: dict[str, Any]) -> None:
     add_message(turn["answer"], id="reply")
 
 
+bulky = Workflow("session-bulky")
+
+
+@bulky.node(start=True)
+def bulky_reply(data: dict[str, Any]) -> None:
+    """``bulk <n>``: adds n assistant messages of 100,000 characters each."""
+    n = int(str(data["messages"][-1]["content"]).split()[1])
+    for i in range(n):
+        add_message(str(i % 10) * 100_000, id=f"bulk-{i:03d}")
+
+
 class EchoModel:
     """A model that answers every call (a ScriptedModel's turns run out in a long-lived worker)."""
 

@@ -13,7 +13,7 @@ import redis
 from parkway.http.app import hash_key
 from parkway.runtime.protocol import MAX_TTL_MS
 from tests.conftest import SECRET
-from tests.procs import ROOT, Worker
+from tests.procs import ROOT, Worker, wait_for
 from tests.test_api import KEY, USER_KEY, Server, _api, _wait_status, close_api_clients
 
 ADMIN_KEY = "admin-key-" + "a" * 24
@@ -86,6 +86,36 @@ def test_a_sessions_events_come_a_page_at_a_time(server: Server) -> None:
         after = page[-1]["eventId"]
     assert [e["eventId"] for e in pages] == [e["eventId"] for e in whole[: len(pages)]]
     assert person.get(f"/v1/sessions/{sid}/events", params={"limit": 1001}).status_code == 422
+
+
+def test_a_session_is_read_a_page_of_messages_at_a_time(server: Server) -> None:
+    """A session of 24 messages of 100 KB reads in pages of at most about 1 MB (``nextCursor`` to
+    the next), each message once and whole; its outline (every message's id and parent, no
+    content) alone is a few KB, and ``ids`` reads just the messages named."""
+    person = _api(server, USER_KEY)
+    sid = person.post("/v1/sessions", json={"agent": "tests.session_flows:bulky"}).json()["sessionId"]
+    assert person.post(f"/v1/sessions/{sid}/messages", json={"content": "bulk 24"}).status_code == 201
+    wait_for(lambda: len(person.get(f"/v1/sessions/{sid}", params={"limit": 0}).json()["outline"]) == 25, 60,
+             "the 24 messages")
+    pages, cursor = [], None
+    while True:
+        answer = person.get(f"/v1/sessions/{sid}", params={"cursor": cursor} if cursor else {})
+        assert answer.status_code == 200 and len(answer.content) < 1_200_000, len(answer.content)
+        pages.append(answer.json())
+        cursor = pages[-1]["nextCursor"]
+        if cursor is None:
+            break
+    read = [m for page in pages for m in page["messages"]]
+    assert len(pages) >= 3 and sorted(m["id"] for m in read) == sorted(m["id"] for m in pages[0]["outline"])
+    bulk = sorted(m["content"] for m in read if m["role"] == "assistant")
+    assert bulk == sorted(str(i % 10) * 100_000 for i in range(24))
+    outline = person.get(f"/v1/sessions/{sid}", params={"limit": 0})
+    assert outline.json()["messages"] == [] and len(outline.content) < 10_000, len(outline.content)
+    two = [read[7]["id"], read[11]["id"]]
+    named = person.get(f"/v1/sessions/{sid}", params={"ids": ",".join([*two, "nothing"])}).json()
+    assert [m["id"] for m in named["messages"]] == two and named["nextCursor"] is None
+    for bad in ({"limit": 1001}, {"limit": -1}, {"cursor": "a b"}, {"ids": "a*b"}):
+        assert person.get(f"/v1/sessions/{sid}", params=bad).status_code == 422, bad
 
 
 def test_error_bodies_say_nothing_about_the_server(server: Server) -> None:
