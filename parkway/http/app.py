@@ -367,8 +367,8 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
 
 
-_PATH = re.compile(r"(?<![\w.~-])(?:/[^/\s\"'<>:]+)+/([^/\s\"'<>:]+)")
-"""an absolute POSIX path; its last part (the file's name) is kept"""
+_PATH = re.compile(r"(?<![\w.~:/-])(?:/[^/\s\"'<>:]+)+/([^/\s\"'<>:]+)")
+"""an absolute POSIX path (not a URL's); its last part (the file's name) is kept"""
 
 
 def shown_error(error: Any, who: Key) -> Any:
