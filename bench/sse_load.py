@@ -45,7 +45,7 @@ def _api_server(url: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "PARKWAY_REDIS_URL": url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
            "PARKWAY_API_KEYS": ",".join(f"{hash_key(k)}=machine" for k in (KEY, *STREAM_KEYS)),
-           "PARKWAY_WORKFLOWS": "tests"}
+           "PARKWAY_WORKFLOWS": "tests.flows"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--factory", "parkway.http.app:app_from_env", "--port", str(port),
          "--log-level", "warning", "--no-access-log"],

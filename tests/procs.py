@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ",".join(f"tests.{path.stem}" for path in sorted((ROOT / "tests").glob("*flows*.py")))
+"""the test servers' PARKWAY_WORKFLOWS: every module of tests that holds workflows, each by name (a
+package listed would not admit its submodules)"""
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from parkway import Workflow, use_interrupt
+from parkway import Workflow, use_interrupt, use_step
 from parkway.agents import ScriptedModel, ToolError, add_message, use_model, use_tool, use_triggers
 
 
@@ -294,6 +294,36 @@ def parks_itself(data: dict[str, Any]) -> None:
         add_message(f"triggers {listed} ({confirmed})", id="triggers")
         return
     add_message(f"after {result}", id="reply")
+
+
+def park_session(session: str) -> str:
+    """Raises a session-wide interrupt ``stop`` on ``session`` with ``raiser``'s client."""
+    raiser["pw"].sessions.raise_interrupt(session, "budget stop", interrupt_id="stop", scope="session")
+    return "stop"
+
+
+parks_then_calls = Workflow("session-parks-then-calls")
+
+
+@parks_then_calls.node(start=True)
+def park_then_call(data: dict[str, Any]) -> None:
+    """Parks its own session in plain code (once: a recorded step, no hook that holds by itself),
+    then calls a model that counts its calls on disk (the first message is a directory): the
+    branch is parked after the run began, so only the call's own check can hold it there."""
+    use_step("park", park_session, data["session"])
+    turn = use_model(CountedModel(), data["messages"], id="turn")
+    add_message(turn["answer"], id="reply")
+
+
+bulky = Workflow("session-bulky")
+
+
+@bulky.node(start=True)
+def bulky_reply(data: dict[str, Any]) -> None:
+    """``bulk <n>``: adds n assistant messages of 100,000 characters each."""
+    n = int(str(data["messages"][-1]["content"]).split()[1])
+    for i in range(n):
+        add_message(str(i % 10) * 100_000, id=f"bulk-{i:03d}")
 
 
 class EchoModel:

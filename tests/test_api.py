@@ -22,7 +22,7 @@ from parkway.http import links
 from parkway.http.app import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing
-from tests.procs import ROOT, Worker, answers, free_port, wait_for
+from tests.procs import ROOT, WORKFLOWS, Worker, answers, free_port, wait_for
 
 KEY = "machine-key-" + "k" * 24
 USER_KEY = "user-key-" + "u" * 24
@@ -36,7 +36,7 @@ class Server:
         self.log = tempfile.TemporaryFile()
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-               "PARKWAY_WORKFLOWS": "tests",
+               "PARKWAY_WORKFLOWS": WORKFLOWS,
                "PARKWAY_API_KEYS": f"{hash_key(KEY)}=machine,{hash_key(USER_KEY)}=user:ana:acme{extra_keys}",
                **env_vars}
         self.proc = subprocess.Popen(

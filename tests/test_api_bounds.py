@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
+from parkway.http.app import hash_key
 from parkway.runtime.protocol import MAX_TTL_MS
 from tests.conftest import SECRET
-from tests.procs import ROOT, Worker
-from tests.test_api import USER_KEY, Server, _api, _wait_status, close_api_clients
+from tests.procs import ROOT, Worker, wait_for
+from tests.test_api import KEY, USER_KEY, Server, _api, _wait_status, close_api_clients
+
+ADMIN_KEY = "admin-key-" + "a" * 24
+"""a system key of the module's server: an admin, who may see a failure's traceback whole"""
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +30,7 @@ def _close_clients() -> Iterator[None]:
 def server(redis_url: str) -> Iterator[Server]:
     """One server and worker for the module (every test here only adds runs and sessions of its own)."""
     redis.Redis.from_url(redis_url).flushdb()
-    srv, worker = Server(redis_url), Worker(redis_url, SECRET)
+    srv, worker = Server(redis_url, f",{hash_key(ADMIN_KEY)}=system"), Worker(redis_url, SECRET)
     try:
         yield srv
     finally:
@@ -83,6 +88,36 @@ def test_a_sessions_events_come_a_page_at_a_time(server: Server) -> None:
     assert person.get(f"/v1/sessions/{sid}/events", params={"limit": 1001}).status_code == 422
 
 
+def test_a_session_is_read_a_page_of_messages_at_a_time(server: Server) -> None:
+    """A session of 24 messages of 100 KB reads in pages of at most about 1 MB (``nextCursor`` to
+    the next), each message once and whole; its outline (every message's id and parent, no
+    content) alone is a few KB, and ``ids`` reads just the messages named."""
+    person = _api(server, USER_KEY)
+    sid = person.post("/v1/sessions", json={"agent": "tests.session_flows:bulky"}).json()["sessionId"]
+    assert person.post(f"/v1/sessions/{sid}/messages", json={"content": "bulk 24"}).status_code == 201
+    wait_for(lambda: len(person.get(f"/v1/sessions/{sid}", params={"limit": 0}).json()["outline"]) == 25, 60,
+             "the 24 messages")
+    pages, cursor = [], None
+    while True:
+        answer = person.get(f"/v1/sessions/{sid}", params={"cursor": cursor} if cursor else {})
+        assert answer.status_code == 200 and len(answer.content) < 1_200_000, len(answer.content)
+        pages.append(answer.json())
+        cursor = pages[-1]["nextCursor"]
+        if cursor is None:
+            break
+    read = [m for page in pages for m in page["messages"]]
+    assert len(pages) >= 3 and sorted(m["id"] for m in read) == sorted(m["id"] for m in pages[0]["outline"])
+    bulk = sorted(m["content"] for m in read if m["role"] == "assistant")
+    assert bulk == sorted(str(i % 10) * 100_000 for i in range(24))
+    outline = person.get(f"/v1/sessions/{sid}", params={"limit": 0})
+    assert outline.json()["messages"] == [] and len(outline.content) < 10_000, len(outline.content)
+    two = [read[7]["id"], read[11]["id"]]
+    named = person.get(f"/v1/sessions/{sid}", params={"ids": ",".join([*two, "nothing"])}).json()
+    assert [m["id"] for m in named["messages"]] == two and named["nextCursor"] is None
+    for bad in ({"limit": 1001}, {"limit": -1}, {"cursor": "a b"}, {"ids": "a*b"}):
+        assert person.get(f"/v1/sessions/{sid}", params=bad).status_code == 422, bad
+
+
 def test_error_bodies_say_nothing_about_the_server(server: Server) -> None:
     """A workflow the server cannot start gets a generic 422: no working directory, no list of the
     modules it may import, no import error; the detail goes to the server's log."""
@@ -94,6 +129,39 @@ def test_error_bodies_say_nothing_about_the_server(server: Server) -> None:
         assert str(ROOT) not in body and "PARKWAY_WORKFLOWS" not in body and "tests" not in body.replace(ref, "")
         assert "No module named" not in body and "installed" not in body
     assert "http_workflow_refused" in server.output()
+
+
+def _stream_text(server: Server, key: str, run_id: str) -> str:
+    """The whole event stream of an ended run, as the key's client receives it (to its ``done``)."""
+    text = ""
+    with _api(server, key).stream("GET", f"/v1/runs/{run_id}/events") as response:
+        assert response.status_code == 200
+        for chunk in response.iter_text():
+            text += chunk
+            if "event: done" in text:
+                return text
+    return text
+
+
+def test_a_failed_runs_error_shows_users_and_machines_no_server_paths(server: Server) -> None:
+    """A failed run's error (the run read, and its node.retry and run.failed events) shows a user's and
+    a machine key its message and frames by file name, never the server's file paths; a system key
+    (an admin) reads the traceback whole."""
+    person = _api(server, USER_KEY)
+    run_id = person.post("/v1/runs", json={"workflow": "tests.flows_inbox:deep_failure", "input": {}}).json()["runId"]
+    _wait_status(person, run_id, "failed")
+    installed = str(Path(re.__file__).parent)
+    for key in (USER_KEY, KEY):
+        read, stream = _api(server, key).get(f"/v1/runs/{run_id}"), _stream_text(server, key, run_id)
+        for shown in (read.text, stream):
+            assert str(ROOT) not in shown and installed not in shown and "/tests/" not in shown
+        error = read.json()["error"]
+        assert 'File "flows_inbox.py"' in error["traceback"] and "in _descend" in error["traceback"]
+        assert error["message"].startswith("the ledger at the bottom disagreed (start/level/level")
+        assert "node.retry" in stream and "run.failed" in stream
+    whole = _api(server, ADMIN_KEY).get(f"/v1/runs/{run_id}").json()["error"]["traceback"]
+    assert str(ROOT / "tests" / "flows_inbox.py") in whole
+    assert str(ROOT) in _stream_text(server, ADMIN_KEY, run_id)
 
 
 def test_a_trailing_slash_is_not_redirected_to_the_host_header(server: Server) -> None:

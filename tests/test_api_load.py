@@ -19,6 +19,8 @@ from tests.test_api import KEY, Server, _api, _wait_status, close_api_clients, s
 KEYS = [f"load-key-{i}-" + "l" * 24 for i in range(3)]
 TENANT_KEYS = [f"acme-load-key-{i}-" + "l" * 24 for i in range(3)]
 """machine keys bound to tenant acme (``loaded`` serves them too)"""
+TENANT_USER_KEYS = [f"acme-user-key-{i}-" + "l" * 24 for i in range(3)]
+"""user keys of tenant acme (users u0, u1, u2; ``loaded`` serves them too)"""
 
 
 @pytest.fixture(autouse=True)
@@ -29,9 +31,10 @@ def _close_clients() -> Iterator[None]:
 
 @pytest.fixture
 def loaded(redis_url: str, redis_client: redis.Redis) -> Iterator[Server]:
-    """The server with three more machine keys and three of tenant acme, and a worker."""
+    """The server with three more machine keys, three machine and three user keys of tenant acme, and a worker."""
     keys = "".join(f",{hash_key(k)}=machine" for k in KEYS)
     keys += "".join(f",{hash_key(k)}=machine::acme" for k in TENANT_KEYS)
+    keys += "".join(f",{hash_key(k)}=user:u{i}:acme" for i, k in enumerate(TENANT_USER_KEYS))
     with serving(redis_url, keys) as srv:
         yield srv
 
@@ -174,6 +177,49 @@ def test_streams_of_one_tenants_keys_past_its_bound_get_429(loaded: Server) -> N
     assert opened.count(200) == MAX_STREAMS_PER_TENANT, sorted(set(opened))
     assert opened.count(429) == 3 * MAX_STREAMS_PER_KEY - MAX_STREAMS_PER_TENANT
     assert others == [200]
+
+
+def test_a_tenants_users_cannot_take_its_machine_keys_streams(loaded: Server) -> None:
+    """Three user keys of a tenant holding all the streams their kind may (MAX_STREAMS_PER_TENANT
+    together) leave the tenant's machine key its own share: it still opens a stream, and one more
+    user stream gets 429."""
+    start = {"workflow": "tests.flows:one_choice", "input": {}}
+    machine = _api(loaded, TENANT_KEYS[0])
+    machine_run: str = machine.post("/v1/runs", json=start).json()["runId"]
+    user_runs = [_api(loaded, key).post("/v1/runs", json=start).json()["runId"] for key in TENANT_USER_KEYS]
+    _wait_status(machine, machine_run, "waiting")
+    share = [MAX_STREAMS_PER_KEY, MAX_STREAMS_PER_KEY, MAX_STREAMS_PER_TENANT - 2 * MAX_STREAMS_PER_KEY]
+    assert share[2] > 0
+
+    async def scenario() -> tuple[list[int], list[int], list[int]]:
+        opened: list[int] = []
+        late: list[int] = []
+        machines: list[int] = []
+        until = asyncio.Event()
+        clients = [_client(loaded, k) for k in TENANT_USER_KEYS]
+
+        async def then() -> None:
+            """Once the users' streams all have their status: one more user stream, then the machine's."""
+            while len(opened) < MAX_STREAMS_PER_TENANT:
+                await asyncio.sleep(0.05)
+            await _hold(clients[2], f"/v1/runs/{user_runs[2]}/events", late, until)
+            async with _client(loaded, TENANT_KEYS[0]) as client:
+                await asyncio.gather(_hold(client, f"/v1/runs/{machine_run}/events", machines, until),
+                                     _all_open(machines, 1, until))
+
+        try:
+            await asyncio.gather(*(_hold(c, f"/v1/runs/{run_id}/events", opened, until)
+                                   for c, run_id, n in zip(clients, user_runs, share, strict=True) for _ in range(n)),
+                                 then())
+        finally:
+            for c in clients:
+                await c.aclose()
+        return opened, late, machines
+
+    opened, late, machines = asyncio.run(scenario())
+    assert opened.count(200) == MAX_STREAMS_PER_TENANT, sorted(set(opened))
+    assert late == [429]
+    assert machines == [200]
 
 
 async def _then_one(srv: Server, run_id: str, others: list[int], opened: list[int], until: asyncio.Event) -> None:

@@ -27,7 +27,7 @@ import redis
 
 from parkway.http.app import hash_key
 from tests.conftest import SECRET, Harness
-from tests.procs import ROOT, Worker, answers, free_port, wait_for
+from tests.procs import ROOT, WORKFLOWS, Worker, answers, free_port, wait_for
 
 RETENTION_MS = 3000
 GRACE_MS = 1000
@@ -80,7 +80,7 @@ class Deployment:
         keys = ",".join(k.config for k in (SYSTEM, MACHINE, ACME_MACHINE, ADA, BOB, EVE, ZED))
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PARKWAY_")},
                "PARKWAY_REDIS_URL": redis_url, "PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT),
-               "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS), "PARKWAY_WORKFLOWS": "tests",
+               "PARKWAY_API_KEYS": keys, "PARKWAY_RETENTION_MS": str(RETENTION_MS), "PARKWAY_WORKFLOWS": WORKFLOWS,
                "PARKWAY_EXPIRY_GRACE_MS": str(GRACE_MS)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "parkway.http.app:app_from_env", "--port", str(self.port),
@@ -777,6 +777,31 @@ def test_tenants_that_choose_the_same_session_id_each_get_a_session_of_their_own
     assert (theirs.status_code, theirs.json()["error"]) == (nothing.status_code, nothing.json()["error"])
     refused = eve.post("/v1/sessions", json={"agent": ECHO, "sessionId": ada_sid})
     assert refused.status_code == 422, refused.text
+
+
+def test_within_a_tenant_a_taken_id_is_refused_without_saying_whose(dep: Deployment) -> None:
+    """A tenant's ids are one namespace its keys share: bob starting a run (opening a session) under
+    an id ada holds is refused exactly as when he holds it himself (the refusal says the id is in use,
+    nothing of whose), while reading ada's answers 404 as a run (session) nobody started."""
+    ada, bob = dep.api(ADA), dep.api(BOB)
+    names = {who: _unique(f"order-{who.name}") for who in (ADA, BOB)}
+    ids = {who: _start(dep, who, names[who], 60_000) for who in (ADA, BOB)}
+    again = {"workflow": THREE, "input": {"x": 1}}
+    runs = {who: bob.post("/v1/runs", json={**again, "runId": names[who]}) for who in (ADA, BOB)}
+    assert [r.status_code for r in runs.values()] == [422, 422], [r.text for r in runs.values()]
+    assert runs[ADA].json() == {**runs[BOB].json(), "detail": runs[BOB].json()["detail"].replace(ids[BOB], ids[ADA])}
+    theirs, nothing = bob.get(f"/v1/runs/{ids[ADA]}"), bob.get(f"/v1/runs/{ids[ADA]}x")
+    assert (theirs.status_code, theirs.text.replace(ids[ADA], "?")) == (404, nothing.text.replace(f"{ids[ADA]}x", "?"))
+    sessions = {who: _unique(f"support-{who.name}") for who in (ADA, BOB)}
+    for who, sid in sessions.items():
+        assert dep.api(who).post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}).status_code == 201
+    opens = {who: bob.post("/v1/sessions", json={"agent": ECHO, "sessionId": sid}) for who, sid in sessions.items()}
+    assert [o.status_code for o in opens.values()] == [409, 409], [o.text for o in opens.values()]
+    held = {who: f"acme~{sid}" for who, sid in sessions.items()}
+    assert opens[ADA].json() == {**opens[BOB].json(),
+                                 "detail": opens[BOB].json()["detail"].replace(held[BOB], held[ADA])}
+    assert bob.get(f"/v1/sessions/{held[ADA]}").status_code == 404
+    assert ada.get(f"/v1/sessions/{held[ADA]}").status_code == 200
 
 
 def test_the_python_client_scopes_a_tenants_run_and_session_ids_by_its_tenant(harness: Harness) -> None:

@@ -29,7 +29,7 @@ from parkway.cli import commands
 from parkway.http.app import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
-from tests.procs import ROOT, answers, free_port, parkway_script, wait_for
+from tests.procs import ROOT, WORKFLOWS, answers, free_port, parkway_script, wait_for
 
 ERROR_LINE = re.compile(r"^parkway: error: \S.*$")
 
@@ -473,8 +473,8 @@ def test_serve_answers_health_and_refuses_without_keys(redis_url: str, redis_cli
     env = _env(PARKWAY_REDIS_URL=redis_url, PARKWAY_API_KEYS=f"{hash_key('k' * 32)}=machine")
     unlisted = parkway("serve", "--port", str(port), env=env)
     assert unlisted.returncode == 1 and "PARKWAY_WORKFLOWS" in unlisted.stderr  # it would import what callers name
-    proc = subprocess.Popen([sys.executable, "-m", "parkway.cli", "serve", "--port", str(port), "--workflows", "tests"],
-                            cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "parkway.cli", "serve", "--port", str(port),
+                             "--workflows", WORKFLOWS], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_for(lambda: answers(f"http://127.0.0.1:{port}"), 30, "parkway serve to answer")

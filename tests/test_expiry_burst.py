@@ -59,6 +59,27 @@ def test_an_overdue_run_keeps_its_records_past_the_grace_until_its_expiry_is_rec
     assert {k: run.output[k] for k in ("picked", "cancelled")} == {"picked": None, "cancelled": "expired"}
 
 
+def test_an_overdue_runs_summary_is_kept_the_retention_past_its_extended_records(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """When a reconciler keeps an overdue run's records a grace from now, its summary is kept the
+    retention past that new end (a retention shorter than the grace shows it: the summary's old
+    end is passed), so the run reads expired, not unknown, once the records go."""
+    retention, grace = 1000, 3000  # the least retention there is
+    settings = Settings(redis_url=redis_url, secret=SECRET,
+                        limits=Limits(expiry_grace_ms=grace, retention_ms=retention))
+    h = Harness("redis", closing(Parkway(settings)), settings, redis_client)
+    run_id = h.pw.start(flows_expiry.until, {"policy": "cancel", "deadline": now_ms() + 300})
+    h.run_jobs()
+    expires = h.interrupt_event(run_id)["expiresAt"]
+    before = redis_client.pexpiretime(keys.summary(run_id))
+    time.sleep(max(0.0, expires + retention + 200 - now_ms()) / 1000)  # a grace from now: past the summary's end
+    watch_backlog(h.pw.store, now_ms(), grace)
+    records, summary = (redis_client.pexpiretime(k) for k in (keys.run(run_id), keys.summary(run_id)))
+    assert records > before - retention  # extended past their old end
+    assert summary == records + retention
+
+
 def test_an_overdue_child_run_keeps_its_parent_too(redis_url: str, redis_client: redis.Redis, closing: Closing) -> None:
     """A child run's overdue interrupt keeps its parent's records as well as its own (as park
     keeps them): recorded after the grace, the child's expiry still reaches the parent, whose node

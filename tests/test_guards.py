@@ -3,10 +3,12 @@ mutations no test caught): each test here fails when its check is taken out."""
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -83,6 +85,29 @@ def test_plain_code_after_a_tool_call_on_a_branch_parked_during_the_call_waits_f
     assert sf.follow_ons == ["parked"]
 
 
+def test_a_model_call_on_a_branch_parked_after_its_run_began_waits_for_the_resume(
+    harness: Harness, raiser: None
+) -> None:
+    """A branch parked after its run began (by the node's own code, just before it calls a model) is
+    held at the call every time: the model is not called until the interrupt is cleared, then once."""
+    path = tempfile.mkdtemp(prefix="pw-session-")
+    sid = harness.pw.sessions.open(sf.parks_then_calls, owner="ada", tenant="acme")
+    sent = harness.pw.sessions.send(sid, path, caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.WAITING
+    assert _calls(path) == 0
+    assert harness.pw.sessions.resume_interrupt(sid, "stop", None, caller=SYSTEM).outcome == "resumed"
+    harness.run_jobs()
+    assert _calls(path) == 1
+    assert harness.pw.get_run(sent.run_id).status is RunStatus.COMPLETED
+
+
+def _calls(path: str) -> int:
+    """How many times the counting model was called (its marks in ``path``)."""
+    marks = Path(path) / "model-calls"
+    return len(marks.read_text()) if marks.exists() else 0
+
+
 # --- sessions: what a clearing wakes -----------------------------------------------------------
 
 
@@ -117,6 +142,50 @@ def test_a_global_clear_gives_its_trigger_to_the_active_branch_not_to_a_held_run
     assert (cleared.outcome, cleared.run_id) == ("resumed", two.run_id)
     given = {s.run_id: _triggers(harness, s.run_id) for s in (one, two)}
     assert given == {one.run_id: [], two.run_id: ["stop"]}
+
+
+def test_a_global_clear_leaves_a_held_run_held_while_its_own_branchs_interrupt_parks_it(
+    harness: Harness, raiser: None
+) -> None:
+    """A run on an abandoned branch held by an interrupt anchored on its branch and by a global one
+    stays held (its fence unmoved) when the global one is cleared, though nothing parks the active
+    path any more; it is woken when its own branch's interrupt clears, with no trigger."""
+    sid = harness.pw.sessions.open(sf.self_parking, owner="ada", tenant="acme")
+    one = harness.pw.sessions.send(sid, "branch:mine", caller=ADA)
+    harness.run_jobs()
+    two = harness.pw.sessions.edit(sid, one.message_id, "global:stop", caller=ADA)  # the head
+    harness.run_jobs()
+    held = harness.pw.store.get_run(one.run_id, now_ms())
+    assert held is not None and held.status is RunStatus.WAITING
+    cleared = harness.pw.sessions.resume_interrupt(sid, "stop", {"go": 1}, caller=SYSTEM)
+    assert (cleared.outcome, cleared.run_id) == ("resumed", two.run_id)
+    harness.run_jobs()
+    after = harness.pw.store.get_run(one.run_id, now_ms())
+    assert after is not None and (after.status, after.fence) == (RunStatus.WAITING, held.fence)
+    assert harness.pw.sessions.resume_interrupt(sid, "mine", None).outcome == "cleared"
+    woken = harness.pw.store.get_run(one.run_id, now_ms())
+    assert woken is not None and woken.fence > held.fence and _triggers(harness, one.run_id) == []
+
+
+def test_a_global_clear_with_no_run_at_the_head_dispatches_one_and_gives_a_run_elsewhere_nothing(
+    harness: Harness,
+) -> None:
+    """A global interrupt cleared while the head (a finished turn's reply) has no live run dispatches
+    a run there for its trigger; the live run of another branch, waiting on its own question, is
+    handed nothing (no interrupt.resumed in its journal or on its stream)."""
+    sid = harness.pw.sessions.open(sf.busy, owner="ada", tenant="acme")
+    done = harness.pw.sessions.send(sid, "hello", caller=ADA)
+    harness.run_jobs()
+    reply = harness.pw.sessions.get(sid).head
+    asking = harness.pw.sessions.edit(sid, done.message_id, "?which", caller=ADA)
+    harness.run_jobs()
+    assert harness.pw.get_run(asking.run_id).status is RunStatus.WAITING
+    harness.pw.sessions.switch(sid, reply, caller=ADA)
+    stop = harness.pw.sessions.raise_interrupt(sid, "stop", caller=SYSTEM, scope="session")
+    cleared = harness.pw.sessions.resume_interrupt(sid, stop, {"go": 1}, caller=SYSTEM)
+    assert cleared.outcome == "dispatched" and cleared.run_id != asking.run_id
+    assert _triggers(harness, asking.run_id) == []
+    assert "interrupt.resumed" not in [e.type for e in harness.pw.store.read_events(asking.run_id, "0", None, 1000)]
 
 
 def _triggers(h: Harness, run_id: str) -> list[str]:

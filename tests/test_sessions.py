@@ -14,6 +14,7 @@ import pytest
 from parkway import Caller, ResumeOutcome, RunStatus, ValidationError
 from parkway.adapters.redis import layout
 from parkway.errors import BranchBusy, BranchParked, SessionDenied
+from parkway.runtime.clock import now_ms
 from parkway.runtime.policy import parse_actions
 from parkway.sessions.rules import rebuild
 from tests import session_flows as sf
@@ -508,6 +509,33 @@ def test_the_policy_sees_each_trigger_and_may_park_on_it(harness: Harness) -> No
     view = harness.pw.sessions.get(sid)
     assert view.messages[view.head].content == "size 200"
     assert [m.role for m in view.messages.values()].count("tool") == 2  # each tool ran once
+
+
+def test_a_switch_delivers_a_kept_answer_only_onto_its_own_branch_whatever_its_caller_prepared(
+    harness: Harness,
+) -> None:
+    """The switch script itself refuses (retry, nothing written) a kept answer prepared for a run
+    whose branch the new head's path does not run through: the answer stays kept, the run waits,
+    and the switch back to its branch delivers it."""
+    sid = _open(harness, sf.asking)
+    one = harness.pw.sessions.send(sid, "one", caller=ADA)
+    harness.run_jobs()
+    [asked] = harness.pw.sessions.get(sid).open_interrupts
+    two = harness.pw.sessions.edit(sid, one.message_id, "two", caller=ADA)
+    three = harness.pw.sessions.edit(sid, one.message_id, "three", caller=ADA)
+    harness.run_jobs()
+    harness.pw.sessions.switch(sid, two.message_id, caller=ADA)
+    assert harness.pw.sessions.resume_interrupt(sid, asked.id, "ACC-1", caller=ADA).outcome == "cleared"
+    sessions = harness.pw.sessions
+    prepared = sessions._due(sessions.store.read(sid), one.message_id)  # as for the switch back to one
+    assert [(r, run) for r, run, _, _ in prepared] == [(asked.id, one.run_id)] and prepared[0][2] is not None
+    reply = sessions.store.switch(sid, three.message_id, now_ms(), [(r, run, a) for r, run, a, _ in prepared])
+    assert reply == ["retry"]
+    assert harness.pw.get_run(one.run_id).status is RunStatus.WAITING
+    assert sessions.get(sid).head == two.message_id and sessions.store.read(sid).deliveries == {asked.id: one.run_id}
+    sessions.switch(sid, one.message_id, caller=ADA)  # delivered
+    harness.run_jobs()
+    assert harness.pw.get_run(one.run_id).status is RunStatus.COMPLETED
 
 
 def test_nothing_is_called_on_a_parked_branch(harness: Harness) -> None:

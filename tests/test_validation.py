@@ -195,6 +195,10 @@ def test_embedded_default_without_url(monkeypatch: pytest.MonkeyPatch) -> None:
         "run_1." + "A" * 32,  # the request id is missing
         "run_1.int_a." + "A" * 31,  # too short by one: valid base64 shape otherwise
         "run_1.int_a." + "A" * 33,  # too long by one
+        "run_1.int_a." + "A" * 32 + "=",  # lengthened by padding: decodes to the very 24 bytes
+        "run_1.int_a." + "A" * 32 + "==",
+        "run_1.int_a." + "A" * 36,  # lengthened by a whole quantum (27 bytes)
+        "run_1.int_a." + "A" * 28,  # truncated by a whole quantum (21 bytes)
         "run_1.int_a." + "A" * 31 + "=",  # the right length, but padding in the middle of a signature
         "run_1.int_a." + "A" * 31 + "*",  # the right length, a character outside base64url
         "run 1.int_a." + "A" * 32,

@@ -86,7 +86,7 @@ def test_a_workflow_ref_outside_the_application_is_refused_before_import(closing
 
 
 def test_an_allow_list_admits_its_modules_only() -> None:
-    """With PARKWAY_WORKFLOWS, its modules (and submodules) load; application code outside it is refused."""
+    """With PARKWAY_WORKFLOWS, the modules it names load; application code outside it is refused."""
     settings = Settings.from_env({"PARKWAY_WORKFLOWS": "tests.flows, bench"}, secret=SECRET)
     assert settings.workflows == ("tests.flows", "bench")
     assert settings.modules.load("tests.flows:one_choice") is flows.one_choice
@@ -94,6 +94,25 @@ def test_an_allow_list_admits_its_modules_only() -> None:
         WorkflowModules(("tests.flow",)).load("tests.flows:one_choice")  # a prefix is not a parent
     with pytest.raises(ConfigError):
         Settings(workflows=("tests/flows",))
+
+
+def test_a_listed_package_does_not_admit_its_submodules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reference to a submodule of a listed package (its test fixtures, say) is refused without being
+    imported: the allow-list admits each module it names, by its full name, and nothing beneath it."""
+    marker = tmp_path / "imported.txt"
+    package = tmp_path / "listedpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "fixtures.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(WorkflowUnavailable, match="not in PARKWAY_WORKFLOWS"):
+        WorkflowModules(("listedpkg",)).load("listedpkg.fixtures:flow")
+    assert not marker.exists() and "listedpkg.fixtures" not in sys.modules
+    with pytest.raises(WorkflowUnavailable, match="not a parkway Workflow"):  # listed by name: imported
+        WorkflowModules(("listedpkg.fixtures",)).load("listedpkg.fixtures:other")
+    assert marker.exists()
+    sys.modules.pop("listedpkg.fixtures", None)
+    sys.modules.pop("listedpkg", None)
 
 
 def test_a_run_record_naming_a_foreign_module_is_never_imported(harness: Harness) -> None:

@@ -17,7 +17,8 @@ route                                       what it does
 ``GET  /v1/runs/{run_id}/events``           its events as server-sent events; ``Last-Event-ID``
                                             (or ``?after=``) resumes after a dropped connection
                                             (at most MAX_STREAMS_PER_KEY open per key and
-                                            MAX_STREAMS_PER_TENANT per tenant, else 429)
+                                            MAX_STREAMS_PER_TENANT per kind of key of a
+                                            tenant, else 429)
 ``POST /v1/runs/{run_id}/cancel``           cancel the run: ``{reason?}``
 ``POST /v1/runs/{run_id}/fork``             re-open step N as a new run: ``{step, runId?, input?}``
                                             -> 201 ``{runId, forkedFrom: {runId, step}}``
@@ -80,6 +81,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -156,8 +158,9 @@ pause watch have their own, each closed when it ends)"""
 MAX_STREAMS_PER_KEY = 100
 """event streams one API key may hold open at once in one process; more get 429"""
 MAX_STREAMS_PER_TENANT = 250
-"""event streams the keys bound to one tenant may hold open at once in one process, together; more
-get 429 (a tenant with many keys cannot take all of ``MAX_STREAMS``)"""
+"""event streams the keys of one kind (user, machine, system) bound to one tenant may hold open at
+once in one process, together; more get 429 (a tenant with many keys cannot take all of
+``MAX_STREAMS``). Each kind has its own share, so a tenant's users cannot starve its machine keys."""
 MAX_WAITING_PER_KEY = 20
 """waiting listings (``waitMs``) one API key may have in flight at once; more get 429"""
 RETRY_AFTER_S = 1
@@ -337,11 +340,28 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True)
 
 
+_PATH = re.compile(r"(?<![\w.~:/-])(?:/[^/\s\"'<>:]+)+/([^/\s\"'<>:]+)")
+"""an absolute POSIX path (not a URL's); its last part (the file's name) is kept"""
+
+
+def shown_error(error: Any, who: Key) -> Any:
+    """A run's error (or an event's) as ``who`` may see it: a system key (an admin) whole, any other
+    with each file path in its message and traceback cut to the file's name (frames, lines and code
+    stay): where the server keeps its code and Python is not a user's or a machine's to read."""
+    if error is None or (isinstance(who, Caller) and who.role == "system"):
+        return error
+    if isinstance(error, str):
+        return _PATH.sub(r"\1", error)
+    if isinstance(error, dict):
+        return {k: shown_error(v, who) if k in ("message", "traceback") else v for k, v in error.items()}
+    return error
+
+
 def _key(request: Request, authorization: str | None) -> Key:
     """What an ``Authorization: Bearer <key>`` names (401 without a known key)."""
     keys: Mapping[str, Key] | None = request.app.state.keys
     if keys is None:
-        request.state.key, request.state.tenant = "-", None
+        request.state.key, request.state.share = "-", None
         return Caller("system")
     scheme, _, key = (authorization or "").partition(" ")
     digest = hash_key(key) if scheme.lower() == "bearer" and key else ""
@@ -350,7 +370,8 @@ def _key(request: Request, authorization: str | None) -> Key:
         why = "this API key is not known here" if digest else "an API key is needed: Authorization: Bearer <key>"
         raise HTTPException(401, why, headers={"WWW-Authenticate": "Bearer"})
     request.state.key = digest  # what per-key bounds count by
-    request.state.tenant = found.tenant if isinstance(found, Caller) else None  # and per-tenant ones
+    # and per-tenant ones, one share per kind of key: a tenant's users cannot starve its machine keys
+    request.state.share = f"{found.role} keys of {found.tenant}" if isinstance(found, Caller) and found.tenant else None
     return found
 
 
@@ -539,7 +560,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
              responses=problems.responses(401, 403, 404, 422, 503))
     def get_run(run_id: str, who: Auth) -> dict[str, Any]:
         pw.check_run(run_id, who, "read")  # by the owner and tenant written on the run
-        return _dump(pw.get_run(run_id))
+        run = _dump(pw.get_run(run_id))
+        return {**run, "error": shown_error(run.get("error"), who)}
 
     @app.post("/v1/runs/{run_id}/cancel", response_model=CancelResult, tags=["runs"],
               responses=problems.responses(401, 403, 404, 409, 413, 422, 503))
@@ -589,7 +611,8 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
             return record is None or born is None or record.created_at == born
 
         # resume tokens go to system and machine callers; a person answers through an application or a link
-        return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user", still=still_reaches))
+        return streams.open(request, events.sse(run_id, start_at, with_tokens=who.role != "user", still=still_reaches,
+                                                who=who))
 
     @app.get("/v1/interrupts", response_model=InterruptPage, tags=["interrupts"],
              responses=problems.responses(401, 403, 422, 429, 503))
@@ -932,8 +955,9 @@ class TooMany(Exception):
 
 class _Slots:
     """At most ``limit`` of one kind of long request (waiting listings, event streams) per API key at
-    once, ``per_tenant`` for the keys bound to one tenant together, and ``total`` in the process;
-    ``slot(key, tenant)`` raises TooMany past any bound. (The event loop is one thread: no lock needed.)"""
+    once, ``per_tenant`` for the keys of one share (the keys of one kind bound to one tenant)
+    together, and ``total`` in the process; ``slot(key, share)`` raises TooMany past any bound. (The
+    event loop is one thread: no lock needed.)"""
 
     def __init__(self, what: str, limit: int, total: int | None = None, per_tenant: int | None = None) -> None:
         self.what, self.limit, self.total, self.per_tenant = what, limit, total, per_tenant
@@ -941,23 +965,23 @@ class _Slots:
         self.tenants: dict[str, int] = {}
 
     @contextmanager
-    def slot(self, key: str, tenant: str | None = None) -> Iterator[None]:
+    def slot(self, key: str, share: str | None = None) -> Iterator[None]:
         if self.in_use.get(key, 0) >= self.limit:
             raise TooMany(f"{self.what} of this key", self.limit)
-        counted = tenant is not None and self.per_tenant is not None
-        if counted and self.tenants.get(tenant or "", 0) >= (self.per_tenant or 0):
-            raise TooMany(f"{self.what} of this key's tenant", self.per_tenant or 0)
+        counted = share is not None and self.per_tenant is not None
+        if counted and self.tenants.get(share or "", 0) >= (self.per_tenant or 0):
+            raise TooMany(f"{self.what} of the {share}", self.per_tenant or 0)
         if self.total is not None and sum(self.in_use.values()) >= self.total:
             raise TooMany(f"{self.what} of this server", self.total)
         _count(self.in_use, key, 1)
         if counted:
-            _count(self.tenants, tenant or "", 1)
+            _count(self.tenants, share or "", 1)
         try:
             yield
         finally:
             _count(self.in_use, key, -1)
             if counted:
-                _count(self.tenants, tenant or "", -1)
+                _count(self.tenants, share or "", -1)
 
 
 def _count(counts: dict[str, int], name: str, by: int) -> None:
@@ -1134,10 +1158,12 @@ class _EventReader:
         return events
 
     async def sse(
-        self, run_id: str, after: str, *, with_tokens: bool = True, still: Callable[[], bool] | None = None
+        self, run_id: str, after: str, *, with_tokens: bool = True, still: Callable[[], bool] | None = None,
+        who: Key | None = None,
     ) -> AsyncIterator[bytes]:
         """``id``/``event``/``data`` frames until ``done``; a comment on every idle read keeps proxies
-        from closing the connection. Interrupt events carry their resume token ``with_tokens``.
+        from closing the connection. Interrupt events carry their resume token ``with_tokens``, and
+        errors as ``who`` may see them (``shown_error``; None: whole).
         ``still()`` (in the thread pool) is asked after every read, before what it read is sent: the
         stream ends when it says False (the caller lost the run, or the id names another run now)."""
         client = self.connect(run_id)
@@ -1153,6 +1179,8 @@ class _EventReader:
                     after = stored.id
                     event = self.pw.event(run_id, stored)
                     data = event.data if with_tokens else {k: v for k, v in event.data.items() if k != "resumeToken"}
+                    if who is not None and "error" in data:
+                        data = {**data, "error": shown_error(data["error"], who)}
                     frame = f"id: {event.id}\nevent: {event.type}\ndata: {json.dumps(data, default=str)}\n\n"
                     yield frame.encode()
                     if ends_stream(event.type, "done"):
@@ -1288,15 +1316,15 @@ async def _close(client: Any) -> None:
 
 class _Streams:
     """Opens event-stream responses: at most ``MAX_STREAMS_PER_KEY`` per API key,
-    ``MAX_STREAMS_PER_TENANT`` for the keys of one tenant and ``MAX_STREAMS`` in the process (429
+    ``MAX_STREAMS_PER_TENANT`` for the keys of one kind bound to one tenant and ``MAX_STREAMS`` in the process (429
     with Retry-After past any), each sending a first byte at once."""
 
     def __init__(self) -> None:
         self.slots = _Slots("event streams", MAX_STREAMS_PER_KEY, MAX_STREAMS, MAX_STREAMS_PER_TENANT)
 
     def open(self, request: Request, frames: AsyncIterator[bytes]) -> StreamingResponse:
-        key, tenant = getattr(request.state, "key", "-"), getattr(request.state, "tenant", None)
-        slot = self.slots.slot(key, tenant)
+        key, share = getattr(request.state, "key", "-"), getattr(request.state, "share", None)
+        slot = self.slots.slot(key, share)
         slot.__enter__()  # raises TooMany before any response starts
         done = False
 

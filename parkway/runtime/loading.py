@@ -5,8 +5,9 @@ imports that module to run the run. Whoever can write to parkway's Redis can
 write a run record, so the reference is checked before anything is imported:
 
 - with an allow-list (``PARKWAY_WORKFLOWS=myapp.flows,other``, or
-  ``--workflows`` on the command line) only those modules and their
-  submodules are imported;
+  ``--workflows`` on the command line) only those very modules are imported:
+  a package listed is not a licence for its submodules (``myapp`` does not
+  admit ``myapp.tests.fixtures``), each one is listed by its full name;
 - without one, only the application's own code is: a module whose top-level
   package lives outside the Python installation (not in the standard library,
   not in site-packages), found on the path without importing it, plus
@@ -129,13 +130,14 @@ class WorkflowModules:
     allowed: tuple[str, ...] | None = None
 
     def check(self, module: str) -> None:
-        if _within(module, ALWAYS_ALLOWED):
+        if module in ALWAYS_ALLOWED:
             return
         if self.allowed is not None:
-            if not _within(module, self.allowed):
+            if module not in self.allowed:
                 raise WorkflowUnavailable(
                     f"workflow module {module!r} is not in PARKWAY_WORKFLOWS ({', '.join(self.allowed) or 'empty'}); "
-                    "add it there (or to --workflows) to let parkway import it",
+                    "add it there (or to --workflows) by its full name to let parkway import it (a package "
+                    "listed does not admit its submodules)",
                     module=module,
                 )
             return
@@ -188,10 +190,6 @@ class WorkflowModules:
         for part in attr.split("."):
             target = getattr(target, part, None)
         return target
-
-
-def _within(module: str, names: Iterable[str]) -> bool:
-    return any(module == name or module.startswith(name + ".") for name in names)
 
 
 def _path_hint() -> str:

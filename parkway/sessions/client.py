@@ -17,7 +17,7 @@ run does (``add_message``) and :mod:`parkway.runtime.agents` for the agent's hoo
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -203,17 +203,7 @@ class SessionView:
             "agent": self.agent,
             "head": self.head,
             "parkedBy": self.parked_by(),
-            "messages": [
-                {
-                    "id": m.id,
-                    "parent": m.parent,
-                    "role": m.role,
-                    "content": m.content,
-                    "runId": m.run_id,
-                    "parkedBy": self.parked_by(m.id),
-                }
-                for m in self.messages.values()
-            ],
+            "messages": [self.message_json(m) for m in self.messages.values()],
             "interrupts": [
                 {
                     "id": i.id,
@@ -230,6 +220,11 @@ class SessionView:
             ],
             "liveRuns": self.live_runs,
         }
+
+    def message_json(self, m: SessionMessage) -> dict[str, Any]:
+        """One message as JSON, with the interrupts that park the path to it."""
+        return {"id": m.id, "parent": m.parent, "role": m.role, "content": m.content, "runId": m.run_id,
+                "parkedBy": self.parked_by(m.id)}
 
     def tree(self) -> str:
         """The tree as text: one line per message (``-``, the head ``*``), indented below its parent,
@@ -258,6 +253,31 @@ class SessionView:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class MessagePage:
+    """A session read a page at a time: ``view`` holds every message's id and parent but no content
+    (the outline), ``messages`` one page of them whole, ``next_cursor`` where the next page starts
+    (None: none left)."""
+
+    view: SessionView
+    messages: list[SessionMessage]
+    next_cursor: str | None
+
+    def public(self) -> dict[str, Any]:
+        """The session as JSON: its facts, ``outline`` (each message's id, parent and parkedBy),
+        ``messages`` (this page's, whole) and ``nextCursor``."""
+        body = self.view.public()
+        body["outline"] = [{"id": m["id"], "parent": m["parent"], "parkedBy": m["parkedBy"]} for m in body["messages"]]
+        body["messages"] = [self.view.message_json(m) for m in self.messages]
+        body["nextCursor"] = self.next_cursor
+        return body
+
+
+PAGE_CHARS = 1_000_000
+"""the stored size of the messages one page holds at most (past its first message): ten messages of
+the largest size, a hundred of 10 KB"""
+
+
 class Sessions:
     """The session operations of a :class:`~parkway.client.Parkway` (``pw.sessions``)."""
 
@@ -272,9 +292,9 @@ class Sessions:
 
     # --- reads --------------------------------------------------------------------------------
 
-    def _read(self, session_id: str, caller: Caller) -> SessionRecords:
+    def _read(self, session_id: str, caller: Caller, *, contents: bool = True) -> SessionRecords:
         check_id(session_id, "session id")
-        records = self._store.read(session_id)
+        records = self._store.read(session_id, contents=contents)
         check_access(caller, records.fields["owner"], records.fields["tenant"])
         return records
 
@@ -293,6 +313,29 @@ class Sessions:
     def get(self, session_id: str, *, caller: Caller = SYSTEM) -> SessionView:
         """The session: its messages, head, interrupts (open and cleared) and live branch runs."""
         return self._view(self._read(session_id, caller))
+
+    def page(
+        self, session_id: str, *, caller: Caller = SYSTEM, cursor: str | None = None, limit: int = 100,
+        ids: Sequence[str] | None = None,
+    ) -> MessagePage:
+        """The session with one page of its messages: ``ids`` (those of them it holds), or those
+        after ``cursor`` in id order; at most ``limit`` and ``PAGE_CHARS`` of them (at least one).
+        The rest of the tree is its outline: what it reads of the messages it does not return is
+        their ids and parents, so a client that keeps what it read asks only for what is new."""
+        rec = self._read(session_id, caller, contents=False)
+        if ids is not None:
+            wanted = list(dict.fromkeys(i for i in ids if i in rec.messages))[:limit]
+        else:
+            order = sorted(rec.messages)
+            wanted = [mid for mid in order if cursor is None or mid > cursor][:limit]
+        found = self._store.message_contents(session_id, wanted, PAGE_CHARS) if limit else {}
+        view = self._view(rec)
+        page = [
+            SessionMessage(mid, view.messages[mid].parent, m.get("role", ""), m.get("content", ""), message_run(m))
+            for mid, m in found.items()
+        ]
+        last = page[-1].id if page and ids is None else None
+        return MessagePage(view, page, last if last is not None and any(mid > last for mid in rec.messages) else None)
 
     def _view(self, rec: SessionRecords) -> SessionView:
         messages = {

@@ -10,7 +10,10 @@ route                                               what it does
                                                     ttlMs?}`` -> 201 ``{sessionId}``, scoped by the
                                                     tenant: ``<tenant>~<sessionId>`` (a user's key
                                                     opens its own: owner and tenant from the key)
-``GET  /v1/sessions/{id}``                          the tree, head, interrupts, live runs
+``GET  /v1/sessions/{id}``                          head, interrupts, live runs, the tree's
+                                                    ``outline`` (ids, parents) and a page of
+                                                    ``messages`` (``limit``, ``cursor`` or ``ids``)
+                                                    -> ``nextCursor``
 ``GET  /v1/sessions/{id}/events``                   its events (``?after=``), oldest first, a page
                                                     of ``limit`` (100, up to 1,000) at a time
 ``GET  /v1/sessions/{id}/stream``                   the same as server-sent events, live;
@@ -32,8 +35,10 @@ route                                               what it does
 ==================================================  ===========================================
 
 A session of another tenant, or (for a user) of another owner, reads as no session (404): a
-different answer would tell that one exists. 403 when the caller may
-reach the session but not do this (an interrupt of a higher origin, a session-wide raise by a user).
+different answer would tell that one exists. Opening an id another key of the caller's tenant holds
+is refused (409 ``is taken``) word for word as one the caller holds: a tenant's ids are one
+namespace. 403 when the caller may reach the session but not do this (an interrupt of a higher
+origin, a session-wide raise by a user).
 """
 
 from collections.abc import Callable
@@ -49,7 +54,7 @@ from ..config import MIN_TTL_MS
 from ..http.problems import outcome_problem, responses
 from ..runtime.authority import Caller
 from ..runtime.errors import SessionDenied, SessionNotFound, ValidationError
-from ..runtime.protocol import MAX_ID_LENGTH, MAX_TTL_MS, ResumeOutcome, check_event_id
+from ..runtime.protocol import MAX_ID_LENGTH, MAX_TTL_MS, ResumeOutcome, check_event_id, check_id
 from .client import Sessions
 
 _CLEARED_STATUS = {"already_cleared": 409, "unknown": 404, "expired": 410}
@@ -132,8 +137,19 @@ def add_routes(
         return {"sessionId": sid}
 
     @app.get("/v1/sessions/{session_id}", tags=["sessions"], responses=responses(401, 403, 404, 422, 503))
-    def get_session(session_id: str, who: Who) -> dict[str, Any]:
-        return sessions.get(session_id, caller=who).public()
+    def get_session(
+        session_id: str, who: Who, limit: Annotated[int, Query(ge=0, le=1000)] = 100,
+        cursor: Annotated[str | None, Query(max_length=64)] = None,
+        ids: Annotated[str | None, Query(max_length=65 * 100)] = None,
+    ) -> dict[str, Any]:
+        """The session: its facts, its ``outline`` (every message's id, parent and parkedBy, no
+        content) and one page of ``messages`` whole: those after ``cursor`` in id order, or the
+        comma-separated ``ids`` (up to 100); at most ``limit`` (0: the outline alone) and about 1 MB of them.
+        ``nextCursor`` names the next page (null: none left)."""
+        if cursor is not None:
+            check_id(cursor, "cursor")
+        wanted = [check_id(i, "message id") for i in ids.split(",") if i] if ids is not None else None
+        return sessions.page(session_id, caller=who, cursor=cursor, limit=limit, ids=wanted).public()
 
     @app.get("/v1/sessions/{session_id}/events", tags=["sessions"], responses=responses(401, 403, 404, 422, 503))
     def session_events(

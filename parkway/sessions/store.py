@@ -189,14 +189,17 @@ class SessionStore:
 
     # --- reads -------------------------------------------------------------------------------
 
-    def read(self, session_id: str) -> SessionRecords:
+    def read(self, session_id: str, *, contents: bool = True) -> SessionRecords:
+        """The session's records; without ``contents``, its messages are their ids and parents only
+        (``{"parent": ...}``: a long conversation's text is not read; ``message_contents`` reads it)."""
         k = self._session(session_id)
         pipe = self.store.client.pipeline(transaction=True)
-        for key in (k.hash, k.messages, k.up, k.open, k.interrupts, k.deliveries, k.live):
+        for key in (k.hash, k.up, k.open, k.interrupts, k.deliveries, k.live, *([k.messages] if contents else [])):
             pipe.hgetall(key)
 
         with translated():
-            fields, messages, up, open_, interrupts, deliveries, live = pipe.execute()
+            fields, up, open_, interrupts, deliveries, live, *stored = pipe.execute()
+        messages = stored[0] if contents else dict.fromkeys(up)
         if not fields:
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
         runs: dict[str, dict[str, str]] = {}
@@ -214,7 +217,7 @@ class SessionStore:
                     }
         decoded = {}
         for mid, blob in messages.items():
-            message = layout.with_runs(session_id, self._decode(blob, "session message"))
+            message = layout.with_runs(session_id, self._decode(blob, "session message")) if blob is not None else {}
             message["parent"] = _text(up.get(mid, b""))
             decoded[_text(mid)] = message
         return SessionRecords(
@@ -227,6 +230,30 @@ class SessionStore:
             {_text(a): _text(b) for a, b in live.items()},
             runs,
         )
+
+    def message_contents(self, session_id: str, ids: Sequence[str], max_chars: int) -> dict[str, dict[str, Any]]:
+        """The stored messages ``ids`` (without their parents), in their order, as many as fit in
+        ``max_chars`` of stored size (at least the first): their sizes are read first, so a page of
+        large messages reads no more than it returns. Two round trips."""
+        if not ids:
+            return {}
+        k = self._session(session_id)
+        pipe = self.store.client.pipeline(transaction=False)
+        for mid in ids:
+            pipe.hstrlen(k.messages, mid)
+        with translated():
+            sizes = pipe.execute()
+        chosen: list[str] = []
+        total = 0
+        for mid, size in zip(ids, sizes, strict=True):
+            if chosen and total + int(size) > max_chars:
+                break
+            chosen.append(mid)
+            total += int(size)
+        with translated():
+            blobs = self.store.client.hmget(k.messages, chosen)
+        return {mid: layout.with_runs(session_id, self._decode(blob, "session message"))
+                for mid, blob in zip(chosen, blobs, strict=True) if blob is not None}
 
     def basis(self, session_id: str, edited: str = "") -> SendBasis:
         """What adding a message needs, in one round trip and whatever the session's length: its

@@ -3,8 +3,9 @@
 -- while abandoned: session_answer), each exactly once; a kept answer whose run can no longer take
 -- it (it ended, or was answered by its token) is dropped with an interrupt.undelivered event. The
 -- caller prepares each delivery (its resume call); when the kept answers due on the new path are
--- not the ones it prepared (a racing answer or switch changed them), or one was escalated since it
--- was read, nothing is written and the caller reads again ('retry').
+-- not the ones it prepared (a racing answer or switch changed them, or one is for a live run off
+-- that path), or one was escalated since it was read, nothing is written and the caller reads
+-- again ('retry').
 -- Returns {'ok', then per delivery: request id, run id, step, fence, handed off ('' when dropped)},
 -- 'retry', 'gone' or 'no_message'.
 -- KEYS
@@ -34,6 +35,9 @@ end
 local refused, pending = {}, {}
 for i, d in ipairs(A.deliveries) do
   if redis.call('HGET', S.deliveries, d.request_id) ~= d.run_id then return {'retry'} end
+  -- only onto its own branch: a kept answer for a live run the new path does not run through stays kept
+  local leaf = redis.call('HGET', S.live, d.run_id)
+  if leaf and not on[leaf] then return {'retry'} end
   if d.resume then
     refused[i], pending[i] = resume_refused(K.deliveries[i].resume, d.resume, true)
     if refused[i] and refused[i][1] == 'moved' then return {'retry'} end
