@@ -88,8 +88,10 @@ KNOWN_INTERRUPTS = 1024
 """how many pending interrupts a client keeps as it read them (listings, lookups), so that answering
 one of them needs no lookup first"""
 
-MAX_SCAN_PAGES = 20
-"""pages a listing for a caller reads at most to fill one page of what the caller may see"""
+READ_BUDGET = 2000
+"""index members one listing request reads at most to fill a page of what its caller may see and
+its ``search`` / ``workflow_prefix`` keep: past it the page ends short, ``budget_reached``, with a
+cursor that reads on"""
 PAUSE_WAIT_SLICE_MS = 4_000
 """longest single blocking read of the pause feed: below the Redis client's 5 s socket timeout"""
 
@@ -597,7 +599,9 @@ class Parkway:
         """
         asked = ListingQuery.of(query, keywords)
         keep = self._keeper(caller, asked.matcher())
-        stored = self._store_query(asked, watch=asked.wait_ms > 0)
+        stored = self._store_query(asked, watch=asked.wait_ms > 0, caller=caller)
+        if stored is None:
+            return InterruptPage(items=())  # another tenant's interrupts: none this caller may list
         listing = self.store.list_interrupts(stored)
         if asked.wait_ms and not keep(listing.items) and asked.status == "pending":
             listing = self._wait_for_pause(stored, listing, time.monotonic() + asked.wait_ms / 1000, keep)
@@ -613,19 +617,30 @@ class Parkway:
         if query.wait_ms:
             raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
         keep = self._keeper(caller, query.matcher())
-        stored = self._store_query(query, watch=True)
+        stored = self._store_query(query, watch=True, caller=caller)
+        if stored is None:
+            return InterruptPage(items=()), "0-0"
         listing = self.store.list_interrupts(stored)
         page = self._page(stored, listing, query.include_tokens, keep, filtered=keep is not _ALL)
         return page, listing.feed or "0-0"
 
-    def _store_query(self, query: ListingQuery, *, watch: bool) -> InterruptQuery:
+    def _store_query(self, query: ListingQuery, *, watch: bool, caller: Caller | None = None) -> InterruptQuery | None:
         """The store's query for a listing (it watches the pause feed if it waits), the cursor unsealed
-        (``parkway.runtime.cursors``)."""
+        (``parkway.runtime.cursors``). A caller bound to a tenant (every user) reads its tenant's
+        index of pending interrupts, not every tenant's (newest order: the index's); None when it
+        asks for another tenant's."""
         position = None if query.cursor is None else cursors.unseal(self.backend.options.secret, query.cursor)
+        tenant = query.tenant
+        if caller is not None and caller.tenant is not None and query.status == "pending":
+            if tenant is not None and tenant != caller.tenant:
+                return None
+            if query.order == "newest":
+                tenant = caller.tenant
         return InterruptQuery(
             query.workflow, query.run_id, query.order, query.limit, position, now_ms(), watch=watch,
-            audience=query.audience, tenant=query.tenant, session=query.session,
+            audience=query.audience, tenant=tenant, session=query.session,
             created_after=query.created_after, created_before=query.created_before, status=query.status,
+            scan=READ_BUDGET,
         )
 
     def _keeper(
@@ -653,19 +668,27 @@ class Parkway:
     ) -> InterruptPage:
         """The page a caller gets: what it may see, filtered before paging (read on, a page of what is
         missing at a time, until the page is full, so its cursor follows an item the caller saw, or
-        until a bound of pages read), with the cursor sealed."""
-        found, next_cursor, scanned = keep(listing.items), listing.next_cursor, 1
-        while filtered and len(found) < query.limit and next_cursor is not None and scanned < MAX_SCAN_PAGES:
-            more = self.store.list_interrupts(
-                replace(query, cursor=next_cursor, limit=query.limit - len(found), watch=False, wait_after=None)
-            )
-            found, next_cursor, scanned = found + keep(more.items), more.next_cursor, scanned + 1
+        until ``READ_BUDGET`` index members are read: then the page says so, ``budget_reached``), with
+        the cursor sealed, and the shards that did not answer (``missing_shards``)."""
+        found, next_cursor, spent = keep(listing.items), listing.next_cursor, max(listing.read, len(listing.items))
+        missing = set(listing.missing)
+        while filtered and len(found) < query.limit and next_cursor is not None and spent < READ_BUDGET:
+            left = READ_BUDGET - spent
+            more = self.store.list_interrupts(replace(
+                query, cursor=next_cursor, limit=min(query.limit - len(found), left), watch=False, wait_after=None,
+                scan=left,
+            ))
+            found, next_cursor = found + keep(more.items), more.next_cursor
+            spent += max(more.read, len(more.items), 1)
+            missing.update(more.missing)
         if query.status == "pending":
             for record in found:
                 self._read.put(record)
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in found)
         sealed = None if next_cursor is None else cursors.seal(self.backend.options.secret, next_cursor)
-        return InterruptPage(items=items, next_cursor=sealed)
+        stopped = filtered and len(found) < query.limit and next_cursor is not None and spent >= READ_BUDGET
+        return InterruptPage(items=items, next_cursor=sealed, budget_reached=stopped,
+                             missing_shards=tuple(sorted(missing)))
 
     def _may_see(self, records: list[InterruptRecord], caller: Caller) -> list[InterruptRecord]:
         """The interrupts ``caller`` may see: of runs it may answer, by the tenant and owner their
