@@ -573,6 +573,10 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
             created_after=_ago(args.newer_than),
             status=args.status,
         )
+        if page.missing_shards:  # the page holds what the shards that answered hold
+            shards = ", ".join(str(i) for i in page.missing_shards)
+            print(f"warning: shard {shards} of PARKWAY_SHARDS did not answer: its interrupts are not listed",
+                  file=sys.stderr)
         if args.json:
             print(_json(_dump(page)))
             return 0

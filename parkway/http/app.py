@@ -1061,7 +1061,11 @@ class _ShardedPauseWatch:
         parts = feed.split(",")
         if len(parts) != len(self.watches):
             raise ValidationError(f"a position in {len(self.watches)} pause feeds, not {feed!r}")
-        tasks = [asyncio.create_task(w.wait_past(p, timeout)) for w, p in zip(self.watches, parts, strict=True)]
+        # '' : a shard the listing did not reach (down): not watched
+        tasks = [asyncio.create_task(w.wait_past(p, timeout)) for w, p in zip(self.watches, parts, strict=True) if p]
+        if not tasks:
+            await anyio.sleep(timeout)
+            return False
         try:
             for done in asyncio.as_completed(tasks):
                 if await done:

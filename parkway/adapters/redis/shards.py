@@ -31,11 +31,12 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
-from ...runtime.errors import ConfigError, ValidationError
+from ...runtime.errors import ConfigError, StoreUnavailable, ValidationError
 from ...runtime.store import (
     Advance,
     Attempt,
@@ -65,6 +66,12 @@ from ...runtime.store import (
 from .. import codec
 from . import keys, layout
 from .errors import translated
+
+T = TypeVar("T")
+
+SHARD_ANSWER_S = 0.5
+"""how long a listing across shards waits for the shards' answers: a shard that has not answered
+by then (down, unreachable, frozen) is left out of the page and named in it (``missing``)"""
 
 BUCKETS = 1024
 """virtual buckets a run's hash tag is hashed into; fixed: the bucket -> shard table maps them"""
@@ -103,6 +110,7 @@ class ShardedStore:
         self._pool = ThreadPoolExecutor(max_workers=max(2, 2 * len(self.stores)), thread_name_prefix="pw-shards")
         self._lock = threading.Lock()
         self._feeds = _PauseFeeds(self.stores)
+        self._health = _Health(len(self.stores))
 
     # --- placement -------------------------------------------------------------------
 
@@ -120,7 +128,7 @@ class ShardedStore:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for s in self.stores:
             with translated():
-                s.client.close()
+                (s.raw_client if isinstance(s, DeferredShard) else s.client).close()
 
     def _all(self, call: Callable[[Any], Any]) -> list[Any]:
         """``call(store)`` on every shard at once; the replies in shard order."""
@@ -290,8 +298,47 @@ class ShardedStore:
         return self._merged(query)
 
     def _positions(self, feed: str | None) -> list[str]:
+        """One position per shard ('' for a shard a listing did not reach: not watched)."""
         parts = (feed or "").split(",")
         return parts if len(parts) == len(self.stores) else ["0-0"] * len(self.stores)
+
+    def _answers(self, call: Callable[[int], T], shards: Sequence[int] | None = None) -> tuple[dict[int, T], list[int]]:
+        """``call(i)`` on each shard ``i`` of ``shards`` (every one by default) at once: the answers
+        by shard, and the shards that did not answer within ``SHARD_ANSWER_S`` (StoreUnavailable, or
+        still waiting) or that are known to be down with a call on them still out (``_Health``: one
+        at a time asks a shard that went down, and the first answer brings it back). Any other
+        error is raised; so is StoreUnavailable when no shard answered."""
+        asked = list(range(len(self.stores))) if shards is None else list(shards)
+        futures: dict[int, Future[T]] = {}
+        for i in asked:
+            if self._health.may_ask(i):
+                futures[i] = in_thread(call, i)
+                futures[i].add_done_callback(partial(self._health.answered, i))
+        if futures:
+            wait(futures.values(), timeout=SHARD_ANSWER_S)
+        answers: dict[int, T] = {}
+        missing: list[int] = []
+        failure: BaseException | None = None
+        for i in asked:
+            if i not in futures:
+                missing.append(i)
+                continue
+            future = futures[i]
+            if not future.done():
+                self._health.late(i, future)
+                missing.append(i)
+                continue
+            error = future.exception()
+            if error is None:
+                answers[i] = future.result()
+            elif isinstance(error, StoreUnavailable):
+                missing.append(i)
+                failure = error
+            else:
+                raise error
+        if asked and not answers:
+            raise failure or StoreUnavailable(f"no shard answered within {SHARD_ANSWER_S} s (shards {missing})")
+        return answers, missing
 
     def _wait_for_a_pause(self, positions: list[str], wait_ms: int) -> None:
         """Block until a pause after ``positions`` on any shard's feed, or ``wait_ms`` (one shared
@@ -346,19 +393,23 @@ class ShardedStore:
     def _pending(self, query: InterruptQuery) -> InterruptListing:
         """Two phases: each shard's index members after the cursor (no records), merged in the
         order's member order; then the page's records, each from its shard, in one round trip per
-        shard. The cursor is the last member's position, valid on every shard."""
+        shard. The cursor is the last member's position, valid on every shard. A shard that does
+        not answer either phase in time is left out and named (``missing``)."""
         after = codec.parse_cursor(query.cursor, query.order)
         newest = query.order == "newest"
-        with translated():
-            pages = self._all(lambda s: s._page(query, after))
-        merged = sorted(((m, wf, i) for i, (members, _) in enumerate(pages) for wf, m in members), reverse=newest)
+
+        def page(i: int) -> tuple[list[tuple[str, bytes]], str | None]:
+            with translated():
+                found: tuple[list[tuple[str, bytes]], str | None] = self.stores[i]._page(query, after)
+            return found
+
+        pages, missing = self._answers(page)
+        merged = sorted(((m, wf, i) for i, (members, _) in pages.items() for wf, m in members), reverse=newest)
         want = merged[: query.limit]
         entries = [(i, codec.parse_member(m, query.order, wf)) for m, wf, i in want]
 
         def records(i: int) -> dict[str, InterruptRecord | None]:
             mine = [e for j, e in entries if j == i]
-            if not mine:
-                return {}
             store = self.stores[i]
             with translated():
                 pipe = store.client.pipeline(transaction=False)
@@ -370,21 +421,32 @@ class ShardedStore:
             return {e.run_id: layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, f, s in pairs}
 
         found: dict[str, InterruptRecord | None] = {}
-        for part in self._all_indexed(records):
-            found.update(part)
+        if entries:
+            parts, lost = self._answers(records, sorted({i for i, _ in entries}))
+            missing = sorted({*missing, *lost})
+            for part in parts.values():
+                found.update(part)
         items = [r for _, e in entries if (r := found.get(e.run_id)) is not None]
         more = len(merged) > query.limit
         cursor = codec.make_cursor(want[-1][0], query.order) if more and want else None
-        feed = ",".join(f or "0-0" for _, f in pages) if query.watch else None
-        return InterruptListing(items, cursor, feed)
+        feed = self._feed_of({i: f for i, (_, f) in pages.items()}) if query.watch else None
+        read = sum(len(members) for members, _ in pages.values())
+        return InterruptListing(items, cursor, feed, read=read, missing=tuple(missing))
+
+    def _feed_of(self, positions: Mapping[int, str | None]) -> str:
+        """A listing's position in the shards' pause feeds: each shard's that answered, '' for one
+        that did not (a wait does not watch it)."""
+        return ",".join((positions[i] or "0-0") if i in positions else "" for i in range(len(self.stores)))
 
     def _all_indexed(self, call: Callable[[int], Any]) -> list[Any]:
         return list(self._pool.map(call, range(len(self.stores))))
 
     def _merged(self, query: InterruptQuery) -> InterruptListing:
         """Filtered and ended listings: each shard's page (records read on each), merged by the
-        listing's member order and cut; the cursor is the last item's member."""
-        pages: list[InterruptListing] = self._all(lambda s: s.list_interrupts(query))
+        listing's member order and cut; the cursor is the last item's member. A shard that does not
+        answer in time is left out and named (``missing``)."""
+        answered, missing = self._answers(lambda i: self.stores[i].list_interrupts(query))
+        pages: list[InterruptListing] = list(answered.values())
         closed = query.status != "pending"
         newest = closed or query.order == "newest"
 
@@ -405,8 +467,8 @@ class ShardedStore:
         cursor = None
         if last is not None:
             cursor = codec.make_closed_cursor(last, query.status) if closed else codec.make_cursor(last, query.order)
-        feed = ",".join(p.feed or "0-0" for p in pages) if query.watch else None
-        return InterruptListing(page, cursor, feed)
+        feed = self._feed_of({i: p.feed for i, p in answered.items()}) if query.watch else None
+        return InterruptListing(page, cursor, feed, read=sum(p.read for p in pages), missing=tuple(missing))
 
     # --- housekeeping is per shard ---------------------------------------------------------
 
@@ -486,19 +548,21 @@ class _PauseFeeds:
         """per shard: where its reader reads on from"""
         self.reading = [False] * len(stores)
         self.waiters = 0
-        self.failures = 0
+        self.failed = [False] * len(stores)
+        """per shard: its reader's last read failed (it reads again after ``READ_MS``)"""
         self.failure: BaseException | None = None
 
     def wait(self, positions: Sequence[str], wait_ms: int) -> None:
         """Return once a shard's feed holds an entry past ``positions`` (each a feed entry id read
         from that shard, "0-0" for an empty feed) or after ``wait_ms``; raise what a reader met."""
-        mine = [_entry_order(p) for p in positions]
+        watched = [i for i, p in enumerate(positions) if p]  # '' : a shard the listing did not reach
+        mine = [_entry_order(p) if p else (1 << 62, 0) for p in positions]
         deadline = time.monotonic() + wait_ms / 1000
         with self.cond:
-            failures = self.failures
             self.waiters += 1
             try:
-                for i, position in enumerate(positions):
+                for i in watched:
+                    position = positions[i]
                     if not self.reading[i]:
                         self.reading[i], self.at[i] = True, position
                         threading.Thread(target=self._read, args=(i,), daemon=True, name=f"pw-shard-feed-{i}").start()
@@ -508,9 +572,9 @@ class _PauseFeeds:
                         # pause feed's ``after``, which may name no entry; seen is only ever what
                         # a reader read, so no position makes the others wake for nothing)
                         self.at[i] = position
-                while not any(seen > m for seen, m in zip(self.seen, mine, strict=True)):
-                    if self.failures != failures and self.failure is not None:
-                        raise self.failure
+                while not any(self.seen[i] > mine[i] for i in watched):
+                    if self.failure is not None and watched and all(self.failed[i] for i in watched):
+                        raise self.failure  # every shard it watches is away: as on one Redis
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return
@@ -530,11 +594,19 @@ class _PauseFeeds:
             try:
                 with translated():
                     reply = client.xread({keys.pauses(): at}, count=100, block=self.READ_MS)
+            except StoreUnavailable as exc:  # a shard away: the waiters wait on the others' feeds
+                with self.cond:
+                    self.failed[i], self.failure = True, exc
+                    self.cond.notify_all()
+                time.sleep(self.READ_MS / 1000)
+                continue
             except BaseException as exc:  # noqa: BLE001 - handed to the waiters
                 with self.cond:
-                    self.failures, self.failure, self.reading[i] = self.failures + 1, exc, False
+                    self.failed[i], self.failure, self.reading[i] = True, exc, False
                     self.cond.notify_all()
                 return
+            with self.cond:
+                self.failed[i] = False
             entries = reply[0][1] if reply else []
             if entries:
                 last = _text(entries[-1][0])
@@ -542,6 +614,100 @@ class _PauseFeeds:
                     self.at[i] = last
                     self.seen[i] = max(self.seen[i], _entry_order(last))
                     self.cond.notify_all()
+
+
+def in_thread(call: Callable[[int], T], i: int) -> Future[T]:
+    """``call(i)`` on a daemon thread of its own: a call stuck on a shard that went down (up to the
+    connection's ~10 s of retries) holds no pool thread and never delays the process's exit."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(call(i))
+        except BaseException as exc:  # noqa: BLE001 - handed to the listing through the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name=f"pw-shard-call-{i}").start()
+    return future
+
+
+class DeferredShard:
+    """A shard that did not answer while the process started (``backend``): its store and dispatcher
+    are built, after the checks a process makes of every shard at connect (its shard table, the
+    token key's fingerprint), by the first call that reaches it. Until then a call on it raises
+    what building raises (StoreUnavailable while it is down; at once while another call is
+    building it), so a listing across shards leaves it out and names it."""
+
+    def __init__(self, index: int, client: Any, limits: Any, build: Callable[[], tuple[Any, Any]]) -> None:
+        self.index, self.raw_client, self.limits = index, client, limits
+        self._build = build
+        self._lock = threading.Lock()
+        self._built: tuple[Any, Any] | None = None
+
+    def built(self) -> tuple[Any, Any]:
+        """The shard's store and dispatcher, built now if they were not."""
+        if self._built is None:
+            if not self._lock.acquire(blocking=False):
+                raise StoreUnavailable(f"shard {self.index} has not answered since this process started")
+            try:
+                if self._built is None:
+                    self._built = self._build()
+            finally:
+                self._lock.release()
+        return self._built
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.built()[0], name)
+
+    def dispatcher_view(self) -> Any:
+        """The shard's dispatcher, as ``ShardedDispatcher`` calls it (built as the store is)."""
+        return _DeferredDispatcher(self)
+
+
+class _DeferredDispatcher:
+    def __init__(self, shard: DeferredShard) -> None:
+        self.shard = shard
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shard.built()[1], name)
+
+
+class _Health:
+    """Which shards failed to answer a listing in time. A listing asks every other shard; a shard
+    that failed is asked by one call at a time (the others leave it out at once), so a shard that
+    went down holds one of the pool's threads, not one per listing, and its first answer brings
+    it back into every listing."""
+
+    def __init__(self, shards: int) -> None:
+        self.lock = threading.Lock()
+        self.down = [False] * shards
+        self.asking = [False] * shards
+
+    def may_ask(self, i: int) -> bool:
+        with self.lock:
+            if not self.down[i]:
+                return True
+            if self.asking[i]:
+                return False
+            self.asking[i] = True
+            return True
+
+    def late(self, i: int, future: Future[Any]) -> None:
+        """A call on shard ``i`` is still out past a listing's bound: the shard counts as down, and
+        that call is the one asking it, until it ends (``answered``: a future runs its callbacks
+        after it is done, so one not done under the lock has its callback still to come)."""
+        with self.lock:
+            if not future.done() and not self.down[i]:
+                self.down[i] = self.asking[i] = True
+
+    def answered(self, i: int, future: Future[Any]) -> None:
+        """A call on shard ``i`` ended: it is down while calls on it end in StoreUnavailable."""
+        error = future.exception() if not future.cancelled() else None
+        with self.lock:
+            self.asking[i] = False
+            self.down[i] = isinstance(error, StoreUnavailable)
 
 
 class ShardedDispatcher:
