@@ -5,10 +5,14 @@ listing of one tenant is not woken by another tenant's pauses. Counted in Redis 
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import redis
 
 from parkway import InterruptPage
+from parkway.adapters.redis import keys
 from parkway.client import sync
 from parkway.runtime.authority import Caller
 from tests import flows
@@ -84,3 +88,49 @@ def test_a_search_stops_at_its_read_budget_and_its_cursor_reads_on(
         assert pages < 20
     assert sorted(found) == sorted(wanted) and not page.budget_reached
     assert pages >= 3  # 103 interrupts, 40 a request
+def listings(client: redis.Redis) -> int:
+    """Reads of an index of pending interrupts so far (``ZREVRANGEBYLEX``: no transition runs it)."""
+    return int(client.info("commandstats").get("cmdstat_zrevrangebylex", {}).get("calls", 0))
+
+
+@pytest.mark.parametrize("harness", ["redis"], indirect=True)
+def test_a_waiting_listing_is_not_woken_by_another_tenants_pause(on_redis: Harness) -> None:
+    """A user of acme waiting for a pause lists nothing again on 30 pauses of another tenant, and
+    wakes for acme's own."""
+    pw, client = on_redis.pw, on_redis.connection
+    assert client is not None
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(lambda: pw.list_interrupts(wait_ms=15_000, caller=ADA))
+        time.sleep(0.3)
+        before = listings(client)
+        for _ in range(30):
+            pw.start(flows.one_choice, {}, tenant="big")
+            on_redis.run_jobs()
+        time.sleep(0.3)
+        assert not future.done()
+        assert listings(client) == before
+        mine = pw.start(flows.one_choice, {}, tenant="acme")
+        on_redis.run_jobs()
+        page = future.result(timeout=10)
+    assert [i.run_id for i in page.items] == [mine]
+
+
+@pytest.mark.parametrize("harness", ["redis"], indirect=True)
+def test_a_pause_feed_entry_without_a_tenant_wakes_every_tenants_listing(on_redis: Harness) -> None:
+    """An entry written before entries named their tenant (no ``t``) may be anyone's: a tenant's
+    waiting listing wakes and lists again; an entry of a run without a tenant (``t`` empty) does
+    not wake it."""
+    pw, client = on_redis.pw, on_redis.connection
+    assert client is not None
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(lambda: pw.list_interrupts(wait_ms=3_000, caller=ADA))
+        time.sleep(0.3)
+        before = listings(client)
+        client.xadd(keys.pauses(), {"w": "one_choice", "r": "someone", "c": "1", "t": ""})
+        time.sleep(0.3)
+        untouched = listings(client)
+        client.xadd(keys.pauses(), {"w": "one_choice", "r": "older", "c": "1"})
+        time.sleep(0.3)
+        woken = listings(client)
+        assert future.result(timeout=10).items == ()
+    assert untouched == before and woken == before + 1

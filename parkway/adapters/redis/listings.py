@@ -5,7 +5,10 @@ Members and cursors are ``codec``'s; the records they stand for are read from th
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ...runtime.store import InterruptListing, InterruptQuery, InterruptRecord
@@ -123,6 +126,10 @@ class InterruptListings:
         woken or timed out)."""
         commands: list[tuple[Any, ...]] = []
         watching = query.watch or query.wait_after is not None
+        if query.wait_after is not None and query.tenant is not None:
+            # a tenant's listing: woken by its tenant's pauses only, then lists (two round trips)
+            self._await_pause(query, query.wait_after)
+            query = replace(query, wait_after=None)
         if query.wait_after is not None:
             commands.append(("XREAD", "COUNT", 1, "BLOCK", max(1, query.wait_ms), "STREAMS", keys.pauses(),
                              query.wait_after))
@@ -134,6 +141,20 @@ class InterruptListings:
             return replies, None
         last = replies[skip - 1]
         return replies[skip:], _text(last[0][0]) if last else "0-0"
+
+    def _await_pause(self, query: InterruptQuery, after: str) -> None:
+        """Block on the pause feed past ``after`` until it holds a pause the query could list
+        (``layout.pause_wakes``: its tenant and workflow) or ``query.wait_ms`` passed: another
+        tenant's pauses only move the position on."""
+        deadline = time.monotonic() + query.wait_ms / 1000
+        while (left := math.ceil((deadline - time.monotonic()) * 1000)) > 0:
+            reply = self.client.xread({keys.pauses(): after}, count=100, block=left)
+            if not reply:
+                return
+            entries = reply[0][1]
+            if any(layout.pause_wakes(fields, query.tenant, query.workflow) for _, fields in entries):
+                return
+            after = _text(entries[-1][0])
 
     def _page(self, query: InterruptQuery, after: bytes | None) -> tuple[list[tuple[str, bytes]], str | None]:
         """Up to limit+1 unexpired (workflow, member) after the cursor, in order (expired members await
