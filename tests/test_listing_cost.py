@@ -5,18 +5,22 @@ listing of one tenant is not woken by another tenant's pauses. Counted in Redis 
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import redis
 
-from parkway import InterruptPage
+from parkway import InterruptPage, Parkway, Settings
 from parkway.adapters.redis import keys
 from parkway.client import sync
 from parkway.runtime.authority import Caller
 from tests import flows
-from tests.conftest import Harness
+from tests.conftest import SECRET, Harness
+from tests.procs import RedisServer, Worker, wait_for
 
 ADA = Caller("user", "ada", "acme")
 
@@ -34,14 +38,26 @@ def counted(client: redis.Redis, call: object) -> tuple[object, int]:
     return result, commands(client) - before - 1
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of this module's own: its command counts are this module's alone (the
+    suite's Redis serves other tests at once)."""
+    srv = RedisServer(tmp_path_factory.mktemp("listing-cost"), appendonly=False)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture
-def on_redis(harness: Harness) -> Harness:
-    if harness.connection is None:
-        pytest.skip("counted on a real Redis")
-    return harness
+def on_redis(server: RedisServer) -> Iterator[Harness]:
+    client = redis.Redis.from_url(server.url)
+    client.flushdb()
+    settings = Settings(redis_url=server.url, secret=SECRET)
+    with Parkway(settings) as pw:
+        yield Harness("redis", pw, settings, client)
+    client.close()
 
 
-@pytest.mark.parametrize("harness", ["redis"], indirect=True)
 def test_a_tenants_search_reads_its_own_tenants_interrupts_not_every_tenants(on_redis: Harness) -> None:
     """A user of acme searching for nothing (``search="zzz"``, a page of 1,000) costs the same few
     commands whether another tenant has 0 or 600 interrupts pending: it reads acme's index."""
@@ -62,7 +78,6 @@ def test_a_tenants_search_reads_its_own_tenants_interrupts_not_every_tenants(on_
     assert pw.list_interrupts(tenant="big", caller=ADA).items == ()  # another tenant's: nothing
 
 
-@pytest.mark.parametrize("harness", ["redis"], indirect=True)
 def test_a_search_stops_at_its_read_budget_and_its_cursor_reads_on(
     on_redis: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,7 +108,6 @@ def listings(client: redis.Redis) -> int:
     return int(client.info("commandstats").get("cmdstat_zrevrangebylex", {}).get("calls", 0))
 
 
-@pytest.mark.parametrize("harness", ["redis"], indirect=True)
 def test_a_waiting_listing_is_not_woken_by_another_tenants_pause(on_redis: Harness) -> None:
     """A user of acme waiting for a pause lists nothing again on 30 pauses of another tenant, and
     wakes for acme's own."""
@@ -115,7 +129,6 @@ def test_a_waiting_listing_is_not_woken_by_another_tenants_pause(on_redis: Harne
     assert [i.run_id for i in page.items] == [mine]
 
 
-@pytest.mark.parametrize("harness", ["redis"], indirect=True)
 def test_a_pause_feed_entry_without_a_tenant_wakes_every_tenants_listing(on_redis: Harness) -> None:
     """An entry written before entries named their tenant (no ``t``) may be anyone's: a tenant's
     waiting listing wakes and lists again; an entry of a run without a tenant (``t`` empty) does
@@ -134,3 +147,73 @@ def test_a_pause_feed_entry_without_a_tenant_wakes_every_tenants_listing(on_redi
         woken = listings(client)
         assert future.result(timeout=10).items == ()
     assert untouched == before and woken == before + 1
+
+
+def test_a_waiting_listing_over_http_is_not_woken_by_another_tenants_pause(server: RedisServer) -> None:
+    """`parkway serve`: a user key's waiting listing (``waitMs``) lists nothing again while 20 runs
+    of another tenant pause, and returns its own tenant's pause."""
+    import httpx
+
+    from tests.test_api import KEY, USER_KEY, Server
+
+    client = redis.Redis.from_url(server.url)
+    client.flushdb()
+    srv, worker = Server(server.url), Worker(server.url, SECRET)
+    got: list[httpx.Response] = []
+    try:
+        with httpx.Client(base_url=srv.url, timeout=30) as api:
+            machine = {"Authorization": f"Bearer {KEY}"}
+
+            def wait() -> None:
+                got.append(api.get("/v1/interrupts", params={"waitMs": 20_000},
+                                   headers={"Authorization": f"Bearer {USER_KEY}"}))
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            time.sleep(0.5)
+            before = listings(client)
+            others = [api.post("/v1/runs", headers=machine, json={
+                "workflow": "tests.flows:one_choice", "input": {}, "tenant": "big"}).json()["runId"] for _ in range(20)]
+            wait_for(lambda: all(api.get(f"/v1/runs/{r}", headers=machine).json()["status"] == "waiting"
+                                 for r in others), 30, "the other tenant's runs to park")
+            time.sleep(0.3)
+            assert listings(client) == before and not got
+            mine = api.post("/v1/runs", headers=machine, json={
+                "workflow": "tests.flows:one_choice", "input": {}, "tenant": "acme"}).json()["runId"]
+            waiter.join(25)
+        assert [i["runId"] for i in got[0].json()["items"]] == [mine]
+    finally:
+        worker.stop()
+        srv.stop()
+        client.close()
+
+
+def test_a_waiting_listing_over_shards_is_not_woken_by_another_tenants_pause(tmp_path: Path) -> None:
+    """Over two shards, a user of acme waiting for a pause lists nothing again on pauses of another
+    tenant on either shard's feed, and lists again on one of acme's."""
+    servers = []
+    for i in range(2):
+        (tmp_path / f"s{i}").mkdir()
+        servers.append(RedisServer(tmp_path / f"s{i}", appendonly=False))
+        servers[-1].start()
+    clients = [redis.Redis.from_url(s.url) for s in servers]
+    try:
+        with Parkway(Settings(shards=(servers[0].url, servers[1].url), secret=SECRET)) as pw, \
+                ThreadPoolExecutor(1) as pool:
+            future = pool.submit(lambda: pw.list_interrupts(wait_ms=3_000, caller=ADA))
+            time.sleep(0.5)
+            before = [listings(c) for c in clients]
+            for c in clients:
+                for n in range(5):
+                    c.xadd(keys.pauses(), {"w": "one_choice", "r": f"big~{n}", "c": "1", "t": "big"})
+            time.sleep(0.5)
+            assert [listings(c) for c in clients] == before
+            clients[1].xadd(keys.pauses(), {"w": "one_choice", "r": "acme~x", "c": "1", "t": "acme"})
+            time.sleep(0.5)
+            assert [listings(c) for c in clients] == [n + 1 for n in before]
+            assert future.result(timeout=10).items == ()
+    finally:
+        for c in clients:
+            c.close()
+        for s in servers:
+            s.stop()

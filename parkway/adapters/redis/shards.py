@@ -30,6 +30,7 @@ from __future__ import annotations
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
@@ -291,7 +292,10 @@ class ShardedStore:
             return result
         positions = self._positions(query.wait_after)
         if query.wait_after is not None:
-            self._wait_for_a_pause(positions, query.wait_ms)
+            # a pause of another tenant or workflow than the listing's does not wake it
+            narrowed = query.tenant is not None or query.workflow is not None
+            wakes = partial(layout.pause_wakes, tenant=query.tenant, workflow=query.workflow) if narrowed else None
+            self._wait_for_a_pause(positions, query.wait_ms, wakes)
             query = replace(query, wait_after=None, watch=True)
         if query.status == "pending" and not query.filtered:
             return self._pending(query)
@@ -340,10 +344,11 @@ class ShardedStore:
             raise failure or StoreUnavailable(f"no shard answered within {SHARD_ANSWER_S} s (shards {missing})")
         return answers, missing
 
-    def _wait_for_a_pause(self, positions: list[str], wait_ms: int) -> None:
-        """Block until a pause after ``positions`` on any shard's feed, or ``wait_ms`` (one shared
-        read of each shard's feed for every waiter of this process: :class:`_PauseFeeds`)."""
-        self._feeds.wait(positions, wait_ms)
+    def _wait_for_a_pause(self, positions: list[str], wait_ms: int, wakes: Callable[[Any], bool] | None = None) -> None:
+        """Block until a pause after ``positions`` on any shard's feed (one ``wakes`` keeps, if
+        given), or ``wait_ms`` (one shared read of each shard's feed for every waiter of this
+        process: :class:`_PauseFeeds`)."""
+        self._feeds.wait(positions, wait_ms, wakes)
 
     # --- the pause feeds, as one (``GET /v1/interrupts/events``) ------------------------------
 
@@ -551,10 +556,20 @@ class _PauseFeeds:
         self.failed = [False] * len(stores)
         """per shard: its reader's last read failed (it reads again after ``READ_MS``)"""
         self.failure: BaseException | None = None
+        self.log: list[deque[tuple[tuple[int, int], Any]]] = [deque(maxlen=self.LOG) for _ in stores]
+        """per shard: the entries read last (id, fields), what a waiting listing could list is looked for in"""
+        self.start = [(0, 0)] * len(stores)
+        """per shard: its log holds every entry past this id that its reader read (but the dropped ones)"""
+        self.dropped = [(0, 0)] * len(stores)
+        """per shard: the newest entry its log dropped"""
 
-    def wait(self, positions: Sequence[str], wait_ms: int) -> None:
+    LOG = 1000
+
+    def wait(self, positions: Sequence[str], wait_ms: int, wakes: Callable[[Any], bool] | None = None) -> None:
         """Return once a shard's feed holds an entry past ``positions`` (each a feed entry id read
-        from that shard, "0-0" for an empty feed) or after ``wait_ms``; raise what a reader met."""
+        from that shard, "0-0" for an empty feed; '' for a shard not watched) that ``wakes`` keeps
+        (if given: a pause the listing could list), or after ``wait_ms``; raise what a reader met
+        when every shard watched is away."""
         watched = [i for i, p in enumerate(positions) if p]  # '' : a shard the listing did not reach
         mine = [_entry_order(p) if p else (1 << 62, 0) for p in positions]
         deadline = time.monotonic() + wait_ms / 1000
@@ -565,6 +580,8 @@ class _PauseFeeds:
                     position = positions[i]
                     if not self.reading[i]:
                         self.reading[i], self.at[i] = True, position
+                        self.start[i], self.dropped[i] = mine[i], (0, 0)
+                        self.log[i].clear()
                         threading.Thread(target=self._read, args=(i,), daemon=True, name=f"pw-shard-feed-{i}").start()
                     elif mine[i] < _entry_order(self.at[i]) and not self.seen[i] > mine[i]:
                         # its reader is past this position, with nothing seen past it yet: it reads
@@ -572,7 +589,8 @@ class _PauseFeeds:
                         # pause feed's ``after``, which may name no entry; seen is only ever what
                         # a reader read, so no position makes the others wake for nothing)
                         self.at[i] = position
-                while not any(self.seen[i] > mine[i] for i in watched):
+                        self.start[i] = min(self.start[i], mine[i])
+                while not any(self._woken(i, mine[i], wakes) for i in watched):
                     if self.failure is not None and watched and all(self.failed[i] for i in watched):
                         raise self.failure  # every shard it watches is away: as on one Redis
                     left = deadline - time.monotonic()
@@ -582,9 +600,16 @@ class _PauseFeeds:
             finally:
                 self.waiters -= 1
 
+    def _woken(self, i: int, mine: tuple[int, int], wakes: Callable[[Any], bool] | None) -> bool:
+        """Whether shard ``i``'s feed holds an entry past ``mine`` that ``wakes`` keeps (held by the lock)."""
+        if not self.seen[i] > mine:
+            return False
+        if wakes is None or mine < self.start[i] or self.dropped[i] > mine:
+            return True  # (entries it may not have read: wake, as for any pause)
+        return any(at > mine and wakes(fields) for at, fields in self.log[i])
+
     def _read(self, i: int) -> None:
         """Shard ``i``'s reader: reads on from ``at[i]`` while anyone waits, each entry read noted."""
-        client = self.stores[i].client
         while True:
             with self.cond:
                 if not self.waiters:
@@ -593,7 +618,7 @@ class _PauseFeeds:
                 at = self.at[i]
             try:
                 with translated():
-                    reply = client.xread({keys.pauses(): at}, count=100, block=self.READ_MS)
+                    reply = self.stores[i].client.xread({keys.pauses(): at}, count=100, block=self.READ_MS)
             except StoreUnavailable as exc:  # a shard away: the waiters wait on the others' feeds
                 with self.cond:
                     self.failed[i], self.failure = True, exc
@@ -611,6 +636,10 @@ class _PauseFeeds:
             if entries:
                 last = _text(entries[-1][0])
                 with self.cond:
+                    for entry, fields in entries:
+                        if len(self.log[i]) == self.LOG:
+                            self.dropped[i] = self.log[i][0][0]
+                        self.log[i].append((_entry_order(_text(entry)), fields))
                     self.at[i] = last
                     self.seen[i] = max(self.seen[i], _entry_order(last))
                     self.cond.notify_all()
