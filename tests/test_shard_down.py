@@ -23,6 +23,7 @@ from tests.conftest import SECRET
 from tests.procs import ROOT, RedisServer, Worker, wait_for
 from tests.test_api import KEY, USER_KEY, Server
 from tests.test_inbox_page import CHROMIUM, Page, browser, check_page, page, sign_in  # noqa: F401 - fixtures
+from tests.test_live_feeds import paused_until_caught_up
 from tests.test_shards import _shard_env
 
 ANA = Caller("user", "ana", "acme")
@@ -75,7 +76,8 @@ def test_a_listing_across_shards_with_one_down_returns_the_others_within_a_secon
 ) -> None:
     """With shard 1's redis-server killed, every listing across shards (pending, filtered, a user's,
     one that waits) returns shard 0's interrupts within a second and names shard 1 missing, as does
-    GET /v1/interrupts of a server started before; a CLI started while the shard is down lists
+    GET /v1/interrupts of a server started before, whose pause feed stream sends shard 0's pauses;
+    a CLI started while the shard is down lists
     shard 0's with a warning on stderr; the shard back, the listing holds every run again."""
     urls = (two[0].url, two[1].url)
     srv = Server(urls[0], PARKWAY_SHARDS=",".join(urls))
@@ -102,6 +104,9 @@ def test_a_listing_across_shards_with_one_down_returns_the_others_within_a_secon
                     body = got.json()
                     assert sorted(i["runId"] for i in body["items"]) == first and body["missingShards"] == [1]
                     assert took <= 1.0, took
+            # the pause feed the inbox follows: shard 0's pauses, from its start and from now on
+            assert sorted(e["runId"] for e in paused_until_caught_up(srv.url, KEY, after="0")) == first
+            assert paused_until_caught_up(srv.url, KEY) == []
 
             started = time.monotonic()
             cli = subprocess.run([sys.executable, "-m", "parkway.cli", "interrupts", "--limit", "100"], cwd=ROOT,

@@ -354,10 +354,17 @@ class ShardedStore:
 
     def pause_position(self) -> str:
         """Every shard's pause feed's newest entry id now ("0-0" for an empty one), comma-separated
-        in shard order: the position of a stream that sends the pauses made after this call."""
-        with translated():
-            lasts = self._all(lambda s: s.client.xrevrange(keys.pauses(), "+", "-", count=1))
-        return ",".join(_text(last[0][0]) if last else "0-0" for last in lasts)
+        in shard order: the position of a stream that sends the pauses made after this call. A
+        shard that does not answer in time (``_answers``) is placed at this moment's time (a feed's
+        entry ids are its times in ms): its pauses from now on are sent once it is back."""
+        def last(i: int) -> str:
+            with translated():
+                newest = self.stores[i].client.xrevrange(keys.pauses(), "+", "-", count=1)
+            return _text(newest[0][0]) if newest else "0-0"
+
+        lasts, _ = self._answers(last)
+        now = f"{int(time.time() * 1000)}-0"
+        return ",".join(lasts.get(i, now) for i in range(len(self.stores)))
 
     def read_pauses(self, after: str, block_ms: int, count: int) -> tuple[list[tuple[str, dict[str, str]]], str, bool]:
         """The pause feeds' entries past ``after`` (one entry id per shard, comma-separated, or one
@@ -365,19 +372,23 @@ class ShardedStore:
         when there is none: a list of (the position just past the entry, its fields) in entry id
         order, the position past them all, and whether every feed was read to its end. Each
         position names every shard's place, so a stream picked up at any of them (``Last-Event-ID``)
-        sends each shard's later pauses once."""
+        sends each shard's later pauses once. A shard that does not answer in time keeps its place
+        (its pauses are sent once it is back)."""
         positions = self._feed_positions(after)
 
         def read(i: int) -> list[Any]:
-            reply = self.stores[i].client.xread({keys.pauses(): positions[i]}, count=count)
+            with translated():
+                reply = self.stores[i].client.xread({keys.pauses(): positions[i]}, count=count)
             return list(reply[0][1]) if reply else []
 
-        with translated():
-            replies = self._all_indexed(read)
+        def read_all() -> list[list[Any]]:
+            answered, _ = self._answers(read)
+            return [answered.get(i, []) for i in range(len(self.stores))]
+
+        replies = read_all()
         if block_ms and not any(replies):
             self._wait_for_a_pause(positions, block_ms)
-            with translated():
-                replies = self._all_indexed(read)
+            replies = read_all()
         merged = sorted((_entry_order(_text(eid)), i, _text(eid), fields)
                         for i, reply in enumerate(replies) for eid, fields in reply)
         out = []
@@ -442,9 +453,6 @@ class ShardedStore:
         """A listing's position in the shards' pause feeds: each shard's that answered, '' for one
         that did not (a wait does not watch it)."""
         return ",".join((positions[i] or "0-0") if i in positions else "" for i in range(len(self.stores)))
-
-    def _all_indexed(self, call: Callable[[int], Any]) -> list[Any]:
-        return list(self._pool.map(call, range(len(self.stores))))
 
     def _merged(self, query: InterruptQuery) -> InterruptListing:
         """Filtered and ended listings: each shard's page (records read on each), merged by the
