@@ -75,7 +75,7 @@ def test_a_listing_across_shards_with_one_down_returns_the_others_within_a_secon
     two: tuple[RedisServer, RedisServer],
 ) -> None:
     """With shard 1's redis-server killed, every listing across shards (pending, filtered, a user's,
-    one that waits) returns shard 0's interrupts within a second and names shard 1 missing, as does
+    one that waits, and the runs') returns shard 0's interrupts within a second and names shard 1 missing, as does
     GET /v1/interrupts of a server started before, whose pause feed stream sends shard 0's pauses;
     a CLI started while the shard is down lists
     shard 0's with a warning on stderr; the shard back, the listing holds every run again."""
@@ -92,6 +92,9 @@ def test_a_listing_across_shards_with_one_down_returns_the_others_within_a_secon
                 page, took = _timed(lambda asked=asked: pw.list_interrupts(limit=100, **asked))  # type: ignore[arg-type]
                 assert sorted(i.run_id for i in page.items) == first, asked  # type: ignore[attr-defined]
                 assert page.missing_shards == (1,) and took <= 1.0, (asked, took)  # type: ignore[attr-defined]
+            runs, took = _timed(lambda: pw.list_runs(limit=100))
+            assert sorted(r.run_id for r in runs.items) == first and runs.missing_shards == (1,)  # type: ignore[attr-defined]
+            assert took <= 1.0, took
             waited, took = _timed(lambda: pw.list_interrupts(workflow="two_questions", wait_ms=1000))
             assert waited.items == () and waited.missing_shards == (1,) and took <= 2.0, took  # type: ignore[attr-defined]
 
@@ -104,6 +107,8 @@ def test_a_listing_across_shards_with_one_down_returns_the_others_within_a_secon
                     body = got.json()
                     assert sorted(i["runId"] for i in body["items"]) == first and body["missingShards"] == [1]
                     assert took <= 1.0, took
+                ran = api.get("/v1/runs", params={"limit": 100}, headers={"Authorization": f"Bearer {KEY}"}).json()
+                assert sorted(r["runId"] for r in ran["items"]) == first and ran["missingShards"] == [1]
             # the pause feed the inbox follows: shard 0's pauses, from its start and from now on
             assert sorted(e["runId"] for e in paused_until_caught_up(srv.url, KEY, after="0")) == first
             assert paused_until_caught_up(srv.url, KEY) == []
@@ -117,6 +122,11 @@ def test_a_listing_across_shards_with_one_down_returns_the_others_within_a_secon
             assert "warning: shard 1 of PARKWAY_SHARDS did not answer" in cli.stderr, cli.stderr
             assert all(r in cli.stdout for r in first) and not any(r in cli.stdout for r in on if r not in first)
             assert took < 10, took  # a start and one listing, not a wait for the dead shard's retries
+            runs_cli = subprocess.run([sys.executable, "-m", "parkway.cli", "runs", "--limit", "100"], cwd=ROOT,
+                                      env=_shard_env(urls), capture_output=True, text=True, timeout=60,
+                                      stdin=subprocess.DEVNULL)
+            assert runs_cli.returncode == 0, runs_cli.stderr
+            assert "warning: shard 1 of PARKWAY_SHARDS did not answer: its runs are not listed" in runs_cli.stderr
 
             two[1].start()  # the same port: the shard comes back with nothing (no persistence) or its runs
 

@@ -734,7 +734,8 @@ class Parkway:
         ))
         items = [r for r in listing.items if caller is None or reaches(caller, r.tenant, r.owner, "read")]
         sealed = None if listing.next_cursor is None else cursors.seal(self.backend.options.secret, listing.next_cursor)
-        return RunPage(items=tuple(_run_summary(r) for r in items), next_cursor=sealed)
+        return RunPage(items=tuple(_run_summary(r) for r in items), next_cursor=sealed,
+                       missing_shards=listing.missing)
 
     def check_run(self, run_id: str, caller: Caller, door: Door = "read") -> RunRecord | None:
         """Raise RunNotFound (as for no run: another tenant's run ids are no oracle) unless ``caller``

@@ -465,6 +465,9 @@ class RunSummary(_Model):
 class RunPage(_Model):
     items: tuple[RunSummary, ...]
     next_cursor: str | None = None
+    missing_shards: tuple[int, ...] = Field(default=(), description=(
+        "shards (by their place in PARKWAY_SHARDS, from 0) that did not answer within a second: the page "
+        "holds what the other shards hold"))
 
 
 class WorkerSeen(_Model):

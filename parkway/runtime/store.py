@@ -495,6 +495,8 @@ class RunIndexQuery:
 class RunIndexPage:
     items: list[RunRecord]
     next_cursor: str | None
+    missing: tuple[int, ...] = ()
+    """shards that did not answer in time (``InterruptListing.missing``)"""
 
 
 @dataclass(frozen=True)

@@ -273,15 +273,17 @@ class ShardedStore:
         )
 
     def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
-        """Every shard's page, merged newest first and cut (naive: each shard reads a whole page)."""
-        pages: list[RunIndexPage] = self._all(lambda s: s.list_runs(query))
+        """Every shard's page, merged newest first and cut (naive: each shard reads a whole page); a
+        shard that does not answer in time is left out and named (``missing``)."""
+        answered, missing = self._answers(lambda i: self.stores[i].list_runs(query))
+        pages: list[RunIndexPage] = list(answered.values())
         def position(r: RunRecord) -> bytes:
             return codec.run_member(r.created_at, r.run_id)
 
         stops = [codec.parse_run_cursor(p.next_cursor) for p in pages if p.next_cursor]
         page, last = _cut(sorted((r for p in pages for r in p.items), key=position, reverse=True), position,
                           stops, query.limit, newest=True)
-        return RunIndexPage(page, codec.make_run_cursor(last) if last is not None else None)
+        return RunIndexPage(page, codec.make_run_cursor(last) if last is not None else None, tuple(missing))
 
     # --- listings --------------------------------------------------------------------------
 
