@@ -7,8 +7,10 @@ starts without it; the shard back, listings hold its runs again. Real Redis serv
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ import pytest
 from parkway import Caller, Parkway, Settings
 from parkway.adapters.redis.shards import ShardedStore
 from tests import flows
-from tests.conftest import SECRET
+from tests.conftest import SECRET, all_at_once
 from tests.procs import ROOT, RedisServer, Worker, wait_for
 from tests.test_api import KEY, USER_KEY, Server
 from tests.test_inbox_page import CHROMIUM, Page, browser, check_page, page, sign_in  # noqa: F401 - fixtures
@@ -161,3 +163,36 @@ def test_the_inbox_page_says_which_shard_did_not_answer(
     finally:
         page.close()  # its live stream open, the server would wait for it to end
         srv.stop()
+
+
+def _calls_on(shard: int) -> int:
+    """Calls of listings still out on ``shard`` (each runs on a thread of its own, by that name)."""
+    return sum(1 for t in threading.enumerate() if t.name == f"pw-shard-call-{shard}")
+
+
+def test_listings_racing_past_a_frozen_shard_start_no_new_call_on_it(two: tuple[RedisServer, RedisServer]) -> None:
+    """With shard 1 frozen (SIGSTOP), 20 listings at once each return within the bound naming it;
+    20 more at once return at once and start no call on it (one call at a time asks a shard that
+    failed); thawed, the next listings hold it again."""
+    urls = (two[0].url, two[1].url)
+    with Parkway(Settings(shards=urls, secret=SECRET)) as pw:
+        frozen = two[1].proc
+        assert frozen is not None
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            def listing(_: int) -> tuple[tuple[int, ...], float]:
+                started = time.monotonic()
+                missing = pw.list_interrupts(limit=10, tenant="acme").missing_shards
+                return missing, time.monotonic() - started
+
+            first = all_at_once(listing, 20)
+            assert all(missing == (1,) and took <= 2.0 for missing, took in first), first
+            out = _calls_on(1)
+            assert 1 <= out <= 20
+            second = all_at_once(listing, 20)
+            assert all(missing == (1,) and took <= 0.5 for missing, took in second), second
+            assert _calls_on(1) <= out
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+        wait_for(lambda: _calls_on(1) == 0, 30, "the calls on the thawed shard to end")
+        wait_for(lambda: pw.list_interrupts(limit=10).missing_shards == (), 30, "the shard back in the listing")

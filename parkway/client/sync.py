@@ -618,8 +618,10 @@ class Parkway:
             raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
         keep = self._keeper(caller, query.matcher())
         stored = self._store_query(query, watch=True, caller=caller)
-        if stored is None:
-            return InterruptPage(items=()), "0-0"
+        if stored is None:  # another tenant's: nothing, and a position to wait from (read with its own tenant's)
+            own = self._store_query(replace(query, tenant=None, limit=1), watch=True, caller=caller)
+            assert own is not None
+            return InterruptPage(items=()), self.store.list_interrupts(own).feed or "0-0"
         listing = self.store.list_interrupts(stored)
         page = self._page(stored, listing, query.include_tokens, keep, filtered=keep is not _ALL)
         return page, listing.feed or "0-0"
