@@ -584,13 +584,20 @@ class Parkway:
         With ``wait_ms`` (up to 30,000), a page that would be empty waits instead, up to that long,
         for a run matching ``workflow`` and ``run_id`` to pause, then lists again: no polling. It
         returns as soon as the page has items, else empty after ``wait_ms``. A pause of another
-        workflow or run does not end the wait. In ``newest`` order a cursor pages to older
+        workflow or run does not end the wait; one of another tenant than the listing's does not
+        even wake it. In ``newest`` order a cursor pages to older
         interrupts, which a new pause never is: wait without a cursor to learn of new pauses.
 
         ``caller`` (the HTTP API's): only the interrupts it may see (``parkway.runtime.authority``),
         filtered before paging, so a page holds up to ``limit`` of them and its cursor follows one
-        of them (or, past a bound of pages read, the last position read). Cursors are opaque and
-        signed (``parkway.runtime.cursors``): pass ``next_cursor`` on as it is.
+        of them. A caller bound to a tenant (every user) reads its tenant's index (``newest``
+        order), never another tenant's interrupts; asking for another tenant gives an empty page.
+        One request reads at most ``READ_BUDGET`` (2,000) interrupts to fill a page: past it the
+        page ends short with ``budget_reached`` and a cursor at the last position read. Cursors are
+        opaque and signed (``parkway.runtime.cursors``): pass ``next_cursor`` on as it is.
+
+        Over shards (``PARKWAY_SHARDS``), a shard that does not answer within half a second is left
+        out and named in ``missing_shards``: the page holds what the others hold.
 
         ``workflow_prefix`` (workflows whose name starts with it) and ``search`` (a question holding
         it, case ignored), each up to 200 characters, are read from the page the indexes give and
