@@ -17,7 +17,11 @@ page's records from their shards), so one page costs about what one Redis costs;
 an index member's position, and members sort the same way on every shard (times, then run id), so
 pages follow one another without gaps or repeats. A listing that waits watches every shard's pause
 feed (its position is one id per shard); one of a run or of a session reads and watches its shard
-alone. Counters are summed. The reconciler and the workers are
+alone. One shard down costs its runs only: a listing across shards (of interrupts, of runs, the
+pause feeds) waits at most :data:`SHARD_ANSWER_S` for each shard and leaves out, and names
+(``missing``), one that has not answered (:class:`_Health` keeps one call at a time on a shard that
+failed); a process that starts with a shard down builds that shard's store at the first call that
+reaches it (:class:`DeferredShard`). Counters are summed. The reconciler and the workers are
 per shard (``parkway worker --shard K``): each serves the runs of its shard alone.
 
 Sessions are placed as runs are, by their id (``sessions.store.session_store``: one session store
@@ -553,6 +557,8 @@ class _PauseFeeds:
 
     READ_MS = 1000
     """one blocking read's bound: a reader ends at most this long after its last waiter"""
+    LOG = 1000
+    """the entries of each feed read last that a waiting listing looks for a pause it could list in"""
 
     def __init__(self, stores: Sequence[Any]) -> None:
         self.stores = stores
@@ -572,8 +578,6 @@ class _PauseFeeds:
         """per shard: its log holds every entry past this id that its reader read (but the dropped ones)"""
         self.dropped = [(0, 0)] * len(stores)
         """per shard: the newest entry its log dropped"""
-
-    LOG = 1000
 
     def wait(self, positions: Sequence[str], wait_ms: int, wakes: Callable[[Any], bool] | None = None) -> None:
         """Return once a shard's feed holds an entry past ``positions`` (each a feed entry id read
