@@ -4,8 +4,10 @@ the in-process Redis with its worker thread."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from .adapters.redis.connection import connect
 from .adapters.redis.errors import translated
@@ -15,7 +17,7 @@ from .adapters.redis.token_key import token_key
 from .config import Settings
 from .extensions import EXTENSIONS
 from .runtime import executor
-from .runtime.errors import ConfigError
+from .runtime.errors import ConfigError, StoreUnavailable
 from .runtime.logger import get_logger
 from .runtime.store import Store
 from .workers.jobs import Dispatcher, RQDispatcher
@@ -75,33 +77,68 @@ def build_backend(settings: Settings) -> Backend:
 def _sharded(settings: Settings) -> Backend:
     """The backend over ``settings.shards``: one Redis store and RQ dispatcher per shard, each shard
     checked to hold this bucket -> shard table, behind a router (``ShardedStore``)."""
-    from .adapters.redis.shards import ShardedDispatcher, ShardedStore, default_table
+    from .adapters.redis.shards import DeferredShard, ShardedDispatcher, ShardedStore, default_table
 
     assert settings.shards is not None
     if settings.secret is None:
         raise ConfigError("PARKWAY_SHARDS needs PARKWAY_SECRET: every shard must check tokens with one key")
     table = default_table(len(settings.shards))
-    clients, stores, dispatchers, secret = [], [], [], None
+    urls = settings.shards
+    clients = [connect(url, max_connections=settings.max_connections) for url in urls]
+
+    def build(index: int) -> tuple[Any, Any]:
+        """Shard ``index``'s store and dispatcher, once it passed the checks a process makes of
+        every shard at connect (its place in the shard table, the token key's fingerprint)."""
+        client, shard = clients[index], settings.with_(redis_url=urls[index])
+        check_table(client, index, table)
+        token_key(settings.secret, client)
+        dispatcher = RQDispatcher(client, shard)
+        return RedisStore(client, settings.limits, dispatcher.next_job, shard.acks), dispatcher
+
     try:
-        for index, url in enumerate(settings.shards):
-            client = connect(url, max_connections=settings.max_connections)
-            clients.append(client)
-            check_table(client, index, table)
-            shard = settings.with_(redis_url=url)
-            dispatcher = RQDispatcher(client, shard)
-            dispatchers.append(dispatcher)
-            stores.append(RedisStore(client, settings.limits, dispatcher.next_job, shard.acks))
-            secret = token_key(settings.secret, client)
+        built = _built(build, len(clients))
     except BaseException:
         for client in clients:
             client.close()
         raise
-    assert secret is not None
+    # a shard down at start: checked and built by the first call that reaches it
+    stores = [pair[0] if pair else DeferredShard(i, clients[i], settings.limits, partial(build, i))
+              for i, pair in enumerate(built)]
+    dispatchers = [pair[1] if pair else stores[i].dispatcher_view() for i, pair in enumerate(built)]
+    secret = settings.secret.encode()  # token_key's, with PARKWAY_SECRET set
     store = ShardedStore(stores, table)
     options = executor.Options(
         secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
     )
     return Backend(settings, store, ShardedDispatcher(store, dispatchers), options)
+
+
+SHARD_CHECK_S = 1.0
+"""how long a process starting over shards waits for each shard's checks before it starts without
+the shards that have not answered (each is checked by the first call that reaches it)"""
+
+
+def _built(build: Callable[[int], tuple[Any, Any]], shards: int) -> list[tuple[Any, Any] | None]:
+    """``build(i)`` for every shard at once (daemon threads: one stuck on a shard that is down never
+    delays the process's exit), each awaited up to ``SHARD_CHECK_S``: what each built, None for a
+    shard that did not answer in time (or raised StoreUnavailable). A check that refuses
+    (ConfigError: another shard table or token key) raises; so does StoreUnavailable when no
+    shard answered."""
+    from .adapters.redis.shards import in_thread
+
+    futures = [in_thread(build, i) for i in range(shards)]
+    wait(futures, timeout=SHARD_CHECK_S)
+    out: list[tuple[Any, Any] | None] = []
+    failure = None
+    for future in futures:
+        error = future.exception() if future.done() else None
+        if error is not None and not isinstance(error, StoreUnavailable):
+            raise error
+        out.append(future.result() if future.done() and error is None else None)
+        failure = error or failure
+    if not any(out):
+        raise failure or StoreUnavailable(f"no shard of PARKWAY_SHARDS answered within {SHARD_CHECK_S} s")
+    return out
 
 
 def _embedded(settings: Settings) -> Backend:

@@ -44,15 +44,19 @@ def test_a_waiting_listing_returns_soon_after_a_pause_made_elsewhere(harness: Ha
     assert returned_at - parked_at < 0.1
 
 
-def test_a_pause_adds_to_the_feed_only_its_workflow_run_and_creation(harness: Harness) -> None:
-    """The pause feed's entry names the workflow, the run and when the run was created (which run
-    held the id), nothing of the request (no content, no token): the listing that wakes on it reads
-    the interrupt itself."""
+def test_a_pause_adds_to_the_feed_only_its_workflow_run_creation_and_tenant(harness: Harness) -> None:
+    """The pause feed's entry names the workflow, the run, when the run was created (which run
+    held the id) and its tenant ('' for none), nothing of the request (no content, no token): the
+    listing that wakes on it reads the interrupt itself."""
     client: Any = harness.pw.store.client
     run_id = harness.start_and_run(flows.one_choice)
+    acme = harness.pw.start(flows.one_choice, {}, tenant="acme")
+    harness.run_jobs()
     created = str(harness.pw.get_run(run_id).created_at).encode()
+    acme_created = str(harness.pw.get_run(acme).created_at).encode()
     assert [fields for _id, fields in client.xrange(keys.pauses())] == [
-        {b"w": b"one_choice", b"r": run_id.encode(), b"c": created}]
+        {b"w": b"one_choice", b"r": run_id.encode(), b"c": created, b"t": b""},
+        {b"w": b"one_choice", b"r": acme.encode(), b"c": acme_created, b"t": b"acme"}]
 
 
 def test_a_waiting_listing_with_nothing_new_returns_an_empty_page_after_wait_ms(harness: Harness) -> None:

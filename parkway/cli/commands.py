@@ -574,6 +574,7 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
             created_after=_ago(args.newer_than),
             status=args.status,
         )
+        _warn_missing(page.missing_shards, "interrupts")
         if args.json:
             print(_json(_dump(page)))
             return 0
@@ -590,6 +591,13 @@ def cmd_interrupts(args: argparse.Namespace) -> int:
         return 0
 
 
+def _warn_missing(shards: tuple[int, ...], what: str) -> None:
+    """A listing across shards holds what the shards that answered hold: say which did not."""
+    if shards:
+        named = ", ".join(str(i) for i in shards)
+        print(f"warning: shard {named} of PARKWAY_SHARDS did not answer: its {what} are not listed", file=sys.stderr)
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     with _client(args) as pw:
         page = pw.list_runs(
@@ -602,6 +610,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             limit=args.limit,
             cursor=args.cursor,
         )
+        _warn_missing(page.missing_shards, "runs")
         if args.json:
             print(_json(_dump(page)))
             return 0

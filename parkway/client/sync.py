@@ -88,8 +88,10 @@ KNOWN_INTERRUPTS = 1024
 """how many pending interrupts a client keeps as it read them (listings, lookups), so that answering
 one of them needs no lookup first"""
 
-MAX_SCAN_PAGES = 20
-"""pages a listing for a caller reads at most to fill one page of what the caller may see"""
+READ_BUDGET = 2000
+"""index members one listing request reads at most to fill a page of what its caller may see and
+its ``search`` / ``workflow_prefix`` keep: past it the page ends short, ``budget_reached``, with a
+cursor that reads on"""
 PAUSE_WAIT_SLICE_MS = 4_000
 """longest single blocking read of the pause feed: below the Redis client's 5 s socket timeout"""
 
@@ -586,13 +588,20 @@ class Parkway:
         With ``wait_ms`` (up to 30,000), a page that would be empty waits instead, up to that long,
         for a run matching ``workflow`` and ``run_id`` to pause, then lists again: no polling. It
         returns as soon as the page has items, else empty after ``wait_ms``. A pause of another
-        workflow or run does not end the wait. In ``newest`` order a cursor pages to older
+        workflow or run does not end the wait; one of another tenant than the listing's does not
+        even wake it. In ``newest`` order a cursor pages to older
         interrupts, which a new pause never is: wait without a cursor to learn of new pauses.
 
         ``caller`` (the HTTP API's): only the interrupts it may see (``parkway.runtime.authority``),
         filtered before paging, so a page holds up to ``limit`` of them and its cursor follows one
-        of them (or, past a bound of pages read, the last position read). Cursors are opaque and
-        signed (``parkway.runtime.cursors``): pass ``next_cursor`` on as it is.
+        of them. A caller bound to a tenant (every user) reads its tenant's index (``newest``
+        order), never another tenant's interrupts; asking for another tenant gives an empty page.
+        One request reads at most ``READ_BUDGET`` (2,000) interrupts to fill a page: past it the
+        page ends short with ``budget_reached`` and a cursor at the last position read. Cursors are
+        opaque and signed (``parkway.runtime.cursors``): pass ``next_cursor`` on as it is.
+
+        Over shards (``PARKWAY_SHARDS``), a shard that does not answer within half a second is left
+        out and named in ``missing_shards``: the page holds what the others hold.
 
         ``workflow_prefix`` (workflows whose name starts with it) and ``search`` (a question holding
         it, case ignored), each up to 200 characters, are read from the page the indexes give and
@@ -601,7 +610,9 @@ class Parkway:
         """
         asked = ListingQuery.of(query, keywords)
         keep = self._keeper(caller, asked.matcher())
-        stored = self._store_query(asked, watch=asked.wait_ms > 0)
+        stored = self._store_query(asked, watch=asked.wait_ms > 0, caller=caller)
+        if stored is None:
+            return InterruptPage(items=())  # another tenant's interrupts: none this caller may list
         listing = self.store.list_interrupts(stored)
         if asked.wait_ms and not keep(listing.items) and asked.status == "pending":
             listing = self._wait_for_pause(stored, listing, time.monotonic() + asked.wait_ms / 1000, keep)
@@ -617,19 +628,32 @@ class Parkway:
         if query.wait_ms:
             raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
         keep = self._keeper(caller, query.matcher())
-        stored = self._store_query(query, watch=True)
+        stored = self._store_query(query, watch=True, caller=caller)
+        if stored is None:  # another tenant's: nothing, and a position to wait from (read with its own tenant's)
+            own = self._store_query(replace(query, tenant=None, limit=1), watch=True, caller=caller)
+            assert own is not None
+            return InterruptPage(items=()), self.store.list_interrupts(own).feed or "0-0"
         listing = self.store.list_interrupts(stored)
         page = self._page(stored, listing, query.include_tokens, keep, filtered=keep is not _ALL)
         return page, listing.feed or "0-0"
 
-    def _store_query(self, query: ListingQuery, *, watch: bool) -> InterruptQuery:
+    def _store_query(self, query: ListingQuery, *, watch: bool, caller: Caller | None = None) -> InterruptQuery | None:
         """The store's query for a listing (it watches the pause feed if it waits), the cursor unsealed
-        (``parkway.runtime.cursors``)."""
+        (``parkway.runtime.cursors``). A caller bound to a tenant (every user) reads its tenant's
+        index of pending interrupts, not every tenant's (newest order: the index's); None when it
+        asks for another tenant's."""
         position = None if query.cursor is None else cursors.unseal(self.backend.options.secret, query.cursor)
+        tenant = query.tenant
+        if caller is not None and caller.tenant is not None and query.status == "pending":
+            if tenant is not None and tenant != caller.tenant:
+                return None
+            if query.order == "newest":
+                tenant = caller.tenant
         return InterruptQuery(
             query.workflow, query.run_id, query.order, query.limit, position, now_ms(), watch=watch,
-            audience=query.audience, tenant=query.tenant, session=query.session,
+            audience=query.audience, tenant=tenant, session=query.session,
             created_after=query.created_after, created_before=query.created_before, status=query.status,
+            scan=READ_BUDGET,
         )
 
     def _keeper(
@@ -657,19 +681,27 @@ class Parkway:
     ) -> InterruptPage:
         """The page a caller gets: what it may see, filtered before paging (read on, a page of what is
         missing at a time, until the page is full, so its cursor follows an item the caller saw, or
-        until a bound of pages read), with the cursor sealed."""
-        found, next_cursor, scanned = keep(listing.items), listing.next_cursor, 1
-        while filtered and len(found) < query.limit and next_cursor is not None and scanned < MAX_SCAN_PAGES:
-            more = self.store.list_interrupts(
-                replace(query, cursor=next_cursor, limit=query.limit - len(found), watch=False, wait_after=None)
-            )
-            found, next_cursor, scanned = found + keep(more.items), more.next_cursor, scanned + 1
+        until ``READ_BUDGET`` index members are read: then the page says so, ``budget_reached``), with
+        the cursor sealed, and the shards that did not answer (``missing_shards``)."""
+        found, next_cursor, spent = keep(listing.items), listing.next_cursor, max(listing.read, len(listing.items))
+        missing = set(listing.missing)
+        while filtered and len(found) < query.limit and next_cursor is not None and spent < READ_BUDGET:
+            left = READ_BUDGET - spent
+            more = self.store.list_interrupts(replace(
+                query, cursor=next_cursor, limit=min(query.limit - len(found), left), watch=False, wait_after=None,
+                scan=left,
+            ))
+            found, next_cursor = found + keep(more.items), more.next_cursor
+            spent += max(more.read, len(more.items), 1)
+            missing.update(more.missing)
         if query.status == "pending":
             for record in found:
                 self._read.put(record)
         items = tuple(self._interrupt(r, include_token=include_tokens) for r in found)
         sealed = None if next_cursor is None else cursors.seal(self.backend.options.secret, next_cursor)
-        return InterruptPage(items=items, next_cursor=sealed)
+        stopped = filtered and len(found) < query.limit and next_cursor is not None and spent >= READ_BUDGET
+        return InterruptPage(items=items, next_cursor=sealed, budget_reached=stopped,
+                             missing_shards=tuple(sorted(missing)))
 
     def _may_see(self, records: list[InterruptRecord], caller: Caller) -> list[InterruptRecord]:
         """The interrupts ``caller`` may see: of runs it may answer, by the tenant and owner their
@@ -715,7 +747,8 @@ class Parkway:
         ))
         items = [r for r in listing.items if caller is None or reaches(caller, r.tenant, r.owner, "read")]
         sealed = None if listing.next_cursor is None else cursors.seal(self.backend.options.secret, listing.next_cursor)
-        return RunPage(items=tuple(_run_summary(r) for r in items), next_cursor=sealed)
+        return RunPage(items=tuple(_run_summary(r) for r in items), next_cursor=sealed,
+                       missing_shards=listing.missing)
 
     def check_run(self, run_id: str, caller: Caller, door: Door = "read") -> RunRecord | None:
         """Raise RunNotFound (as for no run: another tenant's run ids are no oracle) unless ``caller``

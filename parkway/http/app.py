@@ -83,6 +83,7 @@ import logging
 import os
 import re
 import secrets
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import replace
@@ -935,13 +936,18 @@ async def _wait_for_page(
     Redis client), the client's own wait runs in a thread."""
     if pauses is None:
         return await anyio.to_thread.run_sync(lambda: pw.list_interrupts(query, caller=who))
+    from ..adapters.redis.layout import pause_wakes
+
     deadline = anyio.current_time() + query.wait_ms / 1000
     once = replace(query, wait_ms=0)
+    # a pause of another tenant or workflow than the listing's does not wake it
+    wakes = None if query.tenant is None and query.workflow is None else partial(
+        pause_wakes, tenant=query.tenant, workflow=query.workflow)
     while True:
         page, feed = await anyio.to_thread.run_sync(lambda: pw.list_watching(once, caller=who))
         left = deadline - anyio.current_time()
         placed = query.run_id if query.run_id is not None else query.session  # as the router places it
-        if page.items or left <= 0 or not await pauses.wait_past(feed, left, placed):
+        if page.items or left <= 0 or not await pauses.wait_past(feed, left, placed, wakes):
             return page
 
 
@@ -991,6 +997,10 @@ def _count(counts: dict[str, int], name: str, by: int) -> None:
         del counts[name]
 
 
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _feed_id(entry: str) -> tuple[int, int]:
     ms, _, seq = entry.partition("-")
     return int(ms), int(seq or 0)
@@ -1001,24 +1011,31 @@ class _PauseWatch:
     connection: a listing waits for an entry past the position it listed at. It reads only while a
     listing waits (then, at most ``STREAM_BLOCK_MS`` longer)."""
 
+    LOG = 1000
+    """the feed entries read last that a waiting listing checks against what it could list"""
+
     def __init__(self, connect: Callable[[], Any]) -> None:
         self.connect = connect
         self.seen = (0, 0)  # the newest feed entry known to exist
+        self.start = (0, 0)  # the log holds every entry read past this one (but the ones dropped)
+        self.dropped = (0, 0)  # the newest entry the log dropped
+        self.log: deque[tuple[tuple[int, int], Any]] = deque(maxlen=self.LOG)
         self.waiting = 0
         self.news = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
-    async def wait_past(self, feed: str, timeout: float, placed: str | None = None) -> bool:
-        """True once the feed holds an entry past ``feed``; False after ``timeout`` seconds
-        (``placed``: the run or session id the listing is confined to, which only
-        :class:`_ShardedPauseWatch` needs)."""
+    async def wait_past(self, feed: str, timeout: float, placed: str | None = None,
+                        wakes: Callable[[Any], bool] | None = None) -> bool:
+        """True once the feed holds an entry past ``feed`` (one ``wakes`` keeps, if given: a pause
+        the listing could list); False after ``timeout`` seconds (``placed``: the run or session id
+        the listing is confined to, which only :class:`_ShardedPauseWatch` needs)."""
         position = _feed_id(feed)
         self.waiting += 1
         try:
             if self.task is None or self.task.done():
                 self.task = asyncio.create_task(self._read(feed))
             with anyio.move_on_after(timeout):
-                while self.seen <= position:
+                while not self._woken(position, wakes):
                     news = self.news
                     await news.wait()
                 return True
@@ -1026,10 +1043,19 @@ class _PauseWatch:
         finally:
             self.waiting -= 1
 
+    def _woken(self, position: tuple[int, int], wakes: Callable[[Any], bool] | None) -> bool:
+        if self.seen <= position:
+            return False
+        if wakes is None or position < self.start or self.dropped > position:
+            return True  # (entries it may not have read: wake, as for any pause)
+        return any(at > position and wakes(fields) for at, fields in self.log)
+
     async def _read(self, after: str) -> None:
         from ..adapters.redis import keys
 
         self.seen = max(self.seen, _feed_id(after))  # ``after`` was the feed's newest entry
+        self.start, self.dropped = self.seen, (0, 0)
+        self.log.clear()
         after = f"{self.seen[0]}-{self.seen[1]}"
         client = self.connect()  # its own connection, closed when no listing waits any more
         try:
@@ -1041,8 +1067,12 @@ class _PauseWatch:
                     await anyio.sleep(1)
                     continue
                 if reply:
+                    for entry, fields in reply[0][1]:
+                        if len(self.log) == self.LOG:
+                            self.dropped = self.log[0][0]
+                        self.log.append((_feed_id(_str(entry)), fields))
                     last = reply[0][1][-1][0]
-                    after = last.decode() if isinstance(last, bytes) else str(last)
+                    after = _str(last)
                     self.seen = max(self.seen, _feed_id(after))
                     self.news.set()
                     self.news = asyncio.Event()
@@ -1066,13 +1096,19 @@ class _ShardedPauseWatch:
     def __init__(self, watches: list[_PauseWatch], shard_of: Callable[[str], int]) -> None:
         self.watches, self.shard_of = watches, shard_of
 
-    async def wait_past(self, feed: str, timeout: float, placed: str | None = None) -> bool:
+    async def wait_past(self, feed: str, timeout: float, placed: str | None = None,
+                        wakes: Callable[[Any], bool] | None = None) -> bool:
         if placed is not None:
-            return await self.watches[self.shard_of(placed)].wait_past(feed, timeout)
+            return await self.watches[self.shard_of(placed)].wait_past(feed, timeout, wakes=wakes)
         parts = feed.split(",")
         if len(parts) != len(self.watches):
             raise ValidationError(f"a position in {len(self.watches)} pause feeds, not {feed!r}")
-        tasks = [asyncio.create_task(w.wait_past(p, timeout)) for w, p in zip(self.watches, parts, strict=True)]
+        # '' : a shard the listing did not reach (down): not watched
+        tasks = [asyncio.create_task(w.wait_past(p, timeout, wakes=wakes))
+                 for w, p in zip(self.watches, parts, strict=True) if p]
+        if not tasks:
+            await anyio.sleep(timeout)
+            return False
         try:
             for done in asyncio.as_completed(tasks):
                 if await done:

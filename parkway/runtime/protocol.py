@@ -445,6 +445,12 @@ class CancelResult(_Model):
 class InterruptPage(_Model):
     items: tuple[Interrupt, ...]
     next_cursor: str | None = None
+    budget_reached: bool = Field(default=False, description=(
+        "the listing read as many interrupts as one request may and stopped before its page was full: "
+        "next_cursor reads on"))
+    missing_shards: tuple[int, ...] = Field(default=(), description=(
+        "shards (by their place in PARKWAY_SHARDS, from 0) that did not answer within a second: the page "
+        "holds what the other shards hold"))
 
 
 class RunSummary(_Model):
@@ -466,6 +472,9 @@ class RunSummary(_Model):
 class RunPage(_Model):
     items: tuple[RunSummary, ...]
     next_cursor: str | None = None
+    missing_shards: tuple[int, ...] = Field(default=(), description=(
+        "shards (by their place in PARKWAY_SHARDS, from 0) that did not answer within a second: the page "
+        "holds what the other shards hold"))
 
 
 class WorkerSeen(_Model):

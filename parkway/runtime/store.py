@@ -457,6 +457,9 @@ class InterruptQuery:
     status: InterruptStatus = "pending"
     """pending: the open interrupts (the indexes above); else those that ended so, newest end first,
     within the retention (``order`` is then ``newest``; none of the filters above)"""
+    scan: int = 2000
+    """the most index members a filtered listing reads in one call: past it the page ends short,
+    its cursor at the last member read"""
 
     @property
     def filtered(self) -> bool:
@@ -492,6 +495,8 @@ class RunIndexQuery:
 class RunIndexPage:
     items: list[RunRecord]
     next_cursor: str | None
+    missing: tuple[int, ...] = ()
+    """shards that did not answer in time (``InterruptListing.missing``)"""
 
 
 @dataclass(frozen=True)
@@ -501,6 +506,11 @@ class InterruptListing:
     feed: str | None = None
     """with ``watch``: the pause feed's position read before the listing; a pause the listing
     missed comes after it"""
+    read: int = 0
+    """how many index members the listing read (what a caller's read budget counts)"""
+    missing: tuple[int, ...] = ()
+    """shards (their places in ``PARKWAY_SHARDS``) that did not answer in time: the listing holds
+    what the others hold"""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ local function mark_gate(root, gate)
 end
 
 local function park(K, A)
-  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until', 'crashes', 'wf', 'input'})
+  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until', 'crashes', 'wf', 'input', 'tenant'})
   if not cur then return err end
   if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
@@ -54,8 +54,10 @@ local function park(K, A)
   for name in pairs(dropped) do drop[#drop + 1] = name end
   xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event, cur[7], cur[11], cur[12])
   for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.ancestor_event) end
-  -- `c`: the run's creation, so a reader tells this run's pause from one an earlier holder of its id made
-  redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id, 'c', cur[8] or '')
+  -- `c`: the run's creation, so a reader tells this run's pause from one an earlier holder of its id made;
+  -- `t`: its tenant ('' for none), so a waiting listing of another tenant is not woken (layout.pause_wakes)
+  redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id, 'c', cur[8] or '',
+    't', cur[13] or '')
   -- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold_fields in
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,

@@ -66,8 +66,9 @@ redis.call('HSET', K.run, 'expires', A.new_expires, 'updated', A.now, 'until', t
 xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
 for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.event) end
+local born = redis.call('HMGET', K.run, 'created', 'tenant')
 redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id,
-  'c', redis.call('HGET', K.run, 'created') or '')  -- `c`: see _park.lua
+  'c', born[1] or '', 't', born[2] or '')  -- `c`, `t`: see _park.lua
 expire_all(keep_ms, {K.run, K.events, K.journal, K.state, K.snapshots})
 keep_summary(K.summary, keep_ms, A.retention)
 keep_ancestors(K.ancestors, keep_ms, A.retention)

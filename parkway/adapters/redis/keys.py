@@ -90,8 +90,10 @@ key                         type    TTL       holds
                                               after it); gone when a walk reaches the retention's bound
 ``pw:runs:due``             zset    none      written by parkway before the walk (a schedule of the same
                                               members): no longer written; the walk deletes it
-``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, no
-                                              content), capped at about ``PAUSE_FEED_MAXLEN`` entries:
+``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, ``c``
+                                              its creation, ``t`` its tenant, '' for none: absent from
+                                              entries written before it; no content), capped at
+                                              about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on; deleted
                                               by the reconciler once ``pw:workflows`` is empty
 ``pw:reclaimed``            string  none      the pause feed's id up to which the reconciler has

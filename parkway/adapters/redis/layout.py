@@ -194,6 +194,17 @@ WAIT_BUCKETS_S = (1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600)
 # --- field names ---------------------------------------------------------------
 
 
+def pause_wakes(fields: Mapping[Any, Any], tenant: str | None, workflow: str | None) -> bool:
+    """Whether a pause feed entry (its fields as XREAD reads them: ``w`` workflow, ``r`` run id,
+    ``c`` creation, ``t`` tenant) may be of an interrupt a listing of ``tenant`` and ``workflow``
+    (None: any) lists, so a waiting listing wakes for it. An entry written before entries named
+    their tenant (no ``t``) may be any tenant's: it wakes every listing of its workflow."""
+    named = {_s(k): v for k, v in fields.items()}
+    if workflow is not None and _s(named.get("w")) != workflow:
+        return False
+    return tenant is None or "t" not in named or _s(named["t"]) == tenant
+
+
 def short_id(request_id: str, run_id: str) -> str:
     """How the run's own records name the interrupt (the run hash's <req>, the summary's lifecycle
     fields): a minted id without its run id (``i<n>_<nonce>``, unique within the run, 37 bytes less

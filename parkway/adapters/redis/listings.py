@@ -5,7 +5,10 @@ Members and cursors are ``codec``'s; the records they stand for are read from th
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ...runtime.store import InterruptListing, InterruptQuery, InterruptRecord
@@ -55,7 +58,7 @@ class InterruptListings:
         items = [record for record in found if record is not None]
         more = len(members) > query.limit
         cursor = codec.make_cursor(members[query.limit - 1][1], query.order) if more else None
-        return InterruptListing(items, cursor, feed)
+        return InterruptListing(items, cursor, feed, read=len(members))
 
     def _hashes(self, run_ids: Sequence[str]) -> list[tuple[dict[bytes, bytes], dict[bytes, bytes]]]:
         """Each run's hash and summary (as ``HGETALL`` reads them: a map in RESP3, pairs in RESP2), read
@@ -123,6 +126,10 @@ class InterruptListings:
         woken or timed out)."""
         commands: list[tuple[Any, ...]] = []
         watching = query.watch or query.wait_after is not None
+        if query.wait_after is not None and query.tenant is not None:
+            # a tenant's listing: woken by its tenant's pauses only, then lists (two round trips)
+            self._await_pause(query, query.wait_after)
+            query = replace(query, wait_after=None)
         if query.wait_after is not None:
             commands.append(("XREAD", "COUNT", 1, "BLOCK", max(1, query.wait_ms), "STREAMS", keys.pauses(),
                              query.wait_after))
@@ -134,6 +141,20 @@ class InterruptListings:
             return replies, None
         last = replies[skip - 1]
         return replies[skip:], _text(last[0][0]) if last else "0-0"
+
+    def _await_pause(self, query: InterruptQuery, after: str) -> None:
+        """Block on the pause feed past ``after`` until it holds a pause the query could list
+        (``layout.pause_wakes``: its tenant and workflow) or ``query.wait_ms`` passed: another
+        tenant's pauses only move the position on."""
+        deadline = time.monotonic() + query.wait_ms / 1000
+        while (left := math.ceil((deadline - time.monotonic()) * 1000)) > 0:
+            reply = self.client.xread({keys.pauses(): after}, count=100, block=left)
+            if not reply:
+                return
+            entries = reply[0][1]
+            if any(layout.pause_wakes(fields, query.tenant, query.workflow) for _, fields in entries):
+                return
+            after = _text(entries[-1][0])
 
     def _page(self, query: InterruptQuery, after: bytes | None) -> tuple[list[tuple[str, bytes]], str | None]:
         """Up to limit+1 unexpired (workflow, member) after the cursor, in order (expired members await
@@ -200,7 +221,8 @@ class InterruptListings:
         pending interrupts that also match the query's other filters. Each batch of members is
         checked against the runs' hashes (one round trip): a member whose interrupt was answered or
         moved in the meantime is skipped. O(log N + page) with one filter; with more, the first's
-        members that fail the others are read too."""
+        members that fail the others are read too, up to ``query.scan`` of them: past it the page
+        ends short, its cursor at the last member read."""
         kind, value = next(
             (k, v) for k, v in (("aud", query.audience), ("session", query.session), ("tenant", query.tenant)) if v
         )
@@ -209,7 +231,9 @@ class InterruptListings:
         replies, feed = self._with_feed(query, [("ZREVRANGEBYLEX", key, high, low, "LIMIT", 0, want)])
         batch: list[bytes] = replies[0]
         found: list[tuple[bytes, InterruptRecord]] = []
+        read, stopped_at = 0, None
         while batch:
+            read += len(batch)
             entries = [codec.parse_member(m, "newest", "") for m in batch]
             for m, e, (fields, summary) in zip(batch, entries, self._hashes([e.run_id for e in entries]), strict=True):
                 record = layout.pending_in(e.run_id, e.expires_at, fields, summary, query.now)
@@ -217,10 +241,15 @@ class InterruptListings:
                     found.append((m, record))
             if len(batch) < want or len(found) >= want:
                 break
+            if read >= query.scan:  # the read budget: a short page whose cursor reads on
+                stopped_at = batch[-1]
+                break
             batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=want)
         more = len(found) > query.limit
         cursor = codec.make_cursor(found[query.limit - 1][0], "newest") if more else None
-        return InterruptListing([r for _, r in found[: query.limit]], cursor, feed)
+        if stopped_at is not None and not more:
+            cursor = codec.make_cursor(stopped_at, "newest")
+        return InterruptListing([r for _, r in found[: query.limit]], cursor, feed, read=read)
 
     def _waiting_interrupt(self, query: InterruptQuery) -> InterruptListing:
         """The open interrupts of the run and of every run below it (``tree_interrupts``), a page of

@@ -17,7 +17,11 @@ page's records from their shards), so one page costs about what one Redis costs;
 an index member's position, and members sort the same way on every shard (times, then run id), so
 pages follow one another without gaps or repeats. A listing that waits watches every shard's pause
 feed (its position is one id per shard); one of a run or of a session reads and watches its shard
-alone. Counters are summed. The reconciler and the workers are
+alone. One shard down costs its runs only: a listing across shards (of interrupts, of runs, the
+pause feeds) waits at most :data:`SHARD_ANSWER_S` for each shard and leaves out, and names
+(``missing``), one that has not answered (:class:`_Health` keeps one call at a time on a shard that
+failed); a process that starts with a shard down builds that shard's store at the first call that
+reaches it (:class:`DeferredShard`). Counters are summed. The reconciler and the workers are
 per shard (``parkway worker --shard K``): each serves the runs of its shard alone.
 
 Sessions are placed as runs are, by their id (``sessions.store.session_store``: one session store
@@ -30,12 +34,14 @@ from __future__ import annotations
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
-from ...runtime.errors import ConfigError, ValidationError
+from ...runtime.errors import ConfigError, StoreUnavailable, ValidationError
 from ...runtime.store import (
     Advance,
     Attempt,
@@ -65,6 +71,12 @@ from ...runtime.store import (
 from .. import codec
 from . import keys, layout
 from .errors import translated
+
+T = TypeVar("T")
+
+SHARD_ANSWER_S = 0.5
+"""how long a listing across shards waits for the shards' answers: a shard that has not answered
+by then (down, unreachable, frozen) is left out of the page and named in it (``missing``)"""
 
 BUCKETS = 1024
 """virtual buckets a run's hash tag is hashed into; fixed: the bucket -> shard table maps them"""
@@ -103,6 +115,7 @@ class ShardedStore:
         self._pool = ThreadPoolExecutor(max_workers=max(2, 2 * len(self.stores)), thread_name_prefix="pw-shards")
         self._lock = threading.Lock()
         self._feeds = _PauseFeeds(self.stores)
+        self._health = _Health(len(self.stores))
 
     # --- placement -------------------------------------------------------------------
 
@@ -120,7 +133,7 @@ class ShardedStore:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for s in self.stores:
             with translated():
-                s.client.close()
+                (s.raw_client if isinstance(s, DeferredShard) else s.client).close()
 
     def _all(self, call: Callable[[Any], Any]) -> list[Any]:
         """``call(store)`` on every shard at once; the replies in shard order."""
@@ -264,15 +277,17 @@ class ShardedStore:
         )
 
     def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
-        """Every shard's page, merged newest first and cut (naive: each shard reads a whole page)."""
-        pages: list[RunIndexPage] = self._all(lambda s: s.list_runs(query))
+        """Every shard's page, merged newest first and cut (naive: each shard reads a whole page); a
+        shard that does not answer in time is left out and named (``missing``)."""
+        answered, missing = self._answers(lambda i: self.stores[i].list_runs(query))
+        pages: list[RunIndexPage] = list(answered.values())
         def position(r: RunRecord) -> bytes:
             return codec.run_member(r.created_at, r.run_id)
 
         stops = [codec.parse_run_cursor(p.next_cursor) for p in pages if p.next_cursor]
         page, last = _cut(sorted((r for p in pages for r in p.items), key=position, reverse=True), position,
                           stops, query.limit, newest=True)
-        return RunIndexPage(page, codec.make_run_cursor(last) if last is not None else None)
+        return RunIndexPage(page, codec.make_run_cursor(last) if last is not None else None, tuple(missing))
 
     # --- listings --------------------------------------------------------------------------
 
@@ -283,29 +298,79 @@ class ShardedStore:
             return result
         positions = self._positions(query.wait_after)
         if query.wait_after is not None:
-            self._wait_for_a_pause(positions, query.wait_ms)
+            # a pause of another tenant or workflow than the listing's does not wake it
+            narrowed = query.tenant is not None or query.workflow is not None
+            wakes = partial(layout.pause_wakes, tenant=query.tenant, workflow=query.workflow) if narrowed else None
+            self._wait_for_a_pause(positions, query.wait_ms, wakes)
             query = replace(query, wait_after=None, watch=True)
         if query.status == "pending" and not query.filtered:
             return self._pending(query)
         return self._merged(query)
 
     def _positions(self, feed: str | None) -> list[str]:
+        """One position per shard ('' for a shard a listing did not reach: not watched)."""
         parts = (feed or "").split(",")
         return parts if len(parts) == len(self.stores) else ["0-0"] * len(self.stores)
 
-    def _wait_for_a_pause(self, positions: list[str], wait_ms: int) -> None:
-        """Block until a pause after ``positions`` on any shard's feed, or ``wait_ms`` (one shared
-        read of each shard's feed for every waiter of this process: :class:`_PauseFeeds`)."""
-        self._feeds.wait(positions, wait_ms)
+    def _answers(self, call: Callable[[int], T], shards: Sequence[int] | None = None) -> tuple[dict[int, T], list[int]]:
+        """``call(i)`` on each shard ``i`` of ``shards`` (every one by default) at once: the answers
+        by shard, and the shards that did not answer within ``SHARD_ANSWER_S`` (StoreUnavailable, or
+        still waiting) or that are known to be down with a call on them still out (``_Health``: one
+        at a time asks a shard that went down, and the first answer brings it back). Any other
+        error is raised; so is StoreUnavailable when no shard answered."""
+        asked = list(range(len(self.stores))) if shards is None else list(shards)
+        futures: dict[int, Future[T]] = {}
+        for i in asked:
+            if self._health.may_ask(i):
+                futures[i] = in_thread(call, i)
+                futures[i].add_done_callback(partial(self._health.answered, i))
+        if futures:
+            wait(futures.values(), timeout=SHARD_ANSWER_S)
+        answers: dict[int, T] = {}
+        missing: list[int] = []
+        failure: BaseException | None = None
+        for i in asked:
+            if i not in futures:
+                missing.append(i)
+                continue
+            future = futures[i]
+            if not future.done():
+                self._health.late(i, future)
+                missing.append(i)
+                continue
+            error = future.exception()
+            if error is None:
+                answers[i] = future.result()
+            elif isinstance(error, StoreUnavailable):
+                missing.append(i)
+                failure = error
+            else:
+                raise error
+        if asked and not answers:
+            raise failure or StoreUnavailable(f"no shard answered within {SHARD_ANSWER_S} s (shards {missing})")
+        return answers, missing
+
+    def _wait_for_a_pause(self, positions: list[str], wait_ms: int, wakes: Callable[[Any], bool] | None = None) -> None:
+        """Block until a pause after ``positions`` on any shard's feed (one ``wakes`` keeps, if
+        given), or ``wait_ms`` (one shared read of each shard's feed for every waiter of this
+        process: :class:`_PauseFeeds`)."""
+        self._feeds.wait(positions, wait_ms, wakes)
 
     # --- the pause feeds, as one (``GET /v1/interrupts/events``) ------------------------------
 
     def pause_position(self) -> str:
         """Every shard's pause feed's newest entry id now ("0-0" for an empty one), comma-separated
-        in shard order: the position of a stream that sends the pauses made after this call."""
-        with translated():
-            lasts = self._all(lambda s: s.client.xrevrange(keys.pauses(), "+", "-", count=1))
-        return ",".join(_text(last[0][0]) if last else "0-0" for last in lasts)
+        in shard order: the position of a stream that sends the pauses made after this call. A
+        shard that does not answer in time (``_answers``) is placed at this moment's time (a feed's
+        entry ids are its times in ms): its pauses from now on are sent once it is back."""
+        def last(i: int) -> str:
+            with translated():
+                newest = self.stores[i].client.xrevrange(keys.pauses(), "+", "-", count=1)
+            return _text(newest[0][0]) if newest else "0-0"
+
+        lasts, _ = self._answers(last)
+        now = f"{int(time.time() * 1000)}-0"
+        return ",".join(lasts.get(i, now) for i in range(len(self.stores)))
 
     def read_pauses(self, after: str, block_ms: int, count: int) -> tuple[list[tuple[str, dict[str, str]]], str, bool]:
         """The pause feeds' entries past ``after`` (one entry id per shard, comma-separated, or one
@@ -313,19 +378,23 @@ class ShardedStore:
         when there is none: a list of (the position just past the entry, its fields) in entry id
         order, the position past them all, and whether every feed was read to its end. Each
         position names every shard's place, so a stream picked up at any of them (``Last-Event-ID``)
-        sends each shard's later pauses once."""
+        sends each shard's later pauses once. A shard that does not answer in time keeps its place
+        (its pauses are sent once it is back)."""
         positions = self._feed_positions(after)
 
         def read(i: int) -> list[Any]:
-            reply = self.stores[i].client.xread({keys.pauses(): positions[i]}, count=count)
+            with translated():
+                reply = self.stores[i].client.xread({keys.pauses(): positions[i]}, count=count)
             return list(reply[0][1]) if reply else []
 
-        with translated():
-            replies = self._all_indexed(read)
+        def read_all() -> list[list[Any]]:
+            answered, _ = self._answers(read)
+            return [answered.get(i, []) for i in range(len(self.stores))]
+
+        replies = read_all()
         if block_ms and not any(replies):
             self._wait_for_a_pause(positions, block_ms)
-            with translated():
-                replies = self._all_indexed(read)
+            replies = read_all()
         merged = sorted((_entry_order(_text(eid)), i, _text(eid), fields)
                         for i, reply in enumerate(replies) for eid, fields in reply)
         out = []
@@ -346,19 +415,23 @@ class ShardedStore:
     def _pending(self, query: InterruptQuery) -> InterruptListing:
         """Two phases: each shard's index members after the cursor (no records), merged in the
         order's member order; then the page's records, each from its shard, in one round trip per
-        shard. The cursor is the last member's position, valid on every shard."""
+        shard. The cursor is the last member's position, valid on every shard. A shard that does
+        not answer either phase in time is left out and named (``missing``)."""
         after = codec.parse_cursor(query.cursor, query.order)
         newest = query.order == "newest"
-        with translated():
-            pages = self._all(lambda s: s._page(query, after))
-        merged = sorted(((m, wf, i) for i, (members, _) in enumerate(pages) for wf, m in members), reverse=newest)
+
+        def page(i: int) -> tuple[list[tuple[str, bytes]], str | None]:
+            with translated():
+                found: tuple[list[tuple[str, bytes]], str | None] = self.stores[i]._page(query, after)
+            return found
+
+        pages, missing = self._answers(page)
+        merged = sorted(((m, wf, i) for i, (members, _) in pages.items() for wf, m in members), reverse=newest)
         want = merged[: query.limit]
         entries = [(i, codec.parse_member(m, query.order, wf)) for m, wf, i in want]
 
         def records(i: int) -> dict[str, InterruptRecord | None]:
             mine = [e for j, e in entries if j == i]
-            if not mine:
-                return {}
             store = self.stores[i]
             with translated():
                 pipe = store.client.pipeline(transaction=False)
@@ -370,21 +443,29 @@ class ShardedStore:
             return {e.run_id: layout.pending_in(e.run_id, e.expires_at, f, s, query.now) for e, f, s in pairs}
 
         found: dict[str, InterruptRecord | None] = {}
-        for part in self._all_indexed(records):
-            found.update(part)
+        if entries:
+            parts, lost = self._answers(records, sorted({i for i, _ in entries}))
+            missing = sorted({*missing, *lost})
+            for part in parts.values():
+                found.update(part)
         items = [r for _, e in entries if (r := found.get(e.run_id)) is not None]
         more = len(merged) > query.limit
         cursor = codec.make_cursor(want[-1][0], query.order) if more and want else None
-        feed = ",".join(f or "0-0" for _, f in pages) if query.watch else None
-        return InterruptListing(items, cursor, feed)
+        feed = self._feed_of({i: f for i, (_, f) in pages.items()}) if query.watch else None
+        read = sum(len(members) for members, _ in pages.values())
+        return InterruptListing(items, cursor, feed, read=read, missing=tuple(missing))
 
-    def _all_indexed(self, call: Callable[[int], Any]) -> list[Any]:
-        return list(self._pool.map(call, range(len(self.stores))))
+    def _feed_of(self, positions: Mapping[int, str | None]) -> str:
+        """A listing's position in the shards' pause feeds: each shard's that answered, '' for one
+        that did not (a wait does not watch it)."""
+        return ",".join((positions[i] or "0-0") if i in positions else "" for i in range(len(self.stores)))
 
     def _merged(self, query: InterruptQuery) -> InterruptListing:
         """Filtered and ended listings: each shard's page (records read on each), merged by the
-        listing's member order and cut; the cursor is the last item's member."""
-        pages: list[InterruptListing] = self._all(lambda s: s.list_interrupts(query))
+        listing's member order and cut; the cursor is the last item's member. A shard that does not
+        answer in time is left out and named (``missing``)."""
+        answered, missing = self._answers(lambda i: self.stores[i].list_interrupts(query))
+        pages: list[InterruptListing] = list(answered.values())
         closed = query.status != "pending"
         newest = closed or query.order == "newest"
 
@@ -405,8 +486,8 @@ class ShardedStore:
         cursor = None
         if last is not None:
             cursor = codec.make_closed_cursor(last, query.status) if closed else codec.make_cursor(last, query.order)
-        feed = ",".join(p.feed or "0-0" for p in pages) if query.watch else None
-        return InterruptListing(page, cursor, feed)
+        feed = self._feed_of({i: p.feed for i, p in answered.items()}) if query.watch else None
+        return InterruptListing(page, cursor, feed, read=sum(p.read for p in pages), missing=tuple(missing))
 
     # --- housekeeping is per shard ---------------------------------------------------------
 
@@ -476,6 +557,8 @@ class _PauseFeeds:
 
     READ_MS = 1000
     """one blocking read's bound: a reader ends at most this long after its last waiter"""
+    LOG = 1000
+    """the entries of each feed read last that a waiting listing looks for a pause it could list in"""
 
     def __init__(self, stores: Sequence[Any]) -> None:
         self.stores = stores
@@ -486,21 +569,33 @@ class _PauseFeeds:
         """per shard: where its reader reads on from"""
         self.reading = [False] * len(stores)
         self.waiters = 0
-        self.failures = 0
+        self.failed = [False] * len(stores)
+        """per shard: its reader's last read failed (it reads again after ``READ_MS``)"""
         self.failure: BaseException | None = None
+        self.log: list[deque[tuple[tuple[int, int], Any]]] = [deque(maxlen=self.LOG) for _ in stores]
+        """per shard: the entries read last (id, fields), what a waiting listing could list is looked for in"""
+        self.start = [(0, 0)] * len(stores)
+        """per shard: its log holds every entry past this id that its reader read (but the dropped ones)"""
+        self.dropped = [(0, 0)] * len(stores)
+        """per shard: the newest entry its log dropped"""
 
-    def wait(self, positions: Sequence[str], wait_ms: int) -> None:
+    def wait(self, positions: Sequence[str], wait_ms: int, wakes: Callable[[Any], bool] | None = None) -> None:
         """Return once a shard's feed holds an entry past ``positions`` (each a feed entry id read
-        from that shard, "0-0" for an empty feed) or after ``wait_ms``; raise what a reader met."""
-        mine = [_entry_order(p) for p in positions]
+        from that shard, "0-0" for an empty feed; '' for a shard not watched) that ``wakes`` keeps
+        (if given: a pause the listing could list), or after ``wait_ms``; raise what a reader met
+        when every shard watched is away."""
+        watched = [i for i, p in enumerate(positions) if p]  # '' : a shard the listing did not reach
+        mine = [_entry_order(p) if p else (1 << 62, 0) for p in positions]
         deadline = time.monotonic() + wait_ms / 1000
         with self.cond:
-            failures = self.failures
             self.waiters += 1
             try:
-                for i, position in enumerate(positions):
+                for i in watched:
+                    position = positions[i]
                     if not self.reading[i]:
                         self.reading[i], self.at[i] = True, position
+                        self.start[i], self.dropped[i] = mine[i], (0, 0)
+                        self.log[i].clear()
                         threading.Thread(target=self._read, args=(i,), daemon=True, name=f"pw-shard-feed-{i}").start()
                     elif mine[i] < _entry_order(self.at[i]) and not self.seen[i] > mine[i]:
                         # its reader is past this position, with nothing seen past it yet: it reads
@@ -508,9 +603,10 @@ class _PauseFeeds:
                         # pause feed's ``after``, which may name no entry; seen is only ever what
                         # a reader read, so no position makes the others wake for nothing)
                         self.at[i] = position
-                while not any(seen > m for seen, m in zip(self.seen, mine, strict=True)):
-                    if self.failures != failures and self.failure is not None:
-                        raise self.failure
+                        self.start[i] = min(self.start[i], mine[i])
+                while not any(self._woken(i, mine[i], wakes) for i in watched):
+                    if self.failure is not None and watched and all(self.failed[i] for i in watched):
+                        raise self.failure  # every shard it watches is away: as on one Redis
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return
@@ -518,9 +614,16 @@ class _PauseFeeds:
             finally:
                 self.waiters -= 1
 
+    def _woken(self, i: int, mine: tuple[int, int], wakes: Callable[[Any], bool] | None) -> bool:
+        """Whether shard ``i``'s feed holds an entry past ``mine`` that ``wakes`` keeps (held by the lock)."""
+        if not self.seen[i] > mine:
+            return False
+        if wakes is None or mine < self.start[i] or self.dropped[i] > mine:
+            return True  # (entries it may not have read: wake, as for any pause)
+        return any(at > mine and wakes(fields) for at, fields in self.log[i])
+
     def _read(self, i: int) -> None:
         """Shard ``i``'s reader: reads on from ``at[i]`` while anyone waits, each entry read noted."""
-        client = self.stores[i].client
         while True:
             with self.cond:
                 if not self.waiters:
@@ -529,19 +632,125 @@ class _PauseFeeds:
                 at = self.at[i]
             try:
                 with translated():
-                    reply = client.xread({keys.pauses(): at}, count=100, block=self.READ_MS)
+                    reply = self.stores[i].client.xread({keys.pauses(): at}, count=100, block=self.READ_MS)
+            except StoreUnavailable as exc:  # a shard away: the waiters wait on the others' feeds
+                with self.cond:
+                    self.failed[i], self.failure = True, exc
+                    self.cond.notify_all()
+                time.sleep(self.READ_MS / 1000)
+                continue
             except BaseException as exc:  # noqa: BLE001 - handed to the waiters
                 with self.cond:
-                    self.failures, self.failure, self.reading[i] = self.failures + 1, exc, False
+                    self.failed[i], self.failure, self.reading[i] = True, exc, False
                     self.cond.notify_all()
                 return
+            with self.cond:
+                self.failed[i] = False
             entries = reply[0][1] if reply else []
             if entries:
                 last = _text(entries[-1][0])
                 with self.cond:
+                    for entry, fields in entries:
+                        if len(self.log[i]) == self.LOG:
+                            self.dropped[i] = self.log[i][0][0]
+                        self.log[i].append((_entry_order(_text(entry)), fields))
                     self.at[i] = last
                     self.seen[i] = max(self.seen[i], _entry_order(last))
                     self.cond.notify_all()
+
+
+def in_thread(call: Callable[[int], T], i: int) -> Future[T]:
+    """``call(i)`` on a daemon thread of its own: a call stuck on a shard that went down (up to the
+    connection's ~10 s of retries) holds no pool thread and never delays the process's exit."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(call(i))
+        except BaseException as exc:  # noqa: BLE001 - handed to the listing through the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True, name=f"pw-shard-call-{i}").start()
+    return future
+
+
+class DeferredShard:
+    """A shard that did not answer while the process started (``backend``): its store and dispatcher
+    are built, after the checks a process makes of every shard at connect (its shard table, the
+    token key's fingerprint), by the first call that reaches it. Until then a call on it raises
+    what building raises (StoreUnavailable while it is down; at once while another call is
+    building it), so a listing across shards leaves it out and names it."""
+
+    def __init__(self, index: int, client: Any, limits: Any, build: Callable[[], tuple[Any, Any]]) -> None:
+        self.index, self.raw_client, self.limits = index, client, limits
+        self._build = build
+        self._lock = threading.Lock()
+        self._built: tuple[Any, Any] | None = None
+
+    def built(self) -> tuple[Any, Any]:
+        """The shard's store and dispatcher, built now if they were not."""
+        if self._built is None:
+            if not self._lock.acquire(blocking=False):
+                raise StoreUnavailable(f"shard {self.index} has not answered since this process started")
+            try:
+                if self._built is None:
+                    self._built = self._build()
+            finally:
+                self._lock.release()
+        return self._built
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.built()[0], name)
+
+    def dispatcher_view(self) -> Any:
+        """The shard's dispatcher, as ``ShardedDispatcher`` calls it (built as the store is)."""
+        return _DeferredDispatcher(self)
+
+
+class _DeferredDispatcher:
+    def __init__(self, shard: DeferredShard) -> None:
+        self.shard = shard
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shard.built()[1], name)
+
+
+class _Health:
+    """Which shards failed to answer a listing in time. A listing asks every other shard; a shard
+    that failed is asked by one call at a time (the others leave it out at once), so a shard that
+    went down holds one of the pool's threads, not one per listing, and its first answer brings
+    it back into every listing."""
+
+    def __init__(self, shards: int) -> None:
+        self.lock = threading.Lock()
+        self.down = [False] * shards
+        self.asking = [False] * shards
+
+    def may_ask(self, i: int) -> bool:
+        with self.lock:
+            if not self.down[i]:
+                return True
+            if self.asking[i]:
+                return False
+            self.asking[i] = True
+            return True
+
+    def late(self, i: int, future: Future[Any]) -> None:
+        """A call on shard ``i`` is still out past a listing's bound: the shard counts as down, and
+        that call is the one asking it, until it ends (``answered``: a future runs its callbacks
+        after it is done, so one not done under the lock has its callback still to come)."""
+        with self.lock:
+            if not future.done() and not self.down[i]:
+                self.down[i] = self.asking[i] = True
+
+    def answered(self, i: int, future: Future[Any]) -> None:
+        """A call on shard ``i`` ended: it is down while calls on it end in StoreUnavailable."""
+        error = future.exception() if not future.cancelled() else None
+        with self.lock:
+            self.asking[i] = False
+            self.down[i] = isinstance(error, StoreUnavailable)
 
 
 class ShardedDispatcher:
