@@ -741,3 +741,48 @@ def test_a_write_no_replica_confirms_within_the_bound_ends_the_attempt(
     assert _outside_calls == ["t2"]
     tries = [e for e in logs if e["event"] == "write_unconfirmed"]
     assert 1 <= len(tries) <= 4, tries
+
+
+def _blocked_in(port: int, command: str) -> bool:
+    """Whether a client of the server on ``port`` waits in ``command`` (a blocking read)."""
+    with redis.Redis(port=port, decode_responses=True) as r:
+        return any(c.get("cmd") == command and "b" in c.get("flags", "") for c in r.client_list())
+
+
+@pytest.mark.slow
+def test_an_idle_worker_survives_parkway_failover_and_takes_the_next_job(tmp_path: Path) -> None:
+    """A single-process `parkway worker` waiting for jobs (blocked in its dequeue) when `parkway
+    failover` demotes its primary, which answers the blocked read ``UNBLOCKED``, keeps running: it
+    waits on the new master and takes the next job there (before, it quit with status 1)."""
+    import subprocess
+    import sys
+
+    group = SentinelGroup(tmp_path, replicas=1, sentinels=1)
+    group.start()
+    worker = None
+    try:
+        patient = {"PARKWAY_REPLICA_ACK_MS": "2000"}  # acknowledgements as on an idle machine, or a shortfall
+        worker = Worker(group.url, SECRET, env=patient)
+        old = group.primary.port
+        wait_for(lambda: _blocked_in(old, "blmove") or worker.proc.poll() is not None, 30, "the worker to wait")
+        done = subprocess.run([sys.executable, "-m", "parkway.cli", "failover", "--redis-url", group.url],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        new = group.master_port()
+        assert new != old
+        wait_for(lambda: _blocked_in(new, "blmove") or worker.proc.poll() is not None, 20,
+                 "the worker to wait on the new master")
+        if worker.proc.poll() is not None:
+            said, worker = worker.stop(), None
+            raise AssertionError(f"the worker quit:\n{said[-3000:]}")
+        with redis.Redis(port=new, decode_responses=True) as master:
+            wait_for(lambda: master.info("replication").get("slave0", {}).get("state") == "online", 20,
+                     "the old primary to follow the new master")
+        with Parkway(Settings(redis_url=group.url, secret=SECRET, replica_ack_ms=2000)) as pw:
+            run_id = pw.start(flows.two_questions, {})
+            wait_for(lambda: pw.get_run(run_id).status.value == "waiting", 20, "the worker to run the job")
+        assert worker.proc.poll() is None, "the worker quit"
+    finally:
+        if worker is not None:
+            worker.stop()
+        group.stop()

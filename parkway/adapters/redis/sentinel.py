@@ -15,8 +15,10 @@ goes through (``_connect``). It asks every sentinel and follows the newest confi
 reconnects through ``connect_check_health``), so after a failover its retry dials the old primary's address again
 (redis-py issue #3874): a stall until its retries run out, or, if the old primary came back
 empty on the same port, reads of an empty database. A connection refuses a server that says it
-is not a master (``ROLE``), and turns a ``READONLY`` reply (a master demoted under it) into a
-connection error, so the call is retried on the new master.
+is not a master (``ROLE``), and turns a reply that says its server was demoted under it
+(``READONLY``, or ``UNBLOCKED`` for a blocking read: :func:`demoted`) into a connection error, so
+the call is retried on the new master: a worker waiting for jobs through ``parkway failover`` waits
+on, there.
 
 Everything a connection needs to find the master travels in its keyword arguments, so RQ's
 WorkerPool, which rebuilds its children's connections from the parent pool's class and
@@ -192,6 +194,14 @@ async def discover_async(manager: Any, master: str) -> tuple[str, int]:
     return _newest(answers, master, errors)
 
 
+def demoted(reply: rex.ResponseError) -> bool:
+    """Whether ``reply`` says its server is no longer a master (the sentinels name another now): a
+    write refused ``READONLY``, or a blocking read (a worker's dequeue, an ``XREAD BLOCK``, a
+    ``WAIT``) ended ``UNBLOCKED`` by the demotion (``parkway failover``'s ``REPLICAOF``), after which
+    the server closes the connection."""
+    return isinstance(reply, rex.ReadOnlyError) or str(reply).startswith("UNBLOCKED")
+
+
 class MasterConnection(redis.Connection):
     """A connection to whichever server the sentinels name as the master, asked at every (re)connect."""
 
@@ -248,7 +258,9 @@ class MasterConnection(redis.Connection):
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().read_response(*args, **kwargs)
-        except rex.ReadOnlyError as exc:  # demoted under us: the sentinels name another now
+        except rex.ResponseError as exc:
+            if not demoted(exc):
+                raise
             self.disconnect()  # type: ignore[no-untyped-call]
             raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
 
@@ -294,6 +306,15 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
         async def _connect(self) -> None:
             self.host, self.port = await discover_async(manager, spec.master)
             await super()._connect()  # type: ignore[no-untyped-call]
+
+        async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await super().read_response(*args, **kwargs)
+            except rex.ResponseError as exc:  # as MasterConnection's: retried on the new master
+                if not demoted(exc):
+                    raise
+                await self.disconnect()
+                raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
 
     max_connections = kwargs.pop("max_connections", None)
     pool = aioredis.ConnectionPool(
