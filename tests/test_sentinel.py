@@ -786,3 +786,42 @@ def test_an_idle_worker_survives_parkway_failover_and_takes_the_next_job(tmp_pat
         if worker is not None:
             worker.stop()
         group.stop()
+
+
+def _timed_calls(call: Any, times: int, idle_s: float) -> list[float]:
+    """How long each of ``times`` calls of ``call`` took (s), each after ``idle_s`` of idleness."""
+    took = []
+    for _ in range(times):
+        time.sleep(idle_s)
+        began = time.perf_counter()
+        call()
+        took.append(time.perf_counter() - began)
+    return took
+
+
+@pytest.mark.slow
+def test_a_frozen_sentinel_costs_calls_no_more_than_a_dead_one(quorum: SentinelGroup,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """One of three sentinels frozen (SIGSTOP: the kernel takes its connections, nothing answers) leaves
+    get_run as fast as with all three answering (median within 2x, each call after an idle gap that
+    makes it ask the sentinels again): after one unanswered question it is passed over while the
+    others answer, and probed off the callers' path, so no later call waits for it (before: each
+    such call waited out its timeout, about 0.5 s)."""
+    import statistics
+
+    from parkway.adapters.redis import sentinel
+
+    monkeypatch.setattr(sentinel, "IDLE_RECHECK_S", 0.2)  # the report's 1 s, shorter: the same path, sooner
+    monkeypatch.setattr(sentinel, "SILENT_S", 0.6)  # its silence lapses (and is probed) during the calls
+    frozen = quorum.sentinel_procs[0]
+    with Parkway(Settings(redis_url=quorum.url, secret=SECRET, replica_ack_ms=2000)) as pw:
+        run_id = pw.start(flows.two_questions, {})
+        normal = _timed_calls(lambda: pw.get_run(run_id), 8, 0.25)
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            taxed = _timed_calls(lambda: pw.get_run(run_id), 8, 0.25)
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+    said = f"normal {[round(t * 1000, 1) for t in normal]} ms, one frozen {[round(t * 1000, 1) for t in taxed]} ms"
+    assert statistics.median(taxed) <= 2 * statistics.median(normal) + 0.002, said  # (2 ms: a busy machine's jitter)
+    assert max(taxed[1:]) < sentinel.SENTINEL_TIMEOUT_S * 0.8, said  # only the first waited for it
