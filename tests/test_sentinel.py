@@ -825,3 +825,45 @@ def test_a_frozen_sentinel_costs_calls_no_more_than_a_dead_one(quorum: SentinelG
     said = f"normal {[round(t * 1000, 1) for t in normal]} ms, one frozen {[round(t * 1000, 1) for t in taxed]} ms"
     assert statistics.median(taxed) <= 2 * statistics.median(normal) + 0.002, said  # (2 ms: a busy machine's jitter)
     assert max(taxed[1:]) < sentinel.SENTINEL_TIMEOUT_S * 0.8, said  # only the first waited for it
+
+
+@pytest.mark.slow
+def test_parkway_failover_waits_for_every_replica_not_the_first_to_catch_up(tmp_path: Path) -> None:
+    """With writes paused, `parkway failover` sends SENTINEL FAILOVER only once every online replica
+    has the primary's offset (the sentinels may promote any of them): one replica frozen behind (thawed
+    after a second) is waited for, though the other caught up at once."""
+    from parkway.adapters.redis.switchover import switchover
+
+    group = SentinelGroup(tmp_path, replicas=2)
+    group.start()
+    lagging = group.replicas[1].proc
+    assert lagging is not None
+    try:
+        seen: list[tuple[int, dict[int, int]]] = []  # when the replicas were found caught up: their offsets
+
+        def say(line: str) -> None:
+            if "have the primary's offset" in line:
+                with redis.Redis(port=group.primary.port, decode_responses=True) as primary:
+                    info = primary.info("replication")
+                seen.append((int(info["master_repl_offset"]),
+                             {int(v["port"]): int(v["offset"]) for k, v in info.items() if k.startswith("slave")}))
+
+        with redis.Redis(port=group.primary.port) as primary:
+            lagging.send_signal(signal.SIGSTOP)
+            thaw = threading.Timer(1.0, lagging.send_signal, (signal.SIGCONT,))
+            thaw.start()
+            try:
+                primary.set("last", 1)
+                assert primary.wait(1, 2000) == 1  # acknowledged by the replica that is not frozen
+                done = switchover(parse_sentinel_url(group.url), timeout_s=10, say=say)
+            finally:
+                thaw.join()
+        assert len(seen) == 1, done.steps
+        offset, replicas = seen[0]
+        assert len(replicas) == 2 and all(at >= offset for at in replicas.values()), (offset, replicas)
+        assert done.new is not None
+        with redis.Redis(port=done.new[1]) as new:
+            assert new.get("last") == b"1"
+    finally:
+        lagging.send_signal(signal.SIGCONT)
+        group.stop()
