@@ -764,6 +764,7 @@ def test_an_idle_worker_survives_parkway_failover_and_takes_the_next_job(tmp_pat
         patient = {"PARKWAY_REPLICA_ACK_MS": "2000"}  # acknowledgements as on an idle machine, or a shortfall
         worker = Worker(group.url, SECRET, env=patient)
         old = group.primary.port
+        wait_for(lambda: _promotable(group), 15, "the sentinel to find the replica good")
         wait_for(lambda: _blocked_in(old, "blmove") or worker.proc.poll() is not None, 30, "the worker to wait")
         done = subprocess.run([sys.executable, "-m", "parkway.cli", "failover", "--redis-url", group.url],
                               capture_output=True, text=True, timeout=60)
@@ -848,6 +849,7 @@ def test_parkway_failover_waits_for_every_replica_not_the_first_to_catch_up(tmp_
                 seen.append((int(info["master_repl_offset"]),
                              {int(v["port"]): int(v["offset"]) for k, v in info.items() if k.startswith("slave")}))
 
+        wait_for(lambda: _promotable(group), 15, "the sentinel to find the replicas good")
         with redis.Redis(port=group.primary.port) as primary:
             lagging.send_signal(signal.SIGSTOP)
             thaw = threading.Timer(1.0, lagging.send_signal, (signal.SIGCONT,))
@@ -867,3 +869,77 @@ def test_parkway_failover_waits_for_every_replica_not_the_first_to_catch_up(tmp_
     finally:
         lagging.send_signal(signal.SIGCONT)
         group.stop()
+
+
+@pytest.mark.slow
+def test_blocking_reads_wait_on_across_parkway_failover(tmp_path: Path) -> None:
+    """A blocking read waiting on the primary when `parkway failover` demotes it (answered
+    ``UNBLOCKED``), as a waiting listing or a stream makes, sync or asyncio (the HTTP server's),
+    is sent again to the new master and returns what is written there, instead of raising."""
+    import asyncio
+
+    from parkway.adapters.redis.sentinel import async_client, async_sentinels
+    from parkway.adapters.redis.switchover import switchover
+
+    group = SentinelGroup(tmp_path, replicas=1)
+    group.start()
+    try:
+        got: dict[str, Any] = {}
+
+        def read_sync() -> None:
+            client = connect(group.url)
+            try:
+                got["sync"] = client.xread({"feed": "$"}, block=3000)  # within the client's 5 s socket timeout
+            except Exception as exc:  # noqa: BLE001 - recorded: the test says what it saw
+                got["sync"] = exc
+            finally:
+                client.close()
+
+        async def read_async() -> None:
+            manager = async_sentinels(group.url)
+            client = async_client(group.url, manager)
+            try:
+                got["async"] = await client.xread({"feed": "$"}, block=3000)
+            except Exception as exc:  # noqa: BLE001 - recorded
+                got["async"] = exc
+            finally:
+                await client.aclose()
+                await client.connection_pool.disconnect()
+                for sentinel in manager.sentinels:
+                    await sentinel.aclose()
+
+        readers = [threading.Thread(target=read_sync), threading.Thread(target=lambda: asyncio.run(read_async()))]
+        for reader in readers:
+            reader.start()
+        old = group.primary.port
+        wait_for(lambda: _promotable(group), 15, "the sentinel to find the replica good")
+        wait_for(lambda: _blocked_count(old, "xread") == 2, 15, "both reads to wait")
+        done = switchover(parse_sentinel_url(group.url), timeout_s=10)
+        assert done.new is not None
+        wait_for(lambda: _blocked_count(done.new[1], "xread") == 2 or len(got) == 2, 15,
+                 "both reads to wait on the new master")
+        with redis.Redis(port=done.new[1]) as new:
+            new.xadd("feed", {"after": "switch"})
+        for reader in readers:
+            reader.join(15)
+        for side in ("sync", "async"):
+            assert not isinstance(got[side], Exception), f"{side}: {got[side]!r}"
+            assert got[side] and got[side][0][1][0][1] == {b"after": b"switch"}, got
+    finally:
+        group.stop()
+
+
+def _blocked_count(port: int, command: str) -> int:
+    with redis.Redis(port=port, decode_responses=True) as r:
+        return sum(1 for c in r.client_list() if c.get("cmd") == command and "b" in c.get("flags", ""))
+
+
+def _promotable(group: SentinelGroup) -> bool:
+    """Whether the sentinel sees every replica as one it could promote (linked, fresh INFO): just
+    started, it answers SENTINEL FAILOVER with NOGOODSLAVE for a moment."""
+    with group.sentinel() as s:
+        seen = s.execute_command("SENTINEL", "REPLICAS", group.name)
+    replicas = [dict(zip(r[::2], r[1::2], strict=True)) if isinstance(r, list) else r for r in seen]
+    return len(replicas) == len(group.replicas) and all(
+        r.get("flags") == "slave" and r.get("master-link-status") == "ok" and int(r.get("info-refresh", 10**9)) < 2000
+        for r in replicas)

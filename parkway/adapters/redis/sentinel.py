@@ -372,9 +372,12 @@ def async_sentinels(url: str) -> Any:
 
 def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
     """An asyncio client of the master ``url`` names (a ``redis+sentinel://`` string), found through
-    ``manager`` (``async_sentinels``): its connections ask at every (re)connect, as
-    ``MasterConnection`` does."""
+    ``manager`` (``async_sentinels``): its connections ask at every (re)connect, and a command
+    whose connection is lost or finds its server demoted is sent again (three times at most), as
+    ``MasterConnection``'s are."""
     from redis import asyncio as aioredis
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import EqualJitterBackoff
 
     spec = parse_sentinel_url(url)
 
@@ -393,8 +396,11 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
                 raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
 
     max_connections = kwargs.pop("max_connections", None)
+    # a connection lost or found demoted (a failover) is retried, reconnecting where the sentinels
+    # say; a timeout is not: the caller's bound (a frozen master) stays its own
+    retry = AsyncRetry(EqualJitterBackoff(cap=1.0, base=0.1), 3, supported_errors=(rex.ConnectionError,))
     pool = aioredis.ConnectionPool(
         connection_class=AsyncMasterConnection, max_connections=max_connections,
-        db=spec.db, username=spec.username, password=spec.password, **kwargs,
+        db=spec.db, username=spec.username, password=spec.password, retry=retry, **kwargs,
     )
     return aioredis.Redis(connection_pool=pool)
