@@ -943,3 +943,40 @@ def _promotable(group: SentinelGroup) -> bool:
     return len(replicas) == len(group.replicas) and all(
         r.get("flags") == "slave" and r.get("master-link-status") == "ok" and int(r.get("info-refresh", 10**9)) < 2000
         for r in replicas)
+
+
+@pytest.mark.slow
+def test_a_worker_on_a_plain_url_waits_out_its_primary_demoted(replicated: SentinelGroup) -> None:
+    """A worker on a plain Redis URL whose server is demoted while it waits for jobs (its dequeue
+    answered ``UNBLOCKED``, then ``READONLY``) waits, logging why, and runs the next job once the
+    server is a master again, instead of quitting (no follower of the master without Sentinel)."""
+    settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=0)
+    with Parkway(settings) as pw, redis.Redis(port=replicated.primary.port) as primary, \
+            redis.Redis(port=replicated.replicas[0].port) as replica, \
+            in_process_worker(settings, worker_ttl=16) as worker, capture_logs() as logs:  # dequeues of 1 s
+        ended: list[object] = []  # what work() returned, or raised
+
+        def work() -> None:
+            try:
+                ended.append(worker.work(logging_level="WARNING", with_maintenance=False))
+            except Exception as exc:  # noqa: BLE001 - recorded: the test says what it saw
+                ended.append(exc)
+
+        loop = threading.Thread(target=work)
+        loop.start()
+        try:
+            wait_for(lambda: _blocked_in(replicated.primary.port, "blmove") or ended, 15, "the worker to wait")
+            replica.replicaof("no", "one")
+            primary.replicaof("127.0.0.1", replicated.replicas[0].port)  # demoted under the blocked dequeue
+            try:
+                wait_for(lambda: any(e["event"] == "worker_store_unavailable" for e in logs) or ended, 15,
+                         "the worker's dequeue to be refused")
+            finally:
+                primary.replicaof("no", "one")
+            assert not ended, f"the worker quit: {ended[0]!r}"
+            assert any("UNBLOCKED" in e.get("error", "") for e in logs), logs
+            run_id = pw.start(flows.two_questions, {})
+            wait_for(lambda: pw.get_run(run_id).status.value == "waiting", 15, "the worker to run the job")
+        finally:
+            worker.stop()
+            loop.join(15)
