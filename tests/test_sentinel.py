@@ -128,6 +128,13 @@ def test_a_sentinel_client_connects_with_the_class_that_asks_again() -> None:
         client.close()
 
 
+PLANNED_DOWN_AFTER_MS = 5000
+"""the sentinels' down-after for a test that switches the master on purpose (``parkway failover``,
+SENTINEL FAILOVER): at 1000 ms, their ping period, they first ping a master just promoted about a
+second after the switch, take it for down, and fail back to the old one (3 of 3 switchovers on
+loopback with one sentinel; 0 of 3 at 5000 ms); a planned switch needs no quick detection"""
+
+
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[SentinelGroup]:
     g = SentinelGroup(tmp_path)
@@ -504,7 +511,7 @@ def test_parkway_failover_switches_the_master_without_losing_an_acknowledged_res
     import subprocess
     import sys
 
-    group = SentinelGroup(tmp_path, replicas=2, sentinels=3)
+    group = SentinelGroup(tmp_path, replicas=2, sentinels=3, down_after_ms=PLANNED_DOWN_AFTER_MS)
     group.start()
     try:
         settings = Settings(redis_url=group.url, secret=SECRET, replica_ack_ms=2000)
@@ -540,8 +547,8 @@ def test_parkway_failover_switches_the_master_without_losing_an_acknowledged_res
             assert at_start < len(tokens) - 5  # the switch came while answers were being given
             assert group.master_port() != old
             with redis.Redis(port=old, decode_responses=True) as was:
-                # once in a CI run it still read master right after the command (not diagnosed): what
-                # it reads, and what the sentinels say, within 10 s, are in the failure
+                # once in a CI run it still read master right after the command (with down-after 1000 ms:
+                # see PLANNED_DOWN_AFTER_MS); what it reads, and what the sentinels say, are in the failure
                 def demoted() -> bool:
                     return bool(was.execute_command("ROLE")[0] == "slave")
 
@@ -571,7 +578,8 @@ def test_a_sentinel_that_missed_the_failover_does_not_choose_the_master(tmp_path
 
     (tmp_path / "group").mkdir()
     (tmp_path / "stale").mkdir()
-    group, stale = SentinelGroup(tmp_path / "group", replicas=1), SentinelGroup(tmp_path / "stale", replicas=0)
+    group = SentinelGroup(tmp_path / "group", replicas=1, down_after_ms=PLANNED_DOWN_AFTER_MS)
+    stale = SentinelGroup(tmp_path / "stale", replicas=0)
     group.start()
     try:
         stale.start()
@@ -757,7 +765,7 @@ def test_an_idle_worker_survives_parkway_failover_and_takes_the_next_job(tmp_pat
     import subprocess
     import sys
 
-    group = SentinelGroup(tmp_path, replicas=1, sentinels=1)
+    group = SentinelGroup(tmp_path, replicas=1, sentinels=1, down_after_ms=PLANNED_DOWN_AFTER_MS)
     group.start()
     worker = None
     try:
@@ -836,7 +844,7 @@ def test_parkway_failover_waits_for_every_replica_not_the_first_to_catch_up(tmp_
     after a second) is waited for, though the other caught up at once."""
     from parkway.adapters.redis.switchover import switchover
 
-    group = SentinelGroup(tmp_path, replicas=2)
+    group = SentinelGroup(tmp_path, replicas=2, down_after_ms=PLANNED_DOWN_AFTER_MS)
     group.start()
     lagging = group.replicas[1].proc
     assert lagging is not None
@@ -882,7 +890,7 @@ def test_blocking_reads_wait_on_across_parkway_failover(tmp_path: Path) -> None:
     from parkway.adapters.redis.sentinel import async_client, async_sentinels
     from parkway.adapters.redis.switchover import switchover
 
-    group = SentinelGroup(tmp_path, replicas=1)
+    group = SentinelGroup(tmp_path, replicas=1, down_after_ms=PLANNED_DOWN_AFTER_MS)
     group.start()
     try:
         got: dict[str, Any] = {}
