@@ -161,7 +161,8 @@ class _Silence:
         """a silent sentinel's address: when to probe it (``inf`` while a probe is under way)"""
 
     def forget(self) -> None:
-        self.__init__()  # type: ignore[misc]  # a fresh lock too: one held at a fork stays held in the child
+        self.lock = threading.Lock()  # a fresh one: one held at a fork stays held in the child
+        self.until = {}  # the parent's probes do not run here
 
     def to_ask(self, sentinels: list[Any]) -> list[Any]:
         """The ``sentinels`` (redis-py clients) to ask now: those not silent, or, when all are, all of
