@@ -832,8 +832,9 @@ def test_a_frozen_sentinel_costs_calls_no_more_than_a_dead_one(quorum: SentinelG
         finally:
             frozen.send_signal(signal.SIGCONT)
     said = f"normal {[round(t * 1000, 1) for t in normal]} ms, one frozen {[round(t * 1000, 1) for t in taxed]} ms"
-    # (+10 ms: a busy machine's jitter between the two phases; the tax was 500 ms)
-    assert statistics.median(taxed) <= 2 * statistics.median(normal) + 0.01, said
+    # (+25 ms: load from other tests can shift one phase's median by that much on a busy machine;
+    # the tax was 500 ms on every call)
+    assert statistics.median(taxed) <= 2 * statistics.median(normal) + 0.025, said
     assert max(taxed[1:]) < sentinel.SENTINEL_TIMEOUT_S * 0.8, said  # only the first waited for it
 
 
