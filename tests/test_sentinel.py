@@ -128,6 +128,14 @@ def test_a_sentinel_client_connects_with_the_class_that_asks_again() -> None:
         client.close()
 
 
+PLANNED_DOWN_AFTER_MS = 5000
+"""the sentinels' down-after for a test that switches the master on purpose (``parkway failover``,
+SENTINEL FAILOVER): at 1000 ms, their ping period, they first ping a master just promoted about a
+second after the switch, take it for down, and fail back to the old one (3 of 3 switchovers on
+loopback with one sentinel; 0 of 3 at 5000 ms); a planned switch needs no quick detection. Also
+for a test that wants no failover at all (on a loaded machine 1000 ms can pass without a reply)."""
+
+
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[SentinelGroup]:
     g = SentinelGroup(tmp_path)
@@ -504,7 +512,7 @@ def test_parkway_failover_switches_the_master_without_losing_an_acknowledged_res
     import subprocess
     import sys
 
-    group = SentinelGroup(tmp_path, replicas=2, sentinels=3)
+    group = SentinelGroup(tmp_path, replicas=2, sentinels=3, down_after_ms=PLANNED_DOWN_AFTER_MS)
     group.start()
     try:
         settings = Settings(redis_url=group.url, secret=SECRET, replica_ack_ms=2000)
@@ -540,8 +548,8 @@ def test_parkway_failover_switches_the_master_without_losing_an_acknowledged_res
             assert at_start < len(tokens) - 5  # the switch came while answers were being given
             assert group.master_port() != old
             with redis.Redis(port=old, decode_responses=True) as was:
-                # once in a CI run it still read master right after the command (not diagnosed): what
-                # it reads, and what the sentinels say, within 10 s, are in the failure
+                # once in a CI run it still read master right after the command (with down-after 1000 ms:
+                # see PLANNED_DOWN_AFTER_MS); what it reads, and what the sentinels say, are in the failure
                 def demoted() -> bool:
                     return bool(was.execute_command("ROLE")[0] == "slave")
 
@@ -571,7 +579,8 @@ def test_a_sentinel_that_missed_the_failover_does_not_choose_the_master(tmp_path
 
     (tmp_path / "group").mkdir()
     (tmp_path / "stale").mkdir()
-    group, stale = SentinelGroup(tmp_path / "group", replicas=1), SentinelGroup(tmp_path / "stale", replicas=0)
+    group = SentinelGroup(tmp_path / "group", replicas=1, down_after_ms=PLANNED_DOWN_AFTER_MS)
+    stale = SentinelGroup(tmp_path / "stale", replicas=0)
     group.start()
     try:
         stale.start()
@@ -741,3 +750,257 @@ def test_a_write_no_replica_confirms_within_the_bound_ends_the_attempt(
     assert _outside_calls == ["t2"]
     tries = [e for e in logs if e["event"] == "write_unconfirmed"]
     assert 1 <= len(tries) <= 4, tries
+
+
+def _blocked_in(port: int, command: str) -> bool:
+    """Whether a client of the server on ``port`` waits in ``command`` (a blocking read)."""
+    with redis.Redis(port=port, decode_responses=True) as r:
+        return any(c.get("cmd") == command and "b" in c.get("flags", "") for c in r.client_list())
+
+
+@pytest.mark.slow
+def test_an_idle_worker_survives_parkway_failover_and_takes_the_next_job(tmp_path: Path) -> None:
+    """A single-process `parkway worker` waiting for jobs (blocked in its dequeue) when `parkway
+    failover` demotes its primary, which answers the blocked read ``UNBLOCKED``, keeps running: it
+    waits on the new master and takes the next job there (before, it quit with status 1)."""
+    import subprocess
+    import sys
+
+    group = SentinelGroup(tmp_path, replicas=1, sentinels=1, down_after_ms=PLANNED_DOWN_AFTER_MS)
+    group.start()
+    worker = None
+    try:
+        patient = {"PARKWAY_REPLICA_ACK_MS": "2000"}  # acknowledgements as on an idle machine, or a shortfall
+        worker = Worker(group.url, SECRET, env=patient)
+        old = group.primary.port
+        wait_for(lambda: _promotable(group), 15, "the sentinel to find the replica good")
+        wait_for(lambda: _blocked_in(old, "blmove") or worker.proc.poll() is not None, 30, "the worker to wait")
+        done = subprocess.run([sys.executable, "-m", "parkway.cli", "failover", "--redis-url", group.url],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        new = group.master_port()
+        assert new != old
+        wait_for(lambda: _blocked_in(new, "blmove") or worker.proc.poll() is not None, 20,
+                 "the worker to wait on the new master")
+        if worker.proc.poll() is not None:
+            said, worker = worker.stop(), None
+            raise AssertionError(f"the worker quit:\n{said[-3000:]}")
+        with redis.Redis(port=new, decode_responses=True) as master:
+            wait_for(lambda: master.info("replication").get("slave0", {}).get("state") == "online", 20,
+                     "the old primary to follow the new master")
+        with Parkway(Settings(redis_url=group.url, secret=SECRET, replica_ack_ms=2000)) as pw:
+            run_id = pw.start(flows.two_questions, {})
+            wait_for(lambda: pw.get_run(run_id).status.value == "waiting", 20, "the worker to run the job")
+        assert worker.proc.poll() is None, "the worker quit"
+    finally:
+        if worker is not None:
+            worker.stop()
+        group.stop()
+
+
+def _timed_calls(call: Any, times: int, idle_s: float) -> list[float]:
+    """How long each of ``times`` calls of ``call`` took (s), each after ``idle_s`` of idleness."""
+    took = []
+    for _ in range(times):
+        time.sleep(idle_s)
+        began = time.perf_counter()
+        call()
+        took.append(time.perf_counter() - began)
+    return took
+
+
+@pytest.mark.slow
+def test_a_frozen_sentinel_costs_calls_no_more_than_a_dead_one(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """One of three sentinels frozen (SIGSTOP: the kernel takes its connections, nothing answers) leaves
+    get_run as fast as with all three answering (median within 2x, each call after an idle gap that
+    makes it ask the sentinels again): after one unanswered question it is passed over while the
+    others answer, and probed off the callers' path, so no later call waits for it (before: each
+    such call waited out its timeout, about 0.5 s)."""
+    import statistics
+
+    from parkway.adapters.redis import sentinel
+
+    monkeypatch.setattr(sentinel, "IDLE_RECHECK_S", 0.2)  # the report's 1 s, shorter: the same path, sooner
+    monkeypatch.setattr(sentinel, "SILENT_S", 0.6)  # its silence lapses (and is probed) during the calls
+    group = SentinelGroup(tmp_path, sentinels=3, down_after_ms=PLANNED_DOWN_AFTER_MS)  # no failover wanted
+    group.start()
+    try:
+        frozen = group.sentinel_procs[0]
+        with Parkway(Settings(redis_url=group.url, secret=SECRET, replica_ack_ms=2000)) as pw:
+            run_id = pw.start(flows.two_questions, {})
+            normal = _timed_calls(lambda: pw.get_run(run_id), 8, 0.25)
+            frozen.send_signal(signal.SIGSTOP)
+            try:
+                taxed = _timed_calls(lambda: pw.get_run(run_id), 8, 0.25)
+            finally:
+                frozen.send_signal(signal.SIGCONT)
+    finally:
+        group.stop()
+    said = f"normal {[round(t * 1000, 1) for t in normal]} ms, one frozen {[round(t * 1000, 1) for t in taxed]} ms"
+    # (+25 ms: load from other tests can shift one phase's median by that much on a busy machine;
+    # the tax was 500 ms on every call)
+    assert statistics.median(taxed) <= 2 * statistics.median(normal) + 0.025, said
+    assert max(taxed[1:]) < sentinel.SENTINEL_TIMEOUT_S * 0.8, said  # only the first waited for it
+
+
+@pytest.mark.slow
+def test_parkway_failover_waits_for_every_replica_not_the_first_to_catch_up(tmp_path: Path) -> None:
+    """With writes paused, `parkway failover` sends SENTINEL FAILOVER only once every online replica
+    has the primary's offset (the sentinels may promote any of them): one replica frozen behind (thawed
+    after a second) is waited for, though the other caught up at once."""
+    from parkway.adapters.redis.switchover import switchover
+
+    group = SentinelGroup(tmp_path, replicas=2, down_after_ms=PLANNED_DOWN_AFTER_MS)
+    group.start()
+    lagging = group.replicas[1].proc
+    assert lagging is not None
+    try:
+        seen: list[tuple[int, dict[int, int]]] = []  # when the replicas were found caught up: their offsets
+
+        def say(line: str) -> None:
+            if "have the primary's offset" in line:
+                with redis.Redis(port=group.primary.port, decode_responses=True) as primary:
+                    info = primary.info("replication")
+                seen.append((int(info["master_repl_offset"]),
+                             {int(v["port"]): int(v["offset"]) for k, v in info.items() if k.startswith("slave")}))
+
+        wait_for(lambda: _promotable(group), 15, "the sentinel to find the replicas good")
+        with redis.Redis(port=group.primary.port) as primary:
+            lagging.send_signal(signal.SIGSTOP)
+            thaw = threading.Timer(1.0, lagging.send_signal, (signal.SIGCONT,))
+            thaw.start()
+            try:
+                primary.set("last", 1)
+                assert primary.wait(1, 2000) == 1  # acknowledged by the replica that is not frozen
+                done = switchover(parse_sentinel_url(group.url), timeout_s=10, say=say)
+            finally:
+                thaw.join()
+        assert len(seen) == 1, done.steps
+        offset, replicas = seen[0]
+        assert len(replicas) == 2 and all(at >= offset for at in replicas.values()), (offset, replicas)
+        assert done.new is not None
+        with redis.Redis(port=done.new[1]) as new:
+            assert new.get("last") == b"1"
+    finally:
+        lagging.send_signal(signal.SIGCONT)
+        group.stop()
+
+
+@pytest.mark.slow
+def test_blocking_reads_wait_on_across_parkway_failover(tmp_path: Path) -> None:
+    """A blocking read waiting on the primary when `parkway failover` demotes it (answered
+    ``UNBLOCKED``), as a waiting listing or a stream makes, sync or asyncio (the HTTP server's),
+    is sent again to the new master and returns what is written there, instead of raising."""
+    import asyncio
+
+    from parkway.adapters.redis.sentinel import async_client, async_sentinels
+    from parkway.adapters.redis.switchover import switchover
+
+    group = SentinelGroup(tmp_path, replicas=1, down_after_ms=PLANNED_DOWN_AFTER_MS)
+    group.start()
+    try:
+        got: dict[str, Any] = {}
+
+        def read_sync() -> None:
+            client = connect(group.url)
+            try:
+                deadline = time.monotonic() + 20
+                while not got.get("sync") and time.monotonic() < deadline:  # as a stream reads on
+                    got["sync"] = client.xread({"feed": "$"}, block=1000)  # within the client's 5 s socket timeout
+            except Exception as exc:  # noqa: BLE001 - recorded: the test says what it saw
+                got["sync"] = exc
+            finally:
+                client.close()
+
+        async def read_async() -> None:
+            manager = async_sentinels(group.url)
+            client = async_client(group.url, manager)
+            try:
+                deadline = time.monotonic() + 20
+                while not got.get("async") and time.monotonic() < deadline:
+                    got["async"] = await client.xread({"feed": "$"}, block=1000)
+            except Exception as exc:  # noqa: BLE001 - recorded
+                got["async"] = exc
+            finally:
+                await client.aclose()
+                await client.connection_pool.disconnect()
+                for sentinel in manager.sentinels:
+                    await sentinel.aclose()
+
+        readers = [threading.Thread(target=read_sync), threading.Thread(target=lambda: asyncio.run(read_async()))]
+        for reader in readers:
+            reader.start()
+        old = group.primary.port
+        wait_for(lambda: _promotable(group), 15, "the sentinel to find the replica good")
+        wait_for(lambda: _blocked_count(old, "xread") == 2, 15, "both reads to wait")
+        done = switchover(parse_sentinel_url(group.url), timeout_s=10)
+        assert done.new is not None
+        new_port = done.new[1]
+
+        def waiting_there() -> bool:
+            return _blocked_count(new_port, "xread") == 2 or any(isinstance(g, Exception) for g in got.values())
+
+        wait_for(waiting_there, 15, "both reads to wait on the new master")
+        with redis.Redis(port=done.new[1]) as new:
+            new.xadd("feed", {"after": "switch"})
+        for reader in readers:
+            reader.join(15)
+        for side in ("sync", "async"):
+            assert not isinstance(got[side], Exception), f"{side}: {got[side]!r}"
+            assert got[side] and got[side][0][1][0][1] == {b"after": b"switch"}, got
+    finally:
+        group.stop()
+
+
+def _blocked_count(port: int, command: str) -> int:
+    with redis.Redis(port=port, decode_responses=True) as r:
+        return sum(1 for c in r.client_list() if c.get("cmd") == command and "b" in c.get("flags", ""))
+
+
+def _promotable(group: SentinelGroup) -> bool:
+    """Whether the sentinel sees every replica as one it could promote (linked, fresh INFO): just
+    started, it answers SENTINEL FAILOVER with NOGOODSLAVE for a moment."""
+    with group.sentinel() as s:
+        seen = s.execute_command("SENTINEL", "REPLICAS", group.name)
+    replicas = [dict(zip(r[::2], r[1::2], strict=True)) if isinstance(r, list) else r for r in seen]
+    return len(replicas) == len(group.replicas) and all(
+        r.get("flags") == "slave" and r.get("master-link-status") == "ok" and int(r.get("info-refresh", 10**9)) < 2000
+        for r in replicas)
+
+
+@pytest.mark.slow
+def test_a_worker_on_a_plain_url_waits_out_its_primary_demoted(replicated: SentinelGroup) -> None:
+    """A worker on a plain Redis URL whose server is demoted while it waits for jobs (its dequeue
+    answered ``UNBLOCKED``, then ``READONLY``) waits, logging why, and runs the next job once the
+    server is a master again, instead of quitting (no follower of the master without Sentinel)."""
+    settings = Settings(redis_url=replicated.primary.url, secret=SECRET, replica_acks=0)
+    with Parkway(settings) as pw, redis.Redis(port=replicated.primary.port) as primary, \
+            redis.Redis(port=replicated.replicas[0].port) as replica, \
+            in_process_worker(settings, worker_ttl=16) as worker, capture_logs() as logs:  # dequeues of 1 s
+        ended: list[object] = []  # what work() returned, or raised
+
+        def work() -> None:
+            try:
+                ended.append(worker.work(logging_level="WARNING", with_maintenance=False))
+            except Exception as exc:  # noqa: BLE001 - recorded: the test says what it saw
+                ended.append(exc)
+
+        loop = threading.Thread(target=work)
+        loop.start()
+        try:
+            wait_for(lambda: _blocked_in(replicated.primary.port, "blmove") or ended, 15, "the worker to wait")
+            replica.replicaof("no", "one")
+            primary.replicaof("127.0.0.1", replicated.replicas[0].port)  # demoted under the blocked dequeue
+            try:
+                wait_for(lambda: any(e["event"] == "worker_store_unavailable" for e in logs) or ended, 15,
+                         "the worker's dequeue to be refused")
+            finally:
+                primary.replicaof("no", "one")
+            assert not ended, f"the worker quit: {ended[0]!r}"
+            assert any("UNBLOCKED" in e.get("error", "") for e in logs), logs
+            run_id = pw.start(flows.two_questions, {})
+            wait_for(lambda: pw.get_run(run_id).status.value == "waiting", 15, "the worker to run the job")
+        finally:
+            worker.stop()
+            loop.join(15)

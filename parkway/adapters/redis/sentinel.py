@@ -15,8 +15,10 @@ goes through (``_connect``). It asks every sentinel and follows the newest confi
 reconnects through ``connect_check_health``), so after a failover its retry dials the old primary's address again
 (redis-py issue #3874): a stall until its retries run out, or, if the old primary came back
 empty on the same port, reads of an empty database. A connection refuses a server that says it
-is not a master (``ROLE``), and turns a ``READONLY`` reply (a master demoted under it) into a
-connection error, so the call is retried on the new master.
+is not a master (``ROLE``), and turns a reply that says its server was demoted under it
+(``READONLY``, or ``UNBLOCKED`` for a blocking read: :func:`demoted`) into a connection error, so
+the call is retried on the new master: a worker waiting for jobs through ``parkway failover`` waits
+on, there.
 
 Everything a connection needs to find the master travels in its keyword arguments, so RQ's
 WorkerPool, which rebuilds its children's connections from the parent pool's class and
@@ -41,10 +43,15 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 
 SCHEME = "redis+sentinel://"
 SENTINEL_TIMEOUT_S = 0.5
+"""longest wait for one sentinel's answer (or connect): a frozen or unreachable one costs this once,
+then is passed over (``SILENT_S``); a dead one (its port refuses) costs nothing"""
 IDLE_RECHECK_S = 1.0
 """a connection that sent nothing for this long asks the sentinels again before its next command
 (a failover takes longer than this: sentinels wait ``down-after-milliseconds`` first)"""
-"""longest wait for one sentinel's answer (or connect): a dead or frozen one costs this, then the next is asked"""
+SILENT_S = 10.0
+"""a sentinel that left a question unanswered within ``SENTINEL_TIMEOUT_S`` is passed over while
+another answers, then, after this long, probed (``PING``) on a thread of its own, off every caller's
+path, and asked again once it answers"""
 
 
 class SentinelUrlError(ValueError):
@@ -142,6 +149,73 @@ def _manager(sentinels: tuple[tuple[str, int], ...], username: str | None, passw
         return found
 
 
+class _Silence:
+    """This process's sentinels that left a question unanswered (by address), and when each is to
+    be probed: a frozen sentinel (its kernel still takes connections, nothing answers) would
+    otherwise cost every discovery its timeout, where a dead one costs nothing. The sync and
+    asyncio clients share it; a forked child starts knowing none (``forget``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.until: dict[tuple[str, int], float] = {}
+        """a silent sentinel's address: when to probe it (``inf`` while a probe is under way)"""
+
+    def forget(self) -> None:
+        self.lock = threading.Lock()  # a fresh one: one held at a fork stays held in the child
+        self.until = {}  # the parent's probes do not run here
+
+    def to_ask(self, sentinels: list[Any]) -> list[Any]:
+        """The ``sentinels`` (redis-py clients) to ask now: those not silent, or, when all are, all of
+        them (nothing else to go on). A silent one whose time is up is probed meanwhile."""
+        now = time.monotonic()
+        heard = []
+        with self.lock:
+            for sentinel in sentinels:
+                address = _address(sentinel)
+                due = self.until.get(address)
+                if due is None:
+                    heard.append(sentinel)
+                elif due <= now:
+                    self.until[address] = float("inf")
+                    threading.Thread(target=self._probe, args=(sentinel,), daemon=True,
+                                     name=f"parkway-sentinel-probe-{address[1]}").start()
+        return heard or sentinels
+
+    def timed_out(self, sentinel: Any) -> None:
+        with self.lock:
+            self.until[_address(sentinel)] = time.monotonic() + SILENT_S
+
+    def _probe(self, sentinel: Any) -> None:
+        """``PING`` the silent ``sentinel`` on a connection of its own: heard again if it answers
+        anything, else silent for another ``SILENT_S``."""
+        kwargs = sentinel.connection_pool.connection_kwargs
+        try:
+            with redis.Redis(host=kwargs.get("host", "localhost"), port=kwargs.get("port", 26379),
+                             username=kwargs.get("username"), password=kwargs.get("password"),
+                             socket_timeout=SENTINEL_TIMEOUT_S, socket_connect_timeout=SENTINEL_TIMEOUT_S,
+                             retry=Retry(NoBackoff(), 0)) as probe:
+                probe.ping()
+            answered = True
+        except rex.ResponseError:  # refused, but it answers
+            answered = True
+        except rex.RedisError:
+            answered = False
+        with self.lock:
+            if answered:
+                self.until.pop(_address(sentinel), None)
+            else:
+                self.until[_address(sentinel)] = time.monotonic() + SILENT_S
+
+
+def _address(sentinel: Any) -> tuple[str, int]:
+    kwargs = sentinel.connection_pool.connection_kwargs
+    return str(kwargs.get("host")), int(kwargs.get("port") or 0)
+
+
+_silence = _Silence()
+os.register_at_fork(after_in_child=_silence.forget)
+
+
 def _newest(answers: list[tuple[int, str, int]], master: str, errors: list[str]) -> tuple[str, int]:
     if not answers:
         said = f": {'; '.join(errors)}" if errors else ""
@@ -163,13 +237,16 @@ def discover(manager: Sentinel, master: str) -> tuple[str, int]:
     switch is made, and ``SENTINEL MASTER`` for its ``config-epoch``) and the highest epoch wins.
     redis-py takes the first sentinel's word, and one that has not heard of a failover names the
     old master, which, back on its port (restarted empty), calls itself a master: its clients
-    would read and write there. (The connection then checks the server's ROLE.)"""
+    would read and write there. (The connection then checks the server's ROLE.) One that left a
+    question unanswered is passed over while others answer (``SILENT_S``), as a dead one is."""
     answers, errors = [], []
-    for sentinel in manager.sentinels:
+    for sentinel in _silence.to_ask(manager.sentinels):
         try:
             address = sentinel.sentinel_get_master_addr_by_name(master)
             state = sentinel.sentinel_master(master)
         except (rex.ConnectionError, rex.TimeoutError, rex.ResponseError) as exc:
+            if isinstance(exc, rex.TimeoutError):
+                _silence.timed_out(sentinel)
             errors.append(f"{sentinel}: {exc!r}")
             continue
         if (answer := _answer(address, state)) is not None:
@@ -180,16 +257,26 @@ def discover(manager: Sentinel, master: str) -> tuple[str, int]:
 async def discover_async(manager: Any, master: str) -> tuple[str, int]:
     """As :func:`discover`, with asyncio clients of the sentinels (``async_sentinels``)."""
     answers, errors = [], []
-    for sentinel in manager.sentinels:
+    for sentinel in _silence.to_ask(manager.sentinels):
         try:
             address = await sentinel.sentinel_get_master_addr_by_name(master)
             state = await sentinel.sentinel_master(master)
         except (rex.ConnectionError, rex.TimeoutError, rex.ResponseError) as exc:
+            if isinstance(exc, rex.TimeoutError):
+                _silence.timed_out(sentinel)
             errors.append(f"{sentinel}: {exc!r}")
             continue
         if (answer := _answer(address, state)) is not None:
             answers.append(answer)
     return _newest(answers, master, errors)
+
+
+def demoted(reply: rex.ResponseError) -> bool:
+    """Whether ``reply`` says its server is no longer a master (the sentinels name another now): a
+    write refused ``READONLY``, or a blocking read (a worker's dequeue, an ``XREAD BLOCK``, a
+    ``WAIT``) ended ``UNBLOCKED`` by the demotion (``parkway failover``'s ``REPLICAOF``), after which
+    the server closes the connection."""
+    return isinstance(reply, rex.ReadOnlyError) or str(reply).startswith("UNBLOCKED")
 
 
 class MasterConnection(redis.Connection):
@@ -248,7 +335,9 @@ class MasterConnection(redis.Connection):
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().read_response(*args, **kwargs)
-        except rex.ReadOnlyError as exc:  # demoted under us: the sentinels name another now
+        except rex.ResponseError as exc:
+            if not demoted(exc):
+                raise
             self.disconnect()  # type: ignore[no-untyped-call]
             raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
 
@@ -284,9 +373,12 @@ def async_sentinels(url: str) -> Any:
 
 def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
     """An asyncio client of the master ``url`` names (a ``redis+sentinel://`` string), found through
-    ``manager`` (``async_sentinels``): its connections ask at every (re)connect, as
-    ``MasterConnection`` does."""
+    ``manager`` (``async_sentinels``): its connections ask at every (re)connect, and a command
+    whose connection is lost or finds its server demoted is sent again (three times at most), as
+    ``MasterConnection``'s are."""
     from redis import asyncio as aioredis
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.backoff import EqualJitterBackoff
 
     spec = parse_sentinel_url(url)
 
@@ -295,9 +387,21 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
             self.host, self.port = await discover_async(manager, spec.master)
             await super()._connect()  # type: ignore[no-untyped-call]
 
+        async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await super().read_response(*args, **kwargs)
+            except rex.ResponseError as exc:  # as MasterConnection's: retried on the new master
+                if not demoted(exc):
+                    raise
+                await self.disconnect()
+                raise rex.ConnectionError(f"{self.host}:{self.port} is no longer the master: {exc}") from exc
+
     max_connections = kwargs.pop("max_connections", None)
+    # a connection lost or found demoted (a failover) is retried, reconnecting where the sentinels
+    # say; a timeout is not: the caller's bound (a frozen master) stays its own
+    retry = AsyncRetry(EqualJitterBackoff(cap=1.0, base=0.1), 3, supported_errors=(rex.ConnectionError,))
     pool = aioredis.ConnectionPool(
         connection_class=AsyncMasterConnection, max_connections=max_connections,
-        db=spec.db, username=spec.username, password=spec.password, **kwargs,
+        db=spec.db, username=spec.username, password=spec.password, retry=retry, **kwargs,
     )
     return aioredis.Redis(connection_pool=pool)

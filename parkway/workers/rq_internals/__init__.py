@@ -110,7 +110,7 @@ Each SimpleWorker method it overrides, and why:
   stopping worker never waits out RQ's one-second join of a thread the reply put back to sleep, and
   never touches the pubsub's connection while the thread reads it;
 - Redis away for now (``store_away``: a lost connection, or a ``NOREPLICAS``, ``READONLY``,
-  ``MASTERDOWN`` or ``LOADING`` reply, as during a failover) is waited out (``_store_away``, with
+  ``UNBLOCKED``, ``MASTERDOWN`` or ``LOADING`` reply, as during a failover) is waited out (``_store_away``, with
   backoff) in ``register_birth``, ``check_for_suspension``, ``heartbeat``,
   ``dequeue_job_and_maintain_ttl`` and ``execute_job`` (the job is then left as a killed worker
   leaves it, to its lease), where RQ's ``Worker.work`` quits on any error it does not expect;

@@ -40,11 +40,12 @@ HEARTBEAT_EVERY = timedelta(seconds=5)
 SUSPENSION_CHECK_EVERY_S = 1.0
 STORE_AWAY_MAX_WAIT_S = 2.0
 """longest pause of the work loop between two tries while Redis is away (see ``store_away``)"""
-AWAY_REPLIES = ("NOREPLICAS", "READONLY", "MASTERDOWN", "LOADING")
+AWAY_REPLIES = ("NOREPLICAS", "READONLY", "UNBLOCKED", "MASTERDOWN", "LOADING")
+"""Redis's error replies that say the primary cannot take the command for now (replicas behind,
+a demoted or loading server; ``UNBLOCKED`` ends a blocking dequeue at a demotion): retried like a
+lost connection, never a reason to quit"""
 LISTENER_WAKE = '{"command": "wake"}'
 """what wakes RQ's listener thread to end it: a command RQ's ``handle_command`` does not know, so ignores"""
-"""Redis's error replies that say the primary cannot take the command for now (replicas behind,
-a demoted or loading server): retried like a lost connection, never a reason to quit"""
 
 
 def store_away(exc: BaseException) -> bool:
