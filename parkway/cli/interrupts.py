@@ -157,11 +157,8 @@ def cmd_interrupt(args: argparse.Namespace) -> int:
         return 0
 
 
+# keyed by the outcomes' values (ResumeOutcome, CancelOutcome are str enums)
 RESUME_EXIT = {"accepted": 0, "already_resolved": 3, "expired": 4, "unknown": 5}
-
-
-CANCEL_EXIT = {"cancelled": 0, "already_resolved": 3}
-
 
 RESUME_STATUSES = (
     "exit status: 0 accepted, 3 already resolved (answered or cancelled before), 4 expired,\n"

@@ -27,7 +27,7 @@ from .common import (
     warn_missing,
     when,
 )
-from .interrupts import CANCEL_EXIT, RESUME_EXIT, RESUME_STATUSES
+from .interrupts import RESUME_EXIT, RESUME_STATUSES
 from .parsing import Subcommands, age, integer, subcommand
 
 if TYPE_CHECKING:
@@ -386,6 +386,10 @@ def _events_so_far(pw: Parkway, run_id: str, after: str) -> Iterator[Event]:
             after = event.id
             if event.id == last:
                 return
+
+
+CANCEL_EXIT = {"cancelled": 0, "already_resolved": 3}
+"""a run's cancel outcome as its exit status (a token's is a resume's: ``RESUME_EXIT``)"""
 
 
 def add_cancel(sub: Subcommands) -> None:
