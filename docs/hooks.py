@@ -122,7 +122,7 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "parkway",
 
 def cli() -> str:
     """``--help`` of ``parkway`` and of each of its commands, as the parser prints it."""
-    from parkway.cli.commands import parser
+    from parkway.cli import parser
 
     os.environ["COLUMNS"] = "100"  # the same wrapping on every machine
     out = []

@@ -25,7 +25,7 @@ import structlog
 
 from parkway import Parkway, RunStatus, Settings, cli
 from parkway.adapters.redis import keys
-from parkway.cli import commands
+from parkway.cli import program
 from parkway.http.app import hash_key
 from tests import flows
 from tests.conftest import SECRET, Closing, Harness
@@ -70,7 +70,7 @@ def in_process(*args: str, env: dict[str, str] | None = None, timeout: float = 3
         sys.stdin = io.StringIO("")
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                status = commands.main(list(args))
+                status = program.main(list(args))
             except SystemExit as exc:  # argparse's usage errors and --help
                 status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     finally:
@@ -546,7 +546,7 @@ def test_a_closed_stdout_ends_the_command_quietly_with_141(redis_url: str, redis
                               stdout=write, stderr=subprocess.PIPE, text=True, timeout=30, stdin=subprocess.DEVNULL)
     finally:
         os.close(write)
-    assert done.returncode == commands.PIPE_CLOSED == 141, done.stderr
+    assert done.returncode == program.PIPE_CLOSED == 141, done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 

@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from parkway import Parkway, RunStatus, Settings, cli
-from parkway.cli import commands
+from parkway.cli import ask, interrupts
 from parkway.runtime.protocol import Interrupt, InterruptRequest, Option
 from tests import flows
 from tests.conftest import SECRET, Harness
@@ -116,10 +116,10 @@ def test_prompt_shows_option_descriptions_and_a_text_limit() -> None:
     choice = InterruptRequest(
         kind="choice", question="Publish?", options=(Option(id="approve", label="Approve", description="now"),)
     )
-    commands.ask(choice, stdin=io.StringIO("1\n"), out=out)
+    ask.ask(choice, stdin=io.StringIO("1\n"), out=out)
     assert "1. Approve [approve] - now" in out.getvalue()
     out = io.StringIO()
-    commands.ask(InterruptRequest(kind="text", question="Name?", max_length=80), stdin=io.StringIO("Ada\n"), out=out)
+    ask.ask(InterruptRequest(kind="text", question="Name?", max_length=80), stdin=io.StringIO("Ada\n"), out=out)
     assert "80 characters" in out.getvalue()
 
 
@@ -129,7 +129,7 @@ def test_prompt_asks_again_after_a_wrong_answer_saying_what_was_wrong() -> None:
         kind="choice", question="Pick", options=(Option(id="red", label="Red"), Option(id="blue", label="Blue"))
     )
     out = io.StringIO()
-    assert commands.ask(request, stdin=io.StringIO("7\ngreen\n2\n"), out=out) == {"selected": "blue"}
+    assert ask.ask(request, stdin=io.StringIO("7\ngreen\n2\n"), out=out) == {"selected": "blue"}
     text = out.getvalue()
     assert text.count("answer (") == 3
     assert "green" in text and "7" in text
@@ -148,7 +148,7 @@ def test_contract_prompt_shows_the_schema_and_asks_again_until_the_json_fits() -
     text that is not JSON and after JSON that breaks the model, saying why, and returns value=."""
     out = io.StringIO()
     answers = io.StringIO('job 7\n{"job_id": "nope"}\n{"job_id": "job-7", "note": "tonight"}\n')
-    answer = commands.ask(_contract_request(), stdin=answers, out=out, contract=flows.pick_job)
+    answer = ask.ask(_contract_request(), stdin=answers, out=out, contract=flows.pick_job)
     assert answer == {"value": {"job_id": "job-7", "note": "tonight"}}
     text = out.getvalue()
     assert "Which job should run?" in text and "pick-job v2" in text
@@ -283,7 +283,7 @@ def test_interrupts_show_times_readably() -> None:
         created_at=1_700_000_000_000, expires_at=1_700_000_000_000 + 15 * 60_000,
     )
     out = io.StringIO()
-    commands._describe(interrupt, out, now=1_700_000_000_000 + 3 * 60_000)
+    interrupts.describe(interrupt, out, now=1_700_000_000_000 + 3 * 60_000)
     text = out.getvalue()
     assert "2023-11-14T22:13:20Z" in text
     assert "waiting since 3m" in text and "expires in 12m" in text

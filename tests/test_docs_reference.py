@@ -48,7 +48,7 @@ def test_the_settings_page_has_every_field_and_every_variable_the_code_reads(hoo
 
 def test_the_cli_page_has_every_command_s_help(hooks: ModuleType) -> None:
     """The page holds `--help` of every command and subcommand of the parser, as it prints it."""
-    from parkway.cli.commands import parser
+    from parkway.cli import parser
 
     page = hooks.cli()
     names = [name for name, _ in hooks._commands(parser())]

@@ -27,7 +27,7 @@ from parkway.adapters.redis import keys
 from parkway.adapters.redis.connection import connect
 from parkway.adapters.redis.replicas import ReplicaAcks
 from parkway.adapters.redis.sentinel import MasterConnection, SentinelSpec, parse_sentinel_url
-from parkway.cli import commands
+from parkway.cli import common
 from parkway.runtime.protocol import ResumeResult
 from parkway.workers import jobs
 from parkway.workers.reconciler import reconcile_once
@@ -106,11 +106,11 @@ def test_the_cli_takes_sentinels_and_a_master_where_it_takes_a_redis_url(monkeyp
     monkeypatch.setenv("PARKWAY_REDIS_PASSWORD", "pw")
     for command in ("worker", "serve", "interrupts", "reconcile"):
         args = cli.parser().parse_args([command, "--redis-sentinels", "h:26379", "--redis-master", "m"])
-        assert parse_sentinel_url(commands._settings(args).redis_url or "") == SentinelSpec((("h", 26379),), "m",
+        assert parse_sentinel_url(common.settings_of(args).redis_url or "") == SentinelSpec((("h", 26379),), "m",
                                                                                         password="pw")
     args = cli.parser().parse_args(["show", "r", "--redis-url", "redis://h:1/0", "--redis-sentinels", "h:1"])
     with pytest.raises(ConfigError, match="not both"):
-        commands._settings(args)
+        common.settings_of(args)
 
 
 def test_a_sentinel_client_connects_with_the_class_that_asks_again() -> None:

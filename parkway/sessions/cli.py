@@ -1,7 +1,9 @@
 """``parkway session ...``: show a session's tree with its parked branches, its events, and act on it.
 
 The CLI has the deployment's Redis, so it acts as the system caller (see
-:mod:`parkway.sessions.rules` for what other callers may do).
+:mod:`parkway.sessions.rules` for what other callers may do). The command comes in through the CLI's
+extension point for features (``parkway.cli.program.FEATURES``): :func:`add` is given the CLI's own
+subcommand builder and client, so this module imports nothing of the CLI.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Client(Protocol):
 
 
 Connect = Callable[[argparse.Namespace], AbstractContextManager[Client]]
-"""how the CLI opens its client for a command's arguments (``parkway.cli``'s)"""
+"""how the CLI opens its client for a command's arguments (``parkway.cli.common.open_client``)"""
 
 USAGE = {
     "open": ("SESSION --agent MODULE:ATTR --owner ID --tenant ID", 0),
@@ -40,9 +42,9 @@ USAGE = {
 """each action's usage and how many words it takes after SESSION"""
 
 
-def add(sub: Any, command: Any, connect: Connect) -> None:
-    """Register ``session`` and its actions; ``command`` is the CLI's subcommand builder, ``connect``
-    opens its client."""
+def add(sub: Any, subcommand: Any, connect: Connect) -> None:
+    """Register ``session`` and its actions, its arguments beside its function; ``subcommand`` is the
+    CLI's subcommand builder (``parkway.cli.parsing.subcommand``), ``connect`` opens its client."""
 
     def cmd_session(args: argparse.Namespace) -> int:
         usage, words = USAGE[args.action]
@@ -51,7 +53,7 @@ def add(sub: Any, command: Any, connect: Connect) -> None:
         with connect(args) as pw:
             return _act(pw.sessions, args)
 
-    s = command(
+    s = subcommand(
         sub,
         "session",
         "show a session (its tree of messages and parked branches), its events, or act on it",
