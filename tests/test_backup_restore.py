@@ -129,13 +129,16 @@ def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_tw
             newer = [_start(pw, f"new{i}") for i in range(3)]
             time.sleep(0.3)
         assert load.errors == []
-        answered_live = [*groups["held"].values(), *groups["later"].values()]
+        answered_tags = [*groups["held"], *groups["later"]]
+        answered_live = [every[t] for t in answered_tags]
         wait_for(lambda: all(pw.get_run(x).status is RunStatus.COMPLETED for x in answered_live),
                  30, "the live world to finish the runs answered around the backup")
     finally:
         logs = [w.stop() for w in workers]
         live.kill()
     assert not any("Traceback" in log for log in logs), logs
+    live_ledger = _ledger(tmp_path / "ledger-live")
+    assert {t: live_ledger[t, "answered blue"] for t in answered_tags} == dict.fromkeys(answered_tags, 1)
 
     # Redis's own trap: a server started with --appendonly yes and no AOF ignores dump.rdb
     naive = RedisServer(tmp_path / "naive", extra=PRODUCTION)
@@ -197,9 +200,11 @@ def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_tw
             rest = [every[t] for t in every if t not in groups["done"]] + loaded
             wait_for(lambda: all(pw2.get_run(x).status is RunStatus.COMPLETED for x in rest), 30,
                      "every restored run to complete")
+            wait_for(lambda: r2.llen(queue) == 0, 10, "the workers to take every copy of every job")
         finally:
             logs2 = [w.stop() for w in workers2]
         assert not any("Traceback" in log for log in logs2), logs2
+        # held and later ran their answer in the live world too: a restore rewinds, it does not dedupe
         ledger = _ledger(tmp_path / "ledger-restored")
         answered = Counter(tag for tag, what in ledger.elements() if what.startswith("answered"))
         expected = {tag: 1 for tag in every if tag not in groups["done"]}
