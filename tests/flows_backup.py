@@ -6,6 +6,8 @@ witness outside Redis that a restore cannot roll back."""
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 from parkway import Workflow, use_interrupt
@@ -30,3 +32,17 @@ def ask_then_record(data: dict[str, Any]) -> dict[str, Any]:
     color = use_interrupt(COLORS, id="color", ttl_ms=600_000)
     note(data, f"answered {color}")  # only the attempt that has the answer
     return {"color": color}
+
+
+busy = Workflow("busy")
+
+
+@busy.node(start=True)
+def hold_the_worker(data: dict[str, Any]) -> dict[str, Any]:
+    """Keeps its worker busy while the file ``data["gate"]`` exists (a gate outside Redis, which a
+    restore does not bring back)."""
+    note(data, "began")
+    while Path(data["gate"]).exists():
+        time.sleep(0.02)
+    note(data, "passed")
+    return {}

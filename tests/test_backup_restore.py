@@ -5,7 +5,6 @@ the backup reads waiting and takes the same answer again, and nothing runs twice
 from __future__ import annotations
 
 import shutil
-import signal
 import threading
 import time
 from collections import Counter
@@ -92,18 +91,21 @@ class Load:
 def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_twice(
     tmp_path: Path, closing: Closing
 ) -> None:
-    """BGSAVE under load, dump.rdb copied, restored into a fresh redis-server: runs completed before
-    the backup stay completed, runs parked at it are back and answerable, runs answered after it read
-    waiting and accept the same answer again with the same token, runs whose answer the backup holds
-    finish from the restored queue (their jobs twice in it, run once), the functions came with the
-    RDB, and the node's own ledger shows each answer handled exactly once in the restored world."""
+    """BGSAVE under load (both workers inside a node, a client starting and answering runs), dump.rdb
+    copied, restored into a fresh redis-server: runs completed before the backup stay completed, runs
+    parked at it are back and answerable, runs answered after it read waiting and accept the same
+    answer again with the same token, runs whose answer the backup holds finish from the restored
+    queue (their jobs twice in it, run once), attempts running at the backup are replayed once, the
+    functions came with the RDB, and the node's own ledger shows each answer handled exactly once in
+    the restored world."""
     live = RedisServer(tmp_path / "live", extra=PRODUCTION)
     live.dir.mkdir()
     live.start()
     r = closing(redis.Redis.from_url(live.url))
     assert r.config_get("appendfsync") == {"appendfsync": "everysec"} and r.config_get("save")["save"]
     pw = closing(_client(live.url))
-    env = {"PARKWAY_LEDGER": str(tmp_path / "ledger-live")}
+    live_ledger = tmp_path / "ledger-live"
+    env = {"PARKWAY_LEDGER": str(live_ledger)}
     workers = [Worker(live.url, SECRET, env=env) for _ in range(2)]
     try:
         groups = {g: {f"{g}{i}": _start(pw, f"{g}{i}") for i in range(n)}
@@ -115,30 +117,31 @@ def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_tw
             assert pw.resume(tokens[tag], selected="red").accepted
         wait_for(lambda: all(pw.get_run(x).status is RunStatus.COMPLETED for x in groups["done"].values()),
                  30, "runs answered before the backup to complete")
+        gate = tmp_path / "gate"
+        gate.touch()
+        busy = {f"busy{i}": pw.start(flows_backup.busy, {"tag": f"busy{i}", "gate": str(gate)}) for i in range(2)}
+        wait_for(lambda: all(_ledger(live_ledger)[t, "began"] for t in busy), 30, "both workers to be busy")
         with Load(live.url) as load:
             time.sleep(0.3)
-            for w in workers:  # the workers hold still: the answers below are in the backup, their jobs queued
-                w.proc.send_signal(signal.SIGSTOP)
-            for tag in groups["held"]:
+            for tag in groups["held"]:  # no worker free: these answers are in the backup, their jobs queued
                 assert pw.resume(tokens[tag], selected="blue").accepted
             backup = _backup(r, live, tmp_path / "backup")
-            for w in workers:
-                w.proc.send_signal(signal.SIGCONT)
+            gate.unlink()
             for tag in groups["later"]:
                 assert pw.resume(tokens[tag], selected="blue").accepted
             newer = [_start(pw, f"new{i}") for i in range(3)]
             time.sleep(0.3)
         assert load.errors == []
         answered_tags = [*groups["held"], *groups["later"]]
-        answered_live = [every[t] for t in answered_tags]
+        answered_live = [every[t] for t in answered_tags] + list(busy.values())
         wait_for(lambda: all(pw.get_run(x).status is RunStatus.COMPLETED for x in answered_live),
                  30, "the live world to finish the runs answered around the backup")
     finally:
         logs = [w.stop() for w in workers]
         live.kill()
     assert not any("Traceback" in log for log in logs), logs
-    live_ledger = _ledger(tmp_path / "ledger-live")
-    assert {t: live_ledger[t, "answered blue"] for t in answered_tags} == dict.fromkeys(answered_tags, 1)
+    in_live = _ledger(live_ledger)
+    assert {t: in_live[t, "answered blue"] for t in answered_tags} == dict.fromkeys(answered_tags, 1)
 
     # Redis's own trap: a server started with --appendonly yes and no AOF ignores dump.rdb
     naive = RedisServer(tmp_path / "naive", extra=PRODUCTION)
@@ -174,6 +177,7 @@ def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_tw
         assert {status[t] for t in groups["later"]} == {RunStatus.WAITING}
         assert {t: _token(pw2, every[t]) for t in groups["later"]} == {t: tokens[t] for t in groups["later"]}
         assert {status[t] for t in groups["held"]} == {RunStatus.QUEUED}
+        assert {pw2.get_run(x).status for x in busy.values()} == {RunStatus.RUNNING}  # lease and all
         for run_id in newer:
             with pytest.raises(RunNotFound):
                 pw2.get_run(run_id)
@@ -197,7 +201,7 @@ def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_tw
             for run_id in loaded:
                 if pw2.wait(run_id, timeout=20).status is RunStatus.WAITING:
                     assert pw2.resume(_token(pw2, run_id), selected="red").accepted
-            rest = [every[t] for t in every if t not in groups["done"]] + loaded
+            rest = [every[t] for t in every if t not in groups["done"]] + loaded + list(busy.values())
             wait_for(lambda: all(pw2.get_run(x).status is RunStatus.COMPLETED for x in rest), 30,
                      "every restored run to complete")
             wait_for(lambda: r2.llen(queue) == 0, 10, "the workers to take every copy of every job")
@@ -210,6 +214,8 @@ def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_tw
         expected = {tag: 1 for tag in every if tag not in groups["done"]}
         expected |= {f"load{load.runs.index(x)}": 1 for x in open_at_restore}
         assert dict(answered) == expected
+        # an attempt running at the backup is replayed in the restored world, once
+        assert {t: ledger[t, "passed"] for t in busy} == dict.fromkeys(busy, 1)
         for tag in groups["later"]:
             assert pw2.get_run(every[tag]).output == {"tag": tag, "color": "blue"}
         for tag in groups["done"]:
