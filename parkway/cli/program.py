@@ -18,27 +18,30 @@ from typing import NoReturn
 from ..runtime.errors import ParkwayError, StoreUnavailable
 from ..runtime.logger import configure_at_first_line
 from ..sessions import cli as session_cli
-from . import demo, interrupts, operations, runs
 from .common import open_client, settings_of, without_password
+from .demo import add_demo
+from .interrupts import add_interrupt, add_interrupts, add_resume
+from .operations import add_check_deploy, add_failover, add_reconcile, add_serve, add_status, add_worker
 from .parsing import Parser, Subcommands, subcommand
+from .runs import add_cancel, add_events, add_fork, add_run, add_runs, add_show
 
 COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
-    operations.add_worker,
-    runs.add_run,
-    runs.add_runs,
-    interrupts.add_interrupts,
-    interrupts.add_interrupt,
-    interrupts.add_resume,
-    runs.add_show,
-    runs.add_events,
-    runs.add_cancel,
-    runs.add_fork,
-    operations.add_check_deploy,
-    operations.add_serve,
-    operations.add_reconcile,
-    operations.add_status,
-    operations.add_failover,
-    demo.add_demo,
+    add_worker,
+    add_run,
+    add_runs,
+    add_interrupts,
+    add_interrupt,
+    add_resume,
+    add_show,
+    add_events,
+    add_cancel,
+    add_fork,
+    add_check_deploy,
+    add_serve,
+    add_reconcile,
+    add_status,
+    add_failover,
+    add_demo,
 )
 """each command's builder (its arguments, beside its function in its group's module), in the order
 `parkway --help` lists them"""
