@@ -2,16 +2,18 @@
 
 ``Parkway.list_interrupts`` builds it from its keywords, ``AsyncParkway`` passes it on, and the HTTP
 API builds it from ``GET /v1/interrupts``' query parameters (``runId``, ``waitMs``, ``tokens``,
-``q``, ...): each argument is checked once, here, on construction, with a ValidationError that names
-it. The client turns it into the store's query (``parkway.runtime.store.InterruptQuery``), unsealing
-the cursor with the deployment's key.
+``q``, ...: this class's fields, declared by ``parkway.http.queries``): each argument is checked
+once, here, on construction, with a ValidationError that names it. The client turns it into the
+store's query (``parkway.runtime.store.InterruptQuery``), unsealing the cursor with the deployment's key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from annotated_types import Interval, Len
 
 from .errors import ValidationError
 from .protocol import RunStatus, check_audience, check_id, check_name
@@ -29,6 +31,10 @@ STATUSES = ("pending", *CLOSED_STATUSES)
 
 Order = Literal["newest", "expiring"]
 Status = Literal["pending", "resolved", "cancelled", "expired"]
+PageSize = Annotated[int, Interval(ge=1, le=MAX_PAGE)]
+WaitMs = Annotated[int, Interval(ge=0, le=MAX_WAIT_MS)]
+SearchText = Annotated[str, Len(1, MAX_SEARCH)]
+"""(the bounds ride on the types, so the HTTP API's query parameters declare the same ones)"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,19 +48,19 @@ class ListingQuery:
     workflow: str | None = None
     run_id: str | None = None
     order: Order = "newest"
-    limit: int = 50
+    limit: PageSize = 50
     cursor: str | None = None
     """a page's ``next_cursor``, as it was given (sealed)"""
     include_tokens: bool = False
-    wait_ms: int = 0
+    wait_ms: WaitMs = 0
     audience: str | None = None
     tenant: str | None = None
     session: str | None = None
     created_after: int | None = None
     created_before: int | None = None
     status: Status = "pending"
-    workflow_prefix: str | None = None
-    search: str | None = None
+    workflow_prefix: SearchText | None = None
+    search: SearchText | None = None
 
     def __post_init__(self) -> None:
         if self.workflow is not None:
@@ -142,11 +148,11 @@ class RunsQuery:
 
     status: str | None = None
     workflow: str | None = None
-    workflow_prefix: str | None = None
+    workflow_prefix: SearchText | None = None
     tenant: str | None = None
     created_after: int | None = None
     created_before: int | None = None
-    limit: int = 50
+    limit: PageSize = 50
     cursor: str | None = None
     """a page's ``next_cursor``, as it was given (sealed)"""
 

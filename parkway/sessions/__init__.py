@@ -6,7 +6,7 @@ The feature in one folder, reaching core only through the executor's extension p
     store.py    its Redis keys' reads and its transitions (``lua/session_*.lua``), on a store's public seam
     client.py   ``pw.sessions`` (:class:`Sessions`): open, send, edit, switch, raise, resume, answer a tool
     branch.py   the branch run's observer (``parkway.runtime.observers``) and ``add_message``
-    http.py     the ``/v1/sessions`` routes (mounted by ``parkway.http.app``)
+    http.py     the ``/v1/sessions`` router (included by ``parkway.http.app``)
     cli.py      ``parkway session ...``
 """
 

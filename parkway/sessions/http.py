@@ -1,7 +1,9 @@
-"""Sessions over HTTP (mounted by :func:`parkway.http.app.create_app`), acting as the key's caller.
+"""Sessions over HTTP: the feature's router (included by :func:`parkway.http.app.create_app`, behind
+the app's caller dependency), acting as the key's caller.
 
-(No ``from __future__ import annotations`` here: FastAPI reads the routes' annotations, and the
-caller dependency is local to ``add_routes``.)
+The routes reach the app only through the request: the caller its dependency found
+(``request.state.caller``), the client and the bounded event streams on ``app.state.surface``
+(:class:`_Surface`). They import nothing of ``parkway.http`` but its problem bodies.
 
 ==================================================  ===========================================
 route                                               what it does
@@ -41,11 +43,13 @@ namespace. 403 when the caller may reach the session but not do this (an interru
 origin, a session-wide raise by a user).
 """
 
+from __future__ import annotations
+
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 import anyio
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -113,127 +117,155 @@ class ToolBody(_Body):
     error: str | None = Field(default=None, max_length=1000)
 
 
-def add_routes(
-    app: FastAPI,
-    sessions: Sessions,
-    caller: Callable[..., Caller],
-    sse: Callable[[Request, str, str, str, Callable[[], bool]], StreamingResponse],
-) -> None:
-    """Mount the session routes; ``caller`` is the app's dependency that authenticates a request,
-    ``sse(request, session_id, after, incarnation, still)`` opens the response that streams a
-    session's events of that incarnation as server-sent event frames (bounded per key: 429 past the
-    bound) while ``still()`` says it may go on."""
-    Who = Annotated[Caller, Depends(caller)]  # noqa: N806 - a type alias FastAPI reads
+class _Surface(Protocol):
+    """What the app keeps on ``app.state.surface`` that the session routes use."""
 
-    @app.post("/v1/sessions", status_code=201, tags=["sessions"], responses=responses(401, 403, 409, 413, 422, 503))
-    def open_session(body: OpenSession, who: Who) -> dict[str, Any]:
-        owner = body.owner or (who.owner if who.role == "user" else None)
-        tenant = body.tenant or who.tenant
-        if owner is None or tenant is None:
-            raise ValidationError("a session needs an owner and a tenant (from the body, or a user's key)")
-        sid = sessions.open(
-            body.agent, owner=owner, tenant=tenant, session_id=body.session_id, ttl_ms=body.ttl_ms, caller=who
-        )
-        return {"sessionId": sid}
+    pw: Any
 
-    @app.get("/v1/sessions/{session_id}", tags=["sessions"], responses=responses(401, 403, 404, 422, 503))
-    def get_session(
-        session_id: str, who: Who, limit: Annotated[int, Query(ge=0, le=1000)] = 100,
-        cursor: Annotated[str | None, Query(max_length=64)] = None,
-        ids: Annotated[str | None, Query(max_length=65 * 100)] = None,
-    ) -> dict[str, Any]:
-        """The session: its facts, its ``outline`` (every message's id, parent and parkedBy, no
-        content) and one page of ``messages`` whole: those after ``cursor`` in id order, or the
-        comma-separated ``ids`` (up to 100); at most ``limit`` (0: the outline alone) and about 1 MB of them.
-        ``nextCursor`` names the next page (null: none left)."""
-        if cursor is not None:
-            check_id(cursor, "cursor")
-        wanted = [check_id(i, "message id") for i in ids.split(",") if i] if ids is not None else None
-        return sessions.page(session_id, caller=who, cursor=cursor, limit=limit, ids=wanted).public()
+    def session_stream(self, request: Request, session_id: str, after: str, incarnation: str,
+                       still: Callable[[], bool]) -> StreamingResponse:
+        """The response that streams a session's events of that incarnation as server-sent event
+        frames (bounded per key: 429 past the bound) while ``still()`` says it may go on."""
 
-    @app.get("/v1/sessions/{session_id}/events", tags=["sessions"], responses=responses(401, 403, 404, 422, 503))
-    def session_events(
-        session_id: str, who: Who, after: str = "0", limit: Annotated[int, Query(ge=1, le=1000)] = 100
-    ) -> list[dict[str, Any]]:
-        """At most ``limit`` events after ``after``, oldest first: ask again with ``after`` = the last
-        one's ``eventId`` for more (an empty list: none yet)."""
-        check_event_id(after)
-        return [
-            {"type": e.type, "eventId": e.id, "ts": e.ts, **e.data}
-            for e in sessions.events(session_id, after=after, caller=who, limit=limit)
-        ]
 
-    @app.get("/v1/sessions/{session_id}/stream", tags=["sessions"], response_class=StreamingResponse,
-             responses=responses(401, 403, 404, 422, 429, 503))
-    async def session_stream(
-        request: Request,
-        session_id: str,
-        who: Who,
-        after: str = "0",
-        last_event_id: Annotated[str | None, Header()] = None,
-    ) -> StreamingResponse:
-        """The session's events as server-sent events, live; reconnect with ``Last-Event-ID``."""
-        start_at = check_event_id(last_event_id or after, "after / Last-Event-ID")
-        # 404 before it opens; then it follows this incarnation of the session only, as long as the
-        # caller may read it (asked again after every read: a session that ends, or whose id is
-        # opened again, ends the stream)
-        inc = await anyio.to_thread.run_sync(lambda: sessions.incarnation(session_id, caller=who))
+def _caller(request: Request) -> Caller:
+    """The caller the app's dependency found (the router is included behind it)."""
+    found: Caller = request.state.caller
+    return found
 
-        def still() -> bool:
-            try:
-                return sessions.incarnation(session_id, caller=who) == inc
-            except (SessionNotFound, SessionDenied):
-                return False
 
-        return sse(request, session_id, start_at, inc, still)
+def _sessions(request: Request) -> Sessions:
+    surface: _Surface = request.app.state.surface
+    found: Sessions = surface.pw.sessions
+    return found
 
-    @app.post("/v1/sessions/{session_id}/messages", status_code=201, tags=["sessions"],
-              responses=responses(401, 403, 404, 409, 413, 422, 503))
-    def send(session_id: str, body: MessageBody, who: Who) -> dict[str, Any]:
-        sent = sessions.send(session_id, body.content, caller=who)
-        return {"messageId": sent.message_id, "runId": sent.run_id}
 
-    @app.post("/v1/sessions/{session_id}/messages/{message_id}/edit", status_code=201, tags=["sessions"],
-              responses=responses(401, 403, 404, 409, 413, 422, 503))
-    def edit(session_id: str, message_id: str, body: MessageBody, who: Who) -> dict[str, Any]:
-        sent = sessions.edit(session_id, message_id, body.content, caller=who)
-        return {"messageId": sent.message_id, "runId": sent.run_id}
+Who = Annotated[Caller, Depends(_caller)]
+Client = Annotated[Sessions, Depends(_sessions)]
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
-    @app.post("/v1/sessions/{session_id}/switch", tags=["sessions"],
-              responses=responses(401, 403, 404, 409, 413, 422, 503))
-    def switch(session_id: str, body: SwitchBody, who: Who) -> dict[str, Any]:
-        return sessions.switch(session_id, body.head, caller=who).public()
 
-    @app.post("/v1/sessions/{session_id}/interrupts", status_code=201, tags=["sessions"],
-              responses=responses(401, 403, 404, 409, 413, 422, 503))
-    def raise_interrupt(session_id: str, body: RaiseBody, who: Who) -> dict[str, Any]:
-        iid = sessions.raise_interrupt(
-            session_id,
-            body.reason,
-            body.payload,
-            caller=who,
-            interrupt_id=body.interrupt_id,
-            anchor=body.anchor,
-            scope=body.scope,
-        )
-        return {"interruptId": iid}
+@router.post("", status_code=201, responses=responses(401, 403, 409, 413, 422, 503))
+def open_session(body: OpenSession, who: Who, sessions: Client) -> dict[str, Any]:
+    owner = body.owner or (who.owner if who.role == "user" else None)
+    tenant = body.tenant or who.tenant
+    if owner is None or tenant is None:
+        raise ValidationError("a session needs an owner and a tenant (from the body, or a user's key)")
+    sid = sessions.open(
+        body.agent, owner=owner, tenant=tenant, session_id=body.session_id, ttl_ms=body.ttl_ms, caller=who
+    )
+    return {"sessionId": sid}
 
-    @app.post("/v1/sessions/{session_id}/resume", tags=["sessions"],
-              responses=responses(401, 403, 404, 409, 410, 413, 422, 503))
-    def resume(session_id: str, body: ResumeInput, who: Who) -> JSONResponse:
-        cleared = sessions.resume_interrupt(session_id, body.interrupt_id, body.payload, caller=who)
-        data = {
-            "outcome": cleared.outcome,
-            "interruptId": cleared.interrupt_id,
-            "runId": cleared.run_id,
-            "parkedBy": list(cleared.parked_by),
-        }
-        status = _CLEARED_STATUS.get(cleared.outcome, 200)
-        return outcome_problem(status, data) if status >= 400 else JSONResponse(data)
 
-    @app.post("/v1/sessions/{session_id}/tools/{tool_call_id}", tags=["sessions"],
-              responses=responses(401, 403, 404, 409, 410, 413, 422, 503))
-    def answer_tool(session_id: str, tool_call_id: str, body: ToolBody, who: Who) -> JSONResponse:
-        result = sessions.answer_tool(session_id, tool_call_id, body.result, error=body.error, caller=who)
-        answered, status = result.model_dump(mode="json", by_alias=True), _TOOL_STATUS[result.outcome]
-        return outcome_problem(status, answered) if status >= 400 else JSONResponse(answered)
+@router.get("/{session_id}", responses=responses(401, 403, 404, 422, 503))
+def get_session(
+    session_id: str, who: Who, sessions: Client, limit: Annotated[int, Query(ge=0, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    ids: Annotated[str | None, Query(max_length=65 * 100)] = None,
+) -> dict[str, Any]:
+    """The session: its facts, its ``outline`` (every message's id, parent and parkedBy, no
+    content) and one page of ``messages`` whole: those after ``cursor`` in id order, or the
+    comma-separated ``ids`` (up to 100); at most ``limit`` (0: the outline alone) and about 1 MB of them.
+    ``nextCursor`` names the next page (null: none left)."""
+    if cursor is not None:
+        check_id(cursor, "cursor")
+    wanted = [check_id(i, "message id") for i in ids.split(",") if i] if ids is not None else None
+    return sessions.page(session_id, caller=who, cursor=cursor, limit=limit, ids=wanted).public()
+
+
+@router.get("/{session_id}/events", responses=responses(401, 403, 404, 422, 503))
+def session_events(
+    session_id: str, who: Who, sessions: Client, after: str = "0",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[dict[str, Any]]:
+    """At most ``limit`` events after ``after``, oldest first: ask again with ``after`` = the last
+    one's ``eventId`` for more (an empty list: none yet)."""
+    check_event_id(after)
+    return [
+        {"type": e.type, "eventId": e.id, "ts": e.ts, **e.data}
+        for e in sessions.events(session_id, after=after, caller=who, limit=limit)
+    ]
+
+
+@router.get("/{session_id}/stream", response_class=StreamingResponse,
+         responses=responses(401, 403, 404, 422, 429, 503))
+async def session_stream(
+    request: Request,
+    session_id: str,
+    who: Who,
+    sessions: Client,
+    after: str = "0",
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """The session's events as server-sent events, live; reconnect with ``Last-Event-ID``."""
+    start_at = check_event_id(last_event_id or after, "after / Last-Event-ID")
+    # 404 before it opens; then it follows this incarnation of the session only, as long as the
+    # caller may read it (asked again after every read: a session that ends, or whose id is
+    # opened again, ends the stream)
+    inc = await anyio.to_thread.run_sync(lambda: sessions.incarnation(session_id, caller=who))
+
+    def still() -> bool:
+        try:
+            return sessions.incarnation(session_id, caller=who) == inc
+        except (SessionNotFound, SessionDenied):
+            return False
+
+    surface: _Surface = request.app.state.surface
+    return surface.session_stream(request, session_id, start_at, inc, still)
+
+
+@router.post("/{session_id}/messages", status_code=201,
+          responses=responses(401, 403, 404, 409, 413, 422, 503))
+def send(session_id: str, body: MessageBody, who: Who, sessions: Client) -> dict[str, Any]:
+    sent = sessions.send(session_id, body.content, caller=who)
+    return {"messageId": sent.message_id, "runId": sent.run_id}
+
+
+@router.post("/{session_id}/messages/{message_id}/edit", status_code=201,
+          responses=responses(401, 403, 404, 409, 413, 422, 503))
+def edit(session_id: str, message_id: str, body: MessageBody, who: Who, sessions: Client) -> dict[str, Any]:
+    sent = sessions.edit(session_id, message_id, body.content, caller=who)
+    return {"messageId": sent.message_id, "runId": sent.run_id}
+
+
+@router.post("/{session_id}/switch",
+          responses=responses(401, 403, 404, 409, 413, 422, 503))
+def switch(session_id: str, body: SwitchBody, who: Who, sessions: Client) -> dict[str, Any]:
+    return sessions.switch(session_id, body.head, caller=who).public()
+
+
+@router.post("/{session_id}/interrupts", status_code=201,
+          responses=responses(401, 403, 404, 409, 413, 422, 503))
+def raise_interrupt(session_id: str, body: RaiseBody, who: Who, sessions: Client) -> dict[str, Any]:
+    iid = sessions.raise_interrupt(
+        session_id,
+        body.reason,
+        body.payload,
+        caller=who,
+        interrupt_id=body.interrupt_id,
+        anchor=body.anchor,
+        scope=body.scope,
+    )
+    return {"interruptId": iid}
+
+
+@router.post("/{session_id}/resume",
+          responses=responses(401, 403, 404, 409, 410, 413, 422, 503))
+def resume(session_id: str, body: ResumeInput, who: Who, sessions: Client) -> JSONResponse:
+    cleared = sessions.resume_interrupt(session_id, body.interrupt_id, body.payload, caller=who)
+    data = {
+        "outcome": cleared.outcome,
+        "interruptId": cleared.interrupt_id,
+        "runId": cleared.run_id,
+        "parkedBy": list(cleared.parked_by),
+    }
+    status = _CLEARED_STATUS.get(cleared.outcome, 200)
+    return outcome_problem(status, data) if status >= 400 else JSONResponse(data)
+
+
+@router.post("/{session_id}/tools/{tool_call_id}",
+          responses=responses(401, 403, 404, 409, 410, 413, 422, 503))
+def answer_tool(session_id: str, tool_call_id: str, body: ToolBody, who: Who, sessions: Client) -> JSONResponse:
+    result = sessions.answer_tool(session_id, tool_call_id, body.result, error=body.error, caller=who)
+    answered, status = result.model_dump(mode="json", by_alias=True), _TOOL_STATUS[result.outcome]
+    return outcome_problem(status, answered) if status >= 400 else JSONResponse(answered)
