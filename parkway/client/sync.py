@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
-from ..http import links
-from ..runtime import cursors, telemetry, tokens
+from ..runtime import cursors, features, links, telemetry, tokens
 from ..runtime.answers import parse_resume_metadata, validate_answer
 from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches, reaches
 from ..runtime.cancel import cancel_run
@@ -72,7 +71,6 @@ from ..runtime.store import (
     StoredEvent,
 )
 from ..runtime.workflow import Workflow
-from ..sessions import Sessions
 
 if TYPE_CHECKING:
     from ..runtime.deploy_check import DeployCheck
@@ -246,9 +244,11 @@ class Parkway:
         raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
 
     @property
-    def sessions(self) -> Sessions:
-        """Sessions: trees of messages answered by an agent workflow (:mod:`parkway.sessions`)."""
-        return Sessions(self)
+    def sessions(self) -> Any:
+        """Sessions: trees of messages answered by an agent workflow (a
+        :class:`parkway.sessions.Sessions` over this client: the ``sessions`` feature's part of it,
+        ``parkway.runtime.features``)."""
+        return features.facet("sessions", self)
 
     def get_run(self, run_id: str) -> Run:
         """The run's current state; ``expired`` once its records are past the TTL."""
@@ -803,7 +803,7 @@ class Parkway:
         """One signed URL per option of the choice interrupt ``token`` names (``{option id: url}``),
         for an e-mail or a chat message; served by ``parkway.http.app`` under ``/a/``. Each expires with the
         interrupt (or after ``ttl_ms``, if sooner), answers only its own option, and works once:
-        see :mod:`parkway.http.links`."""
+        see :mod:`parkway.runtime.links`."""
         _check_text(responder, "responder", 200)
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValidationError("base_url must be an http:// or https:// URL")

@@ -101,9 +101,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.background import BackgroundTask
 
+from .. import problems
 from ..client.sync import Parkway, ends_stream
 from ..config import MIN_TTL_MS, Settings
-from ..runtime import telemetry, tokens
+from ..problems import outcome_problem, problem
+from ..runtime import links, telemetry, tokens
 from ..runtime.authority import Caller, Door, check_overlay, reaches
 from ..runtime.clock import now_ms
 from ..runtime.errors import (
@@ -139,9 +141,7 @@ from ..runtime.protocol import (
     check_name,
 )
 from ..sessions import http as session_http
-from . import links, problems
 from .metrics import ParkwayCollector, Refused
-from .problems import outcome_problem, problem
 
 log = get_logger()
 ROLES = ("system", "machine", "user")
