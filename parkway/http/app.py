@@ -101,7 +101,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.background import BackgroundTask
 
-from .. import problems
+import parkway.problems as problems  # `from .. import problems` would name parkway's root: an arrow up
+
 from ..client.sync import Parkway, ends_stream
 from ..config import MIN_TTL_MS, Settings
 from ..problems import outcome_problem, problem
