@@ -35,7 +35,8 @@ from ..runtime.protocol import (
 )
 from ..runtime.store import RunRecord
 from ..runtime.workflow import Workflow
-from .sync import Parkway, ends_stream, read_window
+from .sync import Parkway
+from .views import ends_stream, read_window
 
 T = TypeVar("T")
 
