@@ -5,6 +5,8 @@ and the packages import each other without a circle. Imports are read statically
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.test_imports import ROOT, cycles, import_graph, module_files
@@ -85,3 +87,18 @@ def test_an_arrow_up_and_a_circle_are_found() -> None:
     assert upward(graph) == ["parkway.client.sync -> parkway.sessions.client (client -> features)"]
     graph["parkway.runtime.store"] = {"parkway.client.sync"}
     assert cycles(unit_graph(graph)) == [["client", "runtime", "sessions"]]
+
+
+def test_a_worker_process_runs_the_features_it_never_imports() -> None:
+    """A process that imports only the job's module (as RQ's own worker does) gets the feature list
+    the top assembles: the sessions' observer is among its executor's extensions, with no feature
+    imported until the features are first asked for."""
+    code = (
+        "import sys\n"
+        "from parkway.workers import jobs\n"
+        "from parkway.runtime import features\n"
+        "before = 'parkway.sessions.branch' in sys.modules\n"
+        "print(before, [type(e).__name__ for e in features.extensions()], [f.name for f in features.features()])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT.parent, capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == "False ['BranchRuns'] ['sessions']", out.stdout + out.stderr
