@@ -1,4 +1,8 @@
-"""What applications call: start, resume, list_interrupts, get_run, stream, wait."""
+"""What applications call: start, resume, list_interrupts, get_run, stream, wait (:class:`Parkway`).
+
+Each call is documented here; the longer paths live beside it in the package: the resume path in
+``answering.py`` (read the token, check the answer, make the record, commit: one pass), the listings
+in ``listings.py``, and what the client returns in ``views.py``."""
 
 from __future__ import annotations
 
@@ -354,6 +358,11 @@ class Parkway:
             again=again,
         )
 
+    def answer_committed(self, answer: Answer, commit: ResumeCommit) -> None:
+        """After an answer's commit (by ``resume`` or a session script): forget the interrupt as
+        read, and enqueue the replay when the store did not hand it off."""
+        self._answering.committed(answer, commit)
+
     def resume_or_start(
         self,
         token: str,
@@ -681,11 +690,6 @@ class Parkway:
 
     def _dispatch(self, run_id: str, step: int, fence: int) -> None:
         self.backend.dispatcher.enqueue(run_id, step, fence)
-
-    def answer_committed(self, answer: Answer, commit: ResumeCommit) -> None:
-        """After an answer's commit (by ``resume`` or a session script): forget the interrupt as
-        read, and enqueue the replay when the store did not hand it off."""
-        self._answering.committed(answer, commit)
 
     def _interrupt(self, record: InterruptRecord, *, include_token: bool) -> Interrupt:
         return interrupt_view(record, self.backend.options.secret, include_token=include_token)
