@@ -207,7 +207,7 @@ def metrics() -> str:
 def errors() -> str:
     """The error tree of ``parkway.errors`` and the HTTP API's problem kinds by status."""
     import parkway.errors as module
-    from parkway.http import problems
+    from parkway import problems
 
     out = ["### Exceptions", "", "Every error parkway raises on purpose (`parkway.errors`), with its base:", "",
            "| error | base | what |", "| --- | --- | --- |"]
@@ -217,7 +217,7 @@ def errors() -> str:
             said = (inspect.getdoc(error) or "").split("\n\n")[0]
             out.append(f"| `{name}` | `{error.__mro__[1].__name__}` | {_md(' '.join(said.split()))} |")
     out += ["", "### Problem details (HTTP)", "", "Every error body has these members "
-            "(from `parkway.http.problems`):", "", "| member | meaning |", "| --- | --- |"]
+            "(from `parkway.problems`):", "", "| member | meaning |", "| --- | --- |"]
     out += [f"| {_md(name)} | {_md(said)} |" for name, said in _rst_table(problems.__doc__ or "")]
     out += ["", "An error with no parkway error behind it is named by its status:", "",
             "| status | `error` | `type` |", "| --- | --- | --- |"]

@@ -9,9 +9,21 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from .runtime import features as _features
+
 if TYPE_CHECKING:
     from ._public import *  # noqa: F403
     from ._public import __all__ as __all__
+
+
+def _assembled() -> tuple[_features.Feature, ...]:
+    """The features this deployment runs (``parkway/extensions.py``), imported when first asked for."""
+    from .extensions import FEATURES
+
+    return FEATURES
+
+
+_features.assemble(_assembled)  # the top hands its feature list to the extension point
 
 
 def __getattr__(name: str) -> Any:

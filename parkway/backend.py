@@ -15,8 +15,7 @@ from .adapters.redis.shard_table import check_alone, check_table
 from .adapters.redis.store import RedisStore
 from .adapters.redis.token_key import token_key
 from .config import Settings
-from .extensions import EXTENSIONS
-from .runtime import executor
+from .runtime import executor, features
 from .runtime.errors import ConfigError, StoreUnavailable
 from .runtime.logger import get_logger
 from .runtime.store import Store
@@ -69,7 +68,7 @@ def build_backend(settings: Settings) -> Backend:
         client.close()  # refused (another key, no Redis): the connection goes with the handle that never was
         raise
     options = executor.Options(
-        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
+        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=features.extensions()
     )
     return Backend(settings, store, dispatcher, options)
 
@@ -108,7 +107,7 @@ def _sharded(settings: Settings) -> Backend:
     secret = settings.secret.encode()  # token_key's, with PARKWAY_SECRET set
     store = ShardedStore(stores, table)
     options = executor.Options(
-        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
+        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=features.extensions()
     )
     return Backend(settings, store, ShardedDispatcher(store, dispatchers), options)
 
@@ -154,7 +153,7 @@ def _embedded(settings: Settings) -> Backend:
         loader=workflows.load,
         lease_ms=settings.lease_ms,
         refer=workflows.register,  # a child workflow defined anywhere, even in __main__, as start() allows
-        extensions=EXTENSIONS,
+        extensions=features.extensions(),
     )
     worker = WorkerThread(server, settings, options)
     dispatcher = EmbeddedDispatcher(client, settings, worker.activity)

@@ -1,9 +1,11 @@
-"""The features that observe runs in the executor (``parkway.runtime.observers``), in the order
-their hooks run: what every worker and every embedded deployment gives ``executor.Options``."""
+"""The features this deployment runs (``parkway.runtime.features``), in the order their observers
+run: assembled here, at the top, and handed to the extension point by the package's root
+(``parkway/__init__.py``); workers, the embedded worker and the client read them there, and import
+no feature."""
 
 from __future__ import annotations
 
-from .runtime.observers import Extension
-from .sessions.branch import BranchRuns
+from .runtime.features import Feature
+from .sessions.feature import SESSIONS
 
-EXTENSIONS: tuple[Extension, ...] = (BranchRuns(),)
+FEATURES: tuple[Feature, ...] = (SESSIONS,)

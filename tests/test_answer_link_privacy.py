@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from parkway import Parkway, Settings
-from parkway.http import links
+from parkway.runtime import links
 from parkway.runtime.errors import MalformedResume
 from tests.conftest import SECRET, Closing
 from tests.procs import Worker

@@ -18,8 +18,8 @@ import httpx
 import pytest
 import redis
 
-from parkway.http import links
 from parkway.http.app import hash_key
+from parkway.runtime import links
 from tests import flows
 from tests.conftest import SECRET, Closing
 from tests.procs import ROOT, WORKFLOWS, Worker, answers, free_port, wait_for

@@ -16,7 +16,7 @@ import redis
 
 from parkway import InterruptPage, Parkway, Settings
 from parkway.adapters.redis import keys
-from parkway.client import sync
+from parkway.client import listings as client_listings
 from parkway.runtime.authority import Caller
 from tests import flows
 from tests.conftest import SECRET, Harness
@@ -85,7 +85,7 @@ def test_a_search_stops_at_its_read_budget_and_its_cursor_reads_on(
     ends short, ``budget_reached``, with a cursor; followed, the cursors find every match once."""
     pw, client = on_redis.pw, on_redis.connection
     assert client is not None
-    monkeypatch.setattr(sync, "READ_BUDGET", 40)
+    monkeypatch.setattr(client_listings, "READ_BUDGET", 40)
     wanted = {pw.start(flows.one_choice, {}, tenant="acme") for _ in range(2)}
     for _ in range(100):
         pw.start(flows.two_questions, {}, tenant="acme")

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from parkway import InvalidAnswer, Parkway, ResumeOutcome, RunStatus, Settings
-from parkway.client.sync import _ReadInterrupts
+from parkway.client.views import ReadInterrupts
 from parkway.runtime.store import InterruptRecord
 from parkway.workers.reconciler import reconcile_once
 from tests import flows
@@ -101,7 +101,7 @@ def _record(i: int) -> InterruptRecord:
 
 
 def test_a_client_keeps_the_interrupts_it_read_last_up_to_its_bound() -> None:
-    read = _ReadInterrupts(3)
+    read = ReadInterrupts(3)
     for i in range(4):
         read.put(_record(i))
     read.put(_record(1))  # read again: the newest once more

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, TypeVar
 
 from ..config import Settings
+from ..runtime import features
 from ..runtime.authority import Caller, Door, Origin
 from ..runtime.deploy_check import DeployCheck
 from ..runtime.listing import ListingQuery, RunsQuery
@@ -32,52 +33,12 @@ from ..runtime.protocol import (
     check_event_id,
     check_id,
 )
-from ..runtime.store import RunRecord, StoredEvent
+from ..runtime.store import RunRecord
 from ..runtime.workflow import Workflow
-from ..sessions import Cleared, Sent, Sessions, SessionView
-from .sync import Parkway, ends_stream, read_window
+from .sync import Parkway
+from .views import ends_stream, read_window
 
 T = TypeVar("T")
-
-
-class AsyncSessions:
-    """``pw.sessions`` awaited: each method is :class:`parkway.sessions.Sessions`'s, with the same
-    arguments (``caller=`` included), run in a worker thread."""
-
-    def __init__(self, sync: Sessions) -> None:
-        self.sync = sync
-
-    async def open(self, agent: Workflow | str, **kwargs: Any) -> str:
-        result: str = await asyncio.to_thread(self.sync.open, agent, **kwargs)
-        return result
-
-    async def send(self, session_id: str, content: str, **kwargs: Any) -> Sent:
-        return await asyncio.to_thread(self.sync.send, session_id, content, **kwargs)
-
-    async def edit(self, session_id: str, message_id: str, content: str, **kwargs: Any) -> Sent:
-        return await asyncio.to_thread(self.sync.edit, session_id, message_id, content, **kwargs)
-
-    async def switch(self, session_id: str, head: str, **kwargs: Any) -> SessionView:
-        return await asyncio.to_thread(self.sync.switch, session_id, head, **kwargs)
-
-    async def get(self, session_id: str, **kwargs: Any) -> SessionView:
-        return await asyncio.to_thread(self.sync.get, session_id, **kwargs)
-
-    async def events(self, session_id: str, **kwargs: Any) -> list[StoredEvent]:
-        return await asyncio.to_thread(self.sync.events, session_id, **kwargs)
-
-    async def raise_interrupt(self, session_id: str, reason: str, payload: Any = None, **kwargs: Any) -> str:
-        result: str = await asyncio.to_thread(self.sync.raise_interrupt, session_id, reason, payload, **kwargs)
-        return result
-
-    async def resume_interrupt(self, session_id: str, interrupt_id: str, payload: Any = None, **kwargs: Any) -> Cleared:
-        return await asyncio.to_thread(self.sync.resume_interrupt, session_id, interrupt_id, payload, **kwargs)
-
-    async def resume(self, session_id: str, resume_input: Any, **kwargs: Any) -> Cleared:
-        return await asyncio.to_thread(self.sync.resume, session_id, resume_input, **kwargs)
-
-    async def answer_tool(self, session_id: str, tool_call_id: str, result: Any = None, **kwargs: Any) -> ResumeResult:
-        return await asyncio.to_thread(self.sync.answer_tool, session_id, tool_call_id, result, **kwargs)
 
 
 NOT_AWAITED = {
@@ -106,9 +67,10 @@ class AsyncParkway:
         self.settings = self.sync.settings
 
     @property
-    def sessions(self) -> AsyncSessions:
-        """Sessions, awaited (:class:`AsyncSessions`)."""
-        return AsyncSessions(self.sync.sessions)
+    def sessions(self) -> Any:
+        """Sessions, awaited (a :class:`parkway.sessions.aio.AsyncSessions`: the ``sessions``
+        feature's part of this client, ``parkway.runtime.features``)."""
+        return features.facet("sessions", self, awaited=True)
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(fn, *args, **kwargs)

@@ -1,36 +1,31 @@
-"""What applications call: start, resume, list_interrupts, get_run, stream, wait."""
+"""What applications call: start, resume, list_interrupts, get_run, stream, wait (:class:`Parkway`).
+
+Each call is documented here; the longer paths live beside it in the package: the resume path in
+``answering.py`` (read the token, check the answer, make the record, commit: one pass), the listings
+in ``listings.py``, and what the client returns in ``views.py``."""
 
 from __future__ import annotations
 
-import math
-import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
-from ..http import links
-from ..runtime import cursors, telemetry, tokens
-from ..runtime.answers import parse_resume_metadata, validate_answer
-from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches, reaches
+from ..runtime import features, links, telemetry, tokens
+from ..runtime.answers import parse_resume_metadata
+from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches
 from ..runtime.cancel import cancel_run
 from ..runtime.clock import now_ms
 from ..runtime.errors import (
-    CorruptRecord,
     InterruptNotFound,
-    InvalidAnswer,
     ParkwayError,
     RunNotFound,
     ValidationError,
-    VersionNotReplayed,
     WaitTimeout,
-    WorkflowError,
 )
-from ..runtime.executor import check_version
 from ..runtime.hooks import CHILD_SEPARATOR
 from ..runtime.listing import ListingQuery, RunsQuery
 from ..runtime.loading import split_ref
@@ -41,16 +36,13 @@ from ..runtime.protocol import (
     DeploymentStatus,
     Event,
     Interrupt,
-    InterruptLifecycle,
     InterruptPage,
     ResumeOrStartResult,
     ResumeOutcome,
     ResumeResult,
     Run,
-    RunError,
     RunPage,
     RunStatus,
-    RunSummary,
     check_depth,
     check_event_id,
     check_id,
@@ -60,41 +52,23 @@ from ..runtime.protocol import (
 from ..runtime.store import (
     Answer,
     ForkOutcome,
-    InterruptListing,
     InterruptQuery,
     InterruptRecord,
-    JournalEntry,
-    Lifecycle,
     NewRun,
     ResumeCommit,
-    RunIndexQuery,
     RunRecord,
     StoredEvent,
 )
 from ..runtime.workflow import Workflow
-from ..sessions import Sessions
+from .answering import Answering, check_text
+from .listings import Listings
+from .views import KNOWN_INTERRUPTS, ReadInterrupts, interrupt_view, read_window, run_view
+from .views import ends_stream as ends_stream  # parkway.http.app imports it from here
 
 if TYPE_CHECKING:
     from ..runtime.deploy_check import DeployCheck
 
 log = get_logger()
-
-def _ALL(found: list[InterruptRecord]) -> list[InterruptRecord]:
-    """A listing's keeper that keeps everything."""
-    return found
-
-
-KNOWN_INTERRUPTS = 1024
-"""how many pending interrupts a client keeps as it read them (listings, lookups), so that answering
-one of them needs no lookup first"""
-
-READ_BUDGET = 2000
-"""index members one listing request reads at most to fill a page of what its caller may see and
-its ``search`` / ``workflow_prefix`` keep: past it the page ends short, ``budget_reached``, with a
-cursor that reads on"""
-PAUSE_WAIT_SLICE_MS = 4_000
-"""longest single blocking read of the pause feed: below the Redis client's 5 s socket timeout"""
-
 
 class Parkway:
     """A handle on one parkway deployment: a Redis with workers, or embedded (the same store
@@ -108,7 +82,9 @@ class Parkway:
         self.settings = settings or (backend.settings if backend else Settings.from_env())
         self.backend = backend or build_backend(self.settings)
         self.store = self.backend.store
-        self._read = _ReadInterrupts(KNOWN_INTERRUPTS)
+        read = ReadInterrupts(KNOWN_INTERRUPTS)  # answered without a lookup: see ``resume``
+        self._listings = Listings(self.store, self.backend.options.secret, read)
+        self._answering = Answering(self.store, self.backend.options, self.settings.modules, read, self._dispatch)
 
     # --- runs -----------------------------------------------------------
 
@@ -246,9 +222,11 @@ class Parkway:
         raise ValidationError(f"start() takes a Workflow or 'module:attribute', not {type(workflow).__name__}")
 
     @property
-    def sessions(self) -> Sessions:
-        """Sessions: trees of messages answered by an agent workflow (:mod:`parkway.sessions`)."""
-        return Sessions(self)
+    def sessions(self) -> Any:
+        """Sessions: trees of messages answered by an agent workflow (a
+        :class:`parkway.sessions.Sessions` over this client: the ``sessions`` feature's part of it,
+        ``parkway.runtime.features``)."""
+        return features.facet("sessions", self)
 
     def get_run(self, run_id: str) -> Run:
         """The run's current state; ``expired`` once its records are past the TTL."""
@@ -265,7 +243,7 @@ class Parkway:
         elif record.waiting_on:
             found = self.store.get_interrupt(run_id, record.waiting_on)
             interrupt = self._interrupt(found, include_token=False) if found else None
-        return _run(record, interrupt)
+        return run_view(record, interrupt)
 
     def wait(self, run_id: str, *, timeout: float = 30.0) -> Run:
         """Block until the run is waiting for a person or finished; raise WaitTimeout after ``timeout`` s.
@@ -355,7 +333,7 @@ class Parkway:
         )
         if isinstance(prepared, ResumeResult):
             return prepared
-        return self._commit_answer(prepared)
+        return self._answering.commit(prepared)
 
     def prepare_answer(
         self,
@@ -375,45 +353,15 @@ class Parkway:
         interrupt answered already is prepared as well (``already_resolved`` only for an answer that
         does not fit it), so that the commit can tell the same answer sent again (a retry after an
         unknown outcome: it reads ``accepted``) from another one."""
-        found = self._lookup(token, request_id, responder, fresh=fresh, resolved=again)
-        if isinstance(found, ResumeResult):
-            return found
-        record, token_hash, read_now = found
-        if read_now is None:  # answered already: only the same answer can read accepted, at the commit
-            try:
-                self._check_version(record)
-                request = record.request
-                if request is None:
-                    raise CorruptRecord("an answered interrupt's record has no request", run_id=record.run_id)
-                contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
-                answer = validate_answer(request, selected=selected, value=value, contract=contract)
-            except (InvalidAnswer, VersionNotReplayed):
-                return ResumeResult(outcome=ResumeOutcome.ALREADY_RESOLVED, run_id=record.run_id,
-                                    request_id=record.request_id)
-            entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
-            event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
-            return self._answer_of(record, token_hash, request_id, entry, event)
-        try:
-            self._check_version(record)
-            request = record.request  # validated where it was asked, and read back by the store's reader
-            if request is None:
-                raise CorruptRecord("an open interrupt's record has no request", run_id=record.run_id)
-            contract = self.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
-            answer = validate_answer(request, selected=selected, value=value, contract=contract)
-        except (InvalidAnswer, VersionNotReplayed) as exc:
-            # checked against the interrupt as this client read it earlier: one that has ended since
-            # gets its outcome, as from a lookup; one still open is refused, and stays open
-            now = now_ms()
-            ended = None if read_now else self._lookup(token, request_id, responder, fresh=True)
-            if isinstance(ended, ResumeResult):
-                return ended
-            if isinstance(exc, InvalidAnswer):  # its lifecycle record counts the refusal
-                failure = telemetry.failure(now, "InvalidAnswer", exc.message, record.capture)
-                self.store.refuse(record.run_id, token_hash, record.request_id, failure, now)
-            raise
-        entry = JournalEntry("interrupt", record.hook_name, answer, request.kind)
-        event = {"requestId": record.request_id, "node": record.node, "responder": responder, "answer": answer}
-        return self._answer_of(record, token_hash, request_id, entry, event)
+        return self._answering.prepare(
+            token, selected=selected, value=value, request_id=request_id, responder=responder, fresh=fresh,
+            again=again,
+        )
+
+    def answer_committed(self, answer: Answer, commit: ResumeCommit) -> None:
+        """After an answer's commit (by ``resume`` or a session script): forget the interrupt as
+        read, and enqueue the replay when the store did not hand it off."""
+        self._answering.committed(answer, commit)
 
     def resume_or_start(
         self,
@@ -471,31 +419,6 @@ class Parkway:
         log.info("run_restarted", run_id=run_id, restarted_from=old, request_id=result.request_id)
         return ResumeOrStartResult(outcome="started", run_id=run_id, request_id=result.request_id, restarted_from=old)
 
-    def _check_version(self, record: InterruptRecord) -> None:
-        """Before an answer is committed: compare the version the interrupt was made under with the
-        workflow's code here, if this process can load it (else the worker that replays checks).
-        A difference is logged; a version the code does not replay raises VersionNotReplayed, and
-        the token is not spent.
-
-        The version is checked here AND by the worker (``executor._carry``), on purpose: the two
-        answer different questions. Here: may this answer be accepted at all? Refusing before the
-        token is spent means an answer is never taken for code that cannot replay it (the person is
-        told now, the interrupt stays open for the right deployment). The worker's: can the code that
-        actually runs this activation replay it? Only it knows (a rolling deploy, a client that cannot
-        load the workflow, an answer committed by another surface), and it gives the activation back
-        queued. Dropping this one would spend tokens on answers no worker can use; dropping the
-        worker's would run unreplayable code. tests/test_versions.py holds both."""
-        if not record.version or not record.ref:
-            return
-        try:
-            workflow = self._workflow_of(record.ref)
-        except WorkflowError:
-            return
-        if record.node in workflow.nodes:
-            refused = check_version(workflow, record.run_id, record.node, record.version, "resume")
-            if refused is not None:
-                raise refused
-
     def _workflow_of(self, ref: str) -> Workflow:
         """The workflow a run records by ``ref``, found as workers find it (embedded: also one
         registered in this process)."""
@@ -515,12 +438,11 @@ class Parkway:
         to take a "denied" path; uncaught, the run ends ``cancelled``). Outcomes are
         those of ``resume``.
         """
-        _check_text(reason, "reason", 1000)
-        found = self._lookup(token, request_id, responder)
+        check_text(reason, "reason", 1000)
+        found = self._answering.lookup(token, request_id, responder)
         if isinstance(found, ResumeResult):
             return found
-        record, token_hash, _ = found
-        return self._cancel_interrupt(record, token_hash, reason, responder)
+        return self._answering.commit(self._answering.cancellation(found, reason, responder))
 
     def cancel(self, run_id: str, *, reason: str | None = None, responder: str | None = None) -> CancelResult:
         """Cancel a run: it ends ``cancelled`` now, and the result says so (``status``).
@@ -541,8 +463,8 @@ class Parkway:
         the word was ``already_finished`` before).
         """
         check_id(run_id, "run id")
-        _check_text(reason, "reason", 1000)
-        _check_text(responder, "responder", 200)
+        check_text(reason, "reason", 1000)
+        check_text(responder, "responder", 200)
         result = cancel_run(self.store, run_id, reason, responder, now_ms)
         if result.outcome is CancelOutcome.CANCELLED:
             log.info("run_cancelled", run_id=run_id, responder=responder)
@@ -608,109 +530,14 @@ class Parkway:
         filtered before paging as ``caller`` is: a page may then hold fewer than ``limit`` items
         while its cursor still goes on.
         """
-        asked = ListingQuery.of(query, keywords)
-        keep = self._keeper(caller, asked.matcher())
-        stored = self._store_query(asked, watch=asked.wait_ms > 0, caller=caller)
-        if stored is None:
-            return InterruptPage(items=())  # another tenant's interrupts: none this caller may list
-        listing = self.store.list_interrupts(stored)
-        if asked.wait_ms and not keep(listing.items) and asked.status == "pending":
-            listing = self._wait_for_pause(stored, listing, time.monotonic() + asked.wait_ms / 1000, keep)
-        return self._page(stored, listing, asked.include_tokens, keep, filtered=keep is not _ALL)
+        return self._listings.interrupts(ListingQuery.of(query, keywords), caller)
 
     def list_watching(self, query: ListingQuery, /, *, caller: Caller | None = None) -> tuple[InterruptPage, str]:
         """``list_interrupts(query)`` once, without waiting, and the position of the pause feed read
         just before that listing: a caller that waits by itself (the HTTP server, asynchronously, many
         listings on one connection) waits for a feed entry past that position, then lists again (a
         pause made since the listing is always past it)."""
-        if not isinstance(query, ListingQuery):
-            raise ValidationError(f"list_watching takes a ListingQuery, not {type(query).__name__}")
-        if query.wait_ms:
-            raise ValidationError("list_watching does not wait: wait for the feed past its position, then list again")
-        keep = self._keeper(caller, query.matcher())
-        stored = self._store_query(query, watch=True, caller=caller)
-        if stored is None:  # another tenant's: nothing, and a position to wait from (read with its own tenant's)
-            own = self._store_query(replace(query, tenant=None, limit=1), watch=True, caller=caller)
-            assert own is not None
-            return InterruptPage(items=()), self.store.list_interrupts(own).feed or "0-0"
-        listing = self.store.list_interrupts(stored)
-        page = self._page(stored, listing, query.include_tokens, keep, filtered=keep is not _ALL)
-        return page, listing.feed or "0-0"
-
-    def _store_query(self, query: ListingQuery, *, watch: bool, caller: Caller | None = None) -> InterruptQuery | None:
-        """The store's query for a listing (it watches the pause feed if it waits), the cursor unsealed
-        (``parkway.runtime.cursors``). A caller bound to a tenant (every user) reads its tenant's
-        index of pending interrupts, not every tenant's (newest order: the index's); None when it
-        asks for another tenant's."""
-        position = None if query.cursor is None else cursors.unseal(self.backend.options.secret, query.cursor)
-        tenant = query.tenant
-        if caller is not None and caller.tenant is not None and query.status == "pending":
-            if tenant is not None and tenant != caller.tenant:
-                return None
-            if query.order == "newest":
-                tenant = caller.tenant
-        return InterruptQuery(
-            query.workflow, query.run_id, query.order, query.limit, position, now_ms(), watch=watch,
-            audience=query.audience, tenant=tenant, session=query.session,
-            created_after=query.created_after, created_before=query.created_before, status=query.status,
-            scan=READ_BUDGET,
-        )
-
-    def _keeper(
-        self, caller: Caller | None, match: Callable[[InterruptRecord], bool] | None = None
-    ) -> Callable[[list[InterruptRecord]], list[InterruptRecord]]:
-        """What of a page ``caller`` may see and ``match`` keeps (all of it without either)."""
-        if caller is not None and not isinstance(caller, Caller):
-            raise ValidationError("caller must be a parkway Caller")
-        if caller is None and match is None:
-            return _ALL
-        if caller is None:
-            return lambda found: [r for r in found if match(r)]  # type: ignore[misc]
-        if match is None:
-            return lambda found: self._may_see(found, caller)
-        return lambda found: self._may_see([r for r in found if match(r)], caller)
-
-    def _page(
-        self,
-        query: InterruptQuery,
-        listing: InterruptListing,
-        include_tokens: bool,
-        keep: Callable[[list[InterruptRecord]], list[InterruptRecord]],
-        *,
-        filtered: bool,
-    ) -> InterruptPage:
-        """The page a caller gets: what it may see, filtered before paging (read on, a page of what is
-        missing at a time, until the page is full, so its cursor follows an item the caller saw, or
-        until ``READ_BUDGET`` index members are read: then the page says so, ``budget_reached``), with
-        the cursor sealed, and the shards that did not answer (``missing_shards``)."""
-        found, next_cursor, spent = keep(listing.items), listing.next_cursor, max(listing.read, len(listing.items))
-        missing = set(listing.missing)
-        while filtered and len(found) < query.limit and next_cursor is not None and spent < READ_BUDGET:
-            left = READ_BUDGET - spent
-            more = self.store.list_interrupts(replace(
-                query, cursor=next_cursor, limit=min(query.limit - len(found), left), watch=False, wait_after=None,
-                scan=left,
-            ))
-            found, next_cursor = found + keep(more.items), more.next_cursor
-            spent += max(more.read, len(more.items), 1)
-            missing.update(more.missing)
-        if query.status == "pending":
-            for record in found:
-                self._read.put(record)
-        items = tuple(self._interrupt(r, include_token=include_tokens) for r in found)
-        sealed = None if next_cursor is None else cursors.seal(self.backend.options.secret, next_cursor)
-        stopped = filtered and len(found) < query.limit and next_cursor is not None and spent >= READ_BUDGET
-        return InterruptPage(items=items, next_cursor=sealed, budget_reached=stopped,
-                             missing_shards=tuple(sorted(missing)))
-
-    def _may_see(self, records: list[InterruptRecord], caller: Caller) -> list[InterruptRecord]:
-        """The interrupts ``caller`` may see: of runs it may answer, by the tenant and owner their
-        runs' summaries were created with (an interrupt whose run has none left: nobody's but an
-        unbound system caller's)."""
-        if caller.role == "system" and caller.tenant is None:
-            return records
-        whose = self.store.authorities(sorted({r.run_id for r in records}))
-        return [r for r in records if r.run_id in whose and reaches(caller, *whose[r.run_id], "list")]
+        return self._listings.watching(query, caller)
 
     def list_runs(self, query: RunsQuery | None = None, /, *, caller: Caller | None = None, **keywords: Any) -> RunPage:
         """Runs, newest first, a page at a time (pass ``next_cursor`` on), from the store-wide run
@@ -729,26 +556,7 @@ class Parkway:
         index entries, so a narrow filter over many runs may give a short (even empty) page whose
         ``next_cursor`` goes on. Cursors are opaque and signed (``parkway.runtime.cursors``).
         """
-        asked = RunsQuery.of(query, keywords)
-        if caller is not None and not isinstance(caller, Caller):
-            raise ValidationError("caller must be a parkway Caller")
-        tenant, owner = asked.tenant, None
-        if caller is not None and caller.tenant is not None:
-            if tenant is not None and tenant != caller.tenant:
-                return RunPage(items=())  # another tenant's runs: none this caller may read
-            tenant = caller.tenant
-        if caller is not None and caller.role == "user":
-            owner = caller.owner
-        position = None if asked.cursor is None else cursors.unseal(self.backend.options.secret, asked.cursor)
-        listing = self.store.list_runs(RunIndexQuery(
-            limit=asked.limit, cursor=position, now=now_ms(), status=asked.status, workflow=asked.workflow,
-            workflow_prefix=asked.workflow_prefix, tenant=tenant, owner=owner, created_after=asked.created_after,
-            created_before=asked.created_before,
-        ))
-        items = [r for r in listing.items if caller is None or reaches(caller, r.tenant, r.owner, "read")]
-        sealed = None if listing.next_cursor is None else cursors.seal(self.backend.options.secret, listing.next_cursor)
-        return RunPage(items=tuple(_run_summary(r) for r in items), next_cursor=sealed,
-                       missing_shards=listing.missing)
+        return self._listings.runs(RunsQuery.of(query, keywords), caller)
 
     def check_run(self, run_id: str, caller: Caller, door: Door = "read") -> RunRecord | None:
         """Raise RunNotFound (as for no run: another tenant's run ids are no oracle) unless ``caller``
@@ -792,10 +600,10 @@ class Parkway:
     def lookup(self, token: str) -> Interrupt | ResumeResult:
         """The interrupt ``token`` can still answer, or the outcome a resume would get now
         (``already_resolved``, ``expired``, ``unknown``); changes nothing."""
-        found = self._lookup(token, None, None, fresh=True)
+        found = self._answering.lookup(token, None, None, fresh=True)
         if isinstance(found, ResumeResult):
             return found
-        return self._interrupt(found[0], include_token=False)
+        return self._interrupt(found.record, include_token=False)
 
     def answer_links(
         self, token: str, base_url: str, *, responder: str | None = None, ttl_ms: int | None = None
@@ -803,8 +611,8 @@ class Parkway:
         """One signed URL per option of the choice interrupt ``token`` names (``{option id: url}``),
         for an e-mail or a chat message; served by ``parkway.http.app`` under ``/a/``. Each expires with the
         interrupt (or after ``ttl_ms``, if sooner), answers only its own option, and works once:
-        see :mod:`parkway.http.links`."""
-        _check_text(responder, "responder", 200)
+        see :mod:`parkway.runtime.links`."""
+        check_text(responder, "responder", 200)
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValidationError("base_url must be an http:// or https:// URL")
         found = self.lookup(token)
@@ -880,158 +688,11 @@ class Parkway:
 
     # --- helpers --------------------------------------------------------
 
-    def _wait_for_pause(
-        self,
-        query: InterruptQuery,
-        listing: InterruptListing,
-        deadline: float,
-        keep: Callable[[list[InterruptRecord]], list[InterruptRecord]],
-    ) -> InterruptListing:
-        """List again after each pause past the feed position read with the last listing (so a pause
-        made since is not missed), until the page has items or ``deadline`` (``time.monotonic()``)
-        passes. Each wait and its listing are one round trip; a pause of another workflow or run
-        wakes it to an empty page, and it waits again (so does a page of nothing ``keep`` keeps)."""
-        while not keep(listing.items):
-            left_ms = math.ceil((deadline - time.monotonic()) * 1000)  # never end short of it
-            if left_ms <= 0:
-                break
-            # the listing runs when the wait ends, but what it finds paused during the wait and woke
-            # it at once: ``now`` as the wait begins leaves out nothing that is still pending
-            block = min(left_ms, PAUSE_WAIT_SLICE_MS)
-            wait = replace(query, now=now_ms(), wait_after=listing.feed or "0-0", wait_ms=block)
-            listing = self.store.list_interrupts(wait)
-        return listing
-
     def _dispatch(self, run_id: str, step: int, fence: int) -> None:
         self.backend.dispatcher.enqueue(run_id, step, fence)
 
-    def _lookup(
-        self, token: str, request_id: str | None, responder: str | None, *, fresh: bool = False,
-        resolved: bool = False,
-    ) -> tuple[InterruptRecord, str, bool | None] | ResumeResult:
-        """The pending interrupt a token names, the token's hash, and whether the interrupt was read
-        from the store now; or the outcome that says why there is none. An interrupt this client
-        listed (or looked up) is taken as it read it, without reading it again, unless ``fresh``: an
-        answer's commit checks that it is still the same pending interrupt (its request id, status
-        and expiry) and says why not, as a lookup would. ``resolved``: an interrupt answered already
-        is returned too (with None for the third part), not cached."""
-        parsed = tokens.parse(token)
-        run_id = parsed.run_id
-        if request_id is not None:
-            check_id(request_id, "request id")
-        _check_text(responder, "responder", 200)
-        if not tokens.verify(self.backend.options.secret, parsed):
-            # not signed by this deployment's key: nothing to look up, and nothing to tell
-            return ResumeResult(outcome=ResumeOutcome.UNKNOWN, run_id=run_id)
-        if request_id is not None and request_id != parsed.request_id:
-            raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        token_hash = tokens.hash_token(token)
-        record = None if fresh else self._read.get(run_id, parsed.request_id)
-        read_now: bool | None = record is None
-        if record is None:
-            lookup = self.store.lookup(run_id, token_hash, now_ms())
-            record = lookup.interrupt
-            if resolved and lookup.outcome == "resolved" and record is not None:
-                self._read.forget(run_id, parsed.request_id)
-                read_now = None
-            elif lookup.outcome != "pending" or record is None:
-                self._read.forget(run_id, parsed.request_id)
-                outcome = _LOOKUP_OUTCOMES.get(lookup.outcome, ResumeOutcome.UNKNOWN)
-                return ResumeResult(outcome=outcome, run_id=run_id, request_id=record.request_id if record else None)
-            else:
-                self._read.put(record)
-        if request_id is not None and request_id != record.request_id:
-            raise InvalidAnswer(f"requestId {request_id!r} does not belong to this token", request_id=request_id)
-        return record, token_hash, read_now
-
-    def _cancel_interrupt(
-        self,
-        record: InterruptRecord,
-        token_hash: str,
-        reason: str | None,
-        responder: str | None,
-        *,
-        dispatch: bool = True,
-    ) -> ResumeResult:
-        """Record a cancellation where the answer would go: the replay's use_interrupt raises (with
-        ``dispatch=False``, no job replays the node: the caller ends the run)."""
-        entry = record.cancellation(reason)
-        event = {"requestId": record.request_id, "node": record.node, "responder": responder, "reason": reason}
-        return self._commit(record, token_hash, None, entry, event, dispatch=dispatch)
-
-    def _commit(
-        self,
-        record: InterruptRecord,
-        token_hash: str,
-        request_id: str | None,
-        entry: JournalEntry,
-        event: dict[str, Any],
-        *,
-        dispatch: bool = True,
-    ) -> ResumeResult:
-        """Commit the answer; the job that replays the node goes with it (the store enqueues it for
-        the fence its commit wrote), or, from a store that cannot, is enqueued after."""
-        return self._commit_answer(self._answer_of(record, token_hash, request_id, entry, event, dispatch=dispatch))
-
-    def _answer_of(
-        self,
-        record: InterruptRecord,
-        token_hash: str,
-        request_id: str | None,
-        entry: JournalEntry,
-        event: dict[str, Any],
-        *,
-        dispatch: bool = True,
-    ) -> Answer:
-        now = now_ms()
-        cancelled = entry.status == "cancelled"
-        end = telemetry.ended(
-            "cancelled" if cancelled else "resumed",
-            now,
-            record.created_at,
-            record.capture,
-            responder=event.get("responder"),
-            reason=event.get("reason"),
-            answer=None if cancelled else entry.value,
-        )
-        return Answer(record, token_hash, request_id, entry, event, now, dispatch, end)
-
-    def _commit_answer(self, answer: Answer) -> ResumeResult:
-        run_id = answer.interrupt.run_id
-        commit = self.store.resume(run_id, answer)
-        self.answer_committed(answer, commit)
-        return ResumeResult(outcome=commit.outcome, run_id=run_id, request_id=commit.request_id)
-
-    def answer_committed(self, answer: Answer, commit: ResumeCommit) -> None:
-        """After an answer's commit (by ``resume`` or a session script): forget the interrupt as
-        read, and enqueue the replay when the store did not hand it off."""
-        run_id, record = answer.interrupt.run_id, answer.interrupt
-        self._read.forget(run_id, record.request_id)  # answered now, or it says why it cannot be
-        if commit.outcome is ResumeOutcome.ACCEPTED:
-            if answer.dispatch and not commit.handed_off:
-                self._dispatch(run_id, commit.step, commit.fence)
-            log.info("resume_accepted", run_id=run_id, request_id=record.request_id, cancelled=answer.cancelled)
-
     def _interrupt(self, record: InterruptRecord, *, include_token: bool) -> Interrupt:
-        token = tokens.mint(self.backend.options.secret, record.run_id, record.request_id) if include_token else None
-        life = record.lifecycle
-        return Interrupt(
-            request_id=record.request_id,
-            run_id=record.run_id,
-            workflow=record.workflow,
-            node=record.node,
-            step=record.step,
-            request=record.request,
-            lifecycle=_lifecycle(life) if life is not None else None,
-            created_at=record.created_at,
-            expires_at=record.expires_at,
-            resume_token=token,
-            root_run_id=record.root_run_id,
-            parent_run_id=record.parent_run_id,
-            version=record.version,
-            audience=record.audience,
-            tenant=record.tenant,
-        )
+        return interrupt_view(record, self.backend.options.secret, include_token=include_token)
 
 
 def _new_run_id(run_id: str | None, tenant: str | None) -> str:
@@ -1058,99 +719,9 @@ def _fork_refused(done: ForkOutcome, run_id: str, step: int, new_id: str) -> Par
     return ValidationError(reason, run_id=run_id, step=step)
 
 
-def read_window(run_id: str, deadline: float | None, timeout: float | None) -> int:
-    """How long (ms) the next blocking read of a stream may wait: at most a second, never past the
-    ``deadline`` (``time.monotonic()``), past which WaitTimeout is raised."""
-    remaining = None if deadline is None else deadline - time.monotonic()
-    if remaining is not None and remaining <= 0:
-        raise WaitTimeout(f"no end of run {run_id}'s stream within {timeout}s", run_id=run_id)
-    return 1000 if remaining is None else max(1, int(min(remaining, 1.0) * 1000))
-
-
-def ends_stream(event_type: str, until: Literal["done", "settled"]) -> bool:
-    """Whether a stream read ``until`` ends at an event of this type."""
-    return event_type == "done" or (until == "settled" and event_type == "interrupt")
-
-
-class _ReadInterrupts:
-    """The pending interrupts a client read last, at most ``size`` (the oldest read goes first), by
-    run and request id (what a verified token names). Safe to share between threads."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._records: dict[tuple[str, str], InterruptRecord] = {}
-        self._lock = threading.Lock()
-
-    def put(self, record: InterruptRecord) -> None:
-        key = (record.run_id, record.request_id)
-        with self._lock:
-            self._records.pop(key, None)
-            self._records[key] = record
-            if len(self._records) > self._size:
-                del self._records[next(iter(self._records))]
-
-    def get(self, run_id: str, request_id: str) -> InterruptRecord | None:
-        with self._lock:
-            return self._records.get((run_id, request_id))
-
-    def forget(self, run_id: str, request_id: str) -> None:
-        with self._lock:
-            self._records.pop((run_id, request_id), None)
-
-
-_LOOKUP_OUTCOMES = {
-    "resolved": ResumeOutcome.ALREADY_RESOLVED,
-    "cancelled": ResumeOutcome.ALREADY_RESOLVED,
-    "expired": ResumeOutcome.EXPIRED,
-}
-
-
-def _lifecycle(life: Lifecycle) -> InterruptLifecycle:
-    """The public form of a lifecycle record (its captured request is the interrupt's ``request``)."""
-    return InterruptLifecycle.model_validate({k: v for k, v in vars(life).items() if k != "request"})
-
-
-def _check_text(value: Any, what: str, limit: int) -> None:
-    if value is not None and (not isinstance(value, str) or len(value) > limit):
-        raise ValidationError(f"{what} must be a string of at most {limit} characters")
-
-
 def _all_workflows(counters: Mapping[str, int], name: str) -> int:
     """A counter summed over its workflows (``<name>:<workflow>``, and ``<name>`` written before
     counters had a workflow)."""
     return sum(v for k, v in counters.items() if k == name or k.rpartition(":")[0] == name)
 
 
-def _run_summary(record: RunRecord) -> RunSummary:
-    """A run as a listing shows it."""
-    return RunSummary(
-        run_id=record.run_id, workflow=record.workflow, status=record.status, node=record.node, step=record.step,
-        created_at=record.created_at, updated_at=record.updated_at, tenant=record.tenant, owner=record.owner,
-        session=record.session, parent_run_id=record.lineage[0][0] if record.lineage else None,
-    )
-
-
-def _run(record: RunRecord, interrupt: Interrupt | None) -> Run:
-    """The run as a caller reads it. Its status is the stored one, never derived from the clock: a
-    run past its interrupt's deadline reads ``waiting`` (the interrupt's ``expires_at`` in the past)
-    until the reconciler applies the expiry policy, since the policy may fail it, replay it or ask
-    again. Only a run that really ends ``expired`` (or whose records are gone) reads so."""
-    status = record.status
-    return Run(
-        run_id=record.run_id,
-        workflow=record.workflow,
-        status=status,
-        node=record.node,
-        step=record.step,
-        input=record.input,
-        data=record.data,
-        output=record.output,
-        error=RunError(**record.error) if record.error else None,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        expires_at=record.expires_at,
-        interrupt=interrupt if status is RunStatus.WAITING else None,
-        tenant=record.tenant,
-        owner=record.owner,
-        session=record.session,
-    )

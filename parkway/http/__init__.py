@@ -14,10 +14,10 @@ or ``parkway serve``), FastAPI's "bigger applications" shape:
     failures.py  parkway's errors as statuses and problem bodies
     bodies.py    the camelCase base of the bodies
 
-and its pages (``static/``), answer links (``links.py``), error bodies as problem details
-(``problems.py``) and the Prometheus metrics it serves (``metrics.py``). The asyncio Redis reads of
+and its pages (``static/``) and the Prometheus metrics it serves (``metrics.py``); answer links
+(``parkway.runtime.links``) and error bodies as problem details (``parkway.problems``) sit where the
+client and the sessions feature reach them too. The asyncio Redis reads of
 streams and the pause watch live in ``parkway.adapters.redis.live``.
 
-Importing this package imports nothing: the client mints answer links (``links``) without the
-``http`` extra installed.
+Importing this package imports nothing.
 """

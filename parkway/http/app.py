@@ -89,11 +89,13 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import Depends, FastAPI
 
+import parkway.problems as problems
+
 from ..client.sync import Parkway
 from ..config import Settings
 from ..runtime.errors import ConfigError
 from ..sessions import http as session_http
-from . import failures, problems
+from . import failures
 from .auth import Key, caller, hash_key, parse_keys
 from .deps import Surface
 from .limits import MAX_BODY_BYTES, MAX_STREAMS_PER_KEY, MAX_STREAMS_PER_TENANT, MAX_WAITING_PER_KEY, BodyLimit

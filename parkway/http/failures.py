@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from ..problems import problem
 from ..runtime.errors import (
     InterruptNotFound,
     ParkwayError,
@@ -18,7 +19,6 @@ from ..runtime.errors import (
 )
 from ..runtime.logger import get_logger
 from .limits import TooMany, too_many
-from .problems import problem
 
 log = get_logger()
 _UNAVAILABLE = "this workflow cannot be started on this server"

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
 
-from .problems import problem
+from ..problems import problem
 
 MAX_STREAMS = 1000
 """event streams one API process holds open at once, one Redis connection each: well under Redis's

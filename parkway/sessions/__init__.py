@@ -1,10 +1,12 @@
 """Sessions: durable trees of messages whose branches park on their own, answered by an agent.
 
-The feature in one folder, reaching core only through the executor's extension point::
+The feature in one folder, reaching core only through its extension points (``parkway.runtime.features``)::
 
     rules.py    who may do what to a session, the client input's shape, the fold of its events
     store.py    its Redis keys' reads and its transitions (``lua/session_*.lua``), on a store's public seam
     client.py   ``pw.sessions`` (:class:`Sessions`): open, send, edit, switch, raise, resume, answer a tool
+    aio.py      ``pw.sessions`` on ``AsyncParkway``: the same, awaited
+    feature.py  the feature as the core meets it (``parkway.runtime.features``), listed by ``parkway.extensions``
     branch.py   the branch run's observer (``parkway.runtime.observers``) and ``add_message``
     http.py     the ``/v1/sessions`` router (included by ``parkway.http.app``)
     cli.py      ``parkway session ...``

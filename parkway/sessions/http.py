@@ -55,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ..config import MIN_TTL_MS
-from ..http.problems import outcome_problem, responses
+from ..problems import outcome_problem, responses
 from ..runtime.authority import Caller
 from ..runtime.errors import SessionDenied, SessionNotFound, ValidationError
 from ..runtime.protocol import MAX_ID_LENGTH, MAX_TTL_MS, ResumeOutcome, check_event_id, check_id

@@ -30,8 +30,7 @@ from ..adapters.redis.errors import translated
 from ..adapters.redis.store import RedisStore
 from ..adapters.redis.token_key import token_key
 from ..config import Settings
-from ..extensions import EXTENSIONS
-from ..runtime import executor
+from ..runtime import executor, features
 from ..runtime.errors import InvalidId
 from ..runtime.logger import get_logger
 from ..runtime.protocol import TENANT_SEPARATOR, WorkerSeen, check_id
@@ -222,7 +221,7 @@ def install(settings: Settings) -> WorkerRuntime:
         client.close()
         raise
     options = executor.Options(
-        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=EXTENSIONS
+        secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=features.extensions()
     )
     uninstall()
     _runtime = WorkerRuntime(os.getpid(), settings, store, options, dispatcher)

@@ -53,7 +53,7 @@ def text(value: Any) -> str:
 
 SOCKET_TIMEOUT_S = 5.0
 """longest wait for one reply, or one send; above read_events' longest XREAD BLOCK (1 s) and a
-waiting listing's (``parkway.client.sync.PAUSE_WAIT_SLICE_MS``, 4 s)"""
+waiting listing's (``parkway.client.listings.PAUSE_WAIT_SLICE_MS``, 4 s)"""
 
 
 CONNECT_TIMEOUT_S = 2.0

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ...problems import responses
 from ..auth import Who, scraper
 from ..bodies import CamelBody
 from ..deps import Client, House
-from ..problems import responses
 
 router = APIRouter(tags=["health"])
 

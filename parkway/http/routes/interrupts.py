@@ -15,6 +15,7 @@ from pydantic import Field
 from ...adapters.redis.layout import pause_wakes
 from ...adapters.redis.live import PauseWatch, ShardedPauseWatch
 from ...client.sync import Parkway
+from ...problems import outcome_problem, problem, responses
 from ...runtime import telemetry, tokens
 from ...runtime.authority import Caller, Door, check_overlay, reaches
 from ...runtime.errors import (
@@ -32,7 +33,6 @@ from ..bodies import CamelBody, dump
 from ..deps import Client, House, Listing, Waiting
 from ..failures import refusal
 from ..metrics import Refused
-from ..problems import outcome_problem, problem, responses
 from ..streams import pause_frames
 
 router = APIRouter(prefix="/v1", tags=["interrupts"], dependencies=[Depends(caller)])

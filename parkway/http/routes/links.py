@@ -12,13 +12,12 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 from ...client.sync import Parkway
-from ...runtime import tokens
+from ...problems import responses
+from ...runtime import links, tokens
 from ...runtime.clock import now_ms
 from ...runtime.errors import MalformedResume, ValidationError
 from ...runtime.protocol import Interrupt, ResumeOutcome, ResumeResult
-from .. import links
 from ..deps import Client, House
-from ..problems import responses
 from .ui import PAGE_HEADERS
 
 router = APIRouter(prefix="/a", tags=["answer links"])

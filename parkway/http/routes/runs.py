@@ -10,13 +10,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
 from ...config import MIN_TTL_MS
+from ...problems import outcome_problem, responses
 from ...runtime.authority import check_overlay
 from ...runtime.errors import RunNotFound
 from ...runtime.protocol import MAX_TTL_MS, CancelOutcome, CancelResult, Run, RunPage, check_event_id, check_id
 from ..auth import Who, caller, own_tenant, shown_error
 from ..bodies import CamelBody, dump
 from ..deps import Client, House, Runs
-from ..problems import outcome_problem, responses
 from ..streams import run_frames
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Depends(caller)])
