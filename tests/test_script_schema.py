@@ -55,7 +55,8 @@ def test_the_session_scripts_come_from_their_package_through_the_loaders_seam() 
     assert session_calls.SessionSwitch.SCHEMA is scripts.schemas()["session_switch"]
     assert "session_send" in _script_names() and not FOLDER.joinpath("session_send.lua").is_file()
     text = scripts.source("session_send", "")
-    assert _read("_session") in text and text.rstrip().endswith(_read("session_send").rstrip())
+    assert scripts.bind_reads(_read("_session")) in text
+    assert text.rstrip().endswith(scripts.bind_reads(_read("session_send")).rstrip())
     for path in resources.files("parkway.adapters").joinpath("redis").iterdir():
         if path.name.endswith(".py"):
             assert "parkway.sessions" not in path.read_text() and "..sessions" not in path.read_text(), path.name
@@ -73,7 +74,7 @@ def test_the_prologue_binds_names_after_the_shared_files() -> None:
     text = scripts.source("redispatch", "")
     assert text.index("local FOLD_MAX") < text.index("local function stale(") < text.index("local K, A\n")
     assert "K = {run = KEYS[1], outbox = KEYS[2]}" in text
-    assert text.rstrip().endswith(FOLDER.joinpath("redispatch.lua").read_text().rstrip())
+    assert text.rstrip().endswith(scripts.bind_reads(FOLDER.joinpath("redispatch.lua").read_text()).rstrip())
 
 
 @pytest.mark.parametrize("name", CONVERTED)

@@ -14,16 +14,16 @@ local function stale(msg) return redis.error_reply('STALE ' .. msg) end
 -- no run under that id (its records expired, or the id was never a run's): a stale fence too
 local function gone() return redis.error_reply('STALE GONE run is gone') end
 
--- Check that the run exists, is at `fence` and in one of `statuses`: its fence, status and step,
--- then the fields `extra` names (read in the same HMGET), or nil and the refusal.
-local function check_fence(run_key, fence, statuses, extra)
-  local cur = redis.call('HMGET', run_key, 'fence', 'status', 'step', unpack(extra or {}))
-  if not cur[1] then return nil, gone() end
-  if cur[1] ~= fence then return nil, stale('run is at fence ' .. cur[1] .. ', the job has ' .. fence) end
+-- Check that the run exists, is at `fence` and in one of `statuses`, from `cur`, the run's hash
+-- as read by the caller (hmget: its fence, status and step, and any fields the caller needs, in
+-- the same HMGET): `cur`, or nil and the refusal.
+local function check_fence(cur, fence, statuses)
+  if not cur.fence then return nil, gone() end
+  if cur.fence ~= fence then return nil, stale('run is at fence ' .. cur.fence .. ', the job has ' .. fence) end
   for _, s in ipairs(statuses) do
-    if cur[2] == s then return cur end
+    if cur.status == s then return cur end
   end
-  return nil, stale('run is ' .. cur[2])
+  return nil, stale('run is ' .. cur.status)
 end
 
 -- The field a token's hash had before token fields were base64url (layout.token_field): `t:` and
@@ -41,7 +41,7 @@ local function hex_token_field(field)
       bits = bits % p
     end
   end
-  return 't:' .. string.sub(table.concat(out), 1, 32)
+  return P.token .. string.sub(table.concat(out), 1, 32)
 end
 local function legacy_token(run, field)
   return redis.call('HGET', run, hex_token_field(field))
@@ -97,7 +97,7 @@ local function keep_records(run, need, keys, summary, retention, now, known)
   if left >= need and left <= keep then return left, false, now and now + left end
   expire_all(keep, keys)
   keep_summary(summary, keep, retention)
-  if not now then redis.call('HDEL', run, 'until') end
+  if not now then redis.call('HDEL', run, F.until_ms) end
   return keep, true, now and now + keep
 end
 
@@ -139,7 +139,7 @@ local function parts_of(given)
     for i = 0, n - 1 do
       out[#out + 1], out[#out + 2] = field .. ':' .. i, string.sub(blob, i * PART_BYTES + 1, (i + 1) * PART_BYTES)
     end
-    past[#past + 1] = {field, n}
+    past[#past + 1] = {field = field, n = n}
   end
   return out, past
 end
@@ -150,11 +150,11 @@ local function hset_parts(key, ...)
   local out, after = parts_of({...})
   redis.call('HSET', key, unpack(out))
   local first = {}
-  for i, f in ipairs(after) do first[i] = f[1] .. ':' .. f[2] end
+  for i, f in ipairs(after) do first[i] = f.field .. ':' .. f.n end
   if redis.call('HDEL', key, unpack(first)) == 0 then return end  -- the usual case: nothing longer was there
   for _, f in ipairs(after) do
-    local n = f[2] + 1
-    while redis.call('HDEL', key, f[1] .. ':' .. n) == 1 do n = n + 1 end
+    local n = f.n + 1
+    while redis.call('HDEL', key, f.field .. ':' .. n) == 1 do n = n + 1 end
   end
 end
 
@@ -177,7 +177,7 @@ end
 -- there to drop (hset_parts' HDEL).
 local function write_closing(summary, k, a)
   local given = {a.end_field, a.ended}
-  if a.created ~= '' then given[3], given[4] = a.created_field, a.created end
+  if a.created ~= '' then given = {a.end_field, a.ended, a.created_field, a.created} end
   redis.call('HSET', summary, unpack((parts_of(given))))
   redis.call('ZADD', k.index, 0, a.member)
 end
@@ -224,21 +224,23 @@ local function fold_fields(stream, out, wf, input)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end
   local fields = {}
-  local base = tonumber(string.match(entries[1][1], '^(%d+)'))
+  local base
   for i, e in ipairs(entries) do
-    local f = e[2]
-    if #f ~= 4 or f[1] ~= 't' or f[3] ~= 'd' or #f[2] > 255 or #f[2] == 0 then return false end
-    local id = e[1]
-    if i > 1 then
+    local id, f = unpack(e)  -- an entry: its id, its (field, value) pairs
+    local t, kind, d, data = unpack(f)
+    if #f ~= 4 or t ~= 't' or d ~= 'd' or #kind > 255 or #kind == 0 then return false end
+    if i == 1 then
+      base = tonumber(string.match(id, '^(%d+)'))
+    else
       local ms, seq = string.match(id, '^(%d+)-(%d+)$')
       id = string.format('%.0f', tonumber(ms) - base) .. (seq == '0' and '' or '-' .. seq)
     end
-    local code = FOLDED_CODES[f[2]]
+    local code = FOLDED_CODES[kind]
     local v
-    if f[2] == 'run.started' and wf and input and f[4] == started_data(wf, input) then
+    if kind == 'run.started' and wf and input and data == started_data(wf, input) then
       v = id .. ' \0\0'  -- its data made again from the run's hash when read (started_data)
     else
-      v = id .. ' ' .. (code and '\0' .. string.char(code) or string.char(#f[2]) .. f[2]) .. f[4]
+      v = id .. ' ' .. (code and '\0' .. string.char(code) or string.char(#kind) .. kind) .. data
     end
     if #v > PART_BYTES then return false end
     fields[#fields + 1] = FOLDED[i]
@@ -283,17 +285,17 @@ end
 -- are dropped.
 local function unfold_entries(run, stream, folded, wf, input)
   if folded == nil then
-    local got = redis.call('HMGET', run, '~0', 'wf', 'input')
-    folded, wf, input = got[1], got[2], got[3]
+    local got = hmget(run, {F.folded_first, F.wf, F.input})
+    folded, wf, input = got.folded_first, got.wf, got.input
   end
   if not folded then return {} end  -- the usual case: nothing folded
   if not wf and string.find(folded, ' \0\0', 1, true) then  -- (its callers read them with ~0)
-    local got = redis.call('HMGET', run, 'wf', 'input')
-    wf, input = got[1], got[2]
+    local got = hmget(run, {F.wf, F.input})
+    wf, input = got.wf, got.input
   end
   if not put_back(stream, folded, nil, wf, input) then return {unpack(FOLDED)} end
   local got = redis.call('HMGET', run, unpack(FOLDED, 2))
-  local moved = {FOLDED[1]}
+  local moved = {F.folded_first}
   local base = tonumber(string.match(folded, '^(%d+)'))
   for i, entry in ipairs(got) do  -- in order, up to the first field not there
     if not entry then break end
@@ -347,10 +349,10 @@ local hand_off
 -- hand_off, on `queues` and `job`), renewing its records. `p`: its run, journal, state, events,
 -- summary and the outbox by those names (a parent block, or a script's own K).
 local function queue_parent(p, parent, step, now, retention, queues, job)
-  local fence = redis.call('HINCRBY', p.run, 'fence', 1)
-  local ttl = redis.call('HGET', p.run, 'ttl')
-  redis.call('HSET', p.run, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', now,
-    'until', tonumber(now) + tonumber(ttl))
+  local fence = redis.call('HINCRBY', p.run, F.fence, 1)
+  local ttl = redis.call('HGET', p.run, F.ttl)
+  redis.call('HSET', p.run, F.status, 'queued', F.waiting, '', F.expires, '', F.updated, now,
+    F.until_ms, tonumber(now) + tonumber(ttl))
   redis.call('ZADD', p.outbox, now, outbox_member(parent, step, fence))
   expire_all(ttl, {p.run, p.journal, p.state, p.events})
   keep_summary(p.summary, ttl, retention)
@@ -409,25 +411,25 @@ end
 -- a few hundred bytes, its output being in the parent's journal).
 local function notify_parent(p, a)
   if not p then return 0 end
-  local cur = redis.call('HMGET', p.run, 'status', 'waiting', 'step', 'rc', 'rs', 'expires', 'fl')
+  local cur = hmget(p.run, {F.status, F.waiting, F.step, F.rc, F.rs, F.expires, F.fl})
   if redis.call('SREM', p.fanout, a.child_id) == 1 then
     redis.call('DEL', p.child_run, p.child_events, p.child_state, p.child_snapshots, p.child_journal)
-    if cur[1] ~= 'queued' and cur[1] ~= 'running' and cur[1] ~= 'waiting' then return 0 end
+    if cur.status ~= 'queued' and cur.status ~= 'running' and cur.status ~= V.waiting then return 0 end
     redis.call('HSET', p.journal, a.field, a.entry)
     xadd_run(p.run, p.events, a.maxlen, a.event_type, a.event)
-    if cur[1] ~= 'waiting' or cur[2] ~= 'children' then return 0 end
-    if redis.call('SCARD', p.fanout) > 0 and tonumber(cur[7] or '0') == 0 then return 0 end
-    return queue_parent(p, a.run_id, cur[3], a.now, a.retention, p.queues, a.job)
+    if cur.status ~= V.waiting or cur.waiting ~= V.children then return 0 end
+    if redis.call('SCARD', p.fanout) > 0 and tonumber(cur.fl or '0') == 0 then return 0 end
+    return queue_parent(p, a.run_id, cur.step, a.now, a.retention, p.queues, a.job)
   end
   -- a child racing the interrupt the parent waits on (use_first, first.lua) wins while it is pending
   -- and before its deadline (the timer's: past it the timer came first, and the reconciler says so)
-  local raced = cur[1] == 'waiting' and cur[4] == a.child_id and redis.call('HGET', p.run, cur[5]) == 'pending'
-    and tonumber(a.now) < (tonumber(cur[6]) or 0)
-  if not raced and (cur[1] ~= 'waiting' or cur[2] ~= 'child:' .. a.child_id) then return 0 end
-  if raced then redis.call('HSET', p.run, cur[5], 'cancelled') end  -- its token now answers nothing
+  local raced = cur.status == V.waiting and cur.rc == a.child_id and redis.call('HGET', p.run, cur.rs) == 'pending'
+    and tonumber(a.now) < (tonumber(cur.expires) or 0)
+  if not raced and (cur.status ~= V.waiting or cur.waiting ~= V.child .. a.child_id) then return 0 end
+  if raced then redis.call('HSET', p.run, cur.rs, 'cancelled') end  -- its token now answers nothing
   redis.call('HSET', p.journal, a.field, a.entry)
   xadd_run(p.run, p.events, a.maxlen, a.event_type, a.event)
-  return queue_parent(p, a.run_id, cur[3], a.now, a.retention, p.queues, a.job)
+  return queue_parent(p, a.run_id, cur.step, a.now, a.retention, p.queues, a.job)
 end
 
 -- Whose a run is: written on the run and its summary when it is created and never changed after, so
@@ -435,7 +437,7 @@ end
 -- session that may have expired). Each absent for none: tenant, owner (a user's runs and a
 -- session's branch runs), origin (the rank of the caller that started it: system, machine,
 -- frontend), session (a branch run's). A child run and a fork copy their run's.
-local AUTHORITY = {'tenant', 'owner', 'origin', 'session'}
+local AUTHORITY = {F.tenant, F.owner, F.origin, F.session}
 
 -- The authority fields `hash` holds, as a flat list of field, value (for HSET).
 local function authority_of(hash)
@@ -502,10 +504,10 @@ end
 local function create_run(k, a, queues, job, auth)
   if redis.call('EXISTS', k.run, k.summary) > 0 then return nil end
   local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
-  redis.call('HSET', k.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
-    'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl,
-    'until', tonumber(a.now) + keep, 'fresh', 1, unpack(auth))
-  redis.call('HSET', k.summary, 'wf', a.workflow, 'status', 'queued', 'created', a.now, 'updated', a.now,
+  redis.call('HSET', k.run, F.wf, a.workflow, F.ref, a.ref, F.status, 'queued', F.node, a.node,
+    F.step, 0, F.fence, 0, F.input, a.input, F.created, a.now, F.updated, a.now, F.ttl, a.ttl,
+    F.until_ms, tonumber(a.now) + keep, F.fresh, 1, unpack(auth))
+  redis.call('HSET', k.summary, F.wf, a.workflow, F.status, 'queued', F.created, a.now, F.updated, a.now,
     unpack(auth))
   keep_summary(k.summary, keep, a.retention)
   list_run(k.runs, a.run_id, a.now)
@@ -541,11 +543,11 @@ end
 -- entry and first job (on `queues`). `auth`: whose it is (field, value pairs); `index`: the run
 -- index (`runs`: see list_run).
 local function start_child(c, a, parent, step, now, maxlen, retention, auth, outbox, queues, index)
-  redis.call('HSET', c.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
-    'step', 0, 'fence', 0, 'input', a.input, 'created', now, 'updated', now, 'ttl', a.ttl,
-    'until', tonumber(now) + tonumber(a.ttl), 'fresh', 1, 'parent', parent, 'pstep', step, 'pfield', a.field,
-    'lineage', a.lineage, unpack(auth))
-  redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now, unpack(auth))
+  redis.call('HSET', c.run, F.wf, a.workflow, F.ref, a.ref, F.status, 'queued', F.node, a.node,
+    F.step, 0, F.fence, 0, F.input, a.input, F.created, now, F.updated, now, F.ttl, a.ttl,
+    F.until_ms, tonumber(now) + tonumber(a.ttl), F.fresh, 1, F.parent, parent, F.pstep, step, F.pfield, a.field,
+    F.lineage, a.lineage, unpack(auth))
+  redis.call('HSET', c.summary, F.wf, a.workflow, F.status, 'queued', F.created, now, F.updated, now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)
   list_run(index.runs, a.run_id, now)
   xadd(c.events, maxlen, 'run.started', a.started)

@@ -12,35 +12,35 @@
 -- the runs below, keeps the mark as long as the root's own lifecycle records (never created here).
 local function mark_gate(root, gate)
   if root == nil or gate == '' or redis.call('EXISTS', root.summary) == 0 then return end
-  redis.call('HSET', root.summary, 'gate:' .. gate, 1)
+  redis.call('HSET', root.summary, P.gate .. gate, 1)
 end
 
 local function park(K, A)
-  local cur, err = check_fence(K.run, A.fence, {'running'}, {'rq', 'rn', 'ans', '~0', 'created', 'until', 'crashes', 'wf', 'input', 'tenant'})
+  local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, F.rq, F.rn, F.ans, F.folded_first, F.created, F.until_ms, F.crashes, F.wf, F.input, F.tenant}), A.fence, {'running'})
   if not cur then return err end
-  if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
+  if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
   redis.call('ZADD', K.expiring, 0, A.member_expiring)
   for _, index in ipairs(K.filters) do redis.call('ZADD', index, 0, A.member_newest) end
   redis.call('SADD', K.workflows, A.workflow)
   redis.call('ZREM', K.leases, A.run_id)
-  local fence = tonumber(cur[1]) + 1
+  local fence = tonumber(cur.fence) + 1
   -- what the run's hash takes, in one HSET: the token field and waiting name the interrupt as rq
   -- does (its request id without the run id); a crash count is reset (no count reads 0: a run that
   -- never crashed has none)
-  local fields = {'status', 'waiting', 'waiting', A.short_id, 'expires', A.expires, 'updated', A.now,
-    'fence', fence, A.token_field, A.short_id, A.status_field, 'pending'}
-  if cur[10] and cur[10] ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'crashes', 0 end
-  if A.paused ~= '' then fields[#fields + 1], fields[#fields + 2] = 'paused', A.paused end
+  local fields = {F.status, V.waiting, F.waiting, A.short_id, F.expires, A.expires, F.updated, A.now,
+    F.fence, fence, A.token_field, A.short_id, A.status_field, 'pending'}
+  if cur.crashes and cur.crashes ~= '0' then fields[#fields + 1], fields[#fields + 2] = F.crashes, 0 end
+  if A.paused ~= '' then fields[#fields + 1], fields[#fields + 2] = F.paused, A.paused end
   -- the run's latest record (its interrupt before this one, answered or expired) keeps its parts
   -- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...
   local dropped = {}
-  if cur[4] then
+  if cur.rq then
     local names = {}
-    for i = 0, tonumber(cur[5]) - 1 do names[#names + 1] = 'r' .. i end
+    for i = 0, tonumber(cur.rn) - 1 do names[#names + 1] = P.record .. i end
     local parts = redis.call('HMGET', K.run, unpack(names))
     for i, name in ipairs(names) do
-      fields[#fields + 1], fields[#fields + 2] = 'r:' .. cur[4] .. ':' .. (i - 1), parts[i]
+      fields[#fields + 1], fields[#fields + 2] = P.earlier .. cur.rq .. ':' .. (i - 1), parts[i]
       dropped[name] = true
     end
   end
@@ -50,23 +50,23 @@ local function park(K, A)
   end
   -- a new pause: the interrupt answered before it (if any) did not fail its replay
   local drop = {}
-  if cur[6] then drop[1] = 'ans' end
+  if cur.ans then drop[#drop + 1] = F.ans end
   for name in pairs(dropped) do drop[#drop + 1] = name end
-  xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event, cur[7], cur[11], cur[12])
+  xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event, cur.folded_first, cur.wf, cur.input)
   for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.ancestor_event) end
   -- `c`: the run's creation, so a reader tells this run's pause from one an earlier holder of its id made;
   -- `t`: its tenant ('' for none), so a waiting listing of another tenant is not woken (layout.pause_wakes)
-  redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id, 'c', cur[8] or '',
-    't', cur[13] or '')
+  redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id, 'c', cur.created or '',
+    't', cur.tenant or '')
   -- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold_fields in
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
   -- and a parked run may wait for hours
-  local folded = fold_fields(K.events, fields, cur[11], cur[12])
+  local folded = fold_fields(K.events, fields, cur.wf, cur.input)
   local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
   local left, _, known = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary,
-    A.retention, A.now, cur[9])
-  if known then fields[#fields + 1], fields[#fields + 2] = 'until', known end
+    A.retention, A.now, cur.until_ms)
+  if known then fields[#fields + 1], fields[#fields + 2] = F.until_ms, known end
   redis.call('HSET', K.run, unpack(fields))
   if #drop > 0 then redis.call('HDEL', K.run, unpack(drop)) end
   if folded then

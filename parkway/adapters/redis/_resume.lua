@@ -14,9 +14,9 @@
 -- K and A are resume.lua's KEYS and ARGV, bound by its header (a session script binds the call it
 -- carries with bind_call(SPEC.resume, ...)).
 local function resume_refused(K, A, delivering)
-  local cur = redis.call('HMGET', K.run, A.token_field, 'expires', 'step', 'kept', 'fence', 'ttl', '~0', 'wf',
-    A.read_status, 'until', 'input')
-  local req = cur[1] or (cur[3] and legacy_token(K.run, A.token_field))
+  local cur = hmget(K.run, {A.token_field, F.expires, F.step, F.kept, F.fence, F.ttl, F.folded_first, F.wf,
+    A.read_status, F.until_ms, F.input})
+  local req = cur[A.token_field] or (cur.step and legacy_token(K.run, A.token_field))
   if not req then
     if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
     return {'unknown'}
@@ -24,19 +24,19 @@ local function resume_refused(K, A, delivering)
   if A.request_id ~= '' and A.request_id ~= req then return {'mismatch', req} end
   -- an answer its session keeps for the run's abandoned branch (session_answer) is the answer: another
   -- one is refused; only the switch back delivers it (`delivering`). A cancellation still goes through.
-  if not delivering and A.status == 'resolved' and cur[4] == req then
+  if not delivering and A.status == 'resolved' and cur.kept == req then
     return {'already_resolved', req}
   end
-  local status = cur[9]
+  local status = cur[A.read_status]
   if A.status_prefix .. req ~= A.read_status then status = redis.call('HGET', K.run, A.status_prefix .. req) end
   if status ~= 'pending' then
     if status == 'expired' then return {'expired', req} end
     return {'already_resolved', req}
   end
-  if tonumber(A.now) >= (tonumber(cur[2]) or 0) then return {'expired', req} end
-  if cur[2] ~= A.expires then return {'moved', req} end
-  return nil, {req = req, step = cur[3], kept = cur[4], fence = cur[5], ttl = cur[6], folded = cur[7],
-    wf = cur[8] or '', known = cur[10], input = cur[11]}
+  if tonumber(A.now) >= (tonumber(cur.expires) or 0) then return {'expired', req} end
+  if cur.expires ~= A.expires then return {'moved', req} end
+  return nil, {req = req, step = cur.step, kept = cur.kept, fence = cur.fence, ttl = cur.ttl,
+    folded = cur.folded_first, wf = cur.wf or '', known = cur.until_ms, input = cur.input}
 end
 
 -- A refusal that is one's own answer sent again (a retry after an unknown outcome: the reply of the
@@ -46,11 +46,12 @@ end
 -- gone once the run ends). Another answer, or a cancellation, stays refused. Only on the refused
 -- path: the commit reads nothing more.
 local function answered_again(K, A, refused)
-  local req = refused[2]
-  if refused[1] ~= 'already_resolved' or A.status ~= 'resolved' or not req then return refused end
-  local at = redis.call('HMGET', K.run, A.status_prefix .. req, 'd:' .. req, 'step', 'fence')
-  if at[1] ~= 'resolved' or at[2] ~= A.digest then return refused end
-  return {'accepted', req, at[3] or 0, at[4] or 0, 1}
+  local why, req = unpack(refused)
+  if why ~= 'already_resolved' or A.status ~= 'resolved' or not req then return refused end
+  local status, digest = A.status_prefix .. req, P.answered .. req
+  local at = hmget(K.run, {status, digest, F.step, F.fence})
+  if at[status] ~= 'resolved' or at[digest] ~= A.digest then return refused end
+  return {'accepted', req, at.step or 0, at.fence or 0, 1}
 end
 
 -- The wait from the interrupt's creation, counted in the histogram's bucket (`buckets`: bounds in s),
@@ -62,8 +63,8 @@ local function count_wait(metrics, created, now, buckets, wf)
   for bound in string.gmatch(buckets, '%S+') do
     if waited <= tonumber(bound) * 1000 then bucket = bound break end
   end
-  redis.call('HINCRBY', metrics, 'wait:' .. wf .. ':' .. bucket, 1)
-  redis.call('HINCRBY', metrics, 'wait:' .. wf .. ':sum_ms', waited)
+  redis.call('HINCRBY', metrics, P.wait .. wf .. ':' .. bucket, 1)
+  redis.call('HINCRBY', metrics, P.wait .. wf .. ':sum_ms', waited)
 end
 
 local function resume_commit(K, A, pending)
@@ -71,18 +72,18 @@ local function resume_commit(K, A, pending)
   for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
   redis.call('HSET', K.journal, A.field, A.entry)
   local fence = tonumber(pending.fence) + 1
-  local fields = {A.status_prefix .. req, A.status, 'status', 'queued', 'waiting', '', 'expires', '',
-    'updated', A.now, 'd:' .. req, A.digest, 'fence', fence}
-  if A.answered ~= '' then fields[#fields + 1], fields[#fields + 2] = 'ans', A.answered end
+  local fields = {A.status_prefix .. req, A.status, F.status, 'queued', F.waiting, '', F.expires, '',
+    F.updated, A.now, P.answered .. req, A.digest, F.fence, fence}
+  if A.answered ~= '' then fields[#fields + 1], fields[#fields + 2] = F.ans, A.answered end
   redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
   redis.call('ZREM', K.newest, A.member_newest)
   redis.call('ZREM', K.expiring, A.member_expiring)
   local drop = {}
-  if pending.kept then drop[1] = 'kept' end
+  if pending.kept then drop[#drop + 1] = F.kept end
   if not pending.folded then xadd(K.events, A.maxlen, A.event_type, A.event) end
   local left, renewed, known = keep_records(K.run, pending.ttl, {K.run, K.journal, K.state, K.events, K.snapshots},
     K.summary, A.retention, A.now, pending.known)
-  if known then fields[#fields + 1], fields[#fields + 2] = 'until', known end
+  if known then fields[#fields + 1], fields[#fields + 2] = F.until_ms, known end
   if not renewed then redis.call('PEXPIRE', K.journal, left) end  -- the answer may be its step's first entry
   if pending.folded then
     -- the events park folded go back to the stream (see unfold), before this one; a stream still there

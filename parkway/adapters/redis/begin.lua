@@ -27,42 +27,39 @@
 -- the run's fields the attempt reads (RUN_FIELDS, from layout.py), read with the fence's check, '~0'
 -- (whether events are folded: see fold_fields) and 'fresh' (no attempt has begun and nothing is in its
 -- journal: create_run writes it, the first begin drops it)
-local READ = {unpack(RUN_FIELDS)}
-READ[#READ + 1] = '~0'
-READ[#READ + 1] = 'fresh'
-local cur, err = check_fence(K.run, A.fence, {'queued', 'running'}, READ)
+local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, unpack(RUN_FIELDS), F.folded_first, F.fresh}),
+  A.fence, {'queued', 'running'})
 if not cur then return err end
-local at = {}
-for i, name in ipairs(READ) do at[name] = cur[3 + i] end
+local at = cur
 local step, journal, member = A.step, K.journal, A.member
 if step == '' then
-  step = cur[3]
+  step = at.step
   journal = string.sub(K.run, 1, -4) .. 'j:' .. step
   member = outbox_member(A.run_id, step, A.fence)
 end
-if cur[3] ~= step then return stale('run is at step ' .. cur[3] .. ', the job has ' .. step) end
-if cur[2] == 'running' then
+if at.step ~= step then return stale('run is at step ' .. at.step .. ', the job has ' .. step) end
+if at.status == 'running' then
   local lease = redis.call('ZSCORE', K.leases, A.run_id)
   if lease and tonumber(lease) > tonumber(A.now) then
     return stale('another attempt holds the lease of this activation')
   end
 end
 if at.fresh == '1' then
-  redis.call('HSET', K.run, 'status', 'running', 'updated', A.now, 'fresh', '')
+  redis.call('HSET', K.run, F.status, 'running', F.updated, A.now, F.fresh, '')
 else
-  redis.call('HSET', K.run, 'status', 'running', 'updated', A.now)
+  redis.call('HSET', K.run, F.status, 'running', F.updated, A.now)
 end
 at.status, at.updated = 'running', A.now
 redis.call('ZADD', K.leases, A.lease_until, A.run_id)
 redis.call('ZREM', K.outbox, member)
-redis.call('HINCRBY', K.metrics, 'attempts', 1)
+redis.call('HINCRBY', K.metrics, F.attempts, 1)
 -- {node, step, replay}: a replay runs the node again over what its journal holds (an answer, a
 -- cancellation, the steps of a lost attempt)
 -- (a run's first attempt has nothing to read: no journal yet)
 local entries = at.fresh == '1' and {} or redis.call('HGETALL', journal)
 local replay = #entries > 0 and '\195' or '\194'
 local started = '\131\164node' .. mp_str(at.node or '') .. '\164step' .. mp_uint(step) .. '\166replay' .. replay
-unfold(K.run, K.events, at['~0'], at.wf, at.input)
+unfold(K.run, K.events, at.folded_first, at.wf, at.input)
 -- a stream that is gone (evicted, or deleted by hand) is made again under the records' remaining life,
 -- never without a TTL; one that is there keeps its own
 if not redis.call('XADD', K.events, 'NOMKSTREAM', 'MAXLEN', '~', A.maxlen, '*', 't', 'node.started', 'd', started) then
@@ -73,9 +70,9 @@ end
 -- interrupts' records or tokens
 local fields = {}
 for _, name in ipairs(RUN_FIELDS) do
-  local value = at[name]
+  local value = at[FIELD_NAME[name]]
   if value then fields[#fields + 1], fields[#fields + 2] = name, value end
-  local racing = name == 'rs' and value and value ~= '' and redis.call('HGET', K.run, value)
+  local racing = name == F.rs and value and value ~= '' and redis.call('HGET', K.run, value)
   if racing then fields[#fields + 1], fields[#fields + 2] = value, racing end
 end
 return {fields, entries}

@@ -11,11 +11,12 @@
 -- finds its run: it returns as the first did, handed off (the first's job, or the outbox, runs it).
 -- Anything else under a taken id is refused.
 local function same_start(run, a, auth)
-  local had = redis.call('HMGET', run, 'wf', 'input', 'tenant', 'owner', 'origin')
-  if had[1] ~= a.workflow or had[2] ~= a.input then return false end
+  local had = hmget(run, {F.wf, F.input, F.tenant, F.owner, F.origin})
+  if had.wf ~= a.workflow or had.input ~= a.input then return false end
   local want = {}
   for i = 1, #auth, 2 do want[auth[i]] = auth[i + 1] end
-  return had[3] == (want.tenant or false) and had[4] == (want.owner or false) and had[5] == (want.origin or false)
+  return had.tenant == (want[F.tenant] or false) and had.owner == (want[F.owner] or false)
+    and had.origin == (want[F.origin] or false)
 end
 
 local auth = authority_arg(A.authority)

@@ -45,30 +45,30 @@
 --   pauses_maxlen  the pause feed's cap
 --   run_id         the run
 --   record...      the record's fields as pairs (see park.lua)
-local state = redis.call('HMGET', K.run, A.status_field, 'expires', 'status', 'waiting', 'rq', 'rn')
-local current = state[2] == A.expires
-if current and state[1] == 'pending' and tonumber(A.now) < (tonumber(state[2]) or 0) then return {'pending'} end
+local state = hmget(K.run, {A.status_field, F.expires, F.status, F.waiting, F.rq, F.rn})
+local current = state.expires == A.expires
+if current and state[A.status_field] == 'pending' and tonumber(A.now) < (tonumber(state.expires) or 0) then return {'pending'} end
 redis.call('ZREM', K.newest, A.member_newest)
 redis.call('ZREM', K.expiring, A.member_expiring)
 for _, index in ipairs(K.left) do redis.call('ZREM', index, A.member_newest) end
-if not current or state[1] ~= 'pending' or state[3] ~= 'waiting' or full_request_id(state[4], A.run_id) ~= A.request_id
-    or state[5] ~= A.short_id then
+if not current or state[A.status_field] ~= 'pending' or state.status ~= V.waiting or full_request_id(state.waiting, A.run_id) ~= A.request_id
+    or state.rq ~= A.short_id then
   return {'gone'}
 end
 redis.call('ZADD', K.newest, 0, A.new_member_newest)
 redis.call('ZADD', K.expiring, 0, A.new_member_expiring)
 for _, index in ipairs(K.joined) do redis.call('ZADD', index, 0, A.new_member_newest) end
-for i = 0, tonumber(state[6]) - 1 do redis.call('HDEL', K.run, 'r' .. i) end
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+for i = 0, tonumber(state.rn) - 1 do redis.call('HDEL', K.run, P.record .. i) end
+local fence = redis.call('HINCRBY', K.run, F.fence, 1)
 local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
-redis.call('HSET', K.run, 'expires', A.new_expires, 'updated', A.now, 'until', tonumber(A.now) + keep_ms,
+redis.call('HSET', K.run, F.expires, A.new_expires, F.updated, A.now, F.until_ms, tonumber(A.now) + keep_ms,
   unpack(A.record))
 xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
 for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.event) end
-local born = redis.call('HMGET', K.run, 'created', 'tenant')
+local born = hmget(K.run, {F.created, F.tenant})
 redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id,
-  'c', born[1] or '', 't', born[2] or '')  -- `c`, `t`: see _park.lua
+  'c', born.created or '', 't', born.tenant or '')  -- `c`, `t`: see _park.lua
 expire_all(keep_ms, {K.run, K.events, K.journal, K.state, K.snapshots})
 keep_summary(K.summary, keep_ms, A.retention)
 keep_ancestors(K.ancestors, keep_ms, A.retention)

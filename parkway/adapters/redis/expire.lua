@@ -41,40 +41,40 @@
 --   expires        ms it expires at, as read
 --   closing: closing  its lifecycle record's end
 --   parent?: parent  the parent's (see notify_parent)
-local state = redis.call('HMGET', K.run, A.status_field, 'expires')
-local current = state[2] == A.expires
-if current and state[1] == 'pending' and tonumber(A.now) < (tonumber(state[2]) or 0) then return {'pending'} end
+local state = hmget(K.run, {A.status_field, F.expires})
+local current = state.expires == A.expires
+if current and state[A.status_field] == 'pending' and tonumber(A.now) < (tonumber(state.expires) or 0) then return {'pending'} end
 redis.call('ZREM', K.newest, A.member_newest)
 redis.call('ZREM', K.expiring, A.member_expiring)
 for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
-if state[1] ~= 'pending' or not current then return {'gone'} end
+if state[A.status_field] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', K.run, A.status_field, A.action == 'timer' and 'cancelled' or 'expired')
 write_closing(K.summary, K.closing, A.closing)
-local cur = redis.call('HMGET', K.run, 'status', 'waiting', 'step', 'wf')
-if cur[1] ~= 'waiting' or full_request_id(cur[2], A.run_id) ~= A.request_id then return {'expired', ''} end
+local cur = hmget(K.run, {F.status, F.waiting, F.step, F.wf})
+if cur.status ~= V.waiting or full_request_id(cur.waiting, A.run_id) ~= A.request_id then return {'expired', ''} end
 local action = A.action
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+local fence = redis.call('HINCRBY', K.run, F.fence, 1)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
 if action == 'cancel' or action == 'answer' or action == 'timer' then
   redis.call('HSET', K.journal, A.field, A.entry)
-  local ttl = redis.call('HGET', K.run, 'ttl')
-  redis.call('HSET', K.run, 'status', 'queued', 'waiting', '', 'expires', '', 'updated', A.now,
-    'until', tonumber(A.now) + tonumber(ttl))
-  redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur[3], fence))
+  local ttl = redis.call('HGET', K.run, F.ttl)
+  redis.call('HSET', K.run, F.status, 'queued', F.waiting, '', F.expires, '', F.updated, A.now,
+    F.until_ms, tonumber(A.now) + tonumber(ttl))
+  redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur.step, fence))
   expire_all(ttl, {K.run, K.events, K.journal, K.state})
   keep_summary(K.summary, ttl, A.retention)
-  return {'expired', action, cur[3], fence}
+  return {'expired', action, cur.step, fence}
 end
 local status = 'expired'
 if action == 'fail' then
   status = 'failed'
-  redis.call('HSET', K.run, 'error', A.error)
+  redis.call('HSET', K.run, F.error, A.error)
   xadd_run(K.run, K.events, A.maxlen, 'run.failed', A.failed_event)
 end
-redis.call('HSET', K.run, 'status', status, 'waiting', '', 'updated', A.now)
-redis.call('HSET', K.summary, 'status', status, 'updated', A.now)
-redis.call('HINCRBY', K.metrics, 'runs:' .. status .. ':' .. (cur[4] or ''), 1)
+redis.call('HSET', K.run, F.status, status, F.waiting, '', F.updated, A.now)
+redis.call('HSET', K.summary, F.status, status, F.updated, A.now)
+redis.call('HINCRBY', K.metrics, P.runs .. status .. ':' .. (cur.wf or ''), 1)
 keep_summary(K.summary, records_left(K.run), A.retention)
 xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
 notify_parent(K.parent, A.parent)
-return {'expired', action, cur[3], fence}
+return {'expired', action, cur.step, fence}

@@ -33,12 +33,12 @@
 --   left           the children left to start after these
 --   job...         the parent's job, should it be queued again (see hand_off)
 --   children...: child  the new children
-local cur, err = check_fence(K.run, A.fence, {'running'})
+local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step}), A.fence, {'running'})
 if not cur then return err end
-if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
+if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
 redis.call('ZREM', K.leases, A.run_id)
 -- the parent outlives its children's records (each child has the parent's TTL from now)
-local keep_ms = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
+local keep_ms = tonumber(redis.call('HGET', K.run, F.ttl)) + tonumber(A.grace)
 local auth = authority_of(K.run)  -- a child is its tree's (tenant, owner...), as use_workflow's is (spawn.lua)
 for i, c in ipairs(K.children) do
   local a = A.children[i]
@@ -49,15 +49,15 @@ for i, c in ipairs(K.children) do
     xadd_run(K.run, K.events, A.maxlen, 'child.started', a.parent_event)
   end
 end
-redis.call('HSET', K.run, 'fl', A.left, 'crashes', 0, 'updated', A.now)
+redis.call('HSET', K.run, F.fl, A.left, F.crashes, 0, F.updated, A.now)
 if redis.call('SCARD', K.fanout) < tonumber(A.live) + #A.children then
   queue_parent(K, A.run_id, A.step, A.now, A.retention, K.queues, A.job)
   expire_all(keep_ms, {K.fanout})
-  return {'queued', redis.call('HGET', K.run, 'fence')}
+  return {'queued', redis.call('HGET', K.run, F.fence)}
 end
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'children', 'expires', '',
-  'until', tonumber(A.now) + keep_ms)
+local fence = redis.call('HINCRBY', K.run, F.fence, 1)
+redis.call('HSET', K.run, F.status, V.waiting, F.waiting, V.children, F.expires, '',
+  F.until_ms, tonumber(A.now) + keep_ms)
 expire_all(keep_ms, {K.run, K.journal, K.state, K.events, K.snapshots, K.fanout})
 keep_summary(K.summary, keep_ms, A.retention)
-return {'waiting', fence}
+return {V.waiting, fence}

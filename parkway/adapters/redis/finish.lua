@@ -44,63 +44,63 @@
 -- End one run (`run`, `state`, `events`, `summary`: its keys) with this call's status, event and
 -- done event: a new fence (its job's commit is refused), its lease released, counted.
 local function end_run(run, state, events, summary, run_id, wf)
-  redis.call('HINCRBY', run, 'fence', 1)
-  local ttl = redis.call('HGET', run, 'ttl')
-  redis.call('HSET', run, 'status', A.status, 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
-  redis.call('HSET', summary, 'status', A.status, 'updated', A.now)
+  redis.call('HINCRBY', run, F.fence, 1)
+  local ttl = redis.call('HGET', run, F.ttl)
+  redis.call('HSET', run, F.status, A.status, F.updated, A.now, F.until_ms, tonumber(A.now) + tonumber(ttl))
+  redis.call('HSET', summary, F.status, A.status, F.updated, A.now)
   redis.call('ZREM', K.leases, run_id)
-  redis.call('HINCRBY', K.metrics, 'runs:' .. A.status .. ':' .. (wf or ''), 1)
+  redis.call('HINCRBY', K.metrics, P.runs .. A.status .. ':' .. (wf or ''), 1)
   xadd_run(run, events, A.maxlen, A.event_type, A.event)
   xadd_run(run, events, A.maxlen, 'done', A.done)
   expire_all(ttl, {run, state, events})
   keep_summary(summary, ttl, A.retention)
 end
 
-local cur = redis.call('HMGET', K.run, 'fence', 'status', 'waiting', 'expires', 'wf')
-if not cur[1] then return gone() end
-if A.fence ~= '' and cur[1] ~= A.fence then return stale('run is at fence ' .. cur[1]) end
-local waiting = cur[2] == 'waiting' and (cur[3] or '') or ''
+local cur = hmget(K.run, {F.fence, F.status, F.waiting, F.expires, F.wf})
+if not cur.fence then return gone() end
+if A.fence ~= '' and cur.fence ~= A.fence then return stale('run is at fence ' .. cur.fence) end
+local waiting = cur.status == V.waiting and (cur.waiting or '') or ''
 -- a run waiting on an interrupt past its deadline, its policy not yet applied (the reconciler
 -- then records the interrupt expired and, the run no longer waiting on it, moves nothing)
-local overdue = waiting ~= '' and tonumber(A.now) >= (tonumber(cur[4]) or math.huge)
-if cur[2] ~= 'queued' and cur[2] ~= 'running' and waiting ~= 'session' and waiting ~= 'children'
+local overdue = waiting ~= '' and tonumber(A.now) >= (tonumber(cur.expires) or math.huge)
+if cur.status ~= 'queued' and cur.status ~= 'running' and waiting ~= V.session and waiting ~= V.children
     and string.sub(waiting, 1, 6) ~= 'child:' and not overdue then
-  return stale('run is ' .. cur[2])
+  return stale('run is ' .. cur.status)
 end
 -- the runs below that end with it, checked before anything changes: {keys, arguments, workflow}
 local named, ends, sets, below = {}, {[A.run_id] = true}, {[A.run_id] = K.fanout}, {}
 for _, a in ipairs(A.below) do named[a.run_id] = true end
 for i, b in ipairs(K.below) do
   local a = A.below[i]
-  local run = redis.call('HMGET', b.run, 'status', 'parent', 'wf', 'waiting', 'rc')
-  local on = run[1] == 'waiting' and (run[4] or '') or ''
-  local child = string.sub(on, 1, 6) == 'child:' and string.sub(on, 7) or nil
-  if ends[a.parent] and run[2] == a.parent
-      and (run[1] == 'queued' or run[1] == 'running' or on == 'children' or child) then
+  local run = hmget(b.run, {F.status, F.parent, F.wf, F.waiting, F.rc})
+  local on = run.status == V.waiting and (run.waiting or '') or ''
+  local child = string.sub(on, 1, #V.child) == V.child and string.sub(on, #V.child + 1) or nil
+  if ends[a.parent] and run.parent == a.parent
+      and (run.status == 'queued' or run.status == 'running' or on == V.children or child) then
     for _, c in ipairs(redis.call('SMEMBERS', b.fanout)) do
       if not named[c] then return stale('run ' .. a.run_id .. ' started ' .. c .. ' since the read') end
     end
-    for _, c in ipairs({child or '', run[5] or ''}) do
+    for _, c in ipairs({child or '', run.rc or ''}) do
       if c ~= '' and not named[c] then return stale('run ' .. a.run_id .. ' started ' .. c .. ' since the read') end
     end
     ends[a.run_id], sets[a.run_id] = true, b.fanout
-    below[#below + 1] = {b, a, run[3]}
+    below[#below + 1] = {k = b, a = a, wf = run.wf}
   end
 end
 if A.status == 'failed' and A.failed_replay ~= '' then
-  local answered = redis.call('HMGET', K.run, 'ans', 'step')
-  if answered[1] then
-    local step, field, output = string.match(answered[1], '^(%d+) (%S+) (%d)$')
-    if step == answered[2] then hset_parts(K.summary, field, output == '1' and A.failed_replay or A.failed_type) end
+  local answered = hmget(K.run, {F.ans, F.step})
+  if answered.ans then
+    local step, field, output = string.match(answered.ans, '^(%d+) (%S+) (%d)$')
+    if step == answered.step then hset_parts(K.summary, field, output == '1' and A.failed_replay or A.failed_type) end
   end
 end
-if A.error ~= '' then redis.call('HSET', K.run, 'error', A.error) end
-end_run(K.run, K.state, K.events, K.summary, A.run_id, cur[5])
+if A.error ~= '' then redis.call('HSET', K.run, F.error, A.error) end
+end_run(K.run, K.state, K.events, K.summary, A.run_id, cur.wf)
 -- a node's error (not a cancellation): a failed attempt, as each retried one is (write_entry.lua's counts)
-if A.status == 'failed' and A.error ~= '' then redis.call('HINCRBY', K.metrics, 'failures:' .. (cur[5] or ''), 1) end
+if A.status == 'failed' and A.error ~= '' then redis.call('HINCRBY', K.metrics, P.failures .. (cur.wf or ''), 1) end
 for _, r in ipairs(below) do
-  local b, a = r[1], r[2]
-  end_run(b.run, b.state, b.events, b.summary, a.run_id, r[3])
+  local b, a = r.k, r.a
+  end_run(b.run, b.state, b.events, b.summary, a.run_id, r.wf)
   redis.call('SREM', sets[a.parent], a.run_id)  -- ended: no longer a live child of its fan-out
 end
 notify_parent(K.parent, A.parent)

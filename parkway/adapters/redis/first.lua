@@ -21,15 +21,15 @@
 --   field          the parent's journal field for the child's outcome (w:<id>)
 --   child: new_run  the child run
 --   job...         its first job (see hand_off)
-local cur, err = check_fence(K.park.run, A.park.fence, {'running'})
+local cur, err = check_fence(hmget(K.park.run, {F.fence, F.status, F.step}), A.park.fence, {'running'})
 if not cur then return err end
-if cur[3] ~= A.park.step then return stale('run is at step ' .. cur[3]) end
+if cur.step ~= A.park.step then return stale('run is at step ' .. cur.step) end
 redis.call('HSET', K.park.journal, A.check_field, A.check_entry)
-redis.call('HSET', K.park.run, 'rc', A.child_id, 'rs', A.park.status_field)
+redis.call('HSET', K.park.run, F.rc, A.child_id, F.rs, A.park.status_field)
 -- the child is its tree's (tenant, owner...), as use_workflow's is (spawn.lua)
 if create_run(K.child, A.child, K.queues, A.job, authority_of(K.park.run)) ~= nil then  -- nil: it exists already
-  redis.call('HSET', K.child.run, 'parent', A.park.run_id, 'pstep', A.park.step, 'pfield', A.field,
-    'lineage', A.lineage)
+  redis.call('HSET', K.child.run, F.parent, A.park.run_id, F.pstep, A.park.step, F.pfield, A.field,
+    F.lineage, A.lineage)
   xadd_run(K.park.run, K.park.events, A.park.maxlen, 'child.started', A.started)
 end
 return park(K.park, A.park)

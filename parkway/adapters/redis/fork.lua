@@ -13,17 +13,17 @@
 --   step           the activation re-opened
 --   new: new_run   the new run (its node '': this script reads the step's)
 --   job...         its first job (see hand_off)
-local cur = redis.call('HMGET', K.old_run, 'step', 'node', 'parent')
-if not cur[1] then
+local cur = hmget(K.old_run, {F.step, F.node, F.parent})
+if not cur.step then
   if redis.call('EXISTS', K.old_summary) == 1 then return {'expired'} end
   return {'unknown'}
 end
-if cur[3] then return {'child'} end
+if cur.parent then return {'child'} end
 local step = tonumber(A.step)
-if step > tonumber(cur[1]) then return {'range', cur[1]} end
+if step > tonumber(cur.step) then return {'range', cur.step} end
 -- the run's current step (running, waiting, or the last of a run that ended) ran the run's node
 local node = redis.call('HGET', K.old_snapshots, step .. ':node')
-if not node and step == tonumber(cur[1]) then node = cur[2] end
+if not node and step == tonumber(cur.step) then node = cur.node end
 if not node or (step > 0 and redis.call('HEXISTS', K.old_snapshots, step) == 0) then return {'lost'} end
 A.new.node = node
 -- a fork is its run's: the same tenant, owner and origin

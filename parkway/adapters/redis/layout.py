@@ -7,7 +7,9 @@ functions are sans-IO: they take Redis's raw replies (an ``HGETALL`` as ``{bytes
 ``XREAD`` as redis-py returns it) and return parkway's records, or, for a read of several round
 trips, are a plan (``read_events``) that a sync or an asyncio driver runs. The keys themselves
 are :mod:`.keys`'; the names of journal fields are the runtime's (:mod:`parkway.runtime.journal`).
-The Lua scripts write the same fields: the names they use are listed here with their meaning.
+The Lua scripts write the same fields, named from here: ``HASH_FIELDS``, ``HASH_PREFIXES`` and
+``STORED_VALUES`` are generated into every script (``F.status``, ``P.status .. req``, ``V.waiting``:
+``scripts.fields_lua``), and a script reads a hash by those names (``hmget``), never spelling one.
 
 Sizes. Every field name and value of a run's hash is at most ``PART_BYTES`` (64) bytes, so the
 hash keeps Redis's compact listpack encoding (``hash-max-listpack-value``) where one longer
@@ -140,6 +142,15 @@ ANSWERED_PREFIX = "d:"
 """an answered interrupt's field in the run hash: ``d:<req>``, the digest of its journal entry and
 responder (:func:`answer_digest`), so that the same answer sent again by the same responder reads
 ``accepted`` (``answered_again`` in _resume.lua; the journal is gone once the run ends)"""
+GATE_PREFIX = "gate:"
+"""a root run's summary field ``gate:<step>``: a run below it paused in that step (``mark_gate`` in
+``_park.lua``)"""
+RECORD_PREFIX = "r"
+"""the latest interrupt's record parts in the run hash: ``r0``, ``r1``... (``record_field``)"""
+EARLIER_RECORD_PREFIX = "r:"
+"""an earlier interrupt's record parts: ``r:<req>:<i>`` (``earlier_record_field``)"""
+FOLDED_PREFIX = "~"
+"""a parked run's folded events: ``~0``... (``folded_event_field``)"""
 RECORD_LATEST = "rq"
 """the run-hash field naming the run's latest interrupt, whose record is in parts r0, r1, ..."""
 RECORD_PARTS = "rn"
@@ -239,19 +250,19 @@ def status_field(request_id: str, run_id: str) -> str:
 
 def record_field(part: int) -> str:
     """The run-hash field holding part ``part`` (from 0) of the record of the run's latest interrupt."""
-    return f"r{part}"
+    return f"{RECORD_PREFIX}{part}"
 
 
 def earlier_record_field(request_id: str, run_id: str, part: int) -> str:
     """The run-hash field holding part ``part`` of the record of an earlier interrupt of the run
     (park moves the record it held there when the run pauses again)."""
-    return f"r:{short_id(request_id, run_id)}:{part}"
+    return f"{EARLIER_RECORD_PREFIX}{short_id(request_id, run_id)}:{part}"
 
 
 def folded_event_field(index: int) -> str:
     """The run-hash field holding a parked run's event ``index`` (from 0, in order) while its stream
     is folded into its hash."""
-    return f"~{index}"
+    return f"{FOLDED_PREFIX}{index}"
 
 
 FOLDED_FIELDS = [folded_event_field(i).encode() for i in range(FOLD_MAX)]
@@ -289,6 +300,30 @@ RUN_FIELDS = (
 """the run hash's fields ``run_record`` reads (and, by its name in ``rs``, the racing interrupt's status
 field): what ``begin.lua`` returns of the run (as ``RUN_FIELDS``, generated into the scripts), not its
 interrupts' records or tokens"""
+
+
+HASH_FIELDS = (
+    *RUN_FIELDS, "parent", "pstep", "pfield", "ans", "tg", "until", "fresh", "kept", RECORD_LATEST, RECORD_PARTS,
+    "fl", "crashes", "attempts", f"{FOLDED_PREFIX}0",
+    # a session's hash (the sessions package's store: its basis fields)
+    "agent", "head", "pd", "hd", "inc", "tseq",
+)
+"""every hash field a script names by itself (the run hash, its summary, the counters, a session's hash):
+generated into the scripts as ``F.<name>`` (the stored name), and read back from a reply by that name
+(``hmget``); a script body spells none of them (tests/test_script_fields.py)"""
+HASH_PREFIXES = {
+    "status": STATUS_PREFIX, "token": TOKEN_PREFIX, "answered": ANSWERED_PREFIX, "record": RECORD_PREFIX,
+    "earlier": EARLIER_RECORD_PREFIX, "gate": GATE_PREFIX, "runs": "runs:", "wait": "wait:", "failures": "failures:",
+    "folded": FOLDED_PREFIX, "trigger": "t:", "trigger_entry": "g:",
+}
+"""the fields a script builds from a prefix and a value (``P.status .. req``), by the scripts' name for
+the prefix: an interrupt's status, token and answer, the record's parts (``r0``...) and an earlier
+record's, a root's gates, the counters by workflow, a parked run's folded events, a session's
+triggers (its hash's ``t:<seq>``, the branch journal's ``g:<seq>``)"""
+STORED_VALUES = {**{s.value: s.value for s in RunStatus}, "children": "children", "session": "session",
+                 "child": CHILD_WAIT}
+"""the stored values spelled like a field (``waiting``, ``session``): a run's statuses and what it
+waits on, generated into the scripts as ``V.<name>``"""
 
 
 def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
@@ -793,10 +828,6 @@ def pending_in(
         return None
     return with_lifecycle(run_id, wait, fields, summary, now)
 
-
-GATE_PREFIX = "gate:"
-"""a root run's summary field ``gate:<step>``: a run below it paused in that step (``mark_gate`` in
-``_park.lua``)"""
 
 
 def gate_steps(summary: Mapping[bytes, bytes], run_id: str) -> set[int]:

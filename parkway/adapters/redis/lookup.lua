@@ -16,16 +16,17 @@ if not req then
   if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end
   return {'unknown'}
 end
-local cur = redis.call('HMGET', K.run, A.status_prefix .. req, 'expires', 'rq', 'rn', 'wf', 'ref')
-local status = cur[1]
-if status == 'pending' and tonumber(A.now) >= (tonumber(cur[2]) or 0) then status = 'expired' end
-local out = {status, req, cur[5], cur[6] or ''}
-if cur[3] == req then
-  for i = 0, tonumber(cur[4]) - 1 do out[#out + 1] = redis.call('HGET', K.run, 'r' .. i) end
+local status_field = A.status_prefix .. req
+local cur = hmget(K.run, {status_field, F.expires, F.rq, F.rn, F.wf, F.ref})
+local status = cur[status_field]
+if status == 'pending' and tonumber(A.now) >= (tonumber(cur.expires) or 0) then status = 'expired' end
+local out = {status, req, cur.wf, cur.ref or ''}
+if cur.rq == req then
+  for i = 0, tonumber(cur.rn) - 1 do out[#out + 1] = redis.call('HGET', K.run, P.record .. i) end
 else  -- an earlier interrupt of the run: its parts under names of its own
   local i = 0
   while true do
-    local part = redis.call('HGET', K.run, 'r:' .. req .. ':' .. i)
+    local part = redis.call('HGET', K.run, P.earlier .. req .. ':' .. i)
     if not part then break end
     out[#out + 1] = part
     i = i + 1

@@ -23,23 +23,23 @@
 local score = redis.call('ZSCORE', K.leases, A.run_id)
 if score and tonumber(score) > tonumber(A.now) then return {'alive'} end
 redis.call('ZREM', K.leases, A.run_id)
-local cur = redis.call('HMGET', K.run, 'status', 'step', 'crashes', 'wf')
-if cur[1] ~= 'running' then return {'gone'} end
-local crashes = tonumber(cur[3] or '0') + 1
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-redis.call('HSET', K.run, 'crashes', crashes, 'updated', A.now)
+local cur = hmget(K.run, {F.status, F.step, F.crashes, F.wf})
+if cur.status ~= 'running' then return {'gone'} end
+local crashes = tonumber(cur.crashes or '0') + 1
+local fence = redis.call('HINCRBY', K.run, F.fence, 1)
+redis.call('HSET', K.run, F.crashes, crashes, F.updated, A.now)
 if crashes >= tonumber(A.max_lost) then
-  redis.call('HSET', K.run, 'status', 'failed', 'error', A.error)
-  redis.call('HSET', K.summary, 'status', 'failed', 'updated', A.now)
+  redis.call('HSET', K.run, F.status, 'failed', F.error, A.error)
+  redis.call('HSET', K.summary, F.status, 'failed', F.updated, A.now)
   keep_summary(K.summary, records_left(K.run), A.retention)
   xadd_run(K.run, K.events, A.maxlen, 'run.failed', A.failed_event)
-  redis.call('HINCRBY', K.metrics, 'runs:failed:' .. (cur[4] or ''), 1)
+  redis.call('HINCRBY', K.metrics, P.runs .. V.failed .. ':' .. (cur.wf or ''), 1)
   xadd_run(K.run, K.events, A.maxlen, 'done', A.done)
   notify_parent(K.parent, A.parent)
-  return {'failed', cur[2], fence}
+  return {'failed', cur.step, fence}
 end
-redis.call('HSET', K.run, 'status', 'queued')
-redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur[2], fence))
+redis.call('HSET', K.run, F.status, 'queued')
+redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur.step, fence))
 xadd_run(K.run, K.events, A.maxlen, 'node.recovered', A.recovered)
 redis.call('HINCRBY', K.metrics, 'recovered', 1)
-return {'requeued', cur[2], fence}
+return {'requeued', cur.step, fence}

@@ -10,8 +10,8 @@
 --   now            ms
 --   member         the lost job's outbox member
 redis.call('ZREM', K.outbox, A.member)
-local cur = redis.call('HMGET', K.run, 'status', 'step', 'fence')
-if cur[1] ~= 'queued' or cur[2] ~= A.step or cur[3] ~= A.fence then return {'gone'} end
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur[2], fence))
-return {'requeued', cur[2], fence}
+local cur = hmget(K.run, {F.status, F.step, F.fence})
+if cur.status ~= 'queued' or cur.step ~= A.step or cur.fence ~= A.fence then return {'gone'} end
+local fence = redis.call('HINCRBY', K.run, F.fence, 1)
+redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, cur.step, fence))
+return {'requeued', cur.step, fence}

@@ -15,7 +15,7 @@
 --   last_field     the last refusal's field (fl:)
 --   refusal        the refusal's blob
 if (redis.call('HGET', K.run, A.token_field) or legacy_token(K.run, A.token_field)) ~= A.request_id then return 0 end
-local cur = redis.call('HMGET', K.run, A.status_field, 'expires')
-if cur[1] ~= 'pending' or tonumber(A.now) >= (tonumber(cur[2]) or 0) then return 0 end
+local cur = hmget(K.run, {A.status_field, F.expires})
+if cur[A.status_field] ~= 'pending' or tonumber(A.now) >= (tonumber(cur.expires) or 0) then return 0 end
 hset_parts(K.summary, A.last_field, A.refusal)
 return redis.call('HINCRBY', K.summary, A.count_field, 1)

@@ -16,12 +16,12 @@
 --   event          the node.deferred blob
 --   run_id         the run
 --   retention      ms the summary outlives the records
-local cur, err = check_fence(K.run, A.fence, {'running'})
+local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step}), A.fence, {'running'})
 if not cur then return err end
-if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
-local ttl = redis.call('HGET', K.run, 'ttl')
-redis.call('HSET', K.run, 'status', 'queued', 'updated', A.now, 'until', tonumber(A.now) + tonumber(ttl))
+if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
+local fence = redis.call('HINCRBY', K.run, F.fence, 1)
+local ttl = redis.call('HGET', K.run, F.ttl)
+redis.call('HSET', K.run, F.status, 'queued', F.updated, A.now, F.until_ms, tonumber(A.now) + tonumber(ttl))
 redis.call('ZREM', K.leases, A.run_id)
 redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, A.step, fence))
 xadd_run(K.run, K.events, A.maxlen, 'node.deferred', A.event)

@@ -30,15 +30,21 @@ and their shared file (``_resume.lua`` for ``resume``).
 
 **Lua.** Each script is a Redis function (:func:`library`: a library of one function, loaded
 once, called with FCALL). Its text (:func:`source` whole) is: the constants Python owns
-(:data:`CONSTANTS`, and ``outbox_member`` generated from ``keys.OUTBOX_MEMBER``), the binders of the calls the script
-carries in its own values (``USES``: ``SPEC.<name>``), ``_common.lua``, the job hand-off's Lua
+(:data:`CONSTANTS`, and ``outbox_member`` generated from ``keys.OUTBOX_MEMBER``; the stored form's
+names, :func:`fields_lua`), the binders of the calls the script carries in its own values (``USES``:
+``SPEC.<name>``), the readers of its ``hmget`` calls (:func:`readers`), ``_common.lua``, the job hand-off's Lua
 (the store's ``NextJob.lua``, assigning ``hand_off``), the shared files it uses, then the
 prologue, then the body. The prologue is Lua generated from the header (:func:`prologue`): a
 length check of ARGV and of KEYS, then one table constructor each
 (``K = {run = KEYS[1], journal = KEYS[2], queues = {unpack(KEYS, 3, 2 + _n1)}}``), a counted loop
 per list of blocks; nothing reads a schema when the script runs (the prologue runs on every call).
 So a body reads ``K.run``, ``A.fence``, ``A.events`` (a list), ``K.parent.run`` (a block), never
-``ARGV[17]``; a shared function takes the bound tables it needs (``notify_parent(K.parent,
+``ARGV[17]``; it names a hash field ``F.status`` (a prefixed one ``P.status .. req``, a stored value
+spelled like a field ``V.waiting``), from layout.py (:func:`fields_lua`), and reads a hash by those
+names: ``local cur = hmget(K.run, {F.status, F.step})`` then ``cur.status``, never ``cur[1]``
+(tests/test_script_fields.py counts both). Each such call (its list written out) is bound when the
+text is assembled to a reader generated for its list (:func:`bind_reads`: one HMGET, one table
+constructor); a shared function takes the bound tables it needs (``notify_parent(K.parent,
 A.parent)``). ``bind_call(SPEC.resume, keys, args)`` binds a call embedded in a script's values
 with resume's generated binder.
 
@@ -425,7 +431,42 @@ def constants() -> str:
     lines.append(f"local FOLDED_CODES = {{{codes}}}")
     lines.append(f"local FOLDED = {{{', '.join(_lua_str(f'~{i}') for i in range(layout.FOLD_MAX))}}}")
     lines.append(lua_template("outbox_member", keys.OUTBOX_MEMBER))
+    lines += fields_lua()
     return "\n".join(lines)
+
+
+_LUA_NAME = {"until": "until_ms", layout.folded_event_field(0): "folded_first"}
+"""a field whose name is not a Lua name (a keyword, ``~0``), by the name the scripts give it"""
+
+
+def _lua_fields() -> dict[str, str]:
+    """layout.HASH_FIELDS by the scripts' names for them (``F.<name>``)."""
+    return {_LUA_NAME.get(name, name): name for name in layout.HASH_FIELDS}
+
+
+def _lua_table(names: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{name} = {_lua_str(value)}" for name, value in names.items()) + "}"
+
+
+def fields_lua() -> list[str]:
+    """The stored form's names, for a script body to name instead of spelling them: ``F.<field>``
+    (``layout.HASH_FIELDS``), ``P.<prefix>`` (``layout.HASH_PREFIXES``), ``V.<value>``
+    (``layout.STORED_VALUES``), and ``hmget(key, {F.status, F.fence, ...})``: one HMGET, its
+    reply as a table by the scripts' names (``cur.status``, or ``cur[A.token_field]`` for a
+    field the script was given)."""
+    stored = _lua_fields()
+    names = ", ".join(f"[{_lua_str(value)}] = {_lua_str(name)}" for name, value in stored.items())
+    return [
+        f"local F = {_lua_table(stored)}",
+        f"local P = {_lua_table(layout.HASH_PREFIXES)}",
+        f"local V = {_lua_table(layout.STORED_VALUES)}",
+        f"local FIELD_NAME = {{{names}}}",
+        "local function hmget(key, fields)",
+        "  local got, out = redis.call('HMGET', key, unpack(fields)), {}",
+        "  for i = 1, #fields do local f = fields[i]; out[FIELD_NAME[f] or f] = got[i] end",
+        "  return out",
+        "end",
+    ]
 
 
 def _closure(names: Sequence[str]) -> list[str]:
@@ -619,7 +660,71 @@ def _shared(names: Sequence[str]) -> Iterator[str]:
 
 def common() -> str:
     """The constants and ``_common.lua``, for a script written on the spot (tests)."""
-    return "\n".join([constants(), spec_lua([]), resources.files(__package__).joinpath("_common.lua").read_text()])
+    readers = _Readers()
+    text = readers.compile(resources.files(__package__).joinpath("_common.lua").read_text())
+    return "\n".join([constants(), spec_lua([]), *readers.lines, text])
+
+
+def bind_reads(text: str) -> str:
+    """``text`` (a .lua file) with its ``hmget`` calls made calls of their generated readers
+    (:class:`_Readers`), as it is in a script's text; a reader is named after its list, wherever
+    it is bound."""
+    return _Readers().compile(text)
+
+
+def readers(text: str) -> str:
+    """The definitions of the readers the ``hmget`` calls of ``text`` are bound to (:func:`bind_reads`)."""
+    found = _Readers()
+    found.compile(text)
+    return "\n".join(found.lines)
+
+
+_HMGET = re.compile(r"\bhmget\((?P<key>[A-Za-z_][\w.]*), \{(?P<fields>[^{}]*)\}\)")
+
+
+class _Readers:
+    """The ``hmget(key, {F.status, F.step, A.token_field})`` calls of a script's text, each made a
+    call of a reader generated for its list: one HMGET of the stored names (layout.py's), its reply
+    bound in one table constructor (``{status = v[1], step = v[2], [f1] = v[3]}``), a field the
+    script was given (``A.token_field``) passed in and keyed by its value. The same table the
+    runtime ``hmget`` builds, at the cost of a constructor (the loop's table grows, rehashing, as
+    it fills: about four times the cost). ``unpack(RUN_FIELDS)`` in a list stands for those fields."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.known: dict[tuple[str, ...], str] = {}
+
+    def reader(self, items: list[str]) -> str:
+        static = {f"F.{lua}": stored for lua, stored in _lua_fields().items()}
+        names: list[str] = []
+        for item in items:
+            if item == "unpack(RUN_FIELDS)":
+                names += [f"F.{_LUA_NAME.get(n, n)}" for n in layout.RUN_FIELDS]
+            elif item.startswith("F.") and item not in static:
+                raise SchemaMismatch(f"hmget names {item}, which layout.HASH_FIELDS does not")
+            else:
+                names.append(item)
+        shape = tuple(n if n in static else "?" for n in dict.fromkeys(names))
+        if shape in self.known:
+            return self.known[shape]
+        fname = "hmget_" + hashlib.sha1(repr(shape).encode()).hexdigest()[:8]  # the same list, the same name
+        self.known[shape] = fname
+        params = [f"f{i}" for i, n in enumerate(shape, 1) if n == "?"]
+        asked = [(_lua_str(static[n]) if n in static else f"f{i}") for i, n in enumerate(shape, 1)]
+        bound = [(f"{n[2:]} = v[{i}]" if n in static else f"[f{i}] = v[{i}]") for i, n in enumerate(shape, 1)]
+        self.lines += [f"local function {fname}({', '.join(['key', *params])})",
+                       f"  local v = redis.call('HMGET', key, {', '.join(asked)})",
+                       f"  return {{{', '.join(bound)}}}", "end"]
+        return fname
+
+    def compile(self, text: str) -> str:
+        def call(m: re.Match[str]) -> str:
+            items = [" ".join(i.split()) for i in m.group("fields").split(",") if i.strip()]
+            static = {f"F.{lua}" for lua in _lua_fields()} | {"unpack(RUN_FIELDS)"}
+            given = [i for i in dict.fromkeys(items) if i not in static]
+            return f"{self.reader(items)}({', '.join([m.group('key'), *given])})"
+
+        return _HMGET.sub(call, text)
 
 
 def _parts(name: str, hand_off: str) -> tuple[list[str], list[str]]:
@@ -628,9 +733,11 @@ def _parts(name: str, hand_off: str) -> tuple[list[str], list[str]]:
     generated prologue, its body)."""
     if name not in schemas():
         raise SchemaMismatch(f"{name}.lua has no header (-- KEYS / -- ARGV)")
-    defines = [constants(), spec_lua(schemas()[name].uses), _file("_common.lua").read_text(), hand_off]
-    defines += [_file(f).read_text() for f in _shared([name])]
-    return defines, [prologue(name), _file(f"{name}.lua").read_text()]
+    readers = _Readers()
+    shared = [readers.compile(_file(f).read_text()) for f in ["_common.lua", *_shared([name])]]
+    body = readers.compile(_file(f"{name}.lua").read_text())
+    defines = [constants(), spec_lua(schemas()[name].uses), *readers.lines, shared[0], hand_off, *shared[1:]]
+    return defines, [prologue(name), body]
 
 
 @functools.cache

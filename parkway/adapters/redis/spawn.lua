@@ -23,15 +23,15 @@
 --   retention      ms a summary outlives its records
 --   grace          ms the parent outlives its child's records
 --   child: child   the child run
-local cur, err = check_fence(K.run, A.fence, {'running'})
+local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step}), A.fence, {'running'})
 if not cur then return err end
-if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
+if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
 local c = A.child
-local fence = redis.call('HINCRBY', K.run, 'fence', 1)
+local fence = redis.call('HINCRBY', K.run, F.fence, 1)
 -- the parent outlives its child's records (the child has the parent's TTL from now)
-local keep_ms = tonumber(redis.call('HGET', K.run, 'ttl')) + tonumber(A.grace)
-redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'child:' .. c.run_id, 'expires', '',
-  'updated', A.now, 'crashes', 0, 'until', tonumber(A.now) + keep_ms)
+local keep_ms = tonumber(redis.call('HGET', K.run, F.ttl)) + tonumber(A.grace)
+redis.call('HSET', K.run, F.status, V.waiting, F.waiting, V.child .. c.run_id, F.expires, '',
+  F.updated, A.now, F.crashes, 0, F.until_ms, tonumber(A.now) + keep_ms)
 redis.call('ZREM', K.leases, A.run_id)
 xadd_run(K.run, K.events, A.maxlen, 'child.started', c.parent_event)
 redis.call('HSET', K.journal, c.check_field, c.check_entry)

@@ -18,14 +18,14 @@
 --   again          1: a repeat of a journal write whose outcome was unknown; a field already there
 --                  means the first write landed, so its event and counts are not added again
 --   counts...      the counters to bump, as (field, increment) pairs (see count): a retry's
-local cur, err = check_fence(K.run, A.fence, {'running'})
+local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step}), A.fence, {'running'})
 if not cur then return err end
 local added = redis.call('HSET', K.target, A.field, A.blob)
 if added == 1 or A.again ~= '1' then
   if A.event_type ~= '' then xadd_run(K.run, K.events, A.maxlen, A.event_type, A.event) end
   count(K.metrics, A.counts)
 end
-local left, renewed = keep_records(K.run, redis.call('HGET', K.run, 'ttl'), {K.run, K.journal, K.state, K.events},
+local left, renewed = keep_records(K.run, redis.call('HGET', K.run, F.ttl), {K.run, K.journal, K.state, K.events},
   K.summary, A.retention)
 if not renewed then redis.call('PEXPIRE', K.target, left) end  -- a step's first entry, the first state
 return 1

@@ -57,21 +57,21 @@
 
 -- The session's TTL (nil when the session is gone). `S`: a session block's keys.
 local function session_ttl(S)
-  local ttl = redis.call('HGET', S.hash, 'ttl')
+  local ttl = redis.call('HGET', S.hash, F.ttl)
   if ttl then return ttl end
   return nil
 end
 
 -- Renew every key of the session, and note the time of this transition.
 local function touch(S, ttl, now)
-  if now then redis.call('HSET', S.hash, 'updated', now) end
+  if now then redis.call('HSET', S.hash, F.updated, now) end
   expire_all(ttl, {S.hash, S.messages, S.up, S.open, S.interrupts, S.deliveries, S.live, S.events, S.path, S.ended})
 end
 
 -- Append an event to the session's stream, stamped (`i`) with the session's incarnation (the nonce
 -- session_open wrote): a reader that follows one incarnation drops what another wrote under its id.
 local function sxadd(S, maxlen, kind, blob)
-  local inc = redis.call('HGET', S.hash, 'inc') or ''
+  local inc = redis.call('HGET', S.hash, F.inc) or ''
   return redis.call('XADD', S.events, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob, 'i', inc)
 end
 
@@ -80,31 +80,31 @@ local ENDED = {completed = true, failed = true, cancelled = true, expired = true
 -- Whose a branch run of the session `session_id` is: the session's owner and tenant, and the
 -- session (create_run's `auth`: its children and its summary keep them too).
 local function session_authority(S, session_id)
-  local found = redis.call('HMGET', S.hash, 'owner', 'tenant')
-  return {'owner', found[1], 'tenant', found[2], 'origin', 'frontend', 'session', session_id}
+  local found = hmget(S.hash, {F.owner, F.tenant})
+  return {F.owner, found.owner, F.tenant, found.tenant, F.origin, 'frontend', F.session, session_id}
 end
 
 -- A new branch run's own record of the message it answers (its path ends there): `leaf`, on the
 -- branch run only (a child's record has its session, from the authority, but no leaf).
 local function set_leaf(run_key, leaf)
-  redis.call('HSET', run_key, 'leaf', leaf)
+  redis.call('HSET', run_key, F.leaf, leaf)
 end
 
 -- The active path's length (the head's depth, the session hash's `pd`). A session whose path was
 -- kept before as a hash (`hd`, and a `path` key left to expire) or not at all has its list built
 -- here, once, from `up`.
 local function head_depth(S)
-  local d = redis.call('HGET', S.hash, 'pd')
+  local d = redis.call('HGET', S.hash, F.pd)
   if d then return tonumber(d) end
-  local ids, m = {}, redis.call('HGET', S.hash, 'head') or ''
+  local ids, m = {}, redis.call('HGET', S.hash, F.head) or ''
   while m ~= '' and #ids < 100000 do
     ids[#ids + 1] = m
     m = redis.call('HGET', S.up, m) or ''
   end
   redis.call('DEL', S.path)
   for i = #ids, 1, -1 do redis.call('RPUSH', S.path, ids[i]) end
-  redis.call('HSET', S.hash, 'pd', #ids)
-  redis.call('HDEL', S.hash, 'hd')
+  redis.call('HSET', S.hash, F.pd, #ids)
+  redis.call('HDEL', S.hash, F.hd)
   -- the session's TTL now (a script that returns before its touch would leave none)
   if #ids > 0 then redis.call('PEXPIRE', S.path, redis.call('PTTL', S.hash)) end
   return #ids
@@ -152,11 +152,11 @@ end
 -- of the head extends it; another message replaces the part below the deepest message both paths
 -- share (the head's branch off it out, `m`'s in).
 local function move_head(S, m)
-  local head = redis.call('HGET', S.hash, 'head') or ''
+  local head = redis.call('HGET', S.hash, F.head) or ''
   local d = head_depth(S)
   if m ~= '' and m ~= head and redis.call('HGET', S.up, m) == head then
     redis.call('RPUSH', S.path, m)
-    redis.call('HSET', S.hash, 'head', m, 'pd', d + 1)
+    redis.call('HSET', S.hash, F.head, m, F.pd, d + 1)
     return
   end
   local ids, x, base = {}, m, 0
@@ -171,7 +171,7 @@ local function move_head(S, m)
   end
   if base == 0 then redis.call('DEL', S.path) else redis.call('LTRIM', S.path, 0, base - 1) end
   for i = #ids, 1, -1 do redis.call('RPUSH', S.path, ids[i]) end
-  redis.call('HSET', S.hash, 'head', m, 'pd', base + #ids)
+  redis.call('HSET', S.hash, F.head, m, F.pd, base + #ids)
 end
 
 -- A summary's fields a folded one keeps (layout.ENDED_SUMMARY_WORDS: `session` is the tag, and `updated`
@@ -212,7 +212,7 @@ end
 local function trim_ended(S, k, a)
   -- a run handed a cleared interrupt's trigger (`tg`, session_clear) keeps its records whole:
   -- its input or stream is the record that the trigger was delivered, once
-  if redis.call('HEXISTS', k.run, 'tg') == 1 then return end
+  if redis.call('HEXISTS', k.run, F.tg) == 1 then return end
   redis.call('DEL', k.run, k.events, k.snapshots)
   fold_summary(S, k.summary, a.run_id)
 end
@@ -231,8 +231,8 @@ local function live_runs(S, keys, args)
     local r = runs[a.run_id]
     if not r then return nil end
     local key = keys[j].run
-    local cur = redis.call('HMGET', key, 'status', 'waiting', 'step')
-    r.key, r.status, r.waiting, r.step = key, cur[1], cur[2] and full_request_id(cur[2], a.run_id), cur[3]
+    local cur = hmget(key, {F.status, F.waiting, F.step})
+    r.key, r.status, r.waiting, r.step = key, cur.status, cur.waiting and full_request_id(cur.waiting, a.run_id), cur.step
     r.k, r.a = keys[j], a
   end
   for id, r in pairs(runs) do
@@ -256,7 +256,7 @@ local function parking(open_key, dl_key, runs, on)
     if open[i + 1] == '' or on[open[i + 1]] then by[#by + 1] = open[i] end
   end
   for _, r in pairs(runs) do
-    if r.status == 'waiting' and r.waiting and string.sub(r.waiting, 1, 1) == 'i' and on[r.leaf]
+    if r.status == V.waiting and r.waiting and string.sub(r.waiting, 1, 1) == 'i' and on[r.leaf]
         and redis.call('HEXISTS', dl_key, r.waiting) == 0 then
       by[#by + 1] = r.waiting
     end

@@ -27,13 +27,13 @@ local refused, pending = resume_refused(K.resume, A.resume)
 if refused then return refused end
 local leaf = redis.call('HGET', S.live, A.run_id)
 if not leaf then return {'not_live'} end
-local head = redis.call('HGET', S.hash, 'head')
+local head = redis.call('HGET', S.hash, F.head)
 local on_active = path_of(S, head)
 redis.call('HSET', S.interrupts, A.request_id, A.record)
 if not on_active[leaf] then
   redis.call('HSET', S.deliveries, A.request_id, A.run_id)
   -- its token answers nothing else now (resume_refused): `kept` names it as the run hash does
-  redis.call('HSET', K.resume.run, 'kept', pending.req)
+  redis.call('HSET', K.resume.run, F.kept, pending.req)
   sxadd(S, A.maxlen, 'interrupt.cleared', A.kept)
   touch(S, ttl, A.now)
   return {'kept'}
@@ -42,4 +42,5 @@ local taken = resume_commit(K.resume, A.resume, pending)
 sxadd(S, A.maxlen, 'interrupt.cleared', A.delivered)
 touch(S, ttl, A.now)
 local still = parking(S.open, S.deliveries, {}, on_active)
-return {'accepted', taken[2], taken[3], taken[4], taken[5], unpack(still)}
+local _, req, step, fence, handed = unpack(taken)  -- resume_commit's reply
+return {'accepted', req, step, fence, handed, unpack(still)}

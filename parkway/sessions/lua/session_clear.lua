@@ -43,7 +43,7 @@ if not anchor then
   return {'unknown'}
 end
 local head = A.head
-if redis.call('HGET', S.hash, 'head') ~= head then return {'retry'} end
+if redis.call('HGET', S.hash, F.head) ~= head then return {'retry'} end
 local runs = live_runs(S, K.live, A.live)
 if not runs then return {'retry'} end
 for _, r in pairs(runs) do
@@ -73,28 +73,28 @@ redis.call('HDEL', S.open, iid)
 redis.call('HSET', S.interrupts, iid, A.record)
 sxadd(S, A.maxlen, 'interrupt.cleared', A.cleared)
 touch(S, ttl, A.now)
-local seq = parked_active and tostring(redis.call('HINCRBY', S.hash, 'tseq', 1)) or nil
+local seq = parked_active and tostring(redis.call('HINCRBY', S.hash, F.tseq, 1)) or nil
 due[#due + 1] = {seq = seq, entry = A.entry, event = A.resumed}
 -- the triggers, in clearing order, into the journal and onto the stream of the run `r`
 local function deliver(r)
   -- its stream records the delivery: kept when it ends (trim_ended); its journal is not empty now,
   -- if no attempt has begun yet (`fresh`, see create_run)
-  redis.call('HSET', r.key, 'tg', 1, 'fresh', '')
+  redis.call('HSET', r.key, F.tg, 1, F.fresh, '')
   for _, t in ipairs(due) do
-    redis.call('HSET', r.k.journal, 'g:' .. t.seq, t.entry)
+    redis.call('HSET', r.k.journal, P.trigger_entry .. t.seq, t.entry)
     xadd_run(r.key, r.k.events, A.maxlen, 'interrupt.resumed', t.event)
-    redis.call('HDEL', S.hash, 't:' .. t.seq)
+    redis.call('HDEL', S.hash, P.trigger .. t.seq)
   end
-  redis.call('PEXPIRE', r.k.journal, redis.call('HGET', r.key, 'ttl'))
+  redis.call('PEXPIRE', r.k.journal, redis.call('HGET', r.key, F.ttl))
 end
 -- what still parks the active path (held runs waking below do not change it)
 local still = parked_active and parking(S.open, S.deliveries, runs, on_active) or {}
 local woken_active
 for id, r in pairs(runs) do
-  if r.status == 'waiting' and r.waiting == 'session'
+  if r.status == V.waiting and r.waiting == V.session
       and #parking(S.open, S.deliveries, runs, path_of(S, r.leaf)) == 0 then
-    local fence = redis.call('HINCRBY', r.key, 'fence', 1)
-    redis.call('HSET', r.key, 'status', 'queued', 'waiting', '', 'updated', A.now)
+    local fence = redis.call('HINCRBY', r.key, F.fence, 1)
+    redis.call('HSET', r.key, F.status, 'queued', F.waiting, '', F.updated, A.now)
     redis.call('ZADD', K.new.outbox, A.now, outbox_member(id, r.step, fence))
     if parked_active and on_active[r.leaf] and #still == 0 then
       deliver(r)
@@ -107,7 +107,7 @@ end
 if not parked_active then return {'cleared'} end
 if #still > 0 then
   -- held like any follow-on: the trigger waits until nothing parks the path
-  redis.call('HSET', S.hash, 't:' .. seq, head .. ' ' .. iid)
+  redis.call('HSET', S.hash, P.trigger .. seq, head .. ' ' .. iid)
   return {'still_parked', unpack(still)}
 end
 if woken_active then return {'resumed', woken_active} end
@@ -122,8 +122,8 @@ end
 local handed = create_run(K.new, A.new, K.queues, A.job, session_authority(S, A.session_id))
 if handed == nil then return redis.error_reply('EXISTS run id is taken') end
 set_leaf(K.new.run, head)
-redis.call('HSET', K.new.run, 'tg', 1)  -- its input holds the triggers: kept when it ends (trim_ended)
-for _, t in ipairs(due) do redis.call('HDEL', S.hash, 't:' .. t.seq) end
+redis.call('HSET', K.new.run, F.tg, 1)  -- its input holds the triggers: kept when it ends (trim_ended)
+for _, t in ipairs(due) do redis.call('HDEL', S.hash, P.trigger .. t.seq) end
 redis.call('HSET', S.live, A.run_id, head)
 sxadd(S, A.maxlen, 'run.dispatched', A.dispatched)
 touch(S, ttl)

@@ -13,8 +13,8 @@
 --   incarnation    a nonce: an id opened again after it expired is another session
 local S = K.session
 if redis.call('EXISTS', S.hash) == 1 then return redis.error_reply('EXISTS session id is taken') end
-redis.call('HSET', S.hash, 'agent', A.agent, 'wf', A.workflow, 'owner', A.owner, 'tenant', A.tenant,
-  'head', '', 'ttl', A.ttl, 'created', A.now, 'updated', A.now, 'inc', A.incarnation)
+redis.call('HSET', S.hash, F.agent, A.agent, F.wf, A.workflow, F.owner, A.owner, F.tenant, A.tenant,
+  F.head, '', F.ttl, A.ttl, F.created, A.now, F.updated, A.now, F.inc, A.incarnation)
 sxadd(S, A.maxlen, 'session.opened', A.event)
 touch(S, A.ttl)
 return 1

@@ -32,7 +32,7 @@ local ttl = session_ttl(S)
 if not ttl then return {'gone'} end
 local parent = A.parent
 if A.mode == 'send' then
-  if redis.call('HGET', S.hash, 'head') ~= parent then return {'retry'} end
+  if redis.call('HGET', S.hash, F.head) ~= parent then return {'retry'} end
 else
   local p = redis.call('HGET', S.up, A.edited)
   if not p then return {'no_message'} end

@@ -28,16 +28,16 @@
 --                  none): the reply is then {'ok', id, message blob, ...}, oldest first (the
 --                  attempt's `messages`, read in the step that finds its branch not parked)
 local S = K.session
-local cur, err = check_fence(K.run, A.fence, {'running'})
+local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step}), A.fence, {'running'})
 if not cur then return err end
-if cur[3] ~= A.step then return stale('run is at step ' .. cur[3]) end
+if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
 local ttl = session_ttl(S)
 local leaf = redis.call('HGET', S.live, A.run_id)
 if not ttl or not leaf then return redis.error_reply('NOTBRANCH run is not a live branch run of its session') end
 local parked = #parking(S.open, S.deliveries, {}, path_of(S, leaf)) > 0
 local function hold()
-  redis.call('HINCRBY', K.run, 'fence', 1)
-  redis.call('HSET', K.run, 'status', 'waiting', 'waiting', 'session', 'expires', '', 'updated', A.now)
+  redis.call('HINCRBY', K.run, F.fence, 1)
+  redis.call('HSET', K.run, F.status, V.waiting, F.waiting, V.session, F.expires, '', F.updated, A.now)
   redis.call('ZREM', K.leases, A.run_id)
   xadd_run(K.run, K.events, A.maxlen, 'run.held', A.held)
   sxadd(S, A.maxlen, 'run.held', A.held)
@@ -67,7 +67,7 @@ if A.message_id ~= '' then
   if redis.call('HSETNX', S.messages, A.message_id, A.message) == 1 then
     redis.call('HSET', S.up, A.message_id, leaf)
     redis.call('HSET', S.live, A.run_id, A.message_id)
-    if redis.call('HGET', S.hash, 'head') == leaf then move_head(S, A.message_id) end
+    if redis.call('HGET', S.hash, F.head) == leaf then move_head(S, A.message_id) end
     sxadd(S, A.maxlen, 'message.added', A.added)
   end
 end

@@ -54,8 +54,9 @@ for i, d in ipairs(A.deliveries) do
   else
     local taken = resume_commit(K.deliveries[i].resume, d.resume, pending[i])
     sxadd(S, A.maxlen, 'interrupt.delivered', d.delivered)
-    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = d.request_id, d.run_id, taken[3],
-      taken[4], taken[5]
+    local _, _, step, fence, handed = unpack(taken)  -- resume_commit's reply
+    out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4], out[#out + 5] = d.request_id, d.run_id, step,
+      fence, handed
   end
 end
 touch(S, ttl, A.now)

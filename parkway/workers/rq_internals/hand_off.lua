@@ -12,6 +12,7 @@
 function hand_off(keys, args, at, step, fence, last)
   if args[at] == '' then return 0 end
   local $names = $reads
+  local queue, queues = unpack(keys)
   local id = id_head .. fence
   local job = key_prefix .. id
   -- the queue is registered by the push that finds it empty: a queue with ids in it was registered
@@ -19,8 +20,8 @@ function hand_off(keys, args, at, step, fence, last)
   -- Queue.delete), so a push behind others registers nothing again
   if redis.call('EXISTS', job) == 0 then
     redis.call('HSET', job, $fields, unpack(args, at + $fixed_at, last))
-    if redis.call('RPUSH', keys[1], id) > 1 then return 1 end
+    if redis.call('RPUSH', queue, id) > 1 then return 1 end
   end
-  redis.call('SADD', keys[2], keys[1])
+  redis.call('SADD', queues, queue)
   return 1
 end
