@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +25,8 @@ from parkway.adapters.redis import keys, layout
 from parkway.channels import dead_letters
 from tests import flows
 from tests.conftest import SECRET
-from tests.procs import Worker, free_port, wait_for
+from tests.procs import ROOT, Worker, free_port, wait_for
+from tests.test_status import _scrape
 
 pytestmark = pytest.mark.slow
 
@@ -216,5 +219,11 @@ def test_a_receiver_down_past_the_retry_bound_lands_in_the_dead_letters(
         assert [(d.kind, d.request_id, d.channel) for d in dead] == [("raised", interrupt.request_id, "webhook")]
         assert "Connection refused" in dead[0].error or "URLError" in dead[0].error
         wait_for(lambda: not redis_client.xrange(keys.notices()), 10, "the entry to leave the stream")
+        assert (pw.status().notices, pw.status().notices_dead) == (0, 1)
+        assert _scrape(pw)["parkway_notifications_dead"] == 1
+        env = {"PARKWAY_SECRET": SECRET, "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+        shown = subprocess.run([sys.executable, "-m", "parkway.cli", "status", "--redis-url", redis_url],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+        assert "notifications: 0 to deliver, 1 dead letters" in shown.stdout, shown.stderr
     finally:
         _stopped(worker)
