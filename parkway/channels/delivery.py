@@ -110,7 +110,7 @@ class _Lane:
             except Exception as exc:  # noqa: BLE001 - a receiver's failure is retried, never raised
                 self._failed(send, exc)
             else:
-                log.info("notification_sent", channel=self.channel.name, event_id=send.notice.event_id)
+                log.debug("notification_sent", channel=self.channel.name, event_id=send.notice.event_id)
                 self.done(send.notice, self.channel.name, None)
 
     def _failed(self, send: _Send, exc: Exception) -> None:
@@ -142,15 +142,19 @@ class Delivery:
         self.thread = threading.Thread(target=self._run, name="parkway-notify", daemon=True)
 
     def start(self) -> None:
+        self._group()
+        for lane in self.lanes.values():
+            lane.thread.start()
+        self.thread.start()
+
+    def _group(self) -> None:
+        """Say notifications are owed, and make the stream and its group (if no worker has yet)."""
         self.redis.set(keys.notify_on(), 1)
         try:
             self.redis.xgroup_create(keys.notices(), layout.NOTICE_GROUP, id="0", mkstream=True)
         except Exception as exc:  # noqa: BLE001 - BUSYGROUP: another worker made it
             if "BUSYGROUP" not in str(exc):
                 raise
-        for lane in self.lanes.values():
-            lane.thread.start()
-        self.thread.start()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -171,8 +175,15 @@ class Delivery:
                 for _, entries in reply or []:
                     self._take(entries)
             except Exception as exc:  # noqa: BLE001 - Redis away: try again, never stop the worker
+                if self.stopping.is_set():
+                    return
                 log.warning("notification_read_error", error=f"{type(exc).__name__}: {exc}"[:300])
                 self.stopping.wait(1.0)
+                if "NOGROUP" in str(exc):  # the stream was deleted (a Redis emptied, restarted without data)
+                    try:
+                        self._group()
+                    except Exception:  # noqa: BLE001 - Redis still away: the next pass tries again
+                        pass
 
     def _beat(self, claim_ms: int) -> None:
         """Keep this worker's entries its own (reset their idle time), then take over a lost worker's."""
