@@ -59,3 +59,75 @@ def test_an_answer_and_a_cancellation_write_their_notification(harness: Harness)
     harness.pw.cancel_interrupt(harness.token(cancelled))
     got = [(n.kind, n.run_id) for n in _notices(harness)]
     assert got == [("raised", answered), ("answered", answered), ("raised", cancelled), ("cancelled", cancelled)]
+
+
+def _delivered_by(harness: Harness, channel: Any, rate: float = 1000.0) -> Any:
+    """A running Delivery (the class every worker runs) of this database's stream to ``channel``."""
+    from parkway.adapters.redis.connection import connect
+    from parkway.channels import Delivery, viewer
+    from parkway.channels.delivery import Policy
+
+    assert harness.settings.redis_url is not None
+    delivery = Delivery(connect(harness.settings.redis_url), [channel], viewer(harness.pw, "https://pw.example"),
+                        "test", Policy(rate=rate, backoff_s=0.1))
+    delivery.start()
+    return delivery
+
+
+def test_webhook_routes_send_each_notification_to_its_workflow_audience_and_tenant_only(
+    pw: Any, redis_client: Any, redis_url: str
+) -> None:
+    """A route for an audience gets that audience's interrupts, one for another workflow gets none, a
+    route without a selector gets all; each receiver checks the signature."""
+    from parkway import Settings
+    from parkway.channels import configured
+    from tests.conftest import SECRET
+    from tests.procs import wait_for
+    from tests.test_notifications import WHSEC, Receiver
+
+    everyone, ops, other = Receiver().start(), Receiver().start(), Receiver().start()
+    settings = Settings(redis_url=redis_url, secret=SECRET, webhook_url=everyone.url, webhook_secret=WHSEC,
+                        webhook_routes=f"audience:team:ops={ops.url} workflow:one_choice={other.url}")
+    harness = Harness("redis", pw, settings, redis_client)
+    delivery = _delivered_by(harness, configured(settings)[0])
+    try:
+        run_id = harness.start_and_run(flows_escalate.escalating, {"audience": "team:ops", "ttl_ms": 60_000})
+        wait_for(lambda: everyone.got and ops.got, 10, "both routes' deliveries")
+        assert [b["data"]["runId"] for _, b in everyone.got] == [run_id] == [b["data"]["runId"] for _, b in ops.got]
+        assert everyone.got[0][0] == ops.got[0][0]  # one event, one webhook-id, wherever it goes
+        wait_for(lambda: not redis_client.xlen(keys.notices()), 10, "the entry acknowledged")
+        assert other.got == [] and everyone.bad == ops.bad == 0
+    finally:
+        delivery.stop()
+        for r in (everyone, ops, other):
+            r.stop()
+
+
+def test_a_channel_sends_at_most_its_rate(pw: Any, redis_client: Any, redis_url: str) -> None:
+    """Six notifications to a channel limited to 4 a second take at least 1.25 s from the first to the last."""
+    from parkway import Settings
+    from parkway.channels import configured
+    from tests.conftest import SECRET
+    from tests.procs import wait_for
+    from tests.test_notifications import WHSEC, Receiver
+
+    receiver = Receiver().start()
+    arrived: list[float] = []
+    settings = Settings(redis_url=redis_url, secret=SECRET, webhook_url=receiver.url, webhook_secret=WHSEC)
+    harness = Harness("redis", pw, settings, redis_client)
+    redis_client.set(keys.notify_on(), 1)
+    for _ in range(6):
+        pw.start(flows.one_choice, {})
+    harness.run_jobs()
+    delivery = _delivered_by(harness, configured(settings)[0], rate=4.0)
+    try:
+        def count() -> bool:
+            while len(arrived) < len(receiver.got):
+                arrived.append(time.monotonic())
+            return len(arrived) == 6
+
+        wait_for(count, 15, "six deliveries", interval=0.01)
+        assert arrived[-1] - arrived[0] >= 1.2
+    finally:
+        delivery.stop()
+        receiver.stop()
