@@ -31,8 +31,16 @@ variable               meaning
                        a reconciler behind on its expiries keeps them longer, until it records each
 ``PARKWAY_WORKFLOWS``  modules workflows may be imported from (comma-separated);
                        unset means the application's own code only
-``PARKWAY_PUBLIC_URL``, ``PARKWAY_WEBHOOK_*``, ``PARKWAY_SMTP_*``, ``PARKWAY_NOTIFY_*`` the
-                       notification channels and their delivery (``parkway.channels``; fields below)
+``PARKWAY_PUBLIC_URL`` where people reach ``parkway serve``: the base of notifications' links
+``PARKWAY_WEBHOOK_URL`` a URL every notification is POSTed to (Standard Webhooks), with
+                       ``PARKWAY_WEBHOOK_SECRET`` (``whsec_...``); ``PARKWAY_WEBHOOK_ROUTES``: more, by
+                       workflow, audience or tenant (see docs/guides/notifications.md)
+``PARKWAY_SMTP_HOST``  an SMTP server notifications are mailed through, with ``PARKWAY_SMTP_PORT`` (25),
+                       ``PARKWAY_SMTP_FROM`` and ``PARKWAY_SMTP_TO`` (addresses, or by workflow, audience, tenant)
+``PARKWAY_NOTIFY_RETRY_S`` how long a notification is retried before it is dead-lettered (3600);
+                       ``PARKWAY_NOTIFY_BACKOFF_S`` the first retry's wait (1, doubling up to 60),
+                       ``PARKWAY_NOTIFY_RATE`` sends a second per channel per worker (50),
+                       ``PARKWAY_NOTIFY_CLAIM_S`` when another worker takes over a silent one's (30)
 =====================  ========================================================
 """
 

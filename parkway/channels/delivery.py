@@ -266,8 +266,10 @@ class DeadLetter:
     error: str
 
 
-def dead_letters(redis: Any, count: int = 100) -> list[DeadLetter]:
-    """The newest ``count`` dead letters, newest first."""
+def dead_letters(source: Any, count: int = 100) -> list[DeadLetter]:
+    """The newest ``count`` dead letters, newest first; ``source`` is a ``Parkway`` client or a redis
+    client of its Redis."""
+    redis = source.store.client if hasattr(source, "store") else source
     out = []
     for _, fields in redis.xrevrange(keys.dead_notices(), count=count):
         text = {_text(k): _text(v) for k, v in fields.items()}
