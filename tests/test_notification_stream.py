@@ -131,3 +131,32 @@ def test_a_channel_sends_at_most_its_rate(pw: Any, redis_client: Any, redis_url:
     finally:
         delivery.stop()
         receiver.stop()
+
+
+def test_an_unreadable_notification_is_a_dead_letter_and_delivery_goes_on(
+    pw: Any, redis_client: Any, redis_url: str
+) -> None:
+    """An entry of pw:notices without a notification's fields is dead-lettered at once (channel "-"),
+    and the pause written after it is still delivered."""
+    from parkway import Settings
+    from parkway.channels import configured, dead_letters
+    from tests.conftest import SECRET
+    from tests.procs import wait_for
+    from tests.test_notifications import WHSEC, Receiver
+
+    receiver = Receiver().start()
+    settings = Settings(redis_url=redis_url, secret=SECRET, webhook_url=receiver.url, webhook_secret=WHSEC)
+    harness = Harness("redis", pw, settings, redis_client)
+    redis_client.set(keys.notify_on(), 1)
+    redis_client.xadd(keys.notices(), {"junk": "1"})
+    run_id = harness.start_and_run(flows.one_choice, {})
+    delivery = _delivered_by(harness, configured(settings)[0])
+    try:
+        wait_for(lambda: receiver.got, 10, "the pause's delivery")
+        assert [b["data"]["runId"] for _, b in receiver.got] == [run_id]
+        dead = dead_letters(pw)
+        assert [(d.channel, d.kind) for d in dead] == [("-", "")] and "notification without" in dead[0].error
+        wait_for(lambda: not redis_client.xlen(keys.notices()), 10, "both entries to leave the stream")
+    finally:
+        delivery.stop()
+        receiver.stop()

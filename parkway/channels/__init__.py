@@ -19,7 +19,7 @@ import structlog
 
 from ..adapters.redis import keys
 from ..config import Settings
-from ..runtime.errors import ConfigError, ParkwayError
+from ..runtime.errors import ConfigError, InterruptNotFound, ValidationError
 from .base import Channel, Notice, Route, routes
 from .delivery import DeadLetter, Delivery, Policy, dead_count, dead_letters
 
@@ -59,7 +59,7 @@ def viewer(pw: Parkway, public_url: str | None) -> Callable[[Notice], Mapping[st
     def view(notice: Notice) -> Mapping[str, Any]:
         try:
             found = pw.get_interrupt(notice.request_id, run_id=notice.run_id)
-        except ParkwayError:  # its records are gone: what the notification itself says
+        except (InterruptNotFound, ValidationError):  # its records are gone: what the notification says
             return {"requestId": notice.request_id, "runId": notice.run_id, "workflow": notice.workflow,
                     "links": {}}
         data = found.model_dump(mode="json", by_alias=True)

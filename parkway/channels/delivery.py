@@ -30,6 +30,7 @@ from typing import Any
 import structlog
 
 from ..adapters.redis import keys, layout
+from ..runtime.errors import CorruptRecord
 from .base import Channel, Notice
 
 log = structlog.get_logger("parkway.channels")
@@ -206,12 +207,16 @@ class Delivery:
         for entry_id, fields in entries:
             try:
                 notice = notice_of(entry_id, fields)
+            except CorruptRecord as exc:  # an entry that cannot be read is a dead letter at once
+                self._bury(_text(entry_id), fields, "-", exc.message)
+                self._end(_text(entry_id))
+                continue
+            try:
                 view = self.view(notice)
                 sends = [(c, t) for c in self.channels for t in c.targets(view, notice)]
-            except Exception as exc:  # noqa: BLE001 - an entry that cannot be read is a dead letter at once
-                eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-                self._bury(eid, fields, "-", f"{type(exc).__name__}: {exc}"[:500])
-                self._end(eid)
+            except Exception as exc:  # noqa: BLE001 - Redis away: left pending, taken again after claim_s
+                log.warning("notification_view_error", event_id=notice.event_id,
+                            error=f"{type(exc).__name__}: {exc}"[:300])
                 continue
             if not sends:
                 self._end(notice.entry_id)
