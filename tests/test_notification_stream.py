@@ -160,3 +160,23 @@ def test_an_unreadable_notification_is_a_dead_letter_and_delivery_goes_on(
     finally:
         delivery.stop()
         receiver.stop()
+
+
+def test_notification_settings_refuse_what_cannot_work_with_a_clear_error() -> None:
+    """A webhook without a secret, a route whose selector is not workflow, audience or tenant, and a
+    retry bound of 0 are refused, each naming the setting; routes from the environment split on spaces."""
+    import pytest
+
+    from parkway import ConfigError, Settings
+    from parkway.channels import configured
+
+    with pytest.raises(ConfigError, match="PARKWAY_WEBHOOK_SECRET"):
+        Settings(webhook_url="https://h.example/hook")
+    with pytest.raises(ConfigError, match="PARKWAY_WEBHOOK_ROUTES"):
+        configured(Settings(webhook_secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                            webhook_routes="team:ops=https://h.example/hook"))
+    with pytest.raises(ConfigError, match="PARKWAY_NOTIFY_RETRY_S"):
+        Settings(notify_retry_s=0)
+    env = Settings.from_env({"PARKWAY_SMTP_HOST": "mail", "PARKWAY_SMTP_TO": "a@x.example audience:fin=b@x.example"})
+    channel = configured(env)[0]
+    assert channel.name == "email" and env.smtp_to == ("a@x.example", "audience:fin=b@x.example")
