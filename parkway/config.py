@@ -31,6 +31,16 @@ variable               meaning
                        a reconciler behind on its expiries keeps them longer, until it records each
 ``PARKWAY_WORKFLOWS``  modules workflows may be imported from (comma-separated);
                        unset means the application's own code only
+``PARKWAY_PUBLIC_URL`` where people reach ``parkway serve``: the base of notifications' links
+``PARKWAY_WEBHOOK_URL`` a URL every notification is POSTed to (Standard Webhooks), with
+                       ``PARKWAY_WEBHOOK_SECRET`` (``whsec_...``); ``PARKWAY_WEBHOOK_ROUTES``: more, by
+                       workflow, audience or tenant (see docs/guides/notifications.md)
+``PARKWAY_SMTP_HOST``  an SMTP server notifications are mailed through, with ``PARKWAY_SMTP_PORT`` (25),
+                       ``PARKWAY_SMTP_FROM`` and ``PARKWAY_SMTP_TO`` (addresses, or by workflow, audience, tenant)
+``PARKWAY_NOTIFY_RETRY_S`` how long a notification is retried before it is dead-lettered (3600);
+                       ``PARKWAY_NOTIFY_BACKOFF_S`` the first retry's wait (1, doubling up to 60),
+                       ``PARKWAY_NOTIFY_RATE`` sends a second per channel per worker (50),
+                       ``PARKWAY_NOTIFY_CLAIM_S`` when another worker takes over a silent one's (30)
 =====================  ========================================================
 """
 
@@ -104,8 +114,48 @@ class Settings:
     alone, on ``redis_url`` (a process with one Redis URL refuses a Redis that is one of several
     shards, unless it is this one)"""
 
+    public_url: str | None = None
+    """``PARKWAY_PUBLIC_URL``: where people reach ``parkway serve`` (``https://parkway.example.com``):
+    the base of the answer links and form links notifications carry"""
+    webhook_url: str | None = None
+    """``PARKWAY_WEBHOOK_URL``: a URL every notification is POSTed to, signed as Standard Webhooks say
+    (see docs/guides/notifications.md)"""
+    webhook_secret: str | None = field(default=None, repr=False)
+    """``PARKWAY_WEBHOOK_SECRET``: the webhooks' signing secret (``whsec_<base64>``)"""
+    webhook_routes: tuple[str, ...] = ()
+    """``PARKWAY_WEBHOOK_ROUTES``: more webhooks, each for one workflow, audience or tenant:
+    ``workflow:<name>=<url>``, ``audience:<name>=<url>``, ``tenant:<name>=<url>``, separated by spaces"""
+    smtp_host: str | None = None
+    """``PARKWAY_SMTP_HOST``: an SMTP server notifications are mailed through (with ``smtp_to``)"""
+    smtp_port: int = 25
+    """``PARKWAY_SMTP_PORT``"""
+    smtp_from: str = "parkway@localhost"
+    """``PARKWAY_SMTP_FROM``: the mails' sender"""
+    smtp_to: tuple[str, ...] = ()
+    """``PARKWAY_SMTP_TO``: who is mailed: addresses for every notification (``ops@example.com``) or
+    for one workflow, audience or tenant (``audience:finance=fin@example.com``), separated by spaces"""
+    notify_retry_s: float = 3600.0
+    """``PARKWAY_NOTIFY_RETRY_S``: how long a notification is retried (from when it was written)
+    before it is dead-lettered"""
+    notify_backoff_s: float = 1.0
+    """``PARKWAY_NOTIFY_BACKOFF_S``: the first retry's wait; each next one waits twice as long, up to
+    a minute"""
+    notify_rate: float = 50.0
+    """``PARKWAY_NOTIFY_RATE``: notifications per second one worker sends to one channel at most"""
+    notify_claim_s: float = 30.0
+    """``PARKWAY_NOTIFY_CLAIM_S``: how long a notification a worker took stays its own without a
+    sign of life before another worker takes it over (a worker killed mid-delivery)"""
+
     def __post_init__(self) -> None:
         check_ttl(self.ttl_ms)
+        for name in ("webhook_routes", "smtp_to"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, tuple(value.split()))
+        if self.webhook_url is not None and not self.webhook_secret:
+            raise ConfigError("PARKWAY_WEBHOOK_URL needs PARKWAY_WEBHOOK_SECRET (whsec_...) to sign with")
+        if min(self.notify_retry_s, self.notify_backoff_s, self.notify_rate, self.notify_claim_s) <= 0:
+            raise ConfigError("PARKWAY_NOTIFY_RETRY_S, _BACKOFF_S, _RATE and _CLAIM_S must be above 0")
         check_id(self.queue, "queue name")
         if self.secret is not None and len(self.secret) < MIN_SECRET_LENGTH:
             raise ConfigError(f"PARKWAY_SECRET must be at least {MIN_SECRET_LENGTH} characters")
@@ -170,7 +220,10 @@ class Settings:
         """Read ``PARKWAY_*`` variables; keyword arguments win over them."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
-        for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue"), ("SHARDS", "shards")):
+        for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue"), ("SHARDS", "shards"),
+                           ("PUBLIC_URL", "public_url"), ("WEBHOOK_URL", "webhook_url"),
+                           ("WEBHOOK_SECRET", "webhook_secret"), ("WEBHOOK_ROUTES", "webhook_routes"),
+                           ("SMTP_HOST", "smtp_host"), ("SMTP_FROM", "smtp_from"), ("SMTP_TO", "smtp_to")):
             if env.get(f"PARKWAY_{name}"):
                 values[attr] = env[f"PARKWAY_{name}"]
         sentinel = sentinel_url(
@@ -188,6 +241,7 @@ class Settings:
             ("MAX_LOST_ATTEMPTS", "max_lost_attempts"),
             ("REPLICA_ACKS", "replica_acks"),
             ("REPLICA_ACK_MS", "replica_ack_ms"),
+            ("SMTP_PORT", "smtp_port"),
         ):
             raw = env.get(f"PARKWAY_{name}")
             if raw:
@@ -195,6 +249,14 @@ class Settings:
                     values[attr] = int(raw)
                 except ValueError:
                     raise ConfigError(f"PARKWAY_{name} must be an integer, got {raw!r}") from None
+        for name, attr in (("NOTIFY_RETRY_S", "notify_retry_s"), ("NOTIFY_BACKOFF_S", "notify_backoff_s"),
+                           ("NOTIFY_RATE", "notify_rate"), ("NOTIFY_CLAIM_S", "notify_claim_s")):
+            raw = env.get(f"PARKWAY_{name}")
+            if raw:
+                try:
+                    values[attr] = float(raw)
+                except ValueError:
+                    raise ConfigError(f"PARKWAY_{name} must be a number, got {raw!r}") from None
         limits: dict[str, int] = {}
         for name, attr in (("RETENTION_MS", "retention_ms"), ("EXPIRY_GRACE_MS", "expiry_grace_ms")):
             raw = env.get(f"PARKWAY_{name}")

@@ -5,7 +5,8 @@ no feature."""
 
 from __future__ import annotations
 
+from .channels.feature import CHANNELS
 from .runtime.features import Feature
 from .sessions.feature import SESSIONS
 
-FEATURES: tuple[Feature, ...] = (SESSIONS,)
+FEATURES: tuple[Feature, ...] = (SESSIONS, CHANNELS)

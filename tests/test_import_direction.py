@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("workers", ("workers",)),
     ("client", ("backend", "client")),
     ("shared by the surfaces", ("problems",)),
-    ("features", ("sessions",)),
+    ("features", ("sessions", "channels")),
     ("the feature list", ("extensions",)),
     ("surfaces", ("http", "cli", "demo", "logs")),
     ("public names", ("parkway", "_public", "agents", "errors")),
@@ -101,4 +101,4 @@ def test_a_worker_process_runs_the_features_it_never_imports() -> None:
         "print(before, [type(e).__name__ for e in features.extensions()], [f.name for f in features.features()])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT.parent, capture_output=True, text=True, check=True)
-    assert out.stdout.split("\n")[0] == "False ['BranchRuns'] ['sessions']", out.stdout + out.stderr
+    assert out.stdout.split("\n")[0] == "False ['BranchRuns'] ['sessions', 'channels']", out.stdout + out.stderr

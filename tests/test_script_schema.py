@@ -263,8 +263,9 @@ def _resume(tag: str) -> calls.Resume:
     names = [f.name for f in __import__("dataclasses").fields(calls.Resume)]
     values: dict[str, object] = {n: f"{tag}.{n}" for n in names}
     closing = calls.Closing(*(f"{tag}.c{i}" for i in range(6)))
-    return calls.Resume(**{**values, "closing": closing, "filters": [f"{tag}.f1"], "queues": ["q1", "q2"],  # type: ignore[arg-type]
-                           "job": [f"{tag}.j1"]})
+    notice = calls.Notice(f"{tag}.on", f"{tag}.notices")
+    return calls.Resume(**{**values, "closing": closing, "notice": notice,  # type: ignore[arg-type]
+                           "filters": [f"{tag}.f1"], "queues": ["q1", "q2"], "job": [f"{tag}.j1"]})
 
 
 def test_blocks_inside_a_list_of_blocks_bind_by_their_own_counts() -> None:

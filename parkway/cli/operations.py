@@ -208,6 +208,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"runs ended: {ended}; attempts {status.attempts}, recovered from stopped workers {status.recovered}")
     pending = ", ".join(f"{wf} {n}" for wf, n in sorted(status.pending.items()) if n) or "none"
     print(f"pending interrupts: {pending}")
+    if status.notices or status.notices_dead:
+        print(f"notifications: {status.notices} to deliver, {status.notices_dead} dead letters"
+              " (parkway.channels.dead_letters)")
     return 0
 
 

@@ -677,6 +677,8 @@ class Parkway:
             attempts=counters.get("attempts", 0),
             recovered=counters.get("recovered", 0),
             pending=tallies.pending,
+            notices=tallies.notices,
+            notices_dead=tallies.notices_dead,
         )
 
     def drain(self, timeout: float = 60.0) -> None:

@@ -41,6 +41,8 @@ metric                                 type       counted by
 ``parkway_activations_running``       gauge      runs holding a lease (``pw:leases``), at scrape
 ``parkway_jobs_outstanding``           gauge      jobs in the outbox, enqueued and not begun
 ``parkway_oldest_job_age_seconds``     gauge      age of the outbox's oldest job (0: none)
+``parkway_notifications_owed``         gauge      notifications written, not yet delivered (``pw:notices``)
+``parkway_notifications_dead``         gauge      notifications given up on (``pw:notices:dead``)
 =====================================  =========  ============================================
 
 Runs failed are ``parkway_runs_finished_total{status="failed"}``; ``parkway_node_failures_total``
@@ -140,6 +142,10 @@ class ParkwayCollector(Collector):
                                 value=t.running)
         yield GaugeMetricFamily("parkway_jobs_outstanding", "Jobs enqueued (or to enqueue) and not yet begun",
                                 value=t.outstanding)
+        yield GaugeMetricFamily("parkway_notifications_owed", "Notifications written and not yet delivered",
+                                value=t.notices)
+        yield GaugeMetricFamily("parkway_notifications_dead", "Notifications given up on (dead letters)",
+                                value=t.notices_dead)
         oldest = t.oldest_outstanding_at
         yield GaugeMetricFamily(
             "parkway_oldest_job_age_seconds", "How long the oldest job not yet begun has waited (0: none waits)",

@@ -1,11 +1,13 @@
 """The features' extension point: what a feature (sessions) adds to the core, and the list of them.
 
-A :class:`Feature` is named, and gives the core up to three parts, each asked for by the core
+A :class:`Feature` is named, and gives the core up to four parts, each asked for by the core
 without importing the feature::
 
     extension   its entry in the executor (``observers.Extension``): the observers of its runs
     client      ``pw.<name>`` on :class:`parkway.Parkway`: its operations, built over the client
     aclient     ``pw.<name>`` on :class:`parkway.AsyncParkway`: the same, awaited
+    service     ``(settings, worker name) -> Service | None``: work a ``parkway worker`` runs beside its
+                jobs (its own threads), started with the worker's reconciler and stopped with it
 
 The list is assembled at the top (``parkway/extensions.py``) and handed here by the package's
 root (``parkway/__init__.py``, which every import of a parkway module runs first) as a function
@@ -19,12 +21,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .observers import Extension
+
+
+class Service(Protocol):
+    """A feature's background work in a worker (its own threads; ``stop`` returns at once)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class Feature:
     extension: Extension | None = None
     client: Callable[[Any], Any] | None = None
     aclient: Callable[[Any], Any] | None = None
+    service: Callable[[Any, str], Service | None] | None = None
 
 
 _assembly: Callable[[], tuple[Feature, ...]] | None = None
@@ -61,6 +72,12 @@ def features() -> tuple[Feature, ...]:
 def extensions() -> tuple[Extension, ...]:
     """The features' entries in the executor (``executor.Options.extensions``)."""
     return tuple(f.extension for f in features() if f.extension is not None)
+
+
+def worker_services(settings: Any, consumer: str) -> list[Service]:
+    """The services a worker named ``consumer`` runs under ``settings`` (a feature's None: nothing to do)."""
+    made = (f.service(settings, consumer) for f in features() if f.service is not None)
+    return [service for service in made if service is not None]
 
 
 def facet(name: str, host: Any, *, awaited: bool = False) -> Any:

@@ -500,3 +500,5 @@ class DeploymentStatus(_Model):
     attempts: int = Field(description="activations begun (first attempts, replays and retries)")
     recovered: int = Field(description="activations taken back from a worker that stopped mid-job")
     pending: dict[str, int] = Field(description="pending, unexpired interrupts by workflow")
+    notices: int = Field(0, description="notifications written and not yet delivered (parkway.channels)")
+    notices_dead: int = Field(0, description="notifications given up on (dead letters: parkway.channels)")

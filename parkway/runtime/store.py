@@ -534,6 +534,10 @@ class Tallies:
     """how long the oldest of them has waited past its expiry (0: none)"""
     node_buckets: tuple[float, ...] = ()
     """the node-duration histogram's upper bounds in seconds"""
+    notices: int = 0
+    """notifications written and not yet delivered or dead-lettered"""
+    notices_dead: int = 0
+    """notifications given up on (dead letters)"""
 
 
 class Store(Protocol):

@@ -22,6 +22,7 @@ from ..adapters.redis.connection import connect, require_functions
 from ..adapters.redis.errors import translated
 from ..adapters.redis.replicas import ReplicaAcks
 from ..config import Settings
+from ..runtime.features import worker_services
 from ..runtime.store import Attempt
 from .jobs import EXECUTE_JOB, WorkerRuntime, execute_with, install, parse_job_id, serving, worker_runtime
 from .reconciler import Maintenance
@@ -225,9 +226,14 @@ class ParkwayWorker(TrimmedWorker):
             grace_ms=rt.settings.limits.expiry_grace_ms,
         )
         maintenance.start()
+        services = worker_services(rt.settings, self.name)
+        for service in services:
+            service.start()
         try:
             return super().work(*args, **kwargs)
         finally:
+            for service in reversed(services):
+                service.stop()
             maintenance.stop()
 
 

@@ -182,6 +182,21 @@ local function write_closing(summary, k, a)
   redis.call('ZADD', k.index, 0, a.member)
 end
 
+-- BLOCK notice: where a transition tells the notification channels of an interrupt
+-- KEYS
+--   on             present while the deployment has channels (keys.notify_on)
+--   stream         the notification stream (keys.notices)
+
+-- Tell the channels (invariant 14: in the step that does it) that interrupt `request_id` of run
+-- `run_id` of `workflow` was raised, escalated, expired, answered or cancelled (`kind`); `expires`,
+-- its expiry, tells one escalation from the next (the event's id: layout.notice_id). A deployment
+-- without channels pays one EXISTS.
+local function notice(n, kind, run_id, request_id, workflow, expires)
+  if redis.call('EXISTS', n.on) == 0 then return end
+  redis.call('XADD', n.stream, 'MAXLEN', '~', NOTICES_MAXLEN, '*', 'k', kind, 'r', run_id, 'q', request_id,
+    'w', workflow, 'x', expires)
+end
+
 local function xadd(stream, maxlen, kind, blob)
   return redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 't', kind, 'd', blob)
 end

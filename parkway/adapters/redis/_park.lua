@@ -77,6 +77,7 @@ local function park(K, A)
     redis.call('RESTORE', K.events, left, stream)
   end
   keep_ancestors(K.ancestors, keep_ms, A.retention)
+  notice(K.notice, 'raised', A.run_id, A.request_id, A.workflow, A.expires)
   mark_gate(K.ancestors[#K.ancestors], A.gate)
   return fence
 end

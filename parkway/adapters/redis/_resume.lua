@@ -98,6 +98,8 @@ local function resume_commit(K, A, pending)
   redis.call('HSET', K.run, unpack(fields))
   if #drop > 0 then redis.call('HDEL', K.run, unpack(drop)) end
   count_wait(K.metrics, A.created, A.now, A.buckets, pending.wf)
+  notice(K.notice, A.status == 'cancelled' and 'cancelled' or 'answered', A.run_id, full_request_id(req, A.run_id),
+    pending.wf, A.expires)
   write_closing(K.summary, K.closing, A.closing)
   return {'accepted', req, step, fence, hand_off(K.queues, A.job, 1, step, fence)}
 end

@@ -130,6 +130,13 @@ class Closing(Args):
     created: bytes | str
 
 
+@schema("notice")
+@dataclass(frozen=True)
+class Notice(Args):
+    on: str
+    stream: str
+
+
 @schema("parent")
 @dataclass(frozen=True)
 class Parent(Args):
@@ -293,6 +300,7 @@ class Park(Args):
     workflows: str
     pauses: str
     snapshots: str
+    notice: Notice
     filters: list[str]
     ancestors: list[Ancestor]
     fence: int
@@ -424,6 +432,7 @@ class Resume(Args):
     expiring: str
     metrics: str
     closing: Closing
+    notice: Notice
     filters: list[str]
     queues: list[str]
     token_field: str
@@ -483,6 +492,7 @@ class Expire(Args):
     outbox: str
     metrics: str
     closing: Closing
+    notice: Notice
     filters: list[str]
     parent: Parent | None
     request_id: str
@@ -515,6 +525,7 @@ class Escalate(Args):
     state: str
     pauses: str
     snapshots: str
+    notice: Notice
     left: list[str]
     joined: list[str]
     ancestors: list[Ancestor]

@@ -17,6 +17,7 @@
 --   state          the workflow state
 --   pauses         the pause feed
 --   snapshots      the run's snapshots (see advance.lua), kept as long as the run
+--   notice: notice  the notification stream (see notice in _common.lua)
 --   left...        the filter indexes the interrupt leaves
 --   joined...      the filter indexes it joins
 --   ancestors...: ancestor  a child run's ancestors (see park.lua)
@@ -72,4 +73,5 @@ redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflo
 expire_all(keep_ms, {K.run, K.events, K.journal, K.state, K.snapshots})
 keep_summary(K.summary, keep_ms, A.retention)
 keep_ancestors(K.ancestors, keep_ms, A.retention)
+notice(K.notice, 'escalated', A.run_id, A.request_id, A.workflow, A.new_expires)
 return {'escalated', fence}

@@ -18,6 +18,7 @@
 --   metrics        the counters
 --   closing: closing  the closed index of the interrupt's new status (expired, or cancelled for
 --                  a timer)
+--   notice: notice  the notification stream (see notice in _common.lua)
 --   filters...     the interrupt's filter indexes
 --   parent?: parent  where the run's end goes, for a child run (see notify_parent)
 -- ARGV
@@ -51,6 +52,7 @@ if state[A.status_field] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', K.run, A.status_field, A.action == 'timer' and 'cancelled' or 'expired')
 write_closing(K.summary, K.closing, A.closing)
 local cur = hmget(K.run, {F.status, F.waiting, F.step, F.wf})
+notice(K.notice, A.action == 'timer' and 'cancelled' or 'expired', A.run_id, A.request_id, cur.wf or '', A.expires)
 if cur.status ~= V.waiting or full_request_id(cur.waiting, A.run_id) ~= A.request_id then return {'expired', ''} end
 local action = A.action
 local fence = redis.call('HINCRBY', K.run, F.fence, 1)

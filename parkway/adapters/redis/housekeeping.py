@@ -257,7 +257,9 @@ class Housekeeping:
             pipe.zcard(keys.leases())
             pipe.zcard(keys.outbox())
             pipe.zrange(keys.outbox(), 0, 0, withscores=True)
-            counters, names, running, outstanding, oldest = pipe.execute()
+            pipe.xlen(keys.notices())
+            pipe.xlen(keys.dead_notices())
+            counters, names, running, outstanding, oldest, notices, dead = pipe.execute()
             workflows = sorted(_text(n) for n in names)
             pipe = self.client.pipeline(transaction=False)
             for wf in workflows:
@@ -276,6 +278,8 @@ class Housekeeping:
             overdue=overdue.count,
             overdue_ms=overdue.age_ms(now),
             node_buckets=layout.NODE_BUCKETS_S,
+            notices=int(notices),
+            notices_dead=int(dead),
         )
 
 

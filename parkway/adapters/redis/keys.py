@@ -102,6 +102,16 @@ key                         type    TTL       holds
                                               with the pause feed
 ``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
                                               begun, by time; the reconciler redispatches old ones
+``pw:notify``               string  none      present while a deployment has notification channels (set by
+                                              a worker that has some, ``parkway.channels``): the one key
+                                              the pause scripts check before writing ``pw:notices``
+``pw:notices``              stream  none      the notifications owed (``layout.NOTICE_FIELDS``), written in the
+                                              step of the pause, escalation, expiry or answer they
+                                              tell of; read by the workers' consumer group
+                                              ``layout.NOTICE_GROUP``, each entry deleted once
+                                              delivered or dead-lettered; capped at ``NOTICES_MAXLEN``
+``pw:notices:dead``         stream  none      the notifications given up on (the entry's fields, ``ch``
+                                              channel, ``err`` last error), capped at ``NOTICES_MAXLEN``
 ``pw:leases``               zset    none      run ids being executed, scored by lease expiry (ms)
 ``pw:claims``               zset    none      run ids whose interrupt past its expiry a reconciler is
                                               expiring now, scored by when its claim lapses (ms): the
@@ -287,6 +297,26 @@ def runs_due() -> str:
 def pauses() -> str:
     """The pause feed: a capped stream the park script appends to, for listings that wait."""
     return f"{PREFIX}:pauses"
+
+
+NOTICES_MAXLEN = 100_000
+"""about how many notifications ``pw:notices`` (and its dead letters) keep: a bound for a deployment
+whose workers have stopped delivering, far above what a live one holds"""
+
+
+def notify_on() -> str:
+    """Whose existence says notifications are owed (the pause scripts' one check)."""
+    return f"{PREFIX}:notify"
+
+
+def notices() -> str:
+    """The notification stream: one entry per interrupt raised, escalated, expired or answered."""
+    return f"{PREFIX}:notices"
+
+
+def dead_notices() -> str:
+    """The notifications whose delivery was given up on (dead letters)."""
+    return f"{PREFIX}:notices:dead"
 
 
 def reclaimed() -> str:

@@ -11,6 +11,7 @@
 --   workflows      the workflows with interrupts
 --   pauses         the pause feed
 --   snapshots      the run's snapshots (see advance.lua), kept as long as the run
+--   notice: notice  the notification stream (see notice in _common.lua)
 --   filters...     the interrupt's filter indexes (audience, tenant, session: each only when it has it)
 --   ancestors...: ancestor  a child run's ancestors, parent first (the interrupt shows on their
 --                  streams too, and their records live at least as long as it does)

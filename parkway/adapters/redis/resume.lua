@@ -12,6 +12,7 @@
 --   expiring       its index expiring
 --   metrics        the counters
 --   closing: closing  the closed index of the interrupt's new status
+--   notice: notice  the notification stream (see notice in _common.lua)
 --   filters...     the interrupt's filter indexes
 --   queues...      the next job's queues (see hand_off)
 -- ARGV

@@ -98,6 +98,7 @@ CONSTANTS: dict[str, int] = {
     "CLOCK_TRUST_MS": layout.CLOCK_TRUST_MS,
     "FOLD_MAX": layout.FOLD_MAX,
     "FOLD_WAKE_MS": layout.FOLD_WAKE_MS,
+    "NOTICES_MAXLEN": keys.NOTICES_MAXLEN,
     "PART_BYTES": layout.PART_BYTES,
     "RENEW_SLACK": layout.RENEW_SLACK,
 }

@@ -273,7 +273,8 @@ class ShardedStore:
             counters, each[0].wait_buckets, pending, running=sum(t.running for t in each),
             outstanding=sum(t.outstanding for t in each), oldest_outstanding_at=min(oldest) if oldest else None,
             overdue=sum(t.overdue for t in each), overdue_ms=max(t.overdue_ms for t in each),
-            node_buckets=each[0].node_buckets,
+            node_buckets=each[0].node_buckets, notices=sum(t.notices for t in each),
+            notices_dead=sum(t.notices_dead for t in each),
         )
 
     def list_runs(self, query: RunIndexQuery) -> RunIndexPage:

@@ -4,6 +4,7 @@ script, one round trip; then reads the reply. Part of ``RedisStore``, which send
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -197,7 +198,8 @@ class Transitions:
             run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
             newest=keys.index("newest", rec.workflow), expiring=keys.index("expiring", rec.workflow),
             leases=keys.leases(), summary=keys.summary(r), workflows=keys.workflows(), pauses=keys.pauses(),
-            snapshots=keys.snapshots(r), filters=self._filter_keys(rec), ancestors=self._ancestors(commit.lineage),
+            snapshots=keys.snapshots(r), notice=_notice(), filters=self._filter_keys(rec),
+            ancestors=self._ancestors(commit.lineage),
             fence=fence, step=step, request_id=rec.request_id, short_id=layout.short_id(rec.request_id, r),
             token_field=layout.token_field(rec.token_hash), status_field=layout.status_field(rec.request_id, r),
             ttl=commit.ttl_ms, now=commit.now, expires=rec.expires_at,
@@ -436,7 +438,8 @@ class Transitions:
             summary=keys.summary(r), snapshots=keys.snapshots(r), outbox=keys.outbox(),
             newest=keys.index("newest", rec.workflow),
             expiring=keys.index("expiring", rec.workflow), metrics=keys.metrics(),
-            closing=self._closing(entry, rec, status, answer.lifecycle, answer.now), filters=self._filter_keys(rec),
+            closing=self._closing(entry, rec, status, answer.lifecycle, answer.now), notice=_notice(),
+            filters=self._filter_keys(rec),
             queues=queues, token_field=layout.token_field(answer.token_hash),
             request_id=layout.short_id(answer.request_id, r) if answer.request_id else "", field=rec.journal_field,
             entry=blob, digest=layout.answer_digest(blob, answer.responder), event=self._event(answer.event),
@@ -510,7 +513,7 @@ class Transitions:
             run=keys.run(r), events=keys.events(r), summary=keys.summary(r),
             newest=keys.index("newest", entry.workflow), expiring=keys.index("expiring", entry.workflow),
             journal=keys.journal(r, step), state=keys.workflow_state(r), outbox=keys.outbox(), metrics=keys.metrics(),
-            closing=self._closing(entry, record, ended, end, now),
+            closing=self._closing(entry, record, ended, end, now), notice=_notice(),
             filters=self._filter_keys(record) if record else [], parent=parent, request_id=entry.request_id,
             now=now, member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
             retention=self.limits.retention_ms, maxlen=self.limits.max_events,
@@ -561,7 +564,8 @@ class Transitions:
             run=keys.run(r), events=keys.events(r), summary=keys.summary(r),
             newest=keys.index("newest", record.workflow), expiring=keys.index("expiring", record.workflow),
             journal=keys.journal(r, record.step), state=keys.workflow_state(r), pauses=keys.pauses(),
-            snapshots=keys.snapshots(r), left=self._filter_keys(record), joined=self._filter_keys(moved),
+            snapshots=keys.snapshots(r), notice=_notice(), left=self._filter_keys(record),
+            joined=self._filter_keys(moved),
             ancestors=self._ancestors(lineage), request_id=record.request_id,
             short_id=layout.short_id(record.request_id, r), now=now,
             member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
@@ -603,6 +607,12 @@ class Transitions:
             count_field=layout.lifecycle_field("f", req, r), last_field=layout.lifecycle_field("fl", req, r),
             refusal=self._lifecycle(error),
         )))
+
+
+@functools.cache
+def _notice() -> calls.Notice:
+    """The ``notice`` block every call that raises or ends an interrupt carries (see ``_common.lua``)."""
+    return calls.Notice(on=keys.notify_on(), stream=keys.notices())
 
 
 _WAIT_BUCKETS_ARG = " ".join(str(b) for b in layout.WAIT_BUCKETS_S)
