@@ -259,3 +259,19 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """Two redis-servers of the test's own (the shard tests' primaries), stopped after it."""
+    servers = []
+    for i in range(2):
+        (tmp_path / f"s{i}").mkdir()
+        srv = RedisServer(tmp_path / f"s{i}", appendonly=False)
+        srv.start()
+        servers.append(srv)
+    try:
+        yield servers[0], servers[1]
+    finally:
+        for srv in servers:
+            srv.stop()

@@ -12,8 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -29,21 +27,6 @@ from tests.test_live_feeds import paused_until_caught_up
 from tests.test_shards import _shard_env
 
 ANA = Caller("user", "ana", "acme")
-
-
-@pytest.fixture
-def two(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
-    servers = []
-    for i in range(2):
-        (tmp_path / f"s{i}").mkdir()
-        srv = RedisServer(tmp_path / f"s{i}", appendonly=False)
-        srv.start()
-        servers.append(srv)
-    try:
-        yield servers[0], servers[1]
-    finally:
-        for srv in servers:
-            srv.stop()
 
 
 def _parked_on_both(pw: Parkway, urls: tuple[str, str]) -> dict[str, int]:

@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,21 +34,6 @@ from tests.conftest import SECRET
 from tests.procs import ROOT, RedisServer, Worker, wait_for
 
 ADA = Caller("user", "ada", "acme")
-
-
-@pytest.fixture
-def two(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
-    servers = []
-    for i in range(2):
-        (tmp_path / f"s{i}").mkdir()
-        srv = RedisServer(tmp_path / f"s{i}", appendonly=False)
-        srv.start()
-        servers.append(srv)
-    try:
-        yield servers[0], servers[1]
-    finally:
-        for srv in servers:
-            srv.stop()
 
 
 def test_shards_split_on_schemes_and_buckets_map_to_contiguous_shards() -> None:
