@@ -11,7 +11,7 @@ from ..runtime.features import Feature, Service
 
 
 def _service(settings: Any, consumer: str) -> Service | None:
-    from . import service
+    from .service import service
 
     return service(settings, consumer)
 
