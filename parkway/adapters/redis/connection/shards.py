@@ -41,8 +41,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-from ...runtime.errors import ConfigError, StoreUnavailable, ValidationError
-from ...runtime.store import (
+from ....runtime.errors import ConfigError, StoreUnavailable, ValidationError
+from ....runtime.store import (
     Advance,
     Attempt,
     Due,
@@ -68,8 +68,8 @@ from ...runtime.store import (
     StoredEvent,
     Tallies,
 )
-from .. import codec
-from . import keys, layout
+from ... import codec
+from .. import keys, layout
 from .errors import translated
 
 T = TypeVar("T")
