@@ -7,7 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import wait
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .adapters.redis.connection.connection import connect
 from .adapters.redis.connection.errors import translated
@@ -109,7 +109,8 @@ def _sharded(settings: Settings) -> Backend:
     options = executor.Options(
         secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=features.extensions()
     )
-    return Backend(settings, store, ShardedDispatcher(store, dispatchers), options)
+    # its per-run methods are set by rule (shards.py's _ROUTED ...), checked complete at import
+    return Backend(settings, cast(Store, store), ShardedDispatcher(store, dispatchers), options)
 
 
 SHARD_CHECK_S = 1.0
