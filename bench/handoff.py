@@ -42,7 +42,7 @@ START_FIGURES = ("starts_per_s", "start_redis_cpu_us", "start_redis_cmd_us", "st
 def system_for(variant: str, url: str) -> ParkwayCycles:
     """The cycles' client: ``public`` swaps its store for one whose scripts enqueue no job, so
     that the client enqueues each job after its commit (``RQDispatcher.enqueue``)."""
-    from parkway.adapters.redis.store import RedisStore
+    from parkway.adapters.redis.store.store import RedisStore
 
     system = ParkwayCycles(url)
     if variant == "public":

@@ -33,7 +33,7 @@ def script_usec(r: redis.Redis) -> int:
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    from parkway.adapters.redis.store import RedisStore
+    from parkway.adapters.redis.store.store import RedisStore
     from parkway.runtime import executor
 
     url, cycles = params["url"], int(params.get("cycles", 200))

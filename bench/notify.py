@@ -75,7 +75,7 @@ class _Sink(BaseHTTPRequestHandler):
 
 
 def _deliver(pw: Parkway, url: str, client: redis.Redis, n: int) -> float:
-    from parkway.adapters.redis.connection import connect
+    from parkway.adapters.redis.connection.connection import connect
     from parkway.channels import Delivery, viewer
     from parkway.channels.base import Route
     from parkway.channels.delivery import Policy

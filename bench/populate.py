@@ -86,7 +86,7 @@ def park_runs(pw: Any, count: int, *, pipelined: bool = False, batch: int = 200)
 
 def _noting(pw: Any) -> None:
     """Give ``pw`` a dispatcher that notes jobs, and a store whose scripts enqueue none."""
-    from parkway.adapters.redis.store import RedisStore
+    from parkway.adapters.redis.store.store import RedisStore
 
     if not isinstance(pw.backend.dispatcher, NoteDispatcher):
         pw.backend.dispatcher = NoteDispatcher()
@@ -207,8 +207,8 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
 
     import dataclasses
 
-    from parkway.adapters.redis.scripts import Args
-    from parkway.adapters.redis.store import ScriptCall
+    from parkway.adapters.redis.scripts.scripts import Args
+    from parkway.adapters.redis.store.store import ScriptCall
 
     def renamed(params: Any, pairs: list[tuple[str, str]], bpairs: list[tuple[bytes, bytes]]) -> Any:
         """The call's typed arguments for the new ids, blocks too. A park's record (rq, its request

@@ -113,8 +113,8 @@ def script_names() -> dict[str, str]:
     whole (EVALSHA, before they were Redis functions, whose names say their script)."""
     import hashlib
 
-    from parkway.adapters.redis import scripts
-    from parkway.adapters.redis.store import _SCRIPTS, NO_HAND_OFF
+    from parkway.adapters.redis.scripts import scripts
+    from parkway.adapters.redis.store.store import _SCRIPTS, NO_HAND_OFF
     from parkway.workers.rq_internals.job_format import hand_off_lua
 
     out: dict[str, str] = {}

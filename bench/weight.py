@@ -62,8 +62,8 @@ def settled(r: redis.Redis, *, reconciler: bool) -> int:
     """``used_memory`` once the streams of the runs just parked are past their ``FOLD_WAKE_MS``
     and reclaimed: by a worker's reconciler (which runs every second and reads them past a margin),
     else by a SCAN (which reads every key it meets, as the reconciler reads the parked runs')."""
-    from parkway.adapters.redis.housekeeping import RECLAIM_MARGIN_MS
     from parkway.adapters.redis.layout import FOLD_WAKE_MS
+    from parkway.adapters.redis.store.housekeeping import RECLAIM_MARGIN_MS
 
     if reconciler:
         time.sleep((FOLD_WAKE_MS + RECLAIM_MARGIN_MS) / 1000 + 1.5)

@@ -1,7 +1,7 @@
 """A module imported when one of its names is first used.
 
 For what a process may never need, and pays for at its start: the Lua calls' argument classes
-(``adapters/redis/calls.py``, ``sessions/calls.py``: forty frozen dataclasses, each checked against
+(``adapters/redis/scripts/calls.py``, ``sessions/calls.py``: forty frozen dataclasses, each checked against
 its script's header as its module loads) cost a command that only reads, such as
 ``parkway interrupts``, about 30 ms. The modules that build those calls name them through a
 :class:`LazyModule` (``calls.Park(...)``), and import the real module for type checkers only.

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from concurrent.futures import wait
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from .adapters.redis.connection import connect
-from .adapters.redis.errors import translated
-from .adapters.redis.shard_table import check_alone, check_table
-from .adapters.redis.store import RedisStore
-from .adapters.redis.token_key import token_key
+from .adapters.redis.connection.connection import connect
+from .adapters.redis.connection.errors import translated
+from .adapters.redis.connection.shard_table import check_alone, check_table
+from .adapters.redis.connection.token_key import token_key
+from .adapters.redis.store.store import RedisStore
 from .config import Settings
 from .runtime import executor, features
 from .runtime.errors import ConfigError, StoreUnavailable
@@ -76,7 +76,7 @@ def build_backend(settings: Settings) -> Backend:
 def _sharded(settings: Settings) -> Backend:
     """The backend over ``settings.shards``: one Redis store and RQ dispatcher per shard, each shard
     checked to hold this bucket -> shard table, behind a router (``ShardedStore``)."""
-    from .adapters.redis.shards import DeferredShard, ShardedDispatcher, ShardedStore, default_table
+    from .adapters.redis.connection.shards import DeferredShard, ShardedDispatcher, ShardedStore, default_table
 
     assert settings.shards is not None
     if settings.secret is None:
@@ -109,7 +109,8 @@ def _sharded(settings: Settings) -> Backend:
     options = executor.Options(
         secret=secret, loader=settings.modules.load, lease_ms=settings.lease_ms, extensions=features.extensions()
     )
-    return Backend(settings, store, ShardedDispatcher(store, dispatchers), options)
+    # its per-run methods are set by rule (shards.py's _ROUTED ...), checked complete at import
+    return Backend(settings, cast(Store, store), ShardedDispatcher(store, dispatchers), options)
 
 
 SHARD_CHECK_S = 1.0
@@ -123,7 +124,7 @@ def _built(build: Callable[[int], tuple[Any, Any]], shards: int) -> list[tuple[A
     shard that did not answer in time (or raised StoreUnavailable). A check that refuses
     (ConfigError: another shard table or token key) raises; so does StoreUnavailable when no
     shard answered."""
-    from .adapters.redis.shards import in_thread
+    from .adapters.redis.connection.shards import in_thread
 
     futures = [in_thread(build, i) for i in range(shards)]
     wait(futures, timeout=SHARD_CHECK_S)
@@ -141,7 +142,7 @@ def _built(build: Callable[[int], tuple[Any, Any]], shards: int) -> list[tuple[A
 
 
 def _embedded(settings: Settings) -> Backend:
-    from .adapters.redis import embedded as inproc
+    from .adapters.redis.connection import embedded as inproc
     from .workers.embedded import EmbeddedDispatcher, WorkerThread, Workflows
 
     log.warning("embedded_mode", hint="no PARKWAY_REDIS_URL: runs live in this process and nothing survives it")

@@ -10,7 +10,7 @@ variable               meaning
 =====================  ========================================================
 ``PARKWAY_REDIS_URL``  Redis to use; unset means embedded (an in-process Redis and worker). A
                        ``redis+sentinel://[user:pw@]h1:p1,h2:p2/<master>[/<db>]`` string names a
-                       master under Sentinel (see ``parkway.adapters.redis.sentinel``)
+                       master under Sentinel (see ``parkway.adapters.redis.connection.sentinel``)
 ``PARKWAY_REDIS_SENTINELS`` instead of a URL: the sentinels, ``host:port,...``, with
                        ``PARKWAY_REDIS_MASTER`` (the master's name), ``PARKWAY_REDIS_PASSWORD`` (the
                        master's, if it asks for one) and ``PARKWAY_REDIS_SENTINEL_PASSWORD`` (the sentinels')
@@ -53,8 +53,8 @@ from typing import Any
 
 from .adapters.limits import DEFAULT_TTL_MS, Limits
 from .adapters.redis import keys
-from .adapters.redis.replicas import ReplicaAcks
-from .adapters.redis.sentinel import (
+from .adapters.redis.connection.replicas import ReplicaAcks
+from .adapters.redis.connection.sentinel import (
     SentinelSpec,
     SentinelUrlError,
     is_sentinel_url,
@@ -160,7 +160,7 @@ class Settings:
         if self.secret is not None and len(self.secret) < MIN_SECRET_LENGTH:
             raise ConfigError(f"PARKWAY_SECRET must be at least {MIN_SECRET_LENGTH} characters")
         if self.shards is not None:
-            from .adapters.redis.shards import split_shards
+            from .adapters.redis.connection.shards import split_shards
 
             shards = split_shards(self.shards) if isinstance(self.shards, str) else tuple(self.shards)
             servers: dict[tuple[Any, ...], str] = {}

@@ -17,7 +17,7 @@ import redis
 from rq import Queue
 
 from parkway import Parkway, Settings
-from parkway.adapters.redis.store import RedisStore
+from parkway.adapters.redis.store.store import RedisStore
 from parkway.workers import jobs
 from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker

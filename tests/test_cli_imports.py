@@ -28,7 +28,7 @@ LISTING_NEVER = (
     "parkway.workers.worker",
     "parkway.workers.rq_internals.worker",
     "parkway.runtime.deploy_check",
-    "parkway.adapters.redis.calls",  # the scripts' argument classes: they load with the first transition
+    "parkway.adapters.redis.scripts.calls",  # the scripts' argument classes: they load with the first transition
     "parkway.sessions.calls",
 )
 """what a command that only reads Redis and prints (``interrupts``, ``runs``, ``show``) never imports:

@@ -1,7 +1,7 @@
 """Embedded mode: the Redis store and ParkwayWorker, on an in-process Redis and a thread.
 
 The first tests name each way fakeredis differs from Redis that parkway meets (see
-``parkway/adapters/redis/embedded.py``); they fail when a fakeredis upgrade changes one.
+``parkway/adapters/redis/connection/embedded.py``); they fail when a fakeredis upgrade changes one.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from rq import Worker
 from rq.utils import get_version
 
 from parkway import Parkway, RunStatus, Settings, Workflow, use_interrupt
-from parkway.adapters.redis import embedded as inproc
-from parkway.adapters.redis.store import RedisStore
+from parkway.adapters.redis.connection import embedded as inproc
+from parkway.adapters.redis.store.store import RedisStore
 from parkway.workers.worker import ParkwayWorker
 from tests.conftest import SECRET
 

@@ -26,8 +26,8 @@ from structlog.testing import capture_logs
 
 from parkway import Parkway, RunStatus, Settings, StoreUnavailable, WaitTimeout
 from parkway.adapters.redis import keys
-from parkway.adapters.redis.connection import until_first_answer
-from parkway.adapters.redis.store import RedisStore
+from parkway.adapters.redis.connection.connection import until_first_answer
+from parkway.adapters.redis.store.store import RedisStore
 from parkway.workers import jobs
 from parkway.workers.jobs import RQDispatcher
 from parkway.workers.reconciler import Maintenance, reconcile_once
@@ -336,7 +336,7 @@ def test_wait_and_stream_keep_their_own_timeouts_and_blocking_reads_outlast_thei
 ) -> None:
     """On a live Redis wait and stream raise WaitTimeout on time: the socket timeout never cuts
     read_events' XREAD BLOCK, nor RQ's blocking dequeue on the worker's connection."""
-    from parkway.adapters.redis.connection import connect
+    from parkway.adapters.redis.connection.connection import connect
     from parkway.workers.worker import ParkwayWorker
 
     pw = closing(Parkway(_settings(server.url)))

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from parkway import Caller, Parkway, RunStatus
-from parkway.adapters.redis.store import RedisStore, ScriptCall
+from parkway.adapters.redis.store.store import RedisStore, ScriptCall
 from parkway.errors import MalformedResume
 from parkway.runtime import tokens
 from parkway.runtime.clock import now_ms

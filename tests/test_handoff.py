@@ -106,7 +106,7 @@ def test_the_scripts_write_integers_as_msgpack_does(harness: Harness) -> None:
     for every width, on the in-process Redis and on a real one."""
     import msgpack
 
-    from parkway.adapters.redis import scripts
+    from parkway.adapters.redis.scripts import scripts
 
     common = scripts.common()
     script = harness.pw.store.client.register_script(common + "\nreturn mp_uint(ARGV[1])")  # type: ignore[attr-defined]

@@ -63,7 +63,7 @@ def test_an_answer_and_a_cancellation_write_their_notification(harness: Harness)
 
 def _delivered_by(harness: Harness, channel: Any, rate: float = 1000.0) -> Any:
     """A running Delivery (the class every worker runs) of this database's stream to ``channel``."""
-    from parkway.adapters.redis.connection import connect
+    from parkway.adapters.redis.connection.connection import connect
     from parkway.channels import Delivery, viewer
     from parkway.channels.delivery import Policy
 

@@ -13,7 +13,7 @@ import pytest
 
 from parkway.adapters import codec
 from parkway.adapters.redis import layout
-from parkway.adapters.redis.store import RedisStore
+from parkway.adapters.redis.store.store import RedisStore
 from parkway.runtime import hooks
 from parkway.runtime.clock import now_ms
 from parkway.runtime.errors import CorruptRecord
@@ -61,7 +61,7 @@ def test_a_request_kind_reads_as_validation_reads_it() -> None:
 def test_resume_commit_reads_neither_the_token_nor_the_step_again() -> None:
     """resume_commit takes the interrupt resume_refused read (its request id and the run's step) as
     an argument: the exactly-once check and the commit read them once, in one place."""
-    source = resources.files("parkway.adapters.redis").joinpath("_resume.lua").read_text()
+    source = resources.files("parkway.adapters.redis.scripts").joinpath("_resume.lua").read_text()
     body = re.search(r"local function resume_commit\(K, A, pending\)\n(.*?)\nend\n", source, re.S)
     assert body is not None
     assert "A.token_field" not in body.group(1) and "'step'" not in body.group(1)

@@ -19,7 +19,7 @@ from redis.retry import Retry
 
 from parkway import Parkway, RunStatus, Settings
 from parkway.adapters.redis import keys
-from parkway.adapters.redis.connection import (
+from parkway.adapters.redis.connection.connection import (
     function_missing,
     holding,
     load_function,
@@ -27,9 +27,9 @@ from parkway.adapters.redis.connection import (
     run_commands,
     run_script,
 )
-from parkway.adapters.redis.housekeeping import FUNCTIONS_IDLE_MS
-from parkway.adapters.redis.scripts import Function
-from parkway.adapters.redis.store import RedisStore
+from parkway.adapters.redis.scripts.scripts import Function
+from parkway.adapters.redis.store.housekeeping import FUNCTIONS_IDLE_MS
+from parkway.adapters.redis.store.store import RedisStore
 from parkway.errors import ParkwayError, StaleFence, StoreError
 from parkway.runtime.clock import now_ms
 from tests import flows

@@ -10,10 +10,11 @@ from importlib.resources.abc import Traversable
 import pytest
 import redis
 
-from parkway.adapters.redis import layout, scripts
+from parkway.adapters.redis import layout
+from parkway.adapters.redis.scripts import scripts
 
 FOLDERS = (
-    resources.files("parkway.adapters.redis"),
+    resources.files("parkway.adapters.redis.scripts"),
     resources.files("parkway.sessions").joinpath("lua"),
     resources.files("parkway.workers.rq_internals"),
 )

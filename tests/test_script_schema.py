@@ -5,15 +5,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 import fakeredis
 import pytest
 
-from parkway.adapters.redis import calls, keys, layout, scripts
-from parkway.adapters.redis.scripts import Args, SchemaMismatch, schema
+from parkway.adapters.redis import keys, layout
+from parkway.adapters.redis.scripts import calls, scripts
+from parkway.adapters.redis.scripts.scripts import Args, SchemaMismatch, schema
 from parkway.sessions import calls as session_calls
 
-FOLDER = resources.files("parkway.adapters.redis")
+FOLDER = resources.files("parkway.adapters.redis.scripts")
 SESSIONS = resources.files("parkway.sessions").joinpath("lua")
 FOLDERS = (FOLDER, SESSIONS)
 RAW = re.compile(r"\b(ARGV|KEYS)\[")
@@ -57,9 +59,8 @@ def test_the_session_scripts_come_from_their_package_through_the_loaders_seam() 
     text = scripts.source("session_send", "")
     assert scripts.bind_reads(_read("_session")) in text
     assert text.rstrip().endswith(scripts.bind_reads(_read("session_send")).rstrip())
-    for path in resources.files("parkway.adapters").joinpath("redis").iterdir():
-        if path.name.endswith(".py"):
-            assert "parkway.sessions" not in path.read_text() and "..sessions" not in path.read_text(), path.name
+    for path in Path(str(resources.files("parkway.adapters").joinpath("redis"))).rglob("*.py"):
+        assert "parkway.sessions" not in path.read_text() and "..sessions" not in path.read_text(), path.name
 
 
 @pytest.mark.parametrize("name", CONVERTED)

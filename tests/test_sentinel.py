@@ -24,9 +24,9 @@ from structlog.testing import capture_logs
 
 from parkway import ConfigError, Parkway, Settings, StoreUnavailable, ValidationError, Workflow, cli, emit, use_step
 from parkway.adapters.redis import keys
-from parkway.adapters.redis.connection import connect
-from parkway.adapters.redis.replicas import ReplicaAcks
-from parkway.adapters.redis.sentinel import MasterConnection, SentinelSpec, parse_sentinel_url
+from parkway.adapters.redis.connection.connection import connect
+from parkway.adapters.redis.connection.replicas import ReplicaAcks
+from parkway.adapters.redis.connection.sentinel import MasterConnection, SentinelSpec, parse_sentinel_url
 from parkway.cli import common
 from parkway.runtime.protocol import ResumeResult
 from parkway.workers import jobs
@@ -575,7 +575,7 @@ def test_a_sentinel_that_missed_the_failover_does_not_choose_the_master(tmp_path
     configuration (the highest config-epoch), sync and asyncio alike."""
     import asyncio
 
-    from parkway.adapters.redis.sentinel import async_client, async_sentinels, pool_kwargs
+    from parkway.adapters.redis.connection.sentinel import async_client, async_sentinels, pool_kwargs
 
     (tmp_path / "group").mkdir()
     (tmp_path / "stale").mkdir()
@@ -642,7 +642,7 @@ def test_a_connection_idle_through_a_freeze_asks_the_sentinels_before_writing(tm
     demote it. A pooled connection that sat idle through that (its socket still open to the old
     primary) asks the sentinels again before its next command and writes on the new master, where
     the write survives; unchecked, it wrote on the thawed old primary, and the demotion discarded it."""
-    from parkway.adapters.redis.sentinel import pool_kwargs
+    from parkway.adapters.redis.connection.sentinel import pool_kwargs
 
     group = SentinelGroup(tmp_path, replicas=1, sentinels=1)
     group.start()
@@ -819,7 +819,7 @@ def test_a_frozen_sentinel_costs_calls_no_more_than_a_dead_one(tmp_path: Path,
     such call waited out its timeout, about 0.5 s)."""
     import statistics
 
-    from parkway.adapters.redis import sentinel
+    from parkway.adapters.redis.connection import sentinel
 
     monkeypatch.setattr(sentinel, "IDLE_RECHECK_S", 0.2)  # the report's 1 s, shorter: the same path, sooner
     monkeypatch.setattr(sentinel, "SILENT_S", 0.6)  # its silence lapses (and is probed) during the calls
@@ -849,7 +849,7 @@ def test_parkway_failover_waits_for_every_replica_not_the_first_to_catch_up(tmp_
     """With writes paused, `parkway failover` sends SENTINEL FAILOVER only once every online replica
     has the primary's offset (the sentinels may promote any of them): one replica frozen behind (thawed
     after a second) is waited for, though the other caught up at once."""
-    from parkway.adapters.redis.switchover import switchover
+    from parkway.adapters.redis.connection.switchover import switchover
 
     group = SentinelGroup(tmp_path, replicas=2, down_after_ms=PLANNED_DOWN_AFTER_MS)
     group.start()
@@ -894,8 +894,8 @@ def test_blocking_reads_wait_on_across_parkway_failover(tmp_path: Path) -> None:
     is sent again to the new master and returns what is written there, instead of raising."""
     import asyncio
 
-    from parkway.adapters.redis.sentinel import async_client, async_sentinels
-    from parkway.adapters.redis.switchover import switchover
+    from parkway.adapters.redis.connection.sentinel import async_client, async_sentinels
+    from parkway.adapters.redis.connection.switchover import switchover
 
     group = SentinelGroup(tmp_path, replicas=1, down_after_ms=PLANNED_DOWN_AFTER_MS)
     group.start()

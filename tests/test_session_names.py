@@ -10,7 +10,7 @@ from typing import Any
 from parkway import Caller, RunStatus
 from parkway.adapters import codec
 from parkway.adapters.redis import keys
-from parkway.adapters.redis.store import RedisStore
+from parkway.adapters.redis.store.store import RedisStore
 from parkway.runtime.agents import DEFERRED_TOOL
 from parkway.sessions.rules import rebuild
 from tests import session_flows as sf

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from parkway import Caller, RunStatus
-from parkway.adapters.redis.store import RedisStore, ScriptCall
+from parkway.adapters.redis.store.store import RedisStore, ScriptCall
 from tests import session_flows as sf
 from tests.conftest import Harness, all_at_once
 

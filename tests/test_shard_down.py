@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from parkway import Caller, Parkway, Settings
-from parkway.adapters.redis.shards import ShardedStore
+from parkway.adapters.redis.connection.shards import ShardedStore
 from tests import flows
 from tests.conftest import SECRET, all_at_once
 from tests.procs import ROOT, RedisServer, Worker, wait_for

@@ -20,7 +20,7 @@ import redis
 
 from parkway import AsyncParkway, Caller, ConfigError, Parkway, Settings
 from parkway.adapters.redis import keys
-from parkway.adapters.redis.shards import (
+from parkway.adapters.redis.connection.shards import (
     BUCKETS,
     ShardedDispatcher,
     ShardedStore,

@@ -13,7 +13,8 @@ import redis
 
 from parkway import Parkway, ResumeOutcome, RunStatus, Settings
 from parkway.adapters import codec
-from parkway.adapters.redis import housekeeping, keys, layout
+from parkway.adapters.redis import keys, layout
+from parkway.adapters.redis.store import housekeeping
 from parkway.runtime import executor, tokens
 from parkway.runtime.clock import now_ms
 from parkway.runtime.errors import InvalidAnswer

@@ -31,8 +31,9 @@ from parkway import (
     use_workflow_state,
 )
 from parkway.adapters.limits import Limits
-from parkway.adapters.redis import embedded, keys, layout
-from parkway.adapters.redis.store import RedisStore
+from parkway.adapters.redis import keys, layout
+from parkway.adapters.redis.connection import embedded
+from parkway.adapters.redis.store.store import RedisStore
 from parkway.runtime import telemetry, tokens
 from parkway.runtime.protocol import InterruptRequest
 from parkway.runtime.store import (

@@ -73,7 +73,7 @@ class _Service:
     """A worker's delivery, with the client it reads interrupts through."""
 
     def __init__(self, settings: Settings, channels: list[Channel], consumer: str) -> None:
-        from ..adapters.redis.connection import connect
+        from ..adapters.redis.connection.connection import connect
         from ..client.sync import Parkway
 
         assert settings.redis_url is not None

@@ -40,7 +40,7 @@ def add_worker(sub: Subcommands) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from ..adapters.redis.errors import translated
+    from ..adapters.redis.connection.errors import translated
     from ..workers.worker import run_worker
 
     settings = settings_of(args, queue=args.queue)
@@ -59,9 +59,9 @@ def _shard_of(settings: Settings, shard: int | None, given: str | None) -> Setti
     """A worker's settings for shard ``shard`` of ``settings.shards`` (it serves that shard alone),
     once the shard is checked to hold this process's bucket -> shard table; ``given``: the URL the
     command line named, which must then be that shard's."""
-    from ..adapters.redis.connection import connect
-    from ..adapters.redis.shard_table import check_table
-    from ..adapters.redis.shards import default_table
+    from ..adapters.redis.connection.connection import connect
+    from ..adapters.redis.connection.shard_table import check_table
+    from ..adapters.redis.connection.shards import default_table
 
     assert settings.shards is not None
     if shard is None or not 0 <= shard < len(settings.shards):
@@ -235,8 +235,8 @@ def add_failover(sub: Subcommands) -> None:
 
 
 def cmd_failover(args: argparse.Namespace) -> int:
-    from ..adapters.redis.sentinel import is_sentinel_url, parse_sentinel_url
-    from ..adapters.redis.switchover import SwitchoverError, switchover
+    from ..adapters.redis.connection.sentinel import is_sentinel_url, parse_sentinel_url
+    from ..adapters.redis.connection.switchover import SwitchoverError, switchover
     from ..config import sentinel_url
 
     env = os.environ

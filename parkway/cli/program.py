@@ -134,7 +134,7 @@ def _impatient(args: argparse.Namespace) -> AbstractContextManager[None]:
     """For a command that talks to Redis: ``until_first_answer(FIRST_ANSWER_S)``."""
     if not hasattr(args, "redis_url"):  # the demo: its Redis is in-process
         return nullcontext()
-    from ..adapters.redis.connection import until_first_answer
+    from ..adapters.redis.connection.connection import until_first_answer
 
     return until_first_answer(FIRST_ANSWER_S)
 

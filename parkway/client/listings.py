@@ -15,7 +15,7 @@ from ..runtime.clock import now_ms
 from ..runtime.errors import ValidationError
 from ..runtime.listing import ListingQuery, RunsQuery
 from ..runtime.protocol import InterruptPage, RunPage
-from ..runtime.store import InterruptListing, InterruptQuery, InterruptRecord, RunIndexQuery, Store
+from ..runtime.store import ClientStore, InterruptListing, InterruptQuery, InterruptRecord, RunIndexQuery
 from .views import ReadInterrupts, interrupt_view, run_summary
 
 READ_BUDGET = 2000
@@ -35,7 +35,7 @@ class Listings:
     """A client's listings over ``store``: cursors sealed with ``secret``; the pending interrupts a
     page shows are kept in ``read`` (answered then without a lookup)."""
 
-    def __init__(self, store: Store, secret: bytes, read: ReadInterrupts) -> None:
+    def __init__(self, store: ClientStore, secret: bytes, read: ReadInterrupts) -> None:
         self.store = store
         self.secret = secret
         self.read = read

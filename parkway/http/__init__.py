@@ -17,7 +17,7 @@ or ``parkway serve``), FastAPI's "bigger applications" shape:
 and its pages (``static/``) and the Prometheus metrics it serves (``metrics.py``); answer links
 (``parkway.runtime.links``) and error bodies as problem details (``parkway.problems``) sit where the
 client and the sessions feature reach them too. The asyncio Redis reads of
-streams and the pause watch live in ``parkway.adapters.redis.live``.
+streams and the pause watch live in ``parkway.adapters.redis.store.live``.
 
 Importing this package imports nothing.
 """

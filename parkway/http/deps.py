@@ -15,7 +15,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.responses import StreamingResponse
 from prometheus_client import CollectorRegistry
 
-from ..adapters.redis.live import LiveFeeds, PauseWatch, ShardedPauseWatch
+from ..adapters.redis.store.live import LiveFeeds, PauseWatch, ShardedPauseWatch
 from ..client.sync import Parkway
 from ..runtime.clock import now_ms
 from ..runtime.listing import ListingQuery, RunsQuery

@@ -1,7 +1,7 @@
 """Server-sent events: a run's events, a session's and the pause feed's, as frames, and the bounded
 responses that stream them.
 
-The frames are read through :class:`parkway.adapters.redis.live.LiveFeeds` (Redis's asyncio client:
+The frames are read through :class:`parkway.adapters.redis.store.live.LiveFeeds` (Redis's asyncio client:
 an open stream holds no thread; embedded, the client's reads in the thread pool). Each open stream
 reads on a connection of its own, opened with the stream and closed when it ends: streams are bounded
 per key, per tenant and per process (:func:`open_stream`, ``parkway.http.limits``), so connections are
@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from ..adapters.redis.live import LiveFeeds, Pause, PauseWatch, ShardedPauseWatch, close
+from ..adapters.redis.store.live import LiveFeeds, Pause, PauseWatch, ShardedPauseWatch, close
 from ..client.sync import Parkway, ends_stream
 from ..runtime.store import StoredEvent
 from .auth import Key, shown_error

@@ -540,27 +540,22 @@ class Tallies:
     """notifications given up on (dead letters)"""
 
 
-class Store(Protocol):
-    """The atomic transitions of a run; implemented by the Redis store (on a server, or in-process)."""
+class RunReads(Protocol):
+    """A run's record and one of its interrupts, read back: what the executor and the client both read."""
 
-    def create_run(self, run: NewRun) -> bool:
-        """Write a queued run with its summary, first events and outbox entry; the run id must be new.
-        Returns whether the run's first job was enqueued in the same atomic step (a store may enqueue
-        the job that carries a transition on; when it does not, the caller enqueues it)."""
+    def get_run(self, run_id: str, now: int) -> RunRecord | None:
+        """The run, or what its summary remembers after the TTL, or None."""
 
-    def fork(self, new: NewRun, step: int) -> ForkOutcome:
-        """Create ``new`` re-opening activation ``step`` of the run ``new.forked_from`` names, at
-        the node that step ran; refused (nothing written) for an unknown, expired or child run,
-        a step past the run's, or a new run id that is taken."""
+    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
+        """An interrupt record by its public request id."""
 
-    def fork_point(self, run_id: str, step: int) -> Any:
-        """The data activation ``step`` of ``run_id`` started with, or None if there is none."""
+
+class StepStore(RunReads, Protocol):
+    """What the executor needs (``runtime/executor.py``, ``runtime/journal.py``): an attempt begun,
+    each step's entries written, and the run advanced, parked, spawned, fanned out or finished."""
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         """Mark the run running under a lease, drop its outbox entry, return the activation's journal."""
-
-    def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
-        """Extend the leases of runs this worker is executing."""
 
     def write_entry(
         self,
@@ -630,6 +625,32 @@ class Store(Protocol):
         """Give a running activation back unrun: queued at a new fence (returned), an outbox entry
         for the reconciler to enqueue it again, the lease released, a ``node.deferred`` event."""
 
+    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
+        """The journal of activation ``step`` and the run's workflow state, read only (``replay``)."""
+
+    def close_raced(self, run_id: str, now: int) -> bool:
+        """After a child won the ``use_first`` race of the run's latest interrupt (which its end
+        recorded cancelled): take the interrupt out of its indexes and end its lifecycle record
+        (cancelled, reason ``child``), once; False when there was nothing to do."""
+
+
+class ClientStore(RunReads, Protocol):
+    """What the client needs (``client/``, the HTTP API): runs created and forked, answers looked up
+    and committed, runs, interrupts and events read and listed, the tallies counted."""
+
+    def create_run(self, run: NewRun) -> bool:
+        """Write a queued run with its summary, first events and outbox entry; the run id must be new.
+        Returns whether the run's first job was enqueued in the same atomic step (a store may enqueue
+        the job that carries a transition on; when it does not, the caller enqueues it)."""
+
+    def fork(self, new: NewRun, step: int) -> ForkOutcome:
+        """Create ``new`` re-opening activation ``step`` of the run ``new.forked_from`` names, at
+        the node that step ran; refused (nothing written) for an unknown, expired or child run,
+        a step past the run's, or a new run id that is taken."""
+
+    def fork_point(self, run_id: str, step: int) -> Any:
+        """The data activation ``step`` of ``run_id`` started with, or None if there is none."""
+
     def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
         """Read the interrupt a token hash names, without changing anything."""
 
@@ -637,6 +658,47 @@ class Store(Protocol):
         """Answer the interrupt if still pending before its expiry at ``answer.now`` (exactly once),
         record the answer (or cancellation), bump the fence, write the outbox
         (and, if the store can and ``answer.dispatch``, enqueue the job for the new fence: ``handed_off``)."""
+
+    def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
+        """A page of runs from the store-wide run index, newest first (see :class:`RunIndexQuery`)."""
+
+    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Whose each run is, ``run id -> (tenant, owner)``, from its summary (runs without one left out)."""
+
+    def births(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """When each run was created, ``run id -> created`` as its summary keeps it (runs without
+        one left out): which run holds an id now."""
+
+    def gate_steps(self, run_id: str, below: int) -> list[int]:
+        """The activations before ``below`` that are gates, oldest first: whose interrupt ended (a
+        person answered or cancelled it, or it expired into its policy), or in which a run below
+        this one (a child, a grandchild, at any depth) paused."""
+
+    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
+        """An interrupt with its lifecycle record, open or ended, while its run's records or its
+        summary last (after the run's TTL, from the lifecycle record alone)."""
+
+    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
+        """Count a refused answer in the open interrupt's lifecycle record, with ``error`` (a
+        lifecycle part: ``telemetry.failure``) as the last; returns the count (0: not open)."""
+
+    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
+        """Pending, unexpired interrupts from the index, one page at a time; with ``watch``, also the
+        pause feed's position read before the listing; with ``wait_after``, after a wait for a pause."""
+
+    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
+        """Events after position ``after`` ("0" for all); block up to ``block_ms`` for new ones."""
+
+    def tallies(self, now: int) -> Tallies:
+        """The deployment's counters and pending interrupts by workflow, for ``/metrics``."""
+
+
+class UpkeepStore(Protocol):
+    """What the worker's upkeep and the reconciler need (``workers/``): leases kept, lost runs
+    recovered, due and overdue interrupts expired, and what no run holds any more pruned."""
+
+    def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
+        """Extend the leases of runs this worker is executing."""
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
         """Requeue a running run whose lease expired, or fail it after ``max_lost`` lost attempts."""
@@ -671,9 +733,6 @@ class Store(Protocol):
     def try_lock(self, owner: str, ttl_ms: int) -> bool:
         """Take (or keep) the reconciler lock for ``ttl_ms``."""
 
-    def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
-        """A page of runs from the store-wide run index, newest first (see :class:`RunIndexQuery`)."""
-
     def prune_runs(self, now: int, limit: int) -> int:
         """Drop from the run index the runs whose summary is gone, looking at up to ``limit`` of its
         runs created before ``now`` less the retention, from where the last look stopped (a walk that
@@ -688,49 +747,10 @@ class Store(Protocol):
         """Have the store free what the parks before ``now`` left to expire (a parked run's stream,
         kept a moment for its blocked readers); how many parks it looked at."""
 
-    def get_run(self, run_id: str, now: int) -> RunRecord | None:
-        """The run, or what its summary remembers after the TTL, or None."""
-
     def ping(self) -> None:
         """Raise StoreUnavailable unless the store answers."""
 
-    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
-        """The journal of activation ``step`` and the run's workflow state, read only (``replay``)."""
 
-    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        """Whose each run is, ``run id -> (tenant, owner)``, from its summary (runs without one left out)."""
-
-    def births(self, run_ids: Sequence[str]) -> dict[str, str]:
-        """When each run was created, ``run id -> created`` as its summary keeps it (runs without
-        one left out): which run holds an id now."""
-
-    def gate_steps(self, run_id: str, below: int) -> list[int]:
-        """The activations before ``below`` that are gates, oldest first: whose interrupt ended (a
-        person answered or cancelled it, or it expired into its policy), or in which a run below
-        this one (a child, a grandchild, at any depth) paused."""
-
-    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
-        """An interrupt record by its public request id."""
-
-    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
-        """An interrupt with its lifecycle record, open or ended, while its run's records or its
-        summary last (after the run's TTL, from the lifecycle record alone)."""
-
-    def close_raced(self, run_id: str, now: int) -> bool:
-        """After a child won the ``use_first`` race of the run's latest interrupt (which its end
-        recorded cancelled): take the interrupt out of its indexes and end its lifecycle record
-        (cancelled, reason ``child``), once; False when there was nothing to do."""
-
-    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
-        """Count a refused answer in the open interrupt's lifecycle record, with ``error`` (a
-        lifecycle part: ``telemetry.failure``) as the last; returns the count (0: not open)."""
-
-    def list_interrupts(self, query: InterruptQuery) -> InterruptListing:
-        """Pending, unexpired interrupts from the index, one page at a time; with ``watch``, also the
-        pause feed's position read before the listing; with ``wait_after``, after a wait for a pause."""
-
-    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
-        """Events after position ``after`` ("0" for all); block up to ``block_ms`` for new ones."""
-
-    def tallies(self, now: int) -> Tallies:
-        """The deployment's counters and pending interrupts by workflow, for ``/metrics``."""
+class Store(StepStore, ClientStore, UpkeepStore, Protocol):
+    """The atomic transitions of a run, every caller's part of them; implemented by the Redis store
+    (on a server, or in-process) and the sharded store over several."""

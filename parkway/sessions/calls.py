@@ -1,6 +1,6 @@
 """The arguments of each session script (``lua/session_*.lua``), one frozen dataclass per script and
 per block of ``lua/_session.lua``, checked against their headers when this module is imported (see
-:mod:`parkway.adapters.redis.scripts`). Importing it adds this package's ``lua/`` folder to the
+:mod:`parkway.adapters.redis.scripts.scripts`). Importing it adds this package's ``lua/`` folder to the
 loader's folders, so the store loads these scripts like its own (``RedisStore.add_scripts``).
 """
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from ..adapters.redis import scripts
-from ..adapters.redis.calls import NewRun, Resume
-from ..adapters.redis.scripts import Args, schema
+from ..adapters.redis.scripts import scripts
+from ..adapters.redis.scripts.calls import NewRun, Resume
+from ..adapters.redis.scripts.scripts import Args, schema
 
 scripts.add_folder(resources.files(__package__).joinpath("lua"))
 

@@ -21,16 +21,16 @@ from .._lazy import LazyModule
 from ..adapters import codec
 from ..adapters.limits import Limits
 from ..adapters.redis import keys, layout
-from ..adapters.redis.connection import run_plan
-from ..adapters.redis.errors import translated
-from ..adapters.redis.scripts import Args
+from ..adapters.redis.connection.connection import run_plan
+from ..adapters.redis.connection.errors import translated
+from ..adapters.redis.scripts.scripts import Args
 from ..runtime.errors import CorruptRecord, SessionError, SessionNotFound, StoreError, ValidationError
 from ..runtime.store import Answer, JournalEntry, NewRun, StoredEvent
 
 if TYPE_CHECKING:
     import parkway.sessions.calls as calls  # `from . import calls` would name this package (tests/test_imports.py)
 
-    from ..adapters.redis import calls as store_calls
+    from ..adapters.redis.scripts import calls as store_calls
 else:  # the calls' classes (and this feature's scripts' folder) load with the first transition
     calls = LazyModule(f"{__package__}.calls")
 

@@ -27,9 +27,9 @@ import fakeredis
 from rq import Queue
 from rq.job import JobStatus
 
-from ..adapters.redis import embedded as inproc
-from ..adapters.redis.errors import translated
-from ..adapters.redis.store import RedisStore
+from ..adapters.redis.connection import embedded as inproc
+from ..adapters.redis.connection.errors import translated
+from ..adapters.redis.store.store import RedisStore
 from ..config import Settings
 from ..runtime import executor
 from ..runtime.errors import WaitTimeout, WorkflowError

@@ -25,10 +25,10 @@ from rq.exceptions import DuplicateJobError
 from rq.job import Job, JobStatus
 
 from ..adapters.redis import keys
-from ..adapters.redis.connection import connect
-from ..adapters.redis.errors import translated
-from ..adapters.redis.store import RedisStore
-from ..adapters.redis.token_key import token_key
+from ..adapters.redis.connection.connection import connect
+from ..adapters.redis.connection.errors import translated
+from ..adapters.redis.connection.token_key import token_key
+from ..adapters.redis.store.store import RedisStore
 from ..config import Settings
 from ..runtime import executor, features
 from ..runtime.errors import InvalidId

@@ -38,7 +38,7 @@ from ..adapters.limits import Limits
 from ..runtime.clock import now_ms
 from ..runtime.errors import ParkwayError
 from ..runtime.logger import get_logger
-from ..runtime.store import IndexEntry, Store
+from ..runtime.store import IndexEntry, UpkeepStore
 from .jobs import Dispatcher
 
 log = get_logger()
@@ -67,7 +67,7 @@ class Report:
 
 
 def reconcile_once(
-    store: Store,
+    store: UpkeepStore,
     dispatcher: Dispatcher,
     *,
     max_lost: int = 3,
@@ -87,7 +87,7 @@ def reconcile_once(
 
 
 def housekeep(
-    store: Store,
+    store: UpkeepStore,
     dispatcher: Dispatcher,
     report: Report,
     *,
@@ -132,7 +132,7 @@ def housekeep(
     store.prune_runs(now, limit * 5)
 
 
-def watch_backlog(store: Store, now: int, grace_ms: int, *, extend: bool = True) -> None:
+def watch_backlog(store: UpkeepStore, now: int, grace_ms: int, *, extend: bool = True) -> None:
     """Log the interrupts past their expiry still unrecorded when the oldest waited ``OVERDUE_LOG_MS``
     or more; with ``extend``, keep the records of those an eighth of the grace past their expiry
     alive a whole grace from now (``Store.extend_overdue``), so a backlog however deep never outlives
@@ -148,7 +148,7 @@ def watch_backlog(store: Store, now: int, grace_ms: int, *, extend: bool = True)
 
 
 def expire_due(
-    store: Store,
+    store: UpkeepStore,
     dispatcher: Dispatcher,
     report: Report,
     *,
@@ -183,7 +183,7 @@ def expire_due(
             return True
 
 
-def _expire(store: Store, dispatcher: Dispatcher, report: Report, entry: IndexEntry, now: int) -> None:
+def _expire(store: UpkeepStore, dispatcher: Dispatcher, report: Report, entry: IndexEntry, now: int) -> None:
     expiry = store.expire(entry, now)
     if expiry.outcome == "escalated":
         report.escalated.append(entry.run_id)
@@ -213,7 +213,7 @@ class Maintenance:
 
     def __init__(
         self,
-        store: Store,
+        store: UpkeepStore,
         dispatcher: Dispatcher,
         *,
         owner: str,

@@ -18,9 +18,9 @@ from rq.exceptions import DeserializationError
 from rq.job import Job
 from rq.worker_pool import WorkerPool
 
-from ..adapters.redis.connection import connect, require_functions
-from ..adapters.redis.errors import translated
-from ..adapters.redis.replicas import ReplicaAcks
+from ..adapters.redis.connection.connection import connect, require_functions
+from ..adapters.redis.connection.errors import translated
+from ..adapters.redis.connection.replicas import ReplicaAcks
 from ..config import Settings
 from ..runtime.features import worker_services
 from ..runtime.store import Attempt

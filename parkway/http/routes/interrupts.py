@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
 from ...adapters.redis.layout import pause_wakes
-from ...adapters.redis.live import PauseWatch, ShardedPauseWatch
+from ...adapters.redis.store.live import PauseWatch, ShardedPauseWatch
 from ...client.sync import Parkway
 from ...problems import outcome_problem, problem, responses
 from ...runtime import telemetry, tokens

@@ -16,7 +16,7 @@ from rq.job import Job
 from rq.scripts import _build_hset_args
 from rq.utils import now
 
-from ...adapters.redis.errors import translated
+from ...adapters.redis.connection.errors import translated
 from ..serializer import MsgpackSerializer
 
 JOB_KEY_PREFIX: str = Job.redis_job_namespace_prefix

@@ -28,8 +28,8 @@ from rq.timeouts import BaseDeathPenalty, JobTimeoutException, TimerDeathPenalty
 from rq.utils import current_timestamp, now, utcformat
 from rq.worker import WorkerStatus
 
-from ...adapters.redis.connection import holding, run_commands
-from ...adapters.redis.replicas import ReplicaAcks, ReplicaShortfall
+from ...adapters.redis.connection.connection import holding, run_commands
+from ...adapters.redis.connection.replicas import ReplicaAcks, ReplicaShortfall
 from ...runtime.errors import StoreError, StoreUnavailable
 from ..serializer import MSGPACK, MsgpackSerializer
 from .job_format import DeferredFetchQueue, ParkwayJob, intermediate_key

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...runtime.store import RunIndexPage, RunIndexQuery, RunRecord
-from .. import codec
-from ..limits import Limits
-from . import keys, layout
-from .errors import translated
+from ....runtime.store import RunIndexPage, RunIndexQuery, RunRecord
+from ... import codec
+from ...limits import Limits
+from .. import keys, layout
+from ..connection.errors import translated
 from .records import folded_reply, read_folded
 
 

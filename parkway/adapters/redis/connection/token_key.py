@@ -9,9 +9,9 @@ from typing import Any
 
 import redis
 
-from ...runtime.errors import ConfigError
-from ...runtime.logger import get_logger
-from . import keys
+from ....runtime.errors import ConfigError
+from ....runtime.logger import get_logger
+from .. import keys
 from .errors import translated
 
 log = get_logger()

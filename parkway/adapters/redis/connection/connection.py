@@ -37,10 +37,10 @@ from hiredis import pack_command
 from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
-from ...runtime.errors import ConfigError
-from . import keys, layout
+from ....runtime.errors import ConfigError
+from .. import keys, layout
+from ..scripts.scripts import Function
 from .replicas import ReplicaAcks, ReplicaShortfall
-from .scripts import Function
 from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
 
 T = TypeVar("T")

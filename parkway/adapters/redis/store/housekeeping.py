@@ -9,22 +9,22 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..._lazy import LazyModule
-from ...runtime import telemetry
-from ...runtime.protocol import ID_PATTERN
-from ...runtime.store import Due, IndexEntry, Overdue, Tallies
-from .. import codec
-from ..limits import Limits
-from . import keys, layout
-from .connection import function_missing
-from .connection import text as _text
-from .errors import translated
-from .scripts import ScriptCall
+from ...._lazy import LazyModule
+from ....runtime import telemetry
+from ....runtime.protocol import ID_PATTERN
+from ....runtime.store import Due, IndexEntry, Overdue, Tallies
+from ... import codec
+from ...limits import Limits
+from .. import keys, layout
+from ..connection.connection import function_missing
+from ..connection.connection import text as _text
+from ..connection.errors import translated
+from ..scripts.scripts import ScriptCall
 
 if TYPE_CHECKING:
-    from . import calls
+    from ..scripts import calls
 else:  # the calls' classes load with the first transition (see parkway._lazy)
-    calls = LazyModule(f"{__package__}.calls")
+    calls = LazyModule("parkway.adapters.redis.scripts.calls")
 
 
 FUNCTIONS_IDLE_MS = 24 * 3600 * 1000

@@ -5,7 +5,7 @@ loader (:func:`.scripts.library`) adds the shared files and binds the names, mak
 function of its own library, and each is called through its typed arguments (:mod:`.calls`). Redis
 loads one when a call finds it missing; calls are sent here (``_send``: translated errors, replica
 waits, ``around_scripts``). redis-py errors are translated
-into parkway errors by :func:`~parkway.adapters.redis.errors.translated`. ``RedisStore`` is
+into parkway errors by :func:`~parkway.adapters.redis.connection.errors.translated`. ``RedisStore`` is
 composed of the transitions (:mod:`.transitions`), the housekeeping (:mod:`.housekeeping`), a
 run's records (:mod:`.records`), the interrupt listings (:mod:`.listings`) and the run index
 (:mod:`.run_index`).
@@ -19,16 +19,16 @@ from typing import Any, Protocol
 
 import redis
 
-from ..limits import Limits
-from . import scripts
-from .connection import connect, load_function, run_script
-from .errors import translated
+from ...limits import Limits
+from ..connection.connection import connect, load_function, run_script
+from ..connection.errors import translated
+from ..connection.replicas import ReplicaAcks
+from ..scripts import scripts
+from ..scripts.scripts import Args, ScriptCall
 from .housekeeping import Housekeeping
 from .listings import InterruptListings
 from .records import RunRecords
-from .replicas import ReplicaAcks
 from .run_index import RunIndex
-from .scripts import Args, ScriptCall
 from .transitions import Transitions
 
 READ_ONLY_SCRIPTS = frozenset({"lookup"})

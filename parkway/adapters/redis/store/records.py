@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...runtime.store import JournalEntry, RunRecord, StoredEvent
-from .. import codec
-from . import keys, layout
-from .connection import run_plan
-from .connection import text as _text
-from .errors import translated
+from ....runtime.store import JournalEntry, RunRecord, StoredEvent
+from ... import codec
+from .. import keys, layout
+from ..connection.connection import run_plan
+from ..connection.connection import text as _text
+from ..connection.errors import translated
 
 
 def read_folded(pipe: Any, run_id: str) -> None:

@@ -9,12 +9,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..._lazy import LazyModule
-from ...runtime import journal, telemetry
-from ...runtime.errors import ValidationError
-from ...runtime.executor import interrupt_event
-from ...runtime.protocol import ResumeOutcome
-from ...runtime.store import (
+from ...._lazy import LazyModule
+from ....runtime import journal, telemetry
+from ....runtime.errors import ValidationError
+from ....runtime.executor import interrupt_event
+from ....runtime.protocol import ResumeOutcome
+from ....runtime.store import (
     Advance,
     Answer,
     Attempt,
@@ -34,18 +34,18 @@ from ...runtime.store import (
     ResumeCommit,
     Spawn,
 )
-from .. import codec
-from ..limits import Limits
-from . import keys, layout
-from .connection import function_missing
-from .connection import text as _text
-from .errors import translated
-from .scripts import Args
+from ... import codec
+from ...limits import Limits
+from .. import keys, layout
+from ..connection.connection import function_missing
+from ..connection.connection import text as _text
+from ..connection.errors import translated
+from ..scripts.scripts import Args
 
 if TYPE_CHECKING:
-    from . import calls
+    from ..scripts import calls
 else:  # the calls' classes load with the first transition (see parkway._lazy)
-    calls = LazyModule(f"{__package__}.calls")
+    calls = LazyModule("parkway.adapters.redis.scripts.calls")
 
 
 class Transitions:

@@ -8,8 +8,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ...runtime.errors import ConfigError
-from . import keys
+from ....runtime.errors import ConfigError
+from .. import keys
 from .errors import translated
 
 

@@ -21,13 +21,13 @@ from typing import Any
 
 import anyio
 
-from ...runtime.errors import ValidationError
-from ...runtime.logger import get_logger
-from ...runtime.protocol import check_event_id
-from ...runtime.store import StoredEvent
-from . import keys, layout
-from .errors import translated
-from .sentinel import async_client, async_sentinels, is_sentinel_url
+from ....runtime.errors import ValidationError
+from ....runtime.logger import get_logger
+from ....runtime.protocol import check_event_id
+from ....runtime.store import StoredEvent
+from .. import keys, layout
+from ..connection.errors import translated
+from ..connection.sentinel import async_client, async_sentinels, is_sentinel_url
 
 log = get_logger()
 STREAM_BLOCK_MS = 4000

@@ -31,6 +31,7 @@ naively (each shard's page, then cut).
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 import zlib
@@ -41,35 +42,21 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
-from ...runtime.errors import ConfigError, StoreUnavailable, ValidationError
-from ...runtime.store import (
-    Advance,
-    Attempt,
-    Due,
-    Expiry,
-    FanOut,
-    FanOutOutcome,
+from ....runtime.errors import ConfigError, StoreUnavailable, ValidationError
+from ....runtime.store import (
     ForkOutcome,
-    IndexEntry,
     InterruptListing,
     InterruptQuery,
     InterruptRecord,
-    JournalEntry,
-    Lookup,
     NewRun,
-    Overdue,
-    Park,
-    Requeue,
-    ResumeCommit,
     RunIndexPage,
     RunIndexQuery,
     RunRecord,
-    Spawn,
-    StoredEvent,
+    Store,
     Tallies,
 )
-from .. import codec
-from . import keys, layout
+from ... import codec
+from .. import keys, layout
 from .errors import translated
 
 T = TypeVar("T")
@@ -139,10 +126,7 @@ class ShardedStore:
         """``call(store)`` on every shard at once; the replies in shard order."""
         return list(self._pool.map(call, self.stores))
 
-    # --- per run -----------------------------------------------------------------------
-
-    def create_run(self, run: NewRun) -> bool:
-        return bool(self.store_of(run.run_id).create_run(run))
+    # --- per run: Store's methods that name a run go to its shard (see _ROUTED, set below the class) ---
 
     def fork(self, new: NewRun, step: int) -> ForkOutcome:
         old = new.forked_from[0] if new.forked_from else new.run_id
@@ -151,102 +135,6 @@ class ShardedStore:
                                   "in its run's bucket (leave new_run_id out and parkway mints one)", run_id=old)
         result: ForkOutcome = self.store_of(old).fork(new, step)
         return result
-
-    def fork_point(self, run_id: str, step: int) -> Any:
-        return self.store_of(run_id).fork_point(run_id, step)
-
-    def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
-        result: Attempt = self.store_of(run_id).begin(run_id, step, fence, now, lease_until)
-        return result
-
-    def heartbeat(self, run_ids: Sequence[str], lease_until: int) -> None:
-        for shard, ids in self._by_shard(run_ids).items():
-            self.stores[shard].heartbeat(ids, lease_until)
-
-    def write_entry(self, run_id: str, *args: Any, **kwargs: Any) -> Any:
-        return self.store_of(run_id).write_entry(run_id, *args, **kwargs)
-
-    def advance(self, run_id: str, fence: int, step: int, commit: Advance) -> int:
-        return int(self.store_of(run_id).advance(run_id, fence, step, commit))
-
-    def park(self, run_id: str, fence: int, step: int, commit: Park) -> int:
-        return int(self.store_of(run_id).park(run_id, fence, step, commit))
-
-    def spawn(self, run_id: str, fence: int, step: int, commit: Spawn) -> int:
-        return int(self.store_of(run_id).spawn(run_id, fence, step, commit))
-
-    def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
-        result: FanOutOutcome = self.store_of(run_id).fan_out(run_id, fence, step, commit)
-        return result
-
-    def runs_below(self, run_id: str) -> list[tuple[str, str]]:
-        return list(self.store_of(run_id).runs_below(run_id))
-
-    def finish(self, run_id: str, *args: Any, **kwargs: Any) -> Any:
-        return self.store_of(run_id).finish(run_id, *args, **kwargs)
-
-    def release(self, run_id: str, fence: int, step: int, event: Mapping[str, Any], now: int) -> int:
-        return int(self.store_of(run_id).release(run_id, fence, step, event, now))
-
-    def lookup(self, run_id: str, token_hash: str, now: int) -> Lookup:
-        result: Lookup = self.store_of(run_id).lookup(run_id, token_hash, now)
-        return result
-
-    def resume(self, run_id: str, answer: Any) -> ResumeCommit:
-        result: ResumeCommit = self.store_of(run_id).resume(run_id, answer)
-        return result
-
-    def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
-        result: Requeue = self.store_of(run_id).recover(run_id, now, max_lost, error)
-        return result
-
-    def redispatch(self, run_id: str, step: int, fence: int, now: int) -> Requeue:
-        result: Requeue = self.store_of(run_id).redispatch(run_id, step, fence, now)
-        return result
-
-    def expire(self, entry: IndexEntry, now: int) -> Expiry:
-        result: Expiry = self.store_of(entry.run_id).expire(entry, now)
-        return result
-
-    def get_run(self, run_id: str, now: int) -> RunRecord | None:
-        result: RunRecord | None = self.store_of(run_id).get_run(run_id, now)
-        return result
-
-    def read_activation(self, run_id: str, step: int) -> tuple[dict[str, JournalEntry], dict[str, Any]]:
-        result: tuple[dict[str, JournalEntry], dict[str, Any]] = self.store_of(run_id).read_activation(run_id, step)
-        return result
-
-    def authorities(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        out: dict[str, tuple[str | None, str | None]] = {}
-        for shard, ids in self._by_shard(run_ids).items():
-            out.update(self.stores[shard].authorities(ids))
-        return out
-
-    def births(self, run_ids: Sequence[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for shard, ids in self._by_shard(run_ids).items():
-            out.update(self.stores[shard].births(ids))
-        return out
-
-    def gate_steps(self, run_id: str, below: int) -> list[int]:
-        return list(self.store_of(run_id).gate_steps(run_id, below))
-
-    def get_interrupt(self, run_id: str, request_id: str) -> InterruptRecord | None:
-        result: InterruptRecord | None = self.store_of(run_id).get_interrupt(run_id, request_id)
-        return result
-
-    def read_interrupt(self, run_id: str, request_id: str, now: int) -> InterruptRecord | None:
-        result: InterruptRecord | None = self.store_of(run_id).read_interrupt(run_id, request_id, now)
-        return result
-
-    def close_raced(self, run_id: str, now: int) -> bool:
-        return bool(self.store_of(run_id).close_raced(run_id, now))
-
-    def refuse(self, run_id: str, token_hash: str, request_id: str, error: Mapping[str, Any], now: int) -> int:
-        return int(self.store_of(run_id).refuse(run_id, token_hash, request_id, error, now))
-
-    def read_events(self, run_id: str, after: str, block_ms: int | None, count: int) -> list[StoredEvent]:
-        return list(self.store_of(run_id).read_events(run_id, after, block_ms, count))
 
     def _by_shard(self, run_ids: Sequence[str]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
@@ -490,38 +378,76 @@ class ShardedStore:
         feed = self._feed_of({i: p.feed for i, p in answered.items()}) if query.watch else None
         return InterruptListing(page, cursor, feed, read=sum(p.read for p in pages), missing=tuple(missing))
 
-    # --- housekeeping is per shard ---------------------------------------------------------
 
-    def _per_shard(self, name: str) -> Any:
-        raise ConfigError(f"{name} runs per shard: a worker (parkway worker --shard K) and its reconciler serve one "
-                          "shard each")
+_RUN_ARGUMENTS = ("run_id", "run", "entry")
+"""the names of the argument a Store method's run is found by: its id, or an object carrying it"""
 
-    def due(self, now: int, outbox_age_ms: int, limit: int) -> Due:
-        return self._per_shard("due")  # type: ignore[no-any-return]
+_ROUTED = ("create_run", "fork_point", "begin", "write_entry", "advance", "park", "spawn", "fan_out", "runs_below",
+           "finish", "release", "lookup", "resume", "recover", "redispatch", "expire", "get_run", "read_activation",
+           "gate_steps", "get_interrupt", "read_interrupt", "close_raced", "refuse", "read_events")
+"""Store's methods about one run: each runs on that run's shard (:func:`_on_the_runs_shard`)"""
 
-    def overdue(self, now: int) -> Overdue:
-        return self._per_shard("overdue")  # type: ignore[no-any-return]
+_SPREAD = ("heartbeat", "authorities", "births")
+"""Store's methods about several runs (``run_ids``): each shard is asked about its own, the answers
+joined (:func:`_on_each_runs_shard`)"""
 
-    def claim_due(self, now: int, limit: int, claim_ms: int) -> list[IndexEntry]:
-        return self._per_shard("claim_due")  # type: ignore[no-any-return]
+_PER_SHARD = {"due": "due", "overdue": "overdue", "claim_due": "claim_due", "release_claims": "release_claims",
+              "extend_overdue": "extend_overdue", "try_lock": "the reconciler's lock", "prune_runs": "prune_runs",
+              "prune_idle": "prune_idle", "reclaim_folded": "reclaim_folded"}
+"""Store's housekeeping, which runs per shard (a worker and its reconciler serve one shard each):
+refused over several, naming what was asked"""
 
-    def release_claims(self, run_ids: Sequence[str]) -> None:
-        self._per_shard("release_claims")
 
-    def extend_overdue(self, now: int, before: int, until: int, limit: int) -> int:
-        return self._per_shard("extend_overdue")  # type: ignore[no-any-return]
+def _on_the_runs_shard(name: str) -> Callable[..., Any]:
+    """``Store.<name>`` on the shard of the run its arguments name: the first of :data:`_RUN_ARGUMENTS`
+    in the protocol's signature (a run id, or the ``run_id`` of the object passed there)."""
+    params = list(inspect.signature(getattr(Store, name)).parameters)[1:]
+    arg = next(p for p in params if p in _RUN_ARGUMENTS)
+    at = params.index(arg)
 
-    def try_lock(self, owner: str, ttl_ms: int) -> bool:
-        return self._per_shard("the reconciler's lock")  # type: ignore[no-any-return]
+    def routed(self: ShardedStore, *args: Any, **kwargs: Any) -> Any:
+        value = kwargs[arg] if arg in kwargs else args[at]
+        run_id = value if arg == "run_id" else value.run_id
+        return getattr(self.store_of(run_id), name)(*args, **kwargs)
 
-    def prune_runs(self, now: int, limit: int) -> int:
-        return self._per_shard("prune_runs")  # type: ignore[no-any-return]
+    routed.__name__ = routed.__qualname__ = name
+    routed.__doc__ = f"``Store.{name}`` on the shard of the run named by its ``{arg}``."
+    return routed
 
-    def prune_idle(self, now: int) -> list[str]:
-        return self._per_shard("prune_idle")  # type: ignore[no-any-return]
 
-    def reclaim_folded(self, now: int, limit: int) -> int:
-        return self._per_shard("reclaim_folded")  # type: ignore[no-any-return]
+def _on_each_runs_shard(name: str) -> Callable[..., Any]:
+    """``Store.<name>(run_ids, ...)`` with each shard asked about its runs; mappings answered are joined."""
+
+    def spread(self: ShardedStore, run_ids: Sequence[str], *args: Any) -> Any:
+        answers = [getattr(self.stores[shard], name)(ids, *args) for shard, ids in self._by_shard(run_ids).items()]
+        if name == "heartbeat":
+            return None
+        return {k: v for answer in answers for k, v in answer.items()}
+
+    spread.__name__ = spread.__qualname__ = name
+    spread.__doc__ = f"``Store.{name}`` asked of each shard about its own runs, the answers joined."
+    return spread
+
+
+def _refused_per_shard(name: str, what: str) -> Callable[..., Any]:
+    def per_shard(self: ShardedStore, *args: Any, **kwargs: Any) -> Any:
+        raise ConfigError(f"{what} runs per shard: a worker (parkway worker --shard K) and its reconciler serve "
+                          "one shard each")
+
+    per_shard.__name__ = per_shard.__qualname__ = name
+    per_shard.__doc__ = f"``Store.{name}`` is per shard: refused over several (a ConfigError)."
+    return per_shard
+
+
+for _name in _ROUTED:
+    setattr(ShardedStore, _name, _on_the_runs_shard(_name))
+for _name in _SPREAD:
+    setattr(ShardedStore, _name, _on_each_runs_shard(_name))
+for _name, _what in _PER_SHARD.items():
+    setattr(ShardedStore, _name, _refused_per_shard(_name, _what))
+_UNROUTED = {n for n in dir(Store) if not n.startswith("_")} - set(dir(ShardedStore))
+if _UNROUTED:  # a method added to Store is routed by a rule above, or written in the class
+    raise TypeError(f"ShardedStore does not route Store's {sorted(_UNROUTED)}")
 
 
 def _cut(

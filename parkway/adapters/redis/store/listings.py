@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ...runtime.store import InterruptListing, InterruptQuery, InterruptRecord
-from .. import codec
-from ..limits import Limits
-from . import keys, layout
-from .connection import run_commands
-from .connection import text as _text
-from .errors import translated
+from ....runtime.store import InterruptListing, InterruptQuery, InterruptRecord
+from ... import codec
+from ...limits import Limits
+from .. import keys, layout
+from ..connection.connection import run_commands
+from ..connection.connection import text as _text
+from ..connection.errors import translated
 
 
 class InterruptListings:

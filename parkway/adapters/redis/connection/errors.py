@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import redis.exceptions as rex
 
-from ...runtime.errors import RunGone, StaleFence, StoreError, StoreUnavailable, ValidationError
+from ....runtime.errors import RunGone, StaleFence, StoreError, StoreUnavailable, ValidationError
 from .replicas import ReplicaShortfall
 
 
