@@ -24,7 +24,7 @@ from parkway.adapters.redis import keys
 from parkway.config import Settings
 from parkway.runtime.errors import ConfigError
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import SECRET, Harness, all_at_once
 from tests.procs import Worker, free_port, wait_for
 
 pytestmark = pytest.mark.slow
@@ -183,6 +183,38 @@ def test_a_pause_is_posted_answered_from_its_button_and_updated_with_who_and_whe
         assert "Traceback" not in output, output[-3000:]
 
 
+def test_a_cancelled_and_an_expired_pause_update_their_messages_in_place(
+    pw: Parkway, redis_url: str, redis_client: redis.Redis, slack: SlackStandIn
+) -> None:
+    """A cancelled interrupt's message is updated to say who cancelled it, when and why; an expired
+    one's to say it expired and when; each through chat.update on the ts it was posted with, without
+    its buttons."""
+    slack.calls.clear()
+    worker = Worker(redis_url, SECRET, env={**SLACK_ENV, "PARKWAY_SLACK_CHANNELS": CHANNEL,
+                                            "PARKWAY_SLACK_API_URL": slack.url})
+    try:
+        wait_for(lambda: redis_client.exists(keys.notify_on()), 20, "the worker to turn notifications on")
+        cancelled = pw.start(flows.one_choice, {})
+        expiring = pw.start(flows.one_choice, {"ttl_ms": 1500})
+        wait_for(lambda: len(slack.of("chat.postMessage")) == 2, 20, "both messages")
+        posted = {pw.list_interrupts(run_id=r).items[0].request_id: r for r in (cancelled,)}
+        token = pw.list_interrupts(run_id=cancelled, include_tokens=True).items[0].resume_token
+        assert token is not None
+        assert pw.cancel_interrupt(token, reason="wrong colour scheme", responder="system:ops").accepted
+        updates = wait_for(lambda: slack.of("chat.update") if len(slack.of("chat.update")) == 2 else None, 40,
+                           "both messages updated")
+        texts = {u["ts"]: json.dumps(u["blocks"]) for u in updates}
+        kept = {r: redis_client.hget(keys.slack_messages(r, q), CHANNEL) for q, r in posted.items()}
+        said = texts[kept[cancelled].decode()]  # type: ignore[union-attr]
+        assert "Cancelled by system:ops at " in said and "wrong colour scheme" in said and "actions" not in said
+        other = next(t for ts, t in texts.items() if ts != kept[cancelled].decode())  # type: ignore[union-attr]
+        assert "Expired at " in other and " UTC" in other and "actions" not in other
+        assert pw.get_run(expiring).status is RunStatus.EXPIRED
+    finally:
+        output = worker.stop()
+        assert "Traceback" not in output, output[-3000:]
+
+
 def test_a_forged_signature_is_refused_with_401_and_answers_nothing(
     pw: Parkway, redis_url: str, redis_client: redis.Redis, server: Any
 ) -> None:
@@ -233,6 +265,28 @@ def test_a_mapped_user_of_another_tenant_answers_nothing(
     outside = httpx.post(f"{server.url}/slack/interactions", content=body, headers=headers, timeout=10)
     assert outside.json() == {"outcome": "unknown"}
     assert pw.get_interrupt(request_id, run_id=run_id).lifecycle.status == "pending"  # type: ignore[union-attr]
+
+
+def test_clicks_racing_on_one_question_answer_it_once(
+    pw: Parkway, redis_url: str, redis_client: redis.Redis, server: Any
+) -> None:
+    """Eight signed clicks at once, on both buttons, by a mapped user: one option wins (its clicks read
+    accepted: the same answer again, committed once), every click on the other is told it was already
+    answered, and the run goes on with the winning option."""
+    run_id, _, options = _paused(pw, redis_client, redis_url)
+
+    def one(i: int) -> tuple[str, str]:
+        option = ("red", "blue")[i % 2]
+        body, headers = signed(click("U0ANA", options[option]))
+        reply = httpx.post(f"{server.url}/slack/interactions", content=body, headers=headers, timeout=20)
+        return reply.json()["outcome"], option
+
+    outcomes = all_at_once(one, 8)
+    won = {option for outcome, option in outcomes if outcome == "accepted"}
+    assert len(won) == 1, outcomes
+    assert {outcome for outcome, option in outcomes if option not in won} == {"already_resolved"}, outcomes
+    Harness("redis", pw, Settings(redis_url=redis_url, secret=SECRET), redis_client).run_jobs()
+    assert pw.get_run(run_id).output["painted"] == won.pop()
 
 
 def test_the_slack_settings_refuse_channels_without_a_token_and_a_mapping_that_does_not_read() -> None:
