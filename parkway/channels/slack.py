@@ -70,9 +70,9 @@ class SlackChannel:
         key = keys.slack_messages(notice.run_id, notice.request_id)
         found = self.redis.hget(key, target)
         ts = found.decode() if isinstance(found, bytes) else found
-        blocks, text = (self.ended(notice, view) if notice.kind in _ENDED else self.open(notice, view))
         if ts == ENDED_FIRST:
             return
+        blocks, text = self.ended(notice, view) if notice.kind in _ENDED else self.open(notice, view)
         if ts:
             self.client.chat_update(channel=target, ts=ts, text=text, blocks=blocks)
             return

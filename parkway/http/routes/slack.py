@@ -30,7 +30,7 @@ from ...runtime import tokens
 from ...runtime.authority import Caller
 from ...runtime.errors import InvalidAnswer, MalformedResume, RunNotFound, ValidationError
 from ...runtime.protocol import ResumeOutcome
-from ..deps import House
+from ..deps import House, Surface
 
 router = APIRouter(prefix="/slack", tags=["slack"])
 log = structlog.get_logger("parkway.http.slack")
@@ -61,14 +61,16 @@ async def interaction(request: Request, house: House) -> JSONResponse:
         return problem(422, "MalformedPayload", "a Slack interactivity request carries a JSON payload field")
     if picked is None:  # another interaction (a link's click): nothing to answer
         return JSONResponse({"outcome": "ignored"})
-    return await anyio.to_thread.run_sync(lambda: _answer(house.pw, user, where, picked))
+    return await anyio.to_thread.run_sync(lambda: _answer(house, user, where, picked))
 
 
-def _answer(pw: Parkway, user: str, where: str, picked: Any) -> JSONResponse:
+def _answer(house: Surface, user: str, where: str, picked: Any) -> JSONResponse:
     """Answer ``picked`` (``{run, request, option}``) as Slack user ``user``'s caller, and tell them
-    what did not happen in channel ``where``."""
+    what did not happen in channel ``where`` (counted as the answer route counts refusals)."""
+    pw = house.pw
     who = pw.settings.slack_callers.get(user)
     if who is None:
+        log.warning("slack_user_unmapped", slack_user=user)
         _tell(pw, where, user, "Nothing was recorded: your Slack account is not mapped to a parkway caller "
               "(PARKWAY_SLACK_USERS).")
         return JSONResponse({"outcome": "refused", "detail": "this Slack user is not mapped to a parkway caller"})
@@ -78,10 +80,12 @@ def _answer(pw: Parkway, user: str, where: str, picked: Any) -> JSONResponse:
     except (KeyError, TypeError):
         return problem(422, "MalformedPayload", "this button does not name an interrupt and an option")
     except (InvalidAnswer, MalformedResume, ValidationError) as exc:
+        house.refused.add("invalid")
         _tell(pw, where, user, f"Nothing was recorded: {exc.message}")
         return JSONResponse({"outcome": "invalid", "detail": exc.message})
     log.info("slack_answer", run_id=run_id, request_id=request_id, outcome=outcome.value, caller=who.name)
     if outcome is not ResumeOutcome.ACCEPTED:
+        house.refused.add(outcome.value)
         _tell(pw, where, user, _why(pw, outcome, run_id, request_id))
     return JSONResponse({"outcome": outcome.value})
 
