@@ -42,6 +42,8 @@ class SlackStandIn:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/api/"
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.on_call: Any = None
+        """called with (method, arguments) before each answer: what happens meanwhile elsewhere"""
         stamps = itertools.count(1)
         stand_in = self
 
@@ -54,6 +56,8 @@ class SlackStandIn:
                     args = {k: v[0] for k, v in parse_qs(raw).items()}
                 method = self.path.rsplit("/", 1)[-1]
                 stand_in.calls.append((method, args))
+                if stand_in.on_call is not None:
+                    stand_in.on_call(method, args)
                 ts = args.get("ts") or f"1700000000.{next(stamps):06d}"  # an update keeps its message's
                 reply = {"ok": True, "channel": args.get("channel"), "ts": ts}
                 body = json.dumps(reply).encode()
@@ -73,6 +77,7 @@ class SlackStandIn:
         return [args for m, args in list(self.calls) if m == method]
 
     def stop(self) -> None:
+        self.on_call = None
         self.server.shutdown()
         self.server.server_close()
 
@@ -287,6 +292,58 @@ def test_clicks_racing_on_one_question_answer_it_once(
     assert {outcome for outcome, option in outcomes if option not in won} == {"already_resolved"}, outcomes
     Harness("redis", pw, Settings(redis_url=redis_url, secret=SECRET), redis_client).run_jobs()
     assert pw.get_run(run_id).output["painted"] == won.pop()
+
+
+def _channel(pw: Parkway, redis_url: str, redis_client: redis.Redis, slack: SlackStandIn) -> tuple[Any, Any, Any]:
+    """The Slack channel a worker builds (its client on the stand-in, its Redis), and the raised and
+    answered notices of a paused run with its view."""
+    from parkway.channels import configured, viewer
+    from parkway.channels.base import Notice
+
+    run_id, request_id, _ = _paused(pw, redis_client, redis_url)
+    settings = Settings(redis_url=redis_url, secret=SECRET, slack_token="xoxb-test", slack_channels=(CHANNEL,),
+                        slack_api_url=slack.url)
+    channel = configured(settings)[0]
+    expires = pw.get_interrupt(request_id, run_id=run_id).expires_at
+    raised, answered = (Notice("1-0", f"e-{kind}", kind, run_id, request_id, "one_choice", expires)
+                        for kind in ("raised", "answered"))
+    return channel, (raised, viewer(pw, None)(raised)), (answered, viewer(pw, None)(answered))
+
+
+def test_an_end_delivered_before_the_post_keeps_the_question_from_being_posted_late(
+    pw: Parkway, redis_url: str, redis_client: redis.Redis, slack: SlackStandIn
+) -> None:
+    """An interrupt's end delivered while its post is still retrying (no message yet) posts nothing,
+    and the post's later retry posts nothing either: no question is left asking after its end."""
+    channel, (raised, view), (answered, ended_view) = _channel(pw, redis_url, redis_client, slack)
+    slack.calls.clear()
+    channel.send(answered, ended_view, CHANNEL)
+    channel.send(raised, view, CHANNEL)
+    assert slack.calls == []
+    assert redis_client.hget(keys.slack_messages(raised.run_id, raised.request_id), CHANNEL) == b"-"
+
+
+def test_a_post_racing_its_end_on_another_worker_is_taken_back(
+    pw: Parkway, redis_url: str, redis_client: redis.Redis, slack: SlackStandIn
+) -> None:
+    """When another worker delivers the end (finding no message) while this one posts the question,
+    the posted message is deleted (chat.delete with its ts) rather than left asking."""
+    channel, (raised, view), (answered, ended_view) = _channel(pw, redis_url, redis_client, slack)
+    other = type(channel)(channel.routes, channel.client, channel.redis)  # another worker's, on the same Redis
+    slack.calls.clear()
+
+    def meanwhile(method: str, args: dict[str, Any]) -> None:
+        if method == "chat.postMessage":  # the other worker's end, between this one's read and keep
+            slack.on_call = None
+            other.send(answered, ended_view, CHANNEL)
+
+    slack.on_call = meanwhile
+    try:
+        channel.send(raised, view, CHANNEL)
+    finally:
+        slack.on_call = None
+    assert [m for m, _ in slack.calls] == ["chat.postMessage", "chat.delete"]
+    assert slack.calls[1][1]["ts"].startswith("1700000000.")
 
 
 def test_the_slack_settings_refuse_channels_without_a_token_and_a_mapping_that_does_not_read() -> None:

@@ -68,26 +68,35 @@ class SlackChannel:
 
     def send(self, notice: Notice, view: Mapping[str, Any], target: str) -> None:
         key = keys.slack_messages(notice.run_id, notice.request_id)
-        found = self.redis.hget(key, target)
-        ts = found.decode() if isinstance(found, bytes) else found
+        ended = notice.kind in _ENDED
+        ts = self._kept(key, target)
+        if ts is None and ended:
+            if self._keep(key, target, ENDED_FIRST, notice.expires_at):
+                return  # never posted here (its post still retrying): it will not be posted late
+            ts = self._kept(key, target)  # posted meanwhile, by another worker
         if ts == ENDED_FIRST:
             return
-        blocks, text = self.ended(notice, view) if notice.kind in _ENDED else self.open(notice, view)
-        if ts:
+        blocks, text = self.ended(notice, view) if ended else self.open(notice, view)
+        if ts is not None:
             self.client.chat_update(channel=target, ts=ts, text=text, blocks=blocks)
             return
-        if notice.kind in _ENDED:  # never posted here (an earlier send still retrying): not posted late
-            self._keep(key, target, ENDED_FIRST, notice.expires_at)
-            return
         posted = self.client.chat_postMessage(channel=target, text=text, blocks=blocks)
-        self._keep(key, target, str(posted["ts"]), notice.expires_at)
+        if not self._keep(key, target, str(posted["ts"]), notice.expires_at):
+            # something was kept meanwhile: its end, told by another worker that found no ts (this
+            # message would ask forever), or another delivery's post (this one is a duplicate)
+            self.client.chat_delete(channel=target, ts=str(posted["ts"]))
 
-    def _keep(self, key: str, target: str, ts: str, expires_at: int) -> None:
+    def _kept(self, key: str, target: str) -> str | None:
+        found = self.redis.hget(key, target)
+        return found.decode() if isinstance(found, bytes) else found
+
+    def _keep(self, key: str, target: str, ts: str, expires_at: int) -> bool:
+        """Keep ``ts`` for ``target``, unless something is kept there already (False)."""
         left_s = max(expires_at // 1000 - int(datetime.now(tz=UTC).timestamp()), 0)
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, target, ts)
+        pipe.hsetnx(key, target, ts)
         pipe.expire(key, left_s + KEEP_PAST_EXPIRY_S)
-        pipe.execute()
+        return bool(pipe.execute()[0])
 
     def open(self, notice: Notice, view: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """An open interrupt's message: question, context, a button per option, the form link."""
