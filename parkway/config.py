@@ -37,6 +37,10 @@ variable               meaning
                        workflow, audience or tenant (see docs/guides/notifications.md)
 ``PARKWAY_SMTP_HOST``  an SMTP server notifications are mailed through, with ``PARKWAY_SMTP_PORT`` (25),
                        ``PARKWAY_SMTP_FROM`` and ``PARKWAY_SMTP_TO`` (addresses, or by workflow, audience, tenant)
+``PARKWAY_SLACK_TOKEN`` a Slack bot token messages are posted with, to ``PARKWAY_SLACK_CHANNELS`` (channel
+                       ids, or by workflow, audience, tenant); ``PARKWAY_SLACK_SIGNING_SECRET`` and
+                       ``PARKWAY_SLACK_USERS`` (``<Slack user id>=<role>[:owner[:tenant]]``) let people
+                       answer from Slack; ``PARKWAY_SLACK_API_URL`` another Web API base (tests)
 ``PARKWAY_NOTIFY_RETRY_S`` how long a notification is retried before it is dead-lettered (3600);
                        ``PARKWAY_NOTIFY_BACKOFF_S`` the first retry's wait (1, doubling up to 60),
                        ``PARKWAY_NOTIFY_RATE`` sends a second per channel per worker (50),
@@ -61,7 +65,8 @@ from .adapters.redis.connection.sentinel import (
     parse_sentinel_url,
     parse_sentinels,
 )
-from .runtime.errors import ConfigError, ParkwayError, WorkflowError
+from .runtime.authority import Caller
+from .runtime.errors import ConfigError, ParkwayError, ValidationError, WorkflowError
 from .runtime.loading import WorkflowModules, parse_modules
 from .runtime.protocol import MAX_TTL_MS, check_id
 
@@ -134,6 +139,20 @@ class Settings:
     smtp_to: tuple[str, ...] = ()
     """``PARKWAY_SMTP_TO``: who is mailed: addresses for every notification (``ops@example.com``) or
     for one workflow, audience or tenant (``audience:finance=fin@example.com``), separated by spaces"""
+    slack_token: str | None = field(default=None, repr=False)
+    """``PARKWAY_SLACK_TOKEN``: the Slack bot token (``xoxb-...``) messages are posted and updated with"""
+    slack_channels: tuple[str, ...] = ()
+    """``PARKWAY_SLACK_CHANNELS``: where messages go: channel ids for every notification (``C0123``) or
+    for one workflow, audience or tenant (``audience:team:ops=C0456``), separated by spaces"""
+    slack_signing_secret: str | None = field(default=None, repr=False)
+    """``PARKWAY_SLACK_SIGNING_SECRET``: what Slack signs its interactivity requests with (``parkway
+    serve`` verifies each one; without it the endpoint is off)"""
+    slack_users: tuple[str, ...] = ()
+    """``PARKWAY_SLACK_USERS``: who a Slack user answers as, ``<Slack user id>=<role>[:owner[:tenant]]``
+    as an API key's caller (``U0123=user:ana:acme``), separated by spaces; anyone else is refused"""
+    slack_api_url: str | None = None
+    """``PARKWAY_SLACK_API_URL``: the Slack Web API's base URL (default Slack's own; tests point it
+    at a stand-in)"""
     notify_retry_s: float = 3600.0
     """``PARKWAY_NOTIFY_RETRY_S``: how long a notification is retried (from when it was written)
     before it is dead-lettered"""
@@ -148,12 +167,15 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_ttl(self.ttl_ms)
-        for name in ("webhook_routes", "smtp_to"):
+        for name in ("webhook_routes", "smtp_to", "slack_channels", "slack_users"):
             value = getattr(self, name)
             if isinstance(value, str):
                 object.__setattr__(self, name, tuple(value.split()))
         if self.webhook_url is not None and not self.webhook_secret:
             raise ConfigError("PARKWAY_WEBHOOK_URL needs PARKWAY_WEBHOOK_SECRET (whsec_...) to sign with")
+        if self.slack_channels and not self.slack_token:
+            raise ConfigError("PARKWAY_SLACK_CHANNELS needs PARKWAY_SLACK_TOKEN (a bot token) to post with")
+        self.slack_callers  # noqa: B018 - refuses a mapping that does not read, at start
         if min(self.notify_retry_s, self.notify_backoff_s, self.notify_rate, self.notify_claim_s) <= 0:
             raise ConfigError("PARKWAY_NOTIFY_RETRY_S, _BACKOFF_S, _RATE and _CLAIM_S must be above 0")
         check_id(self.queue, "queue name")
@@ -204,6 +226,21 @@ class Settings:
         return WorkflowModules(self.workflows)
 
     @property
+    def slack_callers(self) -> dict[str, Caller]:
+        """``slack_users`` read: Slack user id -> the caller that user answers as."""
+        out: dict[str, Caller] = {}
+        for item in self.slack_users:
+            user, sep, who = item.partition("=")
+            role, *rest = who.split(":")
+            if not sep or not user or len(rest) > 2:
+                raise ConfigError(f"PARKWAY_SLACK_USERS: {item!r} is not <Slack user id>=<role>[:owner[:tenant]]")
+            try:
+                out[user] = Caller(role, *(part or None for part in rest))  # type: ignore[arg-type]
+            except ValidationError as exc:
+                raise ConfigError(f"PARKWAY_SLACK_USERS: {item!r}: {exc.message}") from None
+        return out
+
+    @property
     def embedded(self) -> bool:
         return self.redis_url is None
 
@@ -223,7 +260,10 @@ class Settings:
         for name, attr in (("REDIS_URL", "redis_url"), ("SECRET", "secret"), ("QUEUE", "queue"), ("SHARDS", "shards"),
                            ("PUBLIC_URL", "public_url"), ("WEBHOOK_URL", "webhook_url"),
                            ("WEBHOOK_SECRET", "webhook_secret"), ("WEBHOOK_ROUTES", "webhook_routes"),
-                           ("SMTP_HOST", "smtp_host"), ("SMTP_FROM", "smtp_from"), ("SMTP_TO", "smtp_to")):
+                           ("SMTP_HOST", "smtp_host"), ("SMTP_FROM", "smtp_from"), ("SMTP_TO", "smtp_to"),
+                           ("SLACK_TOKEN", "slack_token"), ("SLACK_CHANNELS", "slack_channels"),
+                           ("SLACK_SIGNING_SECRET", "slack_signing_secret"), ("SLACK_USERS", "slack_users"),
+                           ("SLACK_API_URL", "slack_api_url")):
             if env.get(f"PARKWAY_{name}"):
                 values[attr] = env[f"PARKWAY_{name}"]
         sentinel = sentinel_url(

@@ -35,7 +35,8 @@ def test_every_route_comes_from_a_resource_router() -> None:
     assert not [r for r in app.routes if getattr(r, "endpoint", None) is not None
                 and r.endpoint.__module__.startswith("parkway.")]  # no route added to the app itself
     assert ours == {"parkway.http.routes.health", "parkway.http.routes.runs", "parkway.http.routes.interrupts",
-                    "parkway.http.routes.links", "parkway.http.routes.ui", "parkway.sessions.http"}
+                    "parkway.http.routes.links", "parkway.http.routes.ui", "parkway.http.routes.slack",
+                    "parkway.sessions.http"}
 
 
 def test_no_function_over_80_lines_and_no_file_over_800() -> None:

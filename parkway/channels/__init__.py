@@ -1,10 +1,10 @@
-"""Notifications: tell people a run waits for them, by webhook and e-mail (invariant 14).
+"""Notifications: tell people a run waits for them, by webhook, e-mail and Slack (invariant 14).
 
 The pause, escalation, expiry and answer scripts write a notification to ``keys.notices`` in their
 own atomic step, while the deployment has channels (``keys.notify_on``, set by a worker that has
 some: one EXISTS is what a pause pays otherwise). Every ``parkway worker`` delivers them out of
-band of its jobs (:mod:`.delivery`); the channels are :mod:`.webhook` and :mod:`.email`, each one
-class that says where a notification goes (its routes, from Settings) and sends it.
+band of its jobs (:mod:`.delivery`); the channels are :mod:`.webhook`, :mod:`.email` and
+:mod:`.slack`, each one class that says where a notification goes (its routes, from Settings) and sends it.
 
     from parkway.channels import dead_letters
     for letter in dead_letters(redis_client): ...

@@ -38,6 +38,10 @@ def configured(settings: Settings) -> list[Channel]:
 
         out.append(EmailChannel(routes(settings.smtp_to, "PARKWAY_SMTP_TO"), settings.smtp_host,
                                 settings.smtp_port, settings.smtp_from))
+    if settings.slack_channels:
+        from .slack import slack_channel
+
+        out.append(slack_channel(settings, routes(settings.slack_channels, "PARKWAY_SLACK_CHANNELS")))
     return out
 
 

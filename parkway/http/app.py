@@ -46,6 +46,9 @@ route                                       what it does
                                             ``resumed``, 201 ``started`` (a new ``runId``, ``restartedFrom``)
 ``GET  /a/{link}``, ``POST /a/{link}``      a one-click answer link (``Parkway.answer_links``): the
                                             GET shows a confirmation page, only its POST answers
+``POST /slack/interactions``                 Slack's clicks on a message's buttons, signed by Slack (no
+                                            key): answers as the Slack user's mapped caller (see
+                                            ``parkway.http.routes.slack``)
 ``/v1/sessions...``                         sessions: open, read, events, messages, edit, switch,
                                             raise and resume interrupts, answer deferred tools
                                             (see ``parkway.sessions.http``)
@@ -66,7 +69,7 @@ every door: see :mod:`parkway.runtime.authority` for the role table. What a call
 answers as what does not exist (404).
 
 The app is assembled from routers, one module per resource (``parkway.http.routes``: ``health``,
-``runs``, ``interrupts``, ``links``, ``ui``; the sessions feature's own, ``parkway.sessions.http``).
+``runs``, ``interrupts``, ``links``, ``ui``, ``slack``; the sessions feature's own, ``parkway.sessions.http``).
 A route declares what it needs as FastAPI dependencies: the caller (``parkway.http.auth``), the
 app's state, its listing and the bounds it takes (``parkway.http.deps``, ``parkway.http.limits``).
 
@@ -99,7 +102,7 @@ from . import failures
 from .auth import Key, caller, hash_key, parse_keys
 from .deps import Surface
 from .limits import MAX_BODY_BYTES, MAX_STREAMS_PER_KEY, MAX_STREAMS_PER_TENANT, MAX_WAITING_PER_KEY, BodyLimit
-from .routes import health, interrupts, links, runs, ui
+from .routes import health, interrupts, links, runs, slack, ui
 
 __all__ = ["API_CONNECTIONS", "MAX_STREAMS_PER_KEY", "MAX_STREAMS_PER_TENANT", "MAX_WAITING_PER_KEY",
            "app_from_env", "create_app", "hash_key", "parse_keys"]
@@ -147,7 +150,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
     problems.install(app)
     failures.install(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-    for router in (health.router, runs.router, interrupts.router, links.router, ui.router):
+    for router in (health.router, runs.router, interrupts.router, links.router, ui.router, slack.router):
         app.include_router(router)
     app.include_router(session_http.router, dependencies=[Depends(caller)])  # the feature's routes, as the caller
     return app

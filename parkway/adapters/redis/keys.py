@@ -46,6 +46,9 @@ key                         type    TTL       holds
                                               (``trim_ended`` in ``sessions/lua/_session.lua``; it
                                               expires with the session): run id past ``<R>--`` -> the
                                               summary packed (``layout.folded_summary``)
+``pw:{R}:slack:<request>``  hash    its wait  the Slack messages posted for one interrupt (``parkway.channels.slack``):
+                                              Slack channel -> message ts (``-``: it ended before one
+                                              was posted); kept until a day past its expiry
 ``pw:{R}:j:<step>``         hash    T         journal of one activation: field -> entry
 ``pw:{R}:ws``               hash    T         workflow state: key -> value
 ``pw:{R}:snap``             hash    T         what ``fork`` re-opens a step from, written by advance:
@@ -233,6 +236,11 @@ def ended_field(run_id: str) -> str | None:
     """``run_id``'s field in :func:`ended_summaries` (its id past its tag's ``--``); None for a root."""
     root, sep, rest = run_id.partition(CHILD_SEPARATOR)
     return rest if sep else None
+
+
+def slack_messages(run_id: str, request_id: str) -> str:
+    """The Slack messages of one interrupt, by Slack channel (updated in place when it ends)."""
+    return f"{_tag(run_id)}:slack:{request_id}"
 
 
 def journal(run_id: str, step: int) -> str:
