@@ -522,7 +522,7 @@ def _request_of(
             }
         )
     asked = request if isinstance(request, InterruptRequest) else InterruptRequest.model_validate(request)
-    if asked.kind == "contract" and asked.contract_ref is None:  # its answers are checked against its contract
+    if kinds.get(asked.kind).needs_contract and asked.contract_ref is None:  # answers are checked against it
         raise ValidationError(CONTRACT_SHAPE)
     return asked
 
