@@ -265,7 +265,7 @@ class InterruptRequest(_Model):
 
     @property
     def is_picker(self) -> bool:
-        return kinds.get(self.kind).answer_arg == "selected" and self.schema_id is not None and not self.options
+        return kinds.get(self.kind).is_picker(self)
 
     @model_validator(mode="after")
     def _shape(self) -> InterruptRequest:

@@ -100,6 +100,10 @@ class Kind:
         """The value to record for this answer, or InvalidAnswer."""
         raise NotImplementedError
 
+    def is_picker(self, request: Asked) -> bool:
+        """Whether ``request`` is a dynamic picker: options the client resolves, any id accepted."""
+        return False
+
     def presentation(self, public: Mapping[str, Any]) -> str:
         """How a client shows it (``InterruptLifecycle.presentation``), from the request as clients see it."""
         return "freeform"

@@ -30,10 +30,6 @@ def infer_kind(raw: Any) -> Any:
     return out
 
 
-def is_picker(request: Asked) -> bool:
-    return request.schema_id is not None and not request.options
-
-
 @register
 class Choice(Kind):
     name = "choice"
@@ -65,7 +61,7 @@ class Choice(Kind):
         for oid in ids:
             if not oid or len(oid) > MAX_ID_LENGTH:
                 raise InvalidAnswer(f"option ids are 1-{MAX_ID_LENGTH} characters")
-        if not is_picker(request):
+        if not self.is_picker(request):
             known = {o.id for o in request.options}
             unknown = [oid for oid in ids if oid not in known]
             if unknown:
@@ -76,11 +72,14 @@ class Choice(Kind):
             raise InvalidAnswer(f"a choice request takes exactly one option, got {len(ids)}")
         return ids[0]
 
+    def is_picker(self, request: Asked) -> bool:
+        return request.schema_id is not None and not request.options
+
     def presentation(self, public: Mapping[str, Any]) -> str:
         return "static-options" if public.get("options") else "dynamic-picker"
 
     def widget(self, request: Asked) -> dict[str, Any]:
-        tag = f"{self.name} (picker {request.schema_id})" if is_picker(request) else self.name
+        tag = f"{self.name} (picker {request.schema_id})" if self.is_picker(request) else self.name
         if request.options:
             options = [{"id": o.id, "label": o.label, "description": o.description} for o in request.options]
             return {"control": "checkboxes" if self.multiple else "buttons", "options": options,

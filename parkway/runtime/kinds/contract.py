@@ -47,11 +47,14 @@ class ContractKind(Kind):
         return {"control": "form", "answer": "value", "tag": self.name}
 
     def notes(self, request: Asked, contract: Any = None) -> list[str]:
-        """The schema, the request's data and the response model's fields, one a line."""
+        """The schema, the request's data and the response model's fields, one a line (none in a
+        listing, which has no contract at hand)."""
+        if contract is None:
+            return []
         lines = [f"(contract {request.schema_id} v{request.schema_version})"]
         if request.payload:
             lines.append(f"request: {json.dumps(request.payload, default=str)}")
-        schema = contract.response.model_json_schema() if contract is not None else {}
+        schema = contract.response.model_json_schema()
         fields: dict[str, Any] = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         lines.append("answer fields:")
