@@ -14,6 +14,7 @@ import redis
 
 from parkway import InvalidAnswer, Parkway, RunStatus, Settings, ValidationError
 from parkway.cli.ask import ask
+from parkway.runtime.answers import validate_answer
 from parkway.runtime.protocol import InterruptRequest
 from tests import flows_datetime
 from tests.conftest import SECRET, Harness
@@ -43,9 +44,13 @@ def test_a_request_keeps_its_bounds_in_its_zone_and_refuses_a_bad_one() -> None:
                           "latest": "2030-01-11T18:00:00+01:00"}
     assert asked.public()["spec"] == asked.spec
     assert InterruptRequest.model_validate({"kind": "datetime"}).spec == {"timezone": "UTC"}
+    unbounded = InterruptRequest.model_validate({"kind": "datetime"})
+    with pytest.raises(InvalidAnswer, match="out of the range of dates"):  # UTC of year 1 less an hour
+        validate_answer(unbounded, value="0001-01-01T00:00+01:00")
     for bad, why in (({"timezone": "Mars/Olympus"}, "unknown timezone"), ({"earliest": "soon"}, "earliest must be"),
                      ({"earliest": "2030-01-02T00:00Z", "latest": "2030-01-01T00:00Z"}, "is after latest"),
-                     ({"options": [{"id": "a", "label": "A"}]}, "no options")):
+                     ({"options": [{"id": "a", "label": "A"}]}, "no options"),
+                     ({"timezone": "Pacific/Kiritimati", "earliest": "0001-01-01T00:00Z"}, "earliest must be")):
         with pytest.raises(ValueError, match=why):
             InterruptRequest.model_validate({"kind": "datetime", **bad})
 
@@ -71,6 +76,7 @@ def test_python_answers_with_an_offset_or_a_zone_and_the_node_gets_it_in_the_req
     ("2030-01-12T10:00+01:00", "is after the latest allowed, 2030-01-11T18:00:00[+]01:00"),
     ("2030-01-07T08:59+01:00", "is before the earliest allowed, 2030-01-07T09:00:00[+]01:00"),
     (1893495600, "takes an ISO 8601 date and time"),
+    ("0001-01-01T00:00+01:00", "before the earliest allowed"),
 ])
 def test_a_naive_unparseable_or_out_of_bounds_answer_is_refused_and_the_token_still_works(
     harness: Harness, answer: object, why: str

@@ -243,9 +243,9 @@ class InterruptRequest(_Model):
         raw = infer_kind(raw)
         found = kinds.find(raw.get("kind")) if isinstance(raw, Mapping) else None
         lifted = found.spec_keys & set(raw) if found is not None else set()
-        if lifted:  # a kind's settings given at the top level go in its spec
-            spec = raw.get("spec")
-            spec = {**(spec if isinstance(spec, Mapping) else {}), **{k: raw[k] for k in lifted}}
+        spec = raw.get("spec") if isinstance(raw, Mapping) else None
+        if lifted and (spec is None or isinstance(spec, Mapping)):  # its settings at the top level: in its spec
+            spec = {**(spec or {}), **{k: raw[k] for k in lifted}}
             raw = {**{k: v for k, v in raw.items() if k not in lifted}, "spec": spec}
         return raw
 

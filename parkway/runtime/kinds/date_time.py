@@ -64,9 +64,9 @@ def _bound(raw: object, zone: tzinfo, what: str) -> str | None:
             moment = _parse(raw, zone)
         else:
             raise ValueError("not a string")
-    except ValueError as exc:
+        return moment.astimezone(zone).isoformat()
+    except (ValueError, OverflowError) as exc:  # (a moment that moved to the zone leaves years 1-9999)
         raise ValueError(f"{what} must be an ISO 8601 date and time ({exc})") from None
-    return moment.astimezone(zone).isoformat()
 
 
 @register
@@ -99,7 +99,7 @@ class DateTime(Kind):
             raise InvalidAnswer(f"a datetime answer is at most {MAX_ANSWER} characters")
         try:
             moment = _parse(value.strip(), None)
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             raise InvalidAnswer(f"{value!r} is not {SHAPE}: {exc}") from None
         spec = request.spec or {}
         earliest, latest = spec.get("earliest"), spec.get("latest")
@@ -107,7 +107,10 @@ class DateTime(Kind):
             raise InvalidAnswer(f"{value!r} is before the earliest allowed, {earliest}")
         if latest and moment > datetime.fromisoformat(latest):
             raise InvalidAnswer(f"{value!r} is after the latest allowed, {latest}")
-        return moment.astimezone(_zone(spec.get("timezone", "UTC"))).isoformat()
+        try:
+            return moment.astimezone(_zone(spec.get("timezone", "UTC"))).isoformat()
+        except OverflowError:  # in the zone it falls before year 1 or after 9999
+            raise InvalidAnswer(f"{value!r} is out of the range of dates (years 1 to 9999)") from None
 
     def widget(self, request: Asked) -> dict[str, Any]:
         spec = request.spec or {}
