@@ -58,8 +58,9 @@ def test_a_request_keeps_its_bounds_in_its_zone_and_refuses_a_bad_one() -> None:
 def test_python_answers_with_an_offset_or_a_zone_and_the_node_gets_it_in_the_requests_zone(
     harness: Harness,
 ) -> None:
-    """resume(value=...) takes an ISO string with an offset (or ``Z``) or a wall time with ``[zone]``;
-    use_interrupt returns the moment as an ISO string in the request's zone."""
+    """resume(value=...) and resume_message (``value`` in its metadata) take an ISO string with an
+    offset (or ``Z``) or a wall time with ``[zone]``; use_interrupt returns the moment as an ISO
+    string in the request's zone."""
     run_id, token = _waiting(harness)
     assert harness.pw.resume(token, value="2030-01-08T11:00:00Z").accepted
     harness.run_jobs()
@@ -68,6 +69,12 @@ def test_python_answers_with_an_offset_or_a_zone_and_the_node_gets_it_in_the_req
     assert harness.pw.resume(token, value="2030-01-08T07:00[America/New_York]").accepted
     harness.run_jobs()
     assert harness.pw.get_run(run_id).output == {"at": "2030-01-08T13:00:00+01:00"}
+    run_id, token = _waiting(harness)  # from a chat message's metadata, as `value`
+    request_id = harness.pw.list_interrupts(run_id=run_id).items[0].request_id
+    message = {"metadata": {"resume": {"token": token, "requestId": request_id, "value": "2030-01-08T12:00+01:00"}}}
+    assert harness.pw.resume_message(message).accepted
+    harness.run_jobs()
+    assert harness.pw.get_run(run_id).output == {"at": PARIS_NOON}
 
 
 @pytest.mark.parametrize(("answer", "why"), [
