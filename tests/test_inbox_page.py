@@ -591,3 +591,25 @@ def test_a_session_interrupt_is_answered_from_the_inbox_with_its_payload(deploym
     page.locator("#session-tree li", has_text="done: sent").first.wait_for()
     page.goto(f"{deployment.url}/ui/runs/{run_id}")
     assert page.locator("#run-session").get_attribute("href") == f"/ui/sessions/{sid}"
+
+
+def test_a_date_and_time_is_answered_with_the_input_its_kind_describes(
+    deployment: Server, api: httpx.Client, page: Page, tenant: str
+) -> None:
+    """A datetime interrupt shows the datetime-local input its kind's widget describes (labelled with
+    the zone, bounded by the earliest and latest wall times); the wall time picked is sent with its
+    zone and the node gets the moment in the request's zone."""
+    run_id = start(api, "tests.flows_datetime:booking", {}, tenant)
+    sign_in(page, deployment.url)
+    filter_tenant(page, tenant)
+    asked = card(page, "When shall we call?")
+    when = asked.get_by_label("Date and time (Europe/Paris)")
+    when.wait_for()
+    assert (when.get_attribute("type"), when.get_attribute("min"), when.get_attribute("max")) == (
+        "datetime-local", "2030-01-07T09:00", "2030-01-11T18:00")
+    assert asked.locator(".tag.kind").inner_text() == "datetime"
+    check_page(page, "datetime")
+    when.fill("2030-01-08T12:00")
+    asked.get_by_role("button", name="Answer").click()
+    asked.get_by_text("Answered as machine").wait_for()
+    assert _wait_status(api, run_id, "completed")["output"] == {"at": "2030-01-08T12:00:00+01:00"}

@@ -10,6 +10,12 @@ from typing import Any
 SNAPSHOT = Path(__file__).with_name("openapi_db96a82.json")
 CHANGED: dict[str, str] = {
     "paths./slack/interactions: new": "an addition: Slack's interactivity endpoint (parkway.http.routes.slack)",
+    "components.schemas.InterruptRequest.properties.kind.enum": "added: the kinds registered since (the enum is "
+    "the registry's list, parkway.runtime.kinds; the four of db96a82 first, in their order)",
+    "components.schemas.InterruptRequest.properties.spec": "added: a kind's own settings (a datetime's bounds and "
+    "zone), checked and normalised by its kind; absent from the requests of the four kinds of db96a82",
+    "components.schemas.AnswerWidget": "added: the body of GET /v1/interrupts/{request_id}/widget",
+    "paths./v1/interrupts/{request_id}/widget": "added: how the inbox page asks for an answer, from the kind",
 }
 """what differs on purpose, by where (``paths./v1/runs.get.parameters``): why"""
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..runtime import kinds
 from ..runtime.errors import InvalidAnswer, ParkwayError
 from .ask import ask, cli_words, contract_of
 from .common import ago, as_json, dump, interactive, now_ms, open_client, parse_json, span, warn_missing, when
@@ -96,8 +97,8 @@ def describe(interrupt: Interrupt, out: TextIO, now: int | None = None) -> None:
     if interrupt.audience or interrupt.tenant:
         asked = [f"asks {interrupt.audience}"] if interrupt.audience else []
         out.write("  " + ", ".join(asked + ([f"tenant {interrupt.tenant}"] if interrupt.tenant else [])) + "\n")
-    if req.kind == "text":
-        out.write(f"    (text, at most {req.max_length} characters)\n")
+    for line in kinds.get(req.kind).notes(req):
+        out.write(f"    {line}\n")
     for option in req.options:
         out.write(
             f"    [{option.id}] {option.label}" + (f" - {option.description}" if option.description else "") + "\n"
@@ -245,5 +246,5 @@ def _check_select(pw: Parkway, token: str) -> None:
     from ..runtime.protocol import Interrupt
 
     found = pw.lookup(token)
-    if isinstance(found, Interrupt) and found.asked().kind == "text":
-        raise ParkwayError("a text question takes --text TEXT, not --select")
+    if isinstance(found, Interrupt) and kinds.get(found.asked().kind).cli_flag == "--text":
+        raise ParkwayError(f"a {found.asked().kind} question takes --text TEXT, not --select")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
-from ..runtime import features, links, telemetry, tokens
+from ..runtime import features, kinds, links, telemetry, tokens
 from ..runtime.answers import parse_resume_metadata
 from ..runtime.authority import RANK, Caller, Door, Origin, check_reaches
 from ..runtime.cancel import cancel_run
@@ -618,7 +618,8 @@ class Parkway:
         found = self.lookup(token)
         if isinstance(found, ResumeResult):
             raise ValidationError(f"the interrupt cannot be answered any more ({found.outcome.value})")
-        if not found.asked().options:
+        options = kinds.get(found.asked().kind).link_options(found.asked())
+        if not options:
             raise ValidationError(f"answer links need a choice with options, not a {found.asked().kind} request")
         if ttl_ms is not None:
             check_ttl(ttl_ms, error=ValidationError)
@@ -627,7 +628,7 @@ class Parkway:
         return {
             option.id: f"{base_url.rstrip('/')}/a/"
             + links.mint(secret, links.AnswerLink(found.run_id, found.request_id, option.id, expires, responder))
-            for option in found.asked().options
+            for option in options
         }
 
     def check_deploy(self, run_id: str, against: Workflow | str) -> DeployCheck:

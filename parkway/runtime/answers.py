@@ -6,16 +6,15 @@ raises :class:`InvalidAnswer` and the interrupt stays open with the same token.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import kinds
 from .contracts import Contract
 from .errors import InvalidAnswer, MalformedResume
+from .kinds.base import option_ids
 from .protocol import InterruptRequest, check_depth
-
-MAX_SELECTED = 1000
-MAX_ID_LENGTH = 200
 
 
 @dataclass(frozen=True)
@@ -28,34 +27,6 @@ class ResumeArgs:
     value: Any = None
     cancel: bool = False
     reason: str | None = None
-
-
-def _ids(raw: object, where: str) -> list[str]:
-    """Normalise every accepted ``selected`` shape to a list of ids."""
-    if isinstance(raw, str):
-        return [raw]
-    if isinstance(raw, Mapping):
-        if set(raw) == {"choice"}:
-            return _ids(raw["choice"], where + ".choice")
-        if set(raw) == {"choices"}:
-            return _ids(raw["choices"], where + ".choices")
-        if set(raw) == {"id"} or ("id" in raw and "label" in raw):
-            return _ids(raw["id"], where + ".id")
-        raise MalformedResume(f"{where} must be an id, a list of ids, {{choice: {{id}}}} or {{choices: [{{id}}]}}")
-    if isinstance(raw, Sequence) and not isinstance(raw, (bytes, bytearray)):
-        if len(raw) > MAX_SELECTED:
-            raise MalformedResume(f"{where} holds more than {MAX_SELECTED} ids")
-        out: list[str] = []
-        for i, item in enumerate(raw):
-            out.extend(_ids(item, f"{where}[{i}]") if isinstance(item, Mapping) else _one_id(item, f"{where}[{i}]"))
-        return out
-    raise MalformedResume(f"{where} must be an id, a list of ids, {{choice: {{id}}}} or {{choices: [{{id}}]}}")
-
-
-def _one_id(item: object, where: str) -> list[str]:
-    if not isinstance(item, str):
-        raise MalformedResume(f"{where} must be a string id, not {type(item).__name__}")
-    return [item]
 
 
 def parse_resume_metadata(message: Mapping[str, Any]) -> ResumeArgs:
@@ -102,70 +73,16 @@ def parse_resume_metadata(message: Mapping[str, Any]) -> ResumeArgs:
     if key == "value":
         return ResumeArgs(token, request_id, None, resume["value"])
     raw = resume[key] if key == "selected" else {key: resume[key]}
-    return ResumeArgs(token, request_id, _ids(raw, f"metadata.resume.{key}"), None)
+    return ResumeArgs(token, request_id, option_ids(raw, f"metadata.resume.{key}"), None)
 
 
 def validate_answer(
     request: InterruptRequest, *, selected: Any = None, value: Any = None, contract: Contract[Any, Any] | None = None
 ) -> Any:
-    """Return the value to record for ``request``, or raise InvalidAnswer.
-
-    A contract request needs its ``contract`` (found by the caller from the request's reference)."""
+    """Return the value to record for ``request``, or raise InvalidAnswer: its kind checks it
+    (:mod:`parkway.runtime.kinds`). A contract request needs its ``contract`` (found by the caller
+    from the request's reference)."""
     if selected is not None and value is not None:
         raise InvalidAnswer("give either selected or value, not both")
     check_depth(selected if selected is not None else value, "the answer", error=InvalidAnswer)
-    if request.kind == "contract":
-        if selected is not None or value is None:
-            raise InvalidAnswer(f"a contract request ({request.schema_id}) takes value=<an object>, not selected")
-        if contract is None:
-            raise InvalidAnswer(f"no contract to check the answer against ({request.schema_id})")
-        if (contract.schema_id, contract.version) != (request.schema_id, request.schema_version):
-            raise InvalidAnswer(
-                f"the request was made under {request.schema_id} v{request.schema_version}, but the contract "
-                f"now defined there is {contract.schema_id} v{contract.version}"
-            )
-        return contract.check_answer(value)
-    if request.kind == "text":
-        if selected is not None and value is None:
-            # other clients send text in `selected`: a string, or a list of one string
-            if isinstance(selected, list) and len(selected) == 1:
-                selected = selected[0]
-            if not isinstance(selected, str):
-                raise InvalidAnswer("a text request takes value=<text> (or selected=<text>)")
-            value = selected
-        return _text(request, value)
-    if value is not None:
-        raise InvalidAnswer(f"a {request.kind} request takes selected=<option id(s)>, not value")
-    if selected is None:
-        raise InvalidAnswer(f"a {request.kind} request needs selected=<option id(s)>")
-    try:
-        ids = _ids(selected, "selected")
-    except MalformedResume as exc:
-        raise InvalidAnswer(exc.message) from exc
-    if not ids:
-        raise InvalidAnswer("selected is empty: pick at least one option")
-    if len(set(ids)) != len(ids):
-        raise InvalidAnswer("selected names an option more than once")
-    for oid in ids:
-        if not oid or len(oid) > MAX_ID_LENGTH:
-            raise InvalidAnswer(f"option ids are 1-{MAX_ID_LENGTH} characters")
-    if not request.is_picker:
-        known = {o.id for o in request.options}
-        unknown = [oid for oid in ids if oid not in known]
-        if unknown:
-            raise InvalidAnswer(f"unknown option id(s) {unknown}; the request offers {sorted(known)}")
-    if request.multiple:
-        return ids
-    if len(ids) != 1:
-        raise InvalidAnswer(f"a choice request takes exactly one option, got {len(ids)}")
-    return ids[0]
-
-
-def _text(request: InterruptRequest, value: Any) -> str:
-    if not isinstance(value, str):
-        raise InvalidAnswer(f"a text request needs a string value, got {type(value).__name__}")
-    if not value.strip():
-        raise InvalidAnswer("the text answer is empty")
-    if len(value) > request.max_length:
-        raise InvalidAnswer(f"the text answer is longer than {request.max_length} characters")
-    return value
+    return kinds.get(request.kind).validate(request, selected, value, contract)

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from . import journal
+from . import journal, kinds
 from .cancel import cancel_run
 from .contracts import Contract
 from .errors import (
@@ -40,8 +40,9 @@ from .errors import (
     StoreUnavailable,
     ValidationError,
 )
+from .kinds.contract import CONTRACT_SHAPE
 from .logger import get_logger
-from .protocol import CONTRACT_SHAPE, MAX_TTL_MS, InterruptRequest, check_audience, check_depth, name_of
+from .protocol import MAX_TTL_MS, InterruptRequest, check_audience, check_depth, name_of
 from .store import JournalEntry, Store
 from .telemetry import check_capture
 from .workflow import Workflow
@@ -320,8 +321,9 @@ def use_interrupt(
 ) -> Any:
     """Pause the run until a person answers ``request``; on replay, return the answer.
 
-    Returns the option id (``choice``), a list of ids (``multi-choice``) or the
-    text (``text``); with ``contract=``, ``request`` is the contract's request
+    Returns what the request's kind records (:mod:`parkway.runtime.kinds`): the option id
+    (``choice``), a list of ids (``multi-choice``), the text (``text``); with ``contract=``,
+    ``request`` is the contract's request
     (a model or a dict) and the answer is the contract's validated response
     model. Raises :class:`InterruptCancelled` if the interrupt was
     cancelled: catch it to take a "denied" path; uncaught, the run ends
@@ -520,7 +522,7 @@ def _request_of(
             }
         )
     asked = request if isinstance(request, InterruptRequest) else InterruptRequest.model_validate(request)
-    if asked.kind == "contract" and asked.contract_ref is None:  # its answers are checked against its contract
+    if kinds.get(asked.kind).needs_contract and asked.contract_ref is None:  # answers are checked against it
         raise ValidationError(CONTRACT_SHAPE)
     return asked
 
@@ -551,12 +553,8 @@ def expiry_policy(
     if isinstance(on_expire, Mapping) and set(on_expire) == {"answer"}:
         from .answers import validate_answer
 
-        given = on_expire["answer"]
-        if request.kind in ("text", "contract"):
-            value = validate_answer(request, value=given, contract=contract)
-        else:
-            value = validate_answer(request, selected=given)
-        return {"action": "answer", "value": value}
+        given = {kinds.get(request.kind).answer_arg: on_expire["answer"]}  # as its kind takes an answer
+        return {"action": "answer", "value": validate_answer(request, contract=contract, **given)}
     raise ValidationError(
         f"on_expire must be one of {EXPIRY_ACTIONS}, {{'answer': value}} or {{'escalate': {{...}}}}, not {on_expire!r}"
     )

@@ -10,12 +10,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from . import kinds
 from .errors import InvalidId, ValidationError
+from .kinds.choice import infer_kind
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 NAME_PATTERN = re.compile(_NAME)
@@ -199,32 +201,12 @@ class Option(_Model):
         return {"id": self.id, "label": self.label, **({"description": self.description} if self.description else {})}
 
 
-RequestKind = Literal["text", "choice", "multi-choice", "contract"]
+if TYPE_CHECKING:
+    RequestKind = str
+else:
+    RequestKind = Literal[kinds.names()]
+"""the name of a registered interrupt kind (:mod:`parkway.runtime.kinds`)"""
 
-
-
-def _infer_kind(raw: Any) -> Any:
-    """The shapes other clients send: no kind (a choice if it has options, multi-choice with
-    ``multiple: true``, else text), or ``kind: "choice"`` with ``multiple: true``."""
-    if not isinstance(raw, Mapping) or "multiple" not in raw and "kind" in raw:
-        return raw
-    out = dict(raw)
-    multiple = out.pop("multiple", False)
-    if not isinstance(multiple, bool):
-        raise ValueError("multiple must be true or false")
-    if "kind" not in out:
-        out["kind"] = "multi-choice" if multiple else ("choice" if out.get("options") else "text")
-    elif multiple and out["kind"] == "choice":
-        out["kind"] = "multi-choice"
-    elif out["kind"] == "multi-choice" and "multiple" in raw and not multiple:
-        raise ValueError("a multi-choice request with multiple: false")
-    return out
-
-
-CONTRACT_SHAPE = (
-    "a contract request has a schemaId, a schemaVersion and its contract, and no options: "
-    "build it with use_interrupt(contract=..., request=...)"
-)
 
 
 class InterruptRequest(_Model):
@@ -248,6 +230,8 @@ class InterruptRequest(_Model):
     schema_version: int | None = Field(default=None, ge=1, alias="schemaVersion")
     payload: dict[str, Any] | None = None
     """a contract request's data (validated against the contract's request model)"""
+    spec: dict[str, Any] | None = Field(default=None, description=(
+        "the settings of its kind, checked and normalised by the kind (see parkway.runtime.kinds)"))
     contract_ref: str | None = Field(default=None, max_length=300, alias="contractRef")
     """where the contract is defined (``module:attribute``): kept for the resuming client, never shown.
     ``use_interrupt`` always sets it; it is None on an ended interrupt's request read from its
@@ -256,42 +240,38 @@ class InterruptRequest(_Model):
     @model_validator(mode="before")
     @classmethod
     def _inferred(cls, raw: Any) -> Any:
-        return _infer_kind(raw)
+        raw = infer_kind(raw)
+        found = kinds.find(raw.get("kind")) if isinstance(raw, Mapping) else None
+        lifted = found.spec_keys & set(raw) if found is not None else set()
+        spec = raw.get("spec") if isinstance(raw, Mapping) else None
+        if lifted and (spec is None or isinstance(spec, Mapping)):  # its settings at the top level: in its spec
+            spec = {**(spec or {}), **{k: raw[k] for k in lifted}}
+            raw = {**{k: v for k, v in raw.items() if k not in lifted}, "spec": spec}
+        return raw
 
     @classmethod
     def kind_of(cls, raw: Mapping[str, Any]) -> RequestKind | None:
-        """The kind validation reads ``raw`` as (its other shapes inferred as ``_infer_kind``),
+        """The kind validation reads ``raw`` as (its other shapes inferred as ``infer_kind``),
         without validating the rest; None if it would read none (validating it raises)."""
         try:
-            kind = _infer_kind(raw).get("kind")
+            kind = infer_kind(raw).get("kind")
         except ValueError:
             return None
-        return kind if kind in get_args(RequestKind) else None
+        return kind if kinds.find(kind) is not None else None
 
     @property
     def multiple(self) -> bool:
-        return self.kind == "multi-choice"
+        return kinds.get(self.kind).multiple
 
     @property
     def is_picker(self) -> bool:
-        return self.kind != "text" and self.schema_id is not None and not self.options
+        return kinds.get(self.kind).is_picker(self)
 
     @model_validator(mode="after")
     def _shape(self) -> InterruptRequest:
-        if self.kind == "contract":
-            if self.options or self.schema_id is None or self.schema_version is None:
-                raise ValueError(CONTRACT_SHAPE)
-            return self
-        if self.contract_ref is not None or self.payload is not None:
-            raise ValueError("only a contract request carries a contract and a payload")
-        if self.kind == "text":
-            if self.options:
-                raise ValueError("a text request has no options")
-        elif not self.options and self.schema_id is None:
-            raise ValueError(f"a {self.kind} request needs options, or a schema_id for a dynamic picker")
-        ids = [o.id for o in self.options]
-        if len(ids) != len(set(ids)):
-            raise ValueError("option ids must be unique")
+        spec = kinds.get(self.kind).check_request(self)  # its kind's shape, and its settings normalised
+        if spec != self.spec:
+            object.__setattr__(self, "spec", spec)  # (frozen: set once, while it is built)
         return self
 
     def public(self) -> dict[str, Any]:
@@ -305,6 +285,8 @@ class InterruptRequest(_Model):
                 out["schemaId"] = self.schema_id
             if self.schema_version is not None:
                 out["schemaVersion"] = self.schema_version
+            if self.spec is not None:
+                out["spec"] = self.spec
             out["multiple"] = self.multiple
             return out
         out = self.model_dump(by_alias=True, exclude_none=True, exclude={"max_length", "contract_ref"})

@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import kinds
 from .errors import ValidationError
 from .protocol import ID_PATTERN, TENANT_SEPARATOR, InterruptRequest
 from .store import InterruptRecord
@@ -58,10 +59,10 @@ def presentation(public_request: Mapping[str, Any]) -> str:
     """How a client shows an interrupt: ``static-options`` (the options are embedded),
     ``dynamic-picker`` (a schema id, the client resolves the options), ``freeform`` (text) or
     ``contract`` (a typed request and response)."""
-    kind = public_request.get("kind")
-    if kind in ("text", "contract"):
-        return "freeform" if kind == "text" else "contract"
-    return "static-options" if public_request.get("options") else "dynamic-picker"
+    found = kinds.find(public_request.get("kind"))
+    if found is not None:
+        return found.presentation(public_request)
+    return "static-options" if public_request.get("options") else "dynamic-picker"  # (a record that kept none)
 
 
 def public_request(request: InterruptRequest | None) -> dict[str, Any]:

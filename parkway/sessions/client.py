@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ..config import Settings, check_ttl
-from ..runtime import telemetry, tokens
+from ..runtime import kinds, telemetry, tokens
 from ..runtime.answers import validate_answer
 from ..runtime.authority import SYSTEM, Caller
 from ..runtime.clock import now_ms
@@ -739,7 +739,7 @@ class Sessions:
         if request is None:
             raise CorruptRecord("an open interrupt's record has no request", what="interrupt")
         contract = self.pw.settings.modules.load_contract(request.contract_ref) if request.contract_ref else None
-        answer = {"selected": payload} if request.kind in ("choice", "multi-choice") else {"value": payload}
+        answer = {kinds.get(request.kind).answer_arg: payload}
         validate_answer(request, contract=contract, **answer)
         return answer
 

@@ -1,5 +1,5 @@
 """``/v1/interrupts`` and ``/v1/resume``: list pending interrupts (waiting for one, or following the
-pause feed), read one and its answer form, and answer by request id or by resume token."""
+pause feed), read one, its answer widget and its answer form, and answer by request id or by resume token."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ...adapters.redis.layout import pause_wakes
 from ...adapters.redis.store.live import PauseWatch, ShardedPauseWatch
 from ...client.sync import Parkway
 from ...problems import outcome_problem, problem, responses
-from ...runtime import telemetry, tokens
+from ...runtime import kinds, telemetry, tokens
 from ...runtime.authority import Caller, Door, check_overlay, reaches
 from ...runtime.errors import (
     InterruptNotFound,
@@ -74,6 +74,13 @@ class AnswerForm(CamelBody):
     schema_id: str
     schema_version: int
     schema_: dict[str, Any] = Field(alias="schema", description="the response model's JSON Schema")
+
+
+class AnswerWidget(CamelBody):
+    kind: str
+    widget: dict[str, Any] = Field(description="how a page asks for the answer: a small declarative description "
+                                   "from the interrupt's kind (its control, what the answer is sent as, its "
+                                   "options, bounds or label; see parkway.runtime.kinds)")
 
 
 RESUME_STATUS = {
@@ -175,6 +182,16 @@ def answer_form(request_id: str, who: Who, pw: Client, run_id: RunId = None) -> 
     contract = pw.settings.modules.load_contract(asked.contract_ref)
     return {"schemaId": contract.schema_id, "schemaVersion": contract.version,
             "schema": contract.response.model_json_schema()}
+
+
+@router.get("/interrupts/{request_id}/widget", response_model=AnswerWidget,
+            responses=responses(401, 403, 404, 422, 503))
+def answer_widget(request_id: str, who: Who, pw: Client, run_id: RunId = None) -> dict[str, Any]:
+    """How the inbox page asks for an interrupt's answer: its kind's widget (``buttons``,
+    ``checkboxes``, ``field`` or ``form``, with what it needs), so the page holds no code per kind;
+    422 for an ended interrupt whose request was not kept."""
+    asked = _reachable_interrupt(pw, who, request_id, run_id, "list").asked()
+    return {"kind": asked.kind, "widget": kinds.get(asked.kind).widget(asked)}
 
 
 def _answered(result: ResumeResult, refused: Refused) -> JSONResponse:

@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 
 from ...client.sync import Parkway
 from ...problems import responses
-from ...runtime import links, tokens
+from ...runtime import kinds, links, tokens
 from ...runtime.clock import now_ms
 from ...runtime.errors import MalformedResume, ValidationError
 from ...runtime.protocol import Interrupt, ResumeOutcome, ResumeResult
@@ -64,10 +64,10 @@ def link_answer(link: str, house: House) -> HTMLResponse:
         return found
     interrupt, answer = found
     token = tokens.mint(pw.backend.options.secret, answer.run_id, answer.request_id)
-    selected: Any = [answer.option] if interrupt.asked().multiple else answer.option
+    asked = interrupt.asked()
     try:
-        result = pw.resume(token, selected=selected, request_id=answer.request_id,
-                           responder=answer.responder or "answer-link")
+        result = pw.resume(token, request_id=answer.request_id, responder=answer.responder or "answer-link",
+                           **kinds.get(asked.kind).link_answer(asked, answer.option))
     except ValidationError as exc:
         house.refused.add("invalid")
         return _page("Not recorded", f"<p>{escape(exc.message)}</p>", 422)
