@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from .runtime.features import Feature
 from .sessions.feature import SESSIONS
+from .tracing.feature import TRACING
 
-FEATURES: tuple[Feature, ...] = (SESSIONS,)
+FEATURES: tuple[Feature, ...] = (TRACING, SESSIONS)  # tracing first: its attempt span holds the others' work

@@ -6,6 +6,8 @@ without importing the feature::
     extension   its entry in the executor (``observers.Extension``): the observers of its runs
     client      ``pw.<name>`` on :class:`parkway.Parkway`: its operations, built over the client
     aclient     ``pw.<name>`` on :class:`parkway.AsyncParkway`: the same, awaited
+    tracer      the process's tracer (``runtime.tracing``): what the store asks when a run's
+                trace crosses Redis (the first feature that gives one)
 
 The list is assembled at the top (``parkway/extensions.py``) and handed here by the package's
 root (``parkway/__init__.py``, which every import of a parkway module runs first) as a function
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
+from .tracing import NO_TRACER, Tracer
 
 if TYPE_CHECKING:
     from .observers import Extension
@@ -35,6 +38,7 @@ class Feature:
     extension: Extension | None = None
     client: Callable[[Any], Any] | None = None
     aclient: Callable[[Any], Any] | None = None
+    tracer: Tracer | None = None
 
 
 _assembly: Callable[[], tuple[Feature, ...]] | None = None
@@ -61,6 +65,21 @@ def features() -> tuple[Feature, ...]:
 def extensions() -> tuple[Extension, ...]:
     """The features' entries in the executor (``executor.Options.extensions``)."""
     return tuple(f.extension for f in features() if f.extension is not None)
+
+
+_traced: tuple[tuple[Feature, ...], Tracer] = ((), NO_TRACER)
+
+
+def tracer() -> Tracer:
+    """This process's tracer (``runtime.tracing``): the first a feature gives, else the no-op one
+    (looked up again only when the features were assembled anew)."""
+    global _traced
+    assembled, found = _traced
+    current = features()
+    if current is not assembled:
+        found = next((f.tracer for f in current if f.tracer is not None), NO_TRACER)
+        _traced = (current, found)
+    return found
 
 
 def facet(name: str, host: Any, *, awaited: bool = False) -> Any:

@@ -492,6 +492,7 @@ end
 --   maxlen         its stream's cap
 --   started        its run.started blob
 --   member         its first job's outbox member
+--   trace          the trace context its spans descend from ('' = not traced: see layout.TRACE)
 
 -- Create a queued run with its summary, its run.started event and outbox entry, and queue its
 -- first job (node.started is the job's, written when a worker begins the node: begin.lua); nil
@@ -505,6 +506,7 @@ local function create_run(k, a, queues, job, auth)
   redis.call('HSET', k.run, 'wf', a.workflow, 'ref', a.ref, 'status', 'queued', 'node', a.node,
     'step', 0, 'fence', 0, 'input', a.input, 'created', a.now, 'updated', a.now, 'ttl', a.ttl,
     'until', tonumber(a.now) + keep, 'fresh', 1, unpack(auth))
+  if a.trace ~= '' then redis.call('HSET', k.run, 'tc', a.trace) end
   redis.call('HSET', k.summary, 'wf', a.workflow, 'status', 'queued', 'created', a.now, 'updated', a.now,
     unpack(auth))
   keep_summary(k.summary, keep, a.retention)
@@ -534,6 +536,7 @@ end
 --   check_field    the child check's journal field in the parent (c:<id>)
 --   check_entry    its entry
 --   parent_event   child.started blob (for the parent's stream)
+--   trace          the trace context its spans descend from (the parent's attempt's; '' = not traced)
 --   job...         its first job (see hand_off; its node.started is its job's, as for any run)
 
 -- Create the child run `c` (keys), `a` (arguments) of the parent `parent` at `step`: queued, its
@@ -545,6 +548,7 @@ local function start_child(c, a, parent, step, now, maxlen, retention, auth, out
     'step', 0, 'fence', 0, 'input', a.input, 'created', now, 'updated', now, 'ttl', a.ttl,
     'until', tonumber(now) + tonumber(a.ttl), 'fresh', 1, 'parent', parent, 'pstep', step, 'pfield', a.field,
     'lineage', a.lineage, unpack(auth))
+  if a.trace ~= '' then redis.call('HSET', c.run, 'tc', a.trace) end
   redis.call('HSET', c.summary, 'wf', a.workflow, 'status', 'queued', 'created', now, 'updated', now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)
   list_run(index.runs, a.run_id, now)

@@ -189,6 +189,7 @@ class NewRun(Args):
     maxlen: int
     started: bytes
     member: str
+    trace: str
 
 
 @schema("child")
@@ -209,6 +210,7 @@ class Child(Args):
     check_field: str
     check_entry: bytes
     parent_event: bytes
+    trace: str
     job: list[Any]
 
 
