@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -146,6 +147,42 @@ def test_a_run_started_over_http_is_one_trace_across_its_pause(
 
     assert child[0].parent is not None and replayed.context is not None
     assert child[0].parent.span_id == replayed.context.span_id
+
+
+def test_a_wait_ends_when_its_interrupt_is_cancelled_or_expires(
+    spans: InMemorySpanExporter, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A run started by a caller with no span is a trace of its own under a parkway.start span; the
+    wait of an interrupt cancelled ends at the cancel, one that expired at the reconciler's expiry,
+    each saying so, a child of the attempt that paused."""
+    from parkway.workers.reconciler import reconcile_once
+    from tests import flows
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    with Parkway(settings) as pw:
+        cancelled = pw.start(flows.one_choice, {})
+        expired = pw.start(flows.expiring, {})  # its interrupt lasts 1 s
+        _run_jobs(settings, redis_client)
+        before = now_ms()
+        pw.cancel(cancelled)
+        after = now_ms()
+        expires_at = pw.list_interrupts(run_id=expired).items[0].expires_at
+        time.sleep(max(0.0, expires_at / 1000 - time.time()) + 0.05)
+        reconcile_once(pw.store, pw.backend.dispatcher)
+        expired_by = now_ms()
+
+    found = list(spans.get_finished_spans())
+    for run_id, outcome, lowest, highest in ((cancelled, "cancelled", before, after),
+                                             (expired, "expired", expires_at, expired_by)):
+        mine = [s for s in found if s.attributes and s.attributes.get("parkway.run_id") == run_id]
+        (start,) = _named(mine, "parkway.start")
+        (paused,) = _named(mine, "parkway.attempt")
+        (wait,) = _named(mine, "parkway.wait")
+        assert start.context and {s.context.trace_id for s in mine if s.context} == {start.context.trace_id}
+        assert paused.parent and paused.parent.span_id == start.context.span_id
+        assert wait.parent and paused.context and wait.parent.span_id == paused.context.span_id
+        assert wait.attributes and wait.attributes["parkway.outcome"] == outcome
+        assert wait.end_time and lowest <= wait.end_time // 1_000_000 <= highest
 
 
 _UNTRACED = """

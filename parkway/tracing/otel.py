@@ -17,8 +17,9 @@ workflow only)::
 
 A run's attempts descend from the trace context it was started in (the caller's current span, an
 HTTP request's ``traceparent``: ``parkway.tracing.http``), kept on its record in Redis; a child
-run's from its parent's attempt. The tracer is the global provider's (a ``ProxyTracer``: a provider
-set after parkway was imported is used too); with none set, the API's no-op one records nothing.
+run's from its parent's attempt. The tracer is the global provider's, asked for when it changes (a
+provider set after parkway was imported is used too); while none is set nothing is stored, no span
+is started and no attempt is observed: each question costs a look at the global provider.
 """
 
 from __future__ import annotations
@@ -36,10 +37,23 @@ from ..runtime.observers import Extension, RunObserver
 from ..runtime.store import InterruptRecord, RunRecord, Store
 from ..runtime.tracing import Tracer
 
-_tracer = trace.get_tracer("parkway")
+_cached: tuple[object, trace.Tracer | None] = (None, None)
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _FAILED = ("failed", "lost")
 """attempt outcomes whose span's status is an error"""
+
+
+def _tracer() -> trace.Tracer | None:
+    """The global provider's tracer for parkway, None while no provider is set."""
+    global _cached
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider):
+        return None
+    seen, tracer = _cached
+    if seen is not provider or tracer is None:
+        tracer = provider.get_tracer("parkway")
+        _cached = (provider, tracer)
+    return tracer
 
 
 def traceparent(span: SpanContext) -> str:
@@ -65,22 +79,27 @@ class OtelTracer(Tracer):
     """The store's questions (``runtime.tracing``), answered from OpenTelemetry's current context."""
 
     def started(self, workflow: str, run_id: str) -> str | None:
+        tracer = _tracer()
+        if tracer is None:
+            return None
         current = trace.get_current_span().get_span_context()
         if current.is_valid:  # the caller's span (an HTTP request's, a parent's attempt)
             return traceparent(current)
-        span = _tracer.start_span(f"parkway.start {workflow}", kind=SpanKind.PRODUCER,
+        span = tracer.start_span(f"parkway.start {workflow}", kind=SpanKind.PRODUCER,
                                   attributes={"parkway.run_id": run_id, "parkway.workflow": workflow})
         span.end()
         started = span.get_span_context()
         return traceparent(started) if started.is_valid else None
 
     def current(self) -> str | None:
+        if _tracer() is None:
+            return None
         current = trace.get_current_span().get_span_context()
         return traceparent(current) if current.is_valid else None
 
     def waited(self, interrupt: InterruptRecord, at: int, outcome: str, responder: str | None) -> None:
-        paused = span_context(interrupt.trace)
-        if paused is None:  # paused untraced
+        paused, tracer = span_context(interrupt.trace), _tracer()
+        if paused is None or tracer is None:  # paused untraced, or no provider now
             return
         attributes: dict[str, Any] = {
             "parkway.run_id": interrupt.run_id, "parkway.workflow": interrupt.workflow,
@@ -89,7 +108,7 @@ class OtelTracer(Tracer):
         }
         if responder is not None:
             attributes["parkway.responder"] = responder
-        span = _tracer.start_span(f"parkway.wait {interrupt.workflow}.{interrupt.node}", context=_under(paused),
+        span = tracer.start_span(f"parkway.wait {interrupt.workflow}.{interrupt.node}", context=_under(paused),
                                   start_time=interrupt.created_at * 1_000_000, attributes=attributes)
         span.end(end_time=max(at, interrupt.created_at) * 1_000_000)
 
@@ -98,14 +117,16 @@ class Attempts(Extension):
     """The feature's entry in the executor: every job's attempts are spans."""
 
     def observe(self, store: Store, run: RunRecord) -> RunObserver | None:
-        return AttemptSpans(run)
+        tracer = _tracer()
+        return AttemptSpans(tracer, run) if tracer is not None else None
 
 
 class AttemptSpans(RunObserver):
     """One job's attempts as spans, each current while its node runs and its outcome commits (a
     child run started then, a span the node's code opens, descend from it)."""
 
-    def __init__(self, run: RunRecord) -> None:
+    def __init__(self, tracer: trace.Tracer, run: RunRecord) -> None:
+        self.tracer = tracer
         self.parent = _under(span_context(run.trace))
         self.paused = span_context(run.paused_trace)
         self.paused_step = run.step
@@ -115,7 +136,7 @@ class AttemptSpans(RunObserver):
     def before_attempt(self, ctx: NodeContext, data: dict[str, Any]) -> dict[str, Any]:
         retries = sum(1 for name in ctx.journal if name.startswith(journal.RETRY))
         links = [Link(self.paused)] if self.paused is not None and ctx.step == self.paused_step else []
-        self.span = _tracer.start_span(
+        self.span = self.tracer.start_span(
             f"parkway.attempt {ctx.workflow}.{ctx.node}", context=self.parent, kind=SpanKind.CONSUMER, links=links,
             attributes={
                 "parkway.run_id": ctx.run_id, "parkway.workflow": ctx.workflow, "parkway.node": ctx.node,
