@@ -182,10 +182,13 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             observers=observers, definition=workflow,
         )
         outcome = _attempt(workflow, ctx, data)
-        ended = "lost"  # what the observers are told if the settling raises (the store's trouble)
+        ended = "lost"  # what the observers are told if the commit raises (the store's trouble)
         try:
             end, fence, next_node = _settle(store, options, ctx, outcome, run, workflow, data, started)
             ended = _attempt_outcome(outcome, end)
+        except StaleFence:
+            ended = "stale"
+            raise
         finally:
             after_attempt(ctx, ended)
         if end is not None or next_node is None:
@@ -344,10 +347,11 @@ def _attempt(
             # control flow, not an error: its traceback holds the node's frames, whose callers hold
             # it (a cycle that only the collector frees, a gen-0 pass every few jobs): dropped
             return pause.with_traceback(None)
-        except (StoreUnavailable, StaleFence):
+        except (StoreUnavailable, StaleFence) as exc:
             # the store's trouble, not the node's: a hook's write that Redis did not confirm, or an
             # attempt that lost its claim. The attempt ends committing nothing; the run is not failed
             # (its lease lapses and the reconciler replays the node, or a newer attempt carries it)
+            after_attempt(ctx, "stale" if isinstance(exc, StaleFence) else "lost")
             raise
         except ParkwayError as exc:
             return exc  # nondeterminism, invalid state: retrying cannot help
