@@ -18,7 +18,10 @@ one: nothing is stored, nothing is emitted, and each question costs one call.
 
 from __future__ import annotations
 
-from .store import InterruptRecord
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (the features' list imports this module: ``import parkway`` stays light)
+    from .store import InterruptRecord
 
 
 class Tracer:
