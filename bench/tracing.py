@@ -14,8 +14,12 @@ Redis (the database given is flushed), after ``WARMUP`` cycles; the rounds inter
 
 Per cycle: the wall time, this process's CPU (``time.process_time``) and redis-server's (INFO
 cpu, which ticks in 10 ms: take a few hundred cycles), each a delta over the timed cycles divided
-by their number. A traced cycle makes five spans: the start (the caller has no span), the attempt
-of ``ask`` that pauses, the wait, the replay of ``ask`` and the attempt of ``finish``.
+by their number. On a shared machine these move by more than tracing costs, so each mode also
+times, alone, the calls tracing makes in a cycle (``tracing_calls``: the tracer's ``started``,
+``current`` and ``waited`` once, the attempt observer three times), in microseconds of CPU; its
+``absent`` figure is the harness's own (records and contexts built, the other features asked).
+A traced cycle makes five spans: the start (the caller has no span), the attempt of ``ask`` that
+pauses, the wait, the replay of ``ask`` and the attempt of ``finish``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,35 @@ def _setup(mode: str) -> Any:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     return exporter
+
+
+def tracing_calls(n: int) -> float:
+    """Microseconds of CPU the calls tracing makes in one cycle take (see the module's docstring),
+    measured over ``n`` cycles: what a cycle costs more than with no tracer at all."""
+    from parkway.runtime import features
+    from parkway.runtime.hooks import NodeContext
+    from parkway.runtime.protocol import RunStatus
+    from parkway.runtime.store import InterruptRecord, RunRecord
+
+    tracer = features.tracer()
+    extensions = features.extensions()
+    wait = InterruptRecord("i1", "r1", "bench_cycle", "ask", 0, "i:approval", None, 1, 2, "h")
+    began = time.process_time()
+    for _ in range(n):
+        trace = tracer.started("bench_cycle", "r1")
+        run = RunRecord("r1", "bench_cycle", RunStatus.RUNNING, trace=trace)
+        for node, step in (("ask", 0), ("ask", 0), ("finish", 1)):
+            ctx = NodeContext(None, "r1", "bench_cycle", node, step, 1, {}, {}, time.time_ns)  # type: ignore[arg-type]
+            observers = [o for e in extensions if (o := e.observe(None, run)) is not None]  # type: ignore[arg-type]
+            for o in observers:
+                o.before_attempt(ctx, {})
+            if node == "ask" and wait.trace is None:
+                wait = InterruptRecord("i1", "r1", "bench_cycle", "ask", 0, "i:approval", None, 1, 2, "h",
+                                       trace=tracer.current())
+            for o in reversed(observers):
+                o.after_attempt(ctx, "completed")
+        tracer.waited(wait, 3, "resumed", "ada")
+    return 1e6 * (time.process_time() - began) / n
 
 
 def measure(mode: str, url: str, n: int) -> dict[str, Any]:
@@ -101,8 +134,11 @@ def measure(mode: str, url: str, n: int) -> dict[str, Any]:
         status = pw.get_run(pw.list_runs(limit=1).items[0].run_id).status.value
     connection.close()
     otel = sys.modules.get("opentelemetry") is not None
+    calls_us = tracing_calls(20 * n)
+    if exporter is not None:
+        exporter.clear()
     return {"mode": mode, "n": n, "wall_ms": 1000 * wall / n, "cpu_ms": 1000 * cpu / n,
-            "redis_ms": 1000 * rcpu / n, "otel_imported": otel, "last_status": status}
+            "redis_ms": 1000 * rcpu / n, "calls_us": calls_us, "otel_imported": otel, "last_status": status}
 
 
 def main() -> None:
@@ -125,13 +161,16 @@ def main() -> None:
                  "--mode", mode], capture_output=True, text=True, check=True, cwd=root, env=env,
             )
             results[mode].append(json.loads(out.stdout.splitlines()[-1]))
-    base = {k: median(r[k] for r in results["absent"]) for k in ("wall_ms", "cpu_ms", "redis_ms")}
-    print(f"{args.rounds} rounds x {args.n} cycles per mode; medians per cycle (ms), difference to absent")
-    print(f"{'mode':<12} {'wall':>8} {'client+worker CPU':>18} {'redis CPU':>10} {'CPU diff':>9}")
+    names = ("wall_ms", "cpu_ms", "redis_ms", "calls_us")
+    base = {k: median(r[k] for r in results["absent"]) for k in names}
+    print(f"{args.rounds} rounds x {args.n} cycles per mode; medians per cycle, CPU difference to absent")
+    print(f"{'mode':<12} {'wall ms':>8} {'client+worker CPU ms':>21} {'redis CPU ms':>13} {'CPU diff ms':>12}"
+          f" {'tracing calls us':>17}")
     for mode in MODES:
-        m = {k: median(r[k] for r in results[mode]) for k in ("wall_ms", "cpu_ms", "redis_ms")}
+        m = {k: median(r[k] for r in results[mode]) for k in names}
         diff = m["cpu_ms"] + m["redis_ms"] - base["cpu_ms"] - base["redis_ms"]
-        print(f"{mode:<12} {m['wall_ms']:8.3f} {m['cpu_ms']:18.3f} {m['redis_ms']:10.3f} {diff:+9.3f}")
+        print(f"{mode:<12} {m['wall_ms']:8.3f} {m['cpu_ms']:21.3f} {m['redis_ms']:13.3f} {diff:+12.3f}"
+              f" {m['calls_us']:17.1f}")
 
 
 if __name__ == "__main__":
