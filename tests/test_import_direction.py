@@ -101,4 +101,5 @@ def test_a_worker_process_runs_the_features_it_never_imports() -> None:
         "print(before, [type(e).__name__ for e in features.extensions()], [f.name for f in features.features()])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT.parent, capture_output=True, text=True, check=True)
-    assert out.stdout.split("\n")[0] == "False ['Attempts', 'BranchRuns'] ['tracing', 'sessions']", out.stdout + out.stderr
+    expected = "False ['Attempts', 'BranchRuns'] ['tracing', 'sessions']"
+    assert out.stdout.split("\n")[0] == expected, out.stdout + out.stderr

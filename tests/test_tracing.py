@@ -185,6 +185,26 @@ def test_a_wait_ends_when_its_interrupt_is_cancelled_or_expires(
         assert wait.end_time and lowest <= wait.end_time // 1_000_000 <= highest
 
 
+def test_each_retry_is_an_attempt_span_of_its_own(
+    spans: InMemorySpanExporter, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A node retried twice is three attempt spans numbered 1 to 3, the first two ``retried``, the
+    last ``completed``, each ended before the next began."""
+    from tests import flows
+
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    with Parkway(settings) as pw:
+        run_id = pw.start(flows.flaky, {"tag": "traced"})
+        _run_jobs(settings, redis_client)
+        assert pw.get_run(run_id).status.value == "completed"
+    tries = _named(list(spans.get_finished_spans()), "parkway.attempt")
+    assert [(s.attributes or {}).get("parkway.attempt") for s in tries] == [1, 2, 3]
+    assert [(s.attributes or {}).get("parkway.outcome") for s in tries] == ["retried", "retried", "completed"]
+    ends = [(a.end_time or 0, b.start_time or 0) for a, b in zip(tries[:-1], tries[1:], strict=True)]
+    assert all(0 < end <= start for end, start in ends)
+    assert len({s.parent and s.parent.span_id for s in tries}) == 1  # each a child of the run's start
+
+
 _UNTRACED = """
 import json, sys
 {block}
