@@ -8,5 +8,6 @@ from __future__ import annotations
 from .channels.feature import CHANNELS
 from .runtime.features import Feature
 from .sessions.feature import SESSIONS
+from .tracing.feature import TRACING
 
-FEATURES: tuple[Feature, ...] = (SESSIONS, CHANNELS)
+FEATURES: tuple[Feature, ...] = (TRACING, SESSIONS, CHANNELS)  # tracing first: its attempt span holds the others' work

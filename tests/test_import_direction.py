@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("workers", ("workers",)),
     ("client", ("backend", "client")),
     ("shared by the surfaces", ("problems",)),
-    ("features", ("sessions", "channels")),
+    ("features", ("sessions", "channels", "tracing")),
     ("the feature list", ("extensions",)),
     ("surfaces", ("http", "cli", "demo", "logs")),
     ("public names", ("parkway", "_public", "agents", "errors")),
@@ -91,7 +91,7 @@ def test_an_arrow_up_and_a_circle_are_found() -> None:
 
 def test_a_worker_process_runs_the_features_it_never_imports() -> None:
     """A process that imports only the job's module (as RQ's own worker does) gets the feature list
-    the top assembles: the sessions' observer is among its executor's extensions, with no feature
+    the top assembles: the tracing and sessions observers are its executor's extensions, with no feature
     imported until the features are first asked for."""
     code = (
         "import sys\n"
@@ -101,4 +101,5 @@ def test_a_worker_process_runs_the_features_it_never_imports() -> None:
         "print(before, [type(e).__name__ for e in features.extensions()], [f.name for f in features.features()])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT.parent, capture_output=True, text=True, check=True)
-    assert out.stdout.split("\n")[0] == "False ['BranchRuns'] ['sessions', 'channels']", out.stdout + out.stderr
+    expected = "False ['Attempts', 'BranchRuns'] ['tracing', 'sessions', 'channels']"
+    assert out.stdout.split("\n")[0] == expected, out.stdout + out.stderr

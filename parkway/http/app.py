@@ -98,6 +98,7 @@ from ..client.sync import Parkway
 from ..config import Settings
 from ..runtime.errors import ConfigError
 from ..sessions import http as session_http
+from ..tracing import http as tracing_http
 from . import failures
 from .auth import Key, caller, hash_key, parse_keys
 from .deps import Surface
@@ -150,6 +151,7 @@ def create_app(pw: Parkway, keys: Mapping[str, Key] | None = None, *, close_clie
     problems.install(app)
     failures.install(app)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    tracing_http.install(app)  # a caller's traceparent: the runs it starts are in its trace
     for router in (health.router, runs.router, interrupts.router, links.router, ui.router, slack.router):
         app.include_router(router)
     app.include_router(session_http.router, dependencies=[Depends(caller)])  # the feature's routes, as the caller

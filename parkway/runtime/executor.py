@@ -50,7 +50,7 @@ from .hooks import (
 )
 from .loading import WorkflowModules
 from .logger import get_logger
-from .observers import Extension, before_attempt, on_park
+from .observers import Extension, after_attempt, before_attempt, on_park
 from .store import (
     Advance,
     Attempt,
@@ -182,56 +182,94 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
             observers=observers, definition=workflow,
         )
         outcome = _attempt(workflow, ctx, data)
-        ran = isinstance(outcome, Pause | SpawnChild) or not isinstance(outcome, BaseException)
-        left = ctx.unconsumed_error() if ran else None  # (not after a hold: the node stopped short)
-        if left is not None:  # an answer taken that this code no longer asks for: never dropped
-            return _defer(store, options, run.run_id, fence, step, left)
-        if isinstance(outcome, Held):
-            log.info("run_held", reason=str(outcome))  # the observer's store call committed the hold
-            return JobEnd.WAITING
-        if isinstance(outcome, Pause):
-            try:
-                _park(store, options, ctx, outcome, run, workflow)
-            except (WorkflowError, ValidationError) as exc:
-                if outcome.child is None:
-                    raise
-                return _fail(store, options, run.run_id, fence, exc, node)  # use_first's child cannot start
-            return JobEnd.WAITING
-        if isinstance(outcome, SpawnChild):
-            try:
-                _spawn(store, options, ctx, outcome, run)
-            except (WorkflowError, ValidationError) as exc:  # a child that cannot start: an unknown
-                return _fail(store, options, run.run_id, fence, exc, node)  # workflow, an oversize input
-            return JobEnd.WAITING
-        if isinstance(outcome, SpawnChildren):
-            try:
-                _fan_out(store, options, ctx, outcome, run)
-            except (WorkflowError, ValidationError) as exc:  # a child that cannot start
-                return _fail(store, options, run.run_id, fence, exc, node)
-            return JobEnd.WAITING
-        if _cancelled(outcome):
-            assert isinstance(outcome, ParkwayError)
-            store.finish(
-                run.run_id, fence, "cancelled", None, ("run.cancelled", {"reason": outcome.message}), options.clock()
-            )
-            log.info("run_cancelled", reason=outcome.message)
-            return JobEnd.CANCELLED
-        if isinstance(outcome, BaseException):
-            return _fail(store, options, run.run_id, fence, outcome, node)
+        ended = "lost"  # what the observers are told if the commit raises (the store's trouble)
         try:
-            next_node = workflow.next_node(node, outcome)
-        except WorkflowError as exc:
-            return _fail(store, options, run.run_id, fence, exc, node)
-        data.update(outcome.data or {})
-        commit = replace(_advance(workflow, node, step, next_node, data, options), duration_ms=_since(started),
-                         journal_written=bool(ctx.journal))
-        fence = store.advance(run.run_id, fence, step, commit)
-        log.info("node_completed", next=next_node, duration_ms=_since(started))
-        if next_node is None:
-            log.info("run_completed")
-            return JobEnd.COMPLETED
+            end, fence, next_node = _settle(store, options, ctx, outcome, run, workflow, data, started)
+            ended = _attempt_outcome(outcome, end)
+        except StaleFence:
+            ended = "stale"
+            raise
+        finally:
+            after_attempt(ctx, ended)
+        if end is not None or next_node is None:
+            return end or JobEnd.COMPLETED
         node, step, journal = next_node, step + 1, {}
         _bind(node=node, step=step)
+
+
+def _settle(
+    store: Store,
+    options: Options,
+    ctx: NodeContext,
+    outcome: Result | Pause | SpawnChild | SpawnChildren | Held | BaseException,
+    run: RunRecord,
+    workflow: Workflow,
+    data: dict[str, Any],
+    started: float,
+) -> tuple[JobEnd | None, int, str | None]:
+    """Commit an attempt's outcome: how the job ends (None: it goes on to the next node), the
+    run's fence after the commit, and the next node."""
+    fence, node, step = ctx.fence, ctx.node, ctx.step
+    ran = isinstance(outcome, Pause | SpawnChild) or not isinstance(outcome, BaseException)
+    left = ctx.unconsumed_error() if ran else None  # (not after a hold: the node stopped short)
+    if left is not None:  # an answer taken that this code no longer asks for: never dropped
+        return _defer(store, options, run.run_id, fence, step, left), fence, None
+    if isinstance(outcome, Held):
+        log.info("run_held", reason=str(outcome))  # the observer's store call committed the hold
+        return JobEnd.WAITING, fence, None
+    if isinstance(outcome, Pause):
+        try:
+            _park(store, options, ctx, outcome, run, workflow)
+        except (WorkflowError, ValidationError) as exc:
+            if outcome.child is None:
+                raise
+            # use_first's child cannot start
+            return _fail(store, options, run.run_id, fence, exc, node), fence, None
+        return JobEnd.WAITING, fence, None
+    if isinstance(outcome, SpawnChild):
+        try:
+            _spawn(store, options, ctx, outcome, run)
+        except (WorkflowError, ValidationError) as exc:  # a child that cannot start: an unknown
+            return _fail(store, options, run.run_id, fence, exc, node), fence, None  # workflow, too big an input
+        return JobEnd.WAITING, fence, None
+    if isinstance(outcome, SpawnChildren):
+        try:
+            _fan_out(store, options, ctx, outcome, run)
+        except (WorkflowError, ValidationError) as exc:  # a child that cannot start
+            return _fail(store, options, run.run_id, fence, exc, node), fence, None
+        return JobEnd.WAITING, fence, None
+    if _cancelled(outcome):
+        assert isinstance(outcome, ParkwayError)
+        store.finish(
+            run.run_id, fence, "cancelled", None, ("run.cancelled", {"reason": outcome.message}), options.clock()
+        )
+        log.info("run_cancelled", reason=outcome.message)
+        return JobEnd.CANCELLED, fence, None
+    if isinstance(outcome, BaseException):
+        return _fail(store, options, run.run_id, fence, outcome, node), fence, None
+    try:
+        next_node = workflow.next_node(node, outcome)
+    except WorkflowError as exc:
+        return _fail(store, options, run.run_id, fence, exc, node), fence, None
+    data.update(outcome.data or {})
+    commit = replace(_advance(workflow, node, step, next_node, data, options), duration_ms=_since(started),
+                     journal_written=bool(ctx.journal))
+    fence = store.advance(run.run_id, fence, step, commit)
+    log.info("node_completed", next=next_node, duration_ms=_since(started))
+    if next_node is None:
+        log.info("run_completed")
+        return JobEnd.COMPLETED, fence, None
+    return None, fence, next_node
+
+
+def _attempt_outcome(outcome: object, end: JobEnd | None) -> str:
+    """An attempt's outcome as its observers are told it: ``completed`` (the node's: the run may go
+    on), ``parked`` (a question), ``waiting`` (a child), ``held``, or how the job ended."""
+    if end is None or end is JobEnd.COMPLETED:
+        return "completed"
+    if end is JobEnd.WAITING:
+        return "held" if isinstance(outcome, Held) else "parked" if isinstance(outcome, Pause) else "waiting"
+    return end.value
 
 
 def check_version(workflow: Workflow, run_id: str, node: str, recorded: str, when: str) -> VersionNotReplayed | None:
@@ -309,10 +347,11 @@ def _attempt(
             # control flow, not an error: its traceback holds the node's frames, whose callers hold
             # it (a cycle that only the collector frees, a gen-0 pass every few jobs): dropped
             return pause.with_traceback(None)
-        except (StoreUnavailable, StaleFence):
+        except (StoreUnavailable, StaleFence) as exc:
             # the store's trouble, not the node's: a hook's write that Redis did not confirm, or an
             # attempt that lost its claim. The attempt ends committing nothing; the run is not failed
             # (its lease lapses and the reconciler replays the node, or a newer attempt carries it)
+            after_attempt(ctx, "stale" if isinstance(exc, StaleFence) else "lost")
             raise
         except ParkwayError as exc:
             return exc  # nondeterminism, invalid state: retrying cannot help
@@ -321,6 +360,7 @@ def _attempt(
             if not retryable:
                 return exc
             attempt = _record_retry(ctx, exc, spec.retry.delay if spec.retry else 0, attempts)
+            after_attempt(ctx, "retried")
             log.warning("node_retry", attempt=attempt, error=repr(exc))
             time.sleep(spec.retry.delay if spec.retry else 0)
         finally:

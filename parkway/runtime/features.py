@@ -8,6 +8,8 @@ without importing the feature::
     aclient     ``pw.<name>`` on :class:`parkway.AsyncParkway`: the same, awaited
     service     ``(settings, worker name) -> Service | None``: work a ``parkway worker`` runs beside its
                 jobs (its own threads), started with the worker's reconciler and stopped with it
+    tracer      the process's tracer (``runtime.tracing``): what the store asks when a run's
+                trace crosses Redis (the first feature that gives one)
 
 The list is assembled at the top (``parkway/extensions.py``) and handed here by the package's
 root (``parkway/__init__.py``, which every import of a parkway module runs first) as a function
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError
+from .tracing import NO_TRACER, Tracer
 
 if TYPE_CHECKING:
     from .observers import Extension
@@ -46,6 +49,7 @@ class Feature:
     client: Callable[[Any], Any] | None = None
     aclient: Callable[[Any], Any] | None = None
     service: Callable[[Any, str], Service | None] | None = None
+    tracer: Tracer | None = None
 
 
 _assembly: Callable[[], tuple[Feature, ...]] | None = None
@@ -78,6 +82,19 @@ def worker_services(settings: Any, consumer: str) -> list[Service]:
     """The services a worker named ``consumer`` runs under ``settings`` (a feature's None: nothing to do)."""
     made = (f.service(settings, consumer) for f in features() if f.service is not None)
     return [service for service in made if service is not None]
+_traced: tuple[tuple[Feature, ...], Tracer] = ((), NO_TRACER)
+
+
+def tracer() -> Tracer:
+    """This process's tracer (``runtime.tracing``): the first a feature gives, else the no-op one
+    (looked up again only when the features were assembled anew)."""
+    global _traced
+    assembled, found = _traced
+    current = features()
+    if current is not assembled:
+        found = next((f.tracer for f in current if f.tracer is not None), NO_TRACER)
+        _traced = (current, found)
+    return found
 
 
 def facet(name: str, host: Any, *, awaited: bool = False) -> Any:

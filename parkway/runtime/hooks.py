@@ -172,6 +172,11 @@ class RunObserver:
     def on_park(self, ctx: NodeContext, pause: Pause) -> None:
         """The node asked a question (``pause.request``), not yet committed."""
 
+    def after_attempt(self, ctx: NodeContext, outcome: str) -> None:
+        """An attempt ended: ``outcome`` says how, once its commit is done (``completed``, ``parked``,
+        ``waiting``, ``held``, ``cancelled``, ``failed``, ``deferred``, ``stale``; ``retried``: a
+        retry follows; ``lost``: its commit raised, the store's trouble)."""
+
 
 @dataclass
 class NodeContext:

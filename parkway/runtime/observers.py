@@ -2,7 +2,7 @@
 
 A feature registers an :class:`Extension` in the executor's ``Options.extensions``; for each job the
 executor asks every extension for a :class:`RunObserver` of the run it carries (None: the feature
-has nothing to do with that run). The executor and the hooks call the observers at four points::
+has nothing to do with that run). The executor and the hooks call the observers at five points::
 
     before_attempt(ctx, data) -> data   each attempt of a node, before its code runs, with the
                                         attempt's context active: the data the node receives
@@ -14,11 +14,14 @@ has nothing to do with that run). The executor and the hooks call the observers 
                                         to the journal itself (else the hook writes it)
     on_park(ctx, pause)                 the node asked a question: the observer may add to the
                                         request (its ``meta``) before the park is committed
+    after_attempt(ctx, outcome)         the attempt ended (after its commit, or before its retry):
+                                        how (``completed``, ``parked``, ``failed``...)
 
-The ``before_`` hooks are called in registration order, ``on_settle`` and ``on_park`` (after the
-node or the call) in reverse. Each is a no-op in :class:`RunObserver` (defined with the node's
-context in ``hooks``, which carries a job's observers; exported here). An observer that holds the run raises
-:class:`Held`: the job ends, the run waits (the observer's store call committed the hold).
+The ``before_`` hooks are called in registration order, ``on_settle``, ``on_park`` and
+``after_attempt`` (after the node or the call) in reverse. Each is a no-op in :class:`RunObserver`
+(defined with the node's context in ``hooks``, which carries a job's observers; exported here). An
+observer that holds the run raises :class:`Held`: the job ends, the run waits (the observer's store
+call committed the hold).
 Core code never asks which feature a run belongs to: the extension decides, from the run's record.
 """
 
@@ -30,7 +33,9 @@ from typing import Any
 from .hooks import Held, NodeContext, Pause, RunObserver
 from .store import JournalEntry, RunRecord, Store
 
-__all__ = ["Extension", "Held", "RunObserver", "before_attempt", "before_call", "on_park", "on_settle"]
+__all__ = [
+    "Extension", "Held", "RunObserver", "after_attempt", "before_attempt", "before_call", "on_park", "on_settle",
+]
 
 
 class Extension:
@@ -67,3 +72,8 @@ def on_settle(
 def on_park(ctx: NodeContext, pause: Pause) -> None:
     for observer in reversed(ctx.observers):
         observer.on_park(ctx, pause)
+
+
+def after_attempt(ctx: NodeContext, outcome: str) -> None:
+    for observer in reversed(ctx.observers):
+        observer.after_attempt(ctx, outcome)

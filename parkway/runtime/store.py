@@ -99,6 +99,12 @@ class RunRecord:
     leaf: str | None = None
     """a session's branch run's message: the one it was dispatched for, where the path it reads
     ends (written at creation by the session's script; None for every other run)"""
+    trace: str | None = None
+    """the trace context (W3C ``traceparent``) its spans descend from, written at its creation
+    (``runtime.tracing``); None: not traced"""
+    paused_trace: str | None = None
+    """the trace context of the span that made the current activation's last pause, if traced: the
+    span its replay after the answer is linked to"""
 
 
 @dataclass(frozen=True)
@@ -239,6 +245,9 @@ class InterruptRecord:
     """its lifecycle record, when read with it (``get_interrupt``, listings)"""
     ref: str = ""
     """its run's workflow reference (``module:attribute``), when read from the run's records ('' else)"""
+    trace: str | None = None
+    """the trace context of the span that paused (``runtime.tracing``), None if not traced: its wait's
+    span descends from it"""
 
     @property
     def session(self) -> str | None:

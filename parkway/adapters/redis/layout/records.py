@@ -49,6 +49,10 @@ fresh                           1 from its creation until its first attempt begi
                                 that writes the journal of a run before that drops it
 kept                            the <req> whose answer the run's session keeps for its abandoned
                                 branch
+tc                              the trace context (W3C ``traceparent``) its spans descend from,
+                                written at creation when traced (``runtime.tracing``)
+tp                              ``<step> <trace context>`` of the span that made its last pause,
+                                when traced (park: with the record's parts); its replay links to it
 ``t:<token hash>``              -> the <req> the token answers (``token_field``: its first 128 bits,
                                 base64url)
 ``s:<req>``                     its status: pending until ``expires``, resolved, cancelled,
@@ -149,6 +153,10 @@ EARLIER_RECORD_PREFIX = "r:"
 """an earlier interrupt's record parts: ``r:<req>:<i>`` (``earlier_record_field``)"""
 FOLDED_PREFIX = "~"
 """a parked run's folded events: ``~0``... (``folded_event_field``)"""
+TRACE = "tc"
+"""the run-hash field holding the trace context the run's spans descend from (``runtime.tracing``)"""
+PAUSED_TRACE = "tp"
+"""the run-hash field holding ``<step> <trace context>`` of the span that made the run's last pause"""
 RECORD_LATEST = "rq"
 """the run-hash field naming the run's latest interrupt, whose record is in parts r0, r1, ..."""
 RECORD_PARTS = "rn"
@@ -294,6 +302,7 @@ def _s(v: Any) -> str:
 RUN_FIELDS = (
     "wf", "ref", "status", "node", "step", "fence", "input", "data", "output", "error", "created", "updated",
     "ttl", "expires", "waiting", "lineage", "paused", "tenant", "rs", "rc", "owner", "origin", "session", "leaf",
+    "tc", "tp",
 )
 """the run hash's fields ``run_record`` reads (and, by its name in ``rs``, the racing interrupt's status
 field): what ``begin.lua`` returns of the run (as ``RUN_FIELDS``, generated into the scripts), not its
@@ -353,6 +362,8 @@ def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
             origin=_s(f.get("origin")) or None,
             session=_s(f.get("session")) or None,
             leaf=_s(f.get("leaf")) or None,
+            trace=_s(f.get(TRACE)) or None,
+            paused_trace=_paused(_s(f.get(PAUSED_TRACE)), int(f["step"])),
         )
     except (KeyError, ValueError) as exc:
         raise CorruptRecord(f"run {run_id} record is incomplete or invalid: {exc!r}", run_id=run_id) from exc
@@ -365,7 +376,8 @@ def _racing(f: Mapping[str, Any]) -> str | None:
 
 
 def _paused(text: str, step: int) -> str | None:
-    """The code version of the current activation's last pause (``paused`` is ``<step> <version>``)."""
+    """What ``<step> <value>`` (``paused``: the code version; ``tp``: the trace context) says of the
+    current activation's last pause (None: of an earlier one, or none)."""
     at, _, version = text.partition(" ")
     return version if version and at == str(step) else None
 
@@ -598,19 +610,23 @@ _INTERRUPT_FIELDS = (
     "audience",
     "tenant",
     "capture",
+    "trace",
 )
 """an interrupt record's fields in the order its stored array holds them; the run id, the workflow
 and the token hash are its run's (the key, the run's ``wf``, the field that maps the token to it),
 and so is the request id: the array holds nil in its place (the field naming the record has it)"""
-_OPTIONAL_TAIL = 3
-"""the last fields (audience, tenant, capture), which records written before them lack (they read as
-None, and a record without ``capture`` captures both)"""
+_OPTIONAL_TAIL = 4
+"""the last fields (audience, tenant, capture, trace), which records written before them lack (they
+read as None, and a record without ``capture`` captures both); ``trace`` is written only when the
+pause was traced, so an untraced record is as it was"""
 
 
 def interrupt_to_blob(record: InterruptRecord) -> bytes:
     """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run
     holds (its request id is nil: the run hash names the record by it, ``rq``)."""
     values = [_stored(record.request) if name == "request" else getattr(record, name) for name in _INTERRUPT_FIELDS[1:]]
+    if record.trace is None:
+        values.pop()
     return codec.encode([None, *values], what="interrupt")
 
 
@@ -656,6 +672,8 @@ def record_parts(record: InterruptRecord) -> list[Any]:
     out: list[Any] = [RECORD_LATEST, short_id(record.request_id, record.run_id), RECORD_PARTS, len(parts)]
     for i, part in enumerate(parts):
         out += [record_field(i), part]
+    if record.trace is not None:  # the span that paused, for the replay after the answer (begin reads it)
+        out += [PAUSED_TRACE, f"{record.step} {record.trace}"]
     return out
 
 

@@ -509,6 +509,7 @@ end
 --   maxlen         its stream's cap
 --   started        its run.started blob
 --   member         its first job's outbox member
+--   trace          the trace context its spans descend from ('' = not traced: see layout.TRACE)
 
 -- Create a queued run with its summary, its run.started event and outbox entry, and queue its
 -- first job (node.started is the job's, written when a worker begins the node: begin.lua); nil
@@ -522,6 +523,7 @@ local function create_run(k, a, queues, job, auth)
   redis.call('HSET', k.run, F.wf, a.workflow, F.ref, a.ref, F.status, 'queued', F.node, a.node,
     F.step, 0, F.fence, 0, F.input, a.input, F.created, a.now, F.updated, a.now, F.ttl, a.ttl,
     F.until_ms, tonumber(a.now) + keep, F.fresh, 1, unpack(auth))
+  if a.trace ~= '' then redis.call('HSET', k.run, F.tc, a.trace) end
   redis.call('HSET', k.summary, F.wf, a.workflow, F.status, 'queued', F.created, a.now, F.updated, a.now,
     unpack(auth))
   keep_summary(k.summary, keep, a.retention)
@@ -551,6 +553,7 @@ end
 --   check_field    the child check's journal field in the parent (c:<id>)
 --   check_entry    its entry
 --   parent_event   child.started blob (for the parent's stream)
+--   trace          the trace context its spans descend from (the parent's attempt's; '' = not traced)
 --   job...         its first job (see hand_off; its node.started is its job's, as for any run)
 
 -- Create the child run `c` (keys), `a` (arguments) of the parent `parent` at `step`: queued, its
@@ -562,6 +565,7 @@ local function start_child(c, a, parent, step, now, maxlen, retention, auth, out
     F.step, 0, F.fence, 0, F.input, a.input, F.created, now, F.updated, now, F.ttl, a.ttl,
     F.until_ms, tonumber(now) + tonumber(a.ttl), F.fresh, 1, F.parent, parent, F.pstep, step, F.pfield, a.field,
     F.lineage, a.lineage, unpack(auth))
+  if a.trace ~= '' then redis.call('HSET', c.run, F.tc, a.trace) end
   redis.call('HSET', c.summary, F.wf, a.workflow, F.status, 'queued', F.created, now, F.updated, now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)
   list_run(index.runs, a.run_id, now)

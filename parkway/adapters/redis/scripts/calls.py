@@ -196,6 +196,7 @@ class NewRun(Args):
     maxlen: int
     started: bytes
     member: str
+    trace: str
 
 
 @schema("child")
@@ -216,6 +217,7 @@ class Child(Args):
     check_field: str
     check_entry: bytes
     parent_event: bytes
+    trace: str
     job: list[Any]
 
 

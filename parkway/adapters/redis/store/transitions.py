@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...._lazy import LazyModule
-from ....runtime import journal, telemetry
+from ....runtime import features, journal, telemetry
 from ....runtime.errors import ValidationError
 from ....runtime.executor import interrupt_event
 from ....runtime.protocol import ResumeOutcome
@@ -93,6 +93,7 @@ class Transitions:
             input=codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input"),
             ttl=run.ttl_ms, now=run.now, retention=self.limits.retention_ms, maxlen=self.limits.max_events,
             started=self._event(started), member=keys.outbox_member(r, 0, 0),
+            trace=features.tracer().started(run.workflow, r) or "",
         )
 
     def _begin_call(self, r: str, step: int | None, fence: int, now: int, lease_until: int) -> calls.Begin:
@@ -192,7 +193,7 @@ class Transitions:
         return int(self._script(run_id, self._racing_child(run_id, commit.child, parked)))
 
     def _park(self, run_id: str, fence: int, step: int, commit: Park) -> calls.Park:
-        r, rec = run_id, commit.interrupt
+        r, rec = run_id, replace(commit.interrupt, trace=features.tracer().current())
         entry = codec.entry_of(rec)
         return calls.Park(
             run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
@@ -307,7 +308,8 @@ class Transitions:
             field=spawn.journal_field, lineage=layout.lineage_field(spawn.lineage),
             check_field=spawn.asked_field,
             check_entry=layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
-            parent_event=self._event(spawn.event), job=self._hand_off(c)[1],
+            parent_event=self._event(spawn.event), trace=features.tracer().started(child.workflow, c) or "",
+            job=self._hand_off(c)[1],
         )
 
     def fan_out(self, run_id: str, fence: int, step: int, commit: FanOut) -> FanOutOutcome:
@@ -416,6 +418,8 @@ class Transitions:
             )
         if outcome != "accepted":
             return ResumeCommit(ResumeOutcome(outcome), request_id=request_id)
+        features.tracer().waited(answer.interrupt, answer.now, "cancelled" if answer.cancelled else "resumed",
+                                answer.responder)
         return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id, bool(reply[4]))
 
     def _resume(self, run_id: str, answer: Answer) -> Any:
@@ -524,6 +528,8 @@ class Transitions:
             expires=entry.expires_at,
         ))
         outcome = _text(reply[0])
+        if outcome == "expired" and record is not None:
+            features.tracer().waited(record, now, ended, None)
         if outcome != "expired" or len(reply) < 4:
             return Expiry(outcome, _text(reply[1]) if len(reply) > 1 else "")  # type: ignore[arg-type]
         return Expiry("expired", _text(reply[1]), int(reply[2]), int(reply[3]))
