@@ -272,6 +272,8 @@ RUN_PROBES: dict[tuple[str, str], tuple[str, Probe]] = {
     # the gate asks no contract: 422 once the door lets the caller in
     ("GET", "/v1/interrupts/{request_id}/form"): ("answer", lambda api, t: _reached(
         api.get(f"/v1/interrupts/{t.request_id}/form", params={"runId": t.id}))),
+    ("GET", "/v1/interrupts/{request_id}/widget"): ("answer", lambda api, t: _reached(
+        api.get(f"/v1/interrupts/{t.request_id}/widget", params={"runId": t.id}))),
     ("POST", "/v1/runs/{run_id}/cancel"): ("cancel", lambda api, t: _reached(
         api.post(f"/v1/runs/{t.id}/cancel", json={}))),
 }
@@ -306,6 +308,8 @@ OUTSIDE: dict[tuple[str, str], str] = {
     ("GET", "/v1/me"): "the key's own caller (role, owner, tenant), nothing of any run",
     ("GET", "/a/{link}"): "an answer link is a capability of its own (signed, one option, expiring)",
     ("POST", "/a/{link}"): "the same link's answer",
+    ("POST", "/slack/interactions"): "Slack's signature is its key; it answers as the Slack user's mapped caller, "
+    "through the answer route's check (tests/test_slack.py)",
 }
 """routes that reach no run or session by id: outside the matrix, each with why"""
 
