@@ -14,7 +14,7 @@ from parkway import ResumeOutcome, RunStatus, ValidationError
 from parkway.adapters.redis import keys
 from parkway.runtime import tokens
 from parkway.runtime.clock import now_ms
-from parkway.runtime.hooks import expiry_policy
+from parkway.runtime.expiry import expiry_policy
 from parkway.runtime.protocol import InterruptRequest
 from parkway.runtime.store import Answer, IndexEntry, JournalEntry
 from parkway.workers.reconciler import reconcile_once

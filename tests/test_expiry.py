@@ -78,7 +78,7 @@ def test_workflow_policy_is_checked_like_the_hooks() -> None:
     """Workflow(on_expire=...) takes the same values (checked when an interrupt uses it)."""
     assert Workflow("w_ok", on_expire={"answer": "x"}).on_expire == {"answer": "x"}
     with pytest.raises(ValidationError):
-        from parkway.runtime.hooks import expiry_policy
+        from parkway.runtime.expiry import expiry_policy
         from parkway.runtime.protocol import InterruptRequest
 
         expiry_policy(InterruptRequest.model_validate(flows.COLORS), "never")

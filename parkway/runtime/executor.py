@@ -37,6 +37,7 @@ from .errors import (
     WorkflowError,
     WorkflowUnavailable,
 )
+from .expiry import expiry_policy
 from .hooks import (
     ChildAsk,
     Held,
@@ -46,7 +47,6 @@ from .hooks import (
     SpawnChildren,
     activate,
     deactivate,
-    expiry_policy,
 )
 from .loading import WorkflowModules
 from .logger import get_logger

@@ -19,17 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .branch import BranchRuns, add_message
-    from .client import Cleared, Sent, SessionInterrupt, SessionMessage, Sessions, SessionView, as_caller
+    from .client import Sessions, as_caller
     from .rules import rebuild
+    from .views import Cleared, Sent, SessionInterrupt, SessionMessage, SessionView
 
 _HOMES = {
     "BranchRuns": "branch",
     "add_message": "branch",
-    "Cleared": "client",
-    "Sent": "client",
-    "SessionInterrupt": "client",
-    "SessionMessage": "client",
-    "SessionView": "client",
+    "Cleared": "views",
+    "Sent": "views",
+    "SessionInterrupt": "views",
+    "SessionMessage": "views",
+    "SessionView": "views",
     "Sessions": "client",
     "as_caller": "client",
     "rebuild": "rules",

@@ -9,7 +9,8 @@ from typing import Any
 from ..runtime.protocol import ResumeResult
 from ..runtime.store import StoredEvent
 from ..runtime.workflow import Workflow
-from .client import Cleared, Sent, Sessions, SessionView
+from .client import Sessions
+from .views import Cleared, Sent, SessionView
 
 
 class AsyncSessions:
