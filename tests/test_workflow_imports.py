@@ -4,6 +4,8 @@ refused before import otherwise, and never one a caller or a stored run names.""
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +96,35 @@ def test_an_allow_list_admits_its_modules_only() -> None:
         WorkflowModules(("tests.flow",)).load("tests.flows:one_choice")  # a prefix is not a parent
     with pytest.raises(ConfigError):
         Settings(workflows=("tests/flows",))
+
+
+def test_a_workflow_module_being_imported_by_another_thread_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workflow looked up while another thread is still importing its module is found once that
+    import ends, never read from the half-made module as missing."""
+    gate = tmp_path / "go"
+    (tmp_path / "slow_flows.py").write_text(
+        "import pathlib, time\n"
+        f"while not pathlib.Path({str(gate)!r}).exists():\n"
+        "    time.sleep(0.005)\n"
+        "from tests.flows import one_choice as flow\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = WorkflowModules(("slow_flows",))
+    first = threading.Thread(target=modules.load, args=("slow_flows:flow",))
+    first.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "slow_flows" not in sys.modules:  # the other thread's import is under way
+            assert time.monotonic() < deadline, "the first import never began"
+            time.sleep(0.005)
+        threading.Timer(0.1, gate.write_text, ("",)).start()  # let it finish once the second waits
+        assert modules.load("slow_flows:flow") is flows.one_choice
+    finally:
+        gate.write_text("")
+        first.join(10)
+        sys.modules.pop("slow_flows", None)
 
 
 def test_a_listed_package_does_not_admit_its_submodules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

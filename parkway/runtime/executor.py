@@ -16,7 +16,7 @@ import os
 import time
 import traceback as tb
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -252,8 +252,7 @@ def _settle(
     except WorkflowError as exc:
         return _fail(store, options, run.run_id, fence, exc, node), fence, None
     data.update(outcome.data or {})
-    commit = replace(_advance(workflow, node, step, next_node, data, options), duration_ms=_since(started),
-                     journal_written=bool(ctx.journal))
+    commit = _advance(workflow, node, step, next_node, data, options, _since(started), bool(ctx.journal))
     fence = store.advance(run.run_id, fence, step, commit)
     log.info("node_completed", next=next_node, duration_ms=_since(started))
     if next_node is None:
@@ -393,7 +392,14 @@ def _run_async(awaitable: Any) -> Any:
 
 
 def _advance(
-    workflow: Workflow, node: str, step: int, next_node: str | None, data: dict[str, Any], options: Options
+    workflow: Workflow,
+    node: str,
+    step: int,
+    next_node: str | None,
+    data: dict[str, Any],
+    options: Options,
+    duration_ms: float,
+    journal_written: bool,
 ) -> Advance:
     events: list[tuple[str, dict[str, Any]]] = [("node.completed", {"node": node, "step": step})]
     if next_node is None:
@@ -403,7 +409,7 @@ def _advance(
         events.append(("node.started", {"node": next_node, "step": step + 1, "replay": False}))
     return Advance(
         data=data, next_node=next_node, output=data if next_node is None else None, events=events, now=options.clock(),
-        workflow=workflow.name,
+        workflow=workflow.name, duration_ms=duration_ms, journal_written=journal_written,
     )
 
 

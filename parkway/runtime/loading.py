@@ -26,11 +26,13 @@ import importlib.util
 import os
 import re
 import site
+import sys
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .contracts import Contract
@@ -177,7 +179,7 @@ class WorkflowModules:
         module_name, attr = split_ref(ref)
         self.check(module_name)
         try:
-            module = importlib.import_module(module_name)
+            module = _imported(module_name) or importlib.import_module(module_name)
         except ImportError as exc:
             raise WorkflowUnavailable(
                 f"cannot import {module_name!r} for workflow {ref!r}: {exc}{_path_hint()}", module=module_name
@@ -190,6 +192,16 @@ class WorkflowModules:
         for part in attr.split("."):
             target = getattr(target, part, None)
         return target
+
+
+def _imported(name: str) -> ModuleType | None:
+    """The module ``name`` when it is fully imported already (what ``import_module`` would return
+    from ``sys.modules``, without its import machinery: a worker asks it twice a cycle); None when
+    it is not there or its import is under way in some thread (``import_module`` then waits for it)."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 def _path_hint() -> str:
