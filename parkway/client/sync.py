@@ -12,6 +12,8 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..adapters.redis.formats import Decision as FormatDecision
+from ..adapters.redis.formats import deployment_decision
 from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
 from ..runtime import features, links, telemetry, tokens
@@ -680,6 +682,12 @@ class Parkway:
             notices=tallies.notices,
             notices_dead=tallies.notices_dead,
         )
+
+    def formats(self) -> FormatDecision:
+        """Which stored format the writers create records in now, and why: the live processes and
+        the formats each reads, those the newest format waits on (``parkway upgrade --check``;
+        adapters/redis/formats.py). One read per shard, and RQ's worker registry."""
+        return deployment_decision(s for s in getattr(self.store, "stores", None) or [self.store] if s is not None)
 
     def drain(self, timeout: float = 60.0) -> None:
         """Embedded only: block until the in-process worker has run every queued job (and any job

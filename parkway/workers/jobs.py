@@ -234,6 +234,9 @@ def uninstall() -> None:
     global _runtime
     old, _runtime = _runtime, None
     if old is not None and old.pid == os.getpid():
+        for store in getattr(old.store, "stores", None) or [old.store]:
+            if getattr(store, "formats", None) is not None:
+                store.formats.stop()  # its announcement too (adapters/redis/formats.py)
         old.store.client.close()
 
 

@@ -216,6 +216,9 @@ class ParkwayWorker(TrimmedWorker):
         if not with_maintenance:
             return super().work(*args, **kwargs)
         rt = self.parkway_runtime()
+        gates = [s.formats for s in getattr(rt.store, "stores", None) or [rt.store] if s is not None]
+        for gate in gates:  # the formats it reads, under its RQ name (adapters/redis/formats.py)
+            gate.announce(self.name, "worker")
         maintenance = Maintenance(
             rt.store,
             rt.dispatcher,
@@ -235,6 +238,8 @@ class ParkwayWorker(TrimmedWorker):
             for service in reversed(services):
                 service.stop()
             maintenance.stop()
+            for gate in gates:
+                gate.stop()
 
 
 def _step_arguments(args: Any, kwargs: Any) -> bool:

@@ -196,6 +196,7 @@ class NewRun(Args):
     maxlen: int
     started: bytes
     member: str
+    format: int
 
 
 @schema("child")
@@ -216,6 +217,7 @@ class Child(Args):
     check_field: str
     check_entry: bytes
     parent_event: bytes
+    format: int
     job: list[Any]
 
 

@@ -23,6 +23,7 @@ from ..limits import Limits
 from . import scripts
 from .connection import connect, load_function, run_script
 from .errors import translated
+from .formats import FormatGate
 from .housekeeping import Housekeeping
 from .listings import InterruptListings
 from .records import RunRecords
@@ -125,6 +126,7 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         self._read_only = set(READ_ONLY_SCRIPTS)
         self._scripts: _Scripts = _Scripts(client, self._hand_off_lua, _SCRIPTS, self._read_only)
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
+        self.formats = FormatGate(client)
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None, acks: ReplicaAcks | None = None) -> RedisStore:

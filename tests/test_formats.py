@@ -1,0 +1,162 @@
+"""Rolling upgrades (invariant 15): every run hash says its stored format; writers write the newest format
+every live process reads, and switch only when all read it; a record of a newer format is refused as it is."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from parkway import Parkway, Settings
+from parkway.adapters.redis import formats, keys, layout
+from parkway.adapters.redis.store import RedisStore
+from parkway.cli.program import main
+from parkway.runtime.clock import now_ms
+from parkway.runtime.errors import FormatTooNew
+from tests import flows
+from tests.conftest import SECRET, Closing
+
+
+@pytest.fixture
+def client(redis_url: str, redis_client: redis.Redis, closing: Closing) -> Iterator[Parkway]:
+    """A client on the emptied test database."""
+    yield closing(Parkway(Settings(redis_url=redis_url, secret=SECRET)))
+
+
+def _old_reader(r: redis.Redis, process: str = "old-worker", lapse_ms: int = 60_000) -> None:
+    """A process that reads format 1 only announces itself (as this code's predecessor with formats would)."""
+    r.hset(keys.readers(), process, formats.announcement((1,), "worker", now_ms() + lapse_ms))
+
+
+def _store(pw: Parkway) -> RedisStore:
+    store = pw.store
+    assert isinstance(store, RedisStore)
+    return store
+
+
+def test_a_run_is_created_in_the_newest_format_every_live_process_reads(
+    client: Parkway, redis_client: redis.Redis
+) -> None:
+    """With only format-2 readers, a run hash says fmt 2 and keeps its creation as `cr`; with a live
+    format-1-only reader, a run is written in format 1 (no fmt, `created`); both read back alike."""
+    new = client.start(flows.one_choice, {})
+    assert redis_client.hget(keys.run(new), "fmt") == b"2"
+    assert redis_client.hexists(keys.run(new), "cr") and not redis_client.hexists(keys.run(new), "created")
+    _old_reader(redis_client)
+    assert _store(client).formats.refresh().writes == 1
+    old = client.start(flows.one_choice, {})
+    assert not redis_client.hexists(keys.run(old), "fmt") and redis_client.hexists(keys.run(old), "created")
+    for run_id in (new, old):
+        run = client.get_run(run_id)
+        assert run.created_at > 0 and run.created_at <= now_ms()
+    assert {r.run_id for r in client.list_runs().items} >= {new, old}
+
+
+def test_a_record_of_a_newer_format_is_refused_by_the_reader_and_left_as_it_is(
+    client: Parkway, redis_client: redis.Redis
+) -> None:
+    """A run hash of format 3 (a later version's) is refused by get_run with FormatTooNew naming the run and
+    both formats, and its hash is unchanged."""
+    run_id = client.start(flows.one_choice, {})
+    redis_client.hset(keys.run(run_id), "fmt", 3)
+    before = redis_client.hgetall(keys.run(run_id))
+    with pytest.raises(FormatTooNew) as refused:
+        client.get_run(run_id)
+    assert (refused.value.found, refused.value.reads, refused.value.record) == (3, 2, f"run {run_id}")
+    said = str(refused.value)
+    assert f"run {run_id}" in said and "format 3" in said and "up to 2" in said
+    assert redis_client.hgetall(keys.run(run_id)) == before
+
+
+def test_a_transition_over_a_record_of_a_newer_format_refuses_and_changes_nothing(
+    client: Parkway, redis_client: redis.Redis
+) -> None:
+    """begin.lua (a worker's first step on a job) over a format-3 run replies FormatTooNew and writes
+    nothing: not the run hash, its stream, the leases or the outbox."""
+    run_id = client.start(flows.one_choice, {})
+    redis_client.hset(keys.run(run_id), "fmt", 3)
+    watched = [keys.run(run_id), keys.leases(), keys.outbox(), keys.events(run_id)]
+    before = [redis_client.dump(k) for k in watched]
+    with pytest.raises(FormatTooNew) as refused:
+        _store(client).begin(run_id, 0, 0, now_ms(), now_ms() + 30_000)
+    assert (refused.value.found, refused.value.reads) == (3, 2) and refused.value.run_id == run_id
+    assert [redis_client.dump(k) for k in watched] == before
+
+
+def test_the_switch_waits_for_every_live_reader_and_happens_when_the_last_lapses(
+    client: Parkway, redis_client: redis.Redis
+) -> None:
+    """While a format-1-only process's announcement stands the writers keep format 1; once it lapses (its
+    TTL passes with no refresh) they switch to format 2; a worker RQ registered that never announced counts
+    as format 1 only."""
+    gate = _store(client).formats
+    _old_reader(redis_client, lapse_ms=2_000)
+    now = now_ms()
+    held = gate.refresh(now)
+    assert held.writes == 1 and [r.process for r in held.waiting_on] == ["old-worker"] and held.mixed
+    assert gate.refresh(now + 2_001).writes == 2
+    gate.seen = lambda: ["rq-only-worker"]
+    unseen = gate.refresh(now + 2_001)
+    assert unseen.writes == 1 and [r.process for r in unseen.waiting_on] == ["rq-only-worker"]
+    gate.seen = lambda: [gate.process]  # an RQ worker that did announce counts by its announcement
+    assert gate.refresh(now + 2_001).writes == 2
+
+
+def test_upgrade_check_says_what_the_switch_waits_on_and_exits_3_until_ready(
+    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`parkway upgrade --check` names the format-1-only process, says mixed and exits 3; once it is gone,
+    it says every live process reads format 2 and exits 0."""
+    monkeypatch.setenv("PARKWAY_SECRET", SECRET)
+    _old_reader(redis_client)
+    assert main(["upgrade", "--check", "--redis-url", redis_url]) == 3
+    shown = capsys.readouterr().out
+    assert "writes stored format 1 (newest 2)" in shown and "old-worker" in shown and "mixed" in shown
+    redis_client.hdel(keys.readers(), "old-worker")
+    assert main(["upgrade", "--check", "--redis-url", redis_url]) == 0
+    assert "writes stored format 2 (newest 2): every live process" in capsys.readouterr().out
+
+
+def test_a_writer_deciding_while_an_old_process_announces_never_writes_format_2_after_the_announce(
+    redis_url: str, redis_client: redis.Redis, closing: Closing
+) -> None:
+    """Writer threads decide and create runs in a loop while another thread announces a format-1-only
+    process: every run whose decision began after the announcement completed is in format 1."""
+    writers = [closing(Parkway(Settings(redis_url=redis_url, secret=SECRET))) for _ in range(4)]
+    announced = threading.Event()
+    late: list[tuple[str, int]] = []
+    errors: list[BaseException] = []
+
+    def write(pw: Parkway) -> None:
+        try:
+            for _ in range(15):
+                after = announced.is_set()
+                decided = _store(pw).formats.refresh().writes
+                run_id = pw.start(flows.one_choice, {})
+                if after:
+                    late.append((run_id, decided))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(pw,)) for pw in writers]
+    for t in threads:
+        t.start()
+    _old_reader(redis_client)
+    announced.set()
+    for t in threads:
+        t.join(30)
+    assert not errors and late
+    assert all(decided == 1 for _, decided in late)
+    assert all(not redis_client.hexists(keys.run(run_id), "fmt") for run_id, _ in late)
+
+
+def test_a_process_that_stops_takes_its_announcement_away(redis_url: str, redis_client: redis.Redis) -> None:
+    """A client that wrote announced itself (its formats, refreshed); closing it removes the announcement."""
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as pw:
+        pw.start(flows.one_choice, {})
+        process = _store(pw).formats.process
+        value = redis_client.hget(keys.readers(), process)
+        assert value is not None and formats.parse(process, value.decode()).reads == layout.READS_FORMATS
+    assert not redis_client.hexists(keys.readers(), process)
