@@ -16,6 +16,7 @@ from parkway.cli.program import main
 from parkway.runtime.clock import now_ms
 from parkway.runtime.errors import FormatTooNew
 from tests import flows
+from tests import session_flows as sf
 from tests.conftest import SECRET, Closing
 
 
@@ -160,3 +161,45 @@ def test_a_process_that_stops_takes_its_announcement_away(redis_url: str, redis_
         value = redis_client.hget(keys.readers(), process)
         assert value is not None and formats.parse(process, value.decode()).reads == layout.READS_FORMATS
     assert not redis_client.hexists(keys.readers(), process)
+
+
+def test_a_resume_over_a_run_of_a_newer_format_refuses_and_changes_nothing(
+    client: Parkway, redis_client: redis.Redis, redis_url: str
+) -> None:
+    """resume.lua over a parked run whose hash says format 3 raises FormatTooNew; the run hash, the
+    pending interrupt's index and the outbox are as they were, and the token still answers once the
+    run reads as a format this code knows."""
+    from tests.conftest import Harness
+
+    harness = Harness("redis", client, client.settings, redis_client)
+    run_id = harness.start_and_run(flows.one_choice)
+    token = harness.token(run_id)
+    redis_client.hset(keys.run(run_id), "fmt", 3)
+    watched = [keys.run(run_id), keys.outbox(), keys.events(run_id)]
+    before = [redis_client.dump(k) for k in watched]
+    with pytest.raises(FormatTooNew):
+        client.resume(token, selected="red")
+    assert [redis_client.dump(k) for k in watched] == before
+    redis_client.hset(keys.run(run_id), "fmt", 2)
+    assert client.resume(token, selected="red").accepted
+
+
+def test_a_summary_and_a_session_of_a_newer_format_are_refused(
+    client: Parkway, redis_client: redis.Redis
+) -> None:
+    """A run read from its summary alone (its records gone) and a session, each saying format 3, are
+    refused with FormatTooNew naming the record; neither is changed."""
+    run_id = client.start(flows.one_choice, {})
+    redis_client.delete(keys.run(run_id))
+    redis_client.hset(keys.summary(run_id), "fmt", 3)
+    before = redis_client.hgetall(keys.summary(run_id))
+    with pytest.raises(FormatTooNew, match=f"summary of run {run_id} is in stored format 3"):
+        client.get_run(run_id)
+    assert redis_client.hgetall(keys.summary(run_id)) == before
+    session_id = client.sessions.open(sf.echo, owner="ada", tenant="acme")
+    session_key = keys.session(session_id)
+    redis_client.hset(session_key, "fmt", 3)
+    kept = redis_client.hgetall(session_key)
+    with pytest.raises(FormatTooNew, match=f"session {session_id} is in stored format 3"):
+        client.sessions.get(session_id)
+    assert redis_client.hgetall(session_key) == kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -28,8 +29,7 @@ def translated(run_id: str | None = None) -> Iterator[None]:
                 raise RunGone(f"run {run_id}: {reason[5:]}", run_id=run_id) from exc
             raise StaleFence(f"run {run_id}: {reason}", run_id=run_id) from exc
         if "FORMAT " in text:  # _common.lua's format_refused: `FORMAT run <id> <found> <reads>`
-            *words, found, reads = text.split("FORMAT ", 1)[1].split()
-            record = " ".join(words)
+            record, found, reads = re.search(r"FORMAT (\S+ \S+) (\d+) (\d+)", text).groups()  # type: ignore[union-attr]
             raise FormatTooNew(
                 f"{record} is in stored format {found}, and this version of parkway reads formats up to {reads}: "
                 "a later version wrote it (upgrade this process; the record is left as it is)",

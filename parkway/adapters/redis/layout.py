@@ -23,8 +23,11 @@ the format it was created in for life; a process creates records in the format e
 reads (:mod:`.formats`), and refuses a record of a format newer than ``READS_FORMATS`` as it found it
 (``FormatTooNew``; ``begin.lua`` too: ``FORMAT_NEWEST`` in every script). Format 2 names the run hash's
 creation time ``cr`` instead of ``created`` (``created_of``: 5 bytes less per run, the cost issue's
-shorter names; a format-1 reader would find the run incomplete). The summary, the interrupt records,
-the sessions' hashes and the jobs are the same in both formats.
+shorter names; a format-1 reader would find the run incomplete). The summary (with the interrupts'
+lifecycle records it holds) and a session's hash are the same in both formats: they say it the same way
+(``fmt``, absent: 1, refused when newer: ``summary_record``, the sessions' store), and a later format
+that changes them writes it. A job carries no stored form of its own (RQ's job hash names the run, the
+step and the fence; parkway's worker reads its run), so its run's format is its format.
 
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
@@ -438,6 +441,7 @@ def summary_record(run_id: str, summary: Mapping[bytes, Any]) -> RunRecord:
     """What a run reads as once its records are past their TTL: its summary's own fields (not the
     interrupts' lifecycle records, ``<kind>:<req>``)."""
     f = {_s(k): _s(v) for k, v in summary.items() if b":" not in k}
+    record_format(f.get("fmt"), f"summary of run {run_id}", run_id)  # (its lifecycle records' format too)
     try:
         status = f["status"]
         final = status in ("completed", "failed", "cancelled")
