@@ -18,6 +18,7 @@ from parkway.runtime.errors import FormatTooNew
 from tests import flows
 from tests import session_flows as sf
 from tests.conftest import SECRET, Closing
+from tests.procs import Worker, wait_for
 
 
 @pytest.fixture
@@ -203,3 +204,22 @@ def test_a_summary_and_a_session_of_a_newer_format_are_refused(
     with pytest.raises(FormatTooNew, match=f"session {session_id} is in stored format 3"):
         client.sessions.get(session_id)
     assert redis_client.hgetall(session_key) == kept
+
+
+def test_a_worker_announces_under_its_rq_name_and_takes_its_announcement_away_when_it_stops(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A `parkway worker` process announces the formats it reads under the name RQ registered it by (so it is
+    not also counted as an unannounced RQ worker), and a warm stop removes the announcement."""
+    worker = Worker(redis_url, SECRET)
+    try:
+        wait_for(lambda: redis_client.scard("rq:workers") == 1 and redis_client.hlen(keys.readers()) == 1, 30,
+                 "the worker registered and announced")
+        (name,) = [k.decode().removeprefix("rq:worker:") for k in redis_client.smembers("rq:workers")]
+        announced = redis_client.hget(keys.readers(), name)
+        assert announced is not None
+        assert formats.parse(name, announced.decode()).reads == layout.READS_FORMATS
+        assert formats.parse(name, announced.decode()).role == "worker"
+    finally:
+        worker.stop()
+    assert not redis_client.hexists(keys.readers(), name)

@@ -134,6 +134,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workflows:
         os.environ["PARKWAY_WORKFLOWS"] = args.workflows
     app = app_from_env()
+    app.state.surface.pw.announce_formats("server")  # the stored formats it reads (`parkway upgrade --check`)
     print(f"parkway serve: http://{args.host}:{args.port} (/openapi.json, live page at /ui)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
     return 0

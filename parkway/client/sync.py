@@ -689,6 +689,13 @@ class Parkway:
         adapters/redis/formats.py). One read per shard, and RQ's worker registry."""
         return deployment_decision(s for s in getattr(self.store, "stores", None) or [self.store] if s is not None)
 
+    def announce_formats(self, role: str) -> None:
+        """Announce now, and keep announcing, the stored formats this process reads (a server at its
+        start: a client announces at its first write; adapters/redis/formats.py)."""
+        for store in getattr(self.store, "stores", None) or [self.store]:
+            if store is not None:
+                store.formats.announce(role=role)
+
     def drain(self, timeout: float = 60.0) -> None:
         """Embedded only: block until the in-process worker has run every queued job (and any job
         they queued); raise WaitTimeout after ``timeout`` s. Without embedded mode, a no-op."""
