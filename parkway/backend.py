@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .adapters.redis.connection import connect
 from .adapters.redis.errors import translated
+from .adapters.redis.formats import gates_of
 from .adapters.redis.shard_table import check_alone, check_table
 from .adapters.redis.store import RedisStore
 from .adapters.redis.token_key import token_key
@@ -40,10 +41,8 @@ class Backend:
 
     def close(self) -> None:
         """Stop the in-process worker (embedded), or close this process's connections (Redis)."""
-        for store in getattr(self.store, "stores", None) or [self.store]:
-            formats = getattr(store, "formats", None)
-            if formats is not None:
-                formats.stop()
+        for gate in gates_of(self.store):
+            gate.stop()
         if self.stop is not None:
             self.stop()
         elif hasattr(self.store, "stores"):  # sharded: each shard's connections

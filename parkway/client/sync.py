@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..adapters.redis.formats import Decision as FormatDecision
-from ..adapters.redis.formats import deployment_decision
+from ..adapters.redis.formats import deployment_decision, gates_of
 from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
 from ..runtime import features, links, telemetry, tokens
@@ -687,14 +687,13 @@ class Parkway:
         """Which stored format the writers create records in now, and why: the live processes and
         the formats each reads, those the newest format waits on (``parkway upgrade --check``;
         adapters/redis/formats.py). One read per shard, and RQ's worker registry."""
-        return deployment_decision(s for s in getattr(self.store, "stores", None) or [self.store] if s is not None)
+        return deployment_decision(gates_of(self.store))
 
     def announce_formats(self, role: str) -> None:
         """Announce now, and keep announcing, the stored formats this process reads (a server at its
         start: a client announces at its first write; adapters/redis/formats.py)."""
-        for store in getattr(self.store, "stores", None) or [self.store]:
-            if store is not None:
-                store.formats.announce(role=role)
+        for gate in gates_of(self.store):
+            gate.announce(role=role)
 
     def drain(self, timeout: float = 60.0) -> None:
         """Embedded only: block until the in-process worker has run every queued job (and any job

@@ -27,6 +27,7 @@ from rq.job import Job, JobStatus
 from ..adapters.redis import keys
 from ..adapters.redis.connection import connect
 from ..adapters.redis.errors import translated
+from ..adapters.redis.formats import gates_of
 from ..adapters.redis.store import RedisStore
 from ..adapters.redis.token_key import token_key
 from ..config import Settings
@@ -234,9 +235,8 @@ def uninstall() -> None:
     global _runtime
     old, _runtime = _runtime, None
     if old is not None and old.pid == os.getpid():
-        for store in getattr(old.store, "stores", None) or [old.store]:
-            if getattr(store, "formats", None) is not None:
-                store.formats.stop()  # its announcement too (adapters/redis/formats.py)
+        for gate in gates_of(old.store):
+            gate.stop()  # its announcement too (adapters/redis/formats.py)
         old.store.client.close()
 
 

@@ -20,6 +20,7 @@ from rq.worker_pool import WorkerPool
 
 from ..adapters.redis.connection import connect, require_functions
 from ..adapters.redis.errors import translated
+from ..adapters.redis.formats import gates_of
 from ..adapters.redis.replicas import ReplicaAcks
 from ..config import Settings
 from ..runtime.features import worker_services
@@ -216,7 +217,7 @@ class ParkwayWorker(TrimmedWorker):
         if not with_maintenance:
             return super().work(*args, **kwargs)
         rt = self.parkway_runtime()
-        gates = [s.formats for s in getattr(rt.store, "stores", None) or [rt.store] if s is not None]
+        gates = gates_of(rt.store)
         for gate in gates:  # the formats it reads, under its RQ name (adapters/redis/formats.py)
             gate.announce(self.name, "worker")
         maintenance = Maintenance(

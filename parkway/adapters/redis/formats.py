@@ -31,11 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...runtime.clock import now_ms
-from ...runtime.logger import get_logger
 from . import keys, layout
 from .errors import translated
-
-log = get_logger()
 
 ANNOUNCE_TTL_MS = 30_000
 """how long an announcement stands without a refresh (a process that died stops counting then)"""
@@ -126,13 +123,27 @@ def read_decision(client: Any, now: int | None = None, seen: Iterable[str] = ())
     return decide(live_readers(announced, now_ms() if now is None else now, seen))
 
 
-def deployment_decision(stores: Iterable[Any], now: int | None = None) -> Decision:
-    """The decision over every shard's store (each with its ``formats`` gate): the readers of all,
+def gates_of(store: Any) -> list[FormatGate]:
+    """The gates of ``store`` (a ``RedisStore``), or of a sharded store's shards that this process has
+    reached (a shard that was down when it started has none yet, and is not asked)."""
+    shards = vars(store).get("stores") or [store]
+    return [gate for s in shards if s is not None and isinstance(gate := vars(s).get("formats"), FormatGate)]
+
+
+def deployment_decision(gates: Iterable[FormatGate], now: int | None = None) -> Decision:
+    """The decision over every shard (its gate: its client, RQ's workers there): the readers of all,
     the format every writer may write (the lowest of the shards')."""
     readers: list[Reader] = []
-    for store in stores:
-        readers += read_decision(store.client, now, store.formats.seen()).readers
+    for gate in gates:
+        readers += read_decision(gate.client, now, gate.seen()).readers
     return decide(readers)
+
+
+def _log() -> Any:
+    """The logger, imported when first needed (a listing command that reads must not load structlog)."""
+    from ...runtime.logger import get_logger
+
+    return get_logger()
 
 
 def _s(v: Any) -> str:
@@ -174,7 +185,7 @@ class FormatGate:
         seen = list(self.seen())
         decision = decide(live_readers(announced, now, seen))
         if self._decision is not None and decision.writes != self._decision.writes:
-            log.info("format_switched", writes=decision.writes, was=self._decision.writes, reason=decision.reason())
+            _log().info("format_switched", writes=decision.writes, was=self._decision.writes, reason=decision.reason())
         self._decision = decision
         self._prune(announced, now)
         return decision
@@ -200,7 +211,7 @@ class FormatGate:
             with translated():
                 self.client.hdel(keys.readers(), self.process)
         except Exception as exc:  # a Redis gone at shutdown: the announcement lapses by itself
-            log.info("format_announcement_left", process=self.process, error=str(exc))
+            _log().info("format_announcement_left", process=self.process, error=str(exc))
 
     def _prune(self, announced: Mapping[Any, Any], now: int) -> None:
         old = [k for k, v in announced.items() if (parse(_s(k), _s(v)).lapses_at or 0) < now - PRUNE_AFTER_MS]
@@ -220,4 +231,4 @@ class FormatGate:
             try:
                 self.refresh()
             except Exception as exc:  # a Redis outage: the last decision stands, the next refresh tries again
-                log.warning("format_refresh_failed", process=self.process, error=str(exc))
+                _log().warning("format_refresh_failed", process=self.process, error=str(exc))
