@@ -3,6 +3,7 @@ every live process reads, and switch only when all read it; a record of a newer 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 
@@ -116,6 +117,12 @@ def test_upgrade_check_says_what_the_switch_waits_on_and_exits_3_until_ready(
     assert main(["upgrade", "--check", "--redis-url", redis_url]) == 3
     shown = capsys.readouterr().out
     assert "writes stored format 1 (newest 2)" in shown and "old-worker" in shown and "mixed" in shown
+    assert main(["upgrade", "--check", "--json", "--redis-url", redis_url]) == 3
+    shown_json = json.loads(capsys.readouterr().out)
+    assert (shown_json["writes"], shown_json["ready"], shown_json["mixed"], shown_json["waitingOn"]) == (
+        1, False, True, ["old-worker"])
+    assert main(["status", "--redis-url", redis_url]) == 0
+    assert "writes stored format 1 (newest 2)" in capsys.readouterr().out.splitlines()[-1]
     redis_client.hdel(keys.readers(), "old-worker")
     assert main(["upgrade", "--check", "--redis-url", redis_url]) == 0
     assert "writes stored format 2 (newest 2): every live process" in capsys.readouterr().out
@@ -131,25 +138,32 @@ def test_a_writer_deciding_while_an_old_process_announces_never_writes_format_2_
     late: list[tuple[str, int]] = []
     errors: list[BaseException] = []
 
+    early: list[int] = []
+
     def write(pw: Parkway) -> None:
         try:
-            for _ in range(15):
+            after_count = 0
+            while after_count < 5:  # until this writer has decided 5 times after the announcement
                 after = announced.is_set()
                 decided = _store(pw).formats.refresh().writes
                 run_id = pw.start(flows.one_choice, {})
                 if after:
                     late.append((run_id, decided))
+                    after_count += 1
+                else:
+                    early.append(decided)
         except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(pw,)) for pw in writers]
     for t in threads:
         t.start()
+    wait_for(lambda: len(early) >= 4 or errors, 30, "the writers deciding")
     _old_reader(redis_client)
     announced.set()
     for t in threads:
         t.join(30)
-    assert not errors and late
+    assert not errors and len(late) == 20 and 2 in early  # they wrote format 2 before the announcement
     assert all(decided == 1 for _, decided in late)
     assert all(not redis_client.hexists(keys.run(run_id), "fmt") for run_id, _ in late)
 
