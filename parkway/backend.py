@@ -13,6 +13,7 @@ from .adapters.redis.connection.connection import connect
 from .adapters.redis.connection.errors import translated
 from .adapters.redis.connection.shard_table import check_alone, check_table
 from .adapters.redis.connection.token_key import token_key
+from .adapters.redis.formats import gates_of
 from .adapters.redis.store.store import RedisStore
 from .config import Settings
 from .runtime import executor, features
@@ -40,6 +41,8 @@ class Backend:
 
     def close(self) -> None:
         """Stop the in-process worker (embedded), or close this process's connections (Redis)."""
+        for gate in gates_of(self.store):
+            gate.stop()
         if self.stop is not None:
             self.stop()
         elif hasattr(self.store, "stores"):  # sharded: each shard's connections
@@ -62,6 +65,7 @@ def build_backend(settings: Settings) -> Backend:
         dispatcher = RQDispatcher(client, settings)
         # it enqueues what a start or resume calls for, and waits for the replicas settings ask for
         store = RedisStore(client, settings.limits, dispatcher.next_job, settings.acks)
+        store.formats.seen = _worker_names(dispatcher)
         secret = token_key(settings.secret, client)
         check_alone(client, settings.shard)
     except BaseException:
@@ -92,7 +96,9 @@ def _sharded(settings: Settings) -> Backend:
         check_table(client, index, table)
         token_key(settings.secret, client)
         dispatcher = RQDispatcher(client, shard)
-        return RedisStore(client, settings.limits, dispatcher.next_job, shard.acks), dispatcher
+        store = RedisStore(client, settings.limits, dispatcher.next_job, shard.acks)
+        store.formats.seen = _worker_names(dispatcher)
+        return store, dispatcher
 
     try:
         built = _built(build, len(clients))
@@ -139,6 +145,12 @@ def _built(build: Callable[[int], tuple[Any, Any]], shards: int) -> list[tuple[A
     if not any(out):
         raise failure or StoreUnavailable(f"no shard of PARKWAY_SHARDS answered within {SHARD_CHECK_S} s")
     return out
+
+
+def _worker_names(dispatcher: Any) -> Callable[[], list[str]]:
+    """The names of the workers RQ registered on ``dispatcher``'s queue: the writers count one that has
+    not announced the formats it reads (a version before formats) as a reader of format 1 only."""
+    return lambda: [w.name for w in dispatcher.workers()]
 
 
 def _embedded(settings: Settings) -> Backend:

@@ -16,9 +16,10 @@ from tests.conftest import SECRET, Closing, Harness
 from tests.procs import wait_for
 
 TTL_MS, GRACE_MS, RETENTION_MS = 1000, 1000, 3000
-FIXED = {b"pw:metrics", b"pw:keyid", b"pw:secret", b"pw:reconciler", b"pw:functions", b"rq:queues"}
+FIXED = {b"pw:metrics", b"pw:keyid", b"pw:secret", b"pw:reconciler", b"pw:functions", b"rq:queues", b"pw:readers"}
 """what an idle deployment keeps: the counters, the token key's fingerprint (and the key itself
-without PARKWAY_SECRET), the reconciler's lock (with a TTL) and RQ's set of queues"""
+without PARKWAY_SECRET), the reconciler's lock (with a TTL), RQ's set of queues, and the stored
+formats its live processes read (one field each, pruned once lapsed: adapters/redis/formats.py)"""
 
 
 def _leftovers(client: redis.Redis) -> set[bytes]:

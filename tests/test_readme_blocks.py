@@ -51,3 +51,11 @@ def test_every_python_block_of_the_readme_and_the_docs_runs_as_printed(tmp_path:
     failed = [f"{b.where}: {d.stderr.strip().splitlines()[-1]}" for b, d in zip(blocks, done, strict=True)
               if d.returncode != 0]
     assert not failed, failed
+
+
+def test_every_code_fence_of_the_readme_and_the_docs_is_closed() -> None:
+    """Each page opens and closes its code blocks in pairs (a block left open swallows the page's
+    next prose into code, and its Python is run by no test)."""
+    odd = [str(page.relative_to(ROOT)) for page in doc_pages()
+           if sum(1 for line in page.read_text().splitlines() if line.startswith("```")) % 2]
+    assert not odd, odd

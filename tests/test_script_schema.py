@@ -235,7 +235,7 @@ def test_tails_and_an_optional_block_bind_by_their_counts() -> None:
 def test_a_list_of_blocks_binds_each_block_by_name() -> None:
     """Blocks counted in ARGV (ancestors, children) each bind their own keys and arguments."""
     child = [calls.Child(f"c{i}.run", f"c{i}.sum", f"c{i}.ev", f"c{i}", "wf", "ref", "n", b"in", 9, b"s", "w:x",
-                         "", "c:x", b"e", b"pe", "", ["job", str(i)]) for i in range(2)]
+                         "", "c:x", b"e", b"pe", "", 2, ["job", str(i)]) for i in range(2)]
     fan = calls.FanOut("run", "j", "ws", "ev", "sum", "leases", "outbox", "runs", "snap", "fo", [], child, 1, 2,
                        3, "r", 5, 6, 7, 8, 9, [""])
     got = _bound("fanout", fan, "{#K.children, K.children[2].summary, A.children[2].run_id, A.children[2].job[2],"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..runtime.errors import ConfigError, ParkwayError
 from .common import as_json, dump, now_ms, open_client, redis_url_of, settings_of, span, without_password
 from .parsing import Subcommands, integer, subcommand
+from .upgrade import describe
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -133,6 +134,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workflows:
         os.environ["PARKWAY_WORKFLOWS"] = args.workflows
     app = app_from_env()
+    app.state.surface.pw.announce_formats("server")  # the stored formats it reads (`parkway upgrade --check`)
     print(f"parkway serve: http://{args.host}:{args.port} (/openapi.json, live page at /ui)", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
     return 0
@@ -193,6 +195,7 @@ def add_status(sub: Subcommands) -> None:
 def cmd_status(args: argparse.Namespace) -> int:
     with open_client(args) as pw:
         status = pw.status()
+        formats = pw.formats()
     if args.json:
         print(as_json(dump(status)))
         return 0
@@ -211,6 +214,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if status.notices or status.notices_dead:
         print(f"notifications: {status.notices} to deliver, {status.notices_dead} dead letters"
               " (parkway.channels.dead_letters)")
+    print(describe(formats)[0])
     return 0
 
 

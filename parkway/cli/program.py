@@ -24,6 +24,7 @@ from .interrupts import add_interrupt, add_interrupts, add_resume
 from .operations import add_check_deploy, add_failover, add_reconcile, add_serve, add_status, add_worker
 from .parsing import Parser, Subcommands, subcommand
 from .runs import add_cancel, add_events, add_fork, add_run, add_runs, add_show
+from .upgrade import add_upgrade
 
 COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     add_worker,
@@ -40,6 +41,7 @@ COMMANDS: tuple[Callable[[Subcommands], None], ...] = (
     add_serve,
     add_reconcile,
     add_status,
+    add_upgrade,
     add_failover,
     add_demo,
 )

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, TypeVar
 
+from ..adapters.redis.formats import Decision as FormatDecision
 from ..config import Settings
 from ..runtime import features
 from ..runtime.authority import Caller, Door, Origin
@@ -238,6 +239,15 @@ class AsyncParkway:
         """As :meth:`parkway.Parkway.status`."""
         result: DeploymentStatus = await self._call(self.sync.status)
         return result
+
+    async def formats(self) -> FormatDecision:
+        """As :meth:`parkway.Parkway.formats`."""
+        result: FormatDecision = await self._call(self.sync.formats)
+        return result
+
+    async def announce_formats(self, role: str) -> None:
+        """As :meth:`parkway.Parkway.announce_formats`."""
+        await self._call(self.sync.announce_formats, role)
 
     async def drain(self, timeout: float = 60.0) -> None:
         """As :meth:`parkway.Parkway.drain` (embedded only), waiting in a worker thread."""

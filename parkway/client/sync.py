@@ -12,6 +12,8 @@ import warnings
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..adapters.redis.formats import Decision as FormatDecision
+from ..adapters.redis.formats import deployment_decision, gates_of
 from ..backend import Backend, build_backend
 from ..config import Settings, check_ttl
 from ..runtime import features, kinds, links, telemetry, tokens
@@ -681,6 +683,18 @@ class Parkway:
             notices=tallies.notices,
             notices_dead=tallies.notices_dead,
         )
+
+    def formats(self) -> FormatDecision:
+        """Which stored format the writers create records in now, and why: the live processes and
+        the formats each reads, those the newest format waits on (``parkway upgrade --check``;
+        adapters/redis/formats.py). One read per shard, and RQ's worker registry."""
+        return deployment_decision(gates_of(self.store))
+
+    def announce_formats(self, role: str) -> None:
+        """Announce now, and keep announcing, the stored formats this process reads (a server at its
+        start: a client announces at its first write; adapters/redis/formats.py)."""
+        for gate in gates_of(self.store):
+            gate.announce(role=role)
 
     def drain(self, timeout: float = 60.0) -> None:
         """Embedded only: block until the in-process worker has run every queued job (and any job

@@ -27,7 +27,8 @@
     ├── WaitTimeout              wait()/stream() gave up
     └── StoreError               the store failed or holds something unreadable
         ├── StoreUnavailable     the connection to Redis is lost
-        └── CorruptRecord        a record that cannot be decoded
+        ├── CorruptRecord        a record that cannot be decoded
+        └── FormatTooNew         a record of a stored format newer than this code reads
 
 This module imports nothing internal. Every exception keeps its structured
 fields and survives pickling (``__reduce__`` rebuilds it from its message and
@@ -182,3 +183,11 @@ class StoreUnavailable(StoreError):
 
 class CorruptRecord(StoreError):
     """A stored record that cannot be decoded."""
+
+
+class FormatTooNew(StoreError):
+    """A stored record written in a format newer than this code reads (a later version of parkway
+    wrote it): refused, and left as it is, never read as an older format.
+
+    Fields: ``record`` (which record: ``run <id>``), ``found`` (its format), ``reads`` (the newest
+    format this code reads), ``run_id`` when the record is a run's."""

@@ -202,6 +202,7 @@ class SessionStore:
         messages = stored[0] if contents else dict.fromkeys(up)
         if not fields:
             raise SessionNotFound(f"no session {session_id!r}", session_id=session_id)
+        layout.record_format(fields.get(b"fmt"), f"session {session_id}")  # a later version's: refused
         runs: dict[str, dict[str, str]] = {}
         if live:
             pipe = self.store.client.pipeline(transaction=False)

@@ -28,6 +28,7 @@ from ..adapters.redis import keys
 from ..adapters.redis.connection.connection import connect
 from ..adapters.redis.connection.errors import translated
 from ..adapters.redis.connection.token_key import token_key
+from ..adapters.redis.formats import gates_of
 from ..adapters.redis.store.store import RedisStore
 from ..config import Settings
 from ..runtime import executor, features
@@ -234,6 +235,8 @@ def uninstall() -> None:
     global _runtime
     old, _runtime = _runtime, None
     if old is not None and old.pid == os.getpid():
+        for gate in gates_of(old.store):
+            gate.stop()  # its announcement too (adapters/redis/formats.py)
         old.store.client.close()
 
 

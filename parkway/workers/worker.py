@@ -21,6 +21,7 @@ from rq.worker_pool import WorkerPool
 from ..adapters.redis.connection.connection import connect, require_functions
 from ..adapters.redis.connection.errors import translated
 from ..adapters.redis.connection.replicas import ReplicaAcks
+from ..adapters.redis.formats import gates_of
 from ..config import Settings
 from ..runtime.features import worker_services
 from ..runtime.store import Attempt
@@ -216,6 +217,9 @@ class ParkwayWorker(TrimmedWorker):
         if not with_maintenance:
             return super().work(*args, **kwargs)
         rt = self.parkway_runtime()
+        gates = gates_of(rt.store)
+        for gate in gates:  # the formats it reads, under its RQ name (adapters/redis/formats.py)
+            gate.announce(self.name, "worker")
         maintenance = Maintenance(
             rt.store,
             rt.dispatcher,
@@ -235,6 +239,8 @@ class ParkwayWorker(TrimmedWorker):
             for service in reversed(services):
                 service.stop()
             maintenance.stop()
+            for gate in gates:
+                gate.stop()
 
 
 def _step_arguments(args: Any, kwargs: Any) -> bool:

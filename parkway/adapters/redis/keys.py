@@ -99,6 +99,10 @@ key                         type    TTL       holds
                                               about ``PAUSE_FEED_MAXLEN`` entries:
                                               what ``list_interrupts(wait_ms=)`` blocks on; deleted
                                               by the reconciler once ``pw:workflows`` is empty
+``pw:readers``              hash    none      the stored formats each live process reads: process id ->
+                                              ``<lapse ms> <formats> <role>``, refreshed every few
+                                              seconds, lapsed ones pruned (``formats``: what the
+                                              writers' format waits on)
 ``pw:reclaimed``            string  none      the pause feed's id up to which the reconciler has
                                               touched the parked runs' streams past their
                                               ``layout.FOLD_WAKE_MS`` (``Store.reclaim_folded``); deleted
@@ -325,6 +329,11 @@ def notices() -> str:
 def dead_notices() -> str:
     """The notifications whose delivery was given up on (dead letters)."""
     return f"{PREFIX}:notices:dead"
+
+
+def readers() -> str:
+    """The processes' announcements of the stored formats they read (``formats``)."""
+    return f"{PREFIX}:readers"
 
 
 def reclaimed() -> str:

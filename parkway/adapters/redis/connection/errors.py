@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis.exceptions as rex
 
-from ....runtime.errors import RunGone, StaleFence, StoreError, StoreUnavailable, ValidationError
+from ....runtime.errors import FormatTooNew, RunGone, StaleFence, StoreError, StoreUnavailable, ValidationError
 from .replicas import ReplicaShortfall
 
 
@@ -27,6 +28,13 @@ def translated(run_id: str | None = None) -> Iterator[None]:
             if reason.startswith("GONE "):  # _common.lua's gone(): no run under that id
                 raise RunGone(f"run {run_id}: {reason[5:]}", run_id=run_id) from exc
             raise StaleFence(f"run {run_id}: {reason}", run_id=run_id) from exc
+        if "FORMAT " in text:  # _common.lua's format_refused: `FORMAT run <id> <found> <reads>`
+            record, found, reads = re.search(r"FORMAT (\S+ \S+) (\d+) (\d+)", text).groups()  # type: ignore[union-attr]
+            raise FormatTooNew(
+                f"{record} is in stored format {found}, and this version of parkway reads formats up to {reads}: "
+                "a later version wrote it (upgrade this process; the record is left as it is)",
+                record=record, found=int(found), reads=int(reads), run_id=run_id,
+            ) from exc
         if "EXISTS" in text:
             raise ValidationError(f"run {run_id} already exists", run_id=run_id) from exc
         raise StoreError(f"Redis refused a command: {text}", run_id=run_id) from exc

@@ -17,6 +17,18 @@ value would turn it into a hash table several times its size: an interrupt's rec
 into parts, a minted request id is named without its run id (the key has it: ``short_id``), a
 parked run's few small events are folded into its hash (``FOLD_MAX``).
 
+Formats. Every record says the stored format it was written in (invariant 15): the run hash in its
+``fmt`` field, absent for ``1`` (every record written before formats were counted). A record keeps
+the format it was created in for life; a process creates records in the format every live process
+reads (:mod:`.formats`), and refuses a record of a format newer than ``READS_FORMATS`` as it found it
+(``FormatTooNew``; ``begin.lua`` too: ``FORMAT_NEWEST`` in every script). Format 2 names the run hash's
+creation time ``cr`` instead of ``created`` (``created_of``: 5 bytes less per run, the cost issue's
+shorter names; a format-1 reader would find the run incomplete). The summary (with the interrupts'
+lifecycle records it holds) and a session's hash are the same in both formats: they say it the same way
+(``fmt``, absent: 1, refused when newer: ``summary_record``, the sessions' store), and a later format
+that changes them writes it. A job carries no stored form of its own (RQ's job hash names the run, the
+step and the fence; parkway's worker reads its run), so its run's format is its format.
+
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
 ==============================  ================================================================
@@ -27,6 +39,7 @@ fence, input, data, output,     input is it); ``waiting``: a request id (as ``sh
 error, created, updated, ttl,   id>``, ``children`` (a fan-out's, ``fl``: how many children it has
 expires, waiting, fl, paused    left to start) or ``session``; ``paused``: ``<step> <code version>``
                                 of the last pause
+fmt                             its stored format (absent: 1); ``created`` is ``cr`` in format 2
 tenant, owner, origin, session  whose it is, written at creation (session: a branch run's, and
                                 its children's)
 leaf                            a session's branch run's: the message it answers (where the path
@@ -97,13 +110,49 @@ from typing import Any, TypeVar
 from pydantic import ValidationError as PydanticError
 
 from ....runtime import telemetry
-from ....runtime.errors import CorruptRecord
+from ....runtime.errors import CorruptRecord, FormatTooNew
 from ....runtime.protocol import InterruptRequest, RunStatus
 from ....runtime.store import InterruptRecord, JournalEntry, RunRecord
 from ... import codec
 from .. import keys
 
 T = TypeVar("T")
+
+FIRST_FORMAT = 1
+"""the stored format of a record that names none (written before records said their format)"""
+NEWEST_FORMAT = 2
+"""the newest stored format this code writes (once every live process reads it: :mod:`.formats`)"""
+READS_FORMATS = (1, 2)
+"""the stored formats this code reads (and announces: :mod:`.formats`)"""
+CREATED_FIELD = {1: "created", 2: "cr"}
+"""the run hash's creation-time field by format"""
+
+
+def record_format(value: Any, record: str, run_id: str | None = None) -> int:
+    """The stored format a record's ``fmt`` field (None or b'' when absent: 1) says; ``FormatTooNew``
+    naming ``record`` when this code does not read it (a later version wrote it), ``CorruptRecord``
+    when it is not a format at all."""
+    text = _s(value)
+    try:
+        found = int(text) if text else FIRST_FORMAT
+    except ValueError as exc:
+        raise CorruptRecord(f"{record} has no readable format ({text!r})", run_id=run_id) from exc
+    if found not in READS_FORMATS:
+        raise FormatTooNew(
+            f"{record} is in stored format {found}, and this version of parkway reads formats up to "
+            f"{max(READS_FORMATS)}: a later version wrote it (upgrade this process; the record is left as it is)",
+            record=record, found=found, reads=max(READS_FORMATS), run_id=run_id,
+        )
+    return found
+
+
+def created_of(fields: Mapping[str, Any]) -> int:
+    """A run hash's creation time (ms), in either format (``created``, or ``cr`` in format 2)."""
+    value = fields.get("created") or fields.get("cr")
+    if value is None:
+        raise KeyError("created")
+    return int(value)
+
 
 PART_BYTES = 64
 """the longest field name or value of a run's hash or summary (``hash-max-listpack-value``'s
@@ -302,7 +351,7 @@ def _s(v: Any) -> str:
 RUN_FIELDS = (
     "wf", "ref", "status", "node", "step", "fence", "input", "data", "output", "error", "created", "updated",
     "ttl", "expires", "waiting", "lineage", "paused", "tenant", "rs", "rc", "owner", "origin", "session", "leaf",
-    "tc", "tp",
+    "tc", "tp", "fmt", "cr",
 )
 """the run hash's fields ``run_record`` reads (and, by its name in ``rs``, the racing interrupt's status
 field): what ``begin.lua`` returns of the run (as ``RUN_FIELDS``, generated into the scripts), not its
@@ -336,6 +385,7 @@ waits on, generated into the scripts as ``V.<name>``"""
 def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
     """The run's record from its hash (``HGETALL``; or the pairs a script returns, keys as bytes)."""
     f = {k.decode() if type(k) is bytes else _s(k): v for k, v in fields.items()}  # (keys are bytes: inline)
+    record_format(f.get("fmt"), f"run {run_id}", run_id)
     try:
         return RunRecord(
             run_id=run_id,
@@ -349,7 +399,7 @@ def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
             data=codec.decode(f.get("data", f.get("input")), what="run data") or {},  # no data yet: the input
             output=codec.decode(f.get("output"), what="run output"),
             error=codec.decode(f.get("error"), what="run error"),
-            created_at=int(f["created"]),
+            created_at=created_of(f),
             updated_at=int(f["updated"]),
             ttl_ms=int(f["ttl"]),
             expires_at=int(f["expires"]) if f.get("expires") else None,
@@ -400,6 +450,7 @@ def summary_record(run_id: str, summary: Mapping[bytes, Any]) -> RunRecord:
     """What a run reads as once its records are past their TTL: its summary's own fields (not the
     interrupts' lifecycle records, ``<kind>:<req>``)."""
     f = {_s(k): _s(v) for k, v in summary.items() if b":" not in k}
+    record_format(f.get("fmt"), f"summary of run {run_id}", run_id)  # (its lifecycle records' format too)
     try:
         status = f["status"]
         final = status in ("completed", "failed", "cancelled")
@@ -466,7 +517,7 @@ def run_or_summary(run_id: str, run: Mapping[bytes, Any], summary: Mapping[bytes
 
 
 LISTED_RUN_FIELDS = ("wf", "status", "created", "updated", "tenant", "owner", "origin", "session", "node", "step",
-                     "lineage")
+                     "lineage", "fmt", "cr")
 """what a run listing reads of each run's hash (and of its summary, the first eight: the summary
 holds those while the run's records last and after)"""
 _FINAL = ("completed", "failed", "cancelled")
@@ -483,6 +534,8 @@ def listed_run(run_id: str, run: Sequence[Any], summary: Sequence[Any]) -> RunRe
         f = dict(zip(LISTED_RUN_FIELDS, (_s(v) for v in summary), strict=False))
         if f["status"] not in _FINAL:
             f["status"] = RunStatus.EXPIRED.value
+    else:
+        record_format(f["fmt"], f"run {run_id}", run_id)
     try:
         return RunRecord(
             run_id=run_id,
@@ -490,7 +543,7 @@ def listed_run(run_id: str, run: Sequence[Any], summary: Sequence[Any]) -> RunRe
             status=RunStatus(f["status"]),
             node=f.get("node") or None,
             step=int(f.get("step") or 0),
-            created_at=int(f["created"]),
+            created_at=created_of({k: v for k, v in f.items() if v}),
             updated_at=int(f["updated"]),
             tenant=f["tenant"] or None,
             owner=f["owner"] or None,

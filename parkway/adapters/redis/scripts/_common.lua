@@ -510,6 +510,26 @@ end
 --   started        its run.started blob
 --   member         its first job's outbox member
 --   trace          the trace context its spans descend from ('' = not traced: see layout.TRACE)
+--   format         the stored format to write it in (see born_fields)
+
+-- The run hash's fields that say its stored format and its creation time `now`, for a run created in
+-- `format` (layout.py's "Formats"): format 1 names none (`created`); format 2 says `fmt` and names the
+-- creation time `cr`.
+local function born_fields(format, now)
+  if tonumber(format) == 2 then return {F.fmt, 2, F.cr, now} end
+  return {F.created, now}
+end
+
+-- An error reply (the caller returns it, having written nothing) when the run hash's format (`fmt`,
+-- absent: 1) is newer than this code reads (FORMAT_READS, generated from layout.READS_FORMATS); nil
+-- when it reads it. Python raises FormatTooNew from it (errors.py).
+local function format_refused(fmt, run_id)
+  local found = tonumber(fmt or '') or 1
+  if found > FORMAT_READS then
+    return redis.error_reply('FORMAT run ' .. run_id .. ' ' .. found .. ' ' .. FORMAT_READS)
+  end
+  return nil
+end
 
 -- Create a queued run with its summary, its run.started event and outbox entry, and queue its
 -- first job (node.started is the job's, written when a worker begins the node: begin.lua); nil
@@ -521,8 +541,9 @@ local function create_run(k, a, queues, job, auth)
   if redis.call('EXISTS', k.run, k.summary) > 0 then return nil end
   local keep = tonumber(a.ttl) + math.floor(tonumber(a.ttl) / RENEW_SLACK)  -- see keep_records
   redis.call('HSET', k.run, F.wf, a.workflow, F.ref, a.ref, F.status, 'queued', F.node, a.node,
-    F.step, 0, F.fence, 0, F.input, a.input, F.created, a.now, F.updated, a.now, F.ttl, a.ttl,
+    F.step, 0, F.fence, 0, F.input, a.input, F.updated, a.now, F.ttl, a.ttl,
     F.until_ms, tonumber(a.now) + keep, F.fresh, 1, unpack(auth))
+  redis.call('HSET', k.run, unpack(born_fields(a.format, a.now)))
   if a.trace ~= '' then redis.call('HSET', k.run, F.tc, a.trace) end
   redis.call('HSET', k.summary, F.wf, a.workflow, F.status, 'queued', F.created, a.now, F.updated, a.now,
     unpack(auth))
@@ -554,6 +575,7 @@ end
 --   check_entry    its entry
 --   parent_event   child.started blob (for the parent's stream)
 --   trace          the trace context its spans descend from (the parent's attempt's; '' = not traced)
+--   format         the stored format to write it in (see born_fields)
 --   job...         its first job (see hand_off; its node.started is its job's, as for any run)
 
 -- Create the child run `c` (keys), `a` (arguments) of the parent `parent` at `step`: queued, its
@@ -562,9 +584,10 @@ end
 -- index (`runs`: see list_run).
 local function start_child(c, a, parent, step, now, maxlen, retention, auth, outbox, queues, index)
   redis.call('HSET', c.run, F.wf, a.workflow, F.ref, a.ref, F.status, 'queued', F.node, a.node,
-    F.step, 0, F.fence, 0, F.input, a.input, F.created, now, F.updated, now, F.ttl, a.ttl,
+    F.step, 0, F.fence, 0, F.input, a.input, F.updated, now, F.ttl, a.ttl,
     F.until_ms, tonumber(now) + tonumber(a.ttl), F.fresh, 1, F.parent, parent, F.pstep, step, F.pfield, a.field,
     F.lineage, a.lineage, unpack(auth))
+  redis.call('HSET', c.run, unpack(born_fields(a.format, now)))
   if a.trace ~= '' then redis.call('HSET', c.run, F.tc, a.trace) end
   redis.call('HSET', c.summary, F.wf, a.workflow, F.status, 'queued', F.created, now, F.updated, now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)

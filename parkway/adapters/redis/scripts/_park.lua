@@ -16,7 +16,7 @@ local function mark_gate(root, gate)
 end
 
 local function park(K, A)
-  local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, F.rq, F.rn, F.ans, F.folded_first, F.created, F.until_ms, F.crashes, F.wf, F.input, F.tenant}), A.fence, {'running'})
+  local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, F.rq, F.rn, F.ans, F.folded_first, F.created, F.cr, F.until_ms, F.crashes, F.wf, F.input, F.tenant}), A.fence, {'running'})
   if not cur then return err end
   if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
@@ -56,7 +56,7 @@ local function park(K, A)
   for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.ancestor_event) end
   -- `c`: the run's creation, so a reader tells this run's pause from one an earlier holder of its id made;
   -- `t`: its tenant ('' for none), so a waiting listing of another tenant is not woken (layout.pause_wakes)
-  redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id, 'c', cur.created or '',
+  redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id, 'c', cur.created or cur.cr or '',
     't', cur.tenant or '')
   -- its few events move into its hash while it waits, the stream gone in FOLD_WAKE_MS (see fold_fields in
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0

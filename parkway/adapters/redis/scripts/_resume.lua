@@ -15,7 +15,10 @@
 -- carries with bind_call(SPEC.resume, ...)).
 local function resume_refused(K, A, delivering)
   local cur = hmget(K.run, {A.token_field, F.expires, F.step, F.kept, F.fence, F.ttl, F.folded_first, F.wf,
-    A.read_status, F.until_ms, F.input})
+    A.read_status, F.until_ms, F.input, F.fmt})
+  -- a run of a later version's format: the whole call is refused, nothing written (error() ends the script)
+  local too_new = format_refused(cur.fmt, A.run_id)
+  if too_new then error(too_new) end
   local req = cur[A.token_field] or (cur.step and legacy_token(K.run, A.token_field))
   if not req then
     if redis.call('EXISTS', K.run) == 0 and redis.call('EXISTS', K.summary) == 1 then return {'expired'} end

@@ -30,6 +30,8 @@
 local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, unpack(RUN_FIELDS), F.folded_first, F.fresh}),
   A.fence, {'queued', 'running'})
 if not cur then return err end
+local refused = format_refused(cur.fmt, A.run_id)  -- a record of a later version's format: left as it is
+if refused then return refused end
 local at = cur
 local step, journal, member = A.step, K.journal, A.member
 if step == '' then

@@ -197,6 +197,7 @@ class NewRun(Args):
     started: bytes
     member: str
     trace: str
+    format: int
 
 
 @schema("child")
@@ -218,6 +219,7 @@ class Child(Args):
     check_entry: bytes
     parent_event: bytes
     trace: str
+    format: int
     job: list[Any]
 
 

@@ -67,9 +67,9 @@ redis.call('HSET', K.run, F.expires, A.new_expires, F.updated, A.now, F.until_ms
 xadd_run(K.run, K.events, A.maxlen, 'interrupt.expired', A.expired_event)
 xadd_run(K.run, K.events, A.maxlen, 'interrupt', A.event)
 for _, a in ipairs(K.ancestors) do xadd_run(a.run, a.events, A.maxlen, 'interrupt', A.event) end
-local born = hmget(K.run, {F.created, F.tenant})
+local born = hmget(K.run, {F.created, F.cr, F.tenant})
 redis.call('XADD', K.pauses, 'MAXLEN', '~', A.pauses_maxlen, '*', 'w', A.workflow, 'r', A.run_id,
-  'c', born.created or '', 't', born.tenant or '')  -- `c`, `t`: see _park.lua
+  'c', born.created or born.cr or '', 't', born.tenant or '')  -- `c`, `t`: see _park.lua
 expire_all(keep_ms, {K.run, K.events, K.journal, K.state, K.snapshots})
 keep_summary(K.summary, keep_ms, A.retention)
 keep_ancestors(K.ancestors, keep_ms, A.retention)

@@ -23,6 +23,7 @@ from ...limits import Limits
 from ..connection.connection import connect, load_function, run_script
 from ..connection.errors import translated
 from ..connection.replicas import ReplicaAcks
+from ..formats import FormatGate
 from ..scripts import scripts
 from ..scripts.scripts import Args, ScriptCall
 from .housekeeping import Housekeeping
@@ -125,6 +126,7 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         self._read_only = set(READ_ONLY_SCRIPTS)
         self._scripts: _Scripts = _Scripts(client, self._hand_off_lua, _SCRIPTS, self._read_only)
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
+        self.formats = FormatGate(client)
 
     @classmethod
     def from_url(cls, url: str, limits: Limits | None = None, acks: ReplicaAcks | None = None) -> RedisStore:

@@ -40,6 +40,7 @@ from .. import keys, layout
 from ..connection.connection import function_missing
 from ..connection.connection import text as _text
 from ..connection.errors import translated
+from ..formats import FormatGate
 from ..scripts.scripts import Args
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class Transitions:
     _scripts: dict[str, Any]
     _script: Callable[[str | None, Args], Any]
     """make ``params``'s script call for a run (``RedisStore._script``)"""
+    formats: FormatGate
+    """the stored format this process creates records in (``formats.FormatGate``)"""
     _hand_off: Callable[[str], tuple[list[str], list[Any]]]
     """``hand_off``'s keys and arguments for a job of a run (``RedisStore._hand_off``)"""
 
@@ -92,7 +95,7 @@ class Transitions:
             node=run.start_node,
             input=codec.encode(run.input, limit=self.limits.max_payload_bytes, what="run input"),
             ttl=run.ttl_ms, now=run.now, retention=self.limits.retention_ms, maxlen=self.limits.max_events,
-            started=self._event(started), member=keys.outbox_member(r, 0, 0),
+            started=self._event(started), member=keys.outbox_member(r, 0, 0), format=self.formats.writes(),
             trace=features.tracer().started(run.workflow, r) or "",
         )
 
@@ -309,6 +312,7 @@ class Transitions:
             check_field=spawn.asked_field,
             check_entry=layout.entry_to_blob(spawn.asked, self.limits.max_payload_bytes),
             parent_event=self._event(spawn.event), trace=features.tracer().started(child.workflow, c) or "",
+            format=self.formats.writes(),
             job=self._hand_off(c)[1],
         )
 
