@@ -160,6 +160,29 @@ def test_a_run_page_shows_its_fan_out_as_a_tree_and_the_time_between_events(
     page.locator(f"#run-children li[data-child='{ids[0]}'] .tag", has_text="completed").wait_for()
 
 
+def test_a_child_opens_to_its_own_children(deployment: Server, api: httpx.Client, page: Page, tenant: str) -> None:
+    """A run whose child fans out: the run's tree shows the child; opening it reads the child's
+    events and shows its two children beneath it, each linked to its page; closing folds it."""
+    response = api.post("/v1/runs", json={"workflow": "tests.flows_life:nests_fan_out", "tenant": tenant,
+                                          "input": {"n": 2, "ask": True, "limit": 2}})
+    run_id = response.json()["runId"]
+    wait_for(lambda: len(api.get("/v1/interrupts", params={"tenant": tenant}).json()["items"]) == 2, 20,
+             "the grandchildren's questions")
+    sign_in(page, deployment.url, path=f"/ui/runs/{run_id}")
+    child = page.locator("#run-children > li > ul > li[data-child]")
+    child.wait_for()
+    assert "fans_out" in child.locator("a").first.inner_text()
+    child.get_by_role("button", name="its children").click()
+    grandchildren = child.locator("ul > li[data-child]")
+    nested = "#run-children li[data-child] li[data-child]"
+    page.wait_for_function(f"() => document.querySelectorAll('{nested}').length === 2")
+    assert all("asks" in text for text in grandchildren.locator("a").all_inner_texts())
+    assert child.get_by_role("button", name="its children").first.get_attribute("aria-expanded") == "true"
+    check_page(page, "run-grandchildren")
+    child.get_by_role("button", name="its children").first.click()
+    page.wait_for_function(f"() => !document.querySelector('{nested}')")
+
+
 def test_an_answer_link_page_fits_a_phone_and_says_who_answered_when(
     deployment: Server, api: httpx.Client, page: Page, tenant: str, redis_url: str
 ) -> None:

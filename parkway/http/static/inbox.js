@@ -322,22 +322,84 @@ function timelineGap(li, ts, previous) {
 }
 
 // A run's children, from its own events (child.started, then child.completed or child.ended): each
-// links to its page, where its own children show the same way.
+// links to its page and opens, on demand, to its own children (read from its events the same way).
 const runChildren = new Map();
-function childrenSeen(type, data) {
+function noteChild(found, type, data) {
   const id = data.childRunId;
-  if (!id || !(type === "child.started" || type === "child.completed" || type === "child.ended")) return;
-  const known = runChildren.get(id) || { runId: id, workflow: data.workflow, name: data.id, status: "started" };
+  if (!id || !(type === "child.started" || type === "child.completed" || type === "child.ended")) return false;
+  const known = found.get(id) || { runId: id, workflow: data.workflow, name: data.id, status: "started" };
   if (type !== "child.started") known.status = data.status || (type === "child.completed" ? "completed" : "ended");
   if (data.workflow) known.workflow = data.workflow;
-  runChildren.set(id, known);
-  const tree = $("run-children");
-  const run = runRoot();
-  tree.replaceChildren(el("li", { class: "root" }, el("span", { class: "tag", text: "this run" }), " " + run,
-    el("ul", {}, Array.from(runChildren.values()).map((c) => el("li", { "data-child": c.runId },
-      el("a", { href: "/ui/runs/" + encodeURIComponent(c.runId), text: (c.workflow || "child") + " · " + c.runId }),
-      " ", el("span", { class: "tag status-" + c.status, text: c.status }),
-      c.name ? el("span", { class: "muted", text: " (as " + c.name + ")" }) : null)))));
-  $("run-children-box").hidden = false;
+  found.set(id, known);
+  return true;
+}
+function childrenSeen(type, data) {
+  if (!noteChild(runChildren, type, data)) return;
+  const shown = new Map(Array.from($("run-children").querySelectorAll("li[data-child]")).map((li) => [li.dataset.child, li]));
+  const top = $("run-children").querySelector(":scope > li > ul") || null;
+  if (!top) {
+    $("run-children").replaceChildren(el("li", { class: "root" }, el("span", { class: "tag", text: "this run" }), " " + runRoot(), el("ul", {})));
+    $("run-children-box").hidden = false;
+  }
+  const list = $("run-children").querySelector(":scope > li > ul");
+  for (const c of runChildren.values()) {
+    const li = shown.get(c.runId);
+    if (li) li.querySelector(":scope > .tag").textContent = c.status;  // (an opened branch stays open)
+    else list.append(childLine(c));
+  }
+}
+function childLine(c) {
+  const li = el("li", { "data-child": c.runId },
+    el("a", { href: "/ui/runs/" + encodeURIComponent(c.runId), text: (c.workflow || "child") + " · " + c.runId }),
+    " ", el("span", { class: "tag", text: c.status }),
+    c.name ? el("span", { class: "muted", text: " (as " + c.name + ") " }) : " ");
+  const open = el("button", { type: "button", class: "expand", "aria-expanded": "false", text: "its children" });
+  open.addEventListener("click", async () => {
+    const below = li.querySelector(":scope > ul, :scope > p");
+    if (below) { below.remove(); open.setAttribute("aria-expanded", "false"); return; }
+    open.disabled = true;
+    const kids = await childrenOf(c.runId);
+    open.disabled = false;
+    li.append(kids === null ? el("p", { class: "bad", text: "Its events cannot be read." })
+      : kids.length ? el("ul", {}, kids.map(childLine)) : el("p", { class: "muted", text: "No children." }));
+    open.setAttribute("aria-expanded", "true");
+  });
+  li.append(open);
+  return li;
+}
+// A run's children as its event stream tells them: read from the start until it ends or goes quiet
+// for half a second (what it has written so far has come by then), then closed.
+async function childrenOf(runId) {
+  const found = new Map();
+  const stop = new AbortController();
+  let idle = null;
+  const quiet = () => { clearTimeout(idle); idle = setTimeout(() => stop.abort(), 500); };
+  try {
+    const r = await fetch("/v1/runs/" + encodeURIComponent(runId) + "/events?after=0", { headers: auth(), signal: stop.signal });
+    if (!r.ok) return null;
+    const reader = r.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    quiet();
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      quiet();
+      buffer += decoder.decode(chunk.value, { stream: true });
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const frame = buffer.slice(0, end); buffer = buffer.slice(end + 2);
+        const fields = {};
+        for (const line of frame.split("\n")) {
+          const at = line.indexOf(": ");
+          if (!line.startsWith(":") && at > 0) fields[line.slice(0, at)] = line.slice(at + 2);
+        }
+        if (fields.event) noteChild(found, fields.event, JSON.parse(fields.data || "{}"));
+        if (fields.event === "done") stop.abort();
+      }
+    }
+  } catch (_) { /* closed by us: what came is what it has */ }
+  clearTimeout(idle);
+  return Array.from(found.values());
 }
 function runRoot() { const m = location.pathname.match(/^\/ui\/runs\/([^/]+)$/); return m ? decodeURIComponent(m[1]) : ""; }
