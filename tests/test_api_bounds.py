@@ -174,7 +174,8 @@ def test_a_trailing_slash_is_not_redirected_to_the_host_header(server: Server) -
 
 def test_the_live_page_runs_only_its_own_script_and_no_page_may_be_framed(server: Server) -> None:
     """/ui's CSP allows only its own scripts and styles, by a nonce new on each load (no
-    'unsafe-inline'), and forbids framing; /ui/assets/ serves the page's own files and nothing else; answer-link pages allow no script and no framing;
+    'unsafe-inline'), and forbids framing; /ui/assets/ serves the page's own files and nothing
+    else; answer-link pages allow no script and no framing;
     /docs (Swagger UI from a CDN) is not served, /openapi.json is."""
     api = _api(server)
     pages = [api.get("/ui"), api.get("/ui")]
