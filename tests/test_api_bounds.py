@@ -173,8 +173,9 @@ def test_a_trailing_slash_is_not_redirected_to_the_host_header(server: Server) -
 
 
 def test_the_live_page_runs_only_its_own_script_and_no_page_may_be_framed(server: Server) -> None:
-    """/ui's CSP allows only its own script and style, by a nonce new on each load (no
-    'unsafe-inline'), and forbids framing; answer-link pages allow no script and no framing;
+    """/ui's CSP allows only its own scripts and styles, by a nonce new on each load (no
+    'unsafe-inline'), and forbids framing; /ui/assets/ serves the page's own files and nothing
+    else; answer-link pages allow no script and no framing;
     /docs (Swagger UI from a CDN) is not served, /openapi.json is."""
     api = _api(server)
     pages = [api.get("/ui"), api.get("/ui")]
@@ -185,8 +186,14 @@ def test_the_live_page_runs_only_its_own_script_and_no_page_may_be_framed(server
         nonce = re.search(r"script-src 'nonce-([^']+)'", csp)
         assert nonce is not None, csp
         nonces.append(nonce.group(1))
-        assert page.text.count("<script") == page.text.count(f'<script nonce="{nonce.group(1)}">') == 1
+        # its inline script and the one it loads beside it (/ui/assets/), its style and stylesheet
+        assert page.text.count("<script") == page.text.count(f'<script nonce="{nonce.group(1)}"') == 2
+        assert page.text.count("<link") == page.text.count(f'<link nonce="{nonce.group(1)}" rel="stylesheet"') == 1
     assert nonces[0] != nonces[1]
+    script = api.get("/ui/assets/inbox.js")
+    assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert script.headers["x-content-type-options"] == "nosniff"
+    assert api.get("/ui/assets/ui.html").status_code == 404 and api.get("/ui/assets/..%2Fauth.py").status_code == 404
     link = api.get("/a/not-a-link.at-all")
     csp = link.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in csp and "script-src" not in csp and "default-src 'none'" in csp

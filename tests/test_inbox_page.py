@@ -125,8 +125,15 @@ def check_page(page: Page, name: str, *, full_page: bool = True) -> None:
     assert not bad, f"axe-core on {name}: {bad}"
 
 
+def row(page: Page, question: str) -> Any:
+    """The interrupt's line in the table."""
+    return page.locator("#items tr", has_text=question)
+
+
 def card(page: Page, question: str) -> Any:
-    return page.locator("#items li.card", has_text=question)
+    """The interrupt's card in the side panel, opened from its line of the table."""
+    row(page, question).locator("button.open").click()
+    return page.locator("#panel-card li.card", has_text=question)
 
 
 def test_a_choice_a_multi_and_a_text_are_answered_from_the_inbox(
@@ -140,7 +147,7 @@ def test_a_choice_a_multi_and_a_text_are_answered_from_the_inbox(
     sign_in(page, deployment.url)
     filter_tenant(page, tenant)
     card(page, "Pick one or more").wait_for()
-    assert '{"order":41}' in card(page, "Pick a color").inner_text()  # a short view of the run's input
+    card(page, "Pick a color").get_by_text('{"order":41}').wait_for()  # a short view of the run's input
     assert "UTC" in card(page, "Pick a color").locator(".times").inner_text()
     check_page(page, "inbox")
 
@@ -234,27 +241,27 @@ def test_the_queue_filters_and_pages_past_250_pending(
     wait_for(lambda: sum(1 for _ in _all_pending(api, tenant)) == 265, 90, "265 pending")
     sign_in(page, deployment.url)
     filter_tenant(page, tenant)
-    items = page.locator("#items li.card")
-    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 50")
+    items = page.locator("#items tr")
+    page.wait_for_function("() => document.querySelectorAll('#items tr').length === 50")
     page.fill("#f-workflow", "inbox_ref")
     page.click("#filters button[type=submit]")
-    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 5")
+    page.wait_for_function("() => document.querySelectorAll('#items tr').length === 5")
     assert items.filter(has_text="Refund order").count() == 5
 
     page.fill("#f-workflow", "inbox_appr")
     page.fill("#f-q", "ORDER 257?")
     page.click("#filters button[type=submit]")
-    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#items tr').length === 1")
     assert "Approve order 257?" in items.first.inner_text()
 
     page.fill("#f-q", "")
     page.click("#filters button[type=submit]")
-    page.wait_for_function("() => document.querySelectorAll('#items li.card').length === 50")
+    page.wait_for_function("() => document.querySelectorAll('#items tr').length === 50")
     for shown in (100, 150, 200, 250, 260):
         page.click("#more")
-        page.wait_for_function(f"() => document.querySelectorAll('#items li.card').length === {shown}")
+        page.wait_for_function(f"() => document.querySelectorAll('#items tr').length === {shown}")
     assert page.locator("#more").is_hidden()
-    questions = items.locator("h2").all_inner_texts()
+    questions = items.locator("button.open").all_inner_texts()
     assert sorted(questions) == sorted(f"Approve order {n}?" for n in range(260))
     check_page(page, "inbox-paged", full_page=False)  # 260 cards: the first screen
 
@@ -496,7 +503,7 @@ def test_a_listing_answered_after_the_filters_changed_is_dropped(
     ids = [start(api, "tests.flows:one_choice", {}, tenant) for _ in range(2)]
     page.add_init_script(f"({SLOW_UNFILTERED})()")
     form, field, items = (("#run-filters", "#r-tenant", "#run-items li.card") if which == "runs"
-                          else ("#filters", "#f-tenant", "#items li.card"))
+                          else ("#filters", "#f-tenant", "#items tr"))
     sign_in(page, deployment.url, path="/ui/runs" if which == "runs" else "/ui")
     page.fill(field, tenant)
     page.click(f"{form} button[type=submit]")
@@ -584,7 +591,8 @@ def test_a_session_interrupt_is_answered_from_the_inbox_with_its_payload(deploym
         wait_for(lambda: ana.get(f"/v1/runs/{run_id}").json().get("node") is None, 20, "its branch run pruned")
     request_id = approval.get_attribute("data-request-id")
     page.select_option("#f-status", "resolved")  # its branch run keeps only its summary now
-    ended = page.locator(f"#items li.card[data-request-id='{request_id}']")
+    page.locator(f"#items tr[data-request-id='{request_id}'] button.open").click()
+    ended = page.locator(f"#panel-card li.card[data-request-id='{request_id}']")
     ended.get_by_text("answer: {\"approved\":true}").wait_for()
     assert "resolved · by user:ana" in ended.inner_text()
     ended.locator("a.session-link").click()

@@ -47,7 +47,8 @@ def test_no_code_outside_the_kinds_branches_on_a_kind_name() -> None:
     found = [f"{p.relative_to(PACKAGE)}: {m.group(0)}" for p in _sources() if KINDS not in p.parents
              for m in branch.finditer(p.read_text())]
     assert found == []
-    page = (PACKAGE / "http" / "static" / "ui.html").read_text()
+    page = "\n".join(f.read_text() for f in sorted((PACKAGE / "http" / "static").iterdir())
+                     if f.suffix in (".html", ".js"))  # the page and the scripts it loads
     assert re.findall(r"\bkind\s*[!=]==?|[!=]==?\s*\w+\.kind\b", page) == []
     # ("text" and "contract" are words of the page's own too: el()'s text attribute, a form's class)
     assert [n for n in NAMES if n not in ("text", "contract") and re.search(rf"""["']{re.escape(n)}["']""", page)] == []

@@ -51,16 +51,18 @@ def test_the_live_page_lists_interrupts_and_follows_a_run(
             page.goto(f"{srv.url}/ui")  # type: ignore[attr-defined]
             page.fill("#key", KEY)  # type: ignore[attr-defined]
             page.click("#key-form button")  # type: ignore[attr-defined]
-            row = page.locator("#items li.card", has_text="Your name?")  # type: ignore[attr-defined]
+            row = page.locator("#items tr", has_text="Your name?")  # type: ignore[attr-defined]
             row.wait_for(timeout=10_000)
-            assert run_id in row.inner_text() and "two_questions" in row.inner_text()
+            assert "two_questions" in row.inner_text()
+            row.locator("button.open").click()  # its card, in the side panel
+            assert run_id in page.locator("#panel-card li.card").inner_text()  # type: ignore[attr-defined]
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "live-page.png"), full_page=True)  # type: ignore[attr-defined]
 
             token, _ = _token(api, run_id)
             assert api.post("/v1/resume", json={"token": token, "value": "Ada"}).status_code == 200
-            page.locator("#items li.card", has_text="Pick a color").wait_for(timeout=10_000)  # type: ignore[attr-defined]
-            assert page.locator("#items li.card", has_text="Your name?").count() == 0  # type: ignore[attr-defined]
+            page.locator("#items tr", has_text="Pick a color").wait_for(timeout=10_000)  # type: ignore[attr-defined]
+            assert page.locator("#items tr", has_text="Your name?").count() == 0  # type: ignore[attr-defined]
 
             page.goto(f"{srv.url}/ui/runs/{run_id}")  # type: ignore[attr-defined]
             timeline = page.locator("#timeline li")  # type: ignore[attr-defined]
@@ -92,6 +94,6 @@ def test_the_page_without_a_key_shows_nothing(browser_page: object, redis_url: s
         page.fill("#key", "not-the-key")  # type: ignore[attr-defined]
         page.click("#key-form button")  # type: ignore[attr-defined]
         page.wait_for_function("() => document.getElementById('status').textContent.includes('not accepted')")  # type: ignore[attr-defined]
-        assert page.locator("#items li.card").count() == 0  # type: ignore[attr-defined]
+        assert page.locator("#items tr").count() == 0  # type: ignore[attr-defined]
     finally:
         srv.stop()
