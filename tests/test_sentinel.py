@@ -463,6 +463,7 @@ def test_a_commit_acknowledged_too_late_to_trust_raises_store_unavailable(replic
         pw.start(flows.two_questions, {})  # the script loaded (Redis keeps it for every client)
     with Parkway(settings) as pw:
         pw.store.ping()  # a connection open before the freeze
+        pw.store.formats.writes()  # and the process's one decision of the format it writes, made before it
         primary.send_signal(signal.SIGSTOP)
         threading.Timer(1.6, primary.send_signal, (signal.SIGCONT,)).start()
         with pytest.raises(StoreUnavailable, match="too late to trust.*outcome is unknown"):
