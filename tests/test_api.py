@@ -435,3 +435,23 @@ def test_a_user_key_never_reads_resume_tokens(server: Server) -> None:
                 break
             after_interrupt = after_interrupt or line == "event: interrupt"
     assert "requestId" in data and "resumeToken" not in data, data
+
+
+def test_a_contract_interrupt_never_shows_where_its_contract_is_defined(server: Server) -> None:
+    """A contract's ``module:attribute`` stays in the store for the resuming client: the listing, the
+    interrupt, the run and the answer form over HTTP leave it out, and the answer is still checked
+    against the contract (a wrong one: 422; a right one completes the run)."""
+    api = _api(server)
+    run_id = api.post("/v1/runs", json={"workflow": "tests.flows:contracted", "input": {"team": "ops"}}).json()["runId"]
+    _wait_status(api, run_id, "waiting")
+    listed = api.get("/v1/interrupts", params={"runId": run_id})
+    request_id = listed.json()["items"][0]["requestId"]
+    shown = [listed, api.get(f"/v1/interrupts/{request_id}", params={"runId": run_id}), api.get(f"/v1/runs/{run_id}"),
+             api.get(f"/v1/interrupts/{request_id}/form", params={"runId": run_id})]
+    assert all(r.status_code == 200 for r in shown), [r.text for r in shown]
+    assert [r.request.url.path for r in shown if "contractRef" in r.text or "tests.flows:" in r.text] == []
+    wrong = api.post(f"/v1/interrupts/{request_id}/answer", json={"runId": run_id, "value": {"job_id": "nightly"}})
+    assert wrong.status_code == 422, wrong.text
+    right = api.post(f"/v1/interrupts/{request_id}/answer", json={"runId": run_id, "value": {"job_id": "job-7"}})
+    assert right.status_code == 200, right.text
+    _wait_status(api, run_id, "completed")

@@ -9,6 +9,8 @@ from typing import Any
 
 SNAPSHOT = Path(__file__).with_name("openapi_db96a82.json")
 CHANGED: dict[str, str] = {
+    "components.schemas.InterruptRequest.properties.contractRef: gone": "it was wrong: where a contract is defined "
+    "(module:attribute) is kept for the resuming client and never shown (InterruptRequest.stored)",
     "paths./slack/interactions: new": "an addition: Slack's interactivity endpoint (parkway.http.routes.slack)",
     "components.schemas.InterruptRequest.properties.kind.enum": "added: the kinds registered since (the enum is "
     "the registry's list, parkway.runtime.kinds; the four of db96a82 first, in their order)",

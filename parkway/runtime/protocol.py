@@ -232,8 +232,9 @@ class InterruptRequest(_Model):
     """a contract request's data (validated against the contract's request model)"""
     spec: dict[str, Any] | None = Field(default=None, description=(
         "the settings of its kind, checked and normalised by the kind (see parkway.runtime.kinds)"))
-    contract_ref: str | None = Field(default=None, max_length=300, alias="contractRef")
-    """where the contract is defined (``module:attribute``): kept for the resuming client, never shown.
+    contract_ref: str | None = Field(default=None, max_length=300, alias="contractRef", exclude=True)
+    """where the contract is defined (``module:attribute``): kept for the resuming client (``stored``),
+    never shown (a dump leaves it out: the HTTP API, the CLI, a webhook's body, a session's view).
     ``use_interrupt`` always sets it; it is None on an ended interrupt's request read from its
     lifecycle record, which keeps the request as clients saw it (it cannot be answered any more)"""
 
@@ -294,6 +295,13 @@ class InterruptRequest(_Model):
         out["multiple"] = self.multiple
         if not self.meta:
             out.pop("meta", None)
+        return out
+
+    def stored(self) -> dict[str, Any]:
+        """The request as the store keeps it: every field, ``contractRef`` too (which a dump leaves out)."""
+        out = self.model_dump(by_alias=True, exclude_none=True)
+        if self.contract_ref is not None:
+            out["contractRef"] = self.contract_ref
         return out
 
 

@@ -684,7 +684,7 @@ def interrupt_to_blob(record: InterruptRecord) -> bytes:
 
 
 def _stored(request: InterruptRequest | None) -> dict[str, Any]:
-    return request.model_dump(by_alias=True, exclude_none=True) if request is not None else {}
+    return request.stored() if request is not None else {}
 
 
 def _request(raw: Any) -> InterruptRequest | None:
