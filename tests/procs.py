@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -170,7 +171,9 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):  # t
 def sent_commands() -> Iterator[list[bytes]]:
     """Record what this process sends to Redis: one entry per round trip (a command, or a
     whole pipeline), as the bytes on the wire. Not counted: what goes to an in-process Redis
-    (an embedded Parkway left over from another test may still be working there)."""
+    (an embedded Parkway left over from another test may still be working there), and the stored-format
+    announcements a thread of each process refreshes every few seconds (adapters/redis/formats.py: a
+    process's cost, not a job's)."""
     from fakeredis import FakeRedisConnection
     from redis.connection import AbstractConnection
 
@@ -178,7 +181,7 @@ def sent_commands() -> Iterator[list[bytes]]:
     original = AbstractConnection.send_packed_command
 
     def recording(self, command, check_health=True):  # type: ignore[no-untyped-def]
-        if not isinstance(self, FakeRedisConnection):
+        if not isinstance(self, FakeRedisConnection) and threading.current_thread().name != "parkway-formats":
             sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
         return original(self, command, check_health)
 

@@ -935,6 +935,7 @@ def test_blocking_reads_wait_on_across_parkway_failover(tmp_path: Path) -> None:
         old = group.primary.port
         wait_for(lambda: _promotable(group), 15, "the sentinel to find the replica good")
         wait_for(lambda: _blocked_count(old, "xread") == 2, 15, "both reads to wait")
+        wait_for(lambda: _online_replicas(group) == len(group.replicas), 15, "the primary to see its replica online")
         done = switchover(parse_sentinel_url(group.url), timeout_s=10)
         assert done.new is not None
         new_port = done.new[1]
@@ -957,6 +958,15 @@ def test_blocking_reads_wait_on_across_parkway_failover(tmp_path: Path) -> None:
 def _blocked_count(port: int, command: str) -> int:
     with redis.Redis(port=port, decode_responses=True) as r:
         return sum(1 for c in r.client_list() if c.get("cmd") == command and "b" in c.get("flags", ""))
+
+
+def _online_replicas(group: SentinelGroup) -> int:
+    """How many replicas the primary reports online (what ``parkway failover`` asks it before pausing writes;
+    on a loaded host a replica's link can be resyncing a moment after the sentinel found it good)."""
+    with redis.Redis.from_url(group.primary.url) as primary:
+        info = primary.info("replication")
+    return sum(1 for k, v in info.items()
+               if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online")
 
 
 def _promotable(group: SentinelGroup) -> bool:
