@@ -13,7 +13,6 @@ import redis
 from parkway import Parkway, Settings
 from parkway.adapters.redis import formats, keys, layout
 from parkway.adapters.redis.store.store import RedisStore
-from parkway.cli.program import main
 from parkway.runtime.clock import now_ms
 from parkway.runtime.errors import FormatTooNew
 from tests import flows
@@ -108,24 +107,29 @@ def test_the_switch_waits_for_every_live_reader_and_happens_when_the_last_lapses
 
 
 def test_upgrade_check_says_what_the_switch_waits_on_and_exits_3_until_ready(
-    redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    redis_url: str, redis_client: redis.Redis
 ) -> None:
     """`parkway upgrade --check` names the format-1-only process, says mixed and exits 3; once it is gone,
     it says every live process reads format 2 and exits 0."""
-    monkeypatch.setenv("PARKWAY_SECRET", SECRET)
+    from tests.test_cli import in_process  # the command's main in this process, its logging put back after
+
     _old_reader(redis_client)
-    assert main(["upgrade", "--check", "--redis-url", redis_url]) == 3
-    shown = capsys.readouterr().out
-    assert "writes stored format 1 (newest 2)" in shown and "old-worker" in shown and "mixed" in shown
-    assert main(["upgrade", "--check", "--json", "--redis-url", redis_url]) == 3
-    shown_json = json.loads(capsys.readouterr().out)
+    shown = in_process("upgrade", "--check", "--redis-url", redis_url)
+    assert shown.returncode == 3, shown.stderr
+    assert "writes stored format 1 (newest 2)" in shown.stdout and "old-worker" in shown.stdout
+    assert "mixed" in shown.stdout
+    as_json = in_process("upgrade", "--check", "--json", "--redis-url", redis_url)
+    assert as_json.returncode == 3, as_json.stderr
+    shown_json = json.loads(as_json.stdout)
     assert (shown_json["writes"], shown_json["ready"], shown_json["mixed"], shown_json["waitingOn"]) == (
         1, False, True, ["old-worker"])
-    assert main(["status", "--redis-url", redis_url]) == 0
-    assert "writes stored format 1 (newest 2)" in capsys.readouterr().out.splitlines()[-1]
+    status = in_process("status", "--redis-url", redis_url)
+    assert status.returncode == 0, status.stderr
+    assert "writes stored format 1 (newest 2)" in status.stdout.splitlines()[-1]
     redis_client.hdel(keys.readers(), "old-worker")
-    assert main(["upgrade", "--check", "--redis-url", redis_url]) == 0
-    assert "writes stored format 2 (newest 2): every live process" in capsys.readouterr().out
+    ready = in_process("upgrade", "--check", "--redis-url", redis_url)
+    assert ready.returncode == 0, ready.stderr
+    assert "writes stored format 2 (newest 2): every live process" in ready.stdout
 
 
 def test_a_writer_deciding_while_an_old_process_announces_never_writes_format_2_after_the_announce(
