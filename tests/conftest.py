@@ -236,6 +236,21 @@ def _quiet_logs() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def _logging_put_back(_quiet_logs: None) -> Iterator[None]:
+    """Whatever a test does to structlog's configuration (a command's ``main`` run in this process
+    configures it, maybe at its first line, to the stream of the moment: capsys' is closed after the
+    test) is undone after it, so no later test of this worker logs into a closed stream."""
+    import structlog
+
+    from parkway.runtime.logger import configure_at_first_line
+
+    kept = structlog.get_config()
+    yield
+    configure_at_first_line(None)
+    structlog.configure(**kept)
+
+
 @pytest.fixture
 def api_server(redis_url: str, redis_client: redis.Redis) -> Iterator[Any]:
     """The HTTP API in a process of its own (``tests.test_api.Server``), with a worker process."""
