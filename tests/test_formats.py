@@ -72,6 +72,21 @@ def test_a_record_of_a_newer_format_is_refused_by_the_reader_and_left_as_it_is(
     assert redis_client.hgetall(keys.run(run_id)) == before
 
 
+
+def test_a_run_listing_that_meets_a_newer_run_refuses_it_not_misreads_it(
+    client: Parkway, redis_client: redis.Redis
+) -> None:
+    """The run listing reads each run's hash apart from get_run: one of format 3 there is refused with
+    FormatTooNew naming it (not listed with fields read by a guess), and its hash is unchanged."""
+    run_id = client.start(flows.one_choice, {})
+    redis_client.hset(keys.run(run_id), "fmt", 3)
+    before = redis_client.hgetall(keys.run(run_id))
+    with pytest.raises(FormatTooNew) as refused:
+        client.list_runs()
+    assert (refused.value.found, refused.value.record) == (3, f"run {run_id}")
+    assert redis_client.hgetall(keys.run(run_id)) == before
+
+
 def test_a_transition_over_a_record_of_a_newer_format_refuses_and_changes_nothing(
     client: Parkway, redis_client: redis.Redis
 ) -> None:
