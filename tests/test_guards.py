@@ -234,6 +234,13 @@ def test_the_child_use_first_races_belongs_to_its_parents_tenant(harness: Harnes
 # --- answer links: one answer, whatever races it ----------------------------------------------
 
 
+def _slow_resume(call: ScriptCall, run: Callable[[], Any]) -> Any:
+    """A resume that reaches the store late (a slow link's POST): racing posts all find the question open."""
+    if call.name == "resume":
+        time.sleep(0.3)
+    return run()
+
+
 @contextmanager
 def _serving(pw: Parkway) -> Iterator[str]:
     """The HTTP app for ``pw`` served by uvicorn on a thread of this process (so the test can slow
@@ -263,11 +270,6 @@ def test_racing_posts_of_one_answer_link_record_one_answer(harness: Harness) -> 
     store = harness.pw.store
     assert isinstance(store, RedisStore)
 
-    def slow_resume(call: ScriptCall, run: Callable[[], Any]) -> Any:
-        if call.name == "resume":
-            time.sleep(0.3)
-        return run()
-
     with _serving(harness.pw) as base:
         links = harness.pw.answer_links(harness.token(run_id), base)
         url = links["red"]
@@ -279,7 +281,7 @@ def test_racing_posts_of_one_answer_link_record_one_answer(harness: Harness) -> 
                 barrier.wait()
                 codes.append(browser.post(url).status_code)
 
-        with store.around_scripts(slow_resume):
+        with store.around_scripts(_slow_resume):
             threads = [threading.Thread(target=post) for _ in range(4)]
             for t in threads:
                 t.start()
@@ -302,11 +304,6 @@ def test_racing_posts_of_two_options_links_thank_only_the_recorded_answer(harnes
     store = harness.pw.store
     assert isinstance(store, RedisStore)
 
-    def slow_resume(call: ScriptCall, run: Callable[[], Any]) -> Any:
-        if call.name == "resume":
-            time.sleep(0.3)
-        return run()
-
     with _serving(harness.pw) as base:
         links = harness.pw.answer_links(harness.token(run_id), base)
 
@@ -316,7 +313,7 @@ def test_racing_posts_of_two_options_links_thank_only_the_recorded_answer(harnes
                 reply = browser.post(links[option])
             return option, reply.status_code, reply.text
 
-        with store.around_scripts(slow_resume):
+        with store.around_scripts(_slow_resume):
             replies = all_at_once(post, 4)
     thanked = {option for option, code, text in replies if code == 200}
     assert len(thanked) == 1, replies
