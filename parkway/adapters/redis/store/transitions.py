@@ -196,7 +196,9 @@ class Transitions:
         return int(self._script(run_id, self._racing_child(run_id, commit.child, parked)))
 
     def _park(self, run_id: str, fence: int, step: int, commit: Park) -> calls.Park:
-        r, rec = run_id, replace(commit.interrupt, trace=features.tracer().current())
+        r, rec = run_id, commit.interrupt
+        if (trace := features.tracer().current()) is not None:  # untraced: the record as it is, no copy
+            rec = replace(rec, trace=trace)
         entry = codec.entry_of(rec)
         return calls.Park(
             run=keys.run(r), journal=keys.journal(r, step), state=keys.workflow_state(r), events=keys.events(r),
