@@ -299,12 +299,42 @@ class SentinelGroup:
             return False
 
     def master_port(self) -> int:
-        with self.sentinel() as s:
-            return int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)[1])
+        return self.master_port_of(0)
 
     def wait_for_switch(self, old_port: int, timeout: float = 20) -> int:
         """Wait until the sentinels name a master other than ``old_port``; its port."""
         return int(wait_for(lambda: (p := self.master_port()) != old_port and p, timeout, "the failover"))
+
+    def wait_for_rejoined(self, server: RedisServer, timeout: float = 30) -> int:
+        """Wait until every sentinel names one master, ``server`` is its replica in sync, and every
+        sentinel has read the replica's priority from the replica itself (until it has, a sentinel
+        assumes the default, 100, and may promote a server restarted with priority 0 in a second
+        failover, which a loaded machine can start by making the new master seem down); its port."""
+
+        def rejoined() -> int | None:
+            masters = {self.master_port_of(i) for i in range(len(self.sentinel_ports))}
+            if len(masters) != 1 or server.port in masters:
+                return None
+            master = masters.pop()
+            with redis.Redis(port=server.port, decode_responses=True) as r:
+                seen = r.info("replication")
+            if seen.get("role") != "slave" or int(seen.get("master_port", 0)) != master \
+                    or seen.get("master_link_status") != "up":
+                return None
+            priority = int(seen.get("slave_priority", 100))
+            for i in range(len(self.sentinel_ports)):
+                with self.sentinel(i) as s:
+                    replicas = s.execute_command("SENTINEL", "REPLICAS", self.name)  # parsed: one dict each
+                mine = [e for e in replicas if int(e["port"]) == server.port]
+                if not mine or int(mine[0].get("slave-priority", -1)) != priority or "disconnected" in mine[0]["flags"]:
+                    return None
+            return master
+
+        return int(wait_for(rejoined, timeout, f"{server.port} to rejoin as a replica the sentinels know"))
+
+    def master_port_of(self, i: int) -> int:
+        with self.sentinel(i) as s:
+            return int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)[1])
 
     def stop(self) -> None:
         for proc in self.sentinel_procs:
