@@ -110,7 +110,7 @@ class Parkway:
         id is ``acme~run_<hex>``.
         ``owner`` (an id) makes it one user's, and ``origin`` records the rank of who started it
         (``system``, ``machine``, ``frontend``): both are written on the run and its summary, and
-        the HTTP API's role table reads them there (see the README).
+        the HTTP API's role table reads them there (docs/concepts/authority.md).
 
         A ``run_id`` that is taken raises ValidationError, unless it is this very start sent again
         (the same workflow, input, tenant, owner and origin: a retry after an unknown outcome),

@@ -104,7 +104,7 @@ class RaiseBody(_Body):
 
 class ResumeInput(BaseModel):
     """The seed's client input, as its spec spells it: the one body whose members are not camelCase
-    (``interruptId`` is refused, naming ``interrupt_id``; the README's HTTP section, "One dialect")."""
+    (``interruptId`` is refused, naming ``interrupt_id``; docs/guides/http-api.md, "One dialect")."""
 
     model_config = ConfigDict(extra="forbid")
     type: Literal["interrupt.resume"]

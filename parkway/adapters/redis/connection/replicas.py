@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 LATE_MARGIN_MS = 1000
 """an acknowledged commit answered more than this after its WAIT's timeout is not trusted; keep
-Sentinel's ``down-after-milliseconds`` above it (the README asks for 1,000 to 5,000)"""
+Sentinel's ``down-after-milliseconds`` above it (docs/guides/sentinel.md asks for 1,000 to 5,000)"""
 
 
 @dataclass(frozen=True)
