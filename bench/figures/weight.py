@@ -105,7 +105,8 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
     sec.extra += [
         "On the benchmark's own redis-server, emptied first: `used_memory` (INFO memory) after parking minus "
         "before, ÷ pending interrupts (ZCARD of the workflow's `newest` index). Runs are `bench.flows:cycle` with "
-        "parkway-chosen run ids (`run_` + 32 hex) and a 6-hour TTL, parked with a ~200-byte choice request.",
+        "parkway-chosen run ids (`run_` + 26 base32 characters) and a 6-hour TTL, parked with a ~200-byte choice "
+        "request.",
         "*start + a real worker*: `Parkway.start` and one `parkway worker` process; memory read while the worker is "
         "still registered (one-off costs such as Lua scripts loaded on first use are in the delta; they amortize "
         "with more runs). *executor*: `Parkway.start` with a dispatcher that notes the job instead of enqueuing "
