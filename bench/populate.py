@@ -17,10 +17,11 @@ and ``shape()`` compares a pipelined run's keys with a really parked run's.
 ``bulk_park`` (``"bulk": true``) is for the million-run listing: it parks one template run
 through the real path above while recording every script call the store makes (name,
 keys, arguments: create.lua, begin.lua, park.lua), then replays those calls, pipelined,
-for each new run with three values substituted: the run id (``run_`` + 32 hex, as
-parkway makes them), the request id (``int_<fence>_<run id>``, the run id in it substituted)
-and the token hash (SHA-256 of the token minted for the new ids). The substitutes have the
-template's lengths, so msgpack blobs stay valid. Everything else (timestamps, input, request) is the template's: all
+for each new run with three values substituted: the run id (``run_`` + 26 base32
+characters, as parkway makes them: ``protocol.minted_run_id``), the request id
+(``int_<fence>_<run id>``, the run id in it substituted) and the token hash (SHA-256 of the
+token minted for the new ids). The substitutes have the template's lengths, so msgpack blobs
+stay valid. Everything else (timestamps, input, request) is the template's: all
 bulk runs were created in the same millisecond and sort by run id within it. Scripts,
 keys and members are parkway's own; ``shape()`` compares a bulk run with the template.
 
@@ -172,10 +173,10 @@ def shape(r: Any, run_id: str) -> dict[str, Any]:
 def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     """Replay a real park's script calls for ``count`` new runs (see the module docstring)."""
     import os
-    import uuid
 
     from parkway.adapters.redis import layout
     from parkway.runtime import tokens
+    from parkway.runtime.protocol import minted_run_id
 
     _noting(pw)
     store = pw.store
@@ -240,7 +241,7 @@ def bulk_park(pw: Any, count: int, batch: int = 500) -> tuple[int, str]:
     last = template
     for first in range(0, count, batch):
         for _ in range(first, min(count, first + batch)):
-            rid = "run_" + uuid.uuid4().hex
+            rid = minted_run_id()
             # a minted request id carries its run id (int_<fence>_<run id>): substituted with it
             minted = template in request_id
             req = request_id.replace(template, rid) if minted else "int_" + os.urandom(12).hex()

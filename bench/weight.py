@@ -14,6 +14,15 @@ index of the one workflow). Runs are ``bench.flows:cycle`` with parkway-chosen r
 Also reported: ``MEMORY USAGE`` of each key of one parked run, and the two listing
 indexes' bytes per member, so the total can be read by key.
 
+``"what_if": true`` then changes the parked runs by hand, after every figure above is read, to
+measure what the moves of issue 36 not made would save per run (``used_memory`` before and after
+each, ÷ the runs; cumulative, in this order): each index's members moved into sorted sets of at most
+128 (Redis's listpack limit: the buckets of move 2), every summary key deleted (move 1: none while a
+run waits), and fields the run hash could go without deleted until its listpack fits 640 bytes
+(move 3: which fields is that move's question; these stand for their bytes). The pause feed's
+bytes per run are reported beside them: it is capped (``keys.PAUSE_FEED_MAXLEN``), so its share falls
+with more runs.
+
 The second reading is taken once the parked runs' streams are gone: park copies a parked run's few
 events into its hash and leaves its stream ``layout.FOLD_WAKE_MS`` (1 s) more, for the readers blocked
 on it (``_common.lua``'s fold); Redis drops an expired key when it is read, and the reconciler reads
@@ -116,6 +125,38 @@ def populate(url: str, count: int, *, pipelined: bool, ttl_ms: int = HOURS6) -> 
     return outs
 
 
+WHAT_IF_FIELDS = ("paused", "fresh", "~2", "~1", "ref")
+"""fields whose bytes (~130 in a run of ``bench.flows:cycle``) stand for what move 3 would save"""
+
+
+def what_if(r: redis.Redis, workflow: str = "bench_cycle") -> dict[str, float]:
+    """What each remaining move would save, measured by making its end state by hand (cumulative)."""
+    n = pending(r)
+    out: dict[str, float] = {}
+    for key in (f"pw:ix:newest:{workflow}", f"pw:ix:expiring:{workflow}", "pw:runs"):
+        members = r.zrange(key, 0, -1, withscores=True)
+        m0 = used(r)
+        r.delete(key)
+        m1 = used(r)
+        for i in range(0, len(members), 128):
+            r.zadd(f"bench:bucket:{key}:{i // 128}", dict(members[i:i + 128]))
+        out[f"{key}: bytes per member, one sorted set"] = (m0 - m1) / max(1, len(members))
+        out[f"{key}: bytes per member, buckets of 128"] = (used(r) - m1) / max(1, len(members))
+    m0 = used(r)
+    summaries = list(r.scan_iter(match="pw:{*}:sum", count=1000))
+    for i in range(0, len(summaries), 1000):
+        r.delete(*summaries[i:i + 1000])
+    out["saved per run: no summary key"] = (m0 - used(r)) / n
+    m0 = used(r)
+    pipe = r.pipeline(transaction=False)
+    for run in r.scan_iter(match="pw:{*}:run", count=1000):
+        pipe.hdel(run, *WHAT_IF_FIELDS)
+    pipe.execute()
+    out["saved per run: the run hash in the 640 B class"] = (m0 - used(r)) / n
+    out["the pause feed's bytes per run at this count"] = int(r.memory_usage("pw:pauses", samples=0) or 0) / n
+    return out
+
+
 def measure(params: dict[str, Any]) -> dict[str, Any]:
     url, via, count = params["url"], params["via"], int(params["count"])
     r = redis.Redis.from_url(url)
@@ -134,7 +175,9 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
     probe = int(r.memory_usage("bench:probe", samples=0) or 0)
     r.delete("bench:probe")
     node_max = r.config_get("stream-node-max-bytes").get("stream-node-max-bytes")
+    shown = by_key(r, last)
     return {
+        "what_if": what_if(r) if params.get("what_if") else None,
         "one_entry_stream_bytes": probe,
         "stream_node_max_bytes": node_max,
         "via": via,
@@ -142,7 +185,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
         "bytes_per_run": delta / n,
         "bytes_per_run_at_once": at_once / n,
         "request_bytes": request_bytes(),
-        "by_key": by_key(r, last),
+        "by_key": shown,
         "seconds": time.perf_counter() - t0,
     }
 

@@ -4,6 +4,7 @@ indexes, and listings across workflows merged from theirs, in order, with cursor
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -339,3 +340,44 @@ def test_a_run_parked_when_token_fields_were_hex_still_resumes_by_its_token(harn
         harness.pw.resume(token, selected="purple")
     assert any(f.startswith(b"f:") for f in client.hkeys(keys.summary(run_id)))
     assert harness.pw.resume(token, selected="red").accepted
+
+
+KEY_NAME_BYTES = 44
+"""the longest key name or sorted-set member that takes jemalloc's 48-byte class (an sds string of
+``n`` bytes takes ``n`` + 4: 45 bytes take the 64-byte class)"""
+
+
+def _allocation(n: int) -> int:
+    """jemalloc's size class for an allocation of ``n`` bytes (the small classes, to 1 KiB)."""
+    classes = [8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024]
+    return next(c for c in classes if c >= n)
+
+
+def test_a_run_id_parkway_mints_is_unique_and_keeps_its_keys_and_members_in_the_48_byte_class(harness: Harness) -> None:
+    """A run id parkway chooses is ``run_`` and 128 random bits (26 base32 characters), a valid id;
+    its run's key names and its index members are at most 44 bytes, so each takes a 48-byte
+    allocation where 45 bytes take 64."""
+    ids = {harness.pw.start(flows.one_choice, {}) for _ in range(200)}
+    assert len(ids) == 200 and all(re.fullmatch(r"run_[a-z2-7]{26}", i) for i in ids)
+    run_id = harness.start_and_run(flows.one_choice)
+    client = _client(harness)
+    names = [k for k in client.keys(keys.run(run_id).removesuffix(":run") + "*") if not k.endswith(b":ev")]
+    assert len(names) == 2 and all(len(k) <= KEY_NAME_BYTES for k in names)
+    members = [m for o in ("newest", "expiring") for m in client.zrange(keys.index(o, "one_choice"), 0, -1)
+               if run_id.encode() in m]
+    assert len(members) == 2 and all(_allocation(len(m) + 4) == 48 for m in members)
+
+
+def test_a_parked_runs_keys_stay_within_their_allocation_classes(harness: Harness) -> None:
+    """On Redis, a run of the benchmark's workflow parked on its ~200-byte request has a hash that takes
+    a listpack of at most 768 bytes under a 48-byte key name, and a summary of at most 128: ``MEMORY
+    USAGE`` of each is at most those classes plus the key's own object and dict entry, which a longer
+    name or a fatter hash would pass (bench/weight.py measures the whole)."""
+    if harness.kind != "redis":
+        pytest.skip("fakeredis does not model Redis's memory")
+    client = _client(harness)
+    run_id = harness.start_and_run("bench.flows:cycle", {"i": 1})
+    assert client.hget(keys.run(run_id), "status") == b"waiting"
+    overhead = 16 + 48 + 24  # the value's object, the key's sds (48-byte class), the key's dict entry
+    assert client.memory_usage(keys.run(run_id), samples=0) <= 768 + overhead
+    assert client.memory_usage(keys.summary(run_id), samples=0) <= 128 + overhead

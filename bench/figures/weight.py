@@ -88,24 +88,27 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
         sec.targets.append(
             Target(
                 "weight", TARGET_LABELS["weight"], shown, value <= TARGETS["weight"],
-                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~870 B: "
-                "jemalloc's 768 B class, since the waiting interrupt's short id, a base64url token field, folded "
-                "event types and ids in a byte or a few, and no zero crash count), its summary key (~200 B), two "
-                "workflow index members and one run index member (~135-150 B each: the indexes hold thousands, past "
-                "the listpack limit of 128, so each member is a skiplist node, a dict entry and its string), its "
-                "pause feed entry (~80 B), plus the main and expires dicts' share (the bytes by key are below "
-                "figure 4). Under 1 KiB needs the summary carried in the run hash while the run waits (~250 B with "
-                "its expires entry; it is also what reads a run expired, not unknown, once the hash's TTL passes "
-                "without the reconciler, so park would drop it and every end and expiry path make it again), index "
-                "members in listpack-sized buckets (~50-60 B fewer each), the run hash in the 640 B class (~120 B "
-                "of fields: paused, the spent fresh, the short id stored four times, 13-digit times) and key names "
-                "of 44 characters or fewer (45 take a 64 B allocation, 44 take 48)",
+                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~855 B: "
+                "jemalloc's 768 B class under a 48 B key name, since the waiting interrupt's short id, a base64url "
+                "token field, folded event types and ids in a byte or a few, no zero crash count, and run ids "
+                "parkway mints of 30 characters), its summary key (~185 B), two workflow index members and one run "
+                "index member (~135-145 B each: the indexes hold thousands, past the listpack limit of 128, so each "
+                "member is a skiplist node, a dict entry and its string), its pause feed entry (~80 B at 1,000 "
+                "runs; the feed is capped at ~2,000 entries), plus the main and expires dicts' share (the bytes by "
+                "key are below figure 4). Under 1 KiB needs, as measured by bench/weight.py's what_if: index "
+                "members in listpack-sized buckets (~49 B a member against ~142-153: ~280-310 B a run over the "
+                "three indexes), no summary key of its own while the run waits (224 B with its expires entry; it "
+                "is also what reads a run expired, not unknown, once the hash's TTL passes without the reconciler, "
+                "so park would drop it and every end and expiry path make it again) and the run hash in the 640 B "
+                "class (127 B; ~122 B of fields: paused, the spent fresh, the record's default capture and version, "
+                "the short id stored four times, 13-digit times): ~1,020-1,040 B at 1,000 runs with all three",
             )
         )
     sec.extra += [
         "On the benchmark's own redis-server, emptied first: `used_memory` (INFO memory) after parking minus "
         "before, ÷ pending interrupts (ZCARD of the workflow's `newest` index). Runs are `bench.flows:cycle` with "
-        "parkway-chosen run ids (`run_` + 32 hex) and a 6-hour TTL, parked with a ~200-byte choice request.",
+        "parkway-chosen run ids (`run_` + 26 base32 characters) and a 6-hour TTL, parked with a ~200-byte choice "
+        "request.",
         "*start + a real worker*: `Parkway.start` and one `parkway worker` process; memory read while the worker is "
         "still registered (one-off costs such as Lua scripts loaded on first use are in the delta; they amortize "
         "with more runs). *executor*: `Parkway.start` with a dispatcher that notes the job instead of enqueuing "

@@ -55,7 +55,7 @@ def add_run(sub: Subcommands) -> None:
     r.add_argument("workflow", help="the workflow to run, as MODULE:ATTRIBUTE (e.g. myapp.flows:approval)")
     r.add_argument("--input", default="{}", metavar="JSON", help="the run's input, a JSON object (default {})")
     r.add_argument("--run-id", default=None, metavar="ID",
-                   help="the run's id: 1-64 letters, digits, '_' or '-' (default: run_ and 32 hex digits)")
+                   help="the run's id: 1-64 letters, digits, '_' or '-' (default: run_ and 26 base32 characters)")
     r.add_argument("--ttl-ms", type=integer(1000), default=None, metavar="MS",
                    help="how long the run's records and each of its pauses live, in milliseconds, at least 1000 "
                    f"(default $PARKWAY_TTL_MS or {DEFAULT_TTL_MS}, {DEFAULT_TTL_MS // 60_000} minutes)")

@@ -7,7 +7,6 @@ in ``listings.py``, and what the client returns in ``views.py``."""
 from __future__ import annotations
 
 import time
-import uuid
 import warnings
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,6 +48,7 @@ from ..runtime.protocol import (
     check_event_id,
     check_id,
     check_name,
+    minted_run_id,
     scoped_id,
 )
 from ..runtime.store import (
@@ -716,7 +716,7 @@ def _new_run_id(run_id: str | None, tenant: str | None) -> str:
     """A new root run's id: the one given (checked) or a random one, scoped by the run's tenant
     (``<tenant>~<name>``: ``protocol.scoped_id``)."""
     if run_id is None:
-        run_id = "run_" + uuid.uuid4().hex
+        run_id = minted_run_id()
     elif CHILD_SEPARATOR in check_id(run_id, "run id"):
         raise ValidationError(f"a run id may not contain {CHILD_SEPARATOR!r}: it marks child and session runs")
     return scoped_id(run_id, tenant)

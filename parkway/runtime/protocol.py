@@ -7,7 +7,9 @@ any of them can reach a Redis key.
 
 from __future__ import annotations
 
+import base64
 import re
+import secrets
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
@@ -38,6 +40,18 @@ MAX_ID_LENGTH = 64 + 1 + 64
 
 def _shown(value: object) -> str:
     return repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+
+
+RUN_ID_PREFIX = "run_"
+"""what a run id parkway chooses starts with (:func:`minted_run_id`)"""
+
+
+def minted_run_id() -> str:
+    """A new run id, when its caller chose none: ``run_`` and 128 random bits as 26 lower-case base32
+    characters. Its run's key names (``pw:{<run id>}:run``) are then 39 bytes and its index members
+    42: each within the 44 bytes that take jemalloc's 48-byte allocation, where ``run_`` and 32 hex
+    digits made them 45 and 48 bytes, each a 64-byte one (bench/weight.py's bytes by key)."""
+    return RUN_ID_PREFIX + base64.b32encode(secrets.token_bytes(16)).decode("ascii")[:26].lower()
 
 
 def check_id(value: object, what: str = "id") -> str:
