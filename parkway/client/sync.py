@@ -107,7 +107,7 @@ class Parkway:
         on it (``list_interrupts(tenant=)``), and over HTTP a key bound to a tenant sees only its own.
         A tenant's run ids are scoped by it: ``run_id="order-1"`` with ``tenant="acme"`` starts run
         ``acme~order-1`` (the id returned; another tenant's ``order-1`` is another run), and a random
-        id is ``acme~run_<hex>``.
+        id is ``acme~run_<26 base32 characters>``.
         ``owner`` (an id) makes it one user's, and ``origin`` records the rank of who started it
         (``system``, ``machine``, ``frontend``): both are written on the run and its summary, and
         the HTTP API's role table reads them there (docs/concepts/authority.md).
