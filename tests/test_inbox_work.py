@@ -65,8 +65,12 @@ def test_j_k_move_and_a_number_key_answers_the_current_line(
     page.keyboard.press("a")
     assert _wait_status(api, red, "completed")["output"]["painted"] == "red"
     assert runs == {blue, red}
+    # both lines answered on the page first: on a loaded machine the second one's refresh could still
+    # be redrawing its row and panel when "/" is pressed
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#items tr')].every((tr) => tr.dataset.status === 'answered')")
     page.keyboard.press("/")
-    assert page.evaluate("document.activeElement.id") == "f-q"
+    page.wait_for_function("() => document.activeElement && document.activeElement.id === 'f-q'", timeout=5_000)
 
 
 def test_several_selected_are_answered_alike_and_the_page_says_what_was_refused(
