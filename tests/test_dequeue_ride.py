@@ -216,6 +216,25 @@ def test_a_stop_signal_while_the_carried_dequeue_waits_ends_the_worker_at_once(
     assert pw.get_run(later).status is RunStatus.QUEUED
 
 
+def test_a_carried_dequeue_lost_with_its_connection_gives_way_to_rqs_own(
+    looping: type[Looping], pw: Parkway, redis_client: redis.Redis
+) -> None:
+    """The connection a job's last commit and the next dequeue went on is closed while the dequeue
+    waits (a Redis restart, a proxy): the worker waits Redis out as for its own dequeue, dequeues
+    again, and the next run's job runs."""
+    worker = looping()
+    first = pw.start(flows.loop, {})
+    _done(pw, [first])
+
+    def waiting() -> list[dict[str, Any]]:
+        return [c for c in redis_client.client_list() if int(c.get("db", -1)) == worker.db and c.get("cmd") == "blmove"]
+
+    (dequeue,) = wait_for(waiting, 10, "the carried dequeue")
+    redis_client.client_kill_filter(_id=int(dequeue["id"]))
+    later = pw.start(flows.loop, {})
+    _done(pw, [later])
+
+
 def test_a_worker_of_several_queues_carries_rqs_blpop(looping: type[Looping], pw: Parkway) -> None:
     """With several queues RQ dequeues with BLPOP over them all (no intermediate list): the last
     commit carries that, and jobs of either queue run."""

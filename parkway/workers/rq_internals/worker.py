@@ -254,7 +254,7 @@ class TrimmedWorker(SimpleWorker):
         assert ride is not None
         conn, read = ride.conn, False
         try:
-            if not ride.sent or not conn.is_connected:
+            if not ride.sent or not conn.is_connected:  # (dropped, in case it was written but not said)
                 return None
             self.procline("Listening on " + ",".join(self.queue_names()))
             conn.read_response()  # CLIENT ID's
@@ -304,8 +304,6 @@ class TrimmedWorker(SimpleWorker):
                             pipe.lrem(intermediate_key(ride.queue), 1, job_id)
                         pipe.lpush(queue_key, job_id)
                         pipe.execute()
-            else:
-                read = True
         except Exception as exc:  # noqa: BLE001 - a stopping worker logs it and goes on stopping
             log.warning("dequeue_not_given_back", worker=self.name, error=f"{exc!r:.300}")
         finally:

@@ -383,17 +383,20 @@ def run_script_then(
     sent()
     refused: rex.ResponseError | None = None
     try:
-        reply = conn.read_response(timeout=SOCKET_TIMEOUT_S)
-    except rex.ResponseError as exc:  # the replies after it follow on the wire all the same
-        refused = exc
-    if acks is not None:
-        acknowledged = conn.read_response(timeout=SOCKET_TIMEOUT_S)
-        if refused is None:
-            shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - began) * 1000)
-            if shortfall is not None:
-                raise ReplicaShortfall(shortfall)
+        try:
+            reply = conn.read_response(timeout=SOCKET_TIMEOUT_S)
+        except rex.ResponseError as exc:  # the replies after it follow on the wire all the same
+            refused = exc
+        acknowledged = None if acks is None else conn.read_response(timeout=SOCKET_TIMEOUT_S)
+    except BaseException:
+        conn.disconnect()  # (redis-py's own read does too) a reply may be left unread: ``then`` goes with it
+        raise
     if refused is not None:
         raise refused
+    if acks is not None:
+        shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - began) * 1000)  # type: ignore[arg-type]
+        if shortfall is not None:
+            raise ReplicaShortfall(shortfall)
     return reply
 
 
