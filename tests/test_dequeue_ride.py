@@ -202,7 +202,12 @@ def test_a_stop_signal_while_the_carried_dequeue_waits_ends_the_worker_at_once(
     try:
         run_id = pw.start(flows.loop, {})
         _done(pw, [run_id])
-        wait_for(lambda: [c for c in redis_client.client_list() if c.get("cmd") == "blmove"], 10, "the dequeue")
+        db = redis_client.connection_pool.connection_kwargs.get("db", 0)
+
+        def waiting() -> list[dict[str, Any]]:
+            return [c for c in redis_client.client_list() if int(c.get("db", -1)) == db and c.get("cmd") == "blmove"]
+
+        wait_for(waiting, 10, "the dequeue")
         started = time.monotonic()
         worker.proc.terminate()
         assert worker.proc.wait(10) == 0
