@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from rq.suspension import resume, suspend
 from structlog.testing import capture_logs
 
 from parkway import Parkway, RunStatus, Settings
-from parkway.adapters.redis.connection.connection import run_script_then
+from parkway.adapters.redis.connection.connection import GIVE_UP_S, connect, run_script_then
 from parkway.adapters.redis.connection.replicas import ReplicaAcks
 from parkway.adapters.redis.store.store import RedisStore
 from parkway.runtime.errors import StoreUnavailable
@@ -23,7 +24,8 @@ from parkway.workers.serializer import MsgpackSerializer
 from parkway.workers.worker import ParkwayWorker
 from tests import flows
 from tests.conftest import SECRET, Closing
-from tests.procs import Worker, sent_commands, wait_for
+from tests.procs import RedisServer, Worker, sent_commands, wait_for
+from tests.test_frozen_redis import freeze, thaw
 
 
 class Looping:
@@ -334,3 +336,33 @@ def test_a_followed_commit_short_of_its_replica_acks_fails_as_alone_and_keeps_wh
         assert then.taken == 1
     finally:
         redis_client.connection_pool.release(then.conn)
+
+
+@pytest.mark.slow
+def test_a_followed_commit_on_a_frozen_redis_gives_up_within_the_bound_of_one_call(
+    tmp_path: Path, closing: Closing
+) -> None:
+    """Redis frozen (SIGSTOP) while a commit followed by a dequeue waits for its reply: the commit is
+    sent again on the store's own path, and the whole raises ``StoreUnavailable`` within the bound
+    one call has (``GIVE_UP_S``: about two attempts' timeouts), not that bound after the first
+    try's own timeout."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        pw = closing(Parkway(Settings(redis_url=server.url, secret=SECRET)))
+        run_id = pw.start(flows.loop, {})
+        client = closing(connect(server.url))
+        store = RedisStore(client)
+        then = _Then(client)
+        then.conn.connect()
+        freeze(server)
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            now = int(time.time() * 1000)
+            store.followed_by(then).finish(run_id, None, "cancelled", None, ("run.cancelled", {}), now)
+        took = time.monotonic() - started
+        # one call alone: two attempts of SOCKET_TIMEOUT_S (a third could not end within GIVE_UP_S)
+        assert then.was_sent and took <= GIVE_UP_S - 2.0, took
+    finally:
+        thaw(server)
+        server.stop()

@@ -149,6 +149,21 @@ class _RetryUntil(Retry):
                 _deadline.reset(token)
 
 
+@contextmanager
+def one_bound() -> Iterator[None]:
+    """Inside this block, the calls made share one ``GIVE_UP_S`` bound from its start, as the
+    attempts of one call do (``_RetryUntil``): a call sent again on another path after a first
+    try (``RedisStore._run_then``) ends within the bound the first alone would have had."""
+    if _deadline.get() is not None:
+        yield
+        return
+    token = _deadline.set(time.monotonic() + GIVE_UP_S)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
 _held: ContextVar[tuple[Any, Any, int] | None] = ContextVar("parkway_redis_held", default=None)
 """the pool, the connection of it that ``holding`` holds in this context, if any, and the thread
 that holds it (a context copied into another thread, as ``asyncio.to_thread`` copies it, never

@@ -22,7 +22,14 @@ import redis
 import redis.exceptions as rex
 
 from ...limits import Limits
-from ..connection.connection import connect, function_missing, load_function, run_script, run_script_then
+from ..connection.connection import (
+    connect,
+    function_missing,
+    load_function,
+    one_bound,
+    run_script,
+    run_script_then,
+)
 from ..connection.errors import translated
 from ..connection.replicas import ReplicaAcks
 from ..formats import FormatGate
@@ -204,9 +211,10 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         """``call`` sent on ``conn`` with ``then`` after it (``run_script_then``); its reply, or the
         error it raises, is the call's, as on the store's own path. When that reply does not come
         (``conn`` lost or silent: dropped with ``then``) or says the function is missing (nothing
-        ran), the call is made again on the store's own path, which retries and loads as ever."""
+        ran), the call is made again on the store's own path, which retries and loads as ever,
+        within the bound (``GIVE_UP_S``) the call had from its first try."""
         acks = None if call.name in self._read_only else self.acks
-        with translated(call.run_id):
+        with translated(call.run_id), one_bound():  # the call again ends within the first's bound
             try:
                 assert self._follow is not None
                 function = self._scripts[call.name]
