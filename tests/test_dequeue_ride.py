@@ -357,9 +357,12 @@ def test_a_followed_commit_on_a_frozen_redis_gives_up_within_the_bound_of_one_ca
         then.conn.connect()
         freeze(server)
         started = time.monotonic()
-        with pytest.raises(StoreUnavailable):
-            now = int(time.time() * 1000)
-            store.followed_by(then).finish(run_id, None, "cancelled", None, ("run.cancelled", {}), now)
+        try:
+            with pytest.raises(StoreUnavailable):
+                now = int(time.time() * 1000)
+                store.followed_by(then).finish(run_id, None, "cancelled", None, ("run.cancelled", {}), now)
+        finally:
+            client.connection_pool.release(then.conn)
         took = time.monotonic() - started
         # one call alone: two attempts of SOCKET_TIMEOUT_S (a third could not end within GIVE_UP_S)
         assert then.was_sent and took <= GIVE_UP_S - 2.0, took

@@ -127,7 +127,7 @@ def execute(
     sends it in the round trip that takes the job); it raises what ``Store.begin`` would. ``step``
     may then be None: the worker knew the job by its run and fence alone. ``last``, when given, is
     the store the job's last commit goes through (its park, its final advance, its finish...; the
-    worker's sends its next dequeue with it): the same store, whose reply and errors are the same."""
+    worker's, which sends its next dequeue with it): the same store, with the same replies and errors."""
     _bind(run_id=run_id)
     if step is not None:  # else bound once the run is read (``_carry``)
         _bind(step=step)
