@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import signal
+import threading
 import time
 import zlib
 from importlib import resources
@@ -14,6 +15,7 @@ import pytest
 import redis
 import rq.intermediate_queue
 import rq.logutils
+from hiredis import pack_command
 from rq import Callback, Queue, SimpleWorker
 from rq.executions import Execution
 from rq.job import Job
@@ -21,10 +23,12 @@ from rq.results import Result
 from rq.scripts import UNIQUE_ENQUEUE_SCRIPT, _build_hset_args
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 from rq.utils import now, utcformat, utcparse
+from rq.worker import WorkerStatus
 
 from parkway.workers import jobs, rq_internals
 from parkway.workers.rq_internals import JOB_CALLBACK_FIELDS, ParkwayJob, TrimmedWorker
 from parkway.workers.serializer import MSGPACK, MsgpackSerializer
+from tests.procs import sent_commands
 
 QUEUE = "parkway"
 
@@ -68,6 +72,9 @@ WORKER_CALLS = {
     "increment_total_working_time": ["self", "job_execution_time", "pipeline"],
     "increment_failed_job_count": ["self", "pipeline"],
     "cleanup_execution": ["self", "job", "pipeline", "execution"],
+    "reorder_queues": ["self", "reference_queue"],
+    "get_redis_server_version": ["self"],
+    "queue_names": ["self"],
 }
 """SimpleWorker's methods the overrides call, with rq 3.0.0's parameters"""
 
@@ -341,3 +348,47 @@ def test_the_success_transaction_leaves_what_rqs_cleanup_and_delete_leave(redis_
         left.append(sorted(k.replace(name.encode(), b"*") for k in mine))
         assert redis_client.zcard(queue.started_job_registry.key) == 0
     assert left[0] == left[1]
+
+
+@pytest.mark.parametrize("served", [["parkway"], ["parkway", "other"]])
+def test_the_dequeue_a_jobs_last_commit_carries_is_the_one_rqs_loop_sends(
+    redis_client: redis.Redis, served: list[str]
+) -> None:
+    """The dequeue ``NextDequeue`` gives a job's last commit to carry is, byte for byte, what RQ's
+    worker loop sends for it: ``Queue.dequeue_any`` over ``_ordered_queues`` with
+    ``dequeue_timeout`` (``work``: ``None if burst else``), ``Queue.lmove``'s BLMOVE to the
+    intermediate list for one queue on Redis 6.2+ (``rq.utils.get_version``), ``Queue.lpop``'s
+    BLPOP for several; after the pop, RQ's loop reorders the queues and stamps the server's version
+    as ``_ridden`` does; ``work`` ends between jobs on ``max_jobs`` (so no dequeue rides then)."""
+    queues = [Queue(name, connection=redis_client, serializer=MsgpackSerializer) for name in served]
+    worker = TrimmedWorker(queues, connection=redis_client)
+    worker._rides_now, worker._loop_thread = True, threading.get_ident()  # as work() sets them
+    taken = worker.next_dequeue.take()
+    assert taken is not None
+    _, (client_id, carried) = taken
+    assert client_id == ("CLIENT", "ID")
+    worker._give_back()  # never sent: its connection goes back to the pool
+    assert worker._ride is None and worker.next_dequeue.take() is not None  # one at a time
+    worker._give_back()
+    redis_client.rpush(queues[-1].key, "some-job")
+    with sent_commands() as sent:
+        popped = worker.queue_class.dequeue_any(
+            worker._ordered_queues, worker.dequeue_timeout, connection=redis_client, job_class=worker.job_class,
+            serializer=worker.serializer,
+        )
+    assert popped is not None and popped[0].id == "some-job"
+    assert sent == [pack_command(carried)]
+    assert rq_internals.intermediate_key(queues[0]) == queues[0].intermediate_queue_key
+    assert "timeout = None if burst else self.dequeue_timeout" in inspect.getsource(SimpleWorker.work)
+    assert "completed_jobs >= max_jobs" in inspect.getsource(SimpleWorker.work)
+    loop = inspect.getsource(SimpleWorker.dequeue_job_and_maintain_ttl)
+    assert "self.reorder_queues(reference_queue=queue)" in loop
+    assert "job.redis_server_version = self.get_redis_server_version()" in loop
+
+
+def test_rqs_suspension_check_says_suspended_through_set_state_before_it_waits() -> None:
+    """RQ's ``check_for_suspension`` calls ``set_state(WorkerStatus.SUSPENDED)`` before its wait,
+    where ``TrimmedWorker.set_state`` gives back a dequeue a job's last commit carried."""
+    source = inspect.getsource(SimpleWorker.check_for_suspension)
+    assert source.index("self.set_state(WorkerStatus.SUSPENDED)") < source.index("time.sleep(1)")
+    assert WorkerStatus.SUSPENDED == "suspended"

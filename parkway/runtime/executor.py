@@ -119,12 +119,15 @@ def execute(
     step: int | None,
     fence: int,
     began: Callable[[], Attempt] | None = None,
+    last: Store | None = None,
 ) -> JobEnd:
     """Carry the run from activation ``step`` until it pauses, ends or fails.
 
     ``began``, when given, returns the attempt of a ``begin`` the caller already sent (the worker
     sends it in the round trip that takes the job); it raises what ``Store.begin`` would. ``step``
-    may then be None: the worker knew the job by its run and fence alone."""
+    may then be None: the worker knew the job by its run and fence alone. ``last``, when given, is
+    the store the job's last commit goes through (its park, its final advance, its finish...; the
+    worker's, which sends its next dequeue with it): the same store, with the same replies and errors."""
     _bind(run_id=run_id)
     if step is not None:  # else bound once the run is read (``_carry``)
         _bind(step=step)
@@ -136,7 +139,7 @@ def execute(
         else:
             now = options.clock()
             attempt = store.begin(run_id, step, fence, now, now + options.lease_ms)
-        return _carry(store, options, attempt, fence)
+        return _carry(store, options, attempt, fence, store if last is None else last)
     except RunGone as exc:  # a job for a run whose records expired while it waited, or one written by hand
         log.warning("job_for_no_run", reason=exc.message)
         return JobEnd.STALE
@@ -157,21 +160,23 @@ def execute(
         _unbind("run_id", "workflow", "node", "step", "request_id")
 
 
-def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobEnd:
+def _carry(store: Store, options: Options, attempt: Attempt, fence: int, last: Store) -> JobEnd:
+    """Run the activation ``attempt`` began, and the ones after it without a pause; each commit
+    that ends the job goes through ``last``, the others through ``store``."""
     run = attempt.run
     try:
         workflow = options.loader(run.ref)
     except WorkflowUnavailable as exc:
-        return _defer(store, options, run.run_id, fence, run.step, exc)
+        return _defer(last, options, run.run_id, fence, run.step, exc)
     except WorkflowError as exc:
-        return _fail(store, options, run.run_id, fence, exc, run.node)
+        return _fail(last, options, run.run_id, fence, exc, run.node)
     if run.node not in workflow.nodes:  # code deployed without the node the run is at: maybe rolled back
         missing = WorkflowUnavailable(f"workflow {run.ref!r} has no node {run.node!r} (the run is at it)")
-        return _defer(store, options, run.run_id, fence, run.step, missing)
+        return _defer(last, options, run.run_id, fence, run.step, missing)
     if run.paused_version is not None:
         refused = check_version(workflow, run.run_id, run.node or "", run.paused_version, "replay")
         if refused is not None:  # a worker running that version may take it (a rolling deploy)
-            return _defer(store, options, run.run_id, fence, run.step, refused)
+            return _defer(last, options, run.run_id, fence, run.step, refused)
     data, journal, node, step = dict(run.data), attempt.journal, run.node or "", run.step
     observers = tuple(o for e in options.extensions if (o := e.observe(store, run)) is not None)
     _bind(workflow=workflow.name, node=node, step=step)
@@ -184,7 +189,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
         outcome = _attempt(workflow, ctx, data)
         ended = "lost"  # what the observers are told if the commit raises (the store's trouble)
         try:
-            end, fence, next_node = _settle(store, options, ctx, outcome, run, workflow, data, started)
+            end, fence, next_node = _settle(store, last, options, ctx, outcome, run, workflow, data, started)
             ended = _attempt_outcome(outcome, end)
         except StaleFence:
             ended = "stale"
@@ -199,6 +204,7 @@ def _carry(store: Store, options: Options, attempt: Attempt, fence: int) -> JobE
 
 def _settle(
     store: Store,
+    last: Store,
     options: Options,
     ctx: NodeContext,
     outcome: Result | Pause | SpawnChild | SpawnChildren | Held | BaseException,
@@ -208,52 +214,53 @@ def _settle(
     started: float,
 ) -> tuple[JobEnd | None, int, str | None]:
     """Commit an attempt's outcome: how the job ends (None: it goes on to the next node), the
-    run's fence after the commit, and the next node."""
+    run's fence after the commit, and the next node. A commit that ends the job goes through
+    ``last``; an advance to a next node, through ``store``."""
     fence, node, step = ctx.fence, ctx.node, ctx.step
     ran = isinstance(outcome, Pause | SpawnChild) or not isinstance(outcome, BaseException)
     left = ctx.unconsumed_error() if ran else None  # (not after a hold: the node stopped short)
     if left is not None:  # an answer taken that this code no longer asks for: never dropped
-        return _defer(store, options, run.run_id, fence, step, left), fence, None
+        return _defer(last, options, run.run_id, fence, step, left), fence, None
     if isinstance(outcome, Held):
         log.info("run_held", reason=str(outcome))  # the observer's store call committed the hold
         return JobEnd.WAITING, fence, None
     if isinstance(outcome, Pause):
         try:
-            _park(store, options, ctx, outcome, run, workflow)
+            _park(last, options, ctx, outcome, run, workflow)
         except (WorkflowError, ValidationError) as exc:
             if outcome.child is None:
                 raise
             # use_first's child cannot start
-            return _fail(store, options, run.run_id, fence, exc, node), fence, None
+            return _fail(last, options, run.run_id, fence, exc, node), fence, None
         return JobEnd.WAITING, fence, None
     if isinstance(outcome, SpawnChild):
         try:
-            _spawn(store, options, ctx, outcome, run)
+            _spawn(last, options, ctx, outcome, run)
         except (WorkflowError, ValidationError) as exc:  # a child that cannot start: an unknown
-            return _fail(store, options, run.run_id, fence, exc, node), fence, None  # workflow, too big an input
+            return _fail(last, options, run.run_id, fence, exc, node), fence, None  # workflow, too big an input
         return JobEnd.WAITING, fence, None
     if isinstance(outcome, SpawnChildren):
         try:
-            _fan_out(store, options, ctx, outcome, run)
+            _fan_out(last, options, ctx, outcome, run)
         except (WorkflowError, ValidationError) as exc:  # a child that cannot start
-            return _fail(store, options, run.run_id, fence, exc, node), fence, None
+            return _fail(last, options, run.run_id, fence, exc, node), fence, None
         return JobEnd.WAITING, fence, None
     if _cancelled(outcome):
         assert isinstance(outcome, ParkwayError)
-        store.finish(
+        last.finish(
             run.run_id, fence, "cancelled", None, ("run.cancelled", {"reason": outcome.message}), options.clock()
         )
         log.info("run_cancelled", reason=outcome.message)
         return JobEnd.CANCELLED, fence, None
     if isinstance(outcome, BaseException):
-        return _fail(store, options, run.run_id, fence, outcome, node), fence, None
+        return _fail(last, options, run.run_id, fence, outcome, node), fence, None
     try:
         next_node = workflow.next_node(node, outcome)
     except WorkflowError as exc:
-        return _fail(store, options, run.run_id, fence, exc, node), fence, None
+        return _fail(last, options, run.run_id, fence, exc, node), fence, None
     data.update(outcome.data or {})
     commit = _advance(workflow, node, step, next_node, data, options, _since(started), bool(ctx.journal))
-    fence = store.advance(run.run_id, fence, step, commit)
+    fence = (store if next_node is not None else last).advance(run.run_id, fence, step, commit)
     log.info("node_completed", next=next_node, duration_ms=_since(started))
     if next_node is None:
         log.info("run_completed")

@@ -132,7 +132,8 @@ class WorkerThread:
         rt = WorkerRuntime(os.getpid(), settings, store, options, dispatcher)
         queue = Queue(settings.queue, connection=self.connection, serializer=MsgpackSerializer)
         self.worker = ParkwayWorker(
-            [queue], connection=self.connection, serializer=MsgpackSerializer, runtime=rt, worker_ttl=WORKER_TTL_S
+            [queue], connection=self.connection, serializer=MsgpackSerializer, runtime=rt, worker_ttl=WORKER_TTL_S,
+            rides=False,  # see TrimmedWorker.rides
         )
         _quiet_rq_loggers()
         self.thread = threading.Thread(

@@ -35,7 +35,7 @@ from ..runtime import executor, features
 from ..runtime.errors import InvalidId
 from ..runtime.logger import get_logger
 from ..runtime.protocol import TENANT_SEPARATOR, WorkerSeen, check_id
-from ..runtime.store import Attempt
+from ..runtime.store import Attempt, Store
 from . import rq_internals
 from .serializer import MsgpackSerializer
 
@@ -260,13 +260,20 @@ def execute_job(run_id: str, step: int, fence: int, began: Callable[[], Attempt]
 
 
 def execute_with(
-    rt: WorkerRuntime, run_id: str, step: int | None, fence: int, began: Callable[[], Attempt] | None = None
+    rt: WorkerRuntime,
+    run_id: str,
+    step: int | None,
+    fence: int,
+    began: Callable[[], Attempt] | None = None,
+    *,
+    last: Store | None = None,
 ) -> str:
     """``execute_job`` with ``rt``; ``step`` None when the job is known by its id alone (parkway's
-    worker runs those without reading their hash: ``began`` is then always given)."""
+    worker runs those without reading their hash: ``began`` is then always given). ``last``: the
+    store the job's last commit goes through (``executor.execute``; None: ``rt.store``)."""
     rt.current = run_id
     try:
-        return executor.execute(rt.store, rt.options, run_id, step, fence, began).value
+        return executor.execute(rt.store, rt.options, run_id, step, fence, began, last).value
     finally:
         rt.current = None
 

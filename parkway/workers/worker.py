@@ -43,9 +43,11 @@ class ParkwayWorker(TrimmedWorker):
     Jobs run in the worker's own process (no fork per job): parkway's jobs are
     short and replay-safe, and a killed worker's attempt is replayed elsewhere.
 
-    A parkway job costs it two round trips of its own besides the job's commits
-    (stock RQ: about 18): the dequeue, and one that takes the job off RQ's
-    intermediate list, deletes its hash and begins it (``claim``). Its hash is
+    A parkway job costs it one round trip of its own besides the job's commits
+    (stock RQ: about 18): one that takes the job off RQ's intermediate list,
+    deletes its hash and begins it (``claim``); the dequeue rides with the job
+    before's last commit (``next_dequeue``: the job's store ``followed_by`` it;
+    alone in burst mode, once a stop is asked, and after a job not parkway's). Its hash is
     never read: the id names the run and the fence, and the begin's fence check and
     lease are its guards. No execution record, started-registry entry or success
     transaction is written for it: a worker killed mid-job leaves the run's lease to
@@ -157,7 +159,8 @@ class ParkwayWorker(TrimmedWorker):
         if begun is None:
             return None
         rt, command, read = begun
-        return Claim(command, read, functools.partial(execute_with, rt, run_id, step, fence), None, rt.store.client)
+        run = functools.partial(execute_with, rt, run_id, step, fence, last=rt.store.followed_by(self.next_dequeue))
+        return Claim(command, read, run, None, rt.store.client)
 
     def claim(self, job_id: str) -> Claim | None:
         """A parkway job is run by its id alone, which names its run and fence: its hash is
@@ -172,7 +175,7 @@ class ParkwayWorker(TrimmedWorker):
         if begun is None:
             return None
         rt, command, read = begun
-        run = functools.partial(execute_with, rt, run_id, None, fence)
+        run = functools.partial(execute_with, rt, run_id, None, fence, last=rt.store.followed_by(self.next_dequeue))
         return Claim(command, read, run, rt.settings.job_timeout, rt.store.client)
 
     def begin_acks(self) -> ReplicaAcks | None:

@@ -89,13 +89,16 @@ Each SimpleWorker method it overrides, and why:
   to three per job); raises ``StopRequested`` after ``stop()``, as RQ calls it whenever its wait
   for a job times out (the only way to end the loop from another thread);
 - ``check_for_suspension``: at most once a second (RQ: before every job);
-- ``set_state``: an unchanged state is not rewritten;
+- ``set_state``: an unchanged state is not rewritten; ``WorkerStatus.SUSPENDED``, which RQ's
+  ``check_for_suspension`` sets before it waits, first gives back a dequeue a job's last commit
+  carried (below);
 - ``request_stop`` (RQ's SIGTERM handler, which a pool's child also compares against): notes a
   stop asked for (``ended_as_asked``): RQ's idle ``_shutdown`` raises ``StopRequested`` without
   setting ``_stop_requested``, so nothing else tells it from RQ's loop quitting on an error; and a signal that
   lands inside a ``__del__`` (where that raise would be swallowed, losing the stop) is sent again
   a moment later instead;
-- ``dequeue_job_and_maintain_ttl``: a job RQ cannot load is set aside, named by the error
+- ``dequeue_job_and_maintain_ttl``: the dequeue a job's last commit carried is read first
+  (``_ridden``, below); a job RQ cannot load is set aside, named by the error
   ``Queue._fetch_dequeued_job`` raises (its ``job_id`` and ``queue`` attributes) or by the
   ``UnicodeDecodeError`` of an id that is not UTF-8 (RQ's loop would quit on either);
 - ``run_maintenance_tasks`` (and ``self.last_cleaned_at``): clears what RQ's cleanup would die on
@@ -119,6 +122,22 @@ Each SimpleWorker method it overrides, and why:
 - ``death_penalty_class`` (a class attribute): ``AlarmDeathPenalty``, RQ's ``UnixSignalDeathPenalty``
   (``setup_death_penalty``/``cancel_death_penalty``, ``_timeout``, ``handle_death_penalty``) with its
   handler set through ``_signal.signal``: ``signal.signal``'s enum conversions cost a job ~6 us;
+- **the dequeue a job's last commit carries** (``NextDequeue``, which ``ParkwayWorker`` gives its
+  jobs' store as ``RedisStore.followed_by``; ``work`` allows it unless ``burst``, ``max_jobs`` or
+  ``max_idle_time`` may end RQ's loop between jobs, and it is never sent once ``_stop_requested``
+  is set, nor by the embedded worker: ``rides``): RQ's loop sends its next dequeue in a round trip
+  of its own after each job; parkway's job sends it after its last commit instead, on a
+  connection of RQ's pool (``connection_pool``), preceded by ``CLIENT ID``, and reads the
+  commit's reply at once (``connection.run_script_then``). The dequeue is the one RQ's loop would
+  send (``Queue.dequeue_any``'s choice: ``Queue.lmove``'s ``BLMOVE`` from the queue to
+  ``Queue.intermediate_queue_key``, ``LEFT`` to ``RIGHT``, for one queue on Redis 6.2+ by
+  ``rq.utils.get_version``, else ``Queue.lpop``'s ``BLPOP`` of every queue in
+  ``_ordered_queues``, for ``dequeue_timeout``); its reply is handed over as RQ's loop does
+  (``as_text``, ``queue_class._fetch_dequeued_job``, ``reorder_queues``,
+  ``get_redis_server_version``, ``procline``, ``heartbeat``; none popped is RQ's
+  ``DequeueTimeout``: its own dequeue follows). One the loop will not read (a stop, a suspension,
+  an error RQ's loop quits on: ``work``'s end) is given back (``_give_back``): ``CLIENT UNBLOCK``
+  ends it, and a job it popped goes back to the head of its queue, off the intermediate list;
 - ``work``, ``_install_signal_handlers``, ``procline``: off the main thread (embedded mode)
   ``death_penalty_class`` is ``TimerDeathPenalty`` (SIGALRM reaches only the main thread), and
   installing signal handlers and setting the process title do nothing; ``stop()`` sets RQ's

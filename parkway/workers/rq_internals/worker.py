@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # (no stubs: signal's own C half)
 import functools
+import inspect
 import os
 import signal
 import threading
@@ -25,7 +26,7 @@ from rq.executions import Execution
 from rq.job import Job, JobStatus, validate_job_id
 from rq.results import Result
 from rq.timeouts import BaseDeathPenalty, JobTimeoutException, TimerDeathPenalty, UnixSignalDeathPenalty
-from rq.utils import current_timestamp, now, utcformat
+from rq.utils import as_text, current_timestamp, get_version, now, utcformat
 from rq.worker import WorkerStatus
 
 from ...adapters.redis.connection.connection import holding, run_commands
@@ -95,6 +96,37 @@ class Claim:
     """the client of the job's store (on the worker's Redis), whose connection the job holds"""
 
 
+_WORK = inspect.signature(SimpleWorker.work)
+
+
+@dataclass
+class _Ride:
+    """A dequeue sent after a job's last commit (``NextDequeue``), on a connection of RQ's pool,
+    whose reply the work loop reads next (``_ridden``) or the worker gives back (``_give_back``).
+    Its replies: ``CLIENT ID``'s, then the dequeue's."""
+
+    pool: Any
+    conn: Any
+    queue: Queue | None
+    """the one queue a ``BLMOVE`` pops from; None: a ``BLPOP`` of several, whose reply names it"""
+    sent: bool = False
+
+
+class NextDequeue:
+    """The worker's next dequeue, sent after a job's last commit in the same round trip (the
+    store's ``Follow``: ``RedisStore.followed_by``), when the work loop will dequeue next."""
+
+    def __init__(self, worker: TrimmedWorker) -> None:
+        self.worker = worker
+
+    def take(self) -> tuple[Any, tuple[tuple[Any, ...], ...]] | None:
+        return self.worker._ride_out()
+
+    def sent(self) -> None:
+        if self.worker._ride is not None:
+            self.worker._ride.sent = True
+
+
 class TrimmedWorker(SimpleWorker):
     """RQ's SimpleWorker with every override parkway makes of RQ's worker internals (listed in the
     package docstring); :class:`~parkway.workers.worker.ParkwayWorker` adds parkway's policy through
@@ -116,10 +148,22 @@ class TrimmedWorker(SimpleWorker):
     """calls in a row that found Redis away (``_store_away``)"""
     _stopped = False
     """set by ``stop()`` (RQ's own warm shutdown, by signal, sets ``_stop_requested`` only)"""
+    _ride: _Ride | None = None
+    """the dequeue sent after the last job's last commit, not read yet (see ``next_dequeue``)"""
+    _rides_now = False
+    """whether the work loop dequeues after each job (set by ``work``: not in burst mode, nor with
+    ``max_jobs`` or ``max_idle_time``, which end it between jobs)"""
+    _loop_thread: int | None = None
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, rides: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("serializer", MsgpackSerializer)
         super().__init__(*args, **kwargs)
+        self.rides = rides
+        """whether a job's last commit may carry the next dequeue (``next_dequeue``); the embedded
+        worker's in-process Redis answers a pipelined script only once the dequeue after it
+        returns, so it does not"""
+        self.next_dequeue = NextDequeue(self)
+        """what a job's last commit carries (a store's ``followed_by``): RQ's next dequeue"""
         if self.serializer is MsgpackSerializer:  # RQ's worker records the class's name; use the instance
             self.serializer = MSGPACK
         # RQ's cleanups read job hashes with their queue's serializer and job class, and RQ's
@@ -161,7 +205,111 @@ class TrimmedWorker(SimpleWorker):
     def work(self, *args: Any, **kwargs: Any) -> bool:
         if threading.current_thread() is not threading.main_thread():
             self.death_penalty_class = TimerDeathPenalty  # SIGALRM reaches only the main thread
-        return bool(super().work(*args, **kwargs))
+        asked = _WORK.bind(self, *args, **kwargs).arguments
+        self._rides_now = self.rides and not asked.get("burst") and all(
+            asked.get(name) is None for name in ("max_jobs", "max_idle_time")
+        )
+        self._loop_thread = threading.get_ident()
+        try:
+            return bool(super().work(*args, **kwargs))
+        finally:
+            self._rides_now = False
+            self._give_back()
+
+    # --- the dequeue a job's last commit carries ------------------------------------------------
+
+    def _ride_out(self) -> tuple[Any, tuple[tuple[Any, ...], ...]] | None:
+        """RQ's next dequeue, as ``dequeue_job_and_maintain_ttl`` would send it (``Queue.lmove``'s
+        ``BLMOVE`` for one queue, ``Queue.lpop``'s ``BLPOP`` for several, for ``dequeue_timeout``),
+        with the connection of RQ's pool to send it on after a job's last commit; None when the
+        loop will not dequeue next (burst mode, a stop asked, one already sent) or off its thread."""
+        if (
+            not self._rides_now
+            or self._ride is not None
+            or self._stop_requested
+            or threading.get_ident() != self._loop_thread
+        ):
+            return None
+        queues = self._ordered_queues
+        timeout = self.dequeue_timeout
+        one = queues[0] if len(queues) == 1 and get_version(self.connection) >= (6, 2, 0) else None
+        if one is not None:
+            dequeue: tuple[Any, ...] = ("BLMOVE", one.key, intermediate_key(one), "LEFT", "RIGHT", timeout)
+        else:
+            dequeue = ("BLPOP", *[q.key for q in queues], timeout)
+        pool = self.connection.connection_pool
+        try:
+            conn = pool.get_connection()
+        except redis.RedisError:  # Redis away: the commit goes alone, on the store's path (which retries)
+            return None
+        self._ride = _Ride(pool, conn, one)
+        # its id first: a dequeue the loop will not read is ended by it (CLIENT UNBLOCK, _give_back)
+        return self._ride.conn, (("CLIENT", "ID"), dequeue)
+
+    def _ridden(self) -> tuple[Job, Queue] | None:
+        """What the dequeue sent after the last job's commit popped, as RQ's dequeue hands it over;
+        None when it popped nothing (its timeout, or it was lost with its connection): the loop
+        then dequeues as RQ does."""
+        ride, self._ride = self._ride, None
+        assert ride is not None
+        conn, read = ride.conn, False
+        try:
+            if not ride.sent or not conn.is_connected:  # (dropped, in case it was written but not said)
+                return None
+            self.procline("Listening on " + ",".join(self.queue_names()))
+            conn.read_response()  # CLIENT ID's
+            reply = conn.read_response()  # the dequeue's, when a job comes (RQ's socket timeout)
+            read = True
+        finally:
+            if not read:  # a reply may be left half read on it
+                conn.disconnect()
+            ride.pool.release(conn)
+        if reply is None:  # RQ's DequeueTimeout: dequeue again
+            return None
+        queue_key, job_id = (ride.queue.key, reply) if ride.queue is not None else reply
+        queue_key, job_id = as_text(queue_key), as_text(job_id)
+        result = self.queue_class._fetch_dequeued_job(
+            self.connection, queue_key, job_id, job_class=self.job_class, serializer=self.serializer,
+            death_penalty_class=self.death_penalty_class,
+        )
+        if result is None:
+            return None
+        job, queue = result
+        self.reorder_queues(reference_queue=queue)
+        job.redis_server_version = self.get_redis_server_version()  # type: ignore[no-untyped-call]
+        self.log.info("Worker %s: %s: %s", self.name, queue.name, job.id)
+        self.heartbeat()
+        return result
+
+    def _give_back(self) -> None:
+        """End a dequeue sent after a job's last commit that the loop will not read (it stops, or
+        the worker is suspended): ``CLIENT UNBLOCK`` makes it return at once, with what it popped
+        or nothing; a job it popped goes back to the head of its queue, off the intermediate list,
+        in one MULTI. If that fails (Redis away) the job is where a worker stopped while
+        dequeuing leaves it (RQ's intermediate list), to the same recovery."""
+        ride, self._ride = self._ride, None
+        if ride is None:
+            return
+        conn, read = ride.conn, False
+        try:
+            if ride.sent and conn.is_connected:
+                client_id = conn.read_response()
+                self.connection.client_unblock(client_id)
+                reply = conn.read_response()
+                read = True
+                if reply is not None:
+                    queue_key, job_id = (ride.queue.key, reply) if ride.queue is not None else reply
+                    with self.connection.pipeline() as pipe:
+                        if ride.queue is not None:
+                            pipe.lrem(intermediate_key(ride.queue), 1, job_id)
+                        pipe.lpush(queue_key, job_id)
+                        pipe.execute()
+        except Exception as exc:  # noqa: BLE001 - a stopping worker logs it and goes on stopping
+            log.warning("dequeue_not_given_back", worker=self.name, error=f"{exc!r:.300}")
+        finally:
+            if not read:
+                conn.disconnect()
+            ride.pool.release(conn)
 
     def stop(self) -> None:
         """Ask the work loop, from another thread, to end after the job it runs (if any); it does
@@ -245,6 +393,8 @@ class TrimmedWorker(SimpleWorker):
             time.sleep(0.05)
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
+        if state == WorkerStatus.SUSPENDED:  # RQ's check_for_suspension, which then waits: no job
+            self._give_back()  # may wait in this worker meanwhile
         if pipeline is None and state == getattr(self, "_state", None):
             return
         super().set_state(state, pipeline)
@@ -456,7 +606,9 @@ class TrimmedWorker(SimpleWorker):
         """RQ's, except that a job RQ cannot even load is set aside and the next one taken."""
         while True:
             try:
-                result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+                result = self._ridden() if self._ride is not None else None
+                if result is None:
+                    result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
             except UnicodeDecodeError as exc:  # the popped id is not UTF-8: RQ fails to decode it
                 self._set_aside(exc.object, self.queues, exc)
                 continue

@@ -6,7 +6,9 @@ when Redis does not answer (``_RetryUntil``), or sooner, inside ``until_first_an
 (FCALL on a pooled connection, a function the server lacks loaded, with ``WAIT`` for replica
 acknowledgements);
 ``run_commands`` sends a few commands in one round trip (the worker's take-and-begin, the
-listings' reads); ``holding`` has both send a job's round trips over one connection it holds;
+listings' reads); ``run_script_then`` sends a script with commands whose replies its caller reads
+later (a job's last commit with its worker's next dequeue); ``holding`` has both send a job's round
+trips over one connection it holds;
 ``run_plan`` drives a sans-IO read (``layout.Plan``) on a sync client. What they borrow of
 redis-py beyond its public calls, and where a test holds it:
 
@@ -145,6 +147,21 @@ class _RetryUntil(Retry):
         finally:
             if token is not None:
                 _deadline.reset(token)
+
+
+@contextmanager
+def one_bound() -> Iterator[None]:
+    """Inside this block, the calls made share one ``GIVE_UP_S`` bound from its start, as the
+    attempts of one call do (``_RetryUntil``): a call sent again on another path after a first
+    try (``RedisStore._run_then``) ends within the bound the first alone would have had."""
+    if _deadline.get() is not None:
+        yield
+        return
+    token = _deadline.set(time.monotonic() + GIVE_UP_S)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
 
 
 _held: ContextVar[tuple[Any, Any, int] | None] = ContextVar("parkway_redis_held", default=None)
@@ -351,6 +368,50 @@ def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
     shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - sent) * 1000)
     if shortfall is not None:
         raise ReplicaShortfall(shortfall)
+    return reply
+
+
+def run_script_then(
+    conn: Any,
+    function: Function,
+    keys_: Sequence[Any],
+    args: Sequence[Any],
+    acks: ReplicaAcks | None,
+    then: Sequence[tuple[Any, ...]],
+    sent: Callable[[], None],
+) -> Any:
+    """``function``'s reply, its FCALL (and ``WAIT``, with ``acks``) sent on ``conn`` in one write
+    with the commands ``then`` after it, whose replies the caller reads later (a worker's blocking
+    dequeue, which Redis answers when a job comes; the script's reply it sends at once); ``sent``
+    is called once that write is made, and not if it is not. The
+    script's reply is read here within ``SOCKET_TIMEOUT_S`` (``conn``'s own timeout may be the
+    dequeue's), and checked as ``run_script`` checks it: Redis's error reply raised as it is
+    (``function_missing`` among them: nothing ran, and the caller calls again on its own path),
+    a shortfall of ``acks`` as ``ReplicaShortfall``; after either, ``then``'s reply still follows on
+    ``conn``. Anything else raised (a lost or silent connection) leaves ``conn`` dropped by
+    redis-py, ``then`` with it. Not retried here: the caller's own path retries. Reads
+    ``Connection.read_response``'s ``timeout`` (tests/test_storage.py)."""
+    fcall = ("FCALL", function.name, len(keys_), *keys_, *args)
+    waits = () if acks is None else (("WAIT", acks.replicas, acks.timeout_ms),)
+    began = time.monotonic()
+    conn.send_packed_command(packed(conn, (fcall, *waits, *then)))
+    sent()
+    refused: rex.ResponseError | None = None
+    try:
+        try:
+            reply = conn.read_response(timeout=SOCKET_TIMEOUT_S)
+        except rex.ResponseError as exc:  # the replies after it follow on the wire all the same
+            refused = exc
+        acknowledged = None if acks is None else conn.read_response(timeout=SOCKET_TIMEOUT_S)
+    except BaseException:
+        conn.disconnect()  # (redis-py's own read does too) a reply may be left unread: ``then`` goes with it
+        raise
+    if refused is not None:
+        raise refused
+    if acks is not None:
+        shortfall = acks.shortfall(int(acknowledged), (time.monotonic() - began) * 1000)  # type: ignore[arg-type]
+        if shortfall is not None:
+            raise ReplicaShortfall(shortfall)
     return reply
 
 

@@ -13,14 +13,23 @@ run's records (:mod:`.records`), the interrupt listings (:mod:`.listings`) and t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 import redis
+import redis.exceptions as rex
 
 from ...limits import Limits
-from ..connection.connection import connect, load_function, run_script
+from ..connection.connection import (
+    connect,
+    function_missing,
+    load_function,
+    one_bound,
+    run_script,
+    run_script_then,
+)
 from ..connection.errors import translated
 from ..connection.replicas import ReplicaAcks
 from ..formats import FormatGate
@@ -78,6 +87,18 @@ class NextJob(Protocol):
         """``hand_off``'s ARGV for a job of ``run_id`` (the script adds the step and fence)."""
 
 
+class Follow(Protocol):
+    """What may follow a script call on the wire (``RedisStore.followed_by``): a worker's next
+    dequeue after its job's last commit. Implemented by ``parkway.workers.rq_internals``."""
+
+    def take(self) -> tuple[Any, tuple[tuple[Any, ...], ...]] | None:
+        """The connection to send the call on and the commands to send after it, whose replies the
+        follower reads later on that connection; None: the call goes alone, on the store's path."""
+
+    def sent(self) -> None:
+        """The call and the commands ``take`` gave were written on its connection (a connection
+        lost later is dropped by redis-py, and the follower finds it so)."""
+
 
 class _Scripts(dict[str, scripts.Function]):
     """A store's scripts by name, each built (``scripts.library``: a library of one function, its
@@ -126,6 +147,7 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         self._read_only = set(READ_ONLY_SCRIPTS)
         self._scripts: _Scripts = _Scripts(client, self._hand_off_lua, _SCRIPTS, self._read_only)
         self._around: Callable[[ScriptCall, Callable[[], Any]], Any] | None = None
+        self._follow: Follow | None = None
         self.formats = FormatGate(client)
 
     @classmethod
@@ -169,8 +191,39 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         return self._run(call)
 
     def _run(self, call: ScriptCall) -> Any:
+        if self._follow is not None:
+            followed = self._follow.take()
+            if followed is not None:
+                return self._run_then(call, *followed)
         with translated(call.run_id):
             acks = None if call.name in self._read_only else self.acks
+            return run_script(self.client, self._scripts[call.name], call.keys, call.args, acks)
+
+    def followed_by(self, follow: Follow) -> RedisStore:
+        """This store, but its script calls send what ``follow`` gives after them, while it gives
+        something (a view: the same client, scripts and settings). A worker's job ends through it
+        (``executor.execute``'s ``last``): the commit and the next dequeue in one round trip."""
+        view = copy.copy(self)
+        view._follow = follow
+        return view
+
+    def _run_then(self, call: ScriptCall, conn: Any, then: tuple[tuple[Any, ...], ...]) -> Any:
+        """``call`` sent on ``conn`` with ``then`` after it (``run_script_then``); its reply, or the
+        error it raises, is the call's, as on the store's own path. When that reply does not come
+        (``conn`` lost or silent: dropped with ``then``) or says the function is missing (nothing
+        ran), the call is made again on the store's own path, which retries and loads as ever,
+        within the bound (``GIVE_UP_S``) the call had from its first try."""
+        acks = None if call.name in self._read_only else self.acks
+        with translated(call.run_id), one_bound():  # the call again ends within the first's bound
+            try:
+                assert self._follow is not None
+                function = self._scripts[call.name]
+                return run_script_then(conn, function, call.keys, call.args, acks, then, self._follow.sent)
+            except rex.ResponseError as exc:
+                if not function_missing(exc):
+                    raise
+            except (rex.ConnectionError, rex.TimeoutError):
+                pass  # as run_script's retry does after a lost attempt: the call again
             return run_script(self.client, self._scripts[call.name], call.keys, call.args, acks)
 
     @contextmanager
