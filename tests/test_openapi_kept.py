@@ -18,6 +18,7 @@ CHANGED: dict[str, str] = {
     "zone), checked and normalised by its kind; absent from the requests of the four kinds of db96a82",
     "components.schemas.AnswerWidget": "added: the body of GET /v1/interrupts/{request_id}/widget",
     "paths./v1/interrupts/{request_id}/widget": "added: how the inbox page asks for an answer, from the kind",
+    "components.schemas.ResumeInput.description": "prose only: it names the docs page the README's text moved to",
 }
 """what differs on purpose, by where (``paths./v1/runs.get.parameters``): why"""
 
