@@ -47,7 +47,9 @@ class ParkwayWorker(TrimmedWorker):
     (stock RQ: about 18): the dequeue, and one that takes the job off RQ's
     intermediate list, deletes its hash and begins it (``claim``). Its hash is
     never read: the id names the run and the fence, and the begin's fence check and
-    lease are its guards. No execution record, started-registry entry or success
+    lease are its guards. A job a resume began (stored format 3: its queue element carries the
+    begun attempt, ``_begun_claim``) costs it the dequeue alone: the node runs from its reply, and
+    the take's writes ride the job's first store call. No execution record, started-registry entry or success
     transaction is written for it: a worker killed mid-job leaves the run's lease to
     lapse, and the reconciler replays the node elsewhere. It overrides worker methods
     of rq 3.0.x (pinned for that; the overrides are in
@@ -159,21 +161,53 @@ class ParkwayWorker(TrimmedWorker):
         rt, command, read = begun
         return Claim(command, read, functools.partial(execute_with, rt, run_id, step, fence), None, rt.store.client)
 
-    def claim(self, job_id: str) -> Claim | None:
+    def claim(self, job_id: str, carried: str | None = None) -> Claim | None:
         """A parkway job is run by its id alone, which names its run and fence: its hash is
         never read, and nothing it could say (another function, callbacks) is ever looked at;
         the begin checks the fence as for any job. None for any other id, and when this worker
-        has no runtime (the job is then read, and RQ fails it as usual)."""
+        has no runtime (the job is then read, and RQ fails it as usual). ``carried``: the attempt
+        its resume began (format 3, ``_begun_claim``)."""
         named = parse_job_id(job_id)
         if named is None:
             return None
         run_id, fence = named
+        if carried is not None:
+            return self._begun_claim(run_id, fence, carried)
         begun = _begin(self.parkway_runtime, run_id, None, fence)
         if begun is None:
             return None
         rt, command, read = begun
         run = functools.partial(execute_with, rt, run_id, None, fence)
         return Claim(command, read, run, rt.settings.job_timeout, rt.store.client)
+
+    def _begun_claim(self, run_id: str, fence: int, carried: str) -> Claim | None:
+        """A job whose resume began its attempt (format 3: ``<lease end ms> <the begin's reply>``
+        after its id; ``begin_at_resume`` in _resume.lua) runs from what its element carries, with
+        no round trip before the node, while the lease the resume took has more than
+        ``begun_margin_ms`` left by this worker's clock (the resume stamped it by its caller's: the
+        margin bounds how far apart the clocks may be, see docs/concepts/leases). Otherwise, and when
+        this worker waits for replicas to acknowledge a begin, it begins the old way, taking over
+        that lease (begin.lua's ``taking``): a lease lapsed and recovered since (the fence moved
+        on) refuses it there, and the node never runs on it."""
+        lease, _, reply = carried.partition(" ")
+        try:
+            rt = self.parkway_runtime()
+            lease_until = int(lease)
+            clock = rt.options.clock()
+            if lease_until - clock > begun_margin_ms(rt.options.lease_ms) and self.begin_acks() is None:
+                payload = reply.encode("latin-1")  # the element's text, each character one byte again
+                read = functools.partial(_begun_read, rt, run_id, payload)
+                run = functools.partial(execute_with, rt, run_id, None, fence)
+                confirmed = tuple(rt.store.begun_confirmed(run_id))
+                return Claim(None, read, run, rt.settings.job_timeout, rt.store.client, confirmed)
+            command, read_reply = rt.store.begin_command(
+                run_id, None, fence, clock, clock + rt.options.lease_ms, taking=True
+            )
+        except Exception:  # noqa: BLE001 - no runtime, an element that does not parse: not begun here
+            log.exception("begun_job_unreadable", run_id=run_id, fence=fence)
+            return None
+        return Claim(command, read_reply, functools.partial(execute_with, rt, run_id, None, fence),
+                     rt.settings.job_timeout, rt.store.client)
 
     def begin_acks(self) -> ReplicaAcks | None:
         """What the runtime's store waits for after each commit (``Settings.acks``): a job's begin
@@ -241,6 +275,21 @@ class ParkwayWorker(TrimmedWorker):
             maintenance.stop()
             for gate in gates:
                 gate.stop()
+
+
+def begun_margin_ms(lease_ms: int) -> int:
+    """How much of its lease an attempt a resume began must have left, by the worker's clock, for the
+    worker to run it at once (else it begins the old way): half the lease. The resume stamps the
+    lease by its caller's clock and the reconciler lapses it by its own, and the worker renews it
+    within ``Maintenance``'s tick (a fifth of the lease): a node run at once holds its lease as long
+    as the clients', workers' and reconcilers' clocks agree within the margin less that tick (1.5 s
+    with the default lease of 5 s)."""
+    return lease_ms // 2
+
+
+def _begun_read(rt: WorkerRuntime, run_id: str, payload: bytes, _reply: Any) -> Attempt:
+    """The attempt a resume began, from the begin's reply its queue element carried."""
+    return rt.store.begun_attempt(run_id, payload)
 
 
 def _step_arguments(args: Any, kwargs: Any) -> bool:
