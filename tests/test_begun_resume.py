@@ -27,7 +27,9 @@ from tests.procs import Worker, sent_commands, wait_for
 
 @pytest.fixture
 def pw(redis_url: str) -> Iterator[Parkway]:
-    with Parkway(Settings(redis_url=redis_url, secret=SECRET)) as client:
+    """A client whose lease (30 s) gives its tests' workers, slow to start on a loaded host, a window of
+    3 s to pop a begun element in (a tenth of the lease: worker.begun_window_ms)."""
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET, lease_ms=30_000)) as client:
         yield client
 
 
@@ -193,12 +195,13 @@ def test_a_stale_element_never_runs_its_node(redis_url: str, redis_client: redis
 def test_an_element_popped_with_little_lease_left_is_begun_the_old_way_and_runs_once(
     redis_url: str, redis_client: redis.Redis, effects_in_redis: None
 ) -> None:
-    """A begun element whose lease has less than the margin left (or has lapsed, not yet recovered) is
-    begun by its worker the old way, which takes over the resume's lease: the node runs once."""
-    with Parkway(Settings(redis_url=redis_url, secret=SECRET, lease_ms=600)) as pw:
+    """A begun element popped later than its window (a tenth of the lease) after its resume, its lease
+    still live (or lapsed, not yet recovered), is begun by its worker the old way, which takes over the
+    resume's lease: the node runs once."""
+    with Parkway(Settings(redis_url=redis_url, secret=SECRET, lease_ms=2_000)) as pw:
         run_id, token = _parked(pw, redis_client, "m")
         assert pw.resume(token, selected="red").accepted
-        time.sleep(0.4)  # past the margin (half the lease), before the lease's end
+        time.sleep(0.4)  # past the window (200 ms), well before the lease's end
         sent = _work(pw, redis_client)
         begin = _store(pw)._scripts["begin"].name.encode()
         assert sum(begin in s for s in sent) == 1

@@ -183,9 +183,9 @@ class ParkwayWorker(TrimmedWorker):
     def _begun_claim(self, run_id: str, fence: int, carried: str) -> Claim | None:
         """A job whose resume began its attempt (format 3: ``<lease end ms> <the begin's reply>``
         after its id; ``begin_at_resume`` in _resume.lua) runs from what its element carries, with
-        no round trip before the node, while the lease the resume took has more than
-        ``begun_margin_ms`` left by this worker's clock (the resume stamped it by its caller's: the
-        margin bounds how far apart the clocks may be, see docs/concepts/leases). Otherwise, and when
+        no round trip before the node, when this worker pops it within ``begun_window_ms`` of the
+        resume (the lease's end less ``lease_ms``, stamped by the resume's caller's clock, against
+        this worker's: see ``begun_window_ms`` for what the clocks must agree on). Otherwise, and when
         this worker waits for replicas to acknowledge a begin, it begins the old way, taking over
         that lease (begin.lua's ``taking``): a lease lapsed and recovered since (the fence moved
         on) refuses it there, and the node never runs on it."""
@@ -194,7 +194,8 @@ class ParkwayWorker(TrimmedWorker):
             rt = self.parkway_runtime()
             lease_until = int(lease)
             clock = rt.options.clock()
-            if lease_until - clock > begun_margin_ms(rt.options.lease_ms) and self.begin_acks() is None:
+            window = begun_window_ms(rt.options.lease_ms)
+            if lease_until - clock > rt.options.lease_ms - window and self.begin_acks() is None:
                 payload = reply.encode("latin-1")  # the element's text, each character one byte again
                 read = functools.partial(_begun_read, rt, run_id, payload)
                 run = functools.partial(execute_with, rt, run_id, None, fence)
@@ -277,14 +278,21 @@ class ParkwayWorker(TrimmedWorker):
                 gate.stop()
 
 
-def begun_margin_ms(lease_ms: int) -> int:
-    """How much of its lease an attempt a resume began must have left, by the worker's clock, for the
-    worker to run it at once (else it begins the old way): half the lease. The resume stamps the
-    lease by its caller's clock and the reconciler lapses it by its own, and the worker renews it
-    within ``Maintenance``'s tick (a fifth of the lease): a node run at once holds its lease as long
-    as the clients', workers' and reconcilers' clocks agree within the margin less that tick (1.5 s
-    with the default lease of 5 s)."""
-    return lease_ms // 2
+def begun_window_ms(lease_ms: int) -> int:
+    """How soon after its resume (the element's lease end less ``lease_ms``: the resume's caller's
+    clock, read against the worker's) a worker must pop an attempt the resume began to run it at once
+    (else it begins the old way, with the fence check): a tenth of the lease (500 ms by default).
+
+    Its lease: the worker renews it within ``Maintenance``'s tick (a fifth of the lease) and the
+    reconciler lapses it by its own clock; the caller's clock cancels out (it both stamps the lease
+    and marks the window's start), so a node run at once holds its lease while the workers' and the
+    reconcilers' clocks agree within the lease less the window and the tick (3.5 s by default; a plain
+    begin's: 4 s). A worker whose clock runs ahead of the caller's by more than the window never
+    runs an element at once (it begins them the old way: safe, the round trip kept); one behind it
+    by ``s`` may run one popped up to the window plus ``s`` after the resume. Kept short because the
+    run reads running from the resume on: a cancel in that time ends the run, and the node's body
+    then runs up to its first write, which is refused (as when a cancel meets a running node)."""
+    return lease_ms // 10
 
 
 def _begun_read(rt: WorkerRuntime, run_id: str, payload: bytes, _reply: Any) -> Attempt:
