@@ -79,9 +79,9 @@ end
 -- takes (the lease, marked in `rb` so that its lapse counts no lost attempt: recover.lua; the run
 -- running; the attempt counted; node.started) in place of the outbox entry and the job hash, and
 -- pushes the element `<job id> <lease end> <the begin's reply>` (layout.py's "Formats"; read by
--- Transitions.begun_attempt). Its worker runs the node when the lease has more than a margin left
--- by its own clock, else takes it over the old way (begin.lua's `taking`); a stale element (fence
--- moved on by a recovery) is refused there.
+-- Transitions.begun_attempt). Its worker runs the node at once when it pops it within a tenth of the
+-- lease of the resume, by its own clock (worker.begun_window_ms), else takes it over the old way
+-- (begin.lua's `taking`); a stale element (fence moved on by a recovery) is refused there.
 local LATIN1  -- byte -> its Latin-1 character in UTF-8, made at first use (a library's top level has no string.char)
 
 local function latin1_text(s)
