@@ -64,7 +64,7 @@ def build_backend(settings: Settings) -> Backend:
     try:
         dispatcher = RQDispatcher(client, settings)
         # it enqueues what a start or resume calls for, and waits for the replicas settings ask for
-        store = RedisStore(client, settings.limits, dispatcher.next_job, settings.acks)
+        store = RedisStore(client, settings.limits, dispatcher.next_job, settings.acks, settings.lease_ms)
         store.formats.seen = _worker_names(dispatcher)
         secret = token_key(settings.secret, client)
         check_alone(client, settings.shard)
@@ -96,7 +96,7 @@ def _sharded(settings: Settings) -> Backend:
         check_table(client, index, table)
         token_key(settings.secret, client)
         dispatcher = RQDispatcher(client, shard)
-        store = RedisStore(client, settings.limits, dispatcher.next_job, shard.acks)
+        store = RedisStore(client, settings.limits, dispatcher.next_job, shard.acks, shard.lease_ms)
         store.formats.seen = _worker_names(dispatcher)
         return store, dispatcher
 
@@ -170,7 +170,7 @@ def _embedded(settings: Settings) -> Backend:
     )
     worker = WorkerThread(server, settings, options)
     dispatcher = EmbeddedDispatcher(client, settings, worker.activity)
-    store = RedisStore(client, settings.limits, dispatcher.next_job)
+    store = RedisStore(client, settings.limits, dispatcher.next_job, None, settings.lease_ms)
     backend = Backend(settings, store, dispatcher, options, workflows, worker.stop)
     worker.start(owner=backend)
     return backend

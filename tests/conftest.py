@@ -290,3 +290,14 @@ def two(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
     finally:
         for srv in servers:
             srv.stop()
+
+
+def format_2_reader(pw: Parkway, client: redis.Redis) -> None:
+    """A live process that reads no format 3 (a worker of the version before it) announces itself, and
+    ``pw``'s writers decide again: a resume then enqueues the job itself, never an attempt it began
+    (format 3: tests/test_begun_resume.py)."""
+    from parkway.adapters.redis import formats, keys
+    from parkway.runtime.clock import now_ms
+
+    client.hset(keys.readers(), "format-2-worker", formats.announcement((1, 2), "worker", now_ms() + 60_000))
+    assert pw.store.formats.refresh().writes == 2  # type: ignore[attr-defined]

@@ -556,3 +556,13 @@ quitter = Workflow("quitter")
 def quit_now(data: dict[str, Any]) -> None:
     """Raises SystemExit, as a careless node might (sys.exit)."""
     raise SystemExit(3)
+
+
+counted_choice = Workflow("counted_choice")
+
+
+@counted_choice.node(start=True)
+def counted_ask(data: dict[str, Any]) -> dict[str, Any]:
+    count_effect(f"entered:{data['tag']}")  # each run of the node's body, first and replays alike
+    picked = use_interrupt(COLORS, id="color")
+    return {"picked": picked}

@@ -12,7 +12,7 @@ from parkway import Parkway, RunStatus
 from parkway.adapters.redis import keys
 from parkway.workers import jobs
 from tests import flows
-from tests.conftest import Harness
+from tests.conftest import Harness, format_2_reader
 from tests.procs import sent_commands
 
 _STAMPS = {"created_at", "enqueued_at"}
@@ -52,6 +52,7 @@ def test_resume_commits_and_enqueues_the_replay_in_one_round_trip_or_two_from_a_
 ) -> None:
     """An interrupt the client listed: the commit (with the job) is the one round trip. A client given
     only the token looks it up first: two."""
+    format_2_reader(pw, redis_client)
     harness = Harness("redis", pw, pw.settings, redis_client)
     first = harness.start_and_run(flows.one_choice)
     pw.resume(harness.token(first), selected="red")  # warm: the resume script is loaded
@@ -76,6 +77,7 @@ def test_resume_enqueues_the_job_for_the_fence_its_script_wrote_as_rq_would(
 ) -> None:
     """The client names no fence: the script enqueues the job for the one it wrote (every msgpack
     width of it), and the job hash is the one RQ's own unique enqueue writes."""
+    format_2_reader(pw, redis_client)
     harness = Harness("redis", pw, pw.settings, redis_client)
     run_id = harness.start_and_run(flows.one_choice)
     redis_client.hset(keys.run(run_id), "fence", fence - 1)  # the run moved on: only the script knows

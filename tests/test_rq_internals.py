@@ -112,7 +112,7 @@ def test_hand_off_is_generated_from_the_job_format_and_written_nowhere_else() ->
     assert f"unpack(args, at + {len(rq_internals.HAND_OFF_ARGS)}, last)" in lua
     assert rq_internals.FILLED_IN == tuple(rq_internals.PER_JOB)
     common = resources.files("parkway.adapters.redis.scripts").joinpath("_common.lua").read_text()
-    assert "\nlocal hand_off\n" in common and "function hand_off" not in common
+    assert "\nlocal hand_off, hand_off_idle, hand_off_begun\n" in common and "function hand_off" not in common
 
 
 def test_rq_reads_job_data_left_uncompressed_and_laid_out_as_data_head_says(redis_client: redis.Redis) -> None:

@@ -16,7 +16,7 @@ from parkway.adapters.redis import keys, layout
 from parkway.runtime.clock import now_ms
 from parkway.runtime.store import Advance, JournalEntry
 from tests import flows
-from tests.conftest import SECRET, Harness
+from tests.conftest import SECRET, Harness, format_2_reader
 from tests.procs import RedisServer
 
 recorder = Workflow("recorder")
@@ -46,8 +46,13 @@ def _calls(client: redis.Redis) -> dict[str, int]:
     return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in client.info("commandstats").items()}
 
 
-def _parked(harness: Harness) -> tuple[str, str]:
+def _parked(harness: Harness, plain: bool = False) -> tuple[str, str]:
+    """A parked run of flows.one_choice and its token; ``plain``: with a reader of no format 3 alive, so
+    that its resume begins no attempt (it costs what resume.lua did before format 3)."""
     run_id = harness.start_and_run(flows.one_choice)
+    if plain:
+        assert harness.connection is not None
+        format_2_reader(harness.pw, harness.connection)
     return run_id, harness.token(run_id)
 
 
@@ -83,7 +88,7 @@ def test_a_quick_resume_reads_no_folded_event_and_puts_none_back(private: tuple[
     interrupt's status is read with the fence check, and the wait histogram alone counts the resume."""
     harness, client = private
     for _ in range(5):  # the stream's wake copy lives 1 s: a loaded machine may reach it too late
-        run_id, token = _parked(harness)
+        run_id, token = _parked(harness, plain=True)
         if client.pexpire(keys.events(run_id), 60_000):  # as quick as the test needs, from here on
             break
     else:
@@ -105,7 +110,7 @@ def test_a_late_resume_puts_the_folded_events_back_in_order(private: tuple[Harne
     """A resume after the parked run's stream is gone puts every folded event back with its id, before
     the answer's, and the run's stream then lives as long as its records."""
     harness, client = private
-    run_id, token = _parked(harness)
+    run_id, token = _parked(harness, plain=True)
     before = harness.pw.store.read_events(run_id, "0", None, 100)
     client.delete(keys.events(run_id))  # what its TTL does
     assert harness.pw.resume(token, selected="red").accepted
@@ -113,6 +118,22 @@ def test_a_late_resume_puts_the_folded_events_back_in_order(private: tuple[Harne
     after = harness.pw.store.read_events(run_id, "0", None, 100)
     assert [e.id for e in after[: len(before)]] == [e.id for e in before]
     assert [e.type for e in after[len(before) :]] == ["interrupt.resumed"]
+    assert 0 < client.pttl(keys.events(run_id)) <= client.pttl(keys.run(run_id)) + 50
+
+
+def test_a_late_resume_that_begins_its_attempt_puts_the_folded_events_back_before_its_own(
+    private: tuple[Harness, redis.Redis],
+) -> None:
+    """A resume that begins the attempt (stored format 3, the queue empty) after the parked run's stream
+    is gone puts every folded event back with its id, then appends the answer's event and node.started."""
+    harness, client = private
+    run_id, token = _parked(harness)
+    before = harness.pw.store.read_events(run_id, "0", None, 100)
+    client.delete(keys.events(run_id))
+    assert harness.pw.resume(token, selected="red").accepted
+    after = harness.pw.store.read_events(run_id, "0", None, 100)
+    assert [e.id for e in after[: len(before)]] == [e.id for e in before]
+    assert [e.type for e in after[len(before) :]] == ["interrupt.resumed", "node.started"]
     assert 0 < client.pttl(keys.events(run_id)) <= client.pttl(keys.run(run_id)) + 50
 
 

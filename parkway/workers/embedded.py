@@ -103,6 +103,9 @@ class EmbeddedDispatcher(RQDispatcher):
         with translated():
             if self.queue.count:  # the cheap look first: the full one reads every job's hash
                 return True
+            # a popped element its worker has not taken yet (one a resume began has no hash: format 3)
+            if self.connection.llen(rq_internals.intermediate_key(self.queue)):
+                return True
             found = list(self.connection.scan_iter(match=f"{rq_internals.JOB_KEY_PREFIX}*", count=1000))
             pipe = self.connection.pipeline(transaction=False)
             for key in found:
@@ -128,7 +131,7 @@ class WorkerThread:
     def __init__(self, server: fakeredis.FakeServer, settings: Settings, options: executor.Options) -> None:
         self.connection = inproc.client(server)
         dispatcher = RQDispatcher(self.connection, settings)
-        store = RedisStore(self.connection, settings.limits, dispatcher.next_job)
+        store = RedisStore(self.connection, settings.limits, dispatcher.next_job, None, settings.lease_ms)
         rt = WorkerRuntime(os.getpid(), settings, store, options, dispatcher)
         queue = Queue(settings.queue, connection=self.connection, serializer=MsgpackSerializer)
         self.worker = ParkwayWorker(

@@ -216,7 +216,7 @@ def install(settings: Settings) -> WorkerRuntime:
     try:
         dispatcher = RQDispatcher(client, settings)
         # a child run's start, and its parent's resume when it ends, enqueue their jobs in their scripts
-        store = RedisStore(client, settings.limits, dispatcher.next_job, settings.acks)
+        store = RedisStore(client, settings.limits, dispatcher.next_job, settings.acks, settings.lease_ms)
         secret = token_key(settings.secret, store.client)
     except BaseException:
         client.close()

@@ -49,7 +49,9 @@ class ParkwayWorker(TrimmedWorker):
     before's last commit (``next_dequeue``: the job's store ``followed_by`` it;
     alone in burst mode, once a stop is asked, and after a job not parkway's). Its hash is
     never read: the id names the run and the fence, and the begin's fence check and
-    lease are its guards. No execution record, started-registry entry or success
+    lease are its guards. A job a resume began (stored format 3: its queue element carries the
+    begun attempt, ``_begun_claim``) costs it the dequeue alone: the node runs from its reply, and
+    the take's writes ride the job's first store call. No execution record, started-registry entry or success
     transaction is written for it: a worker killed mid-job leaves the run's lease to
     lapse, and the reconciler replays the node elsewhere. It overrides worker methods
     of rq 3.0.x (pinned for that; the overrides are in
@@ -162,21 +164,54 @@ class ParkwayWorker(TrimmedWorker):
         run = functools.partial(execute_with, rt, run_id, step, fence, last=rt.store.followed_by(self.next_dequeue))
         return Claim(command, read, run, None, rt.store.client)
 
-    def claim(self, job_id: str) -> Claim | None:
+    def claim(self, job_id: str, carried: str | None = None) -> Claim | None:
         """A parkway job is run by its id alone, which names its run and fence: its hash is
         never read, and nothing it could say (another function, callbacks) is ever looked at;
         the begin checks the fence as for any job. None for any other id, and when this worker
-        has no runtime (the job is then read, and RQ fails it as usual)."""
+        has no runtime (the job is then read, and RQ fails it as usual). ``carried``: the attempt
+        its resume began (format 3, ``_begun_claim``)."""
         named = parse_job_id(job_id)
         if named is None:
             return None
         run_id, fence = named
+        if carried is not None:
+            return self._begun_claim(run_id, fence, carried)
         begun = _begin(self.parkway_runtime, run_id, None, fence)
         if begun is None:
             return None
         rt, command, read = begun
         run = functools.partial(execute_with, rt, run_id, None, fence, last=rt.store.followed_by(self.next_dequeue))
         return Claim(command, read, run, rt.settings.job_timeout, rt.store.client)
+
+    def _begun_claim(self, run_id: str, fence: int, carried: str) -> Claim | None:
+        """A job whose resume began its attempt (format 3: ``<lease end ms> <the begin's reply>``
+        after its id; ``begin_at_resume`` in _resume.lua) runs from what its element carries, with
+        no round trip before the node, when this worker pops it within ``begun_window_ms`` of the
+        resume (the lease's end less ``lease_ms``, stamped by the resume's caller's clock, against
+        this worker's: see ``begun_window_ms`` for what the clocks must agree on). Otherwise, and when
+        this worker waits for replicas to acknowledge a begin, it begins the old way, taking over
+        that lease (begin.lua's ``taking``): a lease lapsed and recovered since (the fence moved
+        on) refuses it there, and the node never runs on it."""
+        lease, _, reply = carried.partition(" ")
+        try:
+            rt = self.parkway_runtime()
+            lease_until = int(lease)
+            clock = rt.options.clock()
+            window = begun_window_ms(rt.options.lease_ms)
+            if lease_until - clock > rt.options.lease_ms - window and self.begin_acks() is None:
+                payload = reply.encode("latin-1")  # the element's text, each character one byte again
+                read = functools.partial(_begun_read, rt, run_id, payload)
+                run = functools.partial(execute_with, rt, run_id, None, fence)
+                confirmed = tuple(rt.store.begun_confirmed(run_id))
+                return Claim(None, read, run, rt.settings.job_timeout, rt.store.client, confirmed)
+            command, read_reply = rt.store.begin_command(
+                run_id, None, fence, clock, clock + rt.options.lease_ms, taking=True
+            )
+        except Exception:  # noqa: BLE001 - no runtime, an element that does not parse: not begun here
+            log.exception("begun_job_unreadable", run_id=run_id, fence=fence)
+            return None
+        return Claim(command, read_reply, functools.partial(execute_with, rt, run_id, None, fence),
+                     rt.settings.job_timeout, rt.store.client)
 
     def begin_acks(self) -> ReplicaAcks | None:
         """What the runtime's store waits for after each commit (``Settings.acks``): a job's begin
@@ -244,6 +279,28 @@ class ParkwayWorker(TrimmedWorker):
             maintenance.stop()
             for gate in gates:
                 gate.stop()
+
+
+def begun_window_ms(lease_ms: int) -> int:
+    """How soon after its resume (the element's lease end less ``lease_ms``: the resume's caller's
+    clock, read against the worker's) a worker must pop an attempt the resume began to run it at once
+    (else it begins the old way, with the fence check): a tenth of the lease (500 ms by default).
+
+    Its lease: the worker renews it within ``Maintenance``'s tick (a fifth of the lease) and the
+    reconciler lapses it by its own clock; the caller's clock cancels out (it both stamps the lease
+    and marks the window's start), so a node run at once holds its lease while the workers' and the
+    reconcilers' clocks agree within the lease less the window and the tick (3.5 s by default; a plain
+    begin's: 4 s). A worker whose clock runs ahead of the caller's by more than the window never
+    runs an element at once (it begins them the old way: safe, the round trip kept); one behind it
+    by ``s`` may run one popped up to the window plus ``s`` after the resume. Kept short because the
+    run reads running from the resume on: a cancel in that time ends the run, and the node's body
+    then runs up to its first write, which is refused (as when a cancel meets a running node)."""
+    return lease_ms // 10
+
+
+def _begun_read(rt: WorkerRuntime, run_id: str, payload: bytes, _reply: Any) -> Attempt:
+    """The attempt a resume began, from the begin's reply its queue element carried."""
+    return rt.store.begun_attempt(run_id, payload)
 
 
 def _step_arguments(args: Any, kwargs: Any) -> bool:

@@ -174,6 +174,17 @@ class FormatGate:
             self._start()
         return decision.writes
 
+    def known(self) -> int:
+        """``writes`` without a round trip: the last decision's format, or ``FIRST_FORMAT`` before the
+        first, which the refreshing thread (started here) makes within ``REFRESH_S``. For a choice
+        that may wait for a decision (a resume that would begin its attempt: format 3) on a path
+        that must not pay for one."""
+        decision = self._decision
+        if decision is None:
+            self._start()
+            return layout.FIRST_FORMAT
+        return decision.writes
+
     def refresh(self, now: int | None = None) -> Decision:
         """Announce this process, then decide from every live announcement (two commands in one round trip)."""
         now = now_ms() if now is None else now

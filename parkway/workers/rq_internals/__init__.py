@@ -57,7 +57,13 @@ overridden) and ``Job.webhooks``.
 with ``queue_class.dequeue_any``, which hands each id it pops to ``Queue._fetch_dequeued_job``;
 the override returns the job unread (RQ's own attaches ``job_id`` and ``queue`` to the error of an
 id it rejects, and so does this one), and the worker reads it with ``Job.refresh`` only when it
-cannot run it by its id alone (``claim``: parkway's jobs).
+cannot run it by its id alone (``claim``: parkway's jobs). An element of stored format 3 (``<job
+id> <the attempt its resume began>``: a space no RQ job id holds) is split there, the job given its
+id and the rest (``ParkwayJob.carried``); RQ decodes the element as UTF-8 (``as_text``) before, so
+the script writes each byte from 128 up as its Latin-1 character. Such an element has no job hash:
+``hand_off_begun`` (in ``hand_off.lua``, beside ``hand_off``) pushes it, and the worker's
+``_clear_intermediate`` drops one left in RQ's intermediate list, on which RQ's cleanup
+(``IntermediateQueue.cleanup``: ``Job`` validates the id) would fail.
 
 **The worker** (``TrimmedWorker``, which ``ParkwayWorker`` extends). What a job began with is
 handed to the function that runs it as an argument (``Claim.run(began)``), never left on the job.

@@ -25,3 +25,21 @@ function hand_off(keys, args, at, step, fence, last)
   redis.call('SADD', queues, queue)
   return 1
 end
+
+-- Format 3 (a resume that begins its attempt: begin_at_resume in _resume.lua). Whether the job's
+-- queue is empty (a worker likely waits on it), when a job is asked for at all.
+function hand_off_idle(keys, args, at)
+  local queue = unpack(keys)
+  return args[at] ~= '' and redis.call('LLEN', queue) == 0
+end
+
+-- Push the element `<job id> <tail>` (the tail: the begun attempt) for the `fence` just written, and
+-- register the queue: no job hash (the worker runs the element, RQ never reads it). Returns 2 (a
+-- plain hand-off's 1: enqueued, and begun).
+function hand_off_begun(keys, args, at, fence, tail)
+  local $names = $reads
+  local queue, queues = unpack(keys)
+  redis.call('RPUSH', queue, id_head .. fence .. ' ' .. tail)
+  redis.call('SADD', queues, queue)
+  return 2
+end

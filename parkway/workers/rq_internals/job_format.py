@@ -154,6 +154,14 @@ class ParkwayJob(Job):
 
     fetched = True
     """False for a job the worker's queue handed over unread (``DeferredFetchQueue``)"""
+    carried: str | None = None
+    """what its queue element carries after the id (format 3: the attempt its resume began, see
+    ``begun_element``); None for an element that is the id alone"""
+
+    @property
+    def element(self) -> str:
+        """The queue element the job was popped as (what RQ's intermediate list holds of it)."""
+        return self.id if self.carried is None else f"{self.id} {self.carried}"
 
     @property
     def success_callback(self) -> None:
@@ -173,10 +181,18 @@ def names_callbacks(job: Job) -> bool:
     return any(getattr(job, name) for name in JOB_CALLBACK_FIELDS) or bool(job.webhooks)
 
 
+def begun_element(element: str) -> bool:
+    """Whether a queue element carries something after its job id (format 3: the attempt its resume
+    began; a job id RQ accepts holds no space)."""
+    return " " in element
+
+
 class DeferredFetchQueue(Queue):
     """RQ's Queue, except that a job the worker dequeues is handed over unread (``fetched`` False):
     the worker reads its hash only if it cannot run it by its id alone (``TrimmedWorker.claim``).
-    Overrides ``Queue._fetch_dequeued_job``, which ``Queue.dequeue_any`` calls with each id it pops."""
+    Overrides ``Queue._fetch_dequeued_job``, which ``Queue.dequeue_any`` calls with each element it
+    pops: an element of format 3 (``<job id> <what it carries>``: the attempt its resume began) is
+    split there, the job given its id and, in ``carried``, the rest."""
 
     @classmethod
     def _fetch_dequeued_job(
@@ -195,6 +211,7 @@ class DeferredFetchQueue(Queue):
             queue_key, connection=connection, job_class=job_cls, death_penalty_class=death_penalty_class
         )
         queue.serializer = serializer if serializer is not None else queue.serializer
+        job_id, _, carried = job_id.partition(" ")  # format 3: an element that carries its begun attempt
         try:
             job = job_cls(job_id, connection=connection)
         except Exception as exc:  # an id RQ rejects: named on the error, as RQ's own fetch does
@@ -203,4 +220,6 @@ class DeferredFetchQueue(Queue):
         job.serializer = queue.serializer
         job.description = job_id  # RQ's dequeue logs it, colored at a terminal (None would not concatenate)
         job.fetched = False  # type: ignore[attr-defined]
+        if carried:
+            job.carried = carried  # type: ignore[attr-defined]
         return job, queue

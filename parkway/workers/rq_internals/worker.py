@@ -29,11 +29,11 @@ from rq.timeouts import BaseDeathPenalty, JobTimeoutException, TimerDeathPenalty
 from rq.utils import as_text, current_timestamp, get_version, now, utcformat
 from rq.worker import WorkerStatus
 
-from ...adapters.redis.connection.connection import holding, run_commands
+from ...adapters.redis.connection.connection import holding, ride, run_commands
 from ...adapters.redis.connection.replicas import ReplicaAcks, ReplicaShortfall
 from ...runtime.errors import StoreError, StoreUnavailable
 from ..serializer import MSGPACK, MsgpackSerializer
-from .job_format import DeferredFetchQueue, ParkwayJob, intermediate_key
+from .job_format import DeferredFetchQueue, ParkwayJob, begun_element, intermediate_key
 
 log = structlog.get_logger("parkway")
 
@@ -84,8 +84,9 @@ class Claim:
     the job, and what the begin began is handed to ``run`` as its argument. That round trip and the
     job's own go over one connection of ``client``'s pool, held for the job."""
 
-    command: tuple[Any, ...]
-    """the job's begin, sent in the round trip that takes the job"""
+    command: tuple[Any, ...] | None
+    """the job's begin, sent in the round trip that takes the job; None: its resume began it (format
+    3), and the take's writes ride the job's first round trip (``_take_and_run``)"""
     read: Callable[[Any], Any]
     """turns the begin's reply into what the job begins with (raising what begin would)"""
     run: Callable[[Callable[[], Any]], Any]
@@ -94,6 +95,8 @@ class Claim:
     """seconds the job may run; None: as its hash says"""
     client: Any
     """the client of the job's store (on the worker's Redis), whose connection the job holds"""
+    rides: tuple[tuple[Any, ...], ...] = ()
+    """for a job its resume began: the store's writes that ride its first round trip with the take's"""
 
 
 _WORK = inspect.signature(SimpleWorker.work)
@@ -178,8 +181,9 @@ class TrimmedWorker(SimpleWorker):
         """Why this worker will not run ``job`` (it is failed unrun), or None."""
         return None
 
-    def claim(self, job_id: str) -> Claim | None:
-        """How to run the job ``job_id`` names without reading its hash, or None (it is read)."""
+    def claim(self, job_id: str, carried: str | None = None) -> Claim | None:
+        """How to run the job ``job_id`` names without reading its hash, or None (it is read);
+        ``carried``: what its queue element carries after the id (``ParkwayJob.carried``)."""
         return None
 
     def claim_read(self, job: Job) -> Claim | None:
@@ -416,9 +420,15 @@ class TrimmedWorker(SimpleWorker):
 
     def _execute_job(self, job: Job, queue: Queue) -> None:
         if not getattr(job, "fetched", True):
-            claim = self.claim(job.id)
+            carried = getattr(job, "carried", None)
+            claim = self.claim(job.id, carried)
             if claim is not None:
                 self._run_claimed(job, queue, claim)
+                return
+            if carried is not None:  # a begun attempt this worker cannot run (no runtime): no hash to
+                # read either; its run's lease lapses and the reconciler sends it on
+                log.error("job_not_begun", job_id=job.id, queue=queue.name)
+                self.connection.lrem(intermediate_key(queue), 1, job.element)  # type: ignore[attr-defined]
                 return
             if not self._fetch(job, queue):
                 return
@@ -485,12 +495,22 @@ class TrimmedWorker(SimpleWorker):
             job.ended_at = now()
 
     def _take_and_run(self, job: Job, queue: Queue, claim: Claim, ttl: int) -> None:
-        """``_run_claimed``'s round trip that takes and begins the job, then the job."""
+        """``_run_claimed``'s round trip that takes and begins the job, then the job. A job its resume
+        began (format 3: ``claim.command`` None) has no hash, and runs at once: its element's LREM
+        and the worker key's EXPIRE ride the job's first round trip (``ride``)."""
+        element = getattr(job, "element", job.id)
+        if claim.command is None:
+            taken: list[tuple[Any, ...]] = [("EXPIRE", self.key, ttl)]
+            if len(self.queues) == 1:
+                taken.insert(0, ("LREM", intermediate_key(queue), 1, element))
+            ride([*taken, *claim.rides])
+            self._run_taken(job, queue, claim, functools.partial(claim.read, None))
+            return
         acks = self.begin_acks()
         sent = time.monotonic()
         commands: list[tuple[Any, ...]] = []
         if len(self.queues) == 1:
-            commands.append(("LREM", intermediate_key(queue), 1, job.id))
+            commands.append(("LREM", intermediate_key(queue), 1, element))
         commands += [("DEL", job.key), ("EXPIRE", self.key, ttl), claim.command]
         if acks is not None:  # the begin confirmed before the node runs (see begin_acks)
             commands.append(("WAIT", acks.replicas, acks.timeout_ms))
@@ -505,7 +525,10 @@ class TrimmedWorker(SimpleWorker):
         for reply in replies[:-1]:
             if isinstance(reply, Exception):
                 raise reply  # Redis's trouble, not the job's: RQ's loop deals with it, as before
-        began = functools.partial(claim.read, replies[-1])
+        self._run_taken(job, queue, claim, functools.partial(claim.read, replies[-1]))
+
+    def _run_taken(self, job: Job, queue: Queue, claim: Claim, began: Callable[[], Any]) -> None:
+        """Run a job taken (and begun) under its death penalty; what it raises is logged."""
         job.started_at = now()
         timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
         penalty = self.death_penalty_class(timeout, JobTimeoutException, job_id=job.id)
@@ -645,6 +668,11 @@ class TrimmedWorker(SimpleWorker):
         """Set aside or refuse what a worker that died on it left in ``queue``'s intermediate list.
         Jobs that would run are left to RQ's cleanup (another worker may be starting them)."""
         for raw_id in self.connection.lrange(intermediate_key(queue), 0, -1):
+            if _begun(raw_id):
+                # a resume's begun attempt whose worker is starting it, or died with it: its run's
+                # lease recovers it either way, and RQ's cleanup would die on the element
+                self.connection.lrem(intermediate_key(queue), 1, raw_id)  # type: ignore[arg-type]
+                continue
             job_id = _rq_id(raw_id)
             if job_id is None:
                 self._set_aside(raw_id, [queue], ValueError("not an id RQ accepts"))
@@ -697,6 +725,11 @@ class TrimmedWorker(SimpleWorker):
             raise
         except Exception as exc:  # the stored fields do not even write back
             self._set_aside(job.id, [queue], exc)
+
+
+def _begun(raw: str | bytes) -> bool:
+    """Whether an element of a queue's lists carries an attempt its resume began (format 3)."""
+    return (b" " in raw) if isinstance(raw, bytes) else begun_element(raw)
 
 
 def _rq_id(raw_id: str | bytes) -> str | None:

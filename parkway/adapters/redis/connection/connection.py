@@ -164,10 +164,20 @@ def one_bound() -> Iterator[None]:
         _deadline.reset(token)
 
 
-_held: ContextVar[tuple[Any, Any, int] | None] = ContextVar("parkway_redis_held", default=None)
-"""the pool, the connection of it that ``holding`` holds in this context, if any, and the thread
-that holds it (a context copied into another thread, as ``asyncio.to_thread`` copies it, never
-shares the connection)"""
+class _Held:
+    """The pool, the connection of it that ``holding`` holds, the thread that holds it (a context
+    copied into another thread, as ``asyncio.to_thread`` copies it, never shares the connection), and
+    the commands waiting to ride its next round trip (``ride``)."""
+
+    __slots__ = ("pool", "conn", "thread", "rides")
+
+    def __init__(self, pool: Any, conn: Any) -> None:
+        self.pool, self.conn, self.thread = pool, conn, threading.get_ident()
+        self.rides: list[tuple[Any, ...]] = []
+
+
+_held: ContextVar[_Held | None] = ContextVar("parkway_redis_held", default=None)
+"""what ``holding`` holds in this context, if anything"""
 
 
 @contextmanager
@@ -176,15 +186,44 @@ def holding(client: redis.Redis) -> Iterator[None]:
     go over one connection of its pool, taken when the block starts and given back when it ends:
     the pool's hand-out and return (its check of the socket, its bookkeeping: about 20 us a round
     trip) run once for a job's round trips. A connection dropped on a failed attempt reconnects at
-    its next command, as one the pool hands out would. Any other thread takes its own from the pool."""
+    its next command, as one the pool hands out would. Any other thread takes its own from the pool.
+    Commands left to ``ride`` that no round trip took are sent when the block ends."""
     pool = client.connection_pool
-    conn = pool.get_connection()
-    token = _held.set((pool, conn, threading.get_ident()))
+    held = _Held(pool, pool.get_connection())
+    token = _held.set(held)
     try:
         yield
     finally:
-        _held.reset(token)
-        pool.release(conn)
+        try:
+            if held.rides:
+                run_commands(client, [])  # their own round trip: nothing else went
+        except (rex.ConnectionError, rex.TimeoutError):
+            pass  # Redis away: what they clean up is recovered without them (a worker's lease lapses)
+        finally:
+            _held.reset(token)
+            pool.release(held.conn)
+
+
+def ride(commands: Sequence[tuple[Any, ...]]) -> None:
+    """Send ``commands`` ahead of the next round trip (``run_script``, ``run_commands``) on the
+    connection ``holding`` holds in this thread, their replies read and dropped (an error reply
+    too: they are writes that change nothing when they find nothing, as a worker's LREM and EXPIRE
+    after a job it took); at the latest when the block ends. Outside such a block: sent now."""
+    held = _held.get()
+    if held is None or held.thread != threading.get_ident():
+        raise RuntimeError("ride() needs a connection held by holding() in this thread")
+    held.rides.extend(commands)
+
+
+def take_rides(client: redis.Redis) -> list[tuple[Any, ...]]:
+    """The commands left to ``ride`` on the connection this thread holds of ``client``'s pool (none
+    if it holds none), taken: for a caller that sends them ahead of its own command on another
+    connection to the same server (``run_script_then``)."""
+    held = _held.get()
+    if held is None or held.pool is not client.connection_pool or held.thread != threading.get_ident():
+        return []
+    rides, held.rides = held.rides, []
+    return rides
 
 
 class _Borrowed:
@@ -194,13 +233,18 @@ class _Borrowed:
     a held one reconnects at its next command, as one the pool hands out would. A class, not a
     generator: it runs on every round trip."""
 
-    __slots__ = ("pool", "conn", "handed")
+    __slots__ = ("pool", "conn", "handed", "rides")
 
     def __init__(self, client: redis.Redis) -> None:
         self.pool = client.connection_pool
         held = _held.get()
-        self.handed = held is None or held[0] is not self.pool or held[2] != threading.get_ident()
-        self.conn: Any = self.pool.get_connection() if self.handed else held[1]  # type: ignore[index]
+        self.handed = held is None or held.pool is not self.pool or held.thread != threading.get_ident()
+        self.rides: list[tuple[Any, ...]] = []
+        if self.handed:
+            self.conn: Any = self.pool.get_connection()
+        else:
+            assert held is not None
+            self.conn, self.rides, held.rides = held.conn, held.rides, self.rides
 
     def __enter__(self) -> Any:
         return self.conn
@@ -248,10 +292,12 @@ def run_script(
     fewer replicas than asked acknowledging it drops the connection and raises ``ReplicaShortfall``
     (``translated`` makes it ``StoreUnavailable``), never retried here: the script may have run."""
     fcall = ("FCALL", function.name, len(keys_), *keys_, *args)
-    with _Borrowed(client) as conn:
+    with (borrowed := _Borrowed(client)) as conn:
+        rides = borrowed.rides
+
         def attempt() -> Any:
             try:
-                return _send(conn, fcall, acks)
+                return _send(conn, fcall, acks, rides)
             except rex.ResponseError as exc:
                 if not function_missing(exc):
                     needs = _needs_functions(exc)
@@ -336,27 +382,32 @@ def run_commands(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> li
     command stack, response callbacks: replies come as Redis sends them, an integer for
     ``EXPIRE``). A failed attempt is retried on a new connection, as the pipeline's is (the
     connection's ``retry``); a connection whose replies may be half read is dropped."""
-    with _Borrowed(client) as conn:
+    with (borrowed := _Borrowed(client)) as conn:
+        sent = [*borrowed.rides, *commands]
+
         def attempt() -> list[Any]:
-            conn.send_packed_command(packed(conn, commands))
+            conn.send_packed_command(packed(conn, sent))
             replies: list[Any] = []
-            for _ in commands:
+            for _ in sent:
                 try:
                     replies.append(conn.read_response())
                 except rex.ResponseError as exc:  # the replies after it follow on the wire all the same
                     replies.append(exc)
-            return replies
+            return replies[len(sent) - len(commands) :]
 
         return conn.retry.call_with_retry(attempt, lambda error: conn.disconnect())  # type: ignore[no-any-return]
 
 
-def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None) -> Any:
-    """``command``'s reply; with ``acks``, sent with its ``WAIT`` and checked against it."""
+def _send(conn: Any, command: tuple[Any, ...], acks: ReplicaAcks | None, rides: Sequence[tuple[Any, ...]] = ()) -> Any:
+    """``command``'s reply; with ``acks``, sent with its ``WAIT`` and checked against it; ``rides``
+    (``ride``) sent ahead of it, their replies dropped."""
     if acks is None:
-        conn.send_packed_command(packed(conn, (command,)))
+        conn.send_packed_command(packed(conn, (*rides, command)))
+        _drop_replies(conn, len(rides))
         return conn.read_response()
     sent = time.monotonic()
-    conn.send_packed_command(packed(conn, (command, ("WAIT", acks.replicas, acks.timeout_ms))))
+    conn.send_packed_command(packed(conn, (*rides, command, ("WAIT", acks.replicas, acks.timeout_ms))))
+    _drop_replies(conn, len(rides))
     refused: rex.ResponseError | None = None
     try:
         reply = conn.read_response()
@@ -379,6 +430,7 @@ def run_script_then(
     acks: ReplicaAcks | None,
     then: Sequence[tuple[Any, ...]],
     sent: Callable[[], None],
+    before: Sequence[tuple[Any, ...]] = (),
 ) -> Any:
     """``function``'s reply, its FCALL (and ``WAIT``, with ``acks``) sent on ``conn`` in one write
     with the commands ``then`` after it, whose replies the caller reads later (a worker's blocking
@@ -390,14 +442,16 @@ def run_script_then(
     a shortfall of ``acks`` as ``ReplicaShortfall``; after either, ``then``'s reply still follows on
     ``conn``. Anything else raised (a lost or silent connection) leaves ``conn`` dropped by
     redis-py, ``then`` with it. Not retried here: the caller's own path retries. Reads
-    ``Connection.read_response``'s ``timeout`` (tests/test_storage.py)."""
+    ``Connection.read_response``'s ``timeout`` (tests/test_storage.py). ``before``: commands left to
+    ``ride`` (``take_rides``), sent ahead of the FCALL, their replies read and dropped."""
     fcall = ("FCALL", function.name, len(keys_), *keys_, *args)
     waits = () if acks is None else (("WAIT", acks.replicas, acks.timeout_ms),)
     began = time.monotonic()
-    conn.send_packed_command(packed(conn, (fcall, *waits, *then)))
+    conn.send_packed_command(packed(conn, (*before, fcall, *waits, *then)))
     sent()
     refused: rex.ResponseError | None = None
     try:
+        _drop_replies(conn, len(before))
         try:
             reply = conn.read_response(timeout=SOCKET_TIMEOUT_S)
         except rex.ResponseError as exc:  # the replies after it follow on the wire all the same
@@ -413,6 +467,13 @@ def run_script_then(
         if shortfall is not None:
             raise ReplicaShortfall(shortfall)
     return reply
+def _drop_replies(conn: Any, n: int) -> None:
+    """Read and drop ``n`` replies (an error reply too) from ``conn``."""
+    for _ in range(n):
+        try:
+            conn.read_response()
+        except rex.ResponseError:
+            pass
 
 
 def connect(url: str, *, max_connections: int | None = None) -> redis.Redis:

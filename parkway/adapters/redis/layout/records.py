@@ -27,7 +27,12 @@ shorter names; a format-1 reader would find the run incomplete). The summary (wi
 lifecycle records it holds) and a session's hash are the same in both formats: they say it the same way
 (``fmt``, absent: 1, refused when newer: ``summary_record``, the sessions' store), and a later format
 that changes them writes it. A job carries no stored form of its own (RQ's job hash names the run, the
-step and the fence; parkway's worker reads its run), so its run's format is its format.
+step and the fence; parkway's worker reads its run), so its run's format is its format; except the
+queue element of an attempt a resume began (format 3, written only while every live process reads
+format 3: ``begin_at_resume`` in _resume.lua, read by ``begun_attempt``): ``<job id> <lease end ms>
+<the begin's reply>``, the reply as ``<n> `` then length-prefixed strings (``<len>:<bytes>``: the run's
+n field/value items, then its journal's), each byte from 128 up written as its Latin-1 character in
+UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's.
 
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
@@ -60,6 +65,11 @@ until                           ms (by the callers' clocks) the run's records' T
 fresh                           1 from its creation until its first attempt begins (``''`` after):
                                 nothing is in its journal yet, so that begin reads none; a script
                                 that writes the journal of a run before that drops it
+rb                              the fence whose attempt a resume began (format 3: its lease taken by
+                                the resume, its queue element carrying the begun attempt:
+                                ``begin_at_resume`` in _resume.lua); a lapse of that lease is
+                                requeued without counting a lost attempt (recover.lua), and the
+                                element's worker may take it over the old way (begin.lua)
 kept                            the <req> whose answer the run's session keeps for its abandoned
                                 branch
 tc                              the trace context (W3C ``traceparent``) its spans descend from,
@@ -120,11 +130,11 @@ T = TypeVar("T")
 
 FIRST_FORMAT = 1
 """the stored format of a record that names none (written before records said their format)"""
-NEWEST_FORMAT = 2
+NEWEST_FORMAT = 3
 """the newest stored format this code writes (once every live process reads it: :mod:`.formats`)"""
-READS_FORMATS = (1, 2)
+READS_FORMATS = (1, 2, 3)
 """the stored formats this code reads (and announces: :mod:`.formats`)"""
-CREATED_FIELD = {1: "created", 2: "cr"}
+CREATED_FIELD = {1: "created", 2: "cr", 3: "cr"}
 """the run hash's creation-time field by format"""
 
 
@@ -358,9 +368,12 @@ field): what ``begin.lua`` returns of the run (as ``RUN_FIELDS``, generated into
 interrupts' records or tokens"""
 
 
+BEGUN_FIELD = "rb"
+"""the run hash's field naming the fence whose attempt a resume began (format 3; see the table above)"""
+
 HASH_FIELDS = (
     *RUN_FIELDS, "parent", "pstep", "pfield", "ans", "tg", "until", "fresh", "kept", RECORD_LATEST, RECORD_PARTS,
-    "fl", "crashes", "attempts", f"{FOLDED_PREFIX}0",
+    "fl", "crashes", "attempts", f"{FOLDED_PREFIX}0", BEGUN_FIELD,
     # a session's hash (the sessions package's store: its basis fields)
     "agent", "head", "pd", "hd", "inc", "tseq",
 )

@@ -353,12 +353,37 @@ local function mp_uint(n)
   return '\207' .. be(math.floor(n / 4294967296), 4) .. be(n % 4294967296, 4)
 end
 
+-- node.started's data ({node, step, replay}): a replay runs the node again over what its journal
+-- holds (an answer, a cancellation, the steps of a lost attempt)
+local function started_blob(node, step, replay)
+  return '\131\164node' .. mp_str(node or '') .. '\164step' .. mp_uint(step) .. '\166replay' ..
+    (replay and '\195' or '\194')
+end
+
+-- The run's part of a begin's reply: its fields as pairs (RUN_FIELDS, as `at` read them by the
+-- scripts' names) and the status field `rs` names (a racing interrupt's): not its interrupts'
+-- records or tokens.
+local function attempt_fields(run, at)
+  local fields = {}
+  for _, name in ipairs(RUN_FIELDS) do
+    local value = at[FIELD_NAME[name]]
+    if value then fields[#fields + 1], fields[#fields + 2] = name, value end
+    local racing = name == F.rs and value and value ~= '' and redis.call('HGET', run, value)
+    if racing then fields[#fields + 1], fields[#fields + 2] = value, racing end
+  end
+  return fields
+end
+
 -- Enqueue the job that carries the transition on, for the `step` and `fence` this script just
 -- wrote: hand_off(keys, args, at, step, fence, last), where `keys` are the job's two keys and
 -- `args` from `at` (to `last`, else to the end) its arguments ('' = enqueue nothing); returns 1 if
 -- it enqueued. Its body is the job format's, not the store's: it is assigned after this file, from
 -- the store's NextJob (parkway/workers/rq_internals/hand_off.lua, generated from RQ's job format).
-local hand_off
+-- Format 3 (a resume that begins its attempt: begin_at_resume in _resume.lua) adds two, assigned with
+-- it: hand_off_idle(keys, args, at) says whether the job's queue is empty (and a job is asked for);
+-- hand_off_begun(keys, args, at, fence, tail) pushes the queue element `<job id> <tail>` instead of
+-- the job (no job hash: the element carries the begun attempt) and returns 2.
+local hand_off, hand_off_idle, hand_off_begun
 
 -- Queue a parent run at a new fence for a replay of its `step` (its outbox entry and its job: see
 -- hand_off, on `queues` and `job`), renewing its records. `p`: its run, journal, state, events,
@@ -513,10 +538,10 @@ end
 --   format         the stored format to write it in (see born_fields)
 
 -- The run hash's fields that say its stored format and its creation time `now`, for a run created in
--- `format` (layout.py's "Formats"): format 1 names none (`created`); format 2 says `fmt` and names the
+-- `format` (layout.py's "Formats"): format 1 names none (`created`); formats 2 and 3 say `fmt` and name the
 -- creation time `cr`.
 local function born_fields(format, now)
-  if tonumber(format) == 2 then return {F.fmt, 2, F.cr, now} end
+  if tonumber(format) >= 2 then return {F.fmt, tonumber(format), F.cr, now} end
   return {F.created, now}
 end
 

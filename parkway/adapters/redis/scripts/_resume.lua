@@ -70,15 +70,59 @@ local function count_wait(metrics, created, now, buckets, wf)
   redis.call('HINCRBY', metrics, P.wait .. wf .. ':sum_ms', waited)
 end
 
+-- Stored format 3: a resume that begins the attempt itself, so that the worker runs the node
+-- straight from its dequeue's reply (one round trip and one process hop fewer than its own
+-- take-and-begin). The caller asks for it (A.begin_until: the lease's end by its clock) only
+-- while every live process reads format 3 (formats.FormatGate), with no replica acknowledgement to
+-- wait for, and never from a session's script; it happens only when the job's queue is empty (a
+-- worker likely waits: a lease taken behind a backlog would lapse there). It takes what begin.lua
+-- takes (the lease, marked in `rb` so that its lapse counts no lost attempt: recover.lua; the run
+-- running; the attempt counted; node.started) in place of the outbox entry and the job hash, and
+-- pushes the element `<job id> <lease end> <the begin's reply>` (layout.py's "Formats"; read by
+-- Transitions.begun_attempt). Its worker runs the node at once when it pops it within a tenth of the
+-- lease of the resume, by its own clock (worker.begun_window_ms), else takes it over the old way
+-- (begin.lua's `taking`); a stale element (fence moved on by a recovery) is refused there.
+local LATIN1  -- byte -> its Latin-1 character in UTF-8, made at first use (a library's top level has no string.char)
+
+local function latin1_text(s)
+  if not LATIN1 then
+    LATIN1 = {}
+    for b = 128, 255 do LATIN1[string.char(b)] = string.char(192 + math.floor(b / 64), 128 + b % 64) end
+  end
+  return (string.gsub(s, '[\128-\255]', LATIN1))
+end
+
+local function begun_reply(fields, entries)
+  local parts = {#fields, ' '}
+  for _, v in ipairs(fields) do parts[#parts + 1] = #v .. ':' .. v end
+  for _, v in ipairs(entries) do parts[#parts + 1] = #v .. ':' .. v end
+  return latin1_text(table.concat(parts))
+end
+
+local function begin_at_resume(K, A, step, fence)
+  redis.call('ZADD', K.leases, A.begin_until, A.run_id)
+  redis.call('HINCRBY', K.metrics, F.attempts, 1)
+  local entries = redis.call('HGETALL', K.journal)
+  local at = hmget(K.run, {unpack(RUN_FIELDS)})
+  xadd(K.events, A.maxlen, 'node.started', started_blob(at.node, step, #entries > 0))
+  local tail = A.begin_until .. ' ' .. begun_reply(attempt_fields(K.run, at), entries)
+  return hand_off_begun(K.queues, A.job, 1, fence, tail)
+end
+
 local function resume_commit(K, A, pending)
   local req, step = pending.req, pending.step
   for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
   redis.call('HSET', K.journal, A.field, A.entry)
   local fence = tonumber(pending.fence) + 1
-  local fields = {A.status_prefix .. req, A.status, F.status, 'queued', F.waiting, '', F.expires, '',
-    F.updated, A.now, P.answered .. req, A.digest, F.fence, fence}
+  local begins = A.begin_until ~= '' and hand_off_idle(K.queues, A.job, 1)
+  local fields = {A.status_prefix .. req, A.status, F.status, begins and 'running' or 'queued', F.waiting, '',
+    F.expires, '', F.updated, A.now, P.answered .. req, A.digest, F.fence, fence}
   if A.answered ~= '' then fields[#fields + 1], fields[#fields + 2] = F.ans, A.answered end
-  redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
+  if begins then
+    fields[#fields + 1], fields[#fields + 2] = F.rb, fence
+  else
+    redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
+  end
   redis.call('ZREM', K.newest, A.member_newest)
   redis.call('ZREM', K.expiring, A.member_expiring)
   local drop = {}
@@ -104,5 +148,6 @@ local function resume_commit(K, A, pending)
   notice(K.notice, A.status == 'cancelled' and 'cancelled' or 'answered', A.run_id, full_request_id(req, A.run_id),
     pending.wf, A.expires)
   write_closing(K.summary, K.closing, A.closing)
+  if begins then return {'accepted', req, step, fence, begin_at_resume(K, A, step, fence)} end
   return {'accepted', req, step, fence, hand_off(K.queues, A.job, 1, step, fence)}
 end

@@ -8,6 +8,11 @@
 -- activation), and its journal key and outbox member are made here: the journal key is the one
 -- key this script names without its KEYS (it is the run key's, with `j:<step>` for `run`: the
 -- same hash slot).
+-- A lease a resume took for the attempt it began (format 3: the run hash's `rb` is this fence, see
+-- begin_at_resume in _resume.lua) is taken over only by the worker that popped that resume's queue
+-- element (`taking`: it begins the old way when the element's lease has too little left); any other
+-- copy of the job finds it live and is refused. A begin drops `rb`: a lapse of its lease is then a
+-- lost attempt like any other (recover.lua).
 -- KEYS
 --   run            the run's hash
 --   journal        the journal of the step ('' = the step is not given)
@@ -23,11 +28,13 @@
 --   run_id         the run
 --   member         the job's outbox member ('' when the step is not given)
 --   maxlen         the stream's cap
+--   taking         1 when the job is a resume's begun queue element, taken the old way (else '')
 
 -- the run's fields the attempt reads (RUN_FIELDS, from layout.py), read with the fence's check, '~0'
 -- (whether events are folded: see fold_fields) and 'fresh' (no attempt has begun and nothing is in its
 -- journal: create_run writes it, the first begin drops it)
-local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, unpack(RUN_FIELDS), F.folded_first, F.fresh}),
+local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, unpack(RUN_FIELDS), F.folded_first, F.fresh,
+  F.rb}),
   A.fence, {'queued', 'running'})
 if not cur then return err end
 local refused = format_refused(cur.fmt, A.run_id)  -- a record of a later version's format: left as it is
@@ -40,12 +47,15 @@ if step == '' then
   member = outbox_member(A.run_id, step, A.fence)
 end
 if at.step ~= step then return stale('run is at step ' .. at.step .. ', the job has ' .. step) end
+-- begun by its resume (which counted the attempt and wrote node.started): this is that attempt
+local resumed = at.status == 'running' and A.taking == '1' and at.rb == A.fence
 if at.status == 'running' then
   local lease = redis.call('ZSCORE', K.leases, A.run_id)
-  if lease and tonumber(lease) > tonumber(A.now) then
+  if lease and tonumber(lease) > tonumber(A.now) and not resumed then
     return stale('another attempt holds the lease of this activation')
   end
 end
+if at.rb then redis.call('HDEL', K.run, F.rb) end
 if at.fresh == '1' then
   redis.call('HSET', K.run, F.status, 'running', F.updated, A.now, F.fresh, '')
 else
@@ -54,13 +64,11 @@ end
 at.status, at.updated = 'running', A.now
 redis.call('ZADD', K.leases, A.lease_until, A.run_id)
 redis.call('ZREM', K.outbox, member)
-redis.call('HINCRBY', K.metrics, F.attempts, 1)
--- {node, step, replay}: a replay runs the node again over what its journal holds (an answer, a
--- cancellation, the steps of a lost attempt)
+if not resumed then redis.call('HINCRBY', K.metrics, F.attempts, 1) end
 -- (a run's first attempt has nothing to read: no journal yet)
 local entries = at.fresh == '1' and {} or redis.call('HGETALL', journal)
-local replay = #entries > 0 and '\195' or '\194'
-local started = '\131\164node' .. mp_str(at.node or '') .. '\164step' .. mp_uint(step) .. '\166replay' .. replay
+if resumed then return {attempt_fields(K.run, at), entries} end
+local started = started_blob(at.node, step, #entries > 0)
 unfold(K.run, K.events, at.folded_first, at.wf, at.input)
 -- a stream that is gone (evicted, or deleted by hand) is made again under the records' remaining life,
 -- never without a TTL; one that is there keeps its own
@@ -68,13 +76,4 @@ if not redis.call('XADD', K.events, 'NOMKSTREAM', 'MAXLEN', '~', A.maxlen, '*', 
   xadd(K.events, A.maxlen, 'node.started', started)
   redis.call('PEXPIRE', K.events, records_left(K.run))
 end
--- the run's fields as pairs, and the status field `rs` names (a racing interrupt's): not its
--- interrupts' records or tokens
-local fields = {}
-for _, name in ipairs(RUN_FIELDS) do
-  local value = at[FIELD_NAME[name]]
-  if value then fields[#fields + 1], fields[#fields + 2] = name, value end
-  local racing = name == F.rs and value and value ~= '' and redis.call('HGET', K.run, value)
-  if racing then fields[#fields + 1], fields[#fields + 2] = value, racing end
-end
-return {fields, entries}
+return {attempt_fields(K.run, at), entries}

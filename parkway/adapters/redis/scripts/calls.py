@@ -263,6 +263,7 @@ class Begin(Args):
     run_id: str
     member: str
     maxlen: int
+    taking: str
 
 
 @schema("advance")
@@ -435,6 +436,7 @@ class Resume(Args):
     newest: str
     expiring: str
     metrics: str
+    leases: str
     closing: Closing
     notice: Notice
     filters: list[str]
@@ -459,6 +461,7 @@ class Resume(Args):
     created: int
     expires: int
     answered: str
+    begin_until: int | str
     job: list[Any]
 
 

@@ -1,5 +1,9 @@
 -- A running run whose lease expired (its worker died or hangs): requeue it for replay on a
--- live worker under a new fence, or fail it after too many lost attempts.
+-- live worker under a new fence, or fail it after too many lost attempts. A lease a resume took for
+-- the attempt it began (the run hash's `rb` is the fence: begin_at_resume in _resume.lua) counts no
+-- lost attempt: it ran while the job waited in the queue (a worker popping it late, or dying
+-- between its pop and its node, or in that node before a begin of its own). Its requeue goes the
+-- old way (a plain job, its begin's lease unmarked), so each resume adds at most one uncounted loss.
 -- KEYS
 --   run            the run's hash
 --   events         its stream
@@ -23,12 +27,18 @@
 local score = redis.call('ZSCORE', K.leases, A.run_id)
 if score and tonumber(score) > tonumber(A.now) then return {'alive'} end
 redis.call('ZREM', K.leases, A.run_id)
-local cur = hmget(K.run, {F.status, F.step, F.crashes, F.wf})
+local cur = hmget(K.run, {F.status, F.step, F.crashes, F.wf, F.fence, F.rb})
 if cur.status ~= 'running' then return {'gone'} end
-local crashes = tonumber(cur.crashes or '0') + 1
+local queued = cur.rb and cur.rb == cur.fence  -- its resume's lease: no attempt of its own was lost
+local crashes = tonumber(cur.crashes or '0') + (queued and 0 or 1)
 local fence = redis.call('HINCRBY', K.run, F.fence, 1)
-redis.call('HSET', K.run, F.crashes, crashes, F.updated, A.now)
-if crashes >= tonumber(A.max_lost) then
+if cur.rb then redis.call('HDEL', K.run, F.rb) end
+if queued then
+  redis.call('HSET', K.run, F.updated, A.now)
+else
+  redis.call('HSET', K.run, F.crashes, crashes, F.updated, A.now)
+end
+if not queued and crashes >= tonumber(A.max_lost) then
   redis.call('HSET', K.run, F.status, 'failed', F.error, A.error)
   redis.call('HSET', K.summary, F.status, 'failed', F.updated, A.now)
   keep_summary(K.summary, records_left(K.run), A.retention)

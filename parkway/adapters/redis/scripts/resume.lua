@@ -11,6 +11,7 @@
 --   newest         the workflow's index newest
 --   expiring       its index expiring
 --   metrics        the counters
+--   leases         the leases (taken when the resume begins the attempt: begin_at_resume)
 --   closing: closing  the closed index of the interrupt's new status
 --   notice: notice  the notification stream (see notice in _common.lua)
 --   filters...     the interrupt's filter indexes
@@ -42,6 +43,8 @@
 --   closing: closing  its lifecycle record's end
 --   answered       the run's 'ans' ("<step> <the x: field of its lifecycle record> <1 | 0: the
 --                  answer's output captured>", for finish.lua; '' for a cancel)
+--   begin_until    ms the lease of an attempt the resume begins lasts until, by the caller's clock
+--                  (format 3: begin_at_resume); '' = begin none (the queue's next worker does)
 --   job...         the next job (see hand_off)
 local refused, pending = resume_refused(K, A)
 if refused then return answered_again(K, A, refused) end

@@ -29,6 +29,7 @@ from ..connection.connection import (
     one_bound,
     run_script,
     run_script_then,
+    take_rides,
 )
 from ..connection.errors import translated
 from ..connection.replicas import ReplicaAcks
@@ -67,8 +68,11 @@ _SCRIPTS = (
 )
 
 
-NO_HAND_OFF = "function hand_off() return 0 end"
-"""``hand_off`` for a store given no ``NextJob``: it enqueues nothing (the caller enqueues)"""
+NO_HAND_OFF = (
+    "function hand_off() return 0 end function hand_off_idle() return false end function hand_off_begun() return 0 end"
+)
+"""``hand_off`` (and format 3's ``hand_off_idle``, ``hand_off_begun``) for a store given no ``NextJob``: it
+enqueues nothing (the caller enqueues) and no resume begins its attempt"""
 
 
 class NextJob(Protocol):
@@ -135,6 +139,7 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         limits: Limits | None = None,
         next_job: NextJob | None = None,
         acks: ReplicaAcks | None = None,
+        begin_lease_ms: int | None = None,
     ) -> None:
         # redis-py types replies as unions of sync and async shapes; they are checked where decoded
         self.client: Any = client
@@ -143,6 +148,9 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         """what each committing script waits for (``WAIT`` in its round trip); None: nothing"""
         self.next_job = next_job
         """how ``create_run`` and ``resume`` enqueue the job they call for; None: they enqueue none"""
+        self.begin_lease_ms = begin_lease_ms
+        """the lease (``Settings.lease_ms``) a resume takes for the attempt it begins when every live
+        process reads format 3 and the queue is empty (``Transitions._begin_until``); None: it begins none"""
         self._hand_off_lua = next_job.lua if next_job is not None else NO_HAND_OFF
         self._read_only = set(READ_ONLY_SCRIPTS)
         self._scripts: _Scripts = _Scripts(client, self._hand_off_lua, _SCRIPTS, self._read_only)
@@ -218,7 +226,8 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
             try:
                 assert self._follow is not None
                 function = self._scripts[call.name]
-                return run_script_then(conn, function, call.keys, call.args, acks, then, self._follow.sent)
+                return run_script_then(conn, function, call.keys, call.args, acks, then, self._follow.sent,
+                                       before=take_rides(self.client))
             except rex.ResponseError as exc:
                 if not function_missing(exc):
                     raise

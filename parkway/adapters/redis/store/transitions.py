@@ -49,11 +49,19 @@ else:  # the calls' classes load with the first transition (see parkway._lazy)
     calls = LazyModule("parkway.adapters.redis.scripts.calls")
 
 
+BEGUN_FORMAT = 3
+"""the stored format of a queue element that carries the attempt its resume began (``begin_at_resume``)"""
+
+
 class Transitions:
     """The run's transitions (``RedisStore``'s), one script each."""
 
     client: Any
     limits: Limits
+    acks: Any
+    next_job: Any
+    begin_lease_ms: int | None
+    """the lease a resume takes for the attempt it begins (format 3); None: it begins none"""
     _scripts: dict[str, Any]
     _script: Callable[[str | None, Args], Any]
     """make ``params``'s script call for a run (``RedisStore._script``)"""
@@ -99,23 +107,28 @@ class Transitions:
             trace=features.tracer().started(run.workflow, r) or "",
         )
 
-    def _begin_call(self, r: str, step: int | None, fence: int, now: int, lease_until: int) -> calls.Begin:
+    def _begin_call(
+        self, r: str, step: int | None, fence: int, now: int, lease_until: int, taking: bool = False
+    ) -> calls.Begin:
         return calls.Begin(
             run=keys.run(r), journal="" if step is None else keys.journal(r, step), leases=keys.leases(),
             outbox=keys.outbox(), metrics=keys.metrics(), events=keys.events(r),
             step="" if step is None else step, fence=fence, now=now, lease_until=lease_until, run_id=r,
             member="" if step is None else keys.outbox_member(r, step, fence), maxlen=self.limits.max_events,
+            taking="1" if taking else "",
         )
 
     def begin_command(
-        self, run_id: str, step: int | None, fence: int, now: int, lease_until: int
+        self, run_id: str, step: int | None, fence: int, now: int, lease_until: int, *, taking: bool = False
     ) -> tuple[tuple[Any, ...], Callable[[Any], Attempt]]:
         """This job's ``begin`` as a command for the caller to send with its own (in the worker's
         round trip that takes the job, saving one), and the function that turns its reply into
         the Attempt (``begin`` would return), raising what ``begin`` would raise. ``step`` None:
         the job is known by its run and fence alone, which name one activation; the script
-        begins the run's step at that fence."""
-        params = self._begin_call(run_id, step, fence, now, lease_until)
+        begins the run's step at that fence. ``taking``: the job is the queue element of an
+        attempt its resume began (format 3: ``begun_attempt``), begun the old way: it may take
+        over the lease that resume took (begin.lua)."""
+        params = self._begin_call(run_id, step, fence, now, lease_until, taking)
         keys_, args = params.keys(), params.args()
 
         def attempt(reply: Any) -> Attempt:
@@ -127,6 +140,28 @@ class Transitions:
             return self._attempt(run_id, reply)
 
         return ("FCALL", self._scripts["begin"].name, len(keys_), *keys_, *args), attempt
+
+    def begun_attempt(self, run_id: str, reply: bytes) -> Attempt:
+        """The attempt a resume began (format 3: ``begin_at_resume`` in _resume.lua), from the begin's
+        reply its queue element carries (layout.py's "Formats": ``<n> `` then length-prefixed strings,
+        the run's n field/value items, then its journal's), as ``begin`` would return it."""
+        head, _, rest = reply.partition(b" ")
+        items: list[bytes] = []
+        at, end = 0, len(rest)
+        while at < end:
+            colon = rest.index(b":", at)
+            size = int(rest[at:colon])
+            items.append(rest[colon + 1 : colon + 1 + size])
+            at = colon + 1 + size
+        n = int(head)
+        return self._attempt(run_id, [items[:n], items[n:]])
+
+    def begun_confirmed(self, run_id: str) -> list[tuple[Any, ...]]:
+        """What a worker sends (riding its job's first round trip) once it runs an attempt its resume
+        began: the run hash's mark of it (``rb``) dropped, so that a lapse of its lease from then on is
+        a lost attempt like any other (recover.lua). Sent blind: should the fence have moved on to
+        another begun attempt meanwhile, that one's lapse is counted, never the other way round."""
+        return [("HDEL", keys.run(run_id), layout.BEGUN_FIELD)]
 
     def begin(self, run_id: str, step: int, fence: int, now: int, lease_until: int) -> Attempt:
         reply = self._script(run_id, self._begin_call(run_id, step, fence, now, lease_until))
@@ -429,14 +464,26 @@ class Transitions:
         return ResumeCommit(ResumeOutcome.ACCEPTED, int(reply[2]), int(reply[3]), request_id, bool(reply[4]))
 
     def _resume(self, run_id: str, answer: Answer) -> Any:
-        return self._script(run_id, self._resume_params(run_id, answer))
+        return self._script(run_id, self._resume_params(run_id, answer, self._begin_until(answer)))
+
+    def _begin_until(self, answer: Answer) -> int | str:
+        """The lease's end for an attempt the resume begins itself (format 3: ``begin_at_resume`` in
+        _resume.lua), by this process's clock; '' for none: a store that enqueues no job or knows no
+        lease, a deployment with a process that reads no format 3, or one whose commits wait for
+        replicas (the worker would run the node before the begin is acknowledged)."""
+        if self.begin_lease_ms is None or not answer.dispatch or self.acks is not None or self.next_job is None:
+            return ""
+        if self.formats.known() < BEGUN_FORMAT:  # no round trip of its own: a first resume begins none
+            return ""
+        return answer.now + self.begin_lease_ms
 
     def resume_call(self, run_id: str, answer: Answer) -> calls.Resume:
         """resume.lua's arguments for ``answer``, for the session scripts that deliver answers
-        (they run the same transition inside their own: a ``resume`` block in their headers)."""
-        return self._resume_params(run_id, answer)
+        (they run the same transition inside their own: a ``resume`` block in their headers; their
+        resumes begin no attempt: the queue's next worker begins it, as before format 3)."""
+        return self._resume_params(run_id, answer, "")
 
-    def _resume_params(self, run_id: str, answer: Answer) -> calls.Resume:
+    def _resume_params(self, run_id: str, answer: Answer, begin_until: int | str) -> calls.Resume:
         r, rec = run_id, answer.interrupt
         queues, job = self._hand_off(r) if answer.dispatch else ([], [""])
         blob = layout.entry_to_blob(answer.entry, self.limits.max_answer_bytes)
@@ -447,7 +494,7 @@ class Transitions:
             run=keys.run(r), journal=keys.journal(r, rec.step), state=keys.workflow_state(r), events=keys.events(r),
             summary=keys.summary(r), snapshots=keys.snapshots(r), outbox=keys.outbox(),
             newest=keys.index("newest", rec.workflow),
-            expiring=keys.index("expiring", rec.workflow), metrics=keys.metrics(),
+            expiring=keys.index("expiring", rec.workflow), metrics=keys.metrics(), leases=keys.leases(),
             closing=self._closing(entry, rec, status, answer.lifecycle, answer.now), notice=_notice(),
             filters=self._filter_keys(rec),
             queues=queues, token_field=layout.token_field(answer.token_hash),
@@ -459,7 +506,8 @@ class Transitions:
             retention=self.limits.retention_ms, buckets=_WAIT_BUCKETS_ARG, status_prefix=layout.STATUS_PREFIX,
             read_status=layout.status_field(rec.request_id, r),
             created=rec.created_at, expires=rec.expires_at,
-            answered="" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}", job=job,
+            answered="" if answer.cancelled else f"{rec.step} {failed} {int('output' in rec.capture)}",
+            begin_until=begin_until, job=job,
         )
 
     def recover(self, run_id: str, now: int, max_lost: int, error: Mapping[str, Any]) -> Requeue:
