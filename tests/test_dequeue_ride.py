@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 from parkway import Parkway, RunStatus, Settings
 from parkway.adapters.redis.connection.connection import GIVE_UP_S, connect, run_script_then
 from parkway.adapters.redis.connection.replicas import ReplicaAcks
+from parkway.adapters.redis.formats import gates_of
 from parkway.adapters.redis.store.store import RedisStore
 from parkway.runtime.errors import StoreUnavailable
 from parkway.workers import jobs
@@ -369,3 +370,32 @@ def test_a_followed_commit_on_a_frozen_redis_gives_up_within_the_bound_of_one_ca
     finally:
         thaw(server)
         server.stop()
+
+
+def test_a_begun_jobs_cleanup_rides_ahead_of_a_last_commit_that_carries_the_dequeue(
+    looping: type[Looping], pw: Parkway, redis_client: redis.Redis
+) -> None:
+    """A resume that begins its attempt (format 3, queue empty) and a node whose only store call is
+    its last commit: the element's LREM, the worker key's EXPIRE and the `rb` HDEL go in that
+    commit's round trip, ahead of the commit and its dequeue (never after: a later resume's `rb`
+    would be deleted), and the worker sends no begin."""
+    store = pw.store
+    assert isinstance(store, RedisStore)
+    worker = looping()
+    for gate in gates_of(worker.runtime.store):  # what the worker's maintenance does (started without it)
+        gate.announce(worker.worker.name, "worker")
+    run_id = pw.start(flows.counted_choice, {"tag": "ride"})
+    wait_for(lambda: pw.get_run(run_id).status is RunStatus.WAITING, 20, "the park")
+    wait_for(lambda: store.formats.refresh().writes == 3, 20, "every live reader to read format 3")
+    wait_for(lambda: any(c.get("cmd") == "blmove" for c in redis_client.client_list()), 20, "the worker to wait")
+    (interrupt,) = pw.list_interrupts(run_id=run_id, include_tokens=True).items
+    with sent_commands() as sent:
+        assert pw.resume(interrupt.resume_token, selected="red").outcome == "accepted"
+        _done(pw, [run_id])
+        worker.stop()
+    commit = _function(worker.runtime.store, "advance")  # the node's end
+    assert not [s for s in sent if _function(worker.runtime.store, "begin") in s], "the worker began it again"
+    (last,) = [s for s in sent if commit in s]
+    assert b"BLMOVE" in last
+    for cleanup in (b"LREM", b"EXPIRE", b"HDEL"):
+        assert cleanup in last and last.index(cleanup) < last.index(commit), cleanup

@@ -201,7 +201,8 @@ class ParkwayWorker(TrimmedWorker):
             if lease_until - clock > rt.options.lease_ms - window and self.begin_acks() is None:
                 payload = reply.encode("latin-1")  # the element's text, each character one byte again
                 read = functools.partial(_begun_read, rt, run_id, payload)
-                run = functools.partial(execute_with, rt, run_id, None, fence)
+                last = rt.store.followed_by(self.next_dequeue)
+                run = functools.partial(execute_with, rt, run_id, None, fence, last=last)
                 confirmed = tuple(rt.store.begun_confirmed(run_id))
                 return Claim(None, read, run, rt.settings.job_timeout, rt.store.client, confirmed)
             command, read_reply = rt.store.begin_command(
@@ -210,8 +211,8 @@ class ParkwayWorker(TrimmedWorker):
         except Exception:  # noqa: BLE001 - no runtime, an element that does not parse: not begun here
             log.exception("begun_job_unreadable", run_id=run_id, fence=fence)
             return None
-        return Claim(command, read_reply, functools.partial(execute_with, rt, run_id, None, fence),
-                     rt.settings.job_timeout, rt.store.client)
+        run = functools.partial(execute_with, rt, run_id, None, fence, last=rt.store.followed_by(self.next_dequeue))
+        return Claim(command, read_reply, run, rt.settings.job_timeout, rt.store.client)
 
     def begin_acks(self) -> ReplicaAcks | None:
         """What the runtime's store waits for after each commit (``Settings.acks``): a job's begin
