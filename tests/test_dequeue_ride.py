@@ -353,7 +353,7 @@ def test_a_followed_commit_short_of_its_replica_acks_fails_as_alone_and_keeps_wh
 
 @pytest.mark.slow
 def test_a_followed_commit_on_a_frozen_redis_gives_up_within_the_bound_of_one_call(
-    tmp_path: Path, closing: Closing
+    tmp_path: Path
 ) -> None:
     """Redis frozen (SIGSTOP) while a commit followed by a dequeue waits for its reply: the commit is
     sent again on the store's own path, and the whole raises ``StoreUnavailable`` within the bound
@@ -361,10 +361,10 @@ def test_a_followed_commit_on_a_frozen_redis_gives_up_within_the_bound_of_one_ca
     try's own timeout."""
     server = RedisServer(tmp_path)
     server.start()
+    pw = Parkway(Settings(redis_url=server.url, secret=SECRET))
+    client = connect(server.url)
     try:
-        pw = closing(Parkway(Settings(redis_url=server.url, secret=SECRET)))
         run_id = pw.start(flows.loop, {})
-        client = closing(connect(server.url))
         store = RedisStore(client)
         then = _Then(client)
         then.conn.connect()
@@ -381,6 +381,8 @@ def test_a_followed_commit_on_a_frozen_redis_gives_up_within_the_bound_of_one_ca
         assert then.was_sent and took <= GIVE_UP_S - 2.0, took
     finally:
         thaw(server)
+        pw.close()  # while its server answers: closing takes its announcement away
+        client.close()
         server.stop()
 
 
