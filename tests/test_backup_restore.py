@@ -138,6 +138,7 @@ def test_a_backup_taken_under_load_restores_every_parked_run_and_runs_nothing_tw
                  30, "the live world to finish the runs answered around the backup")
     finally:
         logs = [w.stop() for w in workers]
+        pw.close()  # while its server answers (closing takes its announcement away); again at teardown: a no-op
         live.kill()
     assert not any("Traceback" in log for log in logs), logs
     in_live = _ledger(live_ledger)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -18,7 +20,7 @@ from parkway.runtime.errors import FormatTooNew
 from tests import flows
 from tests import session_flows as sf
 from tests.conftest import SECRET, Closing
-from tests.procs import Worker, wait_for
+from tests.procs import RedisServer, Worker, wait_for
 
 
 @pytest.fixture
@@ -259,3 +261,20 @@ def test_a_worker_announces_under_its_rq_name_and_takes_its_announcement_away_wh
     finally:
         worker.stop()
     assert not redis_client.hexists(keys.readers(), name)
+
+
+def test_a_client_closing_on_a_redis_gone_leaves_its_announcement_to_lapse_at_once(tmp_path: Path) -> None:
+    """Its Redis stopped, ``Parkway.close()`` tries once to take its announcement away and returns (the
+    announcement lapses by itself), instead of retrying for the bound of a call (about 10 s)."""
+    server = RedisServer(tmp_path, appendonly=False)
+    server.start()
+    pw = Parkway(Settings(redis_url=server.url, secret=SECRET))
+    try:
+        pw.start(flows.one_choice, {})  # a write: the client has announced what it reads
+        with redis.Redis.from_url(server.url) as r:
+            assert r.hlen(keys.readers()) == 1
+    finally:
+        server.stop()
+    started = time.monotonic()
+    pw.close()
+    assert time.monotonic() - started < 2.0

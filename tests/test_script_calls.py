@@ -184,11 +184,11 @@ def test_a_redis_without_functions_is_refused_in_words_that_say_what_it_needs(
         server.dir.mkdir()
         server.start()
         try:
-            pw = closing(Parkway(Settings(redis_url=server.url, secret=SECRET)))
-            with pytest.raises(ParkwayError, match=r"Redis 7\.0 or newer"):
-                pw.start(flows.one_choice, {})
-            # the key's fingerprint, and the formats the client reads (adapters/redis/formats.py): no run
-            assert sorted(closing(redis.Redis.from_url(server.url)).keys("*")) == [b"pw:keyid", b"pw:readers"]
+            with Parkway(Settings(redis_url=server.url, secret=SECRET)) as pw:  # closed while its server answers
+                with pytest.raises(ParkwayError, match=r"Redis 7\.0 or newer"):
+                    pw.start(flows.one_choice, {})
+                # the key's fingerprint, and the formats the client reads (adapters/redis/formats.py): no run
+                assert sorted(closing(redis.Redis.from_url(server.url)).keys("*")) == [b"pw:keyid", b"pw:readers"]
         finally:
             server.stop()
 

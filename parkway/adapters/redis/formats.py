@@ -32,6 +32,7 @@ from typing import Any
 
 from ...runtime.clock import now_ms
 from . import keys, layout
+from .connection.connection import one_bound
 from .connection.errors import translated
 
 ANNOUNCE_TTL_MS = 30_000
@@ -219,7 +220,7 @@ class FormatGate:
         if self._decision is None:
             return
         try:
-            with translated():
+            with translated(), one_bound(0):  # tried once: a process closing on a Redis gone does not wait for it
                 self.client.hdel(keys.readers(), self.process)
         except Exception as exc:  # a Redis gone at shutdown: the announcement lapses by itself
             _log().info("format_announcement_left", process=self.process, error=str(exc))

@@ -150,14 +150,15 @@ class _RetryUntil(Retry):
 
 
 @contextmanager
-def one_bound() -> Iterator[None]:
-    """Inside this block, the calls made share one ``GIVE_UP_S`` bound from its start, as the
+def one_bound(seconds: float = GIVE_UP_S) -> Iterator[None]:
+    """Inside this block, the calls made share one bound of ``seconds`` from its start, as the
     attempts of one call do (``_RetryUntil``): a call sent again on another path after a first
-    try (``RedisStore._run_then``) ends within the bound the first alone would have had."""
+    try (``RedisStore._run_then``) ends within the bound the first alone would have had. With
+    ``seconds=0`` a call is tried once (no attempt after a failure could end within it)."""
     if _deadline.get() is not None:
         yield
         return
-    token = _deadline.set(time.monotonic() + GIVE_UP_S)
+    token = _deadline.set(time.monotonic() + seconds)
     try:
         yield
     finally:
