@@ -264,7 +264,7 @@ def test_a_worker_announces_under_its_rq_name_and_takes_its_announcement_away_wh
 
 
 def test_a_client_closing_on_a_redis_gone_leaves_its_announcement_to_lapse_at_once(tmp_path: Path) -> None:
-    """Its Redis stopped, ``Parkway.close()`` tries once to take its announcement away and returns (the
+    """Its Redis stopped, ``Parkway.close()`` tries twice at most to take its announcement away and returns (the
     announcement lapses by itself), instead of retrying for the bound of a call (about 10 s)."""
     server = RedisServer(tmp_path, appendonly=False)
     server.start()

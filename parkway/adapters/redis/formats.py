@@ -32,7 +32,7 @@ from typing import Any
 
 from ...runtime.clock import now_ms
 from . import keys, layout
-from .connection.connection import one_bound
+from .connection.connection import SOCKET_TIMEOUT_S, one_bound
 from .connection.errors import translated
 
 ANNOUNCE_TTL_MS = 30_000
@@ -220,7 +220,9 @@ class FormatGate:
         if self._decision is None:
             return
         try:
-            with translated(), one_bound(0):  # tried once: a process closing on a Redis gone does not wait for it
+            # tried twice at most (the second on a fresh connection, for a pooled one gone stale), not for a
+            # call's whole bound: a process closing on a Redis gone does not wait for it
+            with translated(), one_bound(SOCKET_TIMEOUT_S + 1.5):
                 self.client.hdel(keys.readers(), self.process)
         except Exception as exc:  # a Redis gone at shutdown: the announcement lapses by itself
             _log().info("format_announcement_left", process=self.process, error=str(exc))
