@@ -566,3 +566,23 @@ def counted_ask(data: dict[str, Any]) -> dict[str, Any]:
     count_effect(f"entered:{data['tag']}")  # each run of the node's body, first and replays alike
     picked = use_interrupt(COLORS, id="color")
     return {"picked": picked}
+
+
+answer_then_block = Workflow("answer_then_block")
+
+
+@answer_then_block.node(start=True)
+def ask_then_block(data: dict[str, Any]) -> dict[str, Any]:
+    """Asks for a color; once answered, blocks while the Redis key test:block:<tag> exists (so a test
+    can act between the replay's first line and its last commit)."""
+    import time
+
+    import redis
+
+    picked = use_interrupt(COLORS, id="color")
+    with redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"]) as client:
+        client.set(f"test:inside:{data['tag']}", 1)
+        deadline = time.time() + 60
+        while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
+            time.sleep(0.05)
+    return {"picked": picked}

@@ -414,3 +414,59 @@ def test_a_begun_jobs_cleanup_rides_ahead_of_a_last_commit_that_carries_the_dequ
     assert b"BLMOVE" in last
     for cleanup in (b"LREM", b"EXPIRE", b"HDEL"):
         assert cleanup in last and last.index(cleanup) < last.index(commit), cleanup
+
+
+def test_a_begun_jobs_cleanup_is_sent_again_when_the_carried_commits_connection_is_lost(
+    looping: type[Looping], pw: Parkway, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A begun job's cleanup (the element's LREM, the worker key's EXPIRE, the `rb` HDEL) rides its
+    last commit, and that commit carries the next dequeue on RQ's connection. When that connection
+    is lost under the write (Redis closes it: a proxy, a restart), the commit is made again on the
+    store's own path, and the cleanup goes ahead of it again instead of going with the connection:
+    the run hash keeps no `rb` mark, which would spare a later lapse its lost-attempt count."""
+    from redis.connection import AbstractConnection
+
+    from parkway.adapters.redis import keys
+
+    store = pw.store
+    assert isinstance(store, RedisStore)
+    worker = looping()
+    for gate in gates_of(worker.runtime.store):
+        gate.announce(worker.worker.name, "worker")
+    tag = "cut"
+    redis_client.set(f"test:block:{tag}", 1)
+    run_id = pw.start(flows.answer_then_block, {"tag": tag})
+    wait_for(lambda: pw.get_run(run_id).status is RunStatus.WAITING, 20, "the park")
+    wait_for(lambda: store.formats.refresh().writes == 3, 20, "every live reader to read format 3")
+    wait_for(lambda: any(c.get("cmd") == "blmove" for c in redis_client.client_list()), 20, "the worker to wait")
+    commit = _function(worker.runtime.store, "advance")
+    cut: list[bytes] = []
+    sent: list[bytes] = []
+    original = AbstractConnection.send_packed_command
+
+    def cutting(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        data = command if isinstance(command, bytes) else b"".join(bytes(p) for p in command)
+        if commit in data and run_id.encode() in data:
+            sent.append(data)
+            if b"BLMOVE" in data and not cut:  # the server closes this connection as the write goes
+                host, port = self._sock.getsockname()[:2]
+                (victim,) = [c for c in redis_client.client_list() if c["addr"] == f"{host}:{port}"]
+                redis_client.client_kill_filter(_id=int(victim["id"]))
+                cut.append(data)
+        return original(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", cutting)
+    (interrupt,) = pw.list_interrupts(run_id=run_id, include_tokens=True).items
+    assert pw.resume(interrupt.resume_token, selected="red").outcome == "accepted"
+    wait_for(lambda: redis_client.exists(f"test:inside:{tag}"), 20, "the replay to block")
+    assert redis_client.hget(keys.run(run_id), "rb") is not None, "the resume did not begin the attempt"
+    redis_client.delete(f"test:block:{tag}")
+    _done(pw, [run_id])
+    assert cut, "the last commit did not carry the dequeue"
+    again = [s for s in sent if s is not cut[0]]
+    assert again and b"BLMOVE" not in again[-1]
+    for cleanup in (b"LREM", b"EXPIRE", b"HDEL"):
+        assert cleanup in again[-1] and again[-1].index(cleanup) < again[-1].index(commit), cleanup
+    assert redis_client.hget(keys.run(run_id), "rb") is None
+    later = pw.start(flows.loop, {})  # and the worker dequeues on
+    _done(pw, [later])

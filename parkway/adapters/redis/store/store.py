@@ -29,6 +29,7 @@ from ..connection.connection import (
     one_bound,
     run_script,
     run_script_then,
+    ride,
     take_rides,
 )
 from ..connection.errors import translated
@@ -220,19 +221,22 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         error it raises, is the call's, as on the store's own path. When that reply does not come
         (``conn`` lost or silent: dropped with ``then``) or says the function is missing (nothing
         ran), the call is made again on the store's own path, which retries and loads as ever,
-        within the bound (``GIVE_UP_S``) the call had from its first try."""
+        within the bound (``GIVE_UP_S``) the call had from its first try; the commands left to
+        ``ride`` that went ahead of it on ``conn`` go ahead of it again when ``conn`` was lost."""
         acks = None if call.name in self._read_only else self.acks
+        before = take_rides(self.client)
         with translated(call.run_id), one_bound():  # the call again ends within the first's bound
             try:
                 assert self._follow is not None
                 function = self._scripts[call.name]
                 return run_script_then(conn, function, call.keys, call.args, acks, then, self._follow.sent,
-                                       before=take_rides(self.client))
+                                       before=before)
             except rex.ResponseError as exc:
                 if not function_missing(exc):
                     raise
             except (rex.ConnectionError, rex.TimeoutError):
-                pass  # as run_script's retry does after a lost attempt: the call again
+                if before:  # they went with the connection (or ran: each is a write that may run twice)
+                    ride(before)
             return run_script(self.client, self._scripts[call.name], call.keys, call.args, acks)
 
     @contextmanager
