@@ -493,3 +493,35 @@ def test_a_parkway_job_holds_one_connection_of_its_stores_pool_for_all_its_round
     )
     assert [pw.get_run(r).status for r in run_ids] == [RunStatus.COMPLETED] * 3
     assert len(handed) == 3, len(handed)
+
+
+def test_a_long_node_keeps_its_workers_rq_key_alive(redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node that runs on with no store call of its own (a job its resume began raises the worker
+    key's expiry with its first store call only): the worker's maintenance renews the key to the
+    expiry the job's start gave it, every ``job_monitoring_interval``, so RQ never counts a worker
+    mid-node as dead. Here the key is made to lapse soon, as an idle worker's TTL would."""
+    import threading
+
+    monkeypatch.setenv("PARKWAY_EFFECTS_URL", redis_url)
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    queue = Queue(settings.queue, connection=redis_client, serializer=MsgpackSerializer)
+    worker = ParkwayWorker([queue], connection=redis_client, serializer=MsgpackSerializer,
+                           runtime=jobs.install(settings), job_monitoring_interval=1)
+    thread = threading.Thread(target=worker.work, kwargs={"logging_level": None, "burst": True}, daemon=True)
+    redis_client.set("test:block:long", 1)
+    try:
+        with Parkway(settings) as pw:
+            run_id = pw.start(flows.blocking, {"tag": "long"})
+            thread.start()
+            wait_for(lambda: redis_client.exists("test:inside:long"), 15, "the node to start")
+            redis_client.pexpire(worker.key, 4000)  # its keep-alive comes within ~2 s
+            time.sleep(5)
+            assert redis_client.exists(worker.key), "the worker key lapsed mid-node"
+            assert redis_client.ttl(worker.key) > 60
+            redis_client.delete("test:block:long")
+            thread.join(20)
+            assert pw.get_run(run_id).status is RunStatus.COMPLETED
+    finally:
+        redis_client.delete("test:block:long")
+        thread.join(20)
+        jobs.uninstall()

@@ -199,7 +199,8 @@ class Maintenance:
     """A worker's background threads, each on a beat of its own so none delays another:
 
     - ``tick``, every ``period`` (``interval``, or an eighth of the expiry grace if shorter): renew
-      the lease of the running job and, for one worker at a time (by lock), watch the expiry
+      the lease of the running job (and, every ``busy_every_s`` of one job, call ``busy``: the worker
+      keeps its RQ key alive through a long node) and, for one worker at a time (by lock), watch the expiry
       backlog (``watch_backlog``: log it; every eighth of the grace, keep its runs' records alive);
     - ``sweep``, every ``interval``: the lock holder's ``housekeep`` (leases, lost jobs, parked
       streams, idle records);
@@ -221,8 +222,13 @@ class Maintenance:
         lease_ms: int = 5000,
         max_lost: int = 3,
         grace_ms: int = Limits.expiry_grace_ms,
+        busy: Callable[[], None] | None = None,
+        busy_every_s: float = 30.0,
     ) -> None:
         self.store, self.dispatcher, self.owner, self.current = store, dispatcher, owner, current
+        self.busy, self.busy_every_s = busy, busy_every_s
+        self._busy_run: str | None = None
+        self._next_busy = 0.0
         self.lease_ms, self.max_lost, self.grace_ms = lease_ms, max_lost, grace_ms
         self.interval = lease_ms / 5000
         self.period = max(0.05, min(self.interval, grace_ms / 8000))
@@ -252,6 +258,14 @@ class Maintenance:
         run_id = self.current()
         if run_id is not None:
             self.store.heartbeat([run_id], now_ms() + self.lease_ms)
+            if self.busy is not None:
+                if run_id != self._busy_run:  # a job's start raised the key's expiry itself
+                    self._busy_run, self._next_busy = run_id, time.monotonic() + self.busy_every_s
+                elif time.monotonic() >= self._next_busy:
+                    self._next_busy = time.monotonic() + self.busy_every_s
+                    self.busy()
+        else:
+            self._busy_run = None
         if self._lead():
             extend = time.monotonic() >= self._next_extend
             if extend:  # every eighth of the grace, not at every beat: a deep backlog costs a read per run

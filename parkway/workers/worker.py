@@ -12,6 +12,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+import redis
 import structlog
 from rq import Queue
 from rq.exceptions import DeserializationError
@@ -267,6 +268,8 @@ class ParkwayWorker(TrimmedWorker):
             lease_ms=rt.settings.lease_ms,
             max_lost=rt.settings.max_lost_attempts,
             grace_ms=rt.settings.limits.expiry_grace_ms,
+            busy=self._still_busy,
+            busy_every_s=self.job_monitoring_interval,
         )
         maintenance.start()
         services = worker_services(rt.settings, self.name)
@@ -280,6 +283,21 @@ class ParkwayWorker(TrimmedWorker):
             maintenance.stop()
             for gate in gates:
                 gate.stop()
+
+
+    def _still_busy(self) -> None:
+        """Keep this worker's RQ key alive while one job runs on (the maintenance thread, every
+        ``job_monitoring_interval``): a job raises its expiry when it starts (with its first store
+        call, for one its resume began), and a long node would otherwise let it lapse mid-job
+        (``rq info`` and the stored formats' gate then miss a live worker). To the expiry the job's
+        start gave it (``busy_ttl``: the job's timeout and a margin)."""
+        ttl = self.busy_ttl
+        if ttl is None:
+            return
+        try:
+            self.connection.expire(self.key, ttl)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            log.warning("worker_key_not_renewed", worker=self.name, error=str(exc))
 
 
 def begun_window_ms(lease_ms: int) -> int:

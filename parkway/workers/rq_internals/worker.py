@@ -151,6 +151,9 @@ class TrimmedWorker(SimpleWorker):
     """calls in a row that found Redis away (``_store_away``)"""
     _stopped = False
     """set by ``stop()`` (RQ's own warm shutdown, by signal, sets ``_stop_requested`` only)"""
+    busy_ttl: int | None = None
+    """the worker key's expiry (s) the job running now gave it when it started (a parkway job's;
+    None between jobs): what a long job's keep-alive renews it to (``ParkwayWorker``'s maintenance)"""
     _ride: _Ride | None = None
     """the dequeue sent after the last job's last commit, not read yet (see ``next_dequeue``)"""
     _rides_now = False
@@ -484,13 +487,14 @@ class TrimmedWorker(SimpleWorker):
         is kept in memory, so a stop signal mid-job still waits for the job to end."""
         if claim.timeout is not None:
             job.timeout = claim.timeout
-        ttl = self.get_heartbeat_ttl(job)
+        ttl = self.busy_ttl = self.get_heartbeat_ttl(job)
         self._state = WorkerStatus.BUSY  # before the hash goes: a drain always sees one or the other
         self.jobs_begun += 1
         try:
             with holding(claim.client):
                 self._take_and_run(job, queue, claim, ttl)
         finally:
+            self.busy_ttl = None
             self._state = WorkerStatus.IDLE
             job.ended_at = now()
 
