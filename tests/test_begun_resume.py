@@ -39,10 +39,10 @@ def _store(pw: Parkway) -> RedisStore:
     return store
 
 
-def _parked(pw: Parkway, client: redis.Redis, tag: str) -> tuple[str, str]:
+def _parked(pw: Parkway, client: redis.Redis, tag: str, **data: Any) -> tuple[str, str]:
     """A run of flows.counted_choice parked on its question, and the token that answers it."""
     harness = Harness("redis", pw, pw.settings, client)
-    run_id = harness.start_and_run(flows.counted_choice, {"tag": tag})
+    run_id = harness.start_and_run(flows.counted_choice, {"tag": tag, **data})
     assert _store(pw).formats.refresh().writes in (2, 3)
     return run_id, harness.token(run_id)
 
@@ -150,6 +150,23 @@ def test_a_busy_queue_keeps_resumes_to_the_plain_job_id(pw: Parkway, redis_clien
     assert " " in begun and " " not in plain
     _work(pw, redis_client)
     assert pw.get_run(first).status is pw.get_run(second).status is RunStatus.COMPLETED
+
+
+def test_a_run_too_big_for_a_queue_element_is_queued_plainly(pw: Parkway, redis_client: redis.Redis) -> None:
+    """A begun element carries the run's records whole: a run whose hash and journal hold more than
+    ``BEGUN_MAX_BYTES`` (a big input) is queued by its job id, and its worker reads them by its begin;
+    a small one beside it still begins its attempt."""
+    big, t1 = _parked(pw, redis_client, "big", pad="x" * (layout.BEGUN_MAX_BYTES + 1024))
+    assert pw.resume(t1, selected="red").accepted
+    fence = pw.store.get_run(big, 0).fence  # type: ignore[union-attr]
+    assert _elements(pw, redis_client) == [jobs.job_id(big, fence)]
+    assert not redis_client.hexists(keys.run(big), layout.BEGUN_FIELD)
+    _work(pw, redis_client)
+    small, t2 = _parked(pw, redis_client, "small")
+    assert pw.resume(t2, selected="red").accepted
+    assert all(" " in e for e in _elements(pw, redis_client))
+    _work(pw, redis_client)
+    assert pw.get_run(big).status is pw.get_run(small).status is RunStatus.COMPLETED
 
 
 def test_a_crash_between_the_resume_and_the_pop_is_recovered_without_a_lost_attempt(

@@ -371,6 +371,11 @@ interrupts' records or tokens"""
 BEGUN_FIELD = "rb"
 """the run hash's field naming the fence whose attempt a resume began (format 3; see the table above)"""
 
+BEGUN_MAX_BYTES = 32 << 10
+"""the longest begin's reply (the run's fields and its step's journal) a resume's queue element may
+carry for it to begin the attempt (format 3: ``begin_at_resume`` in _resume.lua): a run with a bigger
+input or journal is queued plainly, and its worker reads them by its begin"""
+
 HASH_FIELDS = (
     *RUN_FIELDS, "parent", "pstep", "pfield", "ans", "tg", "until", "fresh", "kept", RECORD_LATEST, RECORD_PARTS,
     "fl", "crashes", "attempts", f"{FOLDED_PREFIX}0", BEGUN_FIELD,

@@ -75,7 +75,8 @@ end
 -- take-and-begin). The caller asks for it (A.begin_until: the lease's end by its clock) only
 -- while every live process reads format 3 (formats.FormatGate), with no replica acknowledgement to
 -- wait for, and never from a session's script; it happens only when the job's queue is empty (a
--- worker likely waits: a lease taken behind a backlog would lapse there). It takes what begin.lua
+-- worker likely waits: a lease taken behind a backlog would lapse there) and the run's records fit
+-- an element (BEGUN_MAX_BYTES; else it is queued plainly after all). It takes what begin.lua
 -- takes (the lease, marked in `rb` so that its lapse counts no lost attempt: recover.lua; the run
 -- running; the attempt counted; node.started) in place of the outbox entry and the job hash, and
 -- pushes the element `<job id> <lease end> <the begin's reply>` (layout.py's "Formats"; read by
@@ -96,17 +97,21 @@ local function begun_reply(fields, entries)
   local parts = {#fields, ' '}
   for _, v in ipairs(fields) do parts[#parts + 1] = #v .. ':' .. v end
   for _, v in ipairs(entries) do parts[#parts + 1] = #v .. ':' .. v end
-  return latin1_text(table.concat(parts))
+  return table.concat(parts)
 end
 
+-- The begun attempt's element pushed (what hand_off_begun returns), or nil, having written nothing,
+-- when the begin's reply would be over BEGUN_MAX_BYTES (a big input or journal: the element would
+-- carry it whole).
 local function begin_at_resume(K, A, step, fence)
-  redis.call('ZADD', K.leases, A.begin_until, A.run_id)
-  redis.call('HINCRBY', K.metrics, F.attempts, 1)
   local entries = redis.call('HGETALL', K.journal)
   local at = hmget(K.run, {unpack(RUN_FIELDS)})
+  local reply = begun_reply(attempt_fields(K.run, at), entries)
+  if #reply > BEGUN_MAX_BYTES then return nil end
+  redis.call('ZADD', K.leases, A.begin_until, A.run_id)
+  redis.call('HINCRBY', K.metrics, F.attempts, 1)
   xadd(K.events, A.maxlen, 'node.started', started_blob(at.node, step, #entries > 0))
-  local tail = A.begin_until .. ' ' .. begun_reply(attempt_fields(K.run, at), entries)
-  return hand_off_begun(K.queues, A.job, 1, fence, tail)
+  return hand_off_begun(K.queues, A.job, 1, fence, A.begin_until .. ' ' .. latin1_text(reply))
 end
 
 local function resume_commit(K, A, pending)
@@ -148,6 +153,12 @@ local function resume_commit(K, A, pending)
   notice(K.notice, A.status == 'cancelled' and 'cancelled' or 'answered', A.run_id, full_request_id(req, A.run_id),
     pending.wf, A.expires)
   write_closing(K.summary, K.closing, A.closing)
-  if begins then return {'accepted', req, step, fence, begin_at_resume(K, A, step, fence)} end
+  local begun = begins and begin_at_resume(K, A, step, fence)
+  if begun then return {'accepted', req, step, fence, begun} end
+  if begins then  -- too big to ride an element: queued as a resume that begins none
+    redis.call('HSET', K.run, F.status, 'queued')
+    redis.call('HDEL', K.run, F.rb)
+    redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
+  end
   return {'accepted', req, step, fence, hand_off(K.queues, A.job, 1, step, fence)}
 end

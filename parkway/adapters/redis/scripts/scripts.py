@@ -95,6 +95,7 @@ Kind = Literal["one", "count", "tail", "block", "blocks", "opt"]
 Side = Literal["keys", "argv"]
 
 CONSTANTS: dict[str, int] = {
+    "BEGUN_MAX_BYTES": layout.BEGUN_MAX_BYTES,
     "CLOCK_TRUST_MS": layout.CLOCK_TRUST_MS,
     "FOLD_MAX": layout.FOLD_MAX,
     "FOLD_WAKE_MS": layout.FOLD_WAKE_MS,
