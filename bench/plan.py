@@ -42,6 +42,9 @@ TARGETS = {
     "send_ratio": 1.5,  # session send() at 1,000 messages <= 1.5x its time at 1
     "beyond_text": 1024.0,  # session memory per turn beyond the message text, bytes (1 KB)
     "cpu_memory": 0.8,  # total CPU per cycle (worker + Redis + client) <= 0.8x LangGraph + InMemorySaver's
+    # issue 36's two more
+    "redis_floor": 1.0,  # Redis CPU per cycle <= 1.0x the RQ floor's (parkway's worker class), same run
+    "cpu_postgres": 0.3,  # total CPU per cycle <= 0.3x LangGraph + PostgresSaver's (its Postgres included)
     # issue 23's start times, seconds (p50)
     "start parkway --help": 0.3,
     "start parkway interrupts": 0.6,
@@ -58,12 +61,15 @@ TARGET_LABELS = {
     "beyond_text": f"session memory per turn beyond the text ≤ {TARGETS['beyond_text'] / 1024:.0f} KB "
     f"({TARGETS['beyond_text']:,.0f} B, averaged over 1,000 messages)",
     "cpu_memory": f"total CPU per cycle ÷ LangGraph + InMemorySaver ≤ {TARGETS['cpu_memory']}×",
+    "redis_floor": f"Redis CPU per cycle ÷ the RQ floor's (parkway's worker class), same run ≤ {TARGETS['redis_floor']}×",
+    "cpu_postgres": f"total CPU per cycle ÷ LangGraph + PostgresSaver (its Postgres included) ≤ {TARGETS['cpu_postgres']}×",
     "start parkway --help": f"`parkway --help` p50 ≤ {TARGETS['start parkway --help']} s (issue 23)",
     "start parkway interrupts": f"`parkway interrupts` p50 ≤ {TARGETS['start parkway interrupts']} s (issue 23)",
 }
 TARGET_FIGURES = {
     "redis_cpu_ms": "cycles", "lua_commands": "rediscost", "weight": "weight", "latency_p50": "latency",
     "latency_p99": "latency", "send_ratio": "sessions", "beyond_text": "sessions", "cpu_memory": "cycles",
+    "redis_floor": "cycles", "cpu_postgres": "cycles",
     "start parkway --help": "startup", "start parkway interrupts": "startup",
 }
 """the figure that measures each target (a run without that figure lists the target as not measured)"""

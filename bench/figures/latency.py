@@ -72,14 +72,15 @@ def measure(plan: Plan, url: str) -> Section:
             f"from resume() returned {cell(ret99, 2)}"
         )
         miss = (
-            "the hand-off crosses two process hops (client to Redis, Redis to the other process); a resume crosses "
-            "four: the commit (one round trip: the answer is validated against the request the listing read, and "
-            "the commit's function, ~100 us of Lua, checks it is still the same pending interrupt), Redis waking "
-            "the worker's dequeue, and the worker's round trip that takes and begins the job (~55 us of Lua), "
-            "with Python on both sides (measured before this run's cuts: ~180 us in the client before it sends, "
-            "~165 us in the worker from the dequeue to the node); three processes share two cores. Under 3× "
-            "needs a hop fewer, the attempt begun by the commit and handed to a waiting worker whole (the "
-            "worker's dequeue returning it), and less Python on both sides"
+            "the hand-off crosses two process hops (client to Redis, Redis to the other process), and so does a "
+            "resume now (stored format 3: the commit, when the queue is empty, also begins the attempt, and the "
+            "worker runs the node from its dequeue's reply, with no round trip of its own before the first line; "
+            "it was four hops before issue 36). What is left is work on each hop that the hand-off does not do: "
+            "the commit's Lua (the answer checked against the pending interrupt, the fence bumped, the begin's "
+            "writes and the reply the element carries), the client's Python before it sends (the answer validated "
+            "against the request, the token checked) and the worker's from the dequeue to the node (the element "
+            "read into an attempt, the replay up to its first line); three processes share two cores. Under 3× "
+            "needs less of each: fewer Python layers on both sides (issue 36's move 3) and a smaller commit"
         )
         for key, ratios in (("latency_p50", p50), ("latency_p99", p99)):
             sec.targets.append(
