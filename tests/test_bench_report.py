@@ -25,9 +25,11 @@ def _plan() -> Plan:
                 listing_queries=1, worker_counts=[1], profile_seconds=1, pg="")
 
 
-def test_the_targets_are_issue_22s_rows_and_issue_23s_start_times_in_order() -> None:
+def test_the_targets_are_issue_22s_rows_issue_36s_two_and_issue_23s_start_times_in_order() -> None:
     assert list(TARGETS) == ["redis_cpu_ms", "lua_commands", "weight", "latency_p50", "latency_p99", "send_ratio",
-                             "beyond_text", "cpu_memory", "start parkway --help", "start parkway interrupts"]
+                             "beyond_text", "cpu_memory", "redis_floor", "cpu_postgres", "start parkway --help",
+                             "start parkway interrupts"]
+    assert (TARGETS["redis_floor"], TARGETS["cpu_postgres"]) == (1.0, 0.3)
     assert (TARGETS["redis_cpu_ms"], TARGETS["lua_commands"], TARGETS["weight"]) == (1.0, 70.0, 1024.0)
     assert (TARGETS["latency_p50"], TARGETS["latency_p99"], TARGETS["send_ratio"]) == (3.0, 3.0, 1.5)
     assert (TARGETS["beyond_text"], TARGETS["cpu_memory"]) == (1024.0, 0.8)
