@@ -180,3 +180,36 @@ def test_notification_settings_refuse_what_cannot_work_with_a_clear_error() -> N
     env = Settings.from_env({"PARKWAY_SMTP_HOST": "mail", "PARKWAY_SMTP_TO": "a@x.example audience:fin=b@x.example"})
     channel = configured(env)[0]
     assert channel.name == "email" and env.smtp_to == ("a@x.example", "audience:fin=b@x.example")
+
+
+def test_notifications_stop_being_owed_once_no_worker_delivers_them(pw: Any, redis_client: Any, redis_url: str) -> None:
+    """``pw:notify`` (what makes every pause write a notification) lives only while a worker's delivery
+    renews it: with the last delivering worker gone, it lapses and pauses stop writing entries nobody
+    reads; while one runs, its beat keeps it."""
+    from parkway import Settings
+    from parkway.adapters.redis.connection.connection import connect
+    from parkway.channels import Delivery, configured, viewer
+    from parkway.channels.delivery import Policy
+    from tests.conftest import SECRET
+    from tests.procs import wait_for
+    from tests.test_notifications import WHSEC, Receiver
+
+    receiver = Receiver().start()
+    settings = Settings(redis_url=redis_url, secret=SECRET, webhook_url=receiver.url, webhook_secret=WHSEC)
+    policy = Policy(claim_s=0.6)  # a beat every 0.2 s; owed for 2 s past the last
+    assert policy.owed_s == 2
+    delivery = Delivery(connect(redis_url), configured(settings), viewer(pw, "https://pw.example"), "test", policy)
+    delivery.start()
+    try:
+        assert 0 < redis_client.ttl(keys.notify_on()) <= 2
+        time.sleep(3)
+        assert redis_client.exists(keys.notify_on()), "a delivering worker's beat renews it"
+    finally:
+        delivery.stop()
+        receiver.stop()
+    wait_for(lambda: not redis_client.exists(keys.notify_on()), 5, "pw:notify to lapse")
+    before = redis_client.xlen(keys.notices()) if redis_client.exists(keys.notices()) else 0
+    harness = Harness("redis", pw, settings, redis_client)
+    harness.start_and_run(flows.one_choice, {})
+    after = redis_client.xlen(keys.notices()) if redis_client.exists(keys.notices()) else 0
+    assert after == before

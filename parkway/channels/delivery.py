@@ -60,6 +60,13 @@ class Policy:
     rate: float = 50.0
     claim_s: float = 30.0
 
+    @property
+    def owed_s(self) -> int:
+        """How long ``pw:notify`` lives past the last sign of a delivering worker (each beat, every
+        third of ``claim_s``, renews it): ten beats, so a deployment whose last worker with channels
+        is gone stops writing notifications nobody reads within this, not never."""
+        return max(1, round(self.claim_s * 10 / 3))
+
 
 @dataclass(order=True)
 class _Send:
@@ -149,8 +156,9 @@ class Delivery:
         self.thread.start()
 
     def _group(self) -> None:
-        """Say notifications are owed, and make the stream and its group (if no worker has yet)."""
-        self.redis.set(keys.notify_on(), 1)
+        """Say notifications are owed (for ``policy.owed_s``: each beat says it again), and make the
+        stream and its group (if no worker has yet)."""
+        self.redis.set(keys.notify_on(), 1, ex=self.policy.owed_s)
         try:
             self.redis.xgroup_create(keys.notices(), layout.NOTICE_GROUP, id="0", mkstream=True)
         except Exception as exc:  # noqa: BLE001 - BUSYGROUP: another worker made it
@@ -187,7 +195,9 @@ class Delivery:
                         pass
 
     def _beat(self, claim_ms: int) -> None:
-        """Keep this worker's entries its own (reset their idle time), then take over a lost worker's."""
+        """Say notifications are still owed, keep this worker's entries its own (reset their idle
+        time), then take over a lost worker's."""
+        self.redis.set(keys.notify_on(), 1, ex=self.policy.owed_s)
         with self.lock:
             mine = list(self.open)
         if mine:

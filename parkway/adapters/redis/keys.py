@@ -109,9 +109,11 @@ key                         type    TTL       holds
                                               with the pause feed
 ``pw:outbox``               zset    none      ``run:step:fence`` jobs enqueued (or to enqueue) but not
                                               begun, by time; the reconciler redispatches old ones
-``pw:notify``               string  none      present while a deployment has notification channels (set by
-                                              a worker that has some, ``parkway.channels``): the one key
-                                              the pause scripts check before writing ``pw:notices``
+``pw:notify``               string  minutes   present while a deployment has notification channels (set by
+                                              a worker that has some, ``parkway.channels``, and renewed
+                                              by its delivery's beat; it lapses ``Policy.owed_s`` after the
+                                              last such worker is gone): the one key the pause scripts
+                                              check before writing ``pw:notices``
 ``pw:notices``              stream  none      the notifications owed (``layout.NOTICE_FIELDS``), written in the
                                               step of the pause, escalation, expiry or answer they
                                               tell of; read by the workers' consumer group
