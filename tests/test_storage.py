@@ -381,3 +381,35 @@ def test_a_parked_runs_keys_stay_within_their_allocation_classes(harness: Harnes
     overhead = 16 + 48 + 24  # the value's object, the key's sds (48-byte class), the key's dict entry
     assert client.memory_usage(keys.run(run_id), samples=0) <= 768 + overhead
     assert client.memory_usage(keys.summary(run_id), samples=0) <= 128 + overhead
+
+
+def test_a_store_names_its_functions_while_another_thread_registers_a_features_scripts(redis_url: str) -> None:
+    """The reconciler's sweep lists the store's function names (to keep them from being pruned) on
+    its own thread while a job's thread may register a feature's scripts (sessions, at first use):
+    neither ever sees the other's set change under it (a sweep once died of "Set changed size
+    during iteration")."""
+    import threading
+
+    from parkway.adapters.redis.connection.connection import connect
+    from parkway.adapters.redis.store.store import RedisStore
+    from parkway.sessions import calls  # noqa: F401 - gives the loader the sessions' folder
+    from parkway.sessions.store import SCRIPTS
+
+    failures: list[BaseException] = []
+    for _ in range(20):
+        store = RedisStore(connect(redis_url))
+
+        def names(store: RedisStore = store) -> None:
+            try:
+                store.function_names()  # the first call builds each library: a wide window
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        thread = threading.Thread(target=names)
+        thread.start()
+        time.sleep(0.001)
+        store.add_scripts(SCRIPTS)
+        thread.join()
+        assert {store._scripts[name].name for name in SCRIPTS} <= store.function_names()
+        store.client.close()
+    assert not failures, failures[0]

@@ -116,8 +116,10 @@ class _Scripts(dict[str, scripts.Function]):
         super().__init__()
         self.client = client
         self.hand_off_lua = hand_off_lua
-        self.names = set(names)
-        """the scripts this store may call: its own and those features added (``add_scripts``)"""
+        self.names = frozenset(names)
+        """the scripts this store may call: its own and those features added (``add_scripts``);
+        replaced, never changed in place, so a thread reading it (the reconciler's sweep) never sees
+        it change under it"""
         self.read_only = read_only
         self.loaded: set[str] = set()
 
@@ -168,7 +170,7 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         folder the feature gave the loader (``scripts.add_folder``), loaded like the store's own
         (``scripts.source``, with this store's ``hand_off``). ``call_script`` then calls them like
         the store's own (translated errors, replica waits unless ``read_only``, ``around_scripts``)."""
-        self._scripts.names.update(names)
+        self._scripts.names = self._scripts.names | frozenset(names)
         self._read_only.update(read_only)
 
     def function_names(self) -> set[str]:
