@@ -123,10 +123,10 @@ def test_a_parked_run_hash_keeps_the_compact_encoding_on_redis(harness: Harness)
 def test_a_parked_run_with_an_event_over_64_bytes_keeps_its_stream_and_its_compact_hash(harness: Harness) -> None:
     """Park folds a run's events into its hash only if each fits in 64 bytes: a tenant of 24
     characters makes run.started longer (format 4 keeps the first event's id in a few bytes), so the
-    events stay in the stream and the hash stays a listpack; stream() reads them the same. The stream kept is rebuilt at its real size (Redis 7
-    allocates a new stream's first node at 4 KiB however few entries it holds). An input of ~50
-    bytes (a listpack value itself) does not: the usual run.started is folded without its data,
-    which the hash's input and workflow make again."""
+    events stay in the stream and the hash stays a listpack; stream() reads them the same. The stream
+    kept is rebuilt at its real size (Redis 7 allocates a new stream's first node at 4 KiB however few
+    entries it holds). An input of ~50 bytes (a listpack value itself) does not: the usual run.started
+    is folded without its data, which the hash's input and workflow make again."""
     if harness.kind != "redis":
         pytest.skip("fakeredis does not model Redis's encodings")
     client = _client(harness)

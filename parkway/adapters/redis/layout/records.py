@@ -32,7 +32,15 @@ queue element of an attempt a resume began (format 3, written only while every l
 format 3: ``begin_at_resume`` in _resume.lua, read by ``begun_attempt``): ``<job id> <lease end ms>
 <the begin's reply>``, the reply as ``<n> `` then length-prefixed strings (``<len>:<bytes>``: the run's
 n field/value items, then its journal's), each byte from 128 up written as its Latin-1 character in
-UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's.
+UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's. Format 4
+(``TRIMMED_FORMAT``) is format 3 with a parked run's hash in jemalloc's 640-byte class instead of 768
+(a bench.flows:cycle run: listpack ~620-624 bytes, 763 in format 3): its park writes no ``paused`` (the
+latest record has that step and version; a begin's reply carries the record then: ``attempt_fields``
+in _common.lua, ``_paused_version``), ``updated`` in ms after ``cr`` (``updated_of``), ``~0``'s id in
+ms after ``cr`` and node.started's and the interrupt event's data without the head the hash makes again
+(``folded_head``); any time or id under ``RELATIVE_MS`` is relative, so readers read both forms without
+asking the format. Its interrupt records are written trimmed (``interrupt_to_blob``), which a reader of
+formats 1-3 reads as well. In every format the spent ``fresh`` is deleted (absent reads as spent).
 
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
@@ -43,7 +51,8 @@ wf, ref, status, node, step,    the run's record; ``data`` is absent until a nod
 fence, input, data, output,     input is it); ``waiting``: a request id (as ``short_id``), ``child:<run
 error, created, updated, ttl,   id>``, ``children`` (a fan-out's, ``fl``: how many children it has
 expires, waiting, fl, paused    left to start) or ``session``; ``paused``: ``<step> <code version>``
-                                of the last pause
+                                of the last pause (formats 1-3); ``updated``: ms, or in format 4 as a
+                                park writes it ms after ``cr``
 fmt                             its stored format (absent: 1); ``created`` is ``cr`` in format 2
 tenant, owner, origin, session  whose it is, written at creation (session: a branch run's, and
                                 its children's)
@@ -62,7 +71,8 @@ until                           ms (by the callers' clocks) the run's records' T
                                 transition that last read (``PTTL``) or set it wrote it (a late
                                 one: never past the real one, within ``CLOCK_TRUST_MS``); absent:
                                 not known (a transition then reads the TTL)
-fresh                           1 from its creation until its first attempt begins (``''`` after):
+fresh                           1 from its creation until its first attempt begins (deleted then;
+                                ``''`` in records written before):
                                 nothing is in its journal yet, so that begin reads none; a script
                                 that writes the journal of a run before that drops it
 rb                              the fence whose attempt a resume began (format 3: its lease taken by
@@ -87,7 +97,9 @@ rq, rn, r0 .. r<rn-1>           the latest interrupt's <req>, its record's part 
 ``~0`` .. ``~7``                while it is parked: its events, when few and small (``fold_fields`` in
                                 ``_common.lua``): ``<entry id> <type length, one byte><type><data>``
                                 (a type in ``FOLDED_TYPES``: ``\\0<its index from 1>``); ids after
-                                ``~0``'s relative to it (``relative_id``)
+                                ``~0``'s relative to it (``relative_id``); format 4: ``~0``'s in ms
+                                after ``cr``, and a type index plus 128: the data after its head
+                                (``folded_head``)
 ==============================  ================================================================
 
 In the run hash <req> is ``short_id``: a minted request id without its run id (``waiting`` too:

@@ -256,11 +256,10 @@ end
 -- Format 4 (layout.py's "Formats") folds a parked run's usual events shorter, each made again from
 -- the run's hash when read (`h`: its cr, node, step and rq, which stay as they are while its events are
 -- folded: every transition that changes them appends an event first, which unfolds them):
--- `~0`'s id in ms after the run's `cr` (an id under FOLD_RELATIVE_MS is relative), and an event whose
+-- `~0`'s id in ms after the run's `cr` (an id under RELATIVE_MS is relative), and an event whose
 -- data begins with what `folded_head` makes from the hash for its type keeps only the rest: `\0` and
 -- its FOLDED_TYPES index plus 128, then the rest of its data (node.started: its replay flag;
 -- interrupt: its expiry and audience after the short id `h`).
-local FOLD_RELATIVE_MS = 1000000000000
 local function folded_head(kind, h)
   if kind == 'node.started' and h.node and h.step then
     return '\131\164node' .. mp_str(h.node) .. '\164step' .. mp_uint(h.step) .. '\166replay'
@@ -282,7 +281,7 @@ local function fold_fields(stream, out, wf, input, h)
       base = tonumber(string.match(id, '^(%d+)'))
       local seq = string.match(id, '-(%d+)$')
       local cr = h and tonumber(h.cr)
-      if cr and base >= cr and base - cr < FOLD_RELATIVE_MS then
+      if cr and base >= cr and base - cr < RELATIVE_MS then
         id = string.format('%.0f', base - cr) .. (seq == '0' and '' or '-' .. seq)
       end
     else
@@ -323,7 +322,7 @@ local function put_back(stream, entry, base, wf, input, h)
   local id = string.sub(entry, 1, sp - 1)
   local ms, seq = string.match(id, '^(%d+)-?(%d*)$')
   ms = tonumber(ms)
-  if not base and ms < FOLD_RELATIVE_MS then base = tonumber(h.cr) end  -- format 4's `~0`: after cr
+  if not base and ms < RELATIVE_MS then base = tonumber(h.cr) end  -- format 4's `~0`: after cr
   if base then  -- (an id folded whole, as before ids were relative, is at least `base`: kept)
     id = string.format('%.0f', ms >= base and ms or base + ms) .. '-' .. (seq == '' and '0' or seq)
   end
@@ -364,7 +363,7 @@ local function unfold_entries(run, stream, folded, wf, input)
   local got = redis.call('HMGET', run, unpack(FOLDED, 2))
   local moved = {F.folded_first}
   local base = folded_ms(folded)
-  if base < FOLD_RELATIVE_MS then base = base + tonumber(h.cr) end
+  if base < RELATIVE_MS then base = base + tonumber(h.cr) end
   for i, entry in ipairs(got) do  -- in order, up to the first field not there
     if not entry then break end
     put_back(stream, entry, base, wf, input, h)
@@ -408,11 +407,12 @@ local function attempt_fields(run, at)
     if racing then fields[#fields + 1], fields[#fields + 2] = value, racing end
   end
   if at.paused or (tonumber(at.fmt) or 1) < 4 then return fields end
-  local latest = redis.call('HMGET', run, F.rq, F.rn)
-  if not latest[1] then return fields end
-  fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = F.rq, latest[1], F.rn, latest[2]
+  local latest = hmget(run, {F.rq, F.rn})
+  if not latest.rq then return fields end
+  fields[#fields + 1], fields[#fields + 2] = F.rq, latest.rq
+  fields[#fields + 1], fields[#fields + 2] = F.rn, latest.rn
   local names = {}
-  for i = 0, tonumber(latest[2]) - 1 do names[#names + 1] = P.record .. i end
+  for i = 0, tonumber(latest.rn) - 1 do names[#names + 1] = P.record .. i end
   local parts = redis.call('HMGET', run, unpack(names))
   for i, name in ipairs(names) do
     if parts[i] then fields[#fields + 1], fields[#fields + 2] = name, parts[i] end
@@ -584,7 +584,7 @@ end
 --   format         the stored format to write it in (see born_fields)
 
 -- The run hash's fields that say its stored format and its creation time `now`, for a run created in
--- `format` (layout.py's "Formats"): format 1 names none (`created`); formats 2 and 3 say `fmt` and name the
+-- `format` (layout.py's "Formats"): format 1 names none (`created`); formats 2 to 4 say `fmt` and name the
 -- creation time `cr`.
 local function born_fields(format, now)
   if tonumber(format) >= 2 then return {F.fmt, tonumber(format), F.cr, now} end
