@@ -472,7 +472,7 @@ def _paused_version(f: Mapping[str, Any], run_id: str) -> str | None:
     raw = codec.decode(blob, what="interrupt")
     if not isinstance(raw, list) or len(raw) <= _VERSION_AT:
         return None
-    return _s(raw[_VERSION_AT]) or None if raw[_STEP_AT] == step else None
+    return (_s(raw[_VERSION_AT]) or None) if raw[_STEP_AT] == step else None
 
 
 def _paused(text: str, step: int) -> str | None:
@@ -790,8 +790,9 @@ def interrupt_from_blob(
         fields["request_id"] = fields["request_id"] or request_id
         fields["capture"] = tuple(fields.get("capture", ("input", "output")))
         fields["request"] = _request(fields["request"])
-        if fields["expires_at"] < fields["created_at"]:  # trimmed (format 4): ms after its creation
-            fields["expires_at"] += fields["created_at"]
+        expires, created = fields["expires_at"], fields["created_at"]
+        if isinstance(expires, int) and isinstance(created, int) and expires < created:
+            fields["expires_at"] = created + expires  # trimmed (format 4): ms after its creation
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, ref=ref, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
