@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from parkway.adapters import codec
-from parkway.adapters.redis import layout
+from parkway.adapters.redis import formats, keys, layout
 from parkway.adapters.redis.store.store import RedisStore
 from parkway.runtime import hooks
 from parkway.runtime.clock import now_ms
@@ -67,11 +67,17 @@ def test_resume_commit_reads_neither_the_token_nor_the_step_again() -> None:
     assert "A.token_field" not in body.group(1) and "'step'" not in body.group(1)
 
 
-def test_begin_returns_the_run_record_not_the_run_hash(harness: Harness) -> None:
+@pytest.mark.parametrize("fmt", [3, 4])
+def test_begin_returns_the_run_record_not_the_run_hash(harness: Harness, fmt: int) -> None:
     """After an answer, the attempt's begin returns the run's RunRecord fields (``layout.RUN_FIELDS``),
-    not the answered interrupt's record parts or its token field, and reads the run as a full read does."""
+    not its token field, and reads the run as a full read does; the answered interrupt's record parts
+    only in format 4, which keeps no ``paused``: they say the version the replay checks."""
     store = harness.pw.store
     assert isinstance(store, RedisStore)
+    if fmt == 3:  # a live reader of formats up to 3 holds the writers at 3
+        held = formats.announcement((1, 2, 3), "worker", now_ms() + 60_000)
+        store.client.hset(keys.readers(), "format-3-worker", held)
+    assert store.formats.refresh().writes == fmt
     run_id = harness.start_and_run(flows.stepper, {"tag": "walk"})
     answer = harness.pw.prepare_answer(harness.token(run_id), selected="red")
     assert isinstance(answer, Answer)  # committed without a job: this test begins the attempt
@@ -82,10 +88,11 @@ def test_begin_returns_the_run_record_not_the_run_hash(harness: Harness) -> None
     command, attempt_of = store.begin_command(run_id, None, before.fence, now, now + 60_000)
     reply = store.client.execute_command(*command)
     names = {name.decode() for name in reply[0][::2]}
-    assert names <= set(layout.RUN_FIELDS), names - set(layout.RUN_FIELDS)
-    assert {"rq", "rn", "r0"}.isdisjoint(names)
+    record = {"rq", "rn"} | {f"r{i}" for i in range(int(store.client.hget(keys.run(run_id), "rn")))}
+    assert names - record <= set(layout.RUN_FIELDS), names - record - set(layout.RUN_FIELDS)
+    assert (names & record) == (record if fmt == 4 else set())
     began = attempt_of(reply).run
-    assert began.status is RunStatus.RUNNING
+    assert began.status is RunStatus.RUNNING and began.paused_version is not None
     assert dataclasses.replace(began, status=before.status, updated_at=before.updated_at) == before
 
 

@@ -79,7 +79,8 @@ due[#due + 1] = {seq = seq, entry = A.entry, event = A.resumed}
 local function deliver(r)
   -- its stream records the delivery: kept when it ends (trim_ended); its journal is not empty now,
   -- if no attempt has begun yet (`fresh`, see create_run)
-  redis.call('HSET', r.key, F.tg, 1, F.fresh, '')
+  redis.call('HSET', r.key, F.tg, 1)
+  redis.call('HDEL', r.key, F.fresh)
   for _, t in ipairs(due) do
     redis.call('HSET', r.k.journal, P.trigger_entry .. t.seq, t.entry)
     xadd_run(r.key, r.k.events, A.maxlen, 'interrupt.resumed', t.event)

@@ -12,7 +12,7 @@ from ....runtime.executor import interrupt_event
 from ....runtime.store import InterruptRecord, StoredEvent
 from ... import codec
 from .. import keys
-from .records import FOLDED_FIELDS, FOLDED_TYPES, T, _s, full_id, interrupt_in, short_id
+from .records import FOLDED_FIELDS, FOLDED_TYPES, RELATIVE_MS, T, _s, full_id, interrupt_in, short_id
 
 # --- events ------------------------------------------------------------------------
 
@@ -62,14 +62,29 @@ def fold_value(entry_id: str, kind: str, data: bytes, first: str | None = None) 
 def folded_type(rest: bytes, run: Mapping[bytes, Any] | None = None) -> tuple[str, bytes]:
     """A folded event's type and data from what follows its id: a type length and the type, or a
     length of 0 and the type's index in ``FOLDED_TYPES`` (from 1), or two zero bytes: the usual
-    run.started, its data made from the run hash ``run`` (``started_data``)."""
+    run.started, its data made from the run hash ``run`` (``started_data``), or (format 4) 0 and the
+    index plus 128: the rest of its data after the head made from the run hash (``folded_head``)."""
     size = rest[0]
     if size == 0 and rest[1] == 0:
         run = run or {}
         return "run.started", started_data(_s(run.get(b"wf")), run.get(b"input") or b"")
+    if size == 0 and rest[1] > 128:
+        kind = FOLDED_TYPES[rest[1] - 129]
+        return kind, folded_head(kind, run or {}) + rest[2:]
     if size == 0:
         return FOLDED_TYPES[rest[1] - 1], rest[2:]
     return rest[1 : 1 + size].decode(), rest[1 + size :]
+
+
+def folded_head(kind: str, run: Mapping[bytes, Any]) -> bytes:
+    """The head of a folded event's data that format 4 leaves out and makes again from the parked run's
+    hash (``folded_head`` in _common.lua): node.started's node and step, an interrupt event's short id."""
+    if kind == "node.started":
+        return b"\x83\xa4node" + codec.encode(_s(run.get(b"node"))) + b"\xa4step" + codec.encode(
+            int(run.get(b"step") or 0)) + b"\xa6replay"
+    if kind == "interrupt":
+        return b"\x82\xa1h" + codec.encode(_s(run.get(b"rq")))
+    raise ValueError(f"no head is made for a folded {kind}")
 
 
 def started_data(workflow: str, input_: bytes) -> bytes:
@@ -107,7 +122,10 @@ def folded_after(
         stored, _, rest = value.partition(b" ")
         entry_id = stored.decode()
         if i == 0:
-            base_ms = _position(entry_id)[0]
+            base_ms, seq = _position(entry_id)
+            if base_ms < RELATIVE_MS:  # format 4: in ms after the run's creation
+                base_ms += int((run or {}).get(b"cr") or 0)
+                entry_id = f"{base_ms}-{seq}"
         else:
             entry_id = _absolute_id(entry_id, base_ms)
         if not rest or _position(entry_id) <= start:

@@ -32,7 +32,15 @@ queue element of an attempt a resume began (format 3, written only while every l
 format 3: ``begin_at_resume`` in _resume.lua, read by ``begun_attempt``): ``<job id> <lease end ms>
 <the begin's reply>``, the reply as ``<n> `` then length-prefixed strings (``<len>:<bytes>``: the run's
 n field/value items, then its journal's), each byte from 128 up written as its Latin-1 character in
-UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's.
+UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's. Format 4
+(``TRIMMED_FORMAT``) is format 3 with a parked run's hash in jemalloc's 640-byte class instead of 768
+(a bench.flows:cycle run: listpack ~620-624 bytes, 763 in format 3): its park writes no ``paused`` (the
+latest record has that step and version; a begin's reply carries the record then: ``attempt_fields``
+in _common.lua, ``_paused_version``), ``updated`` in ms after ``cr`` (``updated_of``), ``~0``'s id in
+ms after ``cr`` and node.started's and the interrupt event's data without the head the hash makes again
+(``folded_head``); any time or id under ``RELATIVE_MS`` is relative, so readers read both forms without
+asking the format. Its interrupt records are written trimmed (``interrupt_to_blob``), which a reader of
+formats 1-3 reads as well. In every format the spent ``fresh`` is deleted (absent reads as spent).
 
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
@@ -43,7 +51,8 @@ wf, ref, status, node, step,    the run's record; ``data`` is absent until a nod
 fence, input, data, output,     input is it); ``waiting``: a request id (as ``short_id``), ``child:<run
 error, created, updated, ttl,   id>``, ``children`` (a fan-out's, ``fl``: how many children it has
 expires, waiting, fl, paused    left to start) or ``session``; ``paused``: ``<step> <code version>``
-                                of the last pause
+                                of the last pause (formats 1-3); ``updated``: ms, or in format 4 as a
+                                park writes it ms after ``cr``
 fmt                             its stored format (absent: 1); ``created`` is ``cr`` in format 2
 tenant, owner, origin, session  whose it is, written at creation (session: a branch run's, and
                                 its children's)
@@ -62,7 +71,8 @@ until                           ms (by the callers' clocks) the run's records' T
                                 transition that last read (``PTTL``) or set it wrote it (a late
                                 one: never past the real one, within ``CLOCK_TRUST_MS``); absent:
                                 not known (a transition then reads the TTL)
-fresh                           1 from its creation until its first attempt begins (``''`` after):
+fresh                           1 from its creation until its first attempt begins (deleted then;
+                                ``''`` in records written before):
                                 nothing is in its journal yet, so that begin reads none; a script
                                 that writes the journal of a run before that drops it
 rb                              the fence whose attempt a resume began (format 3: its lease taken by
@@ -87,7 +97,9 @@ rq, rn, r0 .. r<rn-1>           the latest interrupt's <req>, its record's part 
 ``~0`` .. ``~7``                while it is parked: its events, when few and small (``fold_fields`` in
                                 ``_common.lua``): ``<entry id> <type length, one byte><type><data>``
                                 (a type in ``FOLDED_TYPES``: ``\\0<its index from 1>``); ids after
-                                ``~0``'s relative to it (``relative_id``)
+                                ``~0``'s relative to it (``relative_id``); format 4: ``~0``'s in ms
+                                after ``cr``, and a type index plus 128: the data after its head
+                                (``folded_head``)
 ==============================  ================================================================
 
 In the run hash <req> is ``short_id``: a minted request id without its run id (``waiting`` too:
@@ -130,11 +142,11 @@ T = TypeVar("T")
 
 FIRST_FORMAT = 1
 """the stored format of a record that names none (written before records said their format)"""
-NEWEST_FORMAT = 3
+NEWEST_FORMAT = 4
 """the newest stored format this code writes (once every live process reads it: :mod:`.formats`)"""
-READS_FORMATS = (1, 2, 3)
+READS_FORMATS = (1, 2, 3, 4)
 """the stored formats this code reads (and announces: :mod:`.formats`)"""
-CREATED_FIELD = {1: "created", 2: "cr", 3: "cr"}
+CREATED_FIELD = {1: "created", 2: "cr", 3: "cr", 4: "cr"}
 """the run hash's creation-time field by format"""
 
 
@@ -162,6 +174,17 @@ def created_of(fields: Mapping[str, Any]) -> int:
     if value is None:
         raise KeyError("created")
     return int(value)
+
+
+RELATIVE_MS = 10**12
+"""a time a format-4 run hash keeps under this many ms is in ms after the run's creation (``updated``, as
+park writes it; a folded ``~0`` id): any time written whole is far past it"""
+
+
+def updated_of(fields: Mapping[str, Any]) -> int:
+    """A run hash's last-change time (ms): ``updated`` whole, or (format 4's park) in ms after its creation."""
+    value = int(fields["updated"])
+    return value + created_of(fields) if value < RELATIVE_MS else value
 
 
 PART_BYTES = 64
@@ -418,12 +441,12 @@ def run_record(run_id: str, fields: Mapping[bytes, Any]) -> RunRecord:
             output=codec.decode(f.get("output"), what="run output"),
             error=codec.decode(f.get("error"), what="run error"),
             created_at=created_of(f),
-            updated_at=int(f["updated"]),
+            updated_at=updated_of(f),
             ttl_ms=int(f["ttl"]),
             expires_at=int(f["expires"]) if f.get("expires") else None,
             waiting_on=full_id(_s(f.get("waiting")), run_id) or None,
             lineage=lineage_from(_s(f.get("lineage"))),
-            paused_version=_paused(_s(f.get("paused")), int(f["step"])),
+            paused_version=_paused_version(f, run_id),
             tenant=_s(f.get("tenant")) or None,
             racing=_racing(f),
             owner=_s(f.get("owner")) or None,
@@ -441,6 +464,20 @@ def _racing(f: Mapping[str, Any]) -> str | None:
     """The child run racing the run's interrupt (``rc``), while that interrupt (status field ``rs``) is pending."""
     status_field_ = _s(f.get("rs"))
     return (_s(f.get("rc")) or None) if status_field_ and _s(f.get(status_field_)) == "pending" else None
+
+
+def _paused_version(f: Mapping[str, Any], run_id: str) -> str | None:
+    """The code version of the current activation's last pause: ``paused`` says it (formats 1-3), else
+    (format 4 keeps no ``paused``) the latest interrupt's record does, when it is of this step (a
+    begin's reply carries that record for it: ``attempt_fields`` in _common.lua)."""
+    step = int(f["step"])
+    if f.get("paused") is not None or not f.get(RECORD_LATEST):
+        return _paused(_s(f.get("paused")), step)
+    blob = b"".join(f.get(record_field(i)) or b"" for i in range(int(f.get(RECORD_PARTS) or 0)))
+    raw = codec.decode(blob, what="interrupt")
+    if not isinstance(raw, list) or len(raw) <= _VERSION_AT:
+        return None
+    return (_s(raw[_VERSION_AT]) or None) if raw[_STEP_AT] == step else None
 
 
 def _paused(text: str, step: int) -> str | None:
@@ -562,7 +599,7 @@ def listed_run(run_id: str, run: Sequence[Any], summary: Sequence[Any]) -> RunRe
             node=f.get("node") or None,
             step=int(f.get("step") or 0),
             created_at=created_of({k: v for k, v in f.items() if v}),
-            updated_at=int(f["updated"]),
+            updated_at=updated_of({k: v for k, v in f.items() if v}),
             tenant=f["tenant"] or None,
             owner=f["owner"] or None,
             origin=f["origin"] or None,
@@ -692,17 +729,45 @@ read as None, and a record without ``capture`` captures both); ``trace`` is writ
 pause was traced, so an untraced record is as it was"""
 
 
-def interrupt_to_blob(record: InterruptRecord) -> bytes:
+_STEP_AT = _INTERRUPT_FIELDS.index("step")
+_EXPIRES_AT = _INTERRUPT_FIELDS.index("expires_at")
+_VERSION_AT = _INTERRUPT_FIELDS.index("version")
+_DEFAULT_CAPTURE = ("input", "output")
+TRIMMED_FORMAT = 4
+"""the format from which an interrupt's record is written trimmed (``interrupt_to_blob``) and a parked
+run's hash keeps no ``paused`` and folds its usual events shorter (``folded_head`` in _common.lua)"""
+
+
+def interrupt_to_blob(record: InterruptRecord, trimmed: bool = False) -> bytes:
     """The record as a msgpack array in ``_INTERRUPT_FIELDS`` order: no field names, nothing its run
-    holds (its request id is nil: the run hash names the record by it, ``rq``)."""
-    values = [_stored(record.request) if name == "request" else getattr(record, name) for name in _INTERRUPT_FIELDS[1:]]
+    holds (its request id is nil: the run hash names the record by it, ``rq``). ``trimmed`` (format 4):
+    its tail ends at its last field not as a reader fills it in (None; ``capture`` both), and its
+    request leaves out ``maxLength`` and ``meta`` at their defaults (a reader's validation fills them)."""
+    values = [_stored(record.request, trimmed) if name == "request" else getattr(record, name)
+              for name in _INTERRUPT_FIELDS[1:]]
+    if trimmed and 0 <= record.expires_at - record.created_at < record.created_at:
+        values[_EXPIRES_AT - 1] = record.expires_at - record.created_at  # ms after its creation
     if record.trace is None:
         values.pop()
+    if trimmed:
+        tail = len(_INTERRUPT_FIELDS) - _OPTIONAL_TAIL - 1  # (values start at the record's second field)
+        while len(values) > tail and values[-1] in (None, _DEFAULT_CAPTURE):
+            values.pop()
     return codec.encode([None, *values], what="interrupt")
 
 
-def _stored(request: InterruptRequest | None) -> dict[str, Any]:
-    return request.stored() if request is not None else {}
+_REQUEST_DEFAULTS = {"maxLength": 10_000, "meta": {}}
+
+
+def _stored(request: InterruptRequest | None, trimmed: bool = False) -> dict[str, Any]:
+    if request is None:
+        return {}
+    out = request.stored()
+    if trimmed:
+        for name, default in _REQUEST_DEFAULTS.items():
+            if name in out and out[name] == default:
+                del out[name]
+    return out
 
 
 def _request(raw: Any) -> InterruptRequest | None:
@@ -730,16 +795,19 @@ def interrupt_from_blob(
         fields["request_id"] = fields["request_id"] or request_id
         fields["capture"] = tuple(fields.get("capture", ("input", "output")))
         fields["request"] = _request(fields["request"])
+        expires, created = fields["expires_at"], fields["created_at"]
+        if isinstance(expires, int) and isinstance(created, int) and expires < created:
+            fields["expires_at"] = created + expires  # trimmed (format 4): ms after its creation
         return InterruptRecord(run_id=run_id, workflow=workflow, token_hash=token_hash, ref=ref, **fields)
     except TypeError as exc:
         raise CorruptRecord(f"interrupt record has the wrong shape: {exc}", what="interrupt") from exc
 
 
-def record_parts(record: InterruptRecord) -> list[Any]:
+def record_parts(record: InterruptRecord, trimmed: bool = False) -> list[Any]:
     """An interrupt record as the run hash keeps it, as (field, value) pairs flat: ``rq`` and its
     <req> first, ``rn`` and the part count, then each part (``r0``, ``r1``...) of at most
-    ``RECORD_PART_BYTES``."""
-    parts = split(interrupt_to_blob(record), RECORD_PART_BYTES)
+    ``RECORD_PART_BYTES`` (``trimmed``: see ``interrupt_to_blob``)."""
+    parts = split(interrupt_to_blob(record, trimmed), RECORD_PART_BYTES)
     out: list[Any] = [RECORD_LATEST, short_id(record.request_id, record.run_id), RECORD_PARTS, len(parts)]
     for i, part in enumerate(parts):
         out += [record_field(i), part]

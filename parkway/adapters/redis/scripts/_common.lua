@@ -229,13 +229,46 @@ local function mp_str(s)
     math.floor(n / 256) % 256, n % 256) .. s
 end
 
+-- msgpack of a non-negative integer, in the shortest form (as msgpack-python writes it).
+local function mp_uint(n)
+  n = tonumber(n)
+  local function be(v, width)
+    local out = {}
+    for i = width, 1, -1 do
+      out[i] = string.char(v % 256)
+      v = math.floor(v / 256)
+    end
+    return table.concat(out)
+  end
+  if n < 128 then return string.char(n) end
+  if n < 256 then return '\204' .. be(n, 1) end
+  if n < 65536 then return '\205' .. be(n, 2) end
+  if n < 4294967296 then return '\206' .. be(n, 4) end
+  return '\207' .. be(math.floor(n / 4294967296), 4) .. be(n % 4294967296, 4)
+end
+
 -- the data of a run's usual run.started event ({workflow, input}, as create_run's caller writes it),
 -- from its hash's wf and input (neither changes in the run's life)
 local function started_data(wf, input)
   return '\130\168workflow' .. mp_str(wf) .. '\165input' .. input
 end
 
-local function fold_fields(stream, out, wf, input)
+-- Format 4 (layout.py's "Formats") folds a parked run's usual events shorter, each made again from
+-- the run's hash when read (`h`: its cr, node, step and rq, which stay as they are while its events are
+-- folded: every transition that changes them appends an event first, which unfolds them):
+-- `~0`'s id in ms after the run's `cr` (an id under RELATIVE_MS is relative), and an event whose
+-- data begins with what `folded_head` makes from the hash for its type keeps only the rest: `\0` and
+-- its FOLDED_TYPES index plus 128, then the rest of its data (node.started: its replay flag;
+-- interrupt: its expiry and audience after the short id `h`).
+local function folded_head(kind, h)
+  if kind == 'node.started' and h.node and h.step then
+    return '\131\164node' .. mp_str(h.node) .. '\164step' .. mp_uint(h.step) .. '\166replay'
+  end
+  if kind == 'interrupt' and h.rq then return '\130\161h' .. mp_str(h.rq) end
+  return nil
+end
+
+local function fold_fields(stream, out, wf, input, h)
   local entries = redis.call('XRANGE', stream, '-', '+', 'COUNT', FOLD_MAX + 1)
   if #entries == 0 or #entries > FOLD_MAX then return false end
   local fields = {}
@@ -246,14 +279,22 @@ local function fold_fields(stream, out, wf, input)
     if #f ~= 4 or t ~= 't' or d ~= 'd' or #kind > 255 or #kind == 0 then return false end
     if i == 1 then
       base = tonumber(string.match(id, '^(%d+)'))
+      local seq = string.match(id, '-(%d+)$')
+      local cr = h and tonumber(h.cr)
+      if cr and base >= cr and base - cr < RELATIVE_MS then
+        id = string.format('%.0f', base - cr) .. (seq == '0' and '' or '-' .. seq)
+      end
     else
       local ms, seq = string.match(id, '^(%d+)-(%d+)$')
       id = string.format('%.0f', tonumber(ms) - base) .. (seq == '0' and '' or '-' .. seq)
     end
     local code = FOLDED_CODES[kind]
     local v
+    local head = h and code and folded_head(kind, h)
     if kind == 'run.started' and wf and input and data == started_data(wf, input) then
       v = id .. ' \0\0'  -- its data made again from the run's hash when read (started_data)
+    elseif head and string.sub(data, 1, #head) == head then
+      v = id .. ' \0' .. string.char(128 + code) .. string.sub(data, #head + 1)
     else
       v = id .. ' ' .. (code and '\0' .. string.char(code) or string.char(#kind) .. kind) .. data
     end
@@ -270,19 +311,28 @@ end
 -- someone appended to the stream behind parkway's back wins: folded entries not newer than it are
 -- dropped (a stream's ids only grow).
 -- Put one folded entry back in the stream with its id: false when the stream refuses it (it holds
--- that id or a later one). `base`: the ms of `~0`'s id, for a later entry (its id is relative to it).
-local function put_back(stream, entry, base, wf, input)
+-- that id or a later one). `base`: the ms of `~0`'s id, for a later entry (its id is relative to it);
+-- `h`: the run's cr, node, step and rq (format 4's `~0` relative to cr, data made from the hash:
+-- folded_head).
+local function folded_ms(entry)
+  return tonumber(string.match(entry, '^(%d+)'))
+end
+local function put_back(stream, entry, base, wf, input, h)
   local sp = string.find(entry, ' ', 1, true)
   local id = string.sub(entry, 1, sp - 1)
+  local ms, seq = string.match(id, '^(%d+)-?(%d*)$')
+  ms = tonumber(ms)
+  if not base and ms < RELATIVE_MS then base = tonumber(h.cr) end  -- format 4's `~0`: after cr
   if base then  -- (an id folded whole, as before ids were relative, is at least `base`: kept)
-    local ms, seq = string.match(id, '^(%d+)-?(%d*)$')
-    ms = tonumber(ms)
     id = string.format('%.0f', ms >= base and ms or base + ms) .. '-' .. (seq == '' and '0' or seq)
   end
-  local n = string.byte(entry, sp + 1)
+  local n, code = string.byte(entry, sp + 1, sp + 2)
   local kind, data
-  if n == 0 and string.byte(entry, sp + 2) == 0 then  -- the usual run.started, its data from the hash
+  if n == 0 and code == 0 then  -- the usual run.started, its data from the hash
     kind, data = 'run.started', started_data(wf or '', input or '')
+  elseif n == 0 and code > 128 then  -- its data's head made from the hash (folded_head)
+    kind = FOLDED_TYPES[code - 128]
+    data = folded_head(kind, h) .. string.sub(entry, sp + 3)
   elseif n == 0 then  -- a type FOLDED_TYPES names
     kind, data = FOLDED_TYPES[string.byte(entry, sp + 2)], string.sub(entry, sp + 3)
   else
@@ -308,13 +358,15 @@ local function unfold_entries(run, stream, folded, wf, input)
     local got = hmget(run, {F.wf, F.input})
     wf, input = got.wf, got.input
   end
-  if not put_back(stream, folded, nil, wf, input) then return {unpack(FOLDED)} end
+  local h = hmget(run, {F.cr, F.node, F.step, F.rq})  -- (format 4: see folded_head)
+  if not put_back(stream, folded, nil, wf, input, h) then return {unpack(FOLDED)} end
   local got = redis.call('HMGET', run, unpack(FOLDED, 2))
   local moved = {F.folded_first}
-  local base = tonumber(string.match(folded, '^(%d+)'))
+  local base = folded_ms(folded)
+  if base < RELATIVE_MS then base = base + tonumber(h.cr) end
   for i, entry in ipairs(got) do  -- in order, up to the first field not there
     if not entry then break end
-    put_back(stream, entry, base, wf, input)
+    put_back(stream, entry, base, wf, input, h)
     moved[i + 1] = FOLDED[i + 1]
   end
   return moved
@@ -335,24 +387,6 @@ local function xadd_run(run, stream, maxlen, kind, blob, folded, wf, input)
   return xadd(stream, maxlen, kind, blob)
 end
 
--- msgpack of a non-negative integer, in the shortest form (as msgpack-python writes it).
-local function mp_uint(n)
-  n = tonumber(n)
-  local function be(v, width)
-    local out = {}
-    for i = width, 1, -1 do
-      out[i] = string.char(v % 256)
-      v = math.floor(v / 256)
-    end
-    return table.concat(out)
-  end
-  if n < 128 then return string.char(n) end
-  if n < 256 then return '\204' .. be(n, 1) end
-  if n < 65536 then return '\205' .. be(n, 2) end
-  if n < 4294967296 then return '\206' .. be(n, 4) end
-  return '\207' .. be(math.floor(n / 4294967296), 4) .. be(n % 4294967296, 4)
-end
-
 -- node.started's data ({node, step, replay}): a replay runs the node again over what its journal
 -- holds (an answer, a cancellation, the steps of a lost attempt)
 local function started_blob(node, step, replay)
@@ -362,7 +396,8 @@ end
 
 -- The run's part of a begin's reply: its fields as pairs (RUN_FIELDS, as `at` read them by the
 -- scripts' names) and the status field `rs` names (a racing interrupt's): not its interrupts'
--- records or tokens.
+-- records or tokens; except, in format 4 (no `paused`: see park), the latest interrupt's record
+-- (rq, rn and its parts), whose step and version say what `paused` said (layout.run_record).
 local function attempt_fields(run, at)
   local fields = {}
   for _, name in ipairs(RUN_FIELDS) do
@@ -370,6 +405,17 @@ local function attempt_fields(run, at)
     if value then fields[#fields + 1], fields[#fields + 2] = name, value end
     local racing = name == F.rs and value and value ~= '' and redis.call('HGET', run, value)
     if racing then fields[#fields + 1], fields[#fields + 2] = value, racing end
+  end
+  if at.paused or (tonumber(at.fmt) or 1) < 4 then return fields end
+  local latest = hmget(run, {F.rq, F.rn})
+  if not latest.rq then return fields end
+  fields[#fields + 1], fields[#fields + 2] = F.rq, latest.rq
+  fields[#fields + 1], fields[#fields + 2] = F.rn, latest.rn
+  local names = {}
+  for i = 0, tonumber(latest.rn) - 1 do names[#names + 1] = P.record .. i end
+  local parts = redis.call('HMGET', run, unpack(names))
+  for i, name in ipairs(names) do
+    if parts[i] then fields[#fields + 1], fields[#fields + 2] = name, parts[i] end
   end
   return fields
 end
@@ -538,7 +584,7 @@ end
 --   format         the stored format to write it in (see born_fields)
 
 -- The run hash's fields that say its stored format and its creation time `now`, for a run created in
--- `format` (layout.py's "Formats"): format 1 names none (`created`); formats 2 and 3 say `fmt` and name the
+-- `format` (layout.py's "Formats"): format 1 names none (`created`); formats 2 to 4 say `fmt` and name the
 -- creation time `cr`.
 local function born_fields(format, now)
   if tonumber(format) >= 2 then return {F.fmt, tonumber(format), F.cr, now} end

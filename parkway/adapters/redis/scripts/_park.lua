@@ -16,7 +16,7 @@ local function mark_gate(root, gate)
 end
 
 local function park(K, A)
-  local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, F.rq, F.rn, F.ans, F.folded_first, F.created, F.cr, F.until_ms, F.crashes, F.wf, F.input, F.tenant}), A.fence, {'running'})
+  local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, F.rq, F.rn, F.ans, F.folded_first, F.created, F.cr, F.until_ms, F.crashes, F.wf, F.input, F.tenant, F.fmt, F.node}), A.fence, {'running'})
   if not cur then return err end
   if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
   redis.call('ZADD', K.newest, 0, A.member_newest)
@@ -28,10 +28,15 @@ local function park(K, A)
   -- what the run's hash takes, in one HSET: the token field and waiting name the interrupt as rq
   -- does (its request id without the run id); a crash count is reset (no count reads 0: a run that
   -- never crashed has none)
-  local fields = {F.status, V.waiting, F.waiting, A.short_id, F.expires, A.expires, F.updated, A.now,
+  -- format 4 (layout.py's "Formats") keeps no `paused` (the latest record has its step and version:
+  -- attempt_fields returns it), `updated` in ms after `cr`, and its folded events shorter (folded_head)
+  local trimmed = (tonumber(cur.fmt) or 1) >= 4
+  local updated, born = A.now, tonumber(cur.cr)
+  if trimmed and born and tonumber(A.now) >= born then updated = tonumber(A.now) - born end
+  local fields = {F.status, V.waiting, F.waiting, A.short_id, F.expires, A.expires, F.updated, updated,
     F.fence, fence, A.token_field, A.short_id, A.status_field, 'pending'}
   if cur.crashes and cur.crashes ~= '0' then fields[#fields + 1], fields[#fields + 2] = F.crashes, 0 end
-  if A.paused ~= '' then fields[#fields + 1], fields[#fields + 2] = F.paused, A.paused end
+  if A.paused ~= '' and not trimmed then fields[#fields + 1], fields[#fields + 2] = F.paused, A.paused end
   -- the run's latest record (its interrupt before this one, answered or expired) keeps its parts
   -- under names of its own, r:<req>:<i>, for reads by request id; the new one takes r0, r1, ...
   local dropped = {}
@@ -62,7 +67,8 @@ local function park(K, A)
   -- _common.lua); else the stream lives as long as the run, rebuilt at its real size: Redis 7.0
   -- allocates a stream's first node at stream-node-max-bytes (4 KiB) however few entries it holds,
   -- and a parked run may wait for hours
-  local folded = fold_fields(K.events, fields, cur.wf, cur.input)
+  local h = trimmed and {cr = cur.cr, node = cur.node, step = cur.step, rq = A.short_id} or nil
+  local folded = fold_fields(K.events, fields, cur.wf, cur.input, h)
   local keep_ms = tonumber(A.ttl) + tonumber(A.grace)
   local left, _, known = keep_records(K.run, keep_ms, {K.run, K.journal, K.state, K.snapshots}, K.summary,
     A.retention, A.now, cur.until_ms)

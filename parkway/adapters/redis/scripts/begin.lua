@@ -57,7 +57,8 @@ if at.status == 'running' then
 end
 if at.rb then redis.call('HDEL', K.run, F.rb) end
 if at.fresh == '1' then
-  redis.call('HSET', K.run, F.status, 'running', F.updated, A.now, F.fresh, '')
+  redis.call('HSET', K.run, F.status, 'running', F.updated, A.now)
+  redis.call('HDEL', K.run, F.fresh)  -- (absent reads as spent: no field kept for it)
 else
   redis.call('HSET', K.run, F.status, 'running', F.updated, A.now)
 end

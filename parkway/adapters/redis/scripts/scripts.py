@@ -463,6 +463,7 @@ def fields_lua() -> list[str]:
         f"local P = {_lua_table(layout.HASH_PREFIXES)}",
         f"local V = {_lua_table(layout.STORED_VALUES)}",
         f"local FORMAT_READS = {max(layout.READS_FORMATS)}",
+        f"local RELATIVE_MS = {layout.RELATIVE_MS}",
         f"local FIELD_NAME = {{{names}}}",
         "local function hmget(key, fields)",
         "  local got, out = redis.call('HMGET', key, unpack(fields)), {}",

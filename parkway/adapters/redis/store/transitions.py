@@ -70,6 +70,11 @@ class Transitions:
     _hand_off: Callable[[str], tuple[list[str], list[Any]]]
     """``hand_off``'s keys and arguments for a job of a run (``RedisStore._hand_off``)"""
 
+    def _trimmed(self) -> bool:
+        """Whether an interrupt's record is written trimmed (format 4: ``layout.interrupt_to_blob``); a
+        reader of formats 1-3 reads it too, and is refused the run anyway when it is of format 4."""
+        return self.formats.writes() >= layout.TRIMMED_FORMAT
+
     def _event(self, data: Mapping[str, Any]) -> bytes:
         return codec.encode(dict(data), what="event")
 
@@ -249,7 +254,7 @@ class Transitions:
             grace=self.limits.expiry_grace_ms, run_id=r, retention=self.limits.retention_ms, workflow=rec.workflow,
             pauses_maxlen=keys.PAUSE_FEED_MAXLEN, paused=f"{step} {commit.version}" if commit.version else "",
             ancestor_event=self._event(commit.event) if commit.lineage else "",
-            gate=commit.lineage[-1][1] if commit.lineage else "", record=layout.record_parts(rec),
+            gate=commit.lineage[-1][1] if commit.lineage else "", record=layout.record_parts(rec, self._trimmed()),
         )
 
     def _racing_child(self, run_id: str, spawn: Spawn, parked: calls.Park) -> calls.First:
@@ -635,7 +640,7 @@ class Transitions:
             new_expires=moved.expires_at, maxlen=self.limits.max_events, expired_event=self._event(expired),
             event=self._event(event), ttl=ttl_ms, grace=self.limits.expiry_grace_ms,
             retention=self.limits.retention_ms, workflow=record.workflow, pauses_maxlen=keys.PAUSE_FEED_MAXLEN,
-            run_id=r, record=layout.record_parts(moved),
+            run_id=r, record=layout.record_parts(moved, self._trimmed()),
         ))
         outcome = _text(reply[0])
         if outcome != "escalated":
