@@ -61,8 +61,10 @@ TARGET_LABELS = {
     "beyond_text": f"session memory per turn beyond the text ≤ {TARGETS['beyond_text'] / 1024:.0f} KB "
     f"({TARGETS['beyond_text']:,.0f} B, averaged over 1,000 messages)",
     "cpu_memory": f"total CPU per cycle ÷ LangGraph + InMemorySaver ≤ {TARGETS['cpu_memory']}×",
-    "redis_floor": f"Redis CPU per cycle ÷ the RQ floor's (parkway's worker class), same run ≤ {TARGETS['redis_floor']}×",
-    "cpu_postgres": f"total CPU per cycle ÷ LangGraph + PostgresSaver (its Postgres included) ≤ {TARGETS['cpu_postgres']}×",
+    "redis_floor": "Redis CPU per cycle ÷ the RQ floor's (parkway's worker class), same run ≤ "
+    f"{TARGETS['redis_floor']}×",
+    "cpu_postgres": "total CPU per cycle ÷ LangGraph + PostgresSaver (its Postgres included) ≤ "
+    f"{TARGETS['cpu_postgres']}×",
     "start parkway --help": f"`parkway --help` p50 ≤ {TARGETS['start parkway --help']} s (issue 23)",
     "start parkway interrupts": f"`parkway interrupts` p50 ≤ {TARGETS['start parkway interrupts']} s (issue 23)",
 }

@@ -495,7 +495,9 @@ def test_a_parkway_job_holds_one_connection_of_its_stores_pool_for_all_its_round
     assert len(handed) == 3, len(handed)
 
 
-def test_a_long_node_keeps_its_workers_rq_key_alive(redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_node_keeps_its_workers_rq_key_alive(
+    redis_url: str, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A node that runs on with no store call of its own (a job its resume began raises the worker
     key's expiry with its first store call only): the worker's maintenance renews the key to the
     expiry the job's start gave it, every ``job_monitoring_interval``, so RQ never counts a worker

@@ -27,9 +27,9 @@ from ..connection.connection import (
     function_missing,
     load_function,
     one_bound,
+    ride,
     run_script,
     run_script_then,
-    ride,
     take_rides,
 )
 from ..connection.errors import translated
