@@ -43,10 +43,10 @@ def _store(pw: Parkway) -> RedisStore:
 def test_a_run_is_created_in_the_newest_format_every_live_process_reads(
     client: Parkway, redis_client: redis.Redis
 ) -> None:
-    """With only format-3 readers, a run hash says fmt 3 and keeps its creation as `cr`; with a live
+    """With only format-4 readers, a run hash says fmt 4 and keeps its creation as `cr`; with a live
     format-1-only reader, a run is written in format 1 (no fmt, `created`); both read back alike."""
     new = client.start(flows.one_choice, {})
-    assert redis_client.hget(keys.run(new), "fmt") == b"3"
+    assert redis_client.hget(keys.run(new), "fmt") == b"4"
     assert redis_client.hexists(keys.run(new), "cr") and not redis_client.hexists(keys.run(new), "created")
     _old_reader(redis_client)
     assert _store(client).formats.refresh().writes == 1
@@ -61,16 +61,16 @@ def test_a_run_is_created_in_the_newest_format_every_live_process_reads(
 def test_a_record_of_a_newer_format_is_refused_by_the_reader_and_left_as_it_is(
     client: Parkway, redis_client: redis.Redis
 ) -> None:
-    """A run hash of format 4 (a later version's) is refused by get_run with FormatTooNew naming the run and
+    """A run hash of format 5 (a later version's) is refused by get_run with FormatTooNew naming the run and
     both formats, and its hash is unchanged."""
     run_id = client.start(flows.one_choice, {})
-    redis_client.hset(keys.run(run_id), "fmt", 4)
+    redis_client.hset(keys.run(run_id), "fmt", 5)
     before = redis_client.hgetall(keys.run(run_id))
     with pytest.raises(FormatTooNew) as refused:
         client.get_run(run_id)
-    assert (refused.value.found, refused.value.reads, refused.value.record) == (4, 3, f"run {run_id}")
+    assert (refused.value.found, refused.value.reads, refused.value.record) == (5, 4, f"run {run_id}")
     said = str(refused.value)
-    assert f"run {run_id}" in said and "format 4" in said and "up to 3" in said
+    assert f"run {run_id}" in said and "format 5" in said and "up to 4" in said
     assert redis_client.hgetall(keys.run(run_id)) == before
 
 
@@ -78,29 +78,29 @@ def test_a_record_of_a_newer_format_is_refused_by_the_reader_and_left_as_it_is(
 def test_a_run_listing_that_meets_a_newer_run_refuses_it_not_misreads_it(
     client: Parkway, redis_client: redis.Redis
 ) -> None:
-    """The run listing reads each run's hash apart from get_run: one of format 4 there is refused with
+    """The run listing reads each run's hash apart from get_run: one of format 5 there is refused with
     FormatTooNew naming it (not listed with fields read by a guess), and its hash is unchanged."""
     run_id = client.start(flows.one_choice, {})
-    redis_client.hset(keys.run(run_id), "fmt", 4)
+    redis_client.hset(keys.run(run_id), "fmt", 5)
     before = redis_client.hgetall(keys.run(run_id))
     with pytest.raises(FormatTooNew) as refused:
         client.list_runs()
-    assert (refused.value.found, refused.value.record) == (4, f"run {run_id}")
+    assert (refused.value.found, refused.value.record) == (5, f"run {run_id}")
     assert redis_client.hgetall(keys.run(run_id)) == before
 
 
 def test_a_transition_over_a_record_of_a_newer_format_refuses_and_changes_nothing(
     client: Parkway, redis_client: redis.Redis
 ) -> None:
-    """begin.lua (a worker's first step on a job) over a format-4 run replies FormatTooNew and writes
+    """begin.lua (a worker's first step on a job) over a format-5 run replies FormatTooNew and writes
     nothing: not the run hash, its stream, the leases or the outbox."""
     run_id = client.start(flows.one_choice, {})
-    redis_client.hset(keys.run(run_id), "fmt", 4)
+    redis_client.hset(keys.run(run_id), "fmt", 5)
     watched = [keys.run(run_id), keys.leases(), keys.outbox(), keys.events(run_id)]
     before = [redis_client.dump(k) for k in watched]
     with pytest.raises(FormatTooNew) as refused:
         _store(client).begin(run_id, 0, 0, now_ms(), now_ms() + 30_000)
-    assert (refused.value.found, refused.value.reads) == (4, 3) and refused.value.run_id == run_id
+    assert (refused.value.found, refused.value.reads) == (5, 4) and refused.value.run_id == run_id
     assert [redis_client.dump(k) for k in watched] == before
 
 
@@ -108,32 +108,32 @@ def test_the_switch_waits_for_every_live_reader_and_happens_when_the_last_lapses
     client: Parkway, redis_client: redis.Redis
 ) -> None:
     """While a format-1-only process's announcement stands the writers keep format 1; once it lapses (its
-    TTL passes with no refresh) they switch to format 3; a worker RQ registered that never announced counts
+    TTL passes with no refresh) they switch to format 4; a worker RQ registered that never announced counts
     as format 1 only."""
     gate = _store(client).formats
     _old_reader(redis_client, lapse_ms=2_000)
     now = now_ms()
     held = gate.refresh(now)
     assert held.writes == 1 and [r.process for r in held.waiting_on] == ["old-worker"] and held.mixed
-    assert gate.refresh(now + 2_001).writes == 3
+    assert gate.refresh(now + 2_001).writes == 4
     gate.seen = lambda: ["rq-only-worker"]
     unseen = gate.refresh(now + 2_001)
     assert unseen.writes == 1 and [r.process for r in unseen.waiting_on] == ["rq-only-worker"]
     gate.seen = lambda: [gate.process]  # an RQ worker that did announce counts by its announcement
-    assert gate.refresh(now + 2_001).writes == 3
+    assert gate.refresh(now + 2_001).writes == 4
 
 
 def test_upgrade_check_says_what_the_switch_waits_on_and_exits_3_until_ready(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
     """`parkway upgrade --check` names the format-1-only process, says mixed and exits 3; once it is gone,
-    it says every live process reads format 3 and exits 0."""
+    it says every live process reads format 4 and exits 0."""
     from tests.test_cli import in_process  # the command's main in this process, its logging put back after
 
     _old_reader(redis_client)
     shown = in_process("upgrade", "--check", "--redis-url", redis_url)
     assert shown.returncode == 3, shown.stderr
-    assert "writes stored format 1 (newest 3)" in shown.stdout and "old-worker" in shown.stdout
+    assert "writes stored format 1 (newest 4)" in shown.stdout and "old-worker" in shown.stdout
     assert "mixed" in shown.stdout
     as_json = in_process("upgrade", "--check", "--json", "--redis-url", redis_url)
     assert as_json.returncode == 3, as_json.stderr
@@ -142,11 +142,11 @@ def test_upgrade_check_says_what_the_switch_waits_on_and_exits_3_until_ready(
         1, False, True, ["old-worker"])
     status = in_process("status", "--redis-url", redis_url)
     assert status.returncode == 0, status.stderr
-    assert "writes stored format 1 (newest 3)" in status.stdout.splitlines()[-1]
+    assert "writes stored format 1 (newest 4)" in status.stdout.splitlines()[-1]
     redis_client.hdel(keys.readers(), "old-worker")
     ready = in_process("upgrade", "--check", "--redis-url", redis_url)
     assert ready.returncode == 0, ready.stderr
-    assert "writes stored format 3 (newest 3): every live process" in ready.stdout
+    assert "writes stored format 4 (newest 4): every live process" in ready.stdout
 
 
 def test_a_writer_deciding_while_an_old_process_announces_never_writes_a_newer_format_after_the_announce(
@@ -184,7 +184,7 @@ def test_a_writer_deciding_while_an_old_process_announces_never_writes_a_newer_f
     announced.set()
     for t in threads:
         t.join(30)
-    assert not errors and len(late) == 20 and 3 in early  # they wrote format 3 before the announcement
+    assert not errors and len(late) == 20 and 4 in early  # they wrote format 4 before the announcement
     assert all(decided == 1 for _, decided in late)
     assert all(not redis_client.hexists(keys.run(run_id), "fmt") for run_id, _ in late)
 
@@ -202,7 +202,7 @@ def test_a_process_that_stops_takes_its_announcement_away(redis_url: str, redis_
 def test_a_resume_over_a_run_of_a_newer_format_refuses_and_changes_nothing(
     client: Parkway, redis_client: redis.Redis, redis_url: str
 ) -> None:
-    """resume.lua over a parked run whose hash says format 4 raises FormatTooNew; the run hash, the
+    """resume.lua over a parked run whose hash says format 5 raises FormatTooNew; the run hash, the
     pending interrupt's index and the outbox are as they were, and the token still answers once the
     run reads as a format this code knows."""
     from tests.conftest import Harness
@@ -210,33 +210,33 @@ def test_a_resume_over_a_run_of_a_newer_format_refuses_and_changes_nothing(
     harness = Harness("redis", client, client.settings, redis_client)
     run_id = harness.start_and_run(flows.one_choice)
     token = harness.token(run_id)
-    redis_client.hset(keys.run(run_id), "fmt", 4)
+    redis_client.hset(keys.run(run_id), "fmt", 5)
     watched = [keys.run(run_id), keys.outbox(), keys.events(run_id)]
     before = [redis_client.dump(k) for k in watched]
     with pytest.raises(FormatTooNew):
         client.resume(token, selected="red")
     assert [redis_client.dump(k) for k in watched] == before
-    redis_client.hset(keys.run(run_id), "fmt", 3)
+    redis_client.hset(keys.run(run_id), "fmt", 4)
     assert client.resume(token, selected="red").accepted
 
 
 def test_a_summary_and_a_session_of_a_newer_format_are_refused(
     client: Parkway, redis_client: redis.Redis
 ) -> None:
-    """A run read from its summary alone (its records gone) and a session, each saying format 4, are
+    """A run read from its summary alone (its records gone) and a session, each saying format 5, are
     refused with FormatTooNew naming the record; neither is changed."""
     run_id = client.start(flows.one_choice, {})
     redis_client.delete(keys.run(run_id))
-    redis_client.hset(keys.summary(run_id), "fmt", 4)
+    redis_client.hset(keys.summary(run_id), "fmt", 5)
     before = redis_client.hgetall(keys.summary(run_id))
-    with pytest.raises(FormatTooNew, match=f"summary of run {run_id} is in stored format 4"):
+    with pytest.raises(FormatTooNew, match=f"summary of run {run_id} is in stored format 5"):
         client.get_run(run_id)
     assert redis_client.hgetall(keys.summary(run_id)) == before
     session_id = client.sessions.open(sf.echo, owner="ada", tenant="acme")
     session_key = keys.session(session_id)
-    redis_client.hset(session_key, "fmt", 4)
+    redis_client.hset(session_key, "fmt", 5)
     kept = redis_client.hgetall(session_key)
-    with pytest.raises(FormatTooNew, match=f"session {session_id} is in stored format 4"):
+    with pytest.raises(FormatTooNew, match=f"session {session_id} is in stored format 5"):
         client.sessions.get(session_id)
     assert redis_client.hgetall(session_key) == kept
 

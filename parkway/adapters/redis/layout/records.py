@@ -32,7 +32,10 @@ queue element of an attempt a resume began (format 3, written only while every l
 format 3: ``begin_at_resume`` in _resume.lua, read by ``begun_attempt``): ``<job id> <lease end ms>
 <the begin's reply>``, the reply as ``<n> `` then length-prefixed strings (``<len>:<bytes>``: the run's
 n field/value items, then its journal's), each byte from 128 up written as its Latin-1 character in
-UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's.
+UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's. Format 4 (written
+only while every live process reads it) adds no field: its writers index members in buckets of at
+most ``keys.BUCKET_MAX`` (``ix_add`` in _common.lua), and every reader of format 4 reads both an index's
+buckets and its single zset (``page.lua``), so a run indexed the old way stays listed until it ends.
 
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
@@ -130,12 +133,15 @@ T = TypeVar("T")
 
 FIRST_FORMAT = 1
 """the stored format of a record that names none (written before records said their format)"""
-NEWEST_FORMAT = 3
+NEWEST_FORMAT = 4
 """the newest stored format this code writes (once every live process reads it: :mod:`.formats`)"""
-READS_FORMATS = (1, 2, 3)
+READS_FORMATS = (1, 2, 3, 4)
 """the stored formats this code reads (and announces: :mod:`.formats`)"""
-CREATED_FIELD = {1: "created", 2: "cr", 3: "cr"}
+CREATED_FIELD = {1: "created", 2: "cr", 3: "cr", 4: "cr"}
 """the run hash's creation-time field by format"""
+BUCKETS_FORMAT = 4
+"""the format whose writers index members in buckets of listpack size (``ix_add`` in _common.lua); a
+reader of it reads both forms of every index (``page.lua``)"""
 
 
 def record_format(value: Any, record: str, run_id: str | None = None) -> int:

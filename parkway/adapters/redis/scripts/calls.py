@@ -87,6 +87,20 @@ class Prune(Args):
     floor: Any
 
 
+@schema("page")
+@dataclass(frozen=True)
+class Page(Args):
+    indexes: list[str]
+    reads: list[Any]
+
+
+@schema("unlist")
+@dataclass(frozen=True)
+class Unlist(Args):
+    index: str
+    members: list[bytes]
+
+
 @schema("release")
 @dataclass(frozen=True)
 class Release(Args):
@@ -319,6 +333,7 @@ class Park(Args):
     expires: int
     member_newest: bytes
     member_expiring: bytes
+    buckets: str
     event: bytes
     maxlen: int
     grace: int
@@ -543,6 +558,7 @@ class Escalate(Args):
     member_expiring: bytes
     new_member_newest: bytes
     new_member_expiring: bytes
+    buckets: str
     status_field: str
     expires: int
     new_expires: int
