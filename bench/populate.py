@@ -31,10 +31,9 @@ parks N runs and reports the rate.
 
 from __future__ import annotations
 
-import re
-
 import contextlib
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator

@@ -15,10 +15,9 @@ from parkway.runtime.errors import RunNotFound, StaleFence
 from parkway.runtime.hooks import child_run_id
 from parkway.runtime.store import Answer, JournalEntry, NewRun, Park, Spawn
 from parkway.workers.reconciler import reconcile_once
-from tests import flows_fork, flows_model
+from tests import flows_fork, flows_model, indexes
 from tests.conftest import SECRET, Harness
 from tests.procs import Worker, wait_for
-from tests import indexes
 
 
 def _after_the_timer(harness: Harness, run_id: str, expires_at: int) -> None:

@@ -11,10 +11,9 @@ import redis
 from parkway import Parkway, RunStatus, Settings
 from parkway.adapters.limits import Limits
 from parkway.workers.reconciler import reconcile_once
-from tests import flows
+from tests import flows, indexes
 from tests.conftest import SECRET, Closing, Harness
 from tests.procs import wait_for
-from tests import indexes
 
 TTL_MS, GRACE_MS, RETENTION_MS = 1000, 1000, 3000
 FIXED = {b"pw:metrics", b"pw:keyid", b"pw:secret", b"pw:reconciler", b"pw:functions", b"rq:queues", b"pw:readers"}

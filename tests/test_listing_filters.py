@@ -16,11 +16,11 @@ from parkway import ValidationError
 from parkway.adapters.redis import keys
 from parkway.http.app import hash_key
 from tests import flows_escalate as fe
+from tests import indexes
 from tests import session_flows as sf
 from tests.conftest import Harness
 from tests.procs import wait_for
 from tests.test_api import KEY, Server, _api, serving
-from tests import indexes
 
 ACME_KEY = "acme-machine-" + "a" * 24
 OTHER_KEY = "other-machine-" + "o" * 24

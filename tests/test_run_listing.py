@@ -17,12 +17,11 @@ from parkway.adapters.limits import Limits
 from parkway.adapters.redis import keys
 from parkway.runtime.listing import RunsQuery
 from parkway.workers.reconciler import reconcile_once
-from tests import flows
+from tests import flows, indexes
 from tests import flows_fork as ff
 from tests.conftest import SECRET, Harness
 from tests.procs import wait_for
 from tests.test_api import USER_KEY, _api, serving
-from tests import indexes
 
 
 def _all_pages(pw: Parkway, limit: int, **filters: Any) -> list[str]:

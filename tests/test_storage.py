@@ -21,10 +21,9 @@ from parkway.runtime.clock import now_ms
 from parkway.runtime.errors import InvalidAnswer
 from parkway.workers import jobs
 from parkway.workers.reconciler import reconcile_once
-from tests import flows
+from tests import flows, indexes
 from tests.conftest import SECRET, Closing, Harness
 from tests.procs import RedisServer
-from tests import indexes
 
 
 def _client(harness: Harness) -> Any:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...._lazy import LazyModule
-
 from ....runtime.store import RunIndexPage, RunIndexQuery, RunRecord
 from ... import codec
 from ...limits import Limits
