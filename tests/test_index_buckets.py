@@ -376,3 +376,17 @@ def test_a_listing_paging_while_runs_park_and_resume_sees_each_run_waiting_throu
     assert not errors
     for index in (keys.index("newest", "asks_audience"), keys.filter_index("aud", "team:ops")):
         _check_shape(redis_client, index)
+
+
+def test_a_listing_loads_its_read_function_again_when_the_server_lost_it(
+    pw: Parkway, redis_client: redis.Redis
+) -> None:
+    """A server that lost parkway's functions (restarted without its data) answers the listing's read
+    ``Function not found``; the listing loads it again and reads, in that call."""
+    run_id = pw.start(flows.one_choice, {})
+    _run_jobs(pw)
+    assert [i.run_id for i in pw.list_interrupts().items] == [run_id]
+    redis_client.function_flush()
+    assert [i.run_id for i in pw.list_interrupts().items] == [run_id]
+    redis_client.function_flush()
+    assert [i.run_id for i in pw.list_interrupts(workflow="one_choice").items] == [run_id]

@@ -60,23 +60,18 @@ class IndexReads:
 
     def replies(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
         """The replies of ``commands`` as Redis sends them, in one round trip (``run_commands``): sent
-        again once when a function they call is missing on the server (it lost it since this store
-        loaded it: nothing ran); the first error reply raises, as a pipeline's ``execute`` does."""
+        again once, after loading ``page.lua`` again, when the server answers that a function is
+        missing (it lost them since this store loaded them: nothing ran); the first error reply
+        raises, as a pipeline's ``execute`` does."""
         replies = run_commands(self.client, commands) if commands else []
         if any(function_missing(reply) for reply in replies):
             self.reload_scripts()
-            commands = [self._reloaded(c) for c in commands]
+            self.index_command([])  # loads the function again (the commands name it by its digest)
             replies = run_commands(self.client, commands)
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
         return replies
-
-    def _reloaded(self, command: tuple[Any, ...]) -> tuple[Any, ...]:
-        if command[0] != "FCALL":
-            return command
-        keys_ = list(command[3 : 3 + int(command[2])])
-        return self.index_command(_reads_of(keys_, list(command[3 + int(command[2]) :])))
 
 
 def page_call(reads: Sequence[IndexRead]) -> calls.Page:
@@ -84,11 +79,6 @@ def page_call(reads: Sequence[IndexRead]) -> calls.Page:
         indexes=[r.key for r in reads],
         reads=[v for r in reads for v in (r.what, r.low, r.high, max(1, r.limit))],
     )
-
-
-def _reads_of(keys_: list[Any], args: list[Any]) -> list[IndexRead]:
-    return [IndexRead(k, args[4 * i], args[4 * i + 1], args[4 * i + 2], int(args[4 * i + 3]))
-            for i, k in enumerate(keys_)]
 
 
 def merged(reads: Sequence[IndexRead], reply: Sequence[Any]) -> list[Any]:
