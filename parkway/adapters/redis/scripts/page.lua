@@ -14,41 +14,43 @@
 --                  takes them: - + [m (m; low first in either order), limit (asc, desc)
 local function ix_first(dir) return redis.call('ZRANGE', dir, 0, 0)[1] end
 local function ix_last(dir) return redis.call('ZRANGE', dir, -1, -1)[1] end
--- the bucket a range's low bound starts in (the first, when the bound is below every bucket's)
-local function low_entry(dir, low)
-  if low == '-' then return ix_first(dir) end
-  return ix_entry(dir, string.sub(low, 2)) or ix_first(dir)
-end
--- the bucket a range's high bound ends in (nil: the range ends below every bucket)
-local function high_entry(dir, high)
-  if high == '+' then return ix_last(dir) end
-  return ix_entry(dir, string.sub(high, 2))
-end
--- the directory's members from `from` to `to`, in the read's order, one at a time: nil when the
--- range holds no bucket
-local function walk(dir, low, high, down)
-  local first, last = low_entry(dir, low), high_entry(dir, high)
-  if not first or not last or redis.call('ZLEXCOUNT', dir, '[' .. first, '[' .. last) == 0 then return nil end
-  if down then first, last = last, first end
-  local entry = nil
-  return function()
-    if entry == last then return nil end
-    if entry == nil then
-      entry = first
-    elseif down then
-      entry = redis.call('ZREVRANGEBYLEX', dir, '(' .. entry, '-', 'LIMIT', 0, 1)[1]
-    else
-      entry = redis.call('ZRANGEBYLEX', dir, '(' .. entry, '+', 'LIMIT', 0, 1)[1]
+
+-- The buckets a range's members are in, in the read's order, one at a time (an iterator), from the
+-- bucket its starting bound falls in (the first or last bucket for '-' or '+'; the first, when the
+-- bound is below every bucket's). A bucket past the first that holds none of the range's members
+-- ends it (the caller says so: `ended`): every bucket between the first and the last holds only
+-- members in the range, and is never empty (ix_rem drops an emptied one), so no last bucket needs
+-- finding first.
+local function walk(dir, from, down)
+  local entry
+  if from == '-' then
+    entry = ix_first(dir)
+  elseif from == '+' then
+    entry = ix_last(dir)
+  else
+    entry = ix_entry(dir, string.sub(from, 2)) or (not down and ix_first(dir))
+  end
+  local given = 0
+  return function(ended)
+    if not entry then return nil end
+    if given > 0 then
+      if ended and given > 1 then return nil end
+      local command = down and 'ZREVRANGEBYLEX' or 'ZRANGEBYLEX'
+      local past = '(' .. entry
+      entry = redis.call(command, dir, past, down and '-' or '+', 'LIMIT', 0, 1)[1]
+      if not entry then return nil end
     end
+    given = given + 1
     return entry
   end
 end
 
 local function bucket_range(ix, low, high, limit, down)
   local dir, out = ix .. BUCKET_DIRECTORY, {}
-  local entries = walk(dir, low, high, down)
-  if not entries then return out end
-  for entry in entries do
+  local next_bucket, ended = walk(dir, down and high or low, down), false
+  while true do
+    local entry = next_bucket(ended)
+    if not entry then return out end
     local bucket, got = ix_bucket(dir, entry), nil
     if down then
       got = redis.call('ZREVRANGEBYLEX', bucket, high, low, 'LIMIT', 0, limit - #out)
@@ -56,18 +58,22 @@ local function bucket_range(ix, low, high, limit, down)
       got = redis.call('ZRANGEBYLEX', bucket, low, high, 'LIMIT', 0, limit - #out)
     end
     for _, m in ipairs(got) do out[#out + 1] = m end
-    if #out >= limit then break end
+    if #out >= limit then return out end
+    ended = #got == 0
   end
-  return out
 end
 
 -- the buckets' members from the lowest up to `high`
 local function bucket_count_to(ix, high)
-  local dir, n = ix .. BUCKET_DIRECTORY, 0
-  local entries = walk(dir, '-', high, false)
-  if not entries then return 0 end
-  for entry in entries do n = n + redis.call('ZLEXCOUNT', ix_bucket(dir, entry), '-', high) end
-  return n
+  local dir, n, ended = ix .. BUCKET_DIRECTORY, 0, false
+  local next_bucket = walk(dir, '-', false)
+  while true do
+    local entry = next_bucket(ended)
+    if not entry then return n end
+    local got = redis.call('ZLEXCOUNT', ix_bucket(dir, entry), '-', high)
+    n = n + got
+    ended = got == 0
+  end
 end
 
 local function complement(bound)  -- the high bound of the members below a low bound
