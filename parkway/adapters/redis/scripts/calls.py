@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .reads import Page as Page  # its home is reads.py (a listing defines it alone)
 from .scripts import Args, schema
 from .scripts import ScriptCall as ScriptCall  # its home is scripts.py (a call of any script)
 
@@ -85,13 +86,6 @@ class Prune(Args):
     reclaimed: str
     workflow: str
     floor: Any
-
-
-@schema("page")
-@dataclass(frozen=True)
-class Page(Args):
-    indexes: list[str]
-    reads: list[Any]
 
 
 @schema("unlist")

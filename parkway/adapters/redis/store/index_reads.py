@@ -8,17 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from ...._lazy import LazyModule
 from ..connection.connection import function_missing, run_commands
 from ..connection.errors import translated
+from ..scripts.reads import Page
 from ..scripts.scripts import ScriptCall
-
-if TYPE_CHECKING:
-    from ..scripts import calls
-else:  # the calls' classes load with the first read or transition (see parkway._lazy)
-    calls = LazyModule("parkway.adapters.redis.scripts.calls")
 
 Bound = bytes | str
 """a lex range bound as ZRANGEBYLEX takes it: ``-``, ``+``, ``[m``, ``(m``"""
@@ -75,8 +70,8 @@ class IndexReads:
         return replies
 
 
-def page_call(reads: Sequence[IndexRead]) -> calls.Page:
-    return calls.Page(
+def page_call(reads: Sequence[IndexRead]) -> Page:
+    return Page(
         indexes=[r.key for r in reads],
         reads=[v for r in reads for v in (r.what, r.low, r.high, max(1, r.limit))],
     )

@@ -5,6 +5,7 @@ by the scripts that create runs (``list_run`` in ``_common.lua``); a member's ti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...._lazy import LazyModule
@@ -27,9 +28,12 @@ class RunIndex(IndexReads):
 
     client: Any
     limits: Limits
+    call_script: Callable[[str | None, Any], Any]
+    """make a script call (``RedisStore.call_script``)"""
 
     def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
-        """Newest first from the cursor: each batch of members (one ZREVRANGEBYLEX, O(log N + batch))
+        """Newest first from the cursor: each batch of members (one read of both the index's forms:
+        ``page.lua``, O(log N + batch))
         and its runs' hashes and summaries (one pipelined round trip of HMGETs), kept when they match
         every filter, until the page holds ``limit`` runs or ``scan`` members were read (the page
         then ends short, its cursor after the last member read). A member whose run's hash and
