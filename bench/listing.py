@@ -70,9 +70,37 @@ def middle_cursor(pw: Any, r: redis.Redis, n: int) -> tuple[str, str]:
     from parkway.runtime import cursors
 
     rank = n // 2
-    members = r.zrevrange(NEWEST, rank - 1, rank)
+    members = newest_at(r, rank - 1, 2)
     after = codec.parse_member(members[1], "newest", "bench_cycle").run_id
     return cursors.seal(pw.backend.options.secret, codec.make_cursor(members[0], "newest")), after
+
+
+def pending(r: redis.Redis) -> int:
+    """The members of the newest index: its single zset's and its buckets' (format 4: keys.bucket_count)."""
+    return int(r.zcard(NEWEST)) + int(r.hget(NEWEST + "/n", "n") or 0)
+
+
+def newest_at(r: redis.Redis, rank: int, count: int) -> list[bytes]:
+    """``count`` members of the newest index from ``rank`` (0: the newest) on: from its single zset
+    when it holds them (a fill written before format 4), else from its buckets, the directory walked
+    from the top (one ZCARD per bucket, pipelined)."""
+    if r.zcard(NEWEST):
+        return list(r.zrevrange(NEWEST, rank, rank + count - 1))
+    directory = NEWEST + "/d"
+    buckets = [NEWEST + "/d:" + entry.rsplit(b"\0", 1)[1].decode() for entry in r.zrevrange(directory, 0, -1)]
+    pipe = r.pipeline(transaction=False)
+    for bucket in buckets:
+        pipe.zcard(bucket)
+    out: list[bytes] = []
+    for bucket, size in zip(buckets, pipe.execute(), strict=True):
+        if rank < size:
+            out += r.zrevrange(bucket, rank, rank + count - len(out) - 1)
+            rank = 0
+            if len(out) >= count:
+                break
+        else:
+            rank -= size
+    return out
 
 
 def timed(fn: Any, q: int) -> dict[str, float]:
@@ -101,7 +129,7 @@ def measure(params: dict[str, Any]) -> dict[str, Any]:
             from .populate import park_runs
 
             park_runs(pw, fill)
-        n = int(r.zcard(NEWEST))
+        n = pending(r)
         have = n
         cursor, after = middle_cursor(pw, r, n)
         deep = pw.list_interrupts(cursor=cursor)

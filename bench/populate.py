@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -164,9 +165,11 @@ def shape(r: Any, run_id: str) -> dict[str, Any]:
             what = kind
         out[name] = (kind, what, r.pttl(raw) > 0)
     for raw in r.scan_iter(match="pw:ix:*", count=1000):
+        if r.type(raw) != b"zset":  # a bucketed index's companion hash (keys.bucket_count)
+            continue
         found = [m for m in r.zrangebylex(raw, "-", "+") if m.endswith(run_id.encode())]
-        if found:
-            out[raw.decode()] = ("zset", len(found), False)
+        if found:  # a bucket's id is the index's, not the run's: named alike for every run
+            out[re.sub(r"/d:[0-9]+$", "/d:<id>", raw.decode())] = ("zset", len(found), False)
     return out
 
 

@@ -49,7 +49,10 @@ HOURS6 = 6 * 3600 * 1000
 
 
 def pending(r: redis.Redis) -> int:
-    return int(r.zcard("pw:ix:newest:bench_cycle"))  # one index per workflow; the runs are all bench_cycle
+    """The pending interrupts: one index per workflow (the runs are all bench_cycle), its members in the
+    single zset (before format 4) and in its buckets (their count: keys.bucket_count)."""
+    index = "pw:ix:newest:bench_cycle"
+    return int(r.zcard(index)) + int(r.hget(index + "/n", "n") or 0)
 
 
 def used(r: redis.Redis) -> int:
@@ -62,8 +65,12 @@ def by_key(r: redis.Redis, run_id: str) -> dict[str, int]:
         name = raw.decode().split("}", 1)[1]
         out["pending key" if name.startswith(":p:") else name.lstrip(":")] = int(r.memory_usage(raw, samples=0) or 0)
     n = pending(r)
-    for raw in sorted(r.scan_iter(match="pw:ix:*", count=1000)):
-        out[raw.decode() + " (per member)"] = int(r.memory_usage(raw, samples=0) or 0) // max(1, n)
+    per_index: dict[str, int] = {}
+    for raw in sorted(r.scan_iter(match="pw:ix:*", count=1000)):  # a bucketed index's keys summed as one
+        name = raw.decode().split("/", 1)[0]
+        per_index[name] = per_index.get(name, 0) + int(r.memory_usage(raw, samples=0) or 0)
+    for name, size in per_index.items():
+        out[name + " (per member)"] = size // max(1, n)
     return out
 
 

@@ -70,7 +70,7 @@ def test_the_listing_figures_middle_cursor_is_one_the_client_accepts(
 
     pw = closing(_pw(redis_url))
     populate.bulk_park(closing(_pw(redis_url)), 7)
-    n = int(redis_client.zcard(listing.NEWEST))
+    n = listing.pending(redis_client)
     cursor, after = listing.middle_cursor(pw, redis_client, n)
     page = pw.list_interrupts(cursor=cursor, limit=2)
     assert page.items[0].run_id == after

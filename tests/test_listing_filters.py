@@ -16,6 +16,7 @@ from parkway import ValidationError
 from parkway.adapters.redis import keys
 from parkway.http.app import hash_key
 from tests import flows_escalate as fe
+from tests import indexes
 from tests import session_flows as sf
 from tests.conftest import Harness
 from tests.procs import wait_for
@@ -76,14 +77,15 @@ def test_an_answered_interrupt_leaves_its_audience_listing_and_index(harness: Ha
     (run_id,) = _start_many(harness, 1, data={"audience": "team:ops"})
     assert harness.pw.resume(harness.token(run_id), selected="red").accepted
     assert harness.pw.list_interrupts(audience="team:ops").items == ()
-    assert harness.pw.store.client.zcard(keys.filter_index("aud", "team:ops")) == 0  # type: ignore[attr-defined]
+    client = harness.pw.store.client  # type: ignore[attr-defined]
+    assert indexes.count(client, keys.filter_index("aud", "team:ops")) == 0
 
 
 def test_only_interrupts_with_an_attribute_write_its_index(harness: Harness) -> None:
     """A run with no audience, tenant or session writes no filter-index member."""
     _start_many(harness, 1)
     client = harness.pw.store.client  # type: ignore[attr-defined]
-    names = {k.decode() for k in client.keys(keys.PREFIX + ":ix:*")}
+    names = indexes.indexes(client, keys.PREFIX + ":ix:*")
     assert names == {keys.index("newest", "asks_audience"), keys.index("expiring", "asks_audience")}
 
 

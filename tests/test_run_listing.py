@@ -17,7 +17,7 @@ from parkway.adapters.limits import Limits
 from parkway.adapters.redis import keys
 from parkway.runtime.listing import RunsQuery
 from parkway.workers.reconciler import reconcile_once
-from tests import flows
+from tests import flows, indexes
 from tests import flows_fork as ff
 from tests.conftest import SECRET, Harness
 from tests.procs import wait_for
@@ -116,13 +116,13 @@ def test_the_reconciler_drops_a_run_from_the_index_once_its_summary_is_gone(
         kept = pw.start(flows.one_choice, {}, ttl_ms=60_000)
         wait_for(lambda: not redis_client.exists(keys.summary(gone)), 10, "the quick run's summary to expire")
         assert [r.run_id for r in pw.list_runs().items] == [kept]  # a member with nothing behind it: skipped
-        assert redis_client.zcard(keys.runs()) == 2
+        assert indexes.count(redis_client, keys.runs()) == 2
         reconcile_once(pw.store, pw.backend.dispatcher)
-        members = redis_client.zrange(keys.runs(), 0, -1)
+        members = indexes.members(redis_client, keys.runs())
         assert [m[6:].decode() for m in members] == [kept]
         assert not redis_client.exists(keys.runs_due())
         reconcile_once(pw.store, pw.backend.dispatcher, now=int(time.time() * 1000) + 62_000)
-        assert redis_client.zcard(keys.runs()) == 1  # still there: looked at again on the next walk
+        assert indexes.count(redis_client, keys.runs()) == 1  # still there: looked at again on the next walk
 
 
 def test_the_reconcilers_walk_goes_on_past_live_runs_to_one_whose_summary_is_gone(harness: Harness) -> None:
@@ -141,7 +141,7 @@ def test_the_reconcilers_walk_goes_on_past_live_runs_to_one_whose_summary_is_gon
     assert [store.prune_runs(later, 1) for _ in range(3)] == [0, 0, 0]  # the live runs, one a pass
     assert conn.get(keys.runs_walked()) is not None
     assert store.prune_runs(later, 1) == 1  # the ghost, behind them
-    assert conn.zcard(keys.runs()) == 3 and not conn.exists(keys.runs_due())
+    assert indexes.count(conn, keys.runs()) == 3 and not conn.exists(keys.runs_due())
     assert store.prune_runs(later, 1) == 0 and not conn.exists(keys.runs_walked())  # the end: from the oldest
     assert store.prune_runs(last, 100) == 0  # none older than the retention: nothing looked at
 
@@ -156,7 +156,7 @@ def test_a_member_left_by_an_earlier_run_of_a_reused_id_is_neither_listed_nor_ke
     harness.connection.zadd(keys.runs(), {stale: 0})
     assert [r.run_id for r in harness.pw.list_runs().items] == [run_id]
     harness.pw.store.prune_runs(created + harness.pw.store.limits.retention_ms + 1, 100)
-    assert harness.connection.zrange(keys.runs(), 0, -1) == [created.to_bytes(6, "big") + run_id.encode()]
+    assert indexes.members(harness.connection, keys.runs()) == [created.to_bytes(6, "big") + run_id.encode()]
 
 
 def test_get_v1_runs_lists_a_keys_runs_in_camel_case(redis_url: str, redis_client: redis.Redis) -> None:

@@ -21,7 +21,7 @@ from parkway.runtime.clock import now_ms
 from parkway.runtime.errors import InvalidAnswer
 from parkway.workers import jobs
 from parkway.workers.reconciler import reconcile_once
-from tests import flows
+from tests import flows, indexes
 from tests.conftest import SECRET, Closing, Harness
 from tests.procs import RedisServer
 
@@ -62,11 +62,11 @@ def test_a_parked_run_keeps_its_interrupt_in_its_run_hash_and_two_index_members(
     assert fields[b"waiting"] == layout.short_id(request_id, run_id).encode() != request_id.encode()
     assert b"data" not in fields  # no copy of the input before a node completes
     assert all(len(f) <= layout.PART_BYTES and len(v) <= layout.PART_BYTES for f, v in fields.items())
-    assert sorted(k.decode() for k in client.keys("pw:ix:*")) == [
+    assert sorted(indexes.indexes(client)) == [
         keys.index("expiring", "one_choice"),
         keys.index("newest", "one_choice"),
     ]
-    assert [client.zcard(keys.index(o, "one_choice")) for o in ("newest", "expiring")] == [1, 1]
+    assert [indexes.count(client, keys.index(o, "one_choice")) for o in ("newest", "expiring")] == [1, 1]
 
 
 def test_a_parked_runs_own_stream_keeps_its_interrupt_event_short_and_reads_it_whole(harness: Harness) -> None:
@@ -366,7 +366,7 @@ def test_a_run_id_parkway_mints_is_unique_and_keeps_its_keys_and_members_in_the_
     client = _client(harness)
     names = [k for k in client.keys(keys.run(run_id).removesuffix(":run") + "*") if not k.endswith(b":ev")]
     assert len(names) == 2 and all(len(k) <= KEY_NAME_BYTES for k in names)
-    members = [m for o in ("newest", "expiring") for m in client.zrange(keys.index(o, "one_choice"), 0, -1)
+    members = [m for o in ("newest", "expiring") for m in indexes.members(client, keys.index(o, "one_choice"))
                if run_id.encode() in m]
     assert len(members) == 2 and all(_allocation(len(m) + 4) == 48 for m in members)
 

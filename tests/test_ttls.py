@@ -327,6 +327,9 @@ def _global_keys(workflows: tuple[str, ...]) -> set[str]:
     interrupt indexes (of every order, and of each of ``workflows``), and the indexes of closed
     interrupts (of every status, and of each of ``workflows``)."""
     found = {keys.index(order, wf) for order in ("newest", "expiring") for wf in workflows}
+    # each index's buckets (format 4: a directory, its companion hash, one bucket for these few members)
+    found |= {f(ix) for ix in set(found) | {keys.runs()} for f in (keys.bucket_directory, keys.bucket_count)}
+    found |= {keys.bucket(ix, 1) for ix in set(found) | {keys.runs()}}
     found |= {keys.closed_index(status, wf) for status in telemetry.CLOSED_STATUSES for wf in workflows}
     for name, fn in inspect.getmembers(keys, inspect.isfunction):
         required = [p for p in inspect.signature(fn).parameters.values() if p.default is p.empty]

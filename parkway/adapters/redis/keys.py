@@ -93,6 +93,19 @@ key                         type    TTL       holds
                                               after it); gone when a walk reaches the retention's bound
 ``pw:runs:due``             zset    none      written by parkway before the walk (a schedule of the same
                                               members): no longer written; the walk deletes it
+``<ix>/d``                  zset    none      format 4: an index above (``pw:ix:<order>:<wf>``, ``pw:ix:aud|tenant|
+                                              session:<v>``, ``pw:runs``) kept in buckets of at most
+                                              ``BUCKET_MAX`` members (each a listpack): the directory,
+                                              one member per bucket at score 0 (its lower bound, a NUL
+                                              byte, its id); a bucket holds the members from its bound
+                                              to the next bucket's. Written by the scripts (``ix_add``,
+                                              ``ix_rem`` in ``_common.lua``), which derive these keys
+                                              from the index's and run on its shard; read with the
+                                              single zset beside it (old members drain) by ``page.lua``
+``<ix>/d:<id>``             zset    none      one bucket: members as the index's; gone once empty (and
+                                              out of the directory)
+``<ix>/n``                  hash    none      the buckets' ``n`` members, ``i`` last bucket id; gone with
+                                              the last bucket
 ``pw:pauses``               stream  none      one tiny entry per pause (``w`` workflow, ``r`` run id, ``c``
                                               its creation, ``t`` its tenant, '' for none: absent from
                                               entries written before it; no content), capped at
@@ -286,6 +299,35 @@ def filter_index(kind: str, value: str) -> str:
     if kind not in FILTERS:
         raise ValueError(f"no filter index {kind!r}")
     return f"{PREFIX}:ix:{kind}:{value}"
+
+
+BUCKET_MAX = 128
+"""the most members one bucket of a bucketed index holds: Redis's default ``zset-max-listpack-entries``,
+so every bucket stays a listpack (about 45-50 bytes a member, not a skiplist's ~140)"""
+BUCKET_DIRECTORY = "/d"
+"""what a bucketed index's directory adds to the index's name (a workflow name, an id or an audience
+never holds ``/``: no other key ends so)"""
+BUCKET_SEPARATOR = ":"
+"""what separates a bucket's id from its directory's name in the bucket's key"""
+BUCKET_COUNT = "/n"
+"""what a bucketed index's companion hash adds to the index's name"""
+
+
+def bucket_directory(index: str) -> str:
+    """The directory of ``index``'s buckets (format 4): a zset at score 0 whose members are each
+    bucket's lower bound, a NUL byte and the bucket's id (``bucket``)."""
+    return f"{index}{BUCKET_DIRECTORY}"
+
+
+def bucket(index: str, bucket_id: int | str) -> str:
+    """One bucket of ``index`` (format 4): a zset of at most ``BUCKET_MAX`` of its members."""
+    return f"{bucket_directory(index)}{BUCKET_SEPARATOR}{bucket_id}"
+
+
+def bucket_count(index: str) -> str:
+    """The companion hash of ``index``'s buckets: ``n`` its members in buckets, ``i`` the last
+    bucket id given; gone with the last bucket."""
+    return f"{index}{BUCKET_COUNT}"
 
 
 def closed_index(status: str, workflow: str) -> str:

@@ -24,7 +24,7 @@ def check_table(client: Any, index: int, table: Sequence[int]) -> None:
     mine = f"{index} {max(table) + 1} {table_digest(table)}"
     with translated():
         held = client.get(keys.shard_table())
-        if held is None and client.exists(keys.runs()):
+        if held is None and client.exists(keys.runs(), keys.bucket_directory(keys.runs())):
             raise ConfigError(
                 f"shard {index} holds runs but no shard table: it served parkway without PARKWAY_SHARDS, and the "
                 "runs whose bucket names another shard would be looked for there; moving runs between shards is a "

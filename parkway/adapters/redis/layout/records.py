@@ -33,7 +33,7 @@ format 3: ``begin_at_resume`` in _resume.lua, read by ``begun_attempt``): ``<job
 <the begin's reply>``, the reply as ``<n> `` then length-prefixed strings (``<len>:<bytes>``: the run's
 n field/value items, then its journal's), each byte from 128 up written as its Latin-1 character in
 UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's. Format 4
-(``TRIMMED_FORMAT``) is format 3 with a parked run's hash in jemalloc's 640-byte class instead of 768
+(``TRIMMED_FORMAT``, ``BUCKETS_FORMAT``) is format 3 with a parked run's hash in jemalloc's 640-byte class instead of 768
 (a bench.flows:cycle run: listpack ~620-624 bytes, 763 in format 3): its park writes no ``paused`` (the
 latest record has that step and version; a begin's reply carries the record then: ``attempt_fields``
 in _common.lua, ``_paused_version``), ``updated`` in ms after ``cr`` (``updated_of``), ``~0``'s id in
@@ -41,6 +41,9 @@ ms after ``cr`` and node.started's and the interrupt event's data without the he
 (``folded_head``); any time or id under ``RELATIVE_MS`` is relative, so readers read both forms without
 asking the format. Its interrupt records are written trimmed (``interrupt_to_blob``), which a reader of
 formats 1-3 reads as well. In every format the spent ``fresh`` is deleted (absent reads as spent).
+Format 4's writers also index members in buckets of at most ``keys.BUCKET_MAX`` (``ix_add`` in
+_common.lua), and every reader of format 4 reads both an index's buckets and its single zset
+(``page.lua``), so a run indexed the old way stays listed until it ends.
 
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
@@ -148,6 +151,9 @@ READS_FORMATS = (1, 2, 3, 4)
 """the stored formats this code reads (and announces: :mod:`.formats`)"""
 CREATED_FIELD = {1: "created", 2: "cr", 3: "cr", 4: "cr"}
 """the run hash's creation-time field by format"""
+BUCKETS_FORMAT = 4
+"""the format whose writers index members in buckets of listpack size (``ix_add`` in _common.lua); a
+reader of it reads both forms of every index (``page.lua``)"""
 
 
 def record_format(value: Any, record: str, run_id: str | None = None) -> int:

@@ -548,17 +548,128 @@ local function authority_arg(text)
   return out
 end
 
+-- Stored format 4: an index (a workflow's newest or expiring, a filter index, the run index) kept in
+-- buckets of at most BUCKET_MAX members, so that each is a listpack (~45-50 bytes a member where one
+-- big zset's skiplist costs ~140). All its members sit at score 0 and are read lexicographically, as
+-- the single zset's. Keys, derived from the index's key `ix` the caller declared (keys.bucket_directory,
+-- bucket, bucket_count; the same shard: a script runs on one): the directory `ix/d`, a zset at score 0
+-- with one member per bucket, its lower bound (a member, at least 7 bytes), a NUL byte and its id; the
+-- bucket `ix/d:<id>`, holding the members from its bound up to the next bucket's; `ix/n`, a hash with
+-- `n` (the members in buckets: a count without a walk) and `i` (the last id given).
+-- A member m belongs to the bucket with the greatest bound <= m: its directory member is the greatest
+-- one below m .. '\1' (a bound b <= m sorts below it, b's NUL before any byte of m's run id; a bound
+-- above m sorts above it). No comparison of strings in Lua (Lua's `<` is the locale's strcoll): Redis
+-- orders, Lua only tests equality.
+-- A writer of the old form (formats before 4) ZADDs the index itself; a reader reads both (page.lua),
+-- and every remover removes from both (ix_rem): old members drain under their runs' TTL.
+local function ix_id(entry) return string.match(entry, '%z(%d+)$') end
+local function ix_bucket(dir, entry) return dir .. BUCKET_SEPARATOR .. ix_id(entry) end
+local function ix_entry(dir, m)
+  return redis.call('ZREVRANGEBYLEX', dir, '(' .. m .. '\1', '-', 'LIMIT', 0, 1)[1]
+end
+
+-- A new bucket holding `members` (sorted, `lowest` the first), entered in the directory at it.
+local function ix_new_bucket(dir, count, lowest, members)
+  local id = redis.call('HINCRBY', count, 'i', 1)
+  local pairs_ = {}
+  for _, m in ipairs(members) do pairs_[#pairs_ + 1], pairs_[#pairs_ + 2] = 0, m end
+  redis.call('ZADD', dir .. BUCKET_SEPARATOR .. id, unpack(pairs_))
+  redis.call('ZADD', dir, 0, lowest .. '\0' .. id)
+end
+
+-- Split the full bucket of directory member `entry` before `m` joins it: when m comes after every
+-- member of the last bucket (the usual insert, in time order) m starts a bucket of its own (nil:
+-- added), so buckets fill to BUCKET_MAX; else the upper half moves to a new bucket, and the bucket m
+-- belongs to now is returned.
+local function ix_split(dir, count, entry, bucket, m)
+  local last = not redis.call('ZRANGEBYLEX', dir, '(' .. entry, '+', 'LIMIT', 0, 1)[1]
+  if last and not redis.call('ZRANGEBYLEX', bucket, '[' .. m, '+', 'LIMIT', 0, 1)[1] then
+    ix_new_bucket(dir, count, m, {m})
+    return nil
+  end
+  local upper = redis.call('ZRANGE', bucket, BUCKET_MAX / 2, -1)
+  local lowest = unpack(upper)
+  ix_new_bucket(dir, count, lowest, upper)
+  redis.call('ZREM', bucket, unpack(upper))
+  return ix_bucket(dir, ix_entry(dir, m))
+end
+
+-- Add `m` to index `ix`'s buckets: 1 when it was not there.
+local function bucket_add(ix, m)
+  local dir, count = ix .. BUCKET_DIRECTORY, ix .. BUCKET_COUNT
+  local entry = ix_entry(dir, m)
+  if not entry then
+    entry = redis.call('ZRANGE', dir, 0, 0)[1]
+    if not entry then
+      ix_new_bucket(dir, count, m, {m})
+      redis.call('HINCRBY', count, 'n', 1)
+      return 1
+    end
+    -- below every bound: the first bucket's comes down to m
+    redis.call('ZREM', dir, entry)
+    entry = m .. '\0' .. ix_id(entry)
+    redis.call('ZADD', dir, 0, entry)
+  end
+  local bucket = ix_bucket(dir, entry)
+  -- split before adding: a zset past the listpack's entries becomes a skiplist and stays one
+  if redis.call('ZCARD', bucket) >= BUCKET_MAX and not redis.call('ZSCORE', bucket, m) then
+    bucket = ix_split(dir, count, entry, bucket, m)
+    if not bucket then
+      redis.call('HINCRBY', count, 'n', 1)
+      return 1
+    end
+  end
+  local added = redis.call('ZADD', bucket, 0, m)
+  if added == 1 then redis.call('HINCRBY', count, 'n', 1) end
+  return added
+end
+
+-- Remove `m` from index `ix`'s buckets: 1 when it was there. An emptied bucket leaves the directory
+-- (Redis drops the empty zset); the last one takes the companion hash with it.
+local function bucket_rem(ix, m)
+  local dir = ix .. BUCKET_DIRECTORY
+  local entry = ix_entry(dir, m)
+  if not entry then return 0 end
+  local bucket = ix_bucket(dir, entry)
+  if redis.call('ZREM', bucket, m) == 0 then return 0 end
+  if redis.call('EXISTS', bucket) == 0 then
+    redis.call('ZREM', dir, entry)
+    if redis.call('EXISTS', dir) == 0 then
+      redis.call('DEL', ix .. BUCKET_COUNT)
+      return 1
+    end
+  end
+  redis.call('HINCRBY', ix .. BUCKET_COUNT, 'n', -1)
+  return 1
+end
+
+-- Index `m` in `ix`: in its buckets when `bucketed` (the writers' format is 4), else in the single zset.
+local function ix_add(ix, m, bucketed)
+  if bucketed then return bucket_add(ix, m) end
+  return redis.call('ZADD', ix, 0, m)
+end
+
+-- Take `m` out of `ix`, whichever form holds it (a run parked before the writers moved to format 4
+-- is in the single zset).
+local function ix_rem(ix, m)
+  return redis.call('ZREM', ix, m) + bucket_rem(ix, m)
+end
+
+-- Whether a format-4 writer's argument says to write buckets ('1'; '' or '0': the single zset).
+local function bucketed_arg(value) return value == '1' end
+
 -- Add the run created now to the store-wide run index (`runs`, a lex index: its creation time as 6
 -- bytes big-endian, then its id, as codec.run_member builds it). The reconciler walks the members
--- older than the retention and drops those whose summary is gone (prune_runs).
-local function list_run(runs, run_id, now)
+-- older than the retention and drops those whose summary is gone (prune_runs). A run created in format 4
+-- goes in its buckets (ix_add).
+local function list_run(runs, run_id, now, format)
   local t, out = tonumber(now), {}
   for i = 6, 1, -1 do
     out[i] = string.char(t % 256)
     t = math.floor(t / 256)
   end
   local member = table.concat(out) .. run_id
-  redis.call('ZADD', runs, 0, member)
+  ix_add(runs, member, tonumber(format) >= BUCKETS_FORMAT)
 end
 
 -- BLOCK new_run: a run to create (see create_run)
@@ -584,7 +695,7 @@ end
 --   format         the stored format to write it in (see born_fields)
 
 -- The run hash's fields that say its stored format and its creation time `now`, for a run created in
--- `format` (layout.py's "Formats"): format 1 names none (`created`); formats 2 to 4 say `fmt` and name the
+-- `format` (layout.py's "Formats"): format 1 names none (`created`); formats 2 on say `fmt` and name the
 -- creation time `cr`.
 local function born_fields(format, now)
   if tonumber(format) >= 2 then return {F.fmt, tonumber(format), F.cr, now} end
@@ -619,7 +730,7 @@ local function create_run(k, a, queues, job, auth)
   redis.call('HSET', k.summary, F.wf, a.workflow, F.status, 'queued', F.created, a.now, F.updated, a.now,
     unpack(auth))
   keep_summary(k.summary, keep, a.retention)
-  list_run(k.runs, a.run_id, a.now)
+  list_run(k.runs, a.run_id, a.now, a.format)
   xadd(k.events, a.maxlen, 'run.started', a.started)
   redis.call('ZADD', k.outbox, a.now, a.member)
   expire_all(keep, {k.run, k.events})
@@ -662,7 +773,7 @@ local function start_child(c, a, parent, step, now, maxlen, retention, auth, out
   if a.trace ~= '' then redis.call('HSET', c.run, F.tc, a.trace) end
   redis.call('HSET', c.summary, F.wf, a.workflow, F.status, 'queued', F.created, now, F.updated, now, unpack(auth))
   keep_summary(c.summary, a.ttl, retention)
-  list_run(index.runs, a.run_id, now)
+  list_run(index.runs, a.run_id, now, a.format)
   xadd(c.events, maxlen, 'run.started', a.started)
   redis.call('ZADD', outbox, now, outbox_member(a.run_id, 0, 0))
   expire_all(a.ttl, {c.run, c.events})

@@ -19,9 +19,10 @@ local function park(K, A)
   local cur, err = check_fence(hmget(K.run, {F.fence, F.status, F.step, F.rq, F.rn, F.ans, F.folded_first, F.created, F.cr, F.until_ms, F.crashes, F.wf, F.input, F.tenant, F.fmt, F.node}), A.fence, {'running'})
   if not cur then return err end
   if cur.step ~= A.step then return stale('run is at step ' .. cur.step) end
-  redis.call('ZADD', K.newest, 0, A.member_newest)
-  redis.call('ZADD', K.expiring, 0, A.member_expiring)
-  for _, index in ipairs(K.filters) do redis.call('ZADD', index, 0, A.member_newest) end
+  local bucketed = bucketed_arg(A.buckets)
+  ix_add(K.newest, A.member_newest, bucketed)
+  ix_add(K.expiring, A.member_expiring, bucketed)
+  for _, index in ipairs(K.filters) do ix_add(index, A.member_newest, bucketed) end
   redis.call('SADD', K.workflows, A.workflow)
   redis.call('ZREM', K.leases, A.run_id)
   local fence = tonumber(cur.fence) + 1

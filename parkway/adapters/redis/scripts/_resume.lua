@@ -116,7 +116,7 @@ end
 
 local function resume_commit(K, A, pending)
   local req, step = pending.req, pending.step
-  for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
+  for _, index in ipairs(K.filters) do ix_rem(index, A.member_newest) end
   redis.call('HSET', K.journal, A.field, A.entry)
   local fence = tonumber(pending.fence) + 1
   local begins = A.begin_until ~= '' and hand_off_idle(K.queues, A.job, 1)
@@ -128,8 +128,8 @@ local function resume_commit(K, A, pending)
   else
     redis.call('ZADD', K.outbox, A.now, outbox_member(A.run_id, step, fence))
   end
-  redis.call('ZREM', K.newest, A.member_newest)
-  redis.call('ZREM', K.expiring, A.member_expiring)
+  ix_rem(K.newest, A.member_newest)
+  ix_rem(K.expiring, A.member_expiring)
   local drop = {}
   if pending.kept then drop[#drop + 1] = F.kept end
   if not pending.folded then xadd(K.events, A.maxlen, A.event_type, A.event) end

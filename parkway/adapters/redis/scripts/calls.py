@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .reads import Page as Page  # its home is reads.py (a listing defines it alone)
 from .scripts import Args, schema
 from .scripts import ScriptCall as ScriptCall  # its home is scripts.py (a call of any script)
 
@@ -85,6 +86,13 @@ class Prune(Args):
     reclaimed: str
     workflow: str
     floor: Any
+
+
+@schema("unlist")
+@dataclass(frozen=True)
+class Unlist(Args):
+    index: str
+    members: list[bytes]
 
 
 @schema("release")
@@ -319,6 +327,7 @@ class Park(Args):
     expires: int
     member_newest: bytes
     member_expiring: bytes
+    buckets: str
     event: bytes
     maxlen: int
     grace: int
@@ -543,6 +552,7 @@ class Escalate(Args):
     member_expiring: bytes
     new_member_newest: bytes
     new_member_expiring: bytes
+    buckets: str
     status_field: str
     expires: int
     new_expires: int

@@ -7,7 +7,7 @@
 -- KEYS
 --   run            the run's hash
 --   summary        the run's summary
---   newest         the workflow's index newest
+--   newest         the workflow's index newest (its member leaves its buckets too: ix_rem)
 --   expiring       its index expiring
 --   closing: closing  the workflow's index of cancelled interrupts
 --   filters...     the interrupt's filter indexes
@@ -18,8 +18,8 @@
 --   closing: closing  its lifecycle record's end
 if redis.call('HGET', K.run, A.status_field) ~= 'cancelled' then return 0 end
 if redis.call('HEXISTS', K.summary, A.closing.end_field .. ':0') == 1 then return 0 end
-redis.call('ZREM', K.newest, A.member_newest)
-redis.call('ZREM', K.expiring, A.member_expiring)
-for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
+ix_rem(K.newest, A.member_newest)
+ix_rem(K.expiring, A.member_expiring)
+for _, index in ipairs(K.filters) do ix_rem(index, A.member_newest) end
 write_closing(K.summary, K.closing, A.closing)
 return 1

@@ -11,7 +11,7 @@
 --   run            the run's hash
 --   events         its stream
 --   summary        its summary
---   newest         the workflow's index newest
+--   newest         the workflow's index newest (its member leaves its buckets too: ix_rem)
 --   expiring       its index expiring
 --   journal        the journal of the interrupt's step
 --   state          the workflow state
@@ -33,6 +33,7 @@
 --   member_expiring  its member in the index expiring
 --   new_member_newest  its new member in the index newest (and the filter indexes)
 --   new_member_expiring  its new member in the index expiring
+--   buckets        '1': index the new members in buckets (format 4: ix_add), '': in the single zsets
 --   status_field   its status field
 --   expires        ms it expires at, as read
 --   new_expires    ms it expires at now
@@ -49,16 +50,17 @@
 local state = hmget(K.run, {A.status_field, F.expires, F.status, F.waiting, F.rq, F.rn})
 local current = state.expires == A.expires
 if current and state[A.status_field] == 'pending' and tonumber(A.now) < (tonumber(state.expires) or 0) then return {'pending'} end
-redis.call('ZREM', K.newest, A.member_newest)
-redis.call('ZREM', K.expiring, A.member_expiring)
-for _, index in ipairs(K.left) do redis.call('ZREM', index, A.member_newest) end
+ix_rem(K.newest, A.member_newest)
+ix_rem(K.expiring, A.member_expiring)
+for _, index in ipairs(K.left) do ix_rem(index, A.member_newest) end
 if not current or state[A.status_field] ~= 'pending' or state.status ~= V.waiting or full_request_id(state.waiting, A.run_id) ~= A.request_id
     or state.rq ~= A.short_id then
   return {'gone'}
 end
-redis.call('ZADD', K.newest, 0, A.new_member_newest)
-redis.call('ZADD', K.expiring, 0, A.new_member_expiring)
-for _, index in ipairs(K.joined) do redis.call('ZADD', index, 0, A.new_member_newest) end
+local bucketed = bucketed_arg(A.buckets)
+ix_add(K.newest, A.new_member_newest, bucketed)
+ix_add(K.expiring, A.new_member_expiring, bucketed)
+for _, index in ipairs(K.joined) do ix_add(index, A.new_member_newest, bucketed) end
 for i = 0, tonumber(state.rn) - 1 do redis.call('HDEL', K.run, P.record .. i) end
 local fence = redis.call('HINCRBY', K.run, F.fence, 1)
 local keep_ms = tonumber(A.ttl) + tonumber(A.grace)

@@ -10,7 +10,7 @@
 --   run            the run's hash
 --   events         its stream
 --   summary        its summary
---   newest         the workflow's index newest
+--   newest         the workflow's index newest (its member leaves its buckets too: ix_rem)
 --   expiring       its index expiring
 --   journal        the journal of the interrupt's step
 --   state          the workflow state
@@ -45,9 +45,9 @@
 local state = hmget(K.run, {A.status_field, F.expires})
 local current = state.expires == A.expires
 if current and state[A.status_field] == 'pending' and tonumber(A.now) < (tonumber(state.expires) or 0) then return {'pending'} end
-redis.call('ZREM', K.newest, A.member_newest)
-redis.call('ZREM', K.expiring, A.member_expiring)
-for _, index in ipairs(K.filters) do redis.call('ZREM', index, A.member_newest) end
+ix_rem(K.newest, A.member_newest)
+ix_rem(K.expiring, A.member_expiring)
+for _, index in ipairs(K.filters) do ix_rem(index, A.member_newest) end
 if state[A.status_field] ~= 'pending' or not current then return {'gone'} end
 redis.call('HSET', K.run, A.status_field, A.action == 'timer' and 'cancelled' or 'expired')
 write_closing(K.summary, K.closing, A.closing)

@@ -4,8 +4,8 @@
 --   journal        the journal of the step
 --   state          the workflow state
 --   events         the run's stream
---   newest         the workflow's index newest
---   expiring       its index expiring
+--   newest         the workflow's index newest (in format 4 its buckets too: see ix_add in _common.lua)
+--   expiring       its index expiring (the same)
 --   leases         the leases
 --   summary        the run's summary
 --   workflows      the workflows with interrupts
@@ -30,6 +30,7 @@
 --   expires        ms it expires at
 --   member_newest  its member in the index newest (and the filter indexes)
 --   member_expiring  its member in the index expiring
+--   buckets        '1': index it in buckets (the writers' format is 4: ix_add), '': in the single zsets
 --   event          the interrupt event as the run's stream keeps it (its record has the rest:
 --                  layout.short_interrupt_event)
 --   maxlen         the streams' cap

@@ -6,8 +6,8 @@
 -- on the feed is served by the next park, which creates it again, with greater ids).
 -- KEYS
 --   workflows      the workflows with interrupts
---   newest         the workflow's index newest
---   expiring       its index expiring
+--   newest         the workflow's index newest (and its buckets' directory, <newest>/d: see ix_add)
+--   expiring       its index expiring (the same)
 --   resolved       its closed index of resolved interrupts
 --   cancelled      of cancelled ones
 --   expired        of expired ones
@@ -16,7 +16,7 @@
 -- ARGV
 --   workflow       the workflow
 --   floor          the oldest end time the closed indexes keep
-local live = redis.call('EXISTS', K.newest, K.expiring)
+local live = redis.call('EXISTS', K.newest, K.expiring, K.newest .. BUCKET_DIRECTORY, K.expiring .. BUCKET_DIRECTORY)
 for _, closed in ipairs({K.resolved, K.cancelled, K.expired}) do
   redis.call('ZREMRANGEBYLEX', closed, '-', '(' .. A.floor)
   live = live + redis.call('EXISTS', closed)

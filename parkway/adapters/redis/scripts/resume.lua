@@ -8,7 +8,7 @@
 --   summary        the run's summary
 --   snapshots      the run's snapshots (renewed with the records)
 --   outbox         the outbox
---   newest         the workflow's index newest
+--   newest         the workflow's index newest (its member leaves its buckets too: ix_rem)
 --   expiring       its index expiring
 --   metrics        the counters
 --   leases         the leases (taken when the resume begins the attempt: begin_at_resume)

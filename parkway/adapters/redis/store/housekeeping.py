@@ -20,6 +20,7 @@ from ..connection.connection import function_missing
 from ..connection.connection import text as _text
 from ..connection.errors import translated
 from ..scripts.scripts import ScriptCall
+from .index_reads import IndexRead, IndexReads
 
 if TYPE_CHECKING:
     from ..scripts import calls
@@ -33,7 +34,7 @@ LIBRARY_NAME = re.compile(r"pw_[a-z][a-z0-9_]*_[0-9a-f]{16}")
 """the name of one of parkway's libraries (``scripts.library``): only such a name is ever deleted"""
 
 
-class Housekeeping:
+class Housekeeping(IndexReads):
     """The upkeep of indexes, leases and keys' lifetimes (``RedisStore``'s); no run transition."""
 
     client: Any
@@ -68,15 +69,14 @@ class Housekeeping:
 
     def _due_members(self, before: int, count: int) -> list[IndexEntry]:
         """The first ``count`` members of each workflow's expiring index that expired before
-        ``before`` (they sort first there), merged earliest first. Two round trips."""
+        ``before`` (they sort first there; both forms of the index: ``page.lua``), merged earliest
+        first. Two round trips."""
         with translated():
             workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
             if not workflows:
                 return []
-            pipe = self.client.pipeline(transaction=False)
-            for wf in workflows:
-                pipe.zrangebylex(keys.index("expiring", wf), "-", b"(" + codec.time_floor(before), start=0, num=count)
-            found = pipe.execute()
+            found = self.read_indexes([IndexRead(keys.index("expiring", wf), "asc", "-",
+                                                 b"(" + codec.time_floor(before), count) for wf in workflows])
         due = [codec.parse_member(m, "expiring", wf) for wf, ms in zip(workflows, found, strict=True) for m in ms]
         due.sort(key=lambda e: e.expires_at)
         return due
@@ -142,17 +142,8 @@ class Housekeeping:
             workflows = sorted(_text(n) for n in self.client.smembers(keys.workflows()))
             if not workflows:
                 return Overdue()
-            pipe = self.client.pipeline(transaction=False)
-            for wf in workflows:
-                self._read_overdue(pipe, wf, now)
-            replies = pipe.execute()
+            replies = self.read_indexes([read for wf in workflows for read in _read_overdue(wf, now)])
         return _overdue(replies)
-
-    def _read_overdue(self, pipe: Any, workflow: str, now: int) -> None:
-        """Queue on ``pipe`` the two reads ``_overdue`` sums: the workflow's due members and its first."""
-        key = keys.index("expiring", workflow)
-        pipe.zlexcount(key, "-", b"(" + codec.time_floor(now))
-        pipe.zrangebylex(key, "-", b"(" + codec.time_floor(now), start=0, num=1)
 
     def reclaim_folded(self, now: int, limit: int = 1000) -> int:
         """Touch the streams of the runs parked (by the pause feed) from where the last pass stopped
@@ -247,9 +238,10 @@ class Housekeeping:
 
     def tallies(self, now: int) -> Tallies:
         """Two round trips: the counters, the workflows' names, the leases' and the outbox's sizes and
-        the outbox's oldest entry, then per workflow a ZLEXCOUNT on its expiring index from now on
-        (O(log N) each; expired members await the reconciler) and the reads of its backlog
-        (``overdue``)."""
+        the outbox's oldest entry, then (one ``page.lua`` call) per workflow the count of its expiring
+        index from now on (O(log N) for the single zset; for its buckets, their count less the members
+        below now, counted over the buckets those fill: expired members await the reconciler) and the
+        reads of its backlog (``overdue``)."""
         with translated():
             pipe = self.client.pipeline(transaction=False)
             pipe.hgetall(keys.metrics())
@@ -261,11 +253,9 @@ class Housekeeping:
             pipe.xlen(keys.dead_notices())
             counters, names, running, outstanding, oldest, notices, dead = pipe.execute()
             workflows = sorted(_text(n) for n in names)
-            pipe = self.client.pipeline(transaction=False)
-            for wf in workflows:
-                pipe.zlexcount(keys.index("expiring", wf), b"[" + codec.time_floor(now + 1), "+")
-                self._read_overdue(pipe, wf, now)
-            replies = pipe.execute() if workflows else []
+            unexpired = b"[" + codec.time_floor(now + 1)
+            replies = self.read_indexes([read for wf in workflows for read in (
+                IndexRead(keys.index("expiring", wf), "count", unexpired, "+"), *_read_overdue(wf, now))])
         counts = replies[0::3]
         overdue = _overdue([r for i, r in enumerate(replies) if i % 3])
         return Tallies(
@@ -288,6 +278,12 @@ RECLAIM_MARGIN_MS = 1000
 ids are Redis's clock, ``now`` the worker's"""
 EXTEND_CHUNK = 1000
 """runs whose records one round trip of ``extend_overdue`` keeps"""
+
+
+def _read_overdue(workflow: str, now: int) -> list[IndexRead]:
+    """The two reads ``_overdue`` sums: the workflow's due members (counted) and its first."""
+    key, due = keys.index("expiring", workflow), b"(" + codec.time_floor(now)
+    return [IndexRead(key, "count", "-", due), IndexRead(key, "asc", "-", due, 1)]
 
 
 def _overdue(replies: Sequence[Any]) -> Overdue:

@@ -15,12 +15,12 @@ from ....runtime.store import InterruptListing, InterruptQuery, InterruptRecord
 from ... import codec
 from ...limits import Limits
 from .. import keys, layout
-from ..connection.connection import run_commands
 from ..connection.connection import text as _text
 from ..connection.errors import translated
+from .index_reads import IndexRead, IndexReads, merged
 
 
-class InterruptListings:
+class InterruptListings(IndexReads):
     """The interrupt listings and reads (``RedisStore``'s; no transition)."""
 
     client: Any
@@ -69,13 +69,8 @@ class InterruptListings:
         return list(zip(hashes[::2], hashes[1::2], strict=True))
 
     def _replies(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """The replies of ``commands`` as Redis sends them, in one round trip (``run_commands``); the
-        first error reply raises, as a pipeline's ``execute`` does."""
-        replies = run_commands(self.client, commands) if commands else []
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return replies
+        """The replies of ``commands`` as Redis sends them, in one round trip (``IndexReads.replies``)."""
+        return self.replies(commands)
 
     def _closed(self, query: InterruptQuery) -> InterruptListing:
         """Interrupts that ended ``query.status``, newest end first, within the retention: each
@@ -159,20 +154,21 @@ class InterruptListings:
     def _page(self, query: InterruptQuery, after: bytes | None) -> tuple[list[tuple[str, bytes]], str | None]:
         """Up to limit+1 unexpired (workflow, member) after the cursor, in order (expired members await
         the reconciler), and the pause feed's position if the query watches. Without a workflow, the
-        workflows' indexes are merged: each gives its first limit+1, read together in one round trip
-        with the set of workflows (a workflow new to this store is read in one more)."""
+        workflows' indexes are merged: each gives its first limit+1 (both forms of each index: one
+        ``page.lua`` call for all), read together in one round trip with the set of workflows (a
+        workflow new to this store is read in one more)."""
         want, newest = query.limit + 1, query.order == "newest"
         floor = codec.time_floor(query.now + 1)
 
         high, low = codec.created_range(after, query.created_before, query.created_after)
 
-        def first(wf: str) -> tuple[Any, ...]:
+        def first(wf: str) -> IndexRead:
             key = keys.index(query.order, wf)
             if newest:
-                return ("ZREVRANGEBYLEX", key, high, low, "LIMIT", 0, want)
+                return IndexRead(key, "desc", low, high, want)
             # the order itself puts expired members first: start past them
             start = b"(" + after if after and after > floor else b"[" + floor
-            return ("ZRANGEBYLEX", key, start, "+", "LIMIT", 0, want)
+            return IndexRead(key, "asc", start, "+", want)
 
         if query.workflow is not None:
             names = [query.workflow]
@@ -181,13 +177,15 @@ class InterruptListings:
         else:
             names = self._workflows
 
-        read = [first(wf) for wf in names] + ([("SMEMBERS", keys.workflows())] if query.workflow is None else [])
+        reads = [first(wf) for wf in names]
+        read = [self.index_command(reads)] if reads else []
+        read += [("SMEMBERS", keys.workflows())] if query.workflow is None else []
         replies, feed = self._with_feed(query, read)
-        batches = dict(zip(names, replies, strict=False))
+        batches = dict(zip(names, merged(reads, replies[0]) if reads else [], strict=True))
         if query.workflow is None:
             known = sorted(_text(n) for n in replies[-1])
             if new := [wf for wf in known if wf not in batches]:
-                batches.update(zip(new, self._replies([first(wf) for wf in new]), strict=True))
+                batches.update(zip(new, self.read_indexes([first(wf) for wf in new]), strict=True))
             self._workflows = known
         out: list[tuple[str, bytes]] = []
         for wf, batch in batches.items():
@@ -210,11 +208,11 @@ class InterruptListings:
                 return out[:want]
             if left is None:
                 unexpired = b"[" + codec.time_floor(query.now + 1)
-                left = int(self.client.zlexcount(keys.index("expiring", wf), unexpired, "+"))
+                left = int(self.read_indexes([IndexRead(keys.index("expiring", wf), "count", unexpired, "+")])[0])
             if len(out) >= left:
                 return out[:want]
             size = min(size * 2, SKIP_BATCH_MAX)
-            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=size)
+            batch = self.read_indexes([IndexRead(key, "desc", low, b"(" + batch[-1], size)])[0]
 
     def _filtered(self, query: InterruptQuery, after: bytes | None) -> InterruptListing:
         """A page from one filter index (audience, else session, else tenant), newest first, of the
@@ -228,8 +226,9 @@ class InterruptListings:
         )
         key, want = keys.filter_index(kind, value), query.limit + 1
         high, low = codec.created_range(after, query.created_before, query.created_after)
-        replies, feed = self._with_feed(query, [("ZREVRANGEBYLEX", key, high, low, "LIMIT", 0, want)])
-        batch: list[bytes] = replies[0]
+        first = [IndexRead(key, "desc", low, high, want)]
+        replies, feed = self._with_feed(query, [self.index_command(first)])
+        batch: list[bytes] = merged(first, replies[0])[0]
         found: list[tuple[bytes, InterruptRecord]] = []
         read, stopped_at = 0, None
         while batch:
@@ -244,7 +243,7 @@ class InterruptListings:
             if read >= query.scan:  # the read budget: a short page whose cursor reads on
                 stopped_at = batch[-1]
                 break
-            batch = self.client.zrevrangebylex(key, b"(" + batch[-1], low, start=0, num=want)
+            batch = self.read_indexes([IndexRead(key, "desc", low, b"(" + batch[-1], want)])[0]
         more = len(found) > query.limit
         cursor = codec.make_cursor(found[query.limit - 1][0], "newest") if more else None
         if stopped_at is not None and not more:

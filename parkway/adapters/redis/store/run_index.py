@@ -5,24 +5,35 @@ by the scripts that create runs (``list_run`` in ``_common.lua``); a member's ti
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from ...._lazy import LazyModule
 from ....runtime.store import RunIndexPage, RunIndexQuery, RunRecord
 from ... import codec
 from ...limits import Limits
 from .. import keys, layout
 from ..connection.errors import translated
+from .index_reads import IndexRead, IndexReads
 from .records import folded_reply, read_folded
 
+if TYPE_CHECKING:
+    from ..scripts import calls
+else:  # the calls' classes load with the first read or transition (see parkway._lazy)
+    calls = LazyModule("parkway.adapters.redis.scripts.calls")
 
-class RunIndex:
+
+class RunIndex(IndexReads):
     """The run listing and the run index's upkeep (``RedisStore``'s; no transition)."""
 
     client: Any
     limits: Limits
+    call_script: Callable[[str | None, Any], Any]
+    """make a script call (``RedisStore.call_script``)"""
 
     def list_runs(self, query: RunIndexQuery) -> RunIndexPage:
-        """Newest first from the cursor: each batch of members (one ZREVRANGEBYLEX, O(log N + batch))
+        """Newest first from the cursor: each batch of members (one read of both the index's forms:
+        ``page.lua``, O(log N + batch))
         and its runs' hashes and summaries (one pipelined round trip of HMGETs), kept when they match
         every filter, until the page holds ``limit`` runs or ``scan`` members were read (the page
         then ends short, its cursor after the last member read). A member whose run's hash and
@@ -35,7 +46,7 @@ class RunIndex:
         with translated():
             while read < query.scan:
                 size = min(batch_size, query.scan - read)
-                batch: list[bytes] = self.client.zrevrangebylex(keys.runs(), high, low, start=0, num=size)
+                batch: list[bytes] = self.read_indexes([IndexRead(keys.runs(), "desc", low, high, size)])[0]
                 if not batch:
                     return RunIndexPage([r for _, r in found[: query.limit]], None)
                 read += len(batch)
@@ -71,14 +82,14 @@ class RunIndex:
         each whose summary is gone (or is another run's: an id taken again) leaves the index. A walk
         that reaches that bound starts again from the oldest member. The index costs a member per
         run (no schedule beside it); a run's member leaves within one walk of its summary's end.
-        How many it dropped; two round trips, three when it writes (the walk's place, the drops)."""
+        How many it dropped; two round trips, three when it writes the walk's place, four when it
+        drops members too."""
         horizon = now - self.limits.retention_ms
         with translated():
             at: bytes | None = self.client.get(keys.runs_walked())
             low: bytes | str = b"(" + at if at else "-"
-            batch: list[bytes] = self.client.zrangebylex(
-                keys.runs(), low, b"(" + codec.time_floor(horizon), start=0, num=limit
-            )
+            batch: list[bytes] = self.read_indexes(
+                [IndexRead(keys.runs(), "asc", low, b"(" + codec.time_floor(horizon), limit)])[0]
             if not batch and at is None:
                 return 0
             gone: list[bytes] = []
@@ -94,9 +105,9 @@ class RunIndex:
                 # gone, or another run's now (its id taken again)
                 gone = [m for m, (created, _), b in zip(batch, parsed, born, strict=True)
                         if b is None or int(b) != created]
+            if gone:  # from whichever form holds them (unlist.lua)
+                self.call_script(None, calls.Unlist(index=keys.runs(), members=gone))
             pipe = self.client.pipeline(transaction=False)
-            if gone:
-                pipe.zrem(keys.runs(), *gone)
             if len(batch) == limit:
                 pipe.set(keys.runs_walked(), batch[-1])
             else:  # the walk reached the bound: the next starts from the oldest

@@ -43,7 +43,7 @@ from .records import RunRecords
 from .run_index import RunIndex
 from .transitions import Transitions
 
-READ_ONLY_SCRIPTS = frozenset({"lookup"})
+READ_ONLY_SCRIPTS = frozenset({"lookup", "page"})
 """scripts that write nothing: no replica acknowledgement is waited for after them"""
 _SCRIPTS = (
     "create",
@@ -66,6 +66,8 @@ _SCRIPTS = (
     "refuse",
     "close_raced",
     "prune",
+    "page",
+    "unlist",
 )
 
 
@@ -258,12 +260,22 @@ class RedisStore(Transitions, Housekeeping, RunRecords, InterruptListings, RunIn
         loses it after that (restarted without its data) answers the queued call ``Function not
         found`` (``connection.function_missing``), having run nothing; ``call_script`` makes it
         again, loading it."""
+        pipeline.execute_command(*self.script_command(call))
+
+    def script_command(self, call: ScriptCall) -> tuple[Any, ...]:
+        """``call`` as an FCALL command to send among others (a pipeline, ``run_commands``): its function
+        loaded first, once for this store (see ``queue_script``)."""
         function = self._scripts[call.name]
         if call.name not in self._scripts.loaded:
             with translated(call.run_id):
                 load_function(self.client, function)
             self._scripts.loaded.add(call.name)
-        pipeline.execute_command("FCALL", function.name, len(call.keys), *call.keys, *call.args)
+        return ("FCALL", function.name, len(call.keys), *call.keys, *call.args)
+
+    def reload_scripts(self) -> None:
+        """Forget which functions this store had Redis load: the next ``script_command`` loads again
+        (a server that lost them answered ``Function not found``)."""
+        self._scripts.loaded.clear()
 
     def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers (within the bound of ``connect``)."""

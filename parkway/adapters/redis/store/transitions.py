@@ -250,12 +250,18 @@ class Transitions:
             token_field=layout.token_field(rec.token_hash), status_field=layout.status_field(rec.request_id, r),
             ttl=commit.ttl_ms, now=commit.now, expires=rec.expires_at,
             member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
-            event=self._event(layout.short_interrupt_event(rec)), maxlen=self.limits.max_events,
-            grace=self.limits.expiry_grace_ms, run_id=r, retention=self.limits.retention_ms, workflow=rec.workflow,
+            buckets=self._buckets(), event=self._event(layout.short_interrupt_event(rec)),
+            maxlen=self.limits.max_events, grace=self.limits.expiry_grace_ms, run_id=r,
+            retention=self.limits.retention_ms, workflow=rec.workflow,
             pauses_maxlen=keys.PAUSE_FEED_MAXLEN, paused=f"{step} {commit.version}" if commit.version else "",
             ancestor_event=self._event(commit.event) if commit.lineage else "",
             gate=commit.lineage[-1][1] if commit.lineage else "", record=layout.record_parts(rec, self._trimmed()),
         )
+
+    def _buckets(self) -> str:
+        """park's and escalate's ``buckets``: '1' once every live process reads format 4 (index members
+        in buckets of listpack size: ``ix_add`` in _common.lua), else '' (the single zsets)."""
+        return "1" if self.formats.writes() >= layout.BUCKETS_FORMAT else ""
 
     def _racing_child(self, run_id: str, spawn: Spawn, parked: calls.Park) -> calls.First:
         """``first.lua``'s call: the child that races the interrupt, then the park it carries."""
@@ -635,7 +641,7 @@ class Transitions:
             short_id=layout.short_id(record.request_id, r), now=now,
             member_newest=codec.member(entry, "newest"), member_expiring=codec.member(entry, "expiring"),
             new_member_newest=codec.member(new_entry, "newest"),
-            new_member_expiring=codec.member(new_entry, "expiring"),
+            new_member_expiring=codec.member(new_entry, "expiring"), buckets=self._buckets(),
             status_field=layout.status_field(record.request_id, r), expires=entry.expires_at,
             new_expires=moved.expires_at, maxlen=self.limits.max_events, expired_event=self._event(expired),
             event=self._event(event), ttl=ttl_ms, grace=self.limits.expiry_grace_ms,
