@@ -34,8 +34,8 @@ format 3: ``begin_at_resume`` in _resume.lua, read by ``begun_attempt``): ``<job
 n field/value items, then its journal's), each byte from 128 up written as its Latin-1 character in
 UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's. Format 4
 (``TRIMMED_FORMAT``, ``BUCKETS_FORMAT``) is format 3 with a parked run's hash in jemalloc's 640-byte
-class instead of 768 (a bench.flows:cycle run: listpack ~620-624 bytes, 763 in format 3): its park writes no ``paused`` (the
-latest record has that step and version; a begin's reply carries the record then: ``attempt_fields``
+class instead of 768 (a bench.flows:cycle run: listpack ~620-624 bytes, 763 in format 3): its park
+writes no ``paused`` (the latest record has that step and version; a begin's reply carries the record then: ``attempt_fields``
 in _common.lua, ``_paused_version``), ``updated`` in ms after ``cr`` (``updated_of``), ``~0``'s id in
 ms after ``cr`` and node.started's and the interrupt event's data without the head the hash makes again
 (``folded_head``); any time or id under ``RELATIVE_MS`` is relative, so readers read both forms without
