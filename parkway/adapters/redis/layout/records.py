@@ -35,15 +35,15 @@ n field/value items, then its journal's), each byte from 128 up written as its L
 UTF-8 (RQ decodes a popped element as UTF-8). Format 3 records are otherwise format 2's. Format 4
 (``TRIMMED_FORMAT``, ``BUCKETS_FORMAT``) is format 3 with a parked run's hash in jemalloc's 640-byte
 class instead of 768 (a bench.flows:cycle run: listpack ~620-624 bytes, 763 in format 3): its park
-writes no ``paused`` (the latest record has that step and version; a begin's reply carries the record then: ``attempt_fields``
-in _common.lua, ``_paused_version``), ``updated`` in ms after ``cr`` (``updated_of``), ``~0``'s id in
-ms after ``cr`` and node.started's and the interrupt event's data without the head the hash makes again
-(``folded_head``); any time or id under ``RELATIVE_MS`` is relative, so readers read both forms without
-asking the format. Its interrupt records are written trimmed (``interrupt_to_blob``), which a reader of
-formats 1-3 reads as well. In every format the spent ``fresh`` is deleted (absent reads as spent).
-Format 4's writers also index members in buckets of at most ``keys.BUCKET_MAX`` (``ix_add`` in
-_common.lua), and every reader of format 4 reads both an index's buckets and its single zset
-(``page.lua``), so a run indexed the old way stays listed until it ends.
+writes no ``paused`` (the latest record has that step and version; a begin's reply carries the record
+then: ``attempt_fields`` in _common.lua, ``_paused_version``), ``updated`` in ms after ``cr``
+(``updated_of``), ``~0``'s id in ms after ``cr`` and node.started's and the interrupt event's data
+without the head the hash makes again (``folded_head``); any time or id under ``RELATIVE_MS`` is
+relative, so readers read both forms without asking the format. Its interrupt records are written
+trimmed (``interrupt_to_blob``), which a reader of formats 1-3 reads as well. In every format the spent
+``fresh`` is deleted (absent reads as spent). Format 4's writers also index members in buckets of at
+most ``keys.BUCKET_MAX`` (``ix_add`` in _common.lua), and every reader of format 4 reads both an index's
+buckets and its single zset (``page.lua``), so a run indexed the old way stays listed until it ends.
 
 The run hash ``pw:{R}:run`` (``run_record`` reads its own fields):
 
