@@ -191,9 +191,10 @@ class FormatGate:
         now = now_ms() if now is None else now
         with self._lock, translated():
             pipe = self.client.pipeline(transaction=False)
-            pipe.hset(keys.readers(), self.process, announcement(self.reads, self.role, now + ANNOUNCE_TTL_MS))
+            if not self._stop.is_set():  # a stopped gate decides without announcing again
+                pipe.hset(keys.readers(), self.process, announcement(self.reads, self.role, now + ANNOUNCE_TTL_MS))
             pipe.hgetall(keys.readers())
-            announced = pipe.execute()[1]
+            announced = pipe.execute()[-1]
         seen = list(self.seen())
         decision = decide(live_readers(announced, now, seen))
         if self._decision is not None and decision.writes != self._decision.writes:
@@ -219,13 +220,21 @@ class FormatGate:
         self._stop.set()
         if self._decision is None:
             return
+        bound = SOCKET_TIMEOUT_S + 1.5
+        # after a refresh under way on the thread, so that its announcement never lands after the
+        # removal (one stuck on a Redis gone is not waited for past the bound: it lapses by itself)
+        if not self._lock.acquire(timeout=bound):
+            _log().info("format_announcement_left", process=self.process, error="a refresh still under way")
+            return
         try:
             # tried twice at most (the second on a fresh connection, for a pooled one gone stale), not for a
             # call's whole bound: a process closing on a Redis gone does not wait for it
-            with translated(), one_bound(SOCKET_TIMEOUT_S + 1.5):
+            with translated(), one_bound(bound):
                 self.client.hdel(keys.readers(), self.process)
         except Exception as exc:  # a Redis gone at shutdown: the announcement lapses by itself
             _log().info("format_announcement_left", process=self.process, error=str(exc))
+        finally:
+            self._lock.release()
 
     def _prune(self, announced: Mapping[Any, Any], now: int) -> None:
         old = [k for k, v in announced.items() if (parse(_s(k), _s(v)).lapses_at or 0) < now - PRUNE_AFTER_MS]

@@ -26,6 +26,7 @@ redis-py's packer, which checks and encodes each argument in Python first. What 
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -95,6 +96,18 @@ def until_first_answer(give_up_s: float) -> Iterator[None]:
         _first_answer.reset(token)
 
 
+class Jitter(EqualJitterBackoff):
+    """redis-py's equal-jitter backoff (half the exponential step, plus up to as much again), its
+    jitter drawn from a generator of its own: redis-py's draws from the ``random`` module, so a
+    retry on one of parkway's threads moved the application's random state under it."""
+
+    _draws = random.Random()
+
+    def compute(self, failures: int) -> float:
+        half = min(self._cap, self._base * 2**failures) / 2
+        return half + self._draws.uniform(0, half)
+
+
 class _RetryUntil(Retry):
     """redis-py's Retry, bounded by time rather than by count.
 
@@ -108,7 +121,7 @@ class _RetryUntil(Retry):
     """
 
     def __init__(self) -> None:
-        super().__init__(EqualJitterBackoff(cap=1.0, base=0.1), retries=-1)
+        super().__init__(Jitter(cap=1.0, base=0.1), retries=-1)
 
     def call_with_retry(
         self,

@@ -378,7 +378,7 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
     ``MasterConnection``'s are."""
     from redis import asyncio as aioredis
     from redis.asyncio.retry import Retry as AsyncRetry
-    from redis.backoff import EqualJitterBackoff
+    from .connection import Jitter
 
     spec = parse_sentinel_url(url)
 
@@ -399,7 +399,7 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
     max_connections = kwargs.pop("max_connections", None)
     # a connection lost or found demoted (a failover) is retried, reconnecting where the sentinels
     # say; a timeout is not: the caller's bound (a frozen master) stays its own
-    retry = AsyncRetry(EqualJitterBackoff(cap=1.0, base=0.1), 3, supported_errors=(rex.ConnectionError,))
+    retry = AsyncRetry(Jitter(cap=1.0, base=0.1), 3, supported_errors=(rex.ConnectionError,))
     pool = aioredis.ConnectionPool(
         connection_class=AsyncMasterConnection, max_connections=max_connections,
         db=spec.db, username=spec.username, password=spec.password, retry=retry, **kwargs,
