@@ -378,6 +378,7 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
     ``MasterConnection``'s are."""
     from redis import asyncio as aioredis
     from redis.asyncio.retry import Retry as AsyncRetry
+
     from .connection import Jitter
 
     spec = parse_sentinel_url(url)
