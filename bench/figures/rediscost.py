@@ -161,6 +161,12 @@ def by_script(sec: Section, runs: list[dict[str, Any]]) -> None:
         f"{fmt(bound / calls if calls else float('nan'), 0)} commands each on average; the most now run in "
         + ", ".join(f"{n} ({fmt(v, 0)})" for n, v in heavy)
         + f"; PEXPIRE {fmt(kinds['pexpire'], 0)}, HSET {fmt(kinds['hset'], 0)}, XADD {fmt(kinds['xadd'], 0)} per "
-        "cycle. Issue 22's ways in: renew a TTL only once it has run down past a slack, one HSET per key per "
-        "script, a parked run's folded events left in its hash on resume",
+        "cycle. Stored format 4's index buckets cost about 30 of them (69.2 per cycle before them, issue 36): "
+        "each of a cycle's five index writes (create's run member, park's two, resume's two) finds its bucket "
+        "in the directory (ZREVRANGEBYLEX), checks its size before adding (ZCARD) or whether a removal emptied "
+        "it (EXISTS), keeps the index's count (HINCRBY) and, for a removal, also tries the single zset runs "
+        "indexed before format 4 are in; they save ~280 B per parked run. Fewer needs the count summed when "
+        "read instead of kept (-5), the old zset tried only while it exists (-2), emptied buckets left to the "
+        "reconciler (-2), and the rest from the scripts themselves (issue 22's ways in: renew a TTL only once it "
+        "has run down past a slack, one HSET per key per script)",
     ))

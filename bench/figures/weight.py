@@ -88,20 +88,18 @@ def measure(plan: Plan, url: str, listing: dict[str, Any] | None) -> Section:
         sec.targets.append(
             Target(
                 "weight", TARGET_LABELS["weight"], shown, value <= TARGETS["weight"],
-                "a parked run is now its run hash (the interrupt and its few events folded in, listpack, ~855 B: "
-                "jemalloc's 768 B class under a 48 B key name, since the waiting interrupt's short id, a base64url "
-                "token field, folded event types and ids in a byte or a few, no zero crash count, and run ids "
-                "parkway mints of 30 characters), its summary key (~185 B), two workflow index members and one run "
-                "index member (~135-145 B each: the indexes hold thousands, past the listpack limit of 128, so each "
-                "member is a skiplist node, a dict entry and its string), its pause feed entry (~80 B at 1,000 "
-                "runs; the feed is capped at ~2,000 entries), plus the main and expires dicts' share (the bytes by "
-                "key are below figure 4). Under 1 KiB needs, as measured by bench/weight.py's what_if: index "
-                "members in listpack-sized buckets (~49 B a member against ~142-153: ~280-310 B a run over the "
-                "three indexes), no summary key of its own while the run waits (224 B with its expires entry; it "
-                "is also what reads a run expired, not unknown, once the hash's TTL passes without the reconciler, "
-                "so park would drop it and every end and expiry path make it again) and the run hash in the 640 B "
-                "class (127 B; ~122 B of fields: paused, the spent fresh, the record's default capture and version, "
-                "the short id stored four times, 13-digit times): ~1,020-1,040 B at 1,000 runs with all three",
+                "a parked run is now (stored format 4) its run hash (~730 B with its key: jemalloc's 640 B class "
+                "for its listpack, since the park writes no paused field, times and folded ids relative to its "
+                "creation, folded events without the head the hash makes again, a trimmed interrupt record), its "
+                "summary key (~185 B), two workflow index members and one run index member (~49 B each: in "
+                "buckets of at most 128, each a listpack; ~135-150 B each as one big sorted set), its pause feed "
+                "entry (~80 B at 1,000 runs; the feed is capped at ~2,000 entries), plus the main and expires "
+                "dicts' share (the bytes by key are below figure 4). Under 1 KiB needs the summary out of a key "
+                "of its own while the run waits: packed with others' in shared hashes of at most 128 fields "
+                "(~150-160 B saved; every script that writes a summary brings it back first, every reader looks "
+                "there second, and the reconciler's pw:runs walk prunes it: bench/RESULTS.md's issue-36 section "
+                "of 23:20 says why it was not made) and ~100 B more not found yet (the largest part left is the "
+                "interrupt's record in the run hash, ~250 B of its listpack)",
             )
         )
     sec.extra += [
