@@ -26,7 +26,6 @@ redis-py's packer, which checks and encodes each argument in Python first. What 
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,12 +36,12 @@ from typing import Any, TypeVar
 import redis
 import redis.exceptions as rex
 from hiredis import pack_command
-from redis.backoff import EqualJitterBackoff
 from redis.retry import Retry
 
 from ....runtime.errors import ConfigError
 from .. import keys, layout
 from ..scripts.scripts import Function
+from .backoff import Jitter
 from .replicas import ReplicaAcks, ReplicaShortfall
 from .sentinel import is_sentinel_url, parse_sentinel_url, pool_kwargs
 
@@ -94,18 +93,6 @@ def until_first_answer(give_up_s: float) -> Iterator[None]:
         yield
     finally:
         _first_answer.reset(token)
-
-
-class Jitter(EqualJitterBackoff):
-    """redis-py's equal-jitter backoff (half the exponential step, plus up to as much again), its
-    jitter drawn from a generator of its own: redis-py's draws from the ``random`` module, so a
-    retry on one of parkway's threads moved the application's random state under it."""
-
-    _draws = random.Random()
-
-    def compute(self, failures: int) -> float:
-        half = min(self._cap, self._base * 2**failures) / 2
-        return half + self._draws.uniform(0, half)
 
 
 class _RetryUntil(Retry):

@@ -379,7 +379,7 @@ def async_client(url: str, manager: Any, **kwargs: Any) -> Any:
     from redis import asyncio as aioredis
     from redis.asyncio.retry import Retry as AsyncRetry
 
-    from .connection import Jitter
+    from .backoff import Jitter
 
     spec = parse_sentinel_url(url)
 
