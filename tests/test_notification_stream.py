@@ -104,7 +104,9 @@ def test_webhook_routes_send_each_notification_to_its_workflow_audience_and_tena
 
 
 def test_a_channel_sends_at_most_its_rate(pw: Any, redis_client: Any, redis_url: str) -> None:
-    """Six notifications to a channel limited to 4 a second take at least 1.25 s from the first to the last."""
+    """Six notifications to a channel limited to 4 a second: the receiver takes them in at least 0.25 s
+    apart on average (the second to the sixth: the first send also opens the connection, so its own
+    latency is left out; each time is taken by the receiver as the request comes in)."""
     from parkway import Settings
     from parkway.channels import configured
     from tests.conftest import SECRET
@@ -112,7 +114,6 @@ def test_a_channel_sends_at_most_its_rate(pw: Any, redis_client: Any, redis_url:
     from tests.test_notifications import WHSEC, Receiver
 
     receiver = Receiver().start()
-    arrived: list[float] = []
     settings = Settings(redis_url=redis_url, secret=SECRET, webhook_url=receiver.url, webhook_secret=WHSEC)
     harness = Harness("redis", pw, settings, redis_client)
     redis_client.set(keys.notify_on(), 1)
@@ -121,13 +122,9 @@ def test_a_channel_sends_at_most_its_rate(pw: Any, redis_client: Any, redis_url:
     harness.run_jobs()
     delivery = _delivered_by(harness, configured(settings)[0], rate=4.0)
     try:
-        def count() -> bool:
-            while len(arrived) < len(receiver.got):
-                arrived.append(time.monotonic())
-            return len(arrived) == 6
-
-        wait_for(count, 15, "six deliveries", interval=0.01)
-        assert arrived[-1] - arrived[0] >= 1.2
+        wait_for(lambda: len(receiver.times) == 6, 15, "six deliveries", interval=0.01)
+        arrived = receiver.times
+        assert arrived[-1] - arrived[1] >= 0.95, arrived  # four slots of 0.25 s, less the receipts' jitter
     finally:
         delivery.stop()
         receiver.stop()

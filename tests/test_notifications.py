@@ -43,6 +43,8 @@ class Receiver:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/hook"
         self.got: list[tuple[str, dict[str, Any]]] = []
+        self.times: list[float] = []
+        """when each request came in (``time.monotonic()``, before its body is read)"""
         self.bad = 0
         self.server: ThreadingHTTPServer | None = None
 
@@ -51,6 +53,7 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                receiver.times.append(time.monotonic())
                 body = self.rfile.read(int(self.headers["content-length"]))
                 try:
                     verifier.verify(body, {k.lower(): v for k, v in self.headers.items()})
