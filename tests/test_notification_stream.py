@@ -193,13 +193,13 @@ def test_notifications_stop_being_owed_once_no_worker_delivers_them(pw: Any, red
 
     receiver = Receiver().start()
     settings = Settings(redis_url=redis_url, secret=SECRET, webhook_url=receiver.url, webhook_secret=WHSEC)
-    policy = Policy(claim_s=0.6)  # a beat every 0.2 s; owed for 2 s past the last
-    assert policy.owed_s == 2
+    policy = Policy(claim_s=0.3)  # a beat every 0.1 s; owed for 1 s past the last
+    assert policy.owed_s == 1
     delivery = Delivery(connect(redis_url), configured(settings), viewer(pw, "https://pw.example"), "test", policy)
     delivery.start()
     try:
-        assert 0 < redis_client.ttl(keys.notify_on()) <= 2
-        time.sleep(3)
+        assert 0 < redis_client.ttl(keys.notify_on()) <= 1
+        time.sleep(1.5)
         assert redis_client.exists(keys.notify_on()), "a delivering worker's beat renews it"
     finally:
         delivery.stop()

@@ -505,7 +505,7 @@ def test_a_long_node_keeps_its_workers_rq_key_alive(
     import threading
 
     monkeypatch.setenv("PARKWAY_EFFECTS_URL", redis_url)
-    settings = Settings(redis_url=redis_url, secret=SECRET)
+    settings = Settings(redis_url=redis_url, secret=SECRET, lease_ms=1000)  # the maintenance tick: 0.2 s
     queue = Queue(settings.queue, connection=redis_client, serializer=MsgpackSerializer)
     worker = ParkwayWorker([queue], connection=redis_client, serializer=MsgpackSerializer,
                            runtime=jobs.install(settings), job_monitoring_interval=1)
@@ -516,8 +516,8 @@ def test_a_long_node_keeps_its_workers_rq_key_alive(
             run_id = pw.start(flows.blocking, {"tag": "long"})
             thread.start()
             wait_for(lambda: redis_client.exists("test:inside:long"), 15, "the node to start")
-            redis_client.pexpire(worker.key, 4000)  # its keep-alive comes within ~2 s
-            time.sleep(5)
+            redis_client.pexpire(worker.key, 2500)  # its keep-alive comes within ~1.2 s
+            time.sleep(2.9)
             assert redis_client.exists(worker.key), "the worker key lapsed mid-node"
             assert redis_client.ttl(worker.key) > 60
             redis_client.delete("test:block:long")
