@@ -168,20 +168,25 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):  # t
 
 
 @contextmanager
-def sent_commands() -> Iterator[list[bytes]]:
+def sent_commands(this_thread: bool = False) -> Iterator[list[bytes]]:
     """Record what this process sends to Redis: one entry per round trip (a command, or a
     whole pipeline), as the bytes on the wire. Not counted: what goes to an in-process Redis
     (an embedded Parkway left over from another test may still be working there), and the stored-format
     announcements a thread of each process refreshes every few seconds (adapters/redis/formats.py: a
-    process's cost, not a job's)."""
+    process's cost, not a job's). With ``this_thread``, only what the calling thread sends (a client's
+    own calls, not a thread another test left working)."""
     from fakeredis import FakeRedisConnection
     from redis.connection import AbstractConnection
 
     sent: list[bytes] = []
     original = AbstractConnection.send_packed_command
+    caller = threading.current_thread()
 
     def recording(self, command, check_health=True):  # type: ignore[no-untyped-def]
-        if not isinstance(self, FakeRedisConnection) and threading.current_thread().name != "parkway-formats":
+        current = threading.current_thread()
+        if this_thread and current is not caller:
+            return original(self, command, check_health)
+        if not isinstance(self, FakeRedisConnection) and current.name != "parkway-formats":
             sent.append(command if isinstance(command, bytes) else b"".join(bytes(p) for p in command))
         return original(self, command, check_health)
 

@@ -34,7 +34,7 @@ def test_start_writes_rqs_own_job_hash_and_queue_entry_in_one_round_trip(
     pw: Parkway, redis_client: redis.Redis
 ) -> None:
     pw.start(flows.one_choice, {})  # scripts and the server version are read once per client
-    with sent_commands() as sent:
+    with sent_commands(this_thread=True) as sent:
         run_id = pw.start(flows.one_choice, {})
     assert len(sent) == 1, sent
     ours = _job_hash(redis_client, jobs.job_id(run_id, 0))
@@ -58,13 +58,13 @@ def test_resume_commits_and_enqueues_the_replay_in_one_round_trip_or_two_from_a_
     pw.resume(harness.token(first), selected="red")  # warm: the resume script is loaded
     run_id, other = harness.start_and_run(flows.one_choice), harness.start_and_run(flows.one_choice)
     token, other_token = harness.token(run_id), harness.token(other)
-    with sent_commands() as sent:
+    with sent_commands(this_thread=True) as sent:
         result = pw.resume(token, selected="red")
     assert result.accepted
     assert len(sent) == 1, sent  # the resume with the job
     fence = pw.store.get_run(run_id, 0).fence  # type: ignore[union-attr]
     assert pw.backend.dispatcher.queue.get_job_ids() == [jobs.job_id(run_id, fence)]  # type: ignore[attr-defined]
-    with Parkway(pw.settings) as cold, sent_commands() as sent:
+    with Parkway(pw.settings) as cold, sent_commands(this_thread=True) as sent:
         assert cold.resume(other_token, selected="blue").accepted
     assert len(sent) == 2, sent  # lookup, then resume with the job
     harness.run_jobs()

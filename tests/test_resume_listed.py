@@ -123,7 +123,7 @@ def test_a_wrong_answer_is_refused_after_one_read_of_the_interrupt(
     run_id = harness.start_and_run(flows.one_choice)
     token = harness.token(run_id)
     for client in (cold, lister):
-        with sent_commands() as sent, pytest.raises(InvalidAnswer):
+        with sent_commands(this_thread=True) as sent, pytest.raises(InvalidAnswer):
             client.resume(token, selected="green")
         assert len(sent) == 2, sent
     interrupt = lister.get_interrupt(lister.list_interrupts(run_id=run_id).items[0].request_id)
