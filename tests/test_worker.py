@@ -527,3 +527,39 @@ def test_a_long_node_keeps_its_workers_rq_key_alive(
         redis_client.delete("test:block:long")
         thread.join(20)
         jobs.uninstall()
+
+
+STOPPED_WHILE_STARTING = """
+import os, signal, sys
+import redis
+from rq import Queue
+from parkway import Settings
+from parkway.workers import jobs
+from parkway.workers.serializer import MsgpackSerializer
+from parkway.workers.worker import ParkwayWorker
+
+class Starting(ParkwayWorker):
+    def register_birth(self, *args, **kwargs):  # RQ's step before it installs its signal handlers
+        super().register_birth(*args, **kwargs)
+        print(self.name, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+settings = Settings(redis_url=sys.argv[1], secret=sys.argv[2])
+client = redis.Redis.from_url(sys.argv[1])
+queue = Queue(settings.queue, connection=client, serializer=MsgpackSerializer)
+Starting([queue], connection=client, serializer=MsgpackSerializer, runtime=jobs.install(settings)).work(
+    logging_level="WARNING")
+"""
+
+
+def test_a_stop_signal_while_the_worker_starts_ends_it_cleanly(redis_url: str, redis_client: redis.Redis) -> None:
+    """A SIGTERM that comes after the worker has registered with RQ but before RQ has installed its signal
+    handlers (a supervisor stopping a worker that just started) ends it as a warm stop would: exit 0,
+    no RQ registration and no stored-format announcement left behind (it used to kill the process on the
+    spot: seen as a flaky announcement left in a suite run)."""
+    done = subprocess.run([sys.executable, "-c", STOPPED_WHILE_STARTING, redis_url, SECRET],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    name = done.stdout.strip()
+    assert name and not redis_client.sismember("rq:workers", f"rq:worker:{name}")
+    assert not redis_client.hexists(keys.readers(), name)

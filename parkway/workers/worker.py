@@ -232,6 +232,7 @@ class ParkwayWorker(TrimmedWorker):
         """RQ's work loop; with ``with_maintenance`` (the default) also parkway's lease renewal and
         reconciling thread, on the worker's runtime (``parkway_runtime``). A pool's child
         also watches its pool's process (see ``_leave_with_pool``)."""
+        self._stop_early()
         if self.pool_pid is None:
             return self._work(*args, with_maintenance=with_maintenance, **kwargs)
         done = threading.Event()
@@ -240,6 +241,20 @@ class ParkwayWorker(TrimmedWorker):
             return self._work(*args, with_maintenance=with_maintenance, **kwargs)
         finally:
             done.set()
+
+    def _stop_early(self) -> None:
+        """Until RQ installs its signal handlers (rq's ``work`` does so only after it has registered the
+        worker), a SIGTERM or SIGINT would end the process at once, leaving its registration and its
+        stored-format announcement behind: from the start, one asks the loop to stop at its first turn
+        instead (RQ's handlers replace this one; a stop asked before stays asked)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def asked(signum: int, frame: Any) -> None:
+            self._stop_requested = True
+
+        signal.signal(signal.SIGTERM, asked)
+        signal.signal(signal.SIGINT, asked)
 
     def _leave_with_pool(self, pool_pid: int, done: threading.Event) -> None:
         """Once the pool's process is gone, stop as a stop signal would (a running job finishes):
