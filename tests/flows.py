@@ -224,24 +224,30 @@ def _charge(tag: str) -> dict[str, Any]:
     return {"charged": tag}
 
 
+def _block_while_flagged(tag: str) -> None:
+    """Mark test:inside:<tag>, then wait (up to 60 s) while test:block:<tag> exists in the effects Redis:
+    a test acts on a node stopped here (kills its worker, cuts a connection), then lets it go on."""
+    import time
+
+    import redis
+
+    with redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"]) as client:
+        client.set(f"test:inside:{tag}", 1)
+        deadline = time.time() + 60
+        while client.exists(f"test:block:{tag}") and time.time() < deadline:
+            time.sleep(0.05)
+
+
 blocking = Workflow("blocking")
 
 
 @blocking.node(start=True)
 def charge_then_block(data: dict[str, Any]) -> dict[str, Any]:
     """Records a step, then blocks while the Redis key test:block:<tag> exists (so a test can kill the worker)."""
-    import time
-
-    import redis
-
     from parkway import use_step
 
     use_step("charge", _charge, data["tag"])
-    with redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"]) as client:
-        client.set(f"test:inside:{data['tag']}", 1)
-        deadline = time.time() + 60
-        while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
-            time.sleep(0.05)
+    _block_while_flagged(data["tag"])
     return {"finished": True}
 
 
@@ -532,16 +538,8 @@ def relay_first(data: dict[str, Any]) -> Result:
 @relay.node
 def relay_second(data: dict[str, Any]) -> dict[str, Any]:
     """Emits, then blocks while test:block:<tag> exists (a test kills the worker here)."""
-    import time
-
-    import redis
-
     emit("progress", {"part": 3})
-    with redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"]) as client:
-        client.set(f"test:inside:{data['tag']}", 1)
-        deadline = time.time() + 60
-        while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
-            time.sleep(0.05)
+    _block_while_flagged(data["tag"])
     emit("progress", {"part": 4})
     return {"parts": 4}
 
@@ -575,14 +573,6 @@ answer_then_block = Workflow("answer_then_block")
 def ask_then_block(data: dict[str, Any]) -> dict[str, Any]:
     """Asks for a color; once answered, blocks while the Redis key test:block:<tag> exists (so a test
     can act between the replay's first line and its last commit)."""
-    import time
-
-    import redis
-
     picked = use_interrupt(COLORS, id="color")
-    with redis.Redis.from_url(os.environ["PARKWAY_EFFECTS_URL"]) as client:
-        client.set(f"test:inside:{data['tag']}", 1)
-        deadline = time.time() + 60
-        while client.exists(f"test:block:{data['tag']}") and time.time() < deadline:
-            time.sleep(0.05)
+    _block_while_flagged(data["tag"])
     return {"picked": picked}
